@@ -1,0 +1,175 @@
+"""The command line: a thin Click layer over the library API.
+
+Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import click
+
+from . import __version__
+from .config import OUTPUT_FORMATS
+from .errors import ObjcliError
+from .readers.inputs import FORMATS, TEXT_UNITS
+
+
+def _objective_option_names() -> dict[str, set[str]]:
+    """Option name -> objectives that accept it (from each objective's options dataclass)."""
+    from .objectives import REGISTRY
+
+    accepted: dict[str, set[str]] = {}
+    for name in REGISTRY.names():
+        for f in dataclasses.fields(REGISTRY.get(name).options_type):
+            accepted.setdefault(f.name, set()).add(name)
+    return accepted
+
+
+class _Fail(click.ClickException):
+    """Prints ``Error: <one line>`` and exits 1."""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="objcli")
+def main() -> None:
+    """Turn raw text into training-ready shards for a pretraining objective."""
+
+
+@main.command(context_settings={"show_default": True})
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-t", "--tokenizer", required=True, help="SentencePiece .model file.")
+@click.option("--objective", default="clm", help="Pretraining objective (clm).")
+@click.option("--seq-len", type=int, default=2048, help="Tokens per row (the most per row with --packing none).")
+@click.option("-o", "--output", required=True, help="Output folder, or '-' for an Arrow IPC stream on stdout.")
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="arrow", help="Shard format.")
+@click.option("--shard-size", default="256MB", help="Rows per shard (10000) or bytes of token data (256MB).")
+@click.option("--input-format", type=click.Choice(FORMATS), default="auto", help="Input format; auto uses extension, then content.")
+@click.option("--text-key", default="text", help="JSON field or Parquet column holding the text.")
+@click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line", help="Plain text: one document per line, blank-line-separated paragraph, or file.")
+@click.option("--strict", is_flag=True, help="Stop at the first bad record instead of skipping and counting it.")
+@click.option("--bos/--no-bos", default=False, help="Put BOS before every document.")
+@click.option("--eos/--no-eos", default=True, help="Put EOS after every document.")
+@click.option("--seed", type=int, default=0, help="Seed for objectives that draw random numbers.")
+@click.option("--workers", type=int, default=None, help="Worker processes [default: all cores].")
+@click.option("--partition-size", default="64MiB", help="Large uncompressed line-based files are split into partitions of this size.")
+@click.option("--batch-size", default="4MiB", help="Text per tokenizer batch.")
+@click.option("--overwrite", is_flag=True, help="Replace the output of an earlier run in the folder.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (the summary line is still printed).")
+@click.option("--packing", type=click.Choice(["concat", "none"]), default="concat", help="[clm] concat: join documents with EOS and cut rows; none: one document per row.")
+@click.option("--remainder", type=click.Choice(["drop", "pad"]), default="drop", help="[clm] The last partial row of each partition.")
+def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
+              text_unit, strict, bos, eos, seed, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):
+    """Tokenize INPUTS and write training-ready shards.
+
+    INPUTS are files, folders (searched recursively for .jsonl/.txt/.parquet, compressed or
+    not) and globs; '-' reads standard input. Example:
+
+        objcli transform corpus/ -t tok.model --objective clm --seq-len 2048 -o shards/
+    """
+    from .config import ShardSize, TransformConfig, parse_bytes
+    from .objectives import REGISTRY
+    from .transform import transform as run_transform
+
+    ctx = click.get_current_context()
+    try:
+        objective_type = REGISTRY.get(objective)
+        accepted = {f.name for f in dataclasses.fields(objective_type.options_type)}
+        for name, owners in _objective_option_names().items():
+            given = ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+            if given and name not in accepted:
+                flag = "--" + name.replace("_", "-")
+                raise ObjcliError(f"{flag} applies to {', '.join(sorted(owners))}, not to {objective_type.name}")
+        options = objective_type.options_type(**{k: v for k, v in objective_kwargs.items() if k in accepted})
+        config = TransformConfig(
+            inputs=tuple(inputs), tokenizer=tokenizer, objective=objective_type.name, objective_options=options,
+            output=output, seq_len=seq_len, output_format=output_format, shard_size=ShardSize.parse(shard_size),
+            input_format=input_format, text_key=text_key, text_unit=text_unit, strict=strict, bos=bos, eos=eos,
+            seed=seed, partition_bytes=parse_bytes(partition_size, "--partition-size"),
+            batch_bytes=parse_bytes(batch_size, "--batch-size"),
+        )
+        bar = None if quiet or not sys.stderr.isatty() else _progress_bar()
+        summary = run_transform(
+            config, workers=workers, overwrite=overwrite, progress=bar.update if bar else None,
+            warn=lambda message: click.echo(f"objcli: warning: {message}", err=True),
+        )
+        if bar:
+            bar.close()
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    click.echo(summary.line(), err=True)
+
+
+class _progress_bar:
+    """tqdm on stderr: documents, MB of text and tokens/s."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self.bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        self.text_bytes = 0
+        self.tokens = 0
+
+    def update(self, progress) -> None:
+        self.text_bytes += progress.text_bytes
+        self.tokens += progress.tokens
+        rate = self.tokens / max(self.bar.format_dict["elapsed"], 1e-9)
+        self.bar.set_postfix_str(f"{self.text_bytes / 1e6:.1f} MB, {rate:,.0f} tokens/s", refresh=False)
+        self.bar.update(progress.documents)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@main.command("train-tokenizer", context_settings={"show_default": True})
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, help="Where to write the .model file.")
+@click.option("--vocab-size", type=int, required=True, help="Pieces in the model, special pieces included.")
+@click.option("--model-type", type=click.Choice(["unigram", "bpe"]), default="unigram")
+@click.option("--preset", type=click.Choice(["text", "code"]), default="text", help="text: NFKC, whitespace collapsed; code: text kept exactly.")
+@click.option("--special", multiple=True, help="Reserve a special piece (repeatable), e.g. --special '[MASK]'.")
+@click.option("--text-key", default="text", help="JSON field or Parquet column holding the text.")
+@click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line")
+@click.option("--character-coverage", type=float, default=0.9995)
+@click.option("--max-lines", type=int, default=0, help="Train on at most this many lines (0: all).")
+@click.option("--threads", type=int, default=1, help="Trainer threads (1 keeps training reproducible).")
+def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, special, text_key, text_unit,
+                            character_coverage, max_lines, threads):
+    """Train a SentencePiece model on INPUTS (read like 'transform' reads them). Example:
+
+        objcli train-tokenizer corpus/ --vocab-size 32000 --special '[MASK]' -o tok.model
+    """
+    from .train_tokenizer import train_tokenizer
+
+    try:
+        result = train_tokenizer(list(inputs), output, vocab_size, model_type, preset, special, text_key,
+                                 text_unit, character_coverage, max_lines, threads)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    click.echo(f"objcli: wrote {result['path']} ({result['model_type']}, {result['vocab_size']:,} pieces, "
+               f"preset {result['preset']})", err=True)
+
+
+@main.command("inspect")
+@click.argument("folder")
+@click.option("-n", "--rows", type=int, default=3, show_default=True, help="Rows to show.")
+@click.option("-t", "--tokenizer", default=None, help="Tokenizer, if it moved since the run.")
+@click.option("--color/--no-color", default=None, help="Colour segments [default: when stdout is a terminal].")
+def inspect_command(folder, rows, tokenizer, color):
+    """Decode the first rows of an output FOLDER, with segments and padding made visible. Example:
+
+        objcli inspect shards/ --rows 2
+    """
+    from .show import inspect_output
+
+    colour = sys.stdout.isatty() if color is None else color
+    try:
+        for line in inspect_output(folder, rows, tokenizer, colour):
+            click.echo(line, color=colour)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""User-facing errors: one line that says what failed, where, and how to fix it."""
+
+
+class ObjcliError(Exception):
+    """An error the user can act on. The CLI prints ``str(error)`` and exits with status 1."""
+
+
+class BadRecord(ObjcliError):
+    """A record that cannot become a document (raised under ``--strict``; counted otherwise)."""
+
+    def __init__(self, reason: str, where: str, detail: str, fix: str):
+        self.reason = reason
+        self.where = where
+        super().__init__(f"{where}: {detail}; {fix}")

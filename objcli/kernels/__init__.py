@@ -1,0 +1,1 @@
+"""Pure NumPy kernels: no I/O, no global state, vectorized over whole batches."""

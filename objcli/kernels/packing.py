@@ -1,0 +1,83 @@
+"""Packing a token stream into fixed-length rows.
+
+Glossary, for a row of length 6 holding the end of document 7, all of document 8 and padding:
+
+    input_ids    [a3, a4, b0, b1, b2, <pad>]
+    segment_ids  [ 1,  1,  2,  2,  2,  0]     1-based per row; 0 marks padding
+    positions    [ 0,  1,  0,  1,  2,  0]     restart at 0 for every segment of the row
+
+A document cut at a row boundary continues as segment 1 of the next row, with positions
+restarting at 0 there (as Megatron-LM's ``reset_position_ids`` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PADDING_DOC = -1
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    input_ids: np.ndarray  # (rows, seq_len)
+    segment_ids: np.ndarray  # (rows, seq_len) int32, 0 = padding
+    positions: np.ndarray  # (rows, seq_len) int32
+    documents_started: np.ndarray  # (rows,) documents whose first token is in the row
+    consumed: int  # stream tokens placed in these rows; the rest is the caller's remainder
+
+
+def segments_and_positions(doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Segment ids and positions for a (rows, seq_len) array of per-token document ids.
+
+    Padding is marked by ``PADDING_DOC`` and gets segment 0 and position 0.
+    """
+    rows, seq_len = doc_ids.shape
+    padding = doc_ids == PADDING_DOC
+    starts = np.ones(doc_ids.shape, dtype=bool)
+    starts[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]
+    starts &= ~padding
+    segment_ids = np.cumsum(starts, axis=1, dtype=np.int32)
+    column = np.broadcast_to(np.arange(seq_len, dtype=np.int32), doc_ids.shape)
+    segment_start = np.maximum.accumulate(np.where(starts, column, 0), axis=1)
+    positions = (column - segment_start).astype(np.int32)
+    segment_ids[padding] = 0
+    positions[padding] = 0
+    return segment_ids, positions
+
+
+def pack_concat(
+    tokens: np.ndarray,
+    doc_ids: np.ndarray,
+    first_token: np.ndarray,
+    seq_len: int,
+    pad_id: int | None = None,
+) -> PackedRows:
+    """Cut a stream of documents (already joined with EOS) into rows of ``seq_len``.
+
+    ``doc_ids`` gives each token's document and ``first_token`` flags each document's first
+    token. Only full rows are made, unless ``pad_id`` is given: then the tail becomes one last
+    row padded with ``pad_id`` and everything is consumed.
+    """
+    num_full = len(tokens) // seq_len
+    tail = len(tokens) - num_full * seq_len
+    padded = pad_id is not None and tail > 0
+    if padded:
+        pad = seq_len - tail
+        tokens = np.concatenate([tokens, np.full(pad, pad_id, dtype=tokens.dtype)])
+        doc_ids = np.concatenate([doc_ids, np.full(pad, PADDING_DOC, dtype=doc_ids.dtype)])
+        first_token = np.concatenate([first_token, np.zeros(pad, dtype=bool)])
+        num_rows = num_full + 1
+    else:
+        num_rows = num_full
+    used = num_rows * seq_len
+    row_docs = doc_ids[:used].reshape(num_rows, seq_len)
+    segment_ids, positions = segments_and_positions(row_docs)
+    return PackedRows(
+        input_ids=tokens[:used].reshape(num_rows, seq_len),
+        segment_ids=segment_ids,
+        positions=positions,
+        documents_started=first_token[:used].reshape(num_rows, seq_len).sum(axis=1),
+        consumed=num_full * seq_len + (tail if padded else 0),
+    )

@@ -1,0 +1,6 @@
+"""Pretraining objectives, one file each, behind a small registry."""
+
+from . import clm  # noqa: F401  (registers)
+from .base import REGISTRY, DocumentBatch, register
+
+__all__ = ["REGISTRY", "DocumentBatch", "register"]

@@ -1,0 +1,120 @@
+"""read -> tokenize -> objective -> pack -> write, for one input partition at a time.
+
+``run_partition`` is the unit of work every executor runs; it depends only on its task, so the
+output of a partition is the same whichever process, worker count or executor runs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import TransformConfig
+from .objectives import REGISTRY, DocumentBatch
+from .readers import Partition, ReadOptions, RecordLog, read_documents
+from .rows import ColumnSpec
+from .tokenizer import SpecialTokens, Tokenizer, load_tokenizer
+from .writers import WRITERS, ShardInfo, ShardSink
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    partition: Partition
+    config: TransformConfig
+    special: SpecialTokens
+    folder: str  # where the partition's shards are written
+    threads: int = 1  # tokenizer threads for this partition
+
+
+@dataclass
+class PartitionResult:
+    index: int
+    documents_read: int
+    skipped: dict[str, int]
+    first_examples: dict[str, str]
+    counters: dict[str, int]
+    shards: list[ShardInfo]
+    text_bytes: int
+    seconds: float
+
+    @property
+    def documents_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    @property
+    def documents_written(self) -> int:
+        return self.documents_read - self.documents_skipped
+
+
+@dataclass
+class Progress:
+    """Increments reported while a partition runs (documents, bytes of text, tokens)."""
+
+    documents: int = 0
+    text_bytes: int = 0
+    tokens: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def build_objective(config: TransformConfig, tokenizer: Tokenizer):
+    return REGISTRY.get(config.objective)(config, tokenizer)
+
+
+def plan_objective(config: TransformConfig) -> tuple[Tokenizer, object, list[ColumnSpec]]:
+    """Load the tokenizer and build the objective in the main process: this fixes the special
+    tokens (and the order they are allocated in) before any worker starts."""
+    tokenizer = Tokenizer(config.tokenizer)
+    objective = build_objective(config, tokenizer)
+    return tokenizer, objective, objective.columns()
+
+
+def run_partition(task: PartitionTask, report=None) -> PartitionResult:
+    started = time.perf_counter()
+    config = task.config
+    tokenizer = load_tokenizer(config.tokenizer)
+    tokenizer.adopt(task.special)
+    objective = build_objective(config, tokenizer)
+    transform = objective.partition_transform(task.partition.index)
+    sink = ShardSink(
+        Path(task.folder),
+        task.partition.index,
+        WRITERS[config.output_format],
+        objective.columns(),
+        config.shard_size.rows,
+        config.shard_size.bytes,
+    )
+    log = RecordLog(strict=config.strict)
+    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
+    first_document = 0
+    text_bytes = 0
+    for batch_index, texts in enumerate(read_documents(task.partition, options, log)):
+        tokens, offsets = tokenizer.encode(texts, task.threads)
+        batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index)
+        sink.write(transform.process(batch))
+        first_document += len(texts)
+        size = sum(map(len, texts))
+        text_bytes += size
+        if report is not None:
+            report(Progress(len(texts), size, len(tokens)))
+    sink.write(transform.finish())
+    shards = sink.close()
+
+    skipped = Counter(log.skipped)
+    counters = {}
+    for key, value in transform.counters.items():
+        if key.startswith("skipped:"):
+            skipped[key.removeprefix("skipped:")] += value
+        else:
+            counters[key] = int(value)
+    return PartitionResult(
+        index=task.partition.index,
+        documents_read=log.read,
+        skipped=dict(sorted(skipped.items())),
+        first_examples=log.first_example,
+        counters=counters,
+        shards=shards,
+        text_bytes=text_bytes,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,17 @@
+"""Readers: find inputs, split them into partitions, and yield batches of document texts."""
+
+from .documents import ReadOptions, read_documents
+from .inputs import FORMATS, TEXT_UNITS, InputFile, Partition, plan_partitions, resolve_inputs
+from .records import RecordLog
+
+__all__ = [
+    "FORMATS",
+    "TEXT_UNITS",
+    "InputFile",
+    "Partition",
+    "ReadOptions",
+    "RecordLog",
+    "plan_partitions",
+    "read_documents",
+    "resolve_inputs",
+]

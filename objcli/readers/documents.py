@@ -1,0 +1,308 @@
+"""Reading a partition as batches of document texts.
+
+Line-based inputs are read in blocks of about ``batch_bytes`` of complete lines, so memory is
+bounded and JSON lines decode in one msgspec call per block; a block that fails to decode is
+re-read line by line to skip (or, under ``--strict``, report) exactly the bad records.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import msgspec
+
+from ..errors import ObjcliError
+from .inputs import STDIN, Partition, open_partition, sniff_format
+from .records import RecordLog
+
+PARAGRAPH_BREAK = re.compile(rb"\n[ \t\r\f\v]*\n")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    text_key: str = "text"
+    text_unit: str = "line"  # text inputs: one document per line | paragraph | file
+    strict: bool = False
+    batch_bytes: int = 4 << 20
+
+
+class _Locator:
+    """Turns a line index within a partition into ``file:line``; counts lines before a byte-range
+    partition only when an error needs it."""
+
+    def __init__(self, partition: Partition):
+        self.path = "<stdin>" if partition.input.path == STDIN else partition.input.path
+        self.partition = partition
+        self.data_start = partition.start
+        self._base: int | None = None if partition.start else 0
+
+    def __call__(self, line_index: int) -> str:
+        if self._base is None:
+            with open(self.partition.input.path, "rb") as f:
+                remaining, self._base = self.data_start, 0
+                while remaining > 0:
+                    block = f.read(min(remaining, 1 << 24))
+                    self._base += block.count(b"\n")
+                    remaining -= len(block)
+        return f"{self.path}:{self._base + line_index + 1}"
+
+
+def _line_blocks(
+    stream: BinaryIO, partition: Partition, batch_bytes: int, locator: _Locator
+) -> Iterator[tuple[int, bytes]]:
+    """Yield (index of the block's first line, bytes of complete lines)."""
+    position, end = partition.start, partition.end
+    if partition.start:
+        # The stream starts one byte early: this partition's first line is the first one that
+        # starts at or after ``start`` (the line in progress belongs to the previous partition).
+        position += len(stream.readline()) - 1
+        locator.data_start = position
+    line_index = 0
+    carry = b""
+    while end is None or position < end:
+        want = batch_bytes if end is None else min(batch_bytes, end - position)
+        data = stream.read(want)
+        if not data:
+            break
+        position += len(data)
+        if end is not None and position >= end and not data.endswith(b"\n"):
+            data += stream.readline()  # finish the line that started inside the range
+        block = carry + data
+        cut = block.rfind(b"\n") + 1
+        if end is None and cut == 0:
+            carry = block
+            continue
+        if end is not None and position >= end:
+            cut = len(block)
+        carry, block = block[cut:], block[:cut]
+        yield line_index, block
+        line_index += block.count(b"\n")
+    if carry:
+        yield line_index, carry
+
+
+def _decode_text_block(block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
+    try:
+        lines = block.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        lines = []
+        for i, raw in enumerate(block.split(b"\n")):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                if raw.strip():
+                    log.read += 1
+                    log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
+    texts = [line.rstrip("\r") for line in lines if line.strip()]
+    log.read += len(texts)
+    return texts
+
+
+class _JsonLines:
+    def __init__(self, text_key: str):
+        self.text_key = text_key
+        record_type = msgspec.defstruct("Record", [("text", str)], rename={"text": text_key})
+        self.decoder = msgspec.json.Decoder(record_type)
+        self.first_missing_fields: list[str] | None = None
+
+    def decode_block(self, block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
+        try:
+            texts = [record.text for record in self.decoder.decode_lines(block)]
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            texts = self._decode_line_by_line(block, first_line, log, locate)
+        else:
+            log.read += len(texts)
+        return self._drop_empty(texts, block, first_line, log, locate)
+
+    def _drop_empty(self, texts, block, first_line, log, locate) -> list[str]:
+        if all(texts):
+            return texts
+        # Rare: find the lines to name them. Each empty text is exactly one such line.
+        for i, raw in enumerate(block.split(b"\n")):
+            if raw.strip() and self._text_or_none(raw) == "":
+                log.skip("empty_text", locate(first_line + i), f"field '{self.text_key}' is empty")
+        return [t for t in texts if t]
+
+    def _text_or_none(self, raw: bytes) -> str | None:
+        try:
+            return self.decoder.decode(raw).text
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return None
+
+    def _decode_line_by_line(self, block, first_line, log, locate) -> list[str]:
+        texts = []
+        key = self.text_key
+        for i, raw in enumerate(block.split(b"\n")):
+            if not raw.strip():
+                continue
+            log.read += 1
+            where = locate(first_line + i)
+            try:
+                texts.append(self.decoder.decode(raw).text)
+            except UnicodeDecodeError as error:
+                log.skip("invalid_utf8", where, f"invalid UTF-8 ({error.reason})")
+            except msgspec.ValidationError as error:
+                message = str(error)
+                if message.startswith("Object missing required field"):
+                    if self.first_missing_fields is None:
+                        self.first_missing_fields = sorted(msgspec.json.decode(raw))
+                    fields = ", ".join(self.first_missing_fields) or "none"
+                    log.skip("missing_field", where, f"record has no field '{key}' (its fields: {fields})")
+                elif message.startswith("Expected `object`"):
+                    log.skip("not_an_object", where, "the line is JSON but not an object")
+                else:
+                    log.skip("not_a_string", where, f"field '{key}' is not a string ({message})")
+            except msgspec.DecodeError as error:
+                log.skip("bad_json", where, f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
+        return texts
+
+
+def _paragraphs(stream, partition, options, log, locator) -> Iterator[list[str]]:
+    carry = b""
+    carry_line = 0
+    line_index = 0
+    while True:
+        data = stream.read(options.batch_bytes)
+        block = carry + data
+        pieces = PARAGRAPH_BREAK.split(block) if block else []
+        if data:
+            carry = pieces.pop() if pieces else b""
+        else:
+            carry = b""
+        texts = []
+        line_index = carry_line
+        for piece, separator in zip(pieces, PARAGRAPH_BREAK.findall(block) + [b""]):
+            if piece.strip():
+                log.read += 1
+                try:
+                    texts.append(piece.decode("utf-8"))
+                except UnicodeDecodeError as error:
+                    log.skip("invalid_utf8", locator(line_index), f"invalid UTF-8 ({error.reason})")
+            line_index += piece.count(b"\n") + separator.count(b"\n")
+        carry_line = line_index
+        if texts:
+            yield texts
+        if not data:
+            return
+
+
+def _whole_file(stream, partition, options, log, locator) -> Iterator[list[str]]:
+    data = stream.read()
+    if not data.strip():
+        return
+    log.read += 1
+    try:
+        yield [data.decode("utf-8")]
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n")
+        log.skip("invalid_utf8", locator(line), f"invalid UTF-8 ({error.reason})")
+
+
+def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path, key = partition.input.path, options.text_key
+    source = io.BytesIO(open_partition(partition).read()) if path == STDIN else path
+    try:
+        parquet_file = pq.ParquetFile(source)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ObjcliError(f"input {path}: not a readable Parquet file ({error})") from None
+    schema = parquet_file.schema_arrow
+    if key not in schema.names:
+        columns = ", ".join(schema.names)
+        raise ObjcliError(
+            f"input {path}: no column '{key}' (columns: {columns}); choose the text column with --text-key"
+        )
+    if not (pa.types.is_string(schema.field(key).type) or pa.types.is_large_string(schema.field(key).type)):
+        raise ObjcliError(
+            f"input {path}: column '{key}' is {schema.field(key).type}, not text; "
+            "choose a string column with --text-key"
+        )
+    row = 0
+    for batch in parquet_file.iter_batches(batch_size=8192, columns=[key]):
+        column = batch.column(0)
+        log.read += len(column)
+        if column.null_count:
+            first_null = int(pc.index(pc.is_null(column), True).as_py())
+            for _ in range(column.null_count):
+                log.skip("null_text", f"{path}: row {row + first_null}", f"column '{key}' is null")
+            column = column.drop_null()
+        texts = column.to_pylist()
+        row += len(batch)
+        yield texts
+
+
+def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
+    """Batches of document texts from one partition, with bad records counted in ``log``."""
+    fmt = partition.input.format
+    if fmt == "parquet":
+        yield from _parquet(partition, options, log)
+        return
+    locator = _Locator(partition)
+    with _open_for_reading(partition) as stream:
+        if fmt == "auto":  # standard input: decide from the first bytes
+            fmt = sniff_format(stream.peek(64)[:64])
+            if fmt == "parquet":
+                raise ObjcliError("standard input looks like Parquet; Parquet must be given as a file")
+        if fmt == "jsonl":
+            jsonl = _JsonLines(options.text_key)
+            for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
+                texts = jsonl.decode_block(block, first_line, log, locator)
+                if texts:
+                    yield texts
+            if log.skipped["missing_field"] and log.documents == 0 and not log.skipped.keys() - {"missing_field"}:
+                fields = ", ".join(jsonl.first_missing_fields or []) or "none"
+                raise ObjcliError(
+                    f"input {locator.path}: no record has the field '{options.text_key}' "
+                    f"(fields of the first record: {fields}); choose the text field with --text-key"
+                )
+        elif options.text_unit == "line":
+            for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
+                texts = _decode_text_block(block, first_line, log, locator)
+                if texts:
+                    yield texts
+        elif options.text_unit == "paragraph":
+            yield from _paragraphs(stream, partition, options, log, locator)
+        else:
+            yield from _whole_file(stream, partition, options, log, locator)
+
+
+class _open_for_reading:
+    """Opens the partition's stream and turns decompression failures into one-line errors."""
+
+    def __init__(self, partition: Partition):
+        self.partition = partition
+
+    def __enter__(self) -> io.BufferedReader:
+        partition = self.partition
+        if partition.start:
+            partition = Partition(partition.index, partition.input, partition.start - 1, partition.end)
+        stream = open_partition(partition)
+        self.stream = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
+        return self.stream
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self.partition.input.path != STDIN:
+            self.stream.close()
+        if exc is not None and isinstance(exc, _decompression_errors()):
+            kind = self.partition.input.compression or "file"
+            raise ObjcliError(
+                f"input {self.partition.input.path}: corrupt or truncated {kind} ({exc}); "
+                "re-create or remove the file"
+            ) from None
+        return False
+
+
+def _decompression_errors() -> tuple[type[BaseException], ...]:
+    import lzma
+    import zlib
+
+    import zstandard
+
+    return (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)

@@ -1,0 +1,205 @@
+"""Finding inputs, detecting their compression and format, and splitting them into partitions.
+
+A partition is a stable unit of input: a whole file, or a fixed byte range of a large
+uncompressed line-based file. Partitions depend only on the inputs and ``--partition-size``,
+never on the number of workers, so output is the same whatever runs it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import lzma
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import ObjcliError
+
+STDIN = "-"
+MAGIC = {
+    "gzip": b"\x1f\x8b",
+    "zstd": b"\x28\xb5\x2f\xfd",
+    "bz2": b"BZh",
+    "xz": b"\xfd7zXZ\x00",
+}
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
+FORMAT_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".txt": "text",
+    ".text": "text",
+    ".parquet": "parquet",
+}
+FORMATS = ("auto", "text", "jsonl", "parquet")
+TEXT_UNITS = ("line", "paragraph", "file")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str  # "-" for standard input
+    format: str  # text | jsonl | parquet
+    compression: str | None
+    size: int | None  # bytes on disk; None for stdin
+
+
+@dataclass(frozen=True)
+class Partition:
+    index: int
+    input: InputFile
+    start: int = 0  # byte range [start, end) of an uncompressed file; lines belong to the
+    end: int | None = None  # partition in which they start
+
+    @property
+    def label(self) -> str:
+        if self.end is None:
+            return self.input.path
+        return f"{self.input.path}[bytes {self.start}:{self.end}]"
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "input": self.input.path,
+            "format": self.input.format,
+            "compression": self.input.compression,
+            "byte_range": None if self.end is None else [self.start, self.end],
+        }
+
+
+def sniff_compression(head: bytes) -> str | None:
+    for name, magic in MAGIC.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def decompressing_reader(raw: BinaryIO, compression: str | None) -> BinaryIO:
+    if compression is None:
+        return raw
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw)
+    if compression == "bz2":
+        return bz2.BZ2File(raw)
+    if compression == "xz":
+        return lzma.LZMAFile(raw)
+    if compression == "zstd":
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+    raise ValueError(compression)
+
+
+def _format_from_name(path: str) -> str | None:
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes.pop()
+    return FORMAT_SUFFIXES.get(suffixes[-1]) if suffixes else None
+
+
+def sniff_format(head: bytes) -> str:
+    """Format of decompressed leading bytes: Parquet magic, a JSON object, or text."""
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    return "jsonl" if head.lstrip()[:1] == b"{" else "text"
+
+
+def _describe_file(path: str, requested_format: str) -> InputFile:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as error:
+        raise ObjcliError(
+            f"input {path}: cannot read ({error.strerror}); check the path and its permissions"
+        ) from None
+    compression = sniff_compression(head)
+    fmt = requested_format if requested_format != "auto" else _format_from_name(path)
+    if fmt is None:
+        with open(path, "rb") as raw, decompressing_reader(raw, compression) as f:
+            fmt = sniff_format(_read_head(f, path))
+    if fmt == "parquet" and compression is not None:
+        raise ObjcliError(
+            f"input {path}: Parquet inside {compression} compression cannot be read in place; "
+            "decompress it first (Parquet compresses its own pages)"
+        )
+    return InputFile(path, fmt, compression, os.path.getsize(path))
+
+
+def _read_head(f: BinaryIO, path: str) -> bytes:
+    try:
+        return f.read(64)
+    except (OSError, EOFError, lzma.LZMAError) as error:
+        raise ObjcliError(f"input {path}: corrupt compressed data ({error})") from None
+
+
+def _is_data_file(path: Path) -> bool:
+    return not path.name.startswith(".") and _format_from_name(path.name) is not None
+
+
+def resolve_inputs(specs: list[str], requested_format: str = "auto") -> list[InputFile]:
+    """Expand files, folders (recursive, sorted) and globs; ``-`` is standard input."""
+    if not specs:
+        raise ObjcliError("no input given; name files, folders or globs, or '-' for standard input")
+    files: list[InputFile] = []
+    for spec in specs:
+        if spec == STDIN:
+            files.append(InputFile(STDIN, requested_format, None, None))
+            continue
+        if glob.has_magic(spec):
+            matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
+            paths = matches
+        elif os.path.isdir(spec):
+            paths = sorted(
+                str(p) for p in Path(spec).rglob("*") if p.is_file() and _is_data_file(p)
+            )
+            if not paths:
+                raise ObjcliError(
+                    f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "
+                    "(compressed or not); name the files directly"
+                )
+        elif os.path.exists(spec):
+            paths = [spec]
+        else:
+            raise ObjcliError(f"input {spec}: no such file or directory; check the path")
+        files.extend(_describe_file(p, requested_format) for p in paths)
+    if sum(f.path == STDIN for f in files) > 1:
+        raise ObjcliError("standard input '-' is named twice; name it once")
+    return files
+
+
+def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:
+    """Split large uncompressed line-based files into byte ranges; other inputs stay whole."""
+    partitions: list[Partition] = []
+    for input_file in files:
+        splittable = (
+            input_file.compression is None
+            and input_file.size is not None
+            and input_file.size > partition_bytes
+            and (input_file.format == "jsonl" or (input_file.format == "text" and text_unit == "line"))
+        )
+        if not splittable:
+            partitions.append(Partition(len(partitions), input_file))
+            continue
+        for start in range(0, input_file.size, partition_bytes):
+            end = min(start + partition_bytes, input_file.size)
+            partitions.append(Partition(len(partitions), input_file, start, end))
+    return partitions
+
+
+def open_partition(partition: Partition) -> BinaryIO:
+    """A binary stream of the partition's decompressed bytes (the whole file, or from ``start``)."""
+    input_file = partition.input
+    if input_file.path == STDIN:
+        raw = sys.stdin.buffer
+        head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
+        return decompressing_reader(raw, sniff_compression(head))
+    raw = open(input_file.path, "rb")  # noqa: SIM115 - closed by the caller via the wrapper
+    if partition.start:
+        raw.seek(partition.start)
+    return decompressing_reader(raw, input_file.compression)

@@ -1,0 +1,43 @@
+"""Accounting for records that cannot become documents.
+
+One policy for every reader: a bad record is skipped and counted under a reason, and the first
+example of each reason is kept so the run can warn once with file and line; under ``--strict``
+the first bad record is fatal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..errors import BadRecord
+
+SKIP_FIXES = {
+    "invalid_utf8": "re-encode the file as UTF-8 or pass without --strict to skip such records",
+    "bad_json": "fix the JSON on that line or pass without --strict to skip such records",
+    "not_an_object": "each JSON line must be an object; pass without --strict to skip others",
+    "missing_field": "choose the text field with --text-key",
+    "not_a_string": "the text field must be a string; pass without --strict to skip others",
+    "null_text": "fill the text column or pass without --strict to skip null rows",
+    "empty_text": "drop empty documents upstream or pass without --strict to skip them",
+}
+
+
+@dataclass
+class RecordLog:
+    strict: bool = False
+    read: int = 0  # records seen (blank lines are not records)
+    skipped: Counter = field(default_factory=Counter)
+    first_example: dict[str, str] = field(default_factory=dict)
+
+    def skip(self, reason: str, where: str, detail: str) -> None:
+        fix = SKIP_FIXES[reason]
+        if self.strict:
+            raise BadRecord(reason, where, detail, fix)
+        self.skipped[reason] += 1
+        self.first_example.setdefault(reason, f"{where}: {detail}")
+
+    @property
+    def documents(self) -> int:
+        """Records that became documents."""
+        return self.read - sum(self.skipped.values())

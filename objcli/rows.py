@@ -1,0 +1,87 @@
+"""Rows as objectives emit them and writers consume them.
+
+A column is one of three kinds:
+- ``fixed``: a 2-D array (rows, length), every row the same length (packed rows);
+- ``ragged``: a :class:`Ragged` (flat values + int64 offsets), rows of varying length;
+- ``scalar``: a 1-D array, one value per row (e.g. a label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+ColumnKind = Literal["fixed", "ragged", "scalar"]
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """What a column holds, so writers can choose a schema and the narrowest safe dtype."""
+
+    name: str
+    kind: ColumnKind
+    min_value: int
+    max_value: int
+    doc: str = ""
+
+    def disk_dtype(self) -> np.dtype:
+        """uint16 when every value fits (REFERENCE §1: Megatron's vocab < 65,500 rule), else int32."""
+        if self.min_value >= 0 and self.max_value < 65_500:
+            return np.dtype(np.uint16)
+        if -32_768 <= self.min_value and self.max_value < 32_768:
+            return np.dtype(np.int16)
+        return np.dtype(np.int32)
+
+
+@dataclass(frozen=True)
+class Ragged:
+    values: np.ndarray
+    offsets: np.ndarray  # int64, len = rows + 1
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def slice(self, start: int, stop: int) -> Ragged:
+        lo, hi = self.offsets[start], self.offsets[stop]
+        return Ragged(self.values[lo:hi], self.offsets[start : stop + 1] - lo)
+
+
+Column = np.ndarray | Ragged
+
+
+@dataclass
+class RowBatch:
+    """Rows plus per-row bookkeeping that is counted in the manifest but not written."""
+
+    columns: dict[str, Column]
+    tokens: np.ndarray  # non-padding tokens per row
+    padding: np.ndarray  # padding tokens per row
+    documents: np.ndarray  # documents whose first token lands in the row
+    extra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.tokens)
+
+    def slice(self, start: int, stop: int) -> RowBatch:
+        columns = {
+            name: col.slice(start, stop) if isinstance(col, Ragged) else col[start:stop]
+            for name, col in self.columns.items()
+        }
+        return RowBatch(
+            columns, self.tokens[start:stop], self.padding[start:stop], self.documents[start:stop]
+        )
+
+    def row_nbytes(self) -> np.ndarray:
+        """In-memory bytes per row (int32 values), used to size shards given in bytes."""
+        sizes = np.zeros(self.num_rows, dtype=np.int64)
+        for col in self.columns.values():
+            if isinstance(col, Ragged):
+                sizes += np.diff(col.offsets) * 4
+            elif col.ndim == 2:
+                sizes += col.shape[1] * 4
+            else:
+                sizes += 4
+        return sizes

@@ -1,0 +1,88 @@
+"""Reading a finished output folder back, row by row, whatever its format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ObjcliError
+from .manifest import read_manifest
+
+
+def _arrow_batches(path: Path):
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
+        yield from reader
+
+
+def _parquet_batches(path: Path):
+    import pyarrow.parquet as pq
+
+    yield from pq.ParquetFile(path).iter_batches()
+
+
+def _rows_from_batches(batches) -> Iterator[dict[str, np.ndarray]]:
+    for batch in batches:
+        columns = {}
+        for name, column in zip(batch.schema.names, batch.columns):
+            if hasattr(column, "offsets"):
+                offsets = column.offsets.to_numpy()
+                values = column.values.to_numpy(zero_copy_only=False)
+                columns[name] = [values[offsets[i] : offsets[i + 1]] for i in range(len(column))]
+            else:
+                columns[name] = column.to_numpy(zero_copy_only=False)
+        for i in range(batch.num_rows):
+            yield {name: col[i] for name, col in columns.items()}
+
+
+def _npy_rows(folder: Path, shard: dict, manifest: dict) -> Iterator[dict[str, np.ndarray]]:
+    prefix = shard["files"][0].split(".")[0]
+    arrays = {}
+    for column in manifest["columns"]:
+        name = column["name"]
+        values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
+        if column["kind"] == "ragged":
+            offsets = np.load(folder / f"{prefix}.{name}.offsets.npy")
+            arrays[name] = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+        else:
+            arrays[name] = values
+    for i in range(shard["rows"]):
+        yield {name: np.asarray(a[i]) for name, a in arrays.items()}
+
+
+def _megatron_rows(folder: Path, shard: dict) -> Iterator[dict[str, np.ndarray]]:
+    prefix = shard["files"][0].removesuffix(".bin")
+    idx = (folder / f"{prefix}.idx").read_bytes()
+    dtype = {8: np.uint16, 4: np.int32}[idx[17]]
+    count = int(np.frombuffer(idx, "<u8", 1, 18)[0])
+    lengths = np.frombuffer(idx, "<i4", count, 34)
+    pointers = np.frombuffer(idx, "<i8", count, 34 + 4 * count)
+    data = np.memmap(folder / f"{prefix}.bin", dtype=dtype, mode="r")
+    itemsize = np.dtype(dtype).itemsize
+    for length, pointer in zip(lengths, pointers):
+        start = pointer // itemsize
+        yield {"input_ids": np.asarray(data[start : start + length])}
+
+
+def iter_rows(folder: str | Path, manifest: dict | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(shard file, row) for every row of a finished output, in order."""
+    folder = Path(folder)
+    manifest = manifest or read_manifest(folder)
+    fmt = manifest["format"]
+    for shard in manifest["shards"]:
+        first = shard["files"][0]
+        if not (folder / first).exists():
+            raise ObjcliError(f"{folder / first}: listed in the manifest but missing; rerun the transform")
+        if fmt == "arrow":
+            rows = _rows_from_batches(_arrow_batches(folder / first))
+        elif fmt == "parquet":
+            rows = _rows_from_batches(_parquet_batches(folder / first))
+        elif fmt == "npy":
+            rows = _npy_rows(folder, shard, manifest)
+        else:
+            rows = _megatron_rows(folder, shard)
+        for row in rows:
+            yield first, row

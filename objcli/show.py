@@ -1,0 +1,69 @@
+"""``objcli inspect``: rows decoded back to text, as the trainer will see them.
+
+Segments alternate colours on a terminal and are numbered ``[1] … [2] …`` otherwise; padding is
+shown as ``[pad ×N]``; special tokens appear by name (``</s>``) instead of vanishing in decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+
+import click
+import numpy as np
+
+from .errors import ObjcliError
+from .manifest import read_manifest
+from .shards import iter_rows
+from .tokenizer import SpecialTokens, Tokenizer, file_sha256
+
+SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
+
+
+def load_output_tokenizer(manifest: dict, override: str | None) -> Tokenizer:
+    path = override or manifest["tokenizer"]["path"]
+    if not Path(path).is_file():
+        raise ObjcliError(f"tokenizer {path} (from the manifest) is gone; pass its new path with --tokenizer")
+    if file_sha256(path) != manifest["tokenizer"]["sha256"]:
+        raise ObjcliError(f"tokenizer {path}: sha256 differs from the manifest's; pass the model used with --tokenizer")
+    tokenizer = Tokenizer(path)
+    tokenizer.adopt(SpecialTokens(**manifest["special_tokens"]))
+    return tokenizer
+
+
+def _runs(segment_ids: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(segment id, start, stop) for each run of equal segment ids."""
+    if len(segment_ids) == 0:
+        return
+    cuts = np.flatnonzero(np.diff(segment_ids)) + 1
+    starts = np.concatenate([[0], cuts])
+    stops = np.concatenate([cuts, [len(segment_ids)]])
+    for start, stop in zip(starts, stops):
+        yield int(segment_ids[start]), int(start), int(stop)
+
+
+def render_row(row: dict[str, np.ndarray], tokenizer: Tokenizer, colour: bool) -> str:
+    ids = np.asarray(row["input_ids"])
+    segments = np.asarray(row.get("segment_ids", np.ones(len(ids), dtype=np.int32)))
+    parts = []
+    for segment, start, stop in _runs(segments):
+        if segment == 0:
+            text = f"[pad ×{stop - start}]"
+            parts.append(click.style(text, dim=True) if colour else text)
+            continue
+        text = tokenizer.decode(ids[start:stop])
+        if colour:
+            parts.append(click.style(text, fg=SEGMENT_COLOURS[(segment - 1) % len(SEGMENT_COLOURS)]))
+        else:
+            parts.append(f"[{segment}] {text}")
+    return ("" if colour else " ").join(parts)
+
+
+def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: bool) -> Iterator[str]:
+    manifest = read_manifest(folder)
+    tokenizer = load_output_tokenizer(manifest, tokenizer_path)
+    for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
+        header = f"── row {number} · {shard} · {len(row['input_ids'])} tokens"
+        yield click.style(header, bold=True) if colour else header
+        yield render_row(row, tokenizer, colour)

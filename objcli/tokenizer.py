@@ -1,0 +1,162 @@
+"""SentencePiece tokenizer: batched encode into flat arrays, and special-token resolution.
+
+Special tokens are looked up in the model first; a token the model lacks is allocated after the
+model's vocabulary (ids ``vocab_size``, ``vocab_size + 1``, … in request order) and recorded in
+the manifest (REFERENCE §1). SentencePiece never produces control pieces from text, so a corpus
+that spells ``</s>`` or ``<pad>`` gets those characters as plain text, never the control id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ObjcliError
+
+# SentencePiece's own accessors for the roles it knows, and the piece names we allocate otherwise.
+MODEL_ROLE_ACCESSORS = {"bos": "bos_id", "eos": "eos_id", "pad": "pad_id", "unk": "unk_id"}
+DEFAULT_PIECES = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class SpecialTokens:
+    """Role -> id for every special token a run uses, and which ids were allocated by objcli."""
+
+    ids: dict[str, int] = field(default_factory=dict)
+    pieces: dict[str, str] = field(default_factory=dict)
+    added: dict[str, int] = field(default_factory=dict)  # piece -> allocated id
+
+    def __getitem__(self, role: str) -> int:
+        return self.ids[role]
+
+    def get(self, role: str) -> int | None:
+        return self.ids.get(role)
+
+    def to_json(self) -> dict:
+        return {"ids": self.ids, "pieces": self.pieces, "added": self.added}
+
+
+class Tokenizer:
+    """A loaded SentencePiece model plus the special tokens resolved for one run."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, path: str | Path):
+        import sentencepiece as spm
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ObjcliError(
+                f"tokenizer {self.path}: no such file; pass a SentencePiece .model with --tokenizer"
+            )
+        self.processor = spm.SentencePieceProcessor()
+        try:
+            self.processor.LoadFromFile(str(self.path))
+        except (OSError, RuntimeError) as error:
+            raise ObjcliError(
+                f"tokenizer {self.path}: not a SentencePiece model ({str(error).strip()}); "
+                "pass a .model file written by SentencePiece or 'objcli train-tokenizer'"
+            ) from None
+        self.vocab_size = self.processor.get_piece_size()
+        self.special = SpecialTokens()
+
+    @property
+    def sha256(self) -> str:
+        return file_sha256(self.path)
+
+    @property
+    def total_vocab_size(self) -> int:
+        return self.vocab_size + len(self.special.added)
+
+    def model_id(self, piece: str) -> int | None:
+        """The model's id for ``piece``, or None when the model has no such piece."""
+        piece_id = self.processor.piece_to_id(piece)
+        unk = self.processor.unk_id()
+        if piece_id == unk and piece != self.processor.id_to_piece(unk):
+            return None
+        return piece_id
+
+    def resolve(self, role: str, piece: str | None = None) -> int:
+        """Id for a special-token role, from the model when it has one, else newly allocated."""
+        if role in self.special.ids:
+            return self.special.ids[role]
+        token_id = None
+        if piece is None and role in MODEL_ROLE_ACCESSORS:
+            model_role_id = getattr(self.processor, MODEL_ROLE_ACCESSORS[role])()
+            if model_role_id >= 0:
+                token_id = model_role_id
+                piece = self.processor.id_to_piece(model_role_id)
+        piece = piece or DEFAULT_PIECES.get(role, role)
+        if token_id is None:
+            token_id = self.model_id(piece)
+        if token_id is None:
+            token_id = self.special.added.get(piece)
+        if token_id is None:
+            token_id = self.total_vocab_size
+            self.special.added[piece] = token_id
+        self.special.ids[role] = token_id
+        self.special.pieces[role] = piece
+        return token_id
+
+    def adopt(self, special: SpecialTokens) -> None:
+        """Use a table resolved elsewhere (workers get the table the main process planned)."""
+        self.special = special
+
+    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Batched encode into (int32 tokens, int64 offsets)."""
+        if not texts:
+            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        arrays = self.processor.encode(texts, return_type="numpy", num_threads=num_threads)
+        lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        tokens = np.concatenate(arrays).astype(np.int32, copy=False)
+        return tokens, offsets
+
+    def piece(self, token_id: int) -> str:
+        """Piece text for display; allocated specials show their recorded name."""
+        if token_id < self.vocab_size:
+            return self.processor.id_to_piece(int(token_id))
+        for piece, allocated in self.special.added.items():
+            if allocated == token_id:
+                return piece
+        return f"<id {token_id}>"
+
+    def is_special(self, token_id: int) -> bool:
+        if token_id >= self.vocab_size:
+            return True
+        return bool(self.processor.is_control(int(token_id)))
+
+    def decode(self, token_ids: np.ndarray) -> str:
+        """Decode, showing control and allocated specials as their names instead of dropping them."""
+        out: list[str] = []
+        run: list[int] = []
+        for token_id in map(int, token_ids):
+            if self.is_special(token_id):
+                if run:
+                    out.append(self.processor.decode(run))
+                    run = []
+                out.append(self.piece(token_id))
+            else:
+                run.append(token_id)
+        if run:
+            out.append(self.processor.decode(run))
+        return "".join(out)
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(path: str) -> Tokenizer:
+    """One loaded model per worker process and path."""
+    return Tokenizer(path)

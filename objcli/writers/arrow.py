@@ -1,0 +1,32 @@
+"""Arrow IPC stream files: one record batch per chunk of rows.
+
+Hugging Face ``datasets`` memory-maps these with ``Dataset.from_file`` (REFERENCE §12);
+``pyarrow.ipc.open_stream`` reads them anywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..rows import ColumnSpec, RowBatch
+from .base import TEMP_SUFFIX, arrow_schema, commit, to_record_batch
+
+
+class ArrowWriter:
+    suffix = ".arrow"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        self.columns = columns
+        self.temp = base.with_name(base.name + self.suffix + TEMP_SUFFIX)
+        self.sink = pa.OSFile(str(self.temp), "wb")
+        self.writer = pa.ipc.new_stream(self.sink, arrow_schema(columns))
+
+    def write(self, rows: RowBatch) -> None:
+        self.writer.write_batch(to_record_batch(rows, self.columns))
+
+    def close(self) -> list[Path]:
+        self.writer.close()
+        self.sink.close()
+        return [commit(self.temp)]

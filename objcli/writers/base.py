@@ -1,0 +1,166 @@
+"""Shard writers and the sink that cuts a partition's rows into shards.
+
+Every file is written under a temporary name and renamed when complete, so a crash never leaves
+a file that looks finished; the manifest, written last, is what marks a run complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from ..rows import ColumnSpec, Ragged, RowBatch
+
+TEMP_SUFFIX = ".tmp"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def commit(temp_path: Path) -> Path:
+    """Flush a finished temporary file to disk and give it its final name."""
+    final = temp_path.with_name(temp_path.name.removesuffix(TEMP_SUFFIX))
+    with open(temp_path, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(temp_path, final)
+    return final
+
+
+def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
+    """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles."""
+    return pa.schema(
+        [
+            pa.field(c.name, pa.int32() if c.kind == "scalar" else pa.list_(pa.int32()), nullable=False)
+            for c in columns
+        ]
+    )
+
+
+def to_arrow(column, spec: ColumnSpec) -> pa.Array:
+    if isinstance(column, Ragged):
+        values, offsets = column.values, column.offsets
+    elif column.ndim == 2:
+        rows, length = column.shape
+        values = column.reshape(-1)
+        offsets = np.arange(0, rows * length + 1, length, dtype=np.int64) if rows else np.zeros(1, np.int64)
+    else:
+        return pa.array(column.astype(np.int32, copy=False), type=pa.int32())
+    return pa.ListArray.from_arrays(
+        pa.array(offsets.astype(np.int32), type=pa.int32()),
+        pa.array(values.astype(np.int32, copy=False), type=pa.int32()),
+    )
+
+
+def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
+    return pa.record_batch(
+        [to_arrow(rows.columns[c.name], c) for c in columns], schema=arrow_schema(columns)
+    )
+
+
+class ShardWriter(Protocol):
+    def __init__(self, base: Path, columns: list[ColumnSpec]) -> None: ...
+
+    def write(self, rows: RowBatch) -> None: ...
+
+    def close(self) -> list[Path]:
+        """Finish, rename to final names, and return the files written."""
+        ...
+
+
+@dataclass
+class ShardInfo:
+    partition: int
+    ordinal: int
+    files: list[str]  # file names (in the folder the sink wrote to)
+    sha256: dict[str, str]
+    rows: int = 0
+    tokens: int = 0
+    padding_tokens: int = 0
+    documents: int = 0  # documents whose first token is in this shard
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ShardSink:
+    """Cuts the rows of one partition into shards of ``shard_rows`` rows or ``shard_bytes`` bytes."""
+
+    folder: Path
+    partition: int
+    writer_type: type
+    columns: list[ColumnSpec]
+    shard_rows: int | None = None
+    shard_bytes: int | None = None
+    shards: list[ShardInfo] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._writer = None
+        self._info: ShardInfo | None = None
+        self._bytes = 0
+
+    def write(self, rows: RowBatch | None) -> None:
+        if rows is None:
+            return
+        start = 0
+        row_bytes = rows.row_nbytes() if self.shard_bytes else None
+        while start < rows.num_rows:
+            if self._writer is None:
+                self._open()
+            take = self._rows_that_fit(rows, start, row_bytes)
+            part = rows.slice(start, start + take)
+            self._writer.write(part)
+            info = self._info
+            info.rows += part.num_rows
+            info.tokens += int(part.tokens.sum())
+            info.padding_tokens += int(part.padding.sum())
+            info.documents += int(part.documents.sum())
+            if row_bytes is not None:
+                self._bytes += int(row_bytes[start : start + take].sum())
+            start += take
+            if self._full():
+                self._close_shard()
+
+    def _rows_that_fit(self, rows: RowBatch, start: int, row_bytes) -> int:
+        remaining = rows.num_rows - start
+        if self.shard_rows:
+            return min(remaining, self.shard_rows - self._info.rows)
+        room = self.shard_bytes - self._bytes
+        fitting = int(np.searchsorted(np.cumsum(row_bytes[start:]), room, side="right"))
+        return max(1, min(remaining, fitting))  # a row larger than a shard gets a shard of its own
+
+    def _full(self) -> bool:
+        if self.shard_rows:
+            return self._info.rows >= self.shard_rows
+        return self._bytes >= self.shard_bytes
+
+    def _open(self) -> None:
+        ordinal = len(self.shards)
+        base = self.folder / f"p{self.partition:05d}-s{ordinal:05d}"
+        self._writer = self.writer_type(base, self.columns)
+        self._info = ShardInfo(self.partition, ordinal, [], {})
+        self._bytes = 0
+
+    def _close_shard(self) -> None:
+        files = self._writer.close()
+        self._info.files = [f.name for f in files]
+        self._info.sha256 = {f.name: sha256_of(f) for f in files}
+        self.shards.append(self._info)
+        self._writer = None
+        self._info = None
+
+    def close(self) -> list[ShardInfo]:
+        if self._writer is not None and self._info.rows:
+            self._close_shard()
+        return self.shards

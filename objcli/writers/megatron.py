@@ -1,0 +1,68 @@
+"""Megatron-LM indexed dataset: ``.bin`` + ``.idx`` (REFERENCE §11).
+
+``.bin`` holds every sequence's tokens back to back, little-endian, no header. ``.idx``:
+
+    offset      size      field
+    0           9         magic b"MMIDIDX\\x00\\x00"
+    9           8         uint64 version = 1
+    17          1         uint8 dtype code (8 = uint16, 4 = int32)
+    18          8         uint64 sequence count S
+    26          8         uint64 document-index length S + 1
+    34          4*S       int32 sequence lengths
+    34 + 4S     8*S       int64 byte offset of each sequence in .bin (first 0)
+    34 + 12S    8*(S+1)   int64 document boundaries: 0, 1, ..., S (one sequence per document)
+
+Only ``input_ids`` is written: one sequence per row. With ``--packing none`` a row is a
+document, which is what Megatron-LM expects (it packs and builds positions itself).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from ..rows import ColumnSpec, Ragged, RowBatch
+from .base import TEMP_SUFFIX, commit
+
+MAGIC = b"MMIDIDX\x00\x00"
+DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+
+
+class MegatronWriter:
+    suffix = ".bin"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        spec = next(c for c in columns if c.name == "input_ids")
+        self.dtype = spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32)
+        self.bin_temp = base.with_name(base.name + ".bin" + TEMP_SUFFIX)
+        self.idx_temp = base.with_name(base.name + ".idx" + TEMP_SUFFIX)
+        self.bin = open(self.bin_temp, "wb")  # noqa: SIM115 - closed in close()
+        self.lengths: list[np.ndarray] = []
+
+    def write(self, rows: RowBatch) -> None:
+        column = rows.columns["input_ids"]
+        if isinstance(column, Ragged):
+            values, lengths = column.values, np.diff(column.offsets)
+        else:
+            values, lengths = column.reshape(-1), np.full(len(column), column.shape[1], dtype=np.int64)
+        self.bin.write(values.astype(self.dtype.newbyteorder("<")).tobytes())
+        self.lengths.append(lengths.astype(np.int64))
+
+    def close(self) -> list[Path]:
+        self.bin.close()
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+        count = len(lengths)
+        byte_offsets = np.zeros(count, dtype=np.int64)
+        np.cumsum(lengths[:-1] * self.dtype.itemsize, out=byte_offsets[1:])
+        with open(self.idx_temp, "wb") as idx:
+            idx.write(MAGIC)
+            idx.write(struct.pack("<Q", 1))
+            idx.write(struct.pack("<B", DTYPE_CODES[self.dtype]))
+            idx.write(struct.pack("<Q", count))
+            idx.write(struct.pack("<Q", count + 1))
+            idx.write(lengths.astype("<i4").tobytes())
+            idx.write(byte_offsets.astype("<i8").tobytes())
+            idx.write(np.arange(count + 1, dtype="<i8").tobytes())
+        return [commit(self.bin_temp), commit(self.idx_temp)]
