@@ -1,0 +1,55 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/reference.py
+
+SAMPLE = ROOT / "sample_data"
+
+
+@pytest.fixture(scope="session")
+def sample_tokenizer() -> str:
+    return str(SAMPLE / "tokenizer.model")
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory) -> Path:
+    """A folder with a slice of the real sample corpus: prose JSONL, code JSONL, plain text."""
+    folder = tmp_path_factory.mktemp("corpus")
+    prose = (SAMPLE / "prose.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    code = (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder / "prose.jsonl").write_text("".join(prose[:120]), encoding="utf-8")
+    (folder / "code.jsonl").write_text("".join(code[:4]), encoding="utf-8")
+    text = (SAMPLE / "reference.txt").read_text(encoding="utf-8")
+    (folder / "reference.txt").write_text(text[:40_000], encoding="utf-8")
+    return folder
+
+
+def run_transform(inputs, tokenizer, output, workers=1, **overrides):
+    """Library-level transform with test-friendly defaults; returns the Summary."""
+    from objcli.config import ShardSize, TransformConfig
+    from objcli.objectives import REGISTRY
+    from objcli.transform import transform
+
+    objective = overrides.pop("objective", "clm")
+    options_type = REGISTRY.get(objective).options_type
+    option_names = {f for f in options_type.__dataclass_fields__}
+    options = options_type(**{k: overrides.pop(k) for k in list(overrides) if k in option_names})
+    shard_size = overrides.pop("shard_size", "256MB")
+    config = TransformConfig(
+        inputs=tuple(str(i) for i in inputs),
+        tokenizer=str(tokenizer),
+        objective=objective,
+        objective_options=options,
+        output=str(output),
+        shard_size=ShardSize.parse(shard_size),
+        **overrides,
+    )
+    return transform(config, workers=workers, overwrite=True)

@@ -1,0 +1,216 @@
+"""The real sample tokenizer, real corpora, every output format read back by real readers."""
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import sentencepiece as spm
+from conftest import run_transform
+
+from objcli.manifest import read_manifest
+from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+
+
+def expected_documents(inputs, **options):
+    """Documents in order, read with the library's readers (tested on their own in test_readers)."""
+    opts = ReadOptions(**options)
+    texts = []
+    for partition in plan_partitions(resolve_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
+        texts += [t for b in read_documents(partition, opts, RecordLog()) for t in b]
+    return texts
+
+
+def expected_stream(texts, tokenizer_path):
+    """Each document encoded on its own (not batched) and followed by EOS: the slow, obvious way."""
+    sp = spm.SentencePieceProcessor(model_file=str(tokenizer_path))
+    stream = []
+    for text in texts:
+        stream += sp.encode(text) + [sp.eos_id()]
+    return stream
+
+
+def megatron_read(prefix: Path):
+    """A small reader of the Megatron-LM indexed dataset layout (REFERENCE §11), written from the spec."""
+    idx = prefix.with_suffix(".idx").read_bytes()
+    assert idx[:9] == b"MMIDIDX\x00\x00"
+    (version,) = struct.unpack_from("<Q", idx, 9)
+    (code,) = struct.unpack_from("<B", idx, 17)
+    count, doc_count = struct.unpack_from("<QQ", idx, 18)
+    lengths = struct.unpack_from(f"<{count}i", idx, 34)
+    pointers = struct.unpack_from(f"<{count}q", idx, 34 + 4 * count)
+    doc_index = struct.unpack_from(f"<{doc_count}q", idx, 34 + 12 * count)
+    assert len(idx) == 34 + 12 * count + 8 * doc_count
+    dtype = {8: np.uint16, 4: np.int32}[code]
+    data = np.fromfile(prefix.with_suffix(".bin"), dtype=dtype)
+    itemsize = np.dtype(dtype).itemsize
+    sequences = [data[p // itemsize : p // itemsize + n].tolist() for p, n in zip(pointers, lengths)]
+    return version, code, sequences, list(doc_index)
+
+
+def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
+    summary = run_transform(files, sample_tokenizer, tmp_path / "out", seq_len=256, shard_size="40")
+    manifest = read_manifest(tmp_path / "out")
+    stream = expected_stream(expected_documents(files), sample_tokenizer)
+
+    rows = []
+    for shard in manifest["shards"]:
+        with pa.ipc.open_stream(pa.memory_map(str(tmp_path / "out" / shard["files"][0]))) as reader:
+            table = reader.read_all()
+        assert table.num_rows == shard["rows"] <= 40
+        rows += table.column("input_ids").to_pylist()
+        for segs, pos in zip(table.column("segment_ids").to_pylist(), table.column("positions").to_pylist()):
+            assert segs[0] == 1 and pos[0] == 0
+    assert all(len(r) == 256 for r in rows)
+    # Two partitions (one per file), each dropping its own remainder.
+    flat = [t for r in rows for t in r]
+    prose_stream = expected_stream(expected_documents(files[:1]), sample_tokenizer)
+    prose_rows = len(prose_stream) // 256
+    assert flat[: prose_rows * 256] == prose_stream[: prose_rows * 256]
+    assert flat[prose_rows * 256 :] == stream[len(prose_stream) :][: len(flat) - prose_rows * 256]
+    totals = summary.totals
+    assert totals["rows"] == len(rows) and totals["tokens"] == 256 * len(rows)
+    assert totals["documents_read"] == totals["documents_written"] + totals["documents_skipped"]
+    assert sum(s["documents"] for s in manifest["shards"]) == totals["documents_written"]
+
+
+def test_arrow_loads_in_hugging_face_datasets(small_corpus, sample_tokenizer, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "out", seq_len=128, text_unit="paragraph")
+    manifest = read_manifest(tmp_path / "out")
+    first = tmp_path / "out" / manifest["shards"][0]["files"][0]
+    dataset = datasets.Dataset.from_file(str(first))
+    assert dataset.num_rows == manifest["shards"][0]["rows"]
+    assert len(dataset[0]["input_ids"]) == 128
+    assert dataset.column_names == ["input_ids", "segment_ids", "positions"]
+
+
+def test_parquet_read_by_pyarrow_and_datasets(small_corpus, sample_tokenizer, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "pq", seq_len=128, output_format="parquet")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "ar", seq_len=128)
+    pq_manifest, ar_manifest = read_manifest(tmp_path / "pq"), read_manifest(tmp_path / "ar")
+    pq_rows = pa.concat_tables(
+        [pq.read_table(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]]
+    ).column("input_ids").to_pylist()
+    ar_rows = pa.concat_tables(
+        [pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all() for s in ar_manifest["shards"]]
+    ).column("input_ids").to_pylist()
+    assert pq_rows == ar_rows
+    assert pq.ParquetFile(tmp_path / "pq" / pq_manifest["shards"][0]["files"][0]).metadata.row_group(0).column(0).compression == "ZSTD"
+    loaded = datasets.load_dataset(
+        "parquet", data_files=[str(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]], split="train"
+    )
+    assert loaded["input_ids"] == pq_rows
+
+
+def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer, tmp_path):
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "npy", seq_len=64, output_format="npy", shard_size="100")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "ar", seq_len=64, shard_size="100")
+    manifest = read_manifest(tmp_path / "npy")
+    arrays = []
+    for shard in manifest["shards"]:
+        assert sorted(shard["files"]) == sorted(
+            shard["files"][0].split(".")[0] + f".{c}.npy" for c in ("input_ids", "segment_ids", "positions")
+        )
+        prefix = shard["files"][0].split(".")[0]
+        array = np.load(tmp_path / "npy" / f"{prefix}.input_ids.npy", mmap_mode="r")
+        assert array.dtype == np.uint16 and array.shape == (shard["rows"], 64)
+        arrays.append(np.asarray(array))
+    ar_manifest = read_manifest(tmp_path / "ar")
+    arrow_rows = [
+        r for s in ar_manifest["shards"]
+        for r in pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all().column("input_ids").to_pylist()
+    ]
+    assert np.concatenate(arrays).tolist() == arrow_rows
+
+
+def test_megatron_one_document_per_sequence(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl"]
+    run_transform(files, sample_tokenizer, tmp_path / "meg", seq_len=100_000, output_format="megatron", packing="none")
+    manifest = read_manifest(tmp_path / "meg")
+    assert len(manifest["shards"]) == 1
+    prefix = tmp_path / "meg" / manifest["shards"][0]["files"][0].removesuffix(".bin")
+    version, code, sequences, doc_index = megatron_read(prefix)
+    texts = expected_documents(files)
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    assert version == 1 and code == 8  # uint16: the 8,000-piece model fits
+    assert sequences == [sp.encode(t) + [sp.eos_id()] for t in texts]
+    assert doc_index == list(range(len(texts) + 1))
+
+
+def test_packing_none_splits_long_documents(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "code.jsonl"]
+    summary = run_transform(files, sample_tokenizer, tmp_path / "out", seq_len=512, packing="none")
+    manifest = read_manifest(tmp_path / "out")
+    table = pa.ipc.open_stream(pa.memory_map(str(tmp_path / "out" / manifest["shards"][0]["files"][0]))).read_all()
+    rows = table.column("input_ids").to_pylist()
+    assert all(1 <= len(r) <= 512 for r in rows)
+    assert [t for r in rows for t in r] == expected_stream(expected_documents(files), sample_tokenizer)
+    assert summary.totals["documents_split"] == 4  # every code file is longer than 512 tokens
+    assert summary.totals["padding_tokens"] == 0
+
+
+def test_remainder_pad_keeps_every_document(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl"]
+    summary = run_transform(files, sample_tokenizer, tmp_path / "out", seq_len=1000, remainder="pad")
+    t = summary.totals
+    assert t["documents_skipped"] == 0 and t["documents_written"] == t["documents_read"] == 120
+    stream = expected_stream(expected_documents(files), sample_tokenizer)
+    assert t["tokens"] == len(stream)
+    assert t["padding_tokens"] == -len(stream) % 1000
+    special = read_manifest(tmp_path / "out")["special_tokens"]
+    assert special["ids"]["pad"] == 3 and special["added"] == {}
+
+
+def _shard_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name.startswith("part-")}
+
+
+@pytest.mark.parametrize("output_format", ["arrow", "parquet", "npy", "megatron"])
+def test_byte_identical_for_one_or_two_workers_and_repeat_runs(small_corpus, sample_tokenizer, tmp_path, output_format):
+    common = dict(seq_len=128, output_format=output_format, partition_bytes=20_000, shard_size="30")
+    one = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
+    two = run_transform([small_corpus], sample_tokenizer, tmp_path / "w2", workers=2, **common)
+    again = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1b", workers=1, **common)
+    assert len(one.manifest["partitions"]) > 3
+    first = _shard_bytes(tmp_path / "w1")
+    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b")
+    strip = lambda m: {k: v for k, v in m.items() if k != "run"}  # noqa: E731
+    assert strip(one.manifest) == strip(two.manifest) == strip(again.manifest)
+
+
+def test_accounting_with_bad_records_in_manifest(tmp_path, sample_tokenizer):
+    corpus = tmp_path / "bad.jsonl"
+    good = [json.dumps({"text": f"Document number {i} is fine."}) for i in range(50)]
+    lines = good[:10] + ['{"text": broken'] + good[10:30] + ['{"other": 1}', '{"text": 7}'] + good[30:]
+    corpus.write_text("\n".join(lines) + "\n")
+    summary = run_transform([corpus], sample_tokenizer, tmp_path / "out", seq_len=16)
+    t = summary.totals
+    assert t["documents_read"] == 53
+    assert t["skipped_by_reason"]["bad_json"] == 1
+    assert t["skipped_by_reason"]["missing_field"] == 1
+    assert t["skipped_by_reason"]["not_a_string"] == 1
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    partition = manifest["partitions"][0]
+    assert partition["documents_read"] == partition["documents_written"] + partition["documents_skipped"]
+
+
+def test_stdin_to_stdout_pipe(small_corpus, sample_tokenizer, tmp_path):
+    data = (small_corpus / "prose.jsonl").read_bytes()
+    run = subprocess.run(
+        [sys.executable, "-m", "objcli.cli", "transform", "-", "-t", sample_tokenizer, "--seq-len", "64", "-o", "-"],
+        input=data, capture_output=True, check=True,
+    )
+    table = pa.ipc.open_stream(pa.py_buffer(run.stdout)).read_all()
+    stream = expected_stream(expected_documents([small_corpus / "prose.jsonl"]), sample_tokenizer)
+    assert table.num_rows == len(stream) // 64
+    assert [t for r in table.column("input_ids").to_pylist() for t in r] == stream[: table.num_rows * 64]
+    assert b"documents read" in run.stderr

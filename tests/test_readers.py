@@ -1,0 +1,208 @@
+"""Readers: formats, compression by content, partitions, and the bad-record policy."""
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from objcli.errors import BadRecord, ObjcliError
+from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+from objcli.readers.inputs import InputFile, Partition
+
+DOCS = ["first document", "second — with ünïcode ✓", "  indented code():\n    return 1", "last"]
+
+COMPRESSORS = {
+    "none": lambda b: b,
+    "gzip": gzip.compress,
+    "zstd": lambda b: zstandard.ZstdCompressor().compress(b),
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+}
+
+
+def read_all(path, **options):
+    files = resolve_inputs([str(path)], options.pop("input_format", "auto"))
+    log = RecordLog(strict=options.pop("strict", False))
+    partition_bytes = options.pop("partition_bytes", 1 << 40)
+    opts = ReadOptions(**options)
+    texts = []
+    for partition in plan_partitions(files, partition_bytes, opts.text_unit):
+        texts += [t for batch in read_documents(partition, opts, log) for t in batch]
+    return texts, log
+
+
+def jsonl_bytes(docs, key="text"):
+    return "".join(json.dumps({key: d, "id": i}) + "\n" for i, d in enumerate(docs)).encode()
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_jsonl_in_every_compression_detected_by_content(tmp_path, compression):
+    # A misleading name: detection must come from the bytes, not the extension.
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(COMPRESSORS[compression](jsonl_bytes(DOCS)))
+    texts, log = read_all(path)
+    assert texts == DOCS
+    assert log.read == 4 and not log.skipped
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_text_lines_in_every_compression(tmp_path, compression):
+    path = tmp_path / "data.txt.bin"
+    path.write_bytes(COMPRESSORS[compression]("alpha\r\n\nbeta  \n   \ngamma".encode()))
+    texts, log = read_all(path, input_format="text")
+    assert texts == ["alpha", "beta  ", "gamma"]  # blank lines are not records; \r\n handled
+    assert log.read == 3
+
+
+def test_paragraph_and_file_units(tmp_path):
+    path = tmp_path / "prose.txt"
+    path.write_text("one\nstill one\n\n\n  \ntwo\n\nthree\n")
+    assert read_all(path, text_unit="paragraph")[0] == ["one\nstill one", "two", "three\n"]
+    assert read_all(path, text_unit="file")[0] == ["one\nstill one\n\n\n  \ntwo\n\nthree\n"]
+
+
+def test_paragraphs_across_block_boundaries(tmp_path):
+    paragraphs = [f"paragraph {i} " + "word " * (i % 7) for i in range(300)]
+    path = tmp_path / "p.txt"
+    path.write_text("\n\n".join(paragraphs))
+    texts, _ = read_all(path, text_unit="paragraph", batch_bytes=97)
+    assert texts == paragraphs
+
+
+def test_parquet_column_and_nulls(tmp_path):
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"body": ["a", None, "c"], "n": [1, 2, 3]}), path)
+    texts, log = read_all(path, text_key="body")
+    assert texts == ["a", "c"]
+    assert log.read == 3 and log.skipped == {"null_text": 1}
+    with pytest.raises(ObjcliError, match=r"no column 'text' \(columns: body, n\); choose the text column with --text-key"):
+        read_all(path)
+    with pytest.raises(ObjcliError, match="column 'n' is int64, not text"):
+        read_all(path, text_key="n")
+
+
+@pytest.mark.parametrize("partition_bytes", [1, 7, 50, 333, 10_000])
+@pytest.mark.parametrize("batch_bytes", [5, 64, 1 << 20])
+def test_byte_range_partitions_read_every_line_once(tmp_path, partition_bytes, batch_bytes):
+    lines = [f"line {i} " + "x" * (i * 7 % 23) for i in range(200)]
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n")
+    texts, log = read_all(path, partition_bytes=partition_bytes, batch_bytes=batch_bytes)
+    assert texts == lines
+    assert log.read == len(lines)
+
+
+def test_partitions_depend_on_input_not_workers(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(jsonl_bytes(DOCS * 50))
+    files = resolve_inputs([str(path)])
+    parts = plan_partitions(files, 1000, "line")
+    assert [(p.start, p.end) for p in parts][:2] == [(0, 1000), (1000, 2000)]
+    assert parts[-1].end == path.stat().st_size
+    # Compressed files cannot be split.
+    gz = tmp_path / "big.jsonl.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert len(plan_partitions(resolve_inputs([str(gz)]), 1000, "line")) == 1
+
+
+BAD_JSONL = (
+    b'{"text": "good one"}\n'
+    b'{"text": broken\n'
+    b'{"body": "no text field"}\n'
+    b'\n'
+    b'{"text": 42}\n'
+    b'[1, 2]\n'
+    b'{"text": "bad \xff utf8"}\n'
+    b'{"text": ""}\n'
+    b'{"text": "good two"}\n'
+)
+
+
+def test_bad_records_are_counted_per_reason_with_first_location(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(BAD_JSONL)
+    texts, log = read_all(path)
+    assert texts == ["good one", "good two"]
+    assert log.read == 8  # the blank line is not a record
+    assert dict(log.skipped) == {
+        "bad_json": 1, "missing_field": 1, "not_a_string": 1, "not_an_object": 1, "invalid_utf8": 1, "empty_text": 1,
+    }
+    assert log.first_example["bad_json"].startswith(f"{path}:2: broken JSON")
+    assert log.first_example["missing_field"] == f"{path}:3: record has no field 'text' (its fields: body)"
+    assert log.first_example["not_a_string"].startswith(f"{path}:5: field 'text' is not a string")
+    assert log.first_example["empty_text"] == f"{path}:8: field 'text' is empty"
+    assert log.documents == 2
+
+
+def test_line_numbers_in_a_later_byte_range_partition(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(jsonl_bytes(["ok"] * 30) + b"{oops\n" + jsonl_bytes(["ok"] * 5))
+    _, log = read_all(path, partition_bytes=100)
+    assert log.first_example["bad_json"].startswith(f"{path}:31: broken JSON")
+
+
+def test_strict_makes_the_first_bad_record_fatal(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(BAD_JSONL)
+    with pytest.raises(BadRecord) as error:
+        read_all(path, strict=True)
+    assert str(error.value).startswith(f"{path}:2: broken JSON")
+    assert str(error.value).endswith("fix the JSON on that line or pass without --strict to skip such records")
+
+
+def test_a_file_where_no_record_has_the_key_is_an_error(tmp_path):
+    path = tmp_path / "wrong.jsonl"
+    path.write_bytes(jsonl_bytes(DOCS, key="content"))
+    with pytest.raises(ObjcliError) as error:
+        read_all(path)
+    assert str(error.value) == (
+        f"input {path}: no record has the field 'text' (fields of the first record: content, id); "
+        "choose the text field with --text-key"
+    )
+    assert read_all(path, text_key="content")[0] == DOCS
+
+
+def test_invalid_utf8_in_text_lines(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"fine\nbad \xc3\x28 bytes\nfine again\n")
+    texts, log = read_all(path)
+    assert texts == ["fine", "fine again"]
+    assert log.first_example["invalid_utf8"].startswith(f"{path}:2: invalid UTF-8")
+
+
+def test_truncated_gzip_is_a_clear_error(tmp_path):
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(gzip.compress(jsonl_bytes(DOCS * 100))[:-30])
+    with pytest.raises(ObjcliError, match=r"corrupt or truncated gzip .*re-create or remove the file"):
+        read_all(path)
+
+
+def test_inputs_folders_globs_and_missing_paths(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.jsonl").write_bytes(jsonl_bytes(["b"]))
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / "notes.md").write_text("not data\n")
+    (tmp_path / ".hidden.txt").write_text("hidden\n")
+    found = [f.path for f in resolve_inputs([str(tmp_path)])]
+    assert found == [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.jsonl")]
+    assert [f.path for f in resolve_inputs([str(tmp_path / "**" / "*.jsonl")])] == [str(tmp_path / "sub" / "b.jsonl")]
+    with pytest.raises(ObjcliError, match=r"input .*nope\.jsonl: no such file or directory; check the path"):
+        resolve_inputs([str(tmp_path / "nope.jsonl")])
+    with pytest.raises(ObjcliError, match="the pattern matches no file"):
+        resolve_inputs([str(tmp_path / "*.parquet")])
+
+
+def test_stdin_is_sniffed_and_decompressed(monkeypatch):
+    data = gzip.compress(jsonl_bytes(DOCS))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
+    partition = Partition(0, InputFile("-", "auto", None, None))
+    log = RecordLog()
+    texts = [t for batch in read_documents(partition, ReadOptions(), log) for t in batch]
+    assert texts == DOCS
