@@ -111,7 +111,7 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     return PartitionResult(
         index=task.partition.index,
         documents_read=log.read,
-        skipped=dict(sorted(skipped.items())),
+        skipped={reason: n for reason, n in sorted(skipped.items()) if n},
         first_examples=log.first_example,
         counters=counters,
         shards=shards,

@@ -56,7 +56,10 @@ class Summary:
 
 def _prepare_output(output: Path, overwrite: bool) -> None:
     output.mkdir(parents=True, exist_ok=True)
-    existing = [p for p in output.iterdir() if p.name == MANIFEST_NAME or p.name.startswith("part-")]
+    existing = sorted(
+        (p for p in output.iterdir() if p.name == MANIFEST_NAME or p.name.startswith("part-")),
+        key=lambda p: (p.name != MANIFEST_NAME, p.name),
+    )
     if existing and not overwrite:
         raise ObjcliError(
             f"output {output}: already holds objcli output ({existing[0].name}); "

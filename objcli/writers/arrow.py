@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, arrow_schema, commit, to_record_batch
+from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, to_record_batch
 
 
 class ArrowWriter:
@@ -19,14 +19,12 @@ class ArrowWriter:
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.columns = columns
-        self.temp = base.with_name(base.name + self.suffix + TEMP_SUFFIX)
-        self.sink = pa.OSFile(str(self.temp), "wb")
-        self.writer = pa.ipc.new_stream(self.sink, arrow_schema(columns))
+        self.temp = HashingFile(base.with_name(base.name + self.suffix + TEMP_SUFFIX))
+        self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), arrow_schema(columns))
 
     def write(self, rows: RowBatch) -> None:
         self.writer.write_batch(to_record_batch(rows, self.columns))
 
-    def close(self) -> list[Path]:
+    def close(self) -> list[tuple[Path, str]]:
         self.writer.close()
-        self.sink.close()
         return [commit(self.temp)]

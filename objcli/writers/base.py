@@ -7,6 +7,7 @@ a file that looks finished; the manifest, written last, is what marks a run comp
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,13 +29,35 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def commit(temp_path: Path) -> Path:
-    """Flush a finished temporary file to disk and give it its final name."""
-    final = temp_path.with_name(temp_path.name.removesuffix(TEMP_SUFFIX))
-    with open(temp_path, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(temp_path, final)
-    return final
+class HashingFile(io.RawIOBase):
+    """A write-only file that feeds sha256 as it writes, so a shard is never read back to hash it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+    def close(self) -> None:
+        if not self.file.closed:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+        super().close()
+
+
+def commit(temp: HashingFile) -> tuple[Path, str]:
+    """Close (flush + fsync) a finished temporary file, give it its final name, return its sha256."""
+    temp.close()
+    final = temp.path.with_name(temp.path.name.removesuffix(TEMP_SUFFIX))
+    os.replace(temp.path, final)
+    return final, temp.digest.hexdigest()
 
 
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
@@ -47,19 +70,27 @@ def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
     )
 
 
+def _int32_array(values: np.ndarray) -> pa.Array:
+    # Built from the buffer directly: no copy, and no detour through pyarrow's pandas shim.
+    values = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+
+
 def to_arrow(column, spec: ColumnSpec) -> pa.Array:
     if isinstance(column, Ragged):
         values, offsets = column.values, column.offsets
     elif column.ndim == 2:
         rows, length = column.shape
         values = column.reshape(-1)
-        offsets = np.arange(0, rows * length + 1, length, dtype=np.int64) if rows else np.zeros(1, np.int64)
+        offsets = np.arange(0, rows * length + 1, length, dtype=np.int64)
     else:
-        return pa.array(column.astype(np.int32, copy=False), type=pa.int32())
-    return pa.ListArray.from_arrays(
-        pa.array(offsets.astype(np.int32), type=pa.int32()),
-        pa.array(values.astype(np.int32, copy=False), type=pa.int32()),
+        return _int32_array(column)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int32)
+    return pa.ListArray.from_buffers(
+        pa.list_(pa.int32()), len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[_int32_array(values)]
     )
+
+
 
 
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
@@ -73,8 +104,8 @@ class ShardWriter(Protocol):
 
     def write(self, rows: RowBatch) -> None: ...
 
-    def close(self) -> list[Path]:
-        """Finish, rename to final names, and return the files written."""
+    def close(self) -> list[tuple[Path, str]]:
+        """Finish, rename to final names, and return each file written with its sha256."""
         ...
 
 
@@ -154,8 +185,8 @@ class ShardSink:
 
     def _close_shard(self) -> None:
         files = self._writer.close()
-        self._info.files = [f.name for f in files]
-        self._info.sha256 = {f.name: sha256_of(f) for f in files}
+        self._info.files = [path.name for path, _ in files]
+        self._info.sha256 = {path.name: digest for path, digest in files}
         self.shards.append(self._info)
         self._writer = None
         self._info = None

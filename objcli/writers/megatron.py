@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import TEMP_SUFFIX, commit
+from .base import TEMP_SUFFIX, HashingFile, commit
 
 MAGIC = b"MMIDIDX\x00\x00"
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
@@ -36,9 +36,8 @@ class MegatronWriter:
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         spec = next(c for c in columns if c.name == "input_ids")
         self.dtype = spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32)
-        self.bin_temp = base.with_name(base.name + ".bin" + TEMP_SUFFIX)
-        self.idx_temp = base.with_name(base.name + ".idx" + TEMP_SUFFIX)
-        self.bin = open(self.bin_temp, "wb")  # noqa: SIM115 - closed in close()
+        self.bin = HashingFile(base.with_name(base.name + ".bin" + TEMP_SUFFIX))
+        self.idx = HashingFile(base.with_name(base.name + ".idx" + TEMP_SUFFIX))
         self.lengths: list[np.ndarray] = []
 
     def write(self, rows: RowBatch) -> None:
@@ -50,19 +49,14 @@ class MegatronWriter:
         self.bin.write(values.astype(self.dtype.newbyteorder("<")).tobytes())
         self.lengths.append(lengths.astype(np.int64))
 
-    def close(self) -> list[Path]:
-        self.bin.close()
+    def close(self) -> list[tuple[Path, str]]:
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
         count = len(lengths)
         byte_offsets = np.zeros(count, dtype=np.int64)
         np.cumsum(lengths[:-1] * self.dtype.itemsize, out=byte_offsets[1:])
-        with open(self.idx_temp, "wb") as idx:
-            idx.write(MAGIC)
-            idx.write(struct.pack("<Q", 1))
-            idx.write(struct.pack("<B", DTYPE_CODES[self.dtype]))
-            idx.write(struct.pack("<Q", count))
-            idx.write(struct.pack("<Q", count + 1))
-            idx.write(lengths.astype("<i4").tobytes())
-            idx.write(byte_offsets.astype("<i8").tobytes())
-            idx.write(np.arange(count + 1, dtype="<i8").tobytes())
-        return [commit(self.bin_temp), commit(self.idx_temp)]
+        header = MAGIC + struct.pack("<QBQQ", 1, DTYPE_CODES[self.dtype], count, count + 1)
+        self.idx.write(header)
+        self.idx.write(lengths.astype("<i4").tobytes())
+        self.idx.write(byte_offsets.astype("<i8").tobytes())
+        self.idx.write(np.arange(count + 1, dtype="<i8").tobytes())
+        return [commit(self.bin), commit(self.idx)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, commit
+from .base import TEMP_SUFFIX, HashingFile, commit
 
 
 class NpyWriter:
@@ -31,13 +31,12 @@ class NpyWriter:
         for spec in self.columns:
             self.parts[spec.name].append(rows.columns[spec.name])
 
-    def _save(self, name: str, array: np.ndarray) -> Path:
-        temp = self.base.with_name(f"{self.base.name}.{name}.npy{TEMP_SUFFIX}")
-        with open(temp, "wb") as f:
-            np.save(f, array, allow_pickle=False)
+    def _save(self, name: str, array: np.ndarray) -> tuple[Path, str]:
+        temp = HashingFile(self.base.with_name(f"{self.base.name}.{name}.npy{TEMP_SUFFIX}"))
+        np.save(temp, array, allow_pickle=False)
         return commit(temp)
 
-    def close(self) -> list[Path]:
+    def close(self) -> list[tuple[Path, str]]:
         files = []
         for spec in self.columns:
             parts = self.parts[spec.name]

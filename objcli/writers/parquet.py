@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, arrow_schema, commit, to_record_batch
+from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, to_record_batch
 
 
 class ParquetWriter:
@@ -15,12 +15,12 @@ class ParquetWriter:
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.columns = columns
-        self.temp = base.with_name(base.name + self.suffix + TEMP_SUFFIX)
-        self.writer = pq.ParquetWriter(str(self.temp), arrow_schema(columns), compression="zstd")
+        self.temp = HashingFile(base.with_name(base.name + self.suffix + TEMP_SUFFIX))
+        self.writer = pq.ParquetWriter(self.temp, arrow_schema(columns), compression="zstd")
 
     def write(self, rows: RowBatch) -> None:
         self.writer.write_batch(to_record_batch(rows, self.columns))
 
-    def close(self) -> list[Path]:
+    def close(self) -> list[tuple[Path, str]]:
         self.writer.close()
         return [commit(self.temp)]
