@@ -1,10 +1,10 @@
 """Kernels against the reference loops in reference.py, on worked examples and with hypothesis."""
 
 import numpy as np
+import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
 from objcli.kernels.packing import pack_concat, segments_and_positions
 from objcli.kernels.ragged import add_boundary_tokens, item_index, lengths_to_offsets, split_long_items
 

@@ -55,7 +55,7 @@ def test_jsonl_in_every_compression_detected_by_content(tmp_path, compression):
 @pytest.mark.parametrize("compression", sorted(COMPRESSORS))
 def test_text_lines_in_every_compression(tmp_path, compression):
     path = tmp_path / "data.txt.bin"
-    path.write_bytes(COMPRESSORS[compression]("alpha\r\n\nbeta  \n   \ngamma".encode()))
+    path.write_bytes(COMPRESSORS[compression](b"alpha\r\n\nbeta  \n   \ngamma"))
     texts, log = read_all(path, input_format="text")
     assert texts == ["alpha", "beta  ", "gamma"]  # blank lines are not records; \r\n handled
     assert log.read == 3
