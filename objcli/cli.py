@@ -40,7 +40,7 @@ def main() -> None:
 @main.command(context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("-t", "--tokenizer", required=True, help="SentencePiece .model file.")
-@click.option("--objective", default="clm", help="Pretraining objective (clm).")
+@click.option("--objective", default="clm", help="clm, span-corruption (t5), prefix-lm, ul2.")
 @click.option("--seq-len", type=int, default=2048, help="Tokens per row (the most per row with --packing none).")
 @click.option("-o", "--output", required=True, help="Output folder, or '-' for an Arrow IPC stream on stdout.")
 @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="arrow", help="Shard format.")
@@ -50,15 +50,22 @@ def main() -> None:
 @click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line", help="Plain text: one document per line, blank-line-separated paragraph, or file.")
 @click.option("--strict", is_flag=True, help="Stop at the first bad record instead of skipping and counting it.")
 @click.option("--bos/--no-bos", default=False, help="Put BOS before every document.")
-@click.option("--eos/--no-eos", default=True, help="Put EOS after every document.")
+@click.option("--eos/--no-eos", default=None, help="Put EOS after every document [default: yes for clm and prefix-lm, no for span-corruption and ul2, as T5].")
 @click.option("--seed", type=int, default=0, help="Seed for objectives that draw random numbers.")
 @click.option("--workers", type=int, default=None, help="Worker processes [default: all cores].")
 @click.option("--partition-size", default="64MiB", help="Large uncompressed line-based files are split into partitions of this size.")
 @click.option("--batch-size", default="4MiB", help="Text per tokenizer batch.")
 @click.option("--overwrite", is_flag=True, help="Replace the output of an earlier run in the folder.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (the summary line is still printed).")
-@click.option("--packing", type=click.Choice(["concat", "none"]), default="concat", help="[clm] concat: join documents with EOS and cut rows; none: one document per row.")
-@click.option("--remainder", type=click.Choice(["drop", "pad"]), default="drop", help="[clm] The last partial row of each partition.")
+@click.option("--packing", type=click.Choice(["concat", "none"]), default=None, help="[clm] concat: join documents and cut rows; none: one document per row.  [default: concat]")
+@click.option("--remainder", type=click.Choice(["drop", "pad"]), default=None, help="[clm] The last partial row of each partition.  [default: drop]")
+@click.option("--noise-density", type=float, default=None, help="[span-corruption] Fraction of tokens corrupted.  [default: 0.15]")
+@click.option("--mean-span", type=float, default=None, help="[span-corruption] Mean noise span length.  [default: 3]")
+@click.option("--final-chunk", type=click.Choice(["drop", "pad"]), default=None, help="[span-corruption, prefix-lm] A partition's last, short chunk.  [default: drop]")
+@click.option("--extra-ids", type=int, default=None, help="[span-corruption, ul2] Sentinels appended when the model has no <extra_id_N>.  [default: 100, or as many as a row needs]")
+@click.option("--layout", type=click.Choice(["decoder", "encdec"]), default=None, help="[prefix-lm, ul2] Rows for a decoder-only or an encoder-decoder model.  [default: decoder for prefix-lm, encdec for ul2]")
+@click.option("--mixture", default=None, help="[ul2] Preset (ul2, ul2-3, ul2r) or a TOML file of [[denoiser]] tables.  [default: ul2]")
+@click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
               text_unit, strict, bos, eos, seed, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):
     """Tokenize INPUTS and write training-ready shards.
@@ -78,10 +85,12 @@ def transform(inputs, tokenizer, objective, seq_len, output, output_format, shar
         accepted = {f.name for f in dataclasses.fields(objective_type.options_type)}
         for name, owners in _objective_option_names().items():
             given = ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-            if given and name not in accepted:
+            if given and name not in accepted and name in objective_kwargs:
                 flag = "--" + name.replace("_", "-")
                 raise ObjcliError(f"{flag} applies to {', '.join(sorted(owners))}, not to {objective_type.name}")
-        options = objective_type.options_type(**{k: v for k, v in objective_kwargs.items() if k in accepted})
+        options = objective_type.options_type(
+            **{k: v for k, v in objective_kwargs.items() if k in accepted and v is not None}
+        )
         config = TransformConfig(
             inputs=tuple(inputs), tokenizer=tokenizer, objective=objective_type.name, objective_options=options,
             output=output, seq_len=seq_len, output_format=output_format, shard_size=ShardSize.parse(shard_size),

@@ -64,12 +64,16 @@ class TransformConfig:
     text_unit: str = "line"
     strict: bool = False
     bos: bool = False
-    eos: bool = True
+    eos: bool | None = None  # None: the objective's default (EOS between documents for clm)
     seed: int = 0
     partition_bytes: int = 64 * 2**20
     batch_bytes: int = 4 * 2**20
 
     def __post_init__(self):
+        if self.eos is None:
+            from .objectives import REGISTRY
+
+            object.__setattr__(self, "eos", REGISTRY.get(self.objective).default_eos)
         if self.seq_len < 2:
             raise ObjcliError(f"--seq-len {self.seq_len}: must be at least 2")
         if self.output_format not in OUTPUT_FORMATS:

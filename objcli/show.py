@@ -60,10 +60,32 @@ def render_row(row: dict[str, np.ndarray], tokenizer: Tokenizer, colour: bool) -
     return ("" if colour else " ").join(parts)
 
 
+def render_labels(labels: np.ndarray, tokenizer: Tokenizer, colour: bool) -> str:
+    """Labels with each run of -100 (no loss) shown as ``[-100 ×N]``."""
+    parts = []
+    for ignored, start, stop in _runs((np.asarray(labels) < 0).astype(np.int8)):
+        if ignored:
+            text = f"[-100 ×{stop - start}]"
+            parts.append(click.style(text, dim=True) if colour else text)
+        else:
+            parts.append(tokenizer.decode(np.asarray(labels)[start:stop]))
+    return " ".join(parts)
+
+
 def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: bool) -> Iterator[str]:
     manifest = read_manifest(folder)
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
+    denoisers = manifest["config"]["objective_options"].get("denoisers", [])
     for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
-        header = f"── row {number} · {shard} · {len(row['input_ids'])} tokens"
+        details = [f"{len(row['input_ids'])} tokens"]
+        if "prefix_lengths" in row:
+            details.append(f"prefix {int(row['prefix_lengths'])}")
+        if "denoiser" in row and denoisers:
+            details.append(f"denoiser {denoisers[int(row['denoiser'])]['name']}")
+        header = f"── row {number} · {shard} · {' · '.join(details)}"
         yield click.style(header, bold=True) if colour else header
-        yield render_row(row, tokenizer, colour)
+        if "labels" in row:
+            yield "input_ids: " + render_row(row, tokenizer, colour)
+            yield "labels:    " + render_labels(row["labels"], tokenizer, colour)
+        else:
+            yield render_row(row, tokenizer, colour)

@@ -37,6 +37,7 @@ class SpecialTokens:
     ids: dict[str, int] = field(default_factory=dict)
     pieces: dict[str, str] = field(default_factory=dict)
     added: dict[str, int] = field(default_factory=dict)  # piece -> allocated id
+    sentinels: list[int] = field(default_factory=list)  # id of <extra_id_i> at index i
 
     def __getitem__(self, role: str) -> int:
         return self.ids[role]
@@ -45,7 +46,7 @@ class SpecialTokens:
         return self.ids.get(role)
 
     def to_json(self) -> dict:
-        return {"ids": self.ids, "pieces": self.pieces, "added": self.added}
+        return {"ids": self.ids, "pieces": self.pieces, "added": self.added, "sentinels": self.sentinels}
 
 
 class Tokenizer:
@@ -109,6 +110,37 @@ class Tokenizer:
         self.special.ids[role] = token_id
         self.special.pieces[role] = piece
         return token_id
+
+    def resolve_sentinels(self, needed: int, extra_ids: int | None) -> list[int]:
+        """Ids of ``<extra_id_0>``, ``<extra_id_1>``, … (T5 sentinels, REFERENCE §1).
+
+        From the model when it has ``<extra_id_N>`` pieces; otherwise ``extra_ids`` ids are appended
+        past the vocabulary (``None``: 100, or ``needed`` if more), the first sentinel getting the
+        highest id (T5's convention).
+        """
+        if self.special.sentinels:
+            return self.special.sentinels
+        in_model = []
+        while (piece_id := self.model_id(f"<extra_id_{len(in_model)}>")) is not None:
+            in_model.append(piece_id)
+        if in_model:
+            if len(in_model) < needed:
+                raise ObjcliError(
+                    f"tokenizer {self.path}: has {len(in_model)} <extra_id_N> sentinels but a row needs "
+                    f"{needed}; lower --seq-len or --noise-density, or raise --mean-span"
+                )
+            self.special.sentinels = in_model
+            return in_model
+        if extra_ids is None:
+            extra_ids = max(100, needed)  # T5 appends 100; more when a row needs more
+        if extra_ids < needed:
+            raise ObjcliError(f"--extra-ids {extra_ids}: a row needs {needed} sentinels; raise --extra-ids")
+        base = self.total_vocab_size
+        ids = [base + extra_ids - 1 - i for i in range(extra_ids)]
+        for i, sentinel in enumerate(ids):
+            self.special.added[f"<extra_id_{i}>"] = sentinel
+        self.special.sentinels = ids
+        return ids
 
     def adopt(self, special: SpecialTokens) -> None:
         """Use a table resolved elsewhere (workers get the table the main process planned)."""

@@ -50,3 +50,61 @@ def split_long(docs: list[list[int]], max_length: int) -> list[tuple[int, list[i
         for start in range(0, len(doc), max_length):
             pieces.append((d, doc[start : start + max_length]))
     return pieces
+
+
+# ---- T5 span corruption (REFERENCE §5), one example at a time ----
+
+def plan_lengths(inputs_length, noise_density, mean_span):
+    """T5's random_spans_helper, transcribed."""
+
+    def lengths(tokens_length):
+        num_noise = int(round(tokens_length * noise_density))
+        num_nonnoise = tokens_length - num_noise
+        num_spans = int(round(num_noise / mean_span))
+        return num_nonnoise + num_spans + 1, num_noise + num_spans + 1
+
+    tokens_length = inputs_length - 1
+    while lengths(tokens_length + 1)[0] <= inputs_length:
+        tokens_length += 1
+    _, targets_length = lengths(tokens_length)
+    if noise_density == 0.5 and targets_length > inputs_length:
+        tokens_length -= 1
+        targets_length -= 1
+    return tokens_length, targets_length
+
+
+def composition(keys, parts):
+    """Cut after the items whose gaps have the lowest keys; return the part lengths."""
+    total = len(keys) + 1
+    gaps = sorted(range(len(keys)), key=lambda g: keys[g])[: parts - 1]
+    cuts = sorted(g + 1 for g in gaps)
+    bounds = [0] + cuts + [total]
+    return [bounds[i + 1] - bounds[i] for i in range(parts)]
+
+
+def noise_mask(nonnoise_lengths, noise_lengths):
+    mask = []
+    for nonnoise, noise in zip(nonnoise_lengths, noise_lengths):
+        mask += [False] * nonnoise + [True] * noise
+    return mask
+
+
+def corrupt(tokens, mask, sentinels, eos):
+    inputs, targets = [], []
+    span = -1
+    for i, (token, noisy) in enumerate(zip(tokens, mask)):
+        starts_span = noisy and (i == 0 or not mask[i - 1])
+        if starts_span:
+            span += 1
+            inputs.append(sentinels[span])
+        if not noisy:
+            inputs.append(token)
+    span = -1
+    for i, (token, noisy) in enumerate(zip(tokens, mask)):
+        starts_clean_span = (not noisy) and (i == 0 or mask[i - 1])
+        if starts_clean_span:
+            span += 1
+            targets.append(sentinels[span])
+        if noisy:
+            targets.append(token)
+    return inputs + [eos], targets + [eos]

@@ -42,6 +42,7 @@ class ClmOptions:
 @register("clm", "causal")
 class CausalLM:
     options_type = ClmOptions
+    default_eos = True
 
     def __init__(self, config, tokenizer):
         self.config = config
