@@ -45,9 +45,10 @@ def test_planner_matches_the_transcribed_t5_helper(inputs, r, mu):
 
 def test_worked_example_from_the_docstring():
     tokens = np.arange(10, 20)[None, :]
-    mask = noise_mask_from_spans(np.array([[4, 3]]), np.array([[1, 2]]))
+    nonnoise, noise = np.array([[4, 3]]), np.array([[1, 2]])
+    mask = noise_mask_from_spans(nonnoise, noise)
     assert mask[0].astype(int).tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 1, 1]
-    inputs, targets = corrupt_spans(tokens, mask, np.array([99, 98]), eos_id=1)
+    inputs, targets = corrupt_spans(tokens, nonnoise, noise, np.array([99, 98]), eos_id=1)
     assert inputs.tolist() == [[10, 11, 12, 13, 99, 15, 16, 17, 98, 1]]
     assert targets.tolist() == [[99, 14, 98, 18, 19, 1]]
     assert span_counts(10, 0.3, 1.5) == (3, 2)
@@ -76,7 +77,7 @@ def test_kernels_match_reference_and_keep_every_token(length, density, mean_span
     nonnoise = composition_from_keys(nonnoise_keys, num_spans)
     mask = noise_mask_from_spans(nonnoise, noise)
     sentinels = np.arange(1000, 1000 - num_spans, -1)
-    inputs, targets = corrupt_spans(tokens, mask, sentinels, eos_id=7)
+    inputs, targets = corrupt_spans(tokens, nonnoise, noise, sentinels, eos_id=7)
     for row in range(rows):
         expected_mask = reference.noise_mask(
             reference.composition(list(nonnoise_keys[row]), num_spans),
@@ -114,3 +115,11 @@ def test_noise_density_over_many_examples():
     per_position = mask.mean(axis=0)[1:-1]
     sigma = np.sqrt(0.15 * 0.85 / 2000)
     assert np.mean(np.abs(per_position - 85 / 568) < 4 * sigma) > 0.97
+
+
+@given(st.integers(2, 40), st.data())
+def test_composition_with_tied_keys_ranks_ties_by_position(total, data):
+    parts = data.draw(st.integers(1, total))
+    keys = np.array(data.draw(st.lists(st.lists(st.integers(0, 2), min_size=total - 1, max_size=total - 1), min_size=1, max_size=4)))
+    keys = keys.reshape(-1, total - 1).astype(np.uint32)
+    assert composition_from_keys(keys, parts).tolist() == [reference.composition(list(k), parts) for k in keys]

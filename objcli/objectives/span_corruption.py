@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.prefix import IGNORE
-from ..kernels.spans import corrupt_spans, plan_example, random_spans_noise_mask, span_counts
+from ..kernels.spans import corrupt_spans, plan_example, random_spans, span_counts
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, register
@@ -99,7 +99,7 @@ class _SpanCorruptionPartition:
         o = self.o
         seed = o.config.seed
         rows, length = tokens.shape
-        mask = random_spans_noise_mask(
+        nonnoise, noise = random_spans(
             rows,
             length,
             o.options.noise_density,
@@ -107,7 +107,7 @@ class _SpanCorruptionPartition:
             derive_rng(seed, self.partition, first_example, "span-corruption/noise"),
             derive_rng(seed, self.partition, first_example, "span-corruption/nonnoise"),
         )
-        return corrupt_spans(tokens, mask, o.sentinels, o.eos_id)
+        return corrupt_spans(tokens, nonnoise, noise, o.sentinels, o.eos_id)
 
     def process(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)

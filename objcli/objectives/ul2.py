@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.prefix import IGNORE
-from ..kernels.spans import corrupt_spans, example_lengths, random_spans_noise_mask, span_counts
+from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, register
@@ -244,11 +244,11 @@ class _Ul2Partition:
         if d.kind == "prefix":
             split = plan.inputs - 1
             return np.concatenate([tokens[:, :split], eos], axis=1), np.concatenate([tokens[:, split:], eos], axis=1)
-        mask = random_spans_noise_mask(
+        nonnoise, noise = random_spans(
             rows, plan.raw, d.noise_density, d.mean_span,
             self._rng(first_example, f"{d.name}/noise"), self._rng(first_example, f"{d.name}/nonnoise"),
         )
-        return corrupt_spans(tokens, mask, self.o.sentinels, self.o.eos_id)
+        return corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
 
     def process(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)

@@ -1,0 +1,233 @@
+"""Denoising objectives end to end with the real sample tokenizer: exact lengths, reconstruction
+of the token stream from the rows, sentinels, mixtures, and clear errors for impossible settings."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import sentencepiece as spm
+from click.testing import CliRunner
+from conftest import run_transform
+from test_end_to_end import expected_documents
+
+from objcli.cli import main
+from objcli.errors import ObjcliError
+from objcli.manifest import read_manifest
+
+
+def read_table(folder):
+    manifest = read_manifest(folder)
+    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
+    return manifest, pa.concat_tables(tables).to_pydict()
+
+
+def stream_of(files, tokenizer, eos):
+    sp = spm.SentencePieceProcessor(model_file=str(tokenizer))
+    stream = []
+    for text in expected_documents(files):
+        stream += sp.encode(text) + ([sp.eos_id()] if eos else [])
+    return stream
+
+
+def fill_sentinels(inputs, labels, sentinels):
+    """Undo span corruption: each input sentinel becomes the label span it names."""
+    spans, current = {}, None
+    for token in labels[:-1]:
+        if token in sentinels:
+            current = token
+            spans[current] = []
+        else:
+            spans[current].append(token)
+    return [t for token in inputs[:-1] for t in (spans[token] if token in sentinels else [token])]
+
+
+@pytest.fixture(scope="module")
+def prose(small_corpus):
+    return [small_corpus / "prose.jsonl"]
+
+
+def test_span_corruption_rows_are_exact_and_reconstruct_the_stream(prose, sample_tokenizer, tmp_path):
+    summary = run_transform(prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=512)
+    manifest, table = read_table(tmp_path / "t5")
+    special = manifest["special_tokens"]
+    # No <extra_id_N> in the sample model: 100 appended, <extra_id_0> highest (T5 convention).
+    assert special["sentinels"] == list(range(8099, 7999, -1))
+    assert special["added"]["<extra_id_0>"] == 8099 and manifest["tokenizer"]["total_vocab_size"] == 8100
+    assert {len(r) for r in table["input_ids"]} == {512} and {len(r) for r in table["labels"]} == {114}
+    sentinels = set(special["sentinels"])
+    rebuilt = [t for i, l in zip(table["input_ids"], table["labels"]) for t in fill_sentinels(i, l, sentinels)]
+    stream = stream_of(prose, sample_tokenizer, eos=False)  # T5 joins documents with nothing
+    assert rebuilt == stream[: len(rebuilt)] and len(rebuilt) == 568 * len(table["input_ids"])
+    assert summary.totals["tokens_dropped"] == len(stream) - len(rebuilt) < 568
+    for inputs, labels in zip(table["input_ids"], table["labels"]):
+        used = [t for t in inputs if t in sentinels]
+        assert used == [t for t in labels if t in sentinels] == special["sentinels"][: len(used)]
+        assert inputs[-1] == labels[-1] == 2
+
+
+def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample_tokenizer, tmp_path):
+    summary = run_transform(prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=256,
+                            final_chunk="pad", eos=True)
+    manifest, table = read_table(tmp_path / "t5")
+    assert summary.totals["final_chunks_padded"] == 1 and summary.totals["documents_skipped"] == 0
+    last_inputs, last_labels = table["input_ids"][-1], table["labels"][-1]
+    assert len(last_inputs) == 256 and last_inputs[-1] == 3  # padded with <pad>
+    assert last_labels[-1] == -100
+    sentinels = set(manifest["special_tokens"]["sentinels"])
+    real_inputs = [t for t in last_inputs if t != 3]
+    real_labels = [t for t in last_labels if t != -100]
+    rebuilt = [t for i, l in zip(table["input_ids"][:-1], table["labels"][:-1]) for t in fill_sentinels(i, l, sentinels)]
+    rebuilt += fill_sentinels(real_inputs, real_labels, sentinels)
+    assert rebuilt == stream_of(prose, sample_tokenizer, eos=True)
+
+
+def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
+    model = tmp_path / "sent.model"
+    result = CliRunner().invoke(main, ["train-tokenizer", str(prose[0]), "--vocab-size", "700", "-o", str(model)]
+                                + [f"--special=<extra_id_{i}>" for i in range(40)])
+    assert result.exit_code == 0, result.output
+    run_transform(prose, model, tmp_path / "t5", objective="t5", seq_len=128)
+    manifest, table = read_table(tmp_path / "t5")
+    assert manifest["special_tokens"]["sentinels"] == list(range(4, 44))  # the model's own pieces
+    assert manifest["special_tokens"]["added"] == {}
+    assert max(max(r) for r in table["input_ids"]) < 700
+    # 40 sentinels are too few for 512-token rows (28 spans is fine, 1024 needs 57).
+    with pytest.raises(ObjcliError, match="has 40 <extra_id_N> sentinels but a row needs 57"):
+        run_transform(prose, model, tmp_path / "t5b", objective="t5", seq_len=1024)
+
+
+@pytest.mark.parametrize("layout", ["decoder", "encdec"])
+def test_prefix_lm_layouts(prose, sample_tokenizer, tmp_path, layout):
+    run_transform(prose, sample_tokenizer, tmp_path / "plm", objective="prefix-lm", layout=layout, seq_len=200, seed=3)
+    _, table = read_table(tmp_path / "plm")
+    stream = stream_of(prose, sample_tokenizer, eos=True)
+    chunks = [stream[i : i + 200] for i in range(0, len(table["input_ids"]) * 200, 200)]
+    splits = []
+    for row, chunk in enumerate(chunks):
+        inputs, labels = table["input_ids"][row], table["labels"][row]
+        if layout == "decoder":
+            k = table["prefix_lengths"][row]
+            assert inputs == chunk and len(labels) == 200
+            assert labels[:k] == [-100] * k and labels[k:] == chunk[k:]
+        else:
+            k = len(inputs) - 1
+            assert inputs == chunk[:k] + [2] and labels == chunk[k:] + [2]
+        splits.append(k)
+    assert 1 <= min(splits) and max(splits) <= 199
+    assert abs(np.mean(splits) - 100) < 3 * 57.7 / np.sqrt(len(splits))  # uniform on [1, 199]
+
+
+def reconstruct_ul2_row(inputs, labels, plan_kind, mode_len, sentinels):
+    body = inputs[mode_len:]
+    if plan_kind == "prefix":
+        return body[:-1] + labels[:-1]
+    return fill_sentinels(body, labels, sentinels)
+
+
+@pytest.mark.parametrize("mode_tokens", ["text", "special"])
+def test_ul2_encdec_rows_are_exact_and_reconstruct_the_stream(prose, sample_tokenizer, tmp_path, mode_tokens):
+    summary = run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", seq_len=256, mode_tokens=mode_tokens)
+    manifest, table = read_table(tmp_path / "ul2")
+    denoisers = manifest["config"]["objective_options"]["denoisers"]
+    assert [d["name"] for d in denoisers] == ["R-3-0.15", "R-8-0.15", "S-0.25", "X-3-0.5", "X-8-0.5", "X-64-0.15", "X-64-0.5"]
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    if mode_tokens == "special":
+        added = manifest["special_tokens"]["added"]
+        mode_ids = {d["mode"]: [added[d["mode"]]] for d in denoisers}
+        # Allocated in table order before the sentinels, which stay at the top (T5 convention).
+        assert [added[m] for m in ("[NLU]", "[S2S]", "[NLG]")] == [8000, 8001, 8002]
+        assert added["<extra_id_0>"] == manifest["tokenizer"]["total_vocab_size"] - 1
+    else:
+        mode_ids = {d["mode"]: sp.encode(d["mode"]) for d in denoisers}
+    sentinels = set(manifest["special_tokens"]["sentinels"])
+    rebuilt = []
+    for inputs, labels, index in zip(table["input_ids"], table["labels"], table["denoiser"]):
+        d = denoisers[index]
+        mode = mode_ids[d["mode"]]
+        assert len(inputs) == 256 and inputs[: len(mode)] == mode
+        rebuilt += reconstruct_ul2_row(inputs, labels, d["kind"], len(mode), sentinels)
+    stream = stream_of(prose, sample_tokenizer, eos=False)
+    assert rebuilt == stream[: len(rebuilt)]
+    counts = {k.removeprefix("denoiser "): v for k, v in summary.totals.items() if k.startswith("denoiser ")}
+    assert sum(counts.values()) == len(table["input_ids"])
+    assert counts == {d["name"]: table["denoiser"].count(i) for i, d in enumerate(denoisers) if i in table["denoiser"]}
+
+
+def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokenizer, tmp_path):
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "ul2", objective="ul2", mixture="ul2-3", seq_len=64,
+                  text_unit="paragraph")
+    manifest, table = read_table(tmp_path / "ul2")
+    denoisers = manifest["config"]["objective_options"]["denoisers"]
+    n = len(table["denoiser"])
+    assert n > 1500
+    for index, d in enumerate(denoisers):
+        observed = table["denoiser"].count(index) / n
+        sigma = np.sqrt(d["rate"] * (1 - d["rate"]) / n)
+        assert abs(observed - d["rate"]) < 3 * sigma, (d["name"], observed, d["rate"])
+
+
+def test_ul2_decoder_layout(prose, sample_tokenizer, tmp_path):
+    run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", layout="decoder", seq_len=300, mixture="ul2r")
+    manifest, table = read_table(tmp_path / "ul2")
+    denoisers = manifest["config"]["objective_options"]["denoisers"]
+    sentinels = set(manifest["special_tokens"]["sentinels"])
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    rebuilt = []
+    for row, labels, k, index in zip(table["input_ids"], table["labels"], table["prefix_lengths"], table["denoiser"]):
+        assert len(row) == len(labels) == 300
+        assert labels[:k] == [-100] * k
+        end = next((i for i in range(len(labels) - 1, -1, -1) if labels[i] != -100)) + 1
+        assert labels[k:end] == row[k:end] and set(row[end:]) <= {3}
+        mode = sp.encode(denoisers[index]["mode"])
+        rebuilt += reconstruct_ul2_row(row[:k], row[k:end], denoisers[index]["kind"], len(mode), sentinels)
+    assert rebuilt == stream_of(prose, sample_tokenizer, eos=False)[: len(rebuilt)]
+
+
+def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
+    good = tmp_path / "mix.toml"
+    good.write_text('[[denoiser]]\nkind = "span"\nmean_span = 5\nnoise_density = 0.2\nmode = "[NLU]"\nrate = 3\n'
+                    '[[denoiser]]\nkind = "prefix"\nnoise_density = 0.5\nname = "half"\n')
+    run_transform(prose, sample_tokenizer, tmp_path / "out", objective="ul2", mixture=str(good), seq_len=128)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    table = manifest["config"]["objective_options"]["denoisers"]
+    assert [(d["name"], d["rate"]) for d in table] == [("R-5-0.2", 3), ("half", 1.0)]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[denoiser]]\nkind = "span"\nnoise_density = 0.2\nmean_span = 3\nmu = 3\n')
+    result = CliRunner().invoke(main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "x"),
+                                       "--objective", "ul2", "--mixture", str(bad)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: mixture file {bad}: denoiser 1 has unknown field 'mu' "
+        "(known: kind, mean_span, mode, name, noise_density, rate)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--objective", "t5", "--noise-density", "0"], "Error: --noise-density 0.0: must be between 0 and 1 (exclusive)\n"),
+        (["--objective", "t5", "--noise-density", "1"], "Error: --noise-density 1.0: must be between 0 and 1 (exclusive)\n"),
+        (["--objective", "t5", "--seq-len", "2"], "Error: --seq-len 2: no chunk length gives inputs of exactly that length "
+         "at noise density 0.15 and mean span 3.0; choose a larger --seq-len (at least 3)\n"),
+        (["--objective", "t5", "--packing", "none"], "Error: --packing applies to clm, not to span-corruption\n"),
+        (["--objective", "clm", "--mixture", "ul2"], "Error: --mixture applies to ul2, not to clm\n"),
+        (["--objective", "ul2", "--mixture", "ul3"], "Error: --mixture ul3: neither a preset (ul2, ul2-3, ul2r) nor a TOML file\n"),
+    ],
+)
+def test_impossible_settings_fail_before_any_work(prose, sample_tokenizer, tmp_path, args, message):
+    result = CliRunner().invoke(main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *args])
+    assert result.exit_code == 1
+    assert result.output == message
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("objective,extra", [("ul2", {}), ("t5", {}), ("prefix-lm", {"layout": "encdec"})])
+def test_randomness_is_independent_of_workers(small_corpus, sample_tokenizer, tmp_path, objective, extra):
+    common = dict(objective=objective, seq_len=128, partition_bytes=30_000, seed=7, **extra)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "a", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "b", workers=2, **common)
+    files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
+    assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+    other = run_transform([small_corpus], sample_tokenizer, tmp_path / "c", workers=1, **{**common, "seed": 8})
+    assert other.manifest["shards"][0]["sha256"] != read_manifest(tmp_path / "a")["shards"][0]["sha256"]
