@@ -70,7 +70,7 @@ def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 4 << 2
 def objcli_transform(paths: list[Path], *extra: str) -> dict:
     shutil.rmtree(OUT, ignore_errors=True)
     command = [sys.executable, "-m", "objcli.cli", "transform", *map(str, paths), "-t", str(TOKENIZER),
-               "--objective", "clm", "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
+               "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
     started = time.perf_counter()
     process = psutil.Popen(command, stderr=subprocess.PIPE)
     peak = 0
@@ -112,6 +112,109 @@ def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
         print(f"{name:48} {r['seconds']:8.2f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} {rss:>9} {rate / ceiling:6.2f}x")
 
 
+def _rate(function, tokens: int, repeat: int = 3) -> float:
+    """Best-of-``repeat`` tokens per second."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - started)
+    return tokens / best
+
+
+def kernel_rows() -> list[tuple[str, float, float]]:
+    """(name, kernel tokens/s, reference-loop tokens/s), same data, same run, one core."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import reference
+
+    from objcli.config import TransformConfig
+    from objcli.kernels.prefix import decoder_labels, draw_split_points, split_encoder_decoder
+    from objcli.kernels.spans import corrupt_spans, random_keys, random_spans, span_counts
+    from objcli.objectives import DocumentBatch
+    from objcli.objectives.ul2 import Ul2, Ul2Options
+    from objcli.tokenizer import Tokenizer
+
+    rng = np.random.default_rng(0)
+    results = []
+
+    rows, length = 4000, 568
+    tokens = rng.integers(0, 32000, size=(rows, length)).astype(np.int32)
+    sentinels = np.arange(32099, 31999, -1, dtype=np.int32)
+
+    def t5_kernel():
+        nonnoise, noise = random_spans(rows, length, 0.15, 3, np.random.default_rng(1), np.random.default_rng(2))
+        corrupt_spans(tokens, nonnoise, noise, sentinels, 1)
+
+    few = 100
+    num_noise, num_spans = span_counts(length, 0.15, 3)
+    noise_keys = random_keys(np.random.default_rng(1), (few, num_noise - 1))
+    nonnoise_keys = random_keys(np.random.default_rng(2), (few, length - num_noise - 1))
+    sentinel_list, token_lists = sentinels.tolist(), tokens[:few].tolist()
+
+    def t5_reference():
+        for row in range(few):
+            mask = reference.noise_mask(
+                reference.composition(list(nonnoise_keys[row]), num_spans),
+                reference.composition(list(noise_keys[row]), num_spans),
+            )
+            reference.corrupt(token_lists[row], mask, sentinel_list, 1)
+
+    results.append(("span-corruption 568 -> 512/114", _rate(t5_kernel, rows * length), _rate(t5_reference, few * length, 1)))
+
+    rows, length = 1000, 2048
+    tokens = rng.integers(0, 32000, size=(rows, length)).astype(np.int32)
+
+    def prefix_kernel():
+        split = draw_split_points(np.random.default_rng(3), rows, length)
+        decoder_labels(tokens, split)
+        split_encoder_decoder(tokens, split, 1)
+
+    splits = draw_split_points(np.random.default_rng(3), few, length).tolist()
+    token_lists = tokens[:few].tolist()
+
+    def prefix_reference():
+        for row in range(few):
+            reference.prefix_split(token_lists[row], splits[row], 1)
+
+    results.append(("prefix-lm 2048 (both layouts)", _rate(prefix_kernel, rows * length), _rate(prefix_reference, few * length, 1)))
+
+    tokenizer = Tokenizer(TOKENIZER)
+    config = TransformConfig(inputs=("-",), tokenizer=str(TOKENIZER), objective="ul2",
+                             objective_options=Ul2Options(), output="unused", seq_len=512)
+    objective = Ul2(config, tokenizer)
+    stream = rng.integers(0, 8000, size=2_000_000).astype(np.int32)
+
+    def ul2_kernel():
+        transform = objective.partition_transform(0)
+        transform.process(DocumentBatch([], stream, np.array([0, len(stream)]), 0, 0))
+
+    plans = objective.plans
+    choice = np.random.default_rng(4).choice(len(plans), size=few, p=objective.rates)
+    sentinel_list = objective.sentinels.tolist()
+    stream_list = stream[: sum(p.raw for p in plans) * few // len(plans) * 2].tolist()
+
+    def ul2_reference():
+        position = 0
+        for index in choice:
+            d, plan = objective.denoisers[index], plans[index]
+            example = stream_list[position : position + plan.raw]
+            position += plan.raw
+            if d.kind == "prefix":
+                reference.prefix_split(example, plan.inputs - 1, 2)
+                continue
+            n, s = span_counts(plan.raw, d.noise_density, d.mean_span)
+            keys_noise = rng.random(n - 1).tolist()
+            keys_clean = rng.random(plan.raw - n - 1).tolist()
+            mask = reference.noise_mask(reference.composition(keys_clean, s), reference.composition(keys_noise, s))
+            reference.corrupt(example, mask, sentinel_list, 2)
+
+    reference_tokens = sum(plans[i].raw for i in choice)
+    results.append(("ul2 (7 denoisers) 512", _rate(ul2_kernel, len(stream)), _rate(ul2_reference, reference_tokens, 1)))
+    return results
+
+
 def main() -> None:
     paths = build_corpus()
     size = sum(p.stat().st_size for p in paths)
@@ -124,7 +227,14 @@ def main() -> None:
     rows = [(f"SentencePiece batched encode, {CORES} threads", raw_sentencepiece(paths, CORES))]
     for workers in (1, CORES):
         rows.append((f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers))))
+    for objective in ("span-corruption", "prefix-lm", "ul2"):
+        rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
+
+    print("\nObjective kernels, one core, same data, same run (tokens/s):")
+    print(f"{'':36} {'kernel':>10} {'reference loop':>15} {'ratio':>8}")
+    for name, kernel, slow in kernel_rows():
+        print(f"{name:36} {kernel / 1e6:8.1f} M {slow / 1e6:13.2f} M {kernel / slow:7.0f}x")
 
 
 if __name__ == "__main__":

@@ -108,3 +108,8 @@ def corrupt(tokens, mask, sentinels, eos):
         if noisy:
             targets.append(token)
     return inputs + [eos], targets + [eos]
+
+
+def prefix_split(tokens, k, eos):
+    """(encoder inputs, encoder labels, decoder labels) for one example split at k."""
+    return tokens[:k] + [eos], tokens[k:] + [eos], [-100] * k + tokens[k:]

@@ -34,16 +34,21 @@ def segments_and_positions(doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     Padding is marked by ``PADDING_DOC`` and gets segment 0 and position 0.
     """
     rows, seq_len = doc_ids.shape
-    padding = doc_ids == PADDING_DOC
-    starts = np.ones(doc_ids.shape, dtype=bool)
-    starts[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]
-    starts &= ~padding
+    starts = np.empty(doc_ids.shape, dtype=bool)
+    starts[:, 0] = True
+    np.not_equal(doc_ids[:, 1:], doc_ids[:, :-1], out=starts[:, 1:])
+    has_padding = rows > 0 and bool(np.any(doc_ids[:, -1] == PADDING_DOC))  # padding only ever ends a row
+    if has_padding:
+        padding = doc_ids == PADDING_DOC
+        starts &= ~padding
     segment_ids = np.cumsum(starts, axis=1, dtype=np.int32)
-    column = np.broadcast_to(np.arange(seq_len, dtype=np.int32), doc_ids.shape)
-    segment_start = np.maximum.accumulate(np.where(starts, column, 0), axis=1)
-    positions = (column - segment_start).astype(np.int32)
-    segment_ids[padding] = 0
-    positions[padding] = 0
+    column = np.arange(seq_len, dtype=np.int32)
+    segment_start = np.where(starts, column, np.int32(0))
+    np.maximum.accumulate(segment_start, axis=1, out=segment_start)
+    positions = np.subtract(column, segment_start, out=segment_start)
+    if has_padding:
+        segment_ids[padding] = 0
+        positions[padding] = 0
     return segment_ids, positions
 
 
