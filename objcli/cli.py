@@ -40,7 +40,7 @@ def main() -> None:
 @main.command(context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("-t", "--tokenizer", required=True, help="SentencePiece .model file.")
-@click.option("--objective", default="clm", help="clm, span-corruption (t5), prefix-lm, ul2.")
+@click.option("--objective", default="clm", help="clm, mlm, span-corruption (t5), prefix-lm, ul2.")
 @click.option("--seq-len", type=int, default=2048, help="Tokens per row (the most per row with --packing none).")
 @click.option("-o", "--output", required=True, help="Output folder, or '-' for an Arrow IPC stream on stdout.")
 @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="arrow", help="Shard format.")
@@ -65,6 +65,13 @@ def main() -> None:
 @click.option("--extra-ids", type=int, default=None, help="[span-corruption, ul2] Sentinels appended when the model has no <extra_id_N>.  [default: 100, or as many as a row needs]")
 @click.option("--layout", type=click.Choice(["decoder", "encdec"]), default=None, help="[prefix-lm, ul2] Rows for a decoder-only or an encoder-decoder model.  [default: decoder for prefix-lm, encdec for ul2]")
 @click.option("--mixture", default=None, help="[ul2] Preset (ul2, ul2-3, ul2r) or a TOML file of [[denoiser]] tables.  [default: ul2]")
+@click.option("--mask-prob", type=float, default=None, help="[mlm, electra, nsp, sop] Probability of selecting a token.  [default: 0.15]")
+@click.option("--mask-replace", type=float, default=None, help="[mlm, nsp, sop] Selected tokens that become [MASK].  [default: 0.8]")
+@click.option("--random-replace", type=float, default=None, help="[mlm, nsp, sop] Selected tokens that become a random ordinary token.  [default: 0.1]")
+@click.option("--count", type=click.Choice(["bernoulli", "exact"]), default=None, help="[mlm, nsp, sop] Bernoulli per token (HF) or exactly min(max-predictions, max(1, round(n*p))) (Google BERT).  [default: bernoulli]")
+@click.option("--max-predictions", type=int, default=None, help="[mlm, nsp, sop] Cap on selected tokens per row with --count exact.")
+@click.option("--whole-word/--no-whole-word", default=None, help="[mlm, nsp, sop] Select whole words (a word starts at a piece beginning with U+2581).  [default: off]")
+@click.option("--dupe-factor", type=int, default=None, help="[mlm, nsp, sop] Write K differently-masked copies of each row.  [default: 1]")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
               text_unit, strict, bos, eos, seed, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):

@@ -113,3 +113,40 @@ def corrupt(tokens, mask, sentinels, eos):
 def prefix_split(tokens, k, eos):
     """(encoder inputs, encoder labels, decoder labels) for one example split at k."""
     return tokens[:k] + [eos], tokens[k:] + [eos], [-100] * k + tokens[k:]
+
+
+# ---- masked LM (REFERENCE §3), one row at a time ----
+
+def mlm_row(ids, candidates, unit_start, unit_keys, action_keys, random_tokens, p, exact, max_predictions,
+            mask_id, mask_replace, random_replace):
+    units, unit = [], 0
+    for i, candidate in enumerate(candidates):
+        if candidate and (unit_start[i] or i == 0 or not candidates[i - 1]):
+            unit += 1
+        units.append(unit if candidate else 0)
+    members = {}
+    for i, u in enumerate(units):
+        if u:
+            members.setdefault(u, []).append(i)
+    chosen = set()
+    if not exact:
+        chosen = {u for u in members if unit_keys[u - 1] < p}
+    else:
+        budget = max(1, int(round(len(ids) * p)))
+        if max_predictions is not None:
+            budget = min(budget, max_predictions)
+        used = 0
+        for u in sorted(members, key=lambda u: (unit_keys[u - 1], u)):
+            if used + len(members[u]) > budget:
+                break
+            chosen.add(u)
+            used += len(members[u])
+    masked, labels = list(ids), [-100] * len(ids)
+    for u in chosen:
+        for i in members[u]:
+            labels[i] = ids[i]
+            if action_keys[i] < mask_replace:
+                masked[i] = mask_id
+            elif action_keys[i] < mask_replace + random_replace:
+                masked[i] = random_tokens[i]
+    return masked, labels

@@ -1,0 +1,83 @@
+"""Masked-LM selection and replacement (REFERENCE §3), vectorized over a batch of rows.
+
+Selection works on *units*: tokens, or whole words (a word starts at a piece beginning with ``▁``
+and continuation pieces join it). Random draws come in as arguments so that a per-row reference
+loop fed the same draws gives the same answer.
+
+    input_ids  [CLS  the  ▁cat  s  ▁sat  SEP]      candidates: not special
+    units      [ -    1    2    2   3     - ]      whole words: "▁cat s" is one unit
+    selected   [ 0    0    1    1   0     0 ]      -> labels [-100 -100 cat s -100 -100]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IGNORE = -100
+
+
+def unit_ids(candidates: np.ndarray, unit_start: np.ndarray) -> np.ndarray:
+    """(rows, L) 1-based unit number per candidate token, 0 for non-candidates.
+
+    A unit starts at a candidate that has ``unit_start`` set or follows a non-candidate.
+    """
+    previous = np.zeros_like(candidates)
+    previous[:, 1:] = candidates[:, :-1]
+    starts = candidates & (unit_start | ~previous)
+    return np.where(candidates, np.cumsum(starts, axis=1), 0)
+
+
+def select_units(
+    units: np.ndarray,
+    unit_keys: np.ndarray,
+    mask_prob: float,
+    exact: bool,
+    row_lengths: np.ndarray,
+    max_predictions: int | None,
+) -> np.ndarray:
+    """Boolean (rows, L) selection of whole units.
+
+    ``unit_keys[r, u - 1]`` is the uniform key of unit u of row r (shape (rows, L) is enough).
+    Bernoulli: a unit is selected when its key < ``mask_prob``. Exact (Google BERT): the budget is
+    ``min(max_predictions, max(1, round(row_length * mask_prob)))`` tokens; units are taken in
+    order of increasing key while the selected tokens stay within the budget (for single-token
+    units this selects exactly the budget, or every candidate when there are fewer).
+    """
+    rows, length = units.shape
+    # Tokens per unit (column u - 1 for unit u); unit 0, the non-candidates, is dropped.
+    flat = (np.arange(rows, dtype=np.int64)[:, None] * (length + 1) + units).ravel()
+    counts = np.bincount(flat, minlength=rows * (length + 1)).reshape(rows, length + 1)[:, 1:]
+    present = counts > 0
+    if not exact:
+        chosen = present & (unit_keys < mask_prob)
+    else:
+        budget = np.maximum(1, np.round(row_lengths * mask_prob)).astype(np.int64)
+        if max_predictions is not None:
+            budget = np.minimum(budget, max_predictions)
+        keys = np.where(present, unit_keys, np.inf)
+        order = np.argsort(keys, axis=1, kind="stable")
+        taken = np.cumsum(np.take_along_axis(counts, order, axis=1), axis=1)
+        ok_in_order = (taken <= budget[:, None]) & np.take_along_axis(present, order, axis=1)
+        chosen = np.zeros_like(present)
+        np.put_along_axis(chosen, order, ok_in_order, axis=1)
+    chosen = np.concatenate([np.zeros((rows, 1), dtype=bool), chosen], axis=1)
+    return np.take_along_axis(chosen, units, axis=1)
+
+
+def replace_selected(
+    input_ids: np.ndarray,
+    selected: np.ndarray,
+    action_keys: np.ndarray,
+    random_tokens: np.ndarray,
+    mask_id: int,
+    mask_replace: float,
+    random_replace: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(masked input_ids, labels): selected tokens become ``mask_id`` when their key < mask_replace,
+    a random ordinary token when < mask_replace + random_replace, else stay; labels hold the
+    original id where selected and -100 elsewhere."""
+    to_mask = selected & (action_keys < mask_replace)
+    to_random = selected & ~to_mask & (action_keys < mask_replace + random_replace)
+    masked = np.where(to_mask, mask_id, np.where(to_random, random_tokens, input_ids)).astype(input_ids.dtype)
+    labels = np.where(selected, input_ids, IGNORE).astype(np.int32)
+    return masked, labels

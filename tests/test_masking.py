@@ -1,0 +1,159 @@
+"""Masked LM: kernels against the per-row reference loop, properties, statistics, end to end."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from conftest import run_transform
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference
+from objcli.cli import main
+from objcli.kernels.masking import replace_selected, select_units, unit_ids
+from objcli.manifest import read_manifest
+
+MASK, SPECIAL = 99, 0  # in these tests id 0 plays a special token and 99 is [MASK]
+
+
+def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_replace=0.8, random_replace=0.1):
+    rng = np.random.default_rng(seed)
+    rows, length = ids.shape
+    candidates = ids != SPECIAL
+    unit_start = (ids % 3 == 1) if whole_word else np.ones_like(candidates)
+    unit_keys, action_keys = rng.random((rows, length)), rng.random((rows, length))
+    random_tokens = rng.integers(50, 60, size=(rows, length))
+    row_lengths = np.full(rows, length)
+    units = unit_ids(candidates, unit_start)
+    selected = select_units(units, unit_keys, p, exact, row_lengths, max_predictions)
+    masked, labels = replace_selected(ids, selected, action_keys, random_tokens, MASK, mask_replace, random_replace)
+    refs = [
+        reference.mlm_row(ids[r].tolist(), candidates[r].tolist(), unit_start[r].tolist(), unit_keys[r].tolist(),
+                          action_keys[r].tolist(), random_tokens[r].tolist(), p, exact, max_predictions, MASK,
+                          mask_replace, random_replace)
+        for r in range(rows)
+    ]
+    return units, selected, masked, labels, refs
+
+
+rows_strategy = st.integers(1, 5).flatmap(
+    lambda rows: st.integers(1, 40).flatmap(
+        lambda length: st.lists(st.integers(0, 12), min_size=rows * length, max_size=rows * length).map(
+            lambda v: np.array(v).reshape(rows, length))))
+
+
+@settings(max_examples=200)
+@given(rows_strategy, st.booleans(), st.booleans(), st.sampled_from([None, 1, 3]), st.integers(0, 2**32))
+def test_kernels_match_reference_and_properties(ids, whole_word, exact, max_predictions, seed):
+    units, selected, masked, labels, refs = run_kernels(ids, whole_word, exact, max_predictions, seed)
+    assert [(m.tolist(), lab.tolist()) for m, lab in zip(masked, labels)] == [tuple(r) for r in refs]
+    # labels are -100 exactly where not selected; unmasking restores the original
+    assert np.array_equal(labels != -100, selected)
+    assert np.array_equal(np.where(selected, labels, masked), ids)
+    # special tokens never selected; unselected tokens untouched
+    assert not selected[ids == SPECIAL].any()
+    assert np.array_equal(masked[~selected], ids[~selected])
+    # whole words masked whole
+    for r in range(len(ids)):
+        for u in np.unique(units[r][units[r] > 0]):
+            assert len(set(selected[r][units[r] == u])) == 1
+    if exact and not whole_word:
+        budget = max(1, round(ids.shape[1] * 0.3))
+        if max_predictions:
+            budget = min(budget, max_predictions)
+        candidates = (ids != SPECIAL).sum(axis=1)
+        assert selected.sum(axis=1).tolist() == np.minimum(budget, candidates).tolist()
+
+
+def test_worked_example_from_the_docstring():
+    # [CLS] the ▁cat s ▁sat [SEP]; whole words; "▁cat s" has the lowest key.
+    ids = np.array([[0, 5, 7, 8, 9, 0]])
+    candidates = ids != 0
+    unit_start = np.array([[False, True, True, False, True, False]])
+    units = unit_ids(candidates, unit_start)
+    assert units.tolist() == [[0, 1, 2, 2, 3, 0]]
+    keys = np.array([[0.9, 0.1, 0.5, 0, 0, 0]])  # keys per unit: unit 1 -> 0.9, unit 2 -> 0.1, unit 3 -> 0.5
+    selected = select_units(units, keys, 0.2, True, np.array([6]), None)  # budget round(6 * 0.2) = 1... a word of 2 exceeds it
+    assert selected.sum() == 0
+    selected = select_units(units, keys, 0.34, True, np.array([6]), None)  # budget 2
+    assert selected.astype(int).tolist() == [[0, 0, 1, 1, 0, 0]]
+
+
+def test_rates_within_three_sigma():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 1000, size=(400, 256))
+    rows, length = ids.shape
+    units = unit_ids(ids > 0, np.ones_like(ids, dtype=bool))
+    selected = select_units(units, rng.random(ids.shape), 0.15, False, np.full(rows, length), None)
+    n = ids.size
+    assert abs(selected.mean() - 0.15) < 3 * np.sqrt(0.15 * 0.85 / n)
+    action = rng.random(ids.shape)
+    masked, labels = replace_selected(ids, selected, action, np.full(ids.shape, 5000), -1, 0.8, 0.1)
+    k = selected.sum()
+    for value, share in ((-1, 0.8), (5000, 0.1)):
+        observed = np.sum(masked[selected] == value) / k
+        assert abs(observed - share) < 3 * np.sqrt(share * (1 - share) / k)
+
+
+def read_rows(folder):
+    manifest = read_manifest(folder)
+    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
+    return manifest, pa.concat_tables(tables).to_pydict()
+
+
+def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl"]
+    run_transform(files, sample_tokenizer, tmp_path / "clm", seq_len=128)
+    run_transform(files, sample_tokenizer, tmp_path / "mlm", objective="mlm", seq_len=128, count="exact",
+                  max_predictions=20, dupe_factor=2)
+    _, clm = read_rows(tmp_path / "clm")
+    manifest, mlm = read_rows(tmp_path / "mlm")
+    mask_id = manifest["special_tokens"]["ids"]["mask"]
+    assert mask_id == 8000 and manifest["special_tokens"]["added"] == {"[MASK]": 8000}
+    rows = len(clm["input_ids"])
+    assert len(mlm["input_ids"]) == 2 * rows  # the whole shard is one batch here: copy 0 then copy 1
+    for copy in range(2):
+        for r in range(rows):
+            masked, labels = mlm["input_ids"][copy * rows + r], mlm["labels"][copy * rows + r]
+            original = clm["input_ids"][r]
+            restored = [lab if lab != -100 else t for t, lab in zip(masked, labels)]
+            assert restored == original
+            selected = [lab != -100 for lab in labels]
+            assert sum(selected) == min(20, round(128 * 0.15))  # exact count: 19
+            assert not any(s and t in (1, 2, 3) for s, t in zip(selected, original))  # never specials
+    assert mlm["labels"][:rows] != mlm["labels"][rows:]  # copies differ
+    assert mlm["segment_ids"][:rows] == clm["segment_ids"]
+
+
+def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tmp_path):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "wwm", objective="mlm", seq_len=128,
+                  whole_word=True, mask_prob=0.3)
+    _, table = read_rows(tmp_path / "wwm")
+    for labels in table["labels"][:200]:
+        selected = [lab != -100 for lab in labels]
+        for i in range(1, len(labels)):
+            starts_word = selected[i] and sp.id_to_piece(labels[i]).startswith("\u2581")
+            # a selected continuation piece follows a selected piece of the same word
+            if selected[i] and not starts_word and not sp.is_control(labels[i]):
+                assert selected[i - 1]
+    ratio = np.mean([lab != -100 for row in table["labels"] for lab in row])
+    assert 0.2 < ratio < 0.4
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mask-prob", "1.5"], "Error: --mask-prob 1.5: must be between 0 and 1\n"),
+        (["--random-replace", "-0.1"], "Error: --random-replace -0.1: must be between 0 and 1\n"),
+        (["--mask-replace", "0.8", "--random-replace", "0.3"],
+         "Error: --mask-replace 0.8 + --random-replace 0.3 = 1.1: must not exceed 1 (the rest stay unchanged)\n"),
+        (["--dupe-factor", "0"], "Error: --dupe-factor 0: must be at least 1\n"),
+    ],
+)
+def test_bad_probabilities(small_corpus, sample_tokenizer, tmp_path, args, message):
+    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+                                       "--objective", "mlm", *args])
+    assert (result.exit_code, result.output) == (1, message)
