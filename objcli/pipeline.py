@@ -89,15 +89,20 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     first_document = 0
     text_bytes = 0
+    def encode(texts: list[str]):
+        return tokenizer.encode(texts, task.threads)
+
+    # Sentence-level objectives tokenize sentences themselves (with ``encode``), not documents.
+    sentence_level = getattr(objective, "sentence_level", False)
     for batch_index, texts in enumerate(read_documents(task.partition, options, log)):
-        tokens, offsets = tokenizer.encode(texts, task.threads)
-        batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index)
+        tokens, offsets = tokenizer.encode([], 1) if sentence_level else encode(texts)
+        batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
         sink.write(transform.process(batch))
         first_document += len(texts)
         size = sum(map(len, texts))
         text_bytes += size
         if report is not None:
-            report(Progress(len(texts), size, len(tokens)))
+            report(Progress(len(texts), size, len(tokens)))  # sentence-level objectives report 0 tokens
     sink.write(transform.finish())
     shards = sink.close()
 

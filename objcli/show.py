@@ -45,7 +45,12 @@ def _runs(segment_ids: np.ndarray) -> Iterator[tuple[int, int, int]]:
 
 def render_row(row: dict[str, np.ndarray], tokenizer: Tokenizer, colour: bool) -> str:
     ids = np.asarray(row["input_ids"])
-    segments = np.asarray(row.get("segment_ids", np.ones(len(ids), dtype=np.int32)))
+    if "segment_ids" in row:
+        segments = np.asarray(row["segment_ids"])
+    elif "attention_mask" in row:  # sentence pairs: [1] = [CLS] A [SEP], [2] = B [SEP], 0 = padding
+        segments = np.where(np.asarray(row["attention_mask"]) > 0, np.asarray(row["token_type_ids"]) + 1, 0)
+    else:
+        segments = np.ones(len(ids), dtype=np.int32)
     parts = []
     for segment, start, stop in _runs(segments):
         if segment == 0:
@@ -80,6 +85,9 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
         details = [f"{len(row['input_ids'])} tokens"]
         if "prefix_lengths" in row:
             details.append(f"prefix {int(row['prefix_lengths'])}")
+        for label in ("next_sentence_label", "sentence_order_label"):
+            if label in row:
+                details.append(f"{label} {int(row[label])}")
         if "denoiser" in row and denoisers:
             details.append(f"denoiser {denoisers[int(row['denoiser'])]['name']}")
         header = f"── row {number} · {shard} · {' · '.join(details)}"

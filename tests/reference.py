@@ -150,3 +150,14 @@ def mlm_row(ids, candidates, unit_start, unit_keys, action_keys, random_tokens, 
             elif action_keys[i] < mask_replace + random_replace:
                 masked[i] = random_tokens[i]
     return masked, labels
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, coin):
+    """Google BERT's truncate_seq_pair; ``coin()`` says whether to delete from the front."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if coin():
+            del trunc[0]
+        else:
+            trunc.pop()
+    return tokens_a, tokens_b

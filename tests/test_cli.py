@@ -78,7 +78,7 @@ def test_bad_option_values(tmp_path, small_corpus, sample_tokenizer):
         "Error: --shard-size 12parsecs: unknown unit 'parsecs'; use rows, KB, MB, GB, KiB, MiB or GiB\n"
     )
     assert invoke(*base, "--seq-len", "1").output == "Error: --seq-len 1: must be at least 2\n"
-    assert invoke(*base, "--objective", "clmm").output == "Error: unknown objective 'clmm'; did you mean clm? known objectives: clm, prefix-lm, span-corruption, ul2\n"
+    assert invoke(*base, "--objective", "clmm").output == "Error: unknown objective 'clmm'; did you mean clm? known objectives: clm, electra, mlm, nsp, prefix-lm, sop, span-corruption, ul2\n"
     assert invoke(*base, "--format", "npy", "-o", "-").exit_code == 1
 
 

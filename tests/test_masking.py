@@ -3,12 +3,12 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+import reference
 from click.testing import CliRunner
 from conftest import run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
 from objcli.cli import main
 from objcli.kernels.masking import replace_selected, select_units, unit_ids
 from objcli.manifest import read_manifest

@@ -56,7 +56,7 @@ def test_span_corruption_rows_are_exact_and_reconstruct_the_stream(prose, sample
     assert special["added"]["<extra_id_0>"] == 8099 and manifest["tokenizer"]["total_vocab_size"] == 8100
     assert {len(r) for r in table["input_ids"]} == {512} and {len(r) for r in table["labels"]} == {114}
     sentinels = set(special["sentinels"])
-    rebuilt = [t for i, l in zip(table["input_ids"], table["labels"]) for t in fill_sentinels(i, l, sentinels)]
+    rebuilt = [t for i, lab in zip(table["input_ids"], table["labels"]) for t in fill_sentinels(i, lab, sentinels)]
     stream = stream_of(prose, sample_tokenizer, eos=False)  # T5 joins documents with nothing
     assert rebuilt == stream[: len(rebuilt)] and len(rebuilt) == 568 * len(table["input_ids"])
     assert summary.totals["tokens_dropped"] == len(stream) - len(rebuilt) < 568
@@ -77,7 +77,7 @@ def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample
     sentinels = set(manifest["special_tokens"]["sentinels"])
     real_inputs = [t for t in last_inputs if t != 3]
     real_labels = [t for t in last_labels if t != -100]
-    rebuilt = [t for i, l in zip(table["input_ids"][:-1], table["labels"][:-1]) for t in fill_sentinels(i, l, sentinels)]
+    rebuilt = [t for i, lab in zip(table["input_ids"][:-1], table["labels"][:-1]) for t in fill_sentinels(i, lab, sentinels)]
     rebuilt += fill_sentinels(real_inputs, real_labels, sentinels)
     assert rebuilt == stream_of(prose, sample_tokenizer, eos=True)
 
@@ -177,7 +177,7 @@ def test_ul2_decoder_layout(prose, sample_tokenizer, tmp_path):
     for row, labels, k, index in zip(table["input_ids"], table["labels"], table["prefix_lengths"], table["denoiser"]):
         assert len(row) == len(labels) == 300
         assert labels[:k] == [-100] * k
-        end = next((i for i in range(len(labels) - 1, -1, -1) if labels[i] != -100)) + 1
+        end = next(i for i in range(len(labels) - 1, -1, -1) if labels[i] != -100) + 1
         assert labels[k:end] == row[k:end] and set(row[end:]) <= {3}
         mode = sp.encode(denoisers[index]["mode"])
         rebuilt += reconstruct_ul2_row(row[:k], row[k:end], denoisers[index]["kind"], len(mode), sentinels)

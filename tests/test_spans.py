@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
 from objcli.kernels.spans import (
     composition_from_keys,
     corrupt_spans,

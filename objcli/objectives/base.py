@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -30,7 +31,8 @@ class DocumentBatch:
     tokens: np.ndarray  # int32, flat
     offsets: np.ndarray  # int64, len(texts) + 1
     first_document: int  # index within the partition of the first document here
-    batch_index: int  # position of this batch within the partition (keys randomness)
+    batch_index: int  # position of this batch within the partition
+    encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None  # the run's tokenizer
 
 
 class PartitionTransform(Protocol):

@@ -18,12 +18,12 @@ The tail of a partition too short for the next example is dropped (counted).
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 from ..errors import ObjcliError
 from ..kernels.prefix import IGNORE

@@ -1,0 +1,72 @@
+"""Sentence-pair examples (REFERENCE §4), vectorized across the documents of a batch.
+
+Sentences travel as one flat token array with ``sentence_offsets``; documents as ranges of
+sentences (``document_sentences``). Google BERT's ``create_instances_from_document`` walks each
+document sentence by sentence; here all documents take one step at a time together (a step makes
+one chunk in every unfinished document), so the Python loop runs once per chunk *position*, never
+per sentence or per document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Pairs:
+    """Token ranges of the A and B segments of each example, in document order."""
+
+    document: np.ndarray  # index of the document within the batch
+    a_start: np.ndarray
+    a_end: np.ndarray
+    b_start: np.ndarray
+    b_end: np.ndarray
+    label: np.ndarray  # NSP: 1 = B is random (NotNext); SOP: 1 = swapped
+
+
+def chunk_end(cumulative: np.ndarray, start: np.ndarray, target: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """First sentence index j > start where sentences [start, j) hold at least ``target`` tokens,
+    or ``stop``. ``cumulative`` is the token offset of each sentence (len = sentences + 1)."""
+    j = np.searchsorted(cumulative, cumulative[start] + target, side="left")
+    return np.clip(j, start + 1, stop)
+
+
+def truncate_pair(length_a: np.ndarray, length_b: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens to remove from A and from B so that A + B fit ``budget``, removing one token at a
+    time from the longer side (B on ties), as Google BERT's ``truncate_seq_pair`` does."""
+    excess = np.maximum(length_a + length_b - budget, 0)
+    gap = np.abs(length_a - length_b)
+    from_longer = np.minimum(excess, gap)
+    rest = excess - from_longer  # removed alternately once the two are equal, B first
+    a_longer = length_a > length_b
+    remove_a = np.where(a_longer, from_longer, 0) + rest // 2
+    remove_b = np.where(a_longer, 0, from_longer) + rest - rest // 2
+    return remove_a, remove_b
+
+
+def assemble_rows(
+    tokens: np.ndarray, pairs: Pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[CLS] A [SEP] B [SEP]`` padded to ``seq_len`` (B may be empty: ``[CLS] A [SEP]``).
+
+    Returns (input_ids, token_type_ids, attention_mask): type 0 for [CLS], A and the first [SEP],
+    1 for B and its [SEP].
+    """
+    length_a = pairs.a_end - pairs.a_start
+    length_b = pairs.b_end - pairs.b_start
+    has_b = length_b > 0
+    column = np.arange(seq_len)[None, :]
+    a_len, b_len = length_a[:, None], length_b[:, None]
+    in_a = (column >= 1) & (column <= a_len)
+    first_sep = column == a_len + 1
+    in_b = (column >= a_len + 2) & (column < a_len + 2 + b_len)
+    second_sep = has_b[:, None] & (column == a_len + 2 + b_len)
+    total = 2 + length_a + np.where(has_b, length_b + 1, 0)
+    source = np.where(in_a, pairs.a_start[:, None] + column - 1, np.where(in_b, pairs.b_start[:, None] + column - a_len - 2, 0))
+    input_ids = np.where(in_a | in_b, tokens[np.minimum(source, len(tokens) - 1)] if len(tokens) else 0, pad_id)
+    input_ids = np.where(column == 0, cls_id, np.where(first_sep | second_sep, sep_id, input_ids)).astype(np.int32)
+    token_type_ids = (in_b | second_sep).astype(np.int32)
+    attention_mask = (column < total[:, None]).astype(np.int32)
+    return input_ids, token_type_ids, attention_mask

@@ -1,0 +1,295 @@
+"""Sentence-pair objectives: NSP (BERT), SOP (ALBERT) and ELECTRA's pretraining data (REFERENCE §3-4).
+
+Documents are split into sentences (``--sentences prose`` or ``lines``, see objcli/sentences.py),
+every sentence of a batch is tokenized in one call, and pairs are built per document:
+
+- **nsp**: as Google BERT's ``create_instances_from_document``. A target length per document
+  (``--seq-len`` − 3, or with ``--short-seq-prob`` 0.1 uniform in [2, seq_len − 3]); sentences are
+  gathered into a chunk until it reaches the target; A = the first k sentences (k uniform in
+  [1, n − 1]); with probability 0.5, or always for a one-sentence chunk, B comes from a *different
+  random document* at a random sentence (``next_sentence_label`` 1) and the unused sentences are
+  put back; otherwise B is the rest of the chunk (label 0). Negatives come from the other documents
+  of the same batch (a deterministic slice of the same input partition, about ``--batch-size`` of
+  text), so they never depend on worker count or read order.
+- **sop**: the same chunks; A and B are consecutive, swapped with probability 0.5
+  (``sentence_order_label`` 1 = swapped); a one-sentence chunk is cut at a random token.
+- **electra**: ELECTRA's example builder: chunks of a target length (``--seq-len``, or with
+  probability 0.05 uniform in [5, seq_len]); A takes leading sentences while it stays under
+  (seq_len − 3) / 2 tokens (the crossing sentence with probability 0.5; always at least one), B the
+  rest; with probability 0.1 everything goes to A (a one-segment example). Then masked as ELECTRA's
+  generator input: ``max_predictions = int((p + 0.005) · seq_len)``, exact count, 85 % ``[MASK]``,
+  15 % unchanged, no random tokens. Generator sampling and replaced-token labels are the training
+  step's job.
+
+Rows: ``[CLS] A [SEP] B [SEP]`` padded to ``--seq-len``, ``token_type_ids`` (0 for [CLS], A and the
+first [SEP]; 1 for B and the last [SEP]) and ``attention_mask``. The longer side is truncated one
+token at a time, at the front or back at random (BERT); ELECTRA truncates from the back. ``--mlm``
+adds BERT masking (``labels``) to nsp/sop rows, as BERT pretraining does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..kernels.masking import IGNORE
+from ..kernels.pairs import Pairs, assemble_rows, chunk_end, truncate_pair
+from ..rng import derive_rng
+from ..rows import ColumnSpec, RowBatch
+from ..sentences import SPLITTERS, split_sentences
+from .base import DocumentBatch, register
+from .mlm import Masker, MlmOptions, check_probabilities, with_copies
+
+
+@dataclass(frozen=True)
+class PairOptions(MlmOptions):
+    sentences: str = "prose"
+    short_seq_prob: float = 0.1
+    mlm: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.sentences not in SPLITTERS:
+            raise ObjcliError(f"--sentences {self.sentences}: choose one of {', '.join(SPLITTERS)}")
+        if not 0 <= self.short_seq_prob <= 1:
+            raise ObjcliError(f"--short-seq-prob {self.short_seq_prob}: must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class ElectraOptions:
+    mask_prob: float = 0.15
+    sentences: str = "prose"
+
+    def __post_init__(self):
+        check_probabilities(self.mask_prob, 0.85, 0.0)
+        if self.sentences not in SPLITTERS:
+            raise ObjcliError(f"--sentences {self.sentences}: choose one of {', '.join(SPLITTERS)}")
+
+
+def _from_ranges(ranges: list[dict]) -> Pairs:
+    if not ranges:
+        empty = np.zeros(0, dtype=np.int64)
+        return Pairs(empty, empty, empty, empty, empty, empty)
+    keys = ("document", "a_start", "a_end", "b_start", "b_end", "label", "step")
+    columns = {k: np.concatenate([r[k] for r in ranges]) for k in keys}
+    order = np.lexsort((columns["step"], columns["document"]))  # document order, chunk order
+    return Pairs(*(columns[k][order] for k in keys[:-1]))
+
+
+def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, order_objective: bool, counters) -> Pairs:
+    """NSP (``order_objective`` False) or SOP pairs for every document of a batch."""
+    starts, stops = document_sentences[:-1], document_sentences[1:]
+    documents = len(starts)
+    budget = seq_len - 3
+    short = rng["target"].random(documents) < short_seq_prob
+    targets = np.where(short, rng["target"].integers(2, max(budget, 2) + 1, documents), budget)
+    position = starts.copy()
+    ranges, step = [], 0
+    while True:
+        active = np.flatnonzero(position < stops)
+        if not len(active):
+            break
+        p, stop, target = position[active], stops[active], targets[active]
+        end = chunk_end(cumulative, p, target, stop)
+        n = end - p
+        a_sentences = np.where(n >= 2, rng["split"].integers(1, np.maximum(n, 2)), 1)
+        coin = rng["coin"].random(len(active)) < 0.5
+        a_start, a_end = cumulative[p], cumulative[p + a_sentences]
+        b_start, b_end = a_end, cumulative[end]
+        if order_objective:
+            single = n == 1
+            length = b_end - a_start
+            cut = a_start + rng["split"].integers(1, np.maximum(length, 2))
+            a_end = np.where(single, cut, a_end)
+            b_start = np.where(single, cut, b_start)
+            keep = ~single | (length >= 2)
+            a_start, a_end, b_start, b_end = (
+                np.where(coin, b_start, a_start), np.where(coin, b_end, a_end),
+                np.where(coin, a_start, b_start), np.where(coin, a_end, b_end),
+            )
+            label = coin.astype(np.int64)
+            position[active] = end
+        else:
+            is_random = ((n == 1) | coin) & (documents > 1)
+            other = rng["document"].integers(0, max(documents - 1, 1), len(active))
+            other = other + (other >= active)
+            other = np.minimum(other, documents - 1)
+            sentence = starts[other] + rng["document"].integers(0, np.maximum(stops[other] - starts[other], 1))
+            target_b = target - (a_end - a_start)
+            random_end = chunk_end(cumulative, sentence, target_b, stops[other])
+            b_start = np.where(is_random, cumulative[sentence], b_start)
+            b_end = np.where(is_random, cumulative[random_end], b_end)
+            keep = is_random | (n >= 2)  # a one-sentence chunk with no other document has no pair
+            counters["single_sentence_negatives"] += int(np.sum(is_random & (n == 1)))
+            label = is_random.astype(np.int64)
+            position[active] = np.where(is_random, p + a_sentences, end)  # unused sentences go back
+        counters["chunks_without_pair"] += int(np.sum(~keep))
+        ranges.append({
+            "document": active[keep], "a_start": a_start[keep], "a_end": a_end[keep], "b_start": b_start[keep],
+            "b_end": b_end[keep], "label": label[keep], "step": np.full(int(keep.sum()), step),
+        })
+        step += 1
+    pairs = _from_ranges(ranges)
+    remove_a, remove_b = truncate_pair(pairs.a_end - pairs.a_start, pairs.b_end - pairs.b_start, budget)
+    front_a = rng["truncate"].binomial(remove_a, 0.5)
+    front_b = rng["truncate"].binomial(remove_b, 0.5)
+    pairs.a_start, pairs.a_end = pairs.a_start + front_a, pairs.a_end - (remove_a - front_a)
+    pairs.b_start, pairs.b_end = pairs.b_start + front_b, pairs.b_end - (remove_b - front_b)
+    return pairs
+
+
+def electra_pairs(cumulative, document_sentences, rng, seq_len) -> Pairs:
+    starts, stops = document_sentences[:-1], document_sentences[1:]
+    position = starts.copy()
+    ranges, step = [], 0
+    while True:
+        active = np.flatnonzero(position < stops)
+        if not len(active):
+            break
+        p, stop = position[active], stops[active]
+        count = len(active)
+        target = np.where(rng["target"].random(count) < 0.05, rng["target"].integers(5, max(seq_len, 5) + 1, count), seq_len)
+        end = chunk_end(cumulative, p, target, stop)
+        first_target = np.where(rng["split"].random(count) < 0.1, np.iinfo(np.int64).max // 4, (seq_len - 3) // 2)
+        crossing = np.searchsorted(cumulative, cumulative[p] + first_target, side="left")
+        fitting = np.clip(crossing - 1 - p, 0, end - p)
+        coin = rng["split"].random(count) < 0.5
+        a_sentences = np.maximum(1, fitting + (coin & (fitting < end - p)))
+        a_start, a_end, b_end = cumulative[p], cumulative[p + a_sentences], cumulative[end]
+        a_end = np.minimum(a_end, a_start + seq_len - 2)  # ELECTRA truncates from the back
+        b_start = cumulative[p + a_sentences]
+        b_end = np.minimum(b_end, b_start + np.maximum(0, seq_len - (a_end - a_start) - 3))
+        ranges.append({
+            "document": active, "a_start": a_start, "a_end": a_end, "b_start": b_start, "b_end": b_end,
+            "label": np.zeros(count, dtype=np.int64), "step": np.full(count, step),
+        })
+        position[active] = end
+        step += 1
+    return _from_ranges(ranges)
+
+
+class _PairObjective:
+    """What nsp, sop and electra share: special tokens, columns, the partition transform."""
+
+    default_eos = False  # sentences are joined by [SEP], not EOS
+    sentence_level = True
+    label_column: str | None = None
+
+    def __init__(self, config, tokenizer):
+        self.config = config
+        self.options = config.objective_options
+        if config.seq_len < 5:
+            raise ObjcliError(f"--seq-len {config.seq_len}: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
+        self.cls_id = tokenizer.resolve("cls", "[CLS]")
+        self.sep_id = tokenizer.resolve("sep", "[SEP]")
+        self.pad_id = tokenizer.resolve("pad")
+        self.masker = self._masker(tokenizer)
+        if self.masker:
+            self.masker.finalize(tokenizer)
+        self.vocab_size = tokenizer.total_vocab_size
+
+    def _masker(self, tokenizer) -> Masker | None:
+        return None
+
+    def columns(self) -> list[ColumnSpec]:
+        top = self.vocab_size - 1
+        columns = [
+            ColumnSpec("input_ids", "fixed", 0, top, "[CLS] A [SEP] B [SEP], padded"),
+            ColumnSpec("token_type_ids", "fixed", 0, 1, "0 for [CLS] A [SEP], 1 for B [SEP]"),
+            ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding"),
+        ]
+        if self.masker:
+            columns.insert(1, ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere"))
+        if self.label_column:
+            columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc))
+        return columns
+
+    def partition_transform(self, partition_index: int):
+        return _PairPartition(self, partition_index)
+
+
+class _PairPartition:
+    def __init__(self, objective: _PairObjective, partition: int):
+        self.o = objective
+        self.partition = partition
+        self.counters: Counter = Counter()
+
+    def process(self, batch: DocumentBatch) -> RowBatch | None:
+        o = self.o
+        per_document = [split_sentences(text, o.options.sentences) for text in batch.texts]
+        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
+        tokens, cumulative = batch.encode([s for sentences in per_document for s in sentences])
+        document_sentences = np.concatenate([[0], np.cumsum(counts)])
+        key = batch.first_document
+        rng = {step: derive_rng(o.config.seed, self.partition, key, f"{o.name}/{step}")
+               for step in ("target", "split", "coin", "document", "truncate")}
+        pairs = o.make_pairs(cumulative, document_sentences, rng, self.counters)
+        useful = (pairs.a_end > pairs.a_start) & ((pairs.b_end > pairs.b_start) | (o.name == "electra"))
+        self.counters["chunks_without_pair"] += int(np.sum(~useful))
+        pairs = Pairs(*(getattr(pairs, f)[useful] for f in ("document", "a_start", "a_end", "b_start", "b_end", "label")))
+        with_pairs = np.zeros(len(counts), dtype=bool)
+        with_pairs[pairs.document] = True
+        self.counters["skipped:no_pair"] += int(np.sum(~with_pairs))
+        if not len(pairs.document):
+            return None
+        seq_len = o.config.seq_len
+        input_ids, token_type_ids, attention_mask = assemble_rows(tokens, pairs, seq_len, o.cls_id, o.sep_id, o.pad_id)
+        first_of_document = np.ones(len(pairs.document), dtype=np.int64)
+        first_of_document[1:] = pairs.document[1:] != pairs.document[:-1]
+        real = attention_mask.sum(axis=1).astype(np.int64)
+        columns = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+        if o.label_column:
+            columns[o.label_column] = pairs.label.astype(np.int32)
+            self.counters[f"{o.label_column}=1"] += int(pairs.label.sum())
+        rows = RowBatch(columns, tokens=real, padding=seq_len - real, documents=first_of_document)
+        if not o.masker:
+            return rows
+
+        def masked(copy):
+            ids, labels = o.masker.mask(input_ids, attention_mask > 0, real, self.partition, key, copy)
+            self.counters["tokens_selected"] += int(np.sum(labels != IGNORE))
+            return {"input_ids": ids, "labels": labels}
+
+        return with_copies(rows, o.masker, self.partition, key, masked)
+
+    def finish(self) -> RowBatch | None:
+        return None
+
+
+@register("nsp")
+class NextSentencePrediction(_PairObjective):
+    options_type = PairOptions
+    label_column = "next_sentence_label"
+    label_doc = "0 = B follows A, 1 = B is from another document"
+
+    def _masker(self, tokenizer):
+        return Masker(tokenizer, self.options, self.config.seed, self.name) if self.options.mlm else None
+
+    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
+        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, False, counters)
+
+
+@register("sop")
+class SentenceOrderPrediction(NextSentencePrediction):
+    label_column = "sentence_order_label"
+    label_doc = "0 = A then B as written, 1 = swapped"
+
+    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
+        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, True, counters)
+
+
+@register("electra")
+class Electra(_PairObjective):
+    options_type = ElectraOptions
+
+    def _masker(self, tokenizer):
+        p = self.options.mask_prob
+        options = MlmOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
+                             max_predictions=max(1, int((p + 0.005) * self.config.seq_len)))
+        return Masker(tokenizer, options, self.config.seed, self.name)
+
+    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
+        return electra_pairs(cumulative, document_sentences, rng, self.config.seq_len)
