@@ -212,6 +212,99 @@ def kernel_rows() -> list[tuple[str, float, float]]:
 
     reference_tokens = sum(plans[i].raw for i in choice)
     results.append(("ul2 (7 denoisers) 512", _rate(ul2_kernel, len(stream)), _rate(ul2_reference, reference_tokens, 1)))
+    results += masking_rows(reference)
+    return results
+
+
+def hugging_face_collator():
+    """Hugging Face's DataCollatorForLanguageModeling on NumPy, with a word-level tokenizer made here."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(8000)} | {"[MASK]": 8000}
+    vocab["[PAD]"] = 3
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="t0")), mask_token="[MASK]", pad_token="[PAD]"
+    )
+    return DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, return_tensors="np", seed=0)
+
+
+def masking_rows(reference) -> list[tuple[str, float, float]]:
+    """mlm, mlm --whole-word and nsp: kernel vs reference loop; mlm also vs Hugging Face."""
+    import random
+
+    import numpy as np
+
+    from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
+    from objcli.kernels.pairs import assemble_rows
+    from objcli.objectives.pairs import bert_pairs
+    from objcli.rng import derive_rng
+
+    rng = np.random.default_rng(5)
+    rows, length, few = 2000, 512, 40
+    ids = rng.integers(4, 8000, size=(rows, length)).astype(np.int32)
+    special = np.zeros(8001, dtype=bool)
+    special[:4] = True
+    word_start = rng.random(8001) < 0.6
+    results = []
+    for whole_word in (False, True):
+        def kernel():
+            candidates = ~special[ids]
+            keys = rng.random(ids.shape, dtype=np.float32)
+            if whole_word:
+                selected = select_units(unit_ids(candidates, word_start[ids]), keys, 0.15, False, np.full(rows, length), None)
+            else:
+                selected = select_tokens(candidates, keys, 0.15)
+            count = int(selected.sum())
+            replace_selected(ids, selected, rng.random(count, dtype=np.float32), rng.integers(4, 8000, count), 8000, 0.8, 0.1)
+
+        keys = [rng.random(length).tolist() for _ in range(3)]
+        lists = ids[:few].tolist()
+        starts = word_start[ids[:few]].tolist() if whole_word else [[True] * length] * few
+
+        def slow():
+            for r in range(few):
+                reference.mlm_row(lists[r], [True] * length, starts[r], keys[0], keys[1], keys[2], 0.15, False,
+                                  None, 8000, 0.8, 0.1)
+
+        name = "mlm --whole-word 512" if whole_word else "mlm 512"
+        results.append((name, _rate(kernel, rows * length), _rate(slow, few * length, 1)))
+        if not whole_word:
+            try:
+                collator = hugging_face_collator()
+            except ImportError:
+                print("(transformers is not installed: no Hugging Face comparison)")
+            else:
+                examples = [{"input_ids": row} for row in ids]
+                hf_rate = _rate(lambda: collator(examples), rows * length, 1)
+                results.append(("  Hugging Face DataCollatorForLanguageModeling", hf_rate, _rate(slow, few * length, 1)))
+                results.append(("  objcli mlm kernel / Hugging Face collator", results[-2][1], hf_rate))
+
+    documents = 2000
+    sentences_per_document = rng.integers(2, 30, documents)
+    lengths = rng.integers(5, 40, sentences_per_document.sum())
+    cumulative = np.concatenate([[0], np.cumsum(lengths)])
+    document_sentences = np.concatenate([[0], np.cumsum(sentences_per_document)])
+    tokens = rng.integers(4, 8000, int(cumulative[-1])).astype(np.int32)
+
+    def nsp_kernel():
+        streams = {s: derive_rng(0, 0, 0, s) for s in ("target", "split", "coin", "document", "truncate")}
+        pairs = bert_pairs(cumulative, document_sentences, streams, 128, 0.1, False, __import__("collections").Counter())
+        assemble_rows(tokens, pairs, 128, 1, 2, 3)
+
+    few_documents = [
+        [tokens[cumulative[s] : cumulative[s + 1]].tolist() for s in range(document_sentences[d], document_sentences[d + 1])]
+        for d in range(200)
+    ]
+
+    def nsp_slow():
+        generator = random.Random(0)
+        for d in range(len(few_documents)):
+            reference.nsp_instances(few_documents, d, 128, 0.1, generator)
+
+    slow_tokens = sum(len(s) for d in few_documents for s in d)
+    results.append(("nsp 128 (pairs + rows)", _rate(nsp_kernel, int(cumulative[-1])), _rate(nsp_slow, slow_tokens, 1)))
     return results
 
 
@@ -227,7 +320,7 @@ def main() -> None:
     rows = [(f"SentencePiece batched encode, {CORES} threads", raw_sentencepiece(paths, CORES))]
     for workers in (1, CORES):
         rows.append((f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers))))
-    for objective in ("span-corruption", "prefix-lm", "ul2"):
+    for objective in ("span-corruption", "prefix-lm", "ul2", "mlm", "nsp"):
         rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 

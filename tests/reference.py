@@ -161,3 +161,47 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, coin):
         else:
             trunc.pop()
     return tokens_a, tokens_b
+
+
+def nsp_instances(all_documents, document_index, max_seq_length, short_seq_prob, rng, cls=1, sep=2):
+    """Google BERT's create_instances_from_document, transcribed (documents are lists of sentences
+    of token ids; ``rng`` is a ``random.Random``). Returns (tokens, segment_ids, is_random_next)."""
+    document = all_documents[document_index]
+    max_num_tokens = max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    instances, current_chunk, current_length, i = [], [], 0, 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            if current_chunk:
+                a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+                tokens_a = [t for s in current_chunk[:a_end] for t in s]
+                tokens_b = []
+                if len(current_chunk) == 1 or rng.random() < 0.5:
+                    is_random_next = True
+                    target_b_length = target_seq_length - len(tokens_a)
+                    for _ in range(10):
+                        random_document_index = rng.randint(0, len(all_documents) - 1)
+                        if random_document_index != document_index:
+                            break
+                    random_document = all_documents[random_document_index]
+                    random_start = rng.randint(0, len(random_document) - 1)
+                    for j in range(random_start, len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    i -= len(current_chunk) - a_end
+                else:
+                    is_random_next = False
+                    tokens_b = [t for s in current_chunk[a_end:] for t in s]
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, lambda: rng.random() < 0.5)
+                tokens = [cls] + tokens_a + [sep] + tokens_b + [sep]
+                segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                instances.append((tokens, segment_ids, is_random_next))
+            current_chunk, current_length = [], 0
+        i += 1
+    return instances

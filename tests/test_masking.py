@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.cli import main
-from objcli.kernels.masking import replace_selected, select_units, unit_ids
+from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
 from objcli.manifest import read_manifest
 
 MASK, SPECIAL = 99, 0  # in these tests id 0 plays a special token and 99 is [MASK]
@@ -26,7 +26,12 @@ def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_repla
     row_lengths = np.full(rows, length)
     units = unit_ids(candidates, unit_start)
     selected = select_units(units, unit_keys, p, exact, row_lengths, max_predictions)
-    masked, labels = replace_selected(ids, selected, action_keys, random_tokens, MASK, mask_replace, random_replace)
+    # The token-level Bernoulli fast path keys positions (not units): a loop says the same.
+    fast = select_tokens(candidates, unit_keys, p)
+    assert fast.tolist() == [[bool(c and k < p) for c, k in zip(cr, kr)] for cr, kr in zip(candidates, unit_keys)]
+    # The kernel takes one action key and random token per selected token, in row-major order.
+    masked, labels = replace_selected(ids, selected, action_keys[selected], random_tokens[selected], MASK,
+                                      mask_replace, random_replace)
     refs = [
         reference.mlm_row(ids[r].tolist(), candidates[r].tolist(), unit_start[r].tolist(), unit_keys[r].tolist(),
                           action_keys[r].tolist(), random_tokens[r].tolist(), p, exact, max_predictions, MASK,
@@ -87,9 +92,8 @@ def test_rates_within_three_sigma():
     selected = select_units(units, rng.random(ids.shape), 0.15, False, np.full(rows, length), None)
     n = ids.size
     assert abs(selected.mean() - 0.15) < 3 * np.sqrt(0.15 * 0.85 / n)
-    action = rng.random(ids.shape)
-    masked, labels = replace_selected(ids, selected, action, np.full(ids.shape, 5000), -1, 0.8, 0.1)
-    k = selected.sum()
+    k = int(selected.sum())
+    masked, labels = replace_selected(ids, selected, rng.random(k), np.full(k, 5000), -1, 0.8, 0.1)
     for value, share in ((-1, 0.8), (5000, 0.1)):
         observed = np.sum(masked[selected] == value) / k
         assert abs(observed - share) < 3 * np.sqrt(share * (1 - share) / k)

@@ -44,13 +44,13 @@ def select_units(
     units this selects exactly the budget, or every candidate when there are fewer).
     """
     rows, length = units.shape
-    # Tokens per unit (column u - 1 for unit u); unit 0, the non-candidates, is dropped.
-    flat = (np.arange(rows, dtype=np.int64)[:, None] * (length + 1) + units).ravel()
-    counts = np.bincount(flat, minlength=rows * (length + 1)).reshape(rows, length + 1)[:, 1:]
-    present = counts > 0
     if not exact:
-        chosen = present & (unit_keys < mask_prob)
+        chosen = unit_keys < mask_prob
     else:
+        # Tokens per unit (column u - 1 for unit u); unit 0, the non-candidates, is dropped.
+        flat = (np.arange(rows, dtype=np.int64)[:, None] * (length + 1) + units).ravel()
+        counts = np.bincount(flat, minlength=rows * (length + 1)).reshape(rows, length + 1)[:, 1:]
+        present = counts > 0
         budget = np.maximum(1, np.round(row_lengths * mask_prob)).astype(np.int64)
         if max_predictions is not None:
             budget = np.minimum(budget, max_predictions)
@@ -64,6 +64,11 @@ def select_units(
     return np.take_along_axis(chosen, units, axis=1)
 
 
+def select_tokens(candidates: np.ndarray, keys: np.ndarray, mask_prob: float) -> np.ndarray:
+    """Bernoulli selection of single tokens: the common case, without unit bookkeeping."""
+    return candidates & (keys < mask_prob)
+
+
 def replace_selected(
     input_ids: np.ndarray,
     selected: np.ndarray,
@@ -73,11 +78,17 @@ def replace_selected(
     mask_replace: float,
     random_replace: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(masked input_ids, labels): selected tokens become ``mask_id`` when their key < mask_replace,
-    a random ordinary token when < mask_replace + random_replace, else stay; labels hold the
-    original id where selected and -100 elsewhere."""
-    to_mask = selected & (action_keys < mask_replace)
-    to_random = selected & ~to_mask & (action_keys < mask_replace + random_replace)
-    masked = np.where(to_mask, mask_id, np.where(to_random, random_tokens, input_ids)).astype(input_ids.dtype)
-    labels = np.where(selected, input_ids, IGNORE).astype(np.int32)
+    """(masked input_ids, labels). ``action_keys`` and ``random_tokens`` hold one draw per *selected*
+    token, in row-major order: a selected token becomes ``mask_id`` when its key < mask_replace, a
+    random ordinary token when < mask_replace + random_replace, else stays. Labels hold the original
+    id where selected and -100 elsewhere."""
+    # Flat indices of the selected tokens (about 15 %): take/put on them beats boolean masks.
+    where = np.flatnonzero(selected)
+    original = input_ids.ravel().take(where)
+    labels = np.full(input_ids.shape, IGNORE, dtype=np.int32)
+    labels.ravel()[where] = original
+    replacement = np.where(action_keys < mask_replace + random_replace, random_tokens, original)
+    replacement = np.where(action_keys < mask_replace, mask_id, replacement)
+    masked = input_ids.copy()
+    masked.ravel()[where] = replacement
     return masked, labels

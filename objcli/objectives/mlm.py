@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ObjcliError
-from ..kernels.masking import IGNORE, replace_selected, select_units, unit_ids
+from ..kernels.masking import IGNORE, replace_selected, select_tokens, select_units, unit_ids
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, register
@@ -85,13 +85,18 @@ class Masker:
         rows, length = input_ids.shape
         stream = f"{self.name}/copy{copy}"
         candidates = valid & ~self.special[input_ids]
-        unit_start = self.word_start[input_ids] if o.whole_word else np.ones_like(candidates)
-        units = unit_ids(candidates, unit_start)
-        unit_keys = derive_rng(self.seed, partition, key, f"{stream}/select").random((rows, length))
-        selected = select_units(units, unit_keys, o.mask_prob, o.count == "exact", row_lengths, o.max_predictions)
-        action_keys = derive_rng(self.seed, partition, key, f"{stream}/action").random((rows, length))
+        select_keys = derive_rng(self.seed, partition, key, f"{stream}/select").random((rows, length), dtype=np.float32)
+        if o.whole_word or o.count == "exact":
+            unit_start = self.word_start[input_ids] if o.whole_word else np.ones_like(candidates)
+            units = unit_ids(candidates, unit_start)
+            selected = select_units(units, select_keys, o.mask_prob, o.count == "exact", row_lengths, o.max_predictions)
+        else:
+            selected = select_tokens(candidates, select_keys, o.mask_prob)
+        # One draw per selected token only: most tokens are never selected.
+        count = int(selected.sum())
+        action_keys = derive_rng(self.seed, partition, key, f"{stream}/action").random(count, dtype=np.float32)
         random_tokens = self.ordinary[
-            derive_rng(self.seed, partition, key, f"{stream}/random-token").integers(len(self.ordinary), size=(rows, length))
+            derive_rng(self.seed, partition, key, f"{stream}/random-token").integers(len(self.ordinary), size=count)
         ]
         return replace_selected(input_ids, selected, action_keys, random_tokens, self.mask_id, o.mask_replace, o.random_replace)
 
