@@ -40,7 +40,7 @@ def main() -> None:
 @main.command(context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("-t", "--tokenizer", required=True, help="SentencePiece .model file.")
-@click.option("--objective", default="clm", help="clm, mlm, electra, nsp, sop, span-corruption (t5), prefix-lm, ul2.")
+@click.option("--objective", default="clm", help="clm, fim, mlm, electra, nsp, sop, span-corruption (t5), prefix-lm, ul2.")
 @click.option("--seq-len", type=int, default=2048, help="Tokens per row (the most per row with --packing none).")
 @click.option("-o", "--output", required=True, help="Output folder, or '-' for an Arrow IPC stream on stdout.")
 @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="arrow", help="Shard format.")
@@ -75,6 +75,12 @@ def main() -> None:
 @click.option("--sentences", type=click.Choice(["prose", "lines"]), default=None, help="[nsp, sop, electra] Sentence splitting: prose rules, or one sentence per line (code).  [default: prose]")
 @click.option("--short-seq-prob", type=float, default=None, help="[nsp, sop] Probability of a shorter target length.  [default: 0.1]")
 @click.option("--mlm/--no-mlm", default=None, help="[nsp, sop] Also apply BERT masking (labels), as BERT pretraining does.  [default: off]")
+@click.option("--fim-rate", type=float, default=None, help="[fim] Probability that a document (or segment) is transformed.  [default: 0.5]")
+@click.option("--fim-spm-rate", type=float, default=None, help="[fim] Probability of SPM rather than PSM.  [default: 0.5]")
+@click.option("--spm-order", type=click.Choice(["starcoder", "naive"]), default=None, help="[fim] starcoder: <PRE><SUF>suffix<MID>prefix middle; naive: <SUF>suffix<PRE>prefix<MID>middle.  [default: starcoder]")
+@click.option("--fim-level", type=click.Choice(["document", "context"]), default=None, help="[fim] Transform documents before packing, or segments of packed rows (Megatron).  [default: document]")
+@click.option("--fim-tokens", default=None, help="[fim] starcoder, codellama, or four names 'PRE,SUF,MID,PAD'.  [default: starcoder]")
+@click.option("--fim-split-token", default=None, help="[fim] Split documents at this text and transform fragments independently (file-level FIM).")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
               text_unit, strict, bos, eos, seed, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):

@@ -222,6 +222,13 @@ def transform(
         "run": {"workers": workers, "executor": "local"},
     }
     t = manifest["totals"]
+    lossy = t.get("fim_units_not_round_trip", 0)
+    if warn and lossy:
+        warn(
+            f"fim: {lossy:,} transformed documents have pieces that do not survive decode(encode(piece)) "
+            "with this tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one "
+            "with 'objcli train-tokenizer --preset code'"
+        )
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
     if not to_stdout:

@@ -205,3 +205,12 @@ def nsp_instances(all_documents, document_index, max_seq_length, short_seq_prob,
             current_chunk, current_length = [], 0
         i += 1
     return instances
+
+
+def fim_document(prefix, middle, suffix, mode, order, pre, suf, mid):
+    """One FIM document from its three tokenized pieces (REFERENCE §8)."""
+    if mode == 1:
+        return [pre] + prefix + [suf] + suffix + [mid] + middle
+    if order == "starcoder":
+        return [pre, suf] + suffix + [mid] + prefix + middle
+    return [suf] + suffix + [pre] + prefix + [mid] + middle

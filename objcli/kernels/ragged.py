@@ -65,3 +65,13 @@ def split_long_items(offsets: np.ndarray, max_length: int) -> tuple[np.ndarray, 
     # Pieces are contiguous, so each piece ends where the next one starts; an empty item keeps
     # one empty piece.
     return new_offsets, source
+
+
+def gather_ranges(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate ``source[starts[i] : starts[i] + lengths[i]]`` for every i, without a loop.
+
+    source [10, 11, 12, 13], starts [2, 0], lengths [2, 1] -> [12, 13, 10].
+    """
+    offsets = lengths_to_offsets(lengths)
+    index = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
+    return source[index]

@@ -68,6 +68,16 @@ class CausalLM:
         return _OneDocumentPerRow(self.config.seq_len, self.bos_id, self.eos_id)
 
 
+def segment_values(segment_ids: np.ndarray, token_values: np.ndarray) -> Ragged:
+    """Per row, the value at the first token of each segment: a ragged column, one entry per segment."""
+    rows, seq_len = segment_ids.shape
+    first = np.zeros(segment_ids.shape, dtype=bool)
+    first[:, 0] = segment_ids[:, 0] > 0
+    first[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    values = token_values.reshape(rows, seq_len)[first]
+    return Ragged(values.astype(np.int32), lengths_to_offsets(first.sum(axis=1)))
+
+
 def _with_boundaries(batch: DocumentBatch, bos_id, eos_id) -> tuple[np.ndarray, np.ndarray]:
     return add_boundary_tokens(batch.tokens, batch.offsets, bos_id, eos_id)
 
@@ -79,11 +89,16 @@ class _ConcatPacker:
         self.carry_tokens = np.zeros(0, dtype=np.int32)
         self.carry_docs = np.zeros(0, dtype=np.int64)
         self.carry_first = np.zeros(0, dtype=bool)
+        self.carry_tags = np.zeros(0, dtype=np.int32)
         self.last_split_doc = PADDING_DOC
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
+    def process(self, batch: DocumentBatch, tags: np.ndarray | None = None) -> RowBatch | None:
+        """Pack a batch; ``tags`` (one small int per document) come out per row and segment as
+        the ragged column ``segment_tags``."""
         tokens, offsets = _with_boundaries(batch, self.bos_id, self.eos_id)
         docs = batch.first_document + item_index(offsets)
+        self.tagged = tags is not None
+        token_tags = np.repeat(tags.astype(np.int32), np.diff(offsets)) if tags is not None else np.zeros(len(tokens), np.int32)
         first = np.zeros(len(tokens), dtype=bool)
         first[offsets[:-1][np.diff(offsets) > 0]] = True
         empty = int(np.sum(np.diff(offsets) == 0))
@@ -92,7 +107,8 @@ class _ConcatPacker:
         stream = np.concatenate([self.carry_tokens, tokens])
         stream_docs = np.concatenate([self.carry_docs, docs])
         stream_first = np.concatenate([self.carry_first, first])
-        return self._emit(stream, stream_docs, stream_first, pad=False)
+        stream_tags = np.concatenate([self.carry_tags, token_tags])
+        return self._emit(stream, stream_docs, stream_first, stream_tags, pad=False)
 
     def finish(self) -> RowBatch | None:
         if self.pad_id is None:
@@ -100,30 +116,25 @@ class _ConcatPacker:
             self.counters["tokens_dropped"] += dropped
             self.counters["skipped:remainder_dropped"] += int(self.carry_first.sum())
             return None
-        return self._emit(self.carry_tokens, self.carry_docs, self.carry_first, pad=True)
+        return self._emit(self.carry_tokens, self.carry_docs, self.carry_first, self.carry_tags, pad=True)
 
-    def _emit(self, stream, stream_docs, stream_first, pad: bool) -> RowBatch | None:
+    def _emit(self, stream, stream_docs, stream_first, stream_tags, pad: bool) -> RowBatch | None:
         packed = pack_concat(
             stream, stream_docs, stream_first, self.seq_len, self.pad_id if pad else None
         )
         self.carry_tokens = stream[packed.consumed :]
         self.carry_docs = stream_docs[packed.consumed :]
         self.carry_first = stream_first[packed.consumed :]
+        self.carry_tags = stream_tags[packed.consumed :]
         rows = len(packed.input_ids)
         if rows == 0:
             return None
         self._count_split_documents(packed.input_ids, stream_docs, stream_first, rows)
         padding = np.sum(packed.segment_ids == 0, axis=1)
-        return RowBatch(
-            columns={
-                "input_ids": packed.input_ids,
-                "segment_ids": packed.segment_ids,
-                "positions": packed.positions,
-            },
-            tokens=self.seq_len - padding,
-            padding=padding,
-            documents=packed.documents_started,
-        )
+        columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
+        if getattr(self, "tagged", False):
+            columns["segment_tags"] = segment_values(packed.segment_ids, stream_tags[: rows * self.seq_len])
+        return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
 
     def _count_split_documents(self, input_ids, stream_docs, stream_first, rows) -> None:
         """A document is split when a row starts in its middle; count each document once."""

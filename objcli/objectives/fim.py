@@ -1,0 +1,250 @@
+"""Fill-in-the-middle for code (REFERENCE §8), at document or context level.
+
+``--fim-level document`` (default; only an offline tool can do it): with probability
+``--fim-rate`` a document is cut at two character positions (code points, uniform in [0, len],
+sorted), the three pieces are tokenized separately (one batched call for the whole batch) and laid
+out as PSM or, with probability ``--fim-spm-rate``, SPM (``--spm-order starcoder`` or ``naive``);
+then documents are packed like ``clm --packing concat``. ``--fim-split-token S`` splits each
+document at the text S first, transforms each fragment independently and joins them with S's
+token.
+
+``--fim-level context`` (Megatron-LM's behaviour): rows are packed first; each EOS-separated
+segment of a row is decoded, transformed with probability ``--fim-rate`` and re-encoded, and the
+row is truncated or padded (with the FIM pad token) back to ``--seq-len``. A segment whose tokens
+do not survive decode/re-encode is left as plain CLM and counted.
+
+Rows are causal-LM rows plus ``fim_modes``: one entry per segment (0 none, 1 psm, 2 spm; for a
+document split at ``--fim-split-token``: 2 if any fragment is spm, else 1 if any is psm).
+Randomness is keyed to (seed, partition, batch) per step: no shared stream, so the output never
+depends on read order or on a resume (the flaw in Megatron's FIM).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts
+from ..kernels.packing import PADDING_DOC, segments_and_positions
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..rng import derive_rng
+from ..rows import ColumnSpec, RowBatch
+from .base import DocumentBatch, register
+from .clm import _ConcatPacker, segment_values
+
+TOKEN_PRESETS = {
+    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>"),
+    "codellama": ("<PRE>", "<SUF>", "<MID>", "<EOT>"),
+}
+LEVELS = ("document", "context")
+SPM_ORDERS = ("starcoder", "naive")
+
+
+def parse_fim_tokens(spec: str) -> tuple[str, str, str, str]:
+    if spec in TOKEN_PRESETS:
+        return TOKEN_PRESETS[spec]
+    names = tuple(name.strip() for name in spec.split(","))
+    if len(names) != 4 or not all(names):
+        raise ObjcliError(
+            f"--fim-tokens {spec}: a preset ({', '.join(TOKEN_PRESETS)}) or four names 'PRE,SUF,MID,PAD'"
+        )
+    return names  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class FimOptions:
+    fim_rate: float = 0.5
+    fim_spm_rate: float = 0.5
+    spm_order: str = "starcoder"
+    fim_level: str = "document"
+    fim_tokens: str = "starcoder"
+    fim_split_token: str | None = None
+
+    def __post_init__(self):
+        for name, value in (("--fim-rate", self.fim_rate), ("--fim-spm-rate", self.fim_spm_rate)):
+            if not 0 <= value <= 1:
+                raise ObjcliError(f"{name} {value}: must be between 0 and 1")
+        if self.spm_order not in SPM_ORDERS:
+            raise ObjcliError(f"--spm-order {self.spm_order}: choose one of {', '.join(SPM_ORDERS)}")
+        if self.fim_level not in LEVELS:
+            raise ObjcliError(f"--fim-level {self.fim_level}: choose one of {', '.join(LEVELS)}")
+        if self.fim_split_token is not None and (not self.fim_split_token or self.fim_level == "context"):
+            raise ObjcliError("--fim-split-token needs a non-empty separator and --fim-level document")
+        parse_fim_tokens(self.fim_tokens)
+
+
+@register("fim")
+class FillInTheMiddle:
+    options_type = FimOptions
+    default_eos = True
+
+    def __init__(self, config, tokenizer):
+        self.config = config
+        self.options: FimOptions = config.objective_options
+        o = self.options
+        self.tokenizer = tokenizer
+        self.bos_id = tokenizer.resolve("bos") if config.bos else None
+        self.eos_id = tokenizer.resolve("eos")
+        pre, suf, mid, pad = parse_fim_tokens(o.fim_tokens)
+        self.sentinels = np.array(
+            [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
+            dtype=np.int32,
+        )
+        self.pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" else None
+        self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
+        self.vocab_size = tokenizer.total_vocab_size
+
+    def columns(self) -> list[ColumnSpec]:
+        top, seq_len = self.vocab_size - 1, self.config.seq_len
+        return [
+            ColumnSpec("input_ids", "fixed", 0, top, "token ids"),
+            ColumnSpec("segment_ids", "fixed", 0, seq_len, "1-based document segment per row, 0 = padding"),
+            ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the segment"),
+            ColumnSpec("fim_modes", "ragged", 0, 2, "per segment: 0 none, 1 psm, 2 spm"),
+        ]
+
+    def partition_transform(self, partition_index: int):
+        return _FimPartition(self, partition_index)
+
+
+class _FimPartition:
+    def __init__(self, objective: FillInTheMiddle, partition: int):
+        self.o = objective
+        self.partition = partition
+        eos = objective.eos_id if objective.config.eos else None
+        self.packer = _ConcatPacker(objective.config.seq_len, objective.bos_id, eos, None)
+        self.counters: Counter = self.packer.counters
+
+    def _rng(self, key: int, step: str) -> np.random.Generator:
+        return derive_rng(self.o.config.seed, self.partition, key, f"fim/{step}")
+
+    def _transform(self, texts: list[str], tokens, offsets, encode, key: int, eligible=None):
+        """FIM-transform a batch of units (documents, fragments or segments): (tokens, offsets, modes).
+
+        Units outside ``eligible`` (a boolean mask) pass through unchanged.
+        """
+        o = self.o.options
+        count = len(texts)
+        apply = self._rng(key, "apply").random(count) < o.fim_rate
+        if eligible is not None:
+            apply &= eligible
+        spm = self._rng(key, "spm").random(count) < o.fim_spm_rate
+        modes = np.where(apply, np.where(spm, SPM, PSM), NONE)
+        chosen = np.flatnonzero(apply)
+        lengths = np.fromiter((len(texts[i]) for i in chosen), dtype=np.int64, count=len(chosen))
+        start, end = draw_cuts(self._rng(key, "cut"), lengths)
+        pieces = [part for i, a, b in zip(chosen, start, end) for part in (texts[i][:a], texts[i][a:b], texts[i][b:])]
+        piece_tokens, piece_offsets = encode(pieces)
+        if len(pieces):
+            self._count_lossy_pieces(pieces, piece_tokens, piece_offsets)
+        for mode, name in ((NONE, "none"), (PSM, "psm"), (SPM, "spm")):
+            self.counters[f"fim {name}"] += int(np.sum(modes == mode))
+        out_tokens, out_offsets = assemble(tokens, offsets, modes, piece_tokens, piece_offsets, self.o.sentinels, o.spm_order)
+        return out_tokens, out_offsets, modes
+
+    def _count_lossy_pieces(self, pieces, piece_tokens, piece_offsets) -> None:
+        """Count transformed units whose pieces do not decode back to their text (a tokenizer that
+        normalizes whitespace or adds a dummy prefix damages code cut into pieces)."""
+        ids = [piece_tokens[piece_offsets[i] : piece_offsets[i + 1]].tolist() for i in range(len(pieces))]
+        decoded = self.o.tokenizer.processor.decode(ids)
+        lossy = np.array([a != b for a, b in zip(decoded, pieces)]).reshape(-1, 3).any(axis=1)
+        self.counters["fim_units_not_round_trip"] += int(lossy.sum())
+
+    def process(self, batch: DocumentBatch) -> RowBatch | None:
+        self.encode = batch.encode
+        if self.o.options.fim_level == "context":
+            return self._context(self.packer.process(batch), batch.batch_index)
+        key = batch.first_document
+        if self.o.split_id is None:
+            tokens, offsets, modes = self._transform(batch.texts, batch.tokens, batch.offsets, batch.encode, key)
+        else:
+            tokens, offsets, modes = self._fragments(batch, key)
+        transformed = DocumentBatch(batch.texts, tokens, offsets, batch.first_document, batch.batch_index)
+        return self._rename(self.packer.process(transformed, tags=modes))
+
+    def _fragments(self, batch: DocumentBatch, key: int):
+        """Split documents at the separator text, transform fragments, join them with its token."""
+        separator = self.o.options.fim_split_token
+        per_document = [text.split(separator) for text in batch.texts]
+        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
+        fragments = [f for parts in per_document for f in parts]
+        tokens, offsets = batch.encode(fragments)
+        out_tokens, out_offsets, modes = self._transform(fragments, tokens, offsets, batch.encode, key)
+        # Each fragment is followed by the separator, except the last of its document.
+        last = np.zeros(len(fragments), dtype=bool)
+        last[np.cumsum(counts) - 1] = True
+        source = np.concatenate([out_tokens, np.array([self.o.split_id], dtype=out_tokens.dtype)])
+        starts = np.stack([out_offsets[:-1], np.full(len(fragments), len(out_tokens))], axis=1)
+        lengths = np.stack([np.diff(out_offsets), (~last).astype(np.int64)], axis=1)
+        joined = gather_ranges(source, starts.ravel(), lengths.ravel())
+        document_lengths = np.add.reduceat(lengths.sum(axis=1), np.concatenate([[0], np.cumsum(counts)[:-1]]))
+        document_modes = np.maximum.reduceat(modes, np.concatenate([[0], np.cumsum(counts)[:-1]]))
+        return joined, lengths_to_offsets(document_lengths), document_modes
+
+    def _context(self, rows: RowBatch | None, batch_index: int) -> RowBatch | None:
+        """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
+        if rows is None:
+            return None
+        o, seq_len, eos = self.o, self.o.config.seq_len, self.o.eos_id
+        ids = rows.columns["input_ids"]
+        count = len(ids)
+        flat = ids.ravel()
+        is_eos = flat == eos
+        # Units are the runs between EOS tokens within a row (possibly empty); each but the last of
+        # its row is followed by one EOS.
+        unit_start = np.zeros(len(flat), dtype=bool)
+        unit_start[::seq_len] = True
+        unit_start[1:] |= is_eos[:-1] & (np.arange(1, len(flat)) % seq_len != 0)
+        unit_of_token = np.cumsum(unit_start) - 1
+        units = int(unit_of_token[-1]) + 1
+        unit_row = (np.flatnonzero(unit_start) // seq_len).astype(np.int64)
+        body = ~is_eos
+        unit_lengths = np.bincount(unit_of_token[body], minlength=units)
+        unit_offsets = lengths_to_offsets(unit_lengths)
+        unit_tokens = flat[body]
+        followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
+        # Decode, and keep as plain CLM what does not re-encode to the same tokens.
+        ids_per_unit = [unit_tokens[unit_offsets[i] : unit_offsets[i + 1]].tolist() for i in range(units)]
+        texts = o.tokenizer.processor.decode(ids_per_unit)
+        encode = self.encode
+        again, again_offsets = encode(texts)
+        same = np.array([np.array_equal(again[again_offsets[i] : again_offsets[i + 1]], ids_per_unit[i]) for i in range(units)], dtype=bool)
+        self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
+        key = batch_index  # context level keys randomness to the batch of rows
+        out_tokens, out_offsets, modes = self._transform(
+            texts, unit_tokens, unit_offsets, encode, key, eligible=same & (unit_lengths > 0)
+        )
+        # Rows again: each unit's output, then EOS where it had one; cut or pad to seq_len.
+        source = np.concatenate([out_tokens, np.array([eos], dtype=out_tokens.dtype)])
+        starts = np.stack([out_offsets[:-1], np.full(units, len(out_tokens))], axis=1).ravel()
+        lengths = np.stack([np.diff(out_offsets), followed_by_eos.astype(np.int64)], axis=1).ravel()
+        tokens = gather_ranges(source, starts, lengths)
+        unit_id = np.repeat(np.arange(units), lengths.reshape(units, 2).sum(axis=1))
+        row_lengths = np.bincount(unit_row[unit_id], minlength=count)
+        position = np.arange(len(tokens)) - np.repeat(lengths_to_offsets(row_lengths)[:-1], row_lengths)
+        keep = position < seq_len
+        self.counters["fim_tokens_truncated"] += int(np.sum(~keep))
+        out = np.full((count, seq_len), o.pad_id, dtype=np.int32)
+        docs = np.full((count, seq_len), PADDING_DOC, dtype=np.int64)
+        row = unit_row[unit_id][keep]
+        out[row, position[keep]] = tokens[keep]
+        docs[row, position[keep]] = unit_id[keep]
+        segment_ids, positions = segments_and_positions(docs)
+        unit_modes = np.where(docs >= 0, modes[np.maximum(docs, 0)], 0)
+        padding = np.sum(segment_ids == 0, axis=1)
+        self.counters["fim_padding"] += int(padding.sum())
+        columns = {"input_ids": out, "segment_ids": segment_ids, "positions": positions,
+                   "fim_modes": segment_values(segment_ids, unit_modes.ravel())}
+        return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)
+
+    def _rename(self, rows: RowBatch | None) -> RowBatch | None:
+        if rows is not None:
+            rows.columns["fim_modes"] = rows.columns.pop("segment_tags")
+        return rows
+
+    def finish(self) -> RowBatch | None:
+        rows = self.packer.finish()  # no pad token: the remainder is dropped and counted
+        return None if self.o.options.fim_level == "context" else self._rename(rows)
