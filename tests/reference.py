@@ -214,3 +214,32 @@ def fim_document(prefix, middle, suffix, mode, order, pre, suf, mid):
     if order == "starcoder":
         return [pre, suf] + suffix + [mid] + prefix + middle
     return [suf] + suffix + [pre] + prefix + [mid] + middle
+
+
+def bart_mask_example(tokens, word_start, spans, replace_length, mask):
+    """Apply non-overlapping (start word, length in words) spans to one example, token by token."""
+    words = [i for i, s in enumerate(word_start) if s]
+    bounds = words + [len(tokens)]
+    out, inserts = [], {}
+    state = ["keep"] * len(tokens)
+    for start, length in spans:
+        at = bounds[start] if start < len(words) else len(tokens)
+        if length == 0:
+            inserts.setdefault(at, []).append(mask)
+            continue
+        end = bounds[start + length] if start + length < len(words) else len(tokens)
+        for i in range(at, end):
+            if replace_length == -1:
+                state[i] = "mask"
+            elif replace_length == 1 and i == at:
+                state[i] = "mask"
+            else:
+                state[i] = "drop"
+    for i, token in enumerate(tokens):
+        out += inserts.get(i, [])
+        if state[i] == "keep":
+            out.append(token)
+        elif state[i] == "mask":
+            out.append(mask)
+    out += inserts.get(len(tokens), [])
+    return out
