@@ -13,6 +13,7 @@ These are benchmarks, not tests: nothing here asserts a wall-clock figure.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -213,6 +214,99 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     reference_tokens = sum(plans[i].raw for i in choice)
     results.append(("ul2 (7 denoisers) 512", _rate(ul2_kernel, len(stream)), _rate(ul2_reference, reference_tokens, 1)))
     results += masking_rows(reference)
+    results += generative_rows(reference)
+    return results
+
+
+def generative_rows(reference) -> list[tuple[str, float, float]]:
+    """fim assembly and bart noising: kernel vs a per-document reference loop on the same data."""
+    import random
+
+    import numpy as np
+
+    from objcli.kernels.bart import mask_spans, permute_sentences, place_spans, poisson_spans, rotate
+    from objcli.kernels.fim import NONE, PSM, SPM, assemble, draw_cuts
+    from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
+
+    rng = np.random.default_rng(6)
+    documents, few = 20_000, 2_000
+    lengths = rng.integers(50, 400, documents)
+    offsets = lengths_to_offsets(lengths)
+    tokens = rng.integers(4, 8000, int(offsets[-1])).astype(np.int32)
+    modes = rng.choice([NONE, PSM, SPM], size=documents)
+    cut_a, cut_b = draw_cuts(rng, lengths)  # token-level cuts stand in for the pieces' tokenization
+    transformed = np.flatnonzero(modes != NONE)
+    piece_starts = np.stack([offsets[transformed], offsets[transformed] + cut_a[transformed],
+                             offsets[transformed] + cut_b[transformed]], axis=1).ravel()
+    piece_ends = np.stack([offsets[transformed] + cut_a[transformed], offsets[transformed] + cut_b[transformed],
+                           offsets[transformed + 1]], axis=1).ravel()
+    piece_tokens = gather_ranges(tokens, piece_starts, piece_ends - piece_starts)
+    piece_offsets = lengths_to_offsets(piece_ends - piece_starts)
+    sentinels = np.array([8001, 8002, 8003], dtype=np.int32)
+
+    def fim_kernel():
+        assemble(tokens, offsets, modes, piece_tokens, piece_offsets, sentinels, "starcoder")
+
+    token_lists = [tokens[offsets[d] : offsets[d + 1]].tolist() for d in range(few)]
+
+    def fim_slow():
+        out = []
+        for d in range(few):
+            doc = token_lists[d]
+            if modes[d] == NONE:
+                out.append(doc)
+                continue
+            a, b = cut_a[d], cut_b[d]
+            out.append(reference.fim_document(doc[:a], doc[a:b], doc[b:], int(modes[d]), "starcoder", 8001, 8002, 8003))
+
+    results = [("fim assembly (document level)", _rate(fim_kernel, len(tokens)), _rate(fim_slow, int(offsets[few]), 1))]
+
+    examples = 5_000
+    sentence_lengths = rng.integers(5, 30, examples * 8)
+    sentence_offsets = lengths_to_offsets(sentence_lengths)
+    example_sentences = np.arange(0, examples * 8 + 1, 8)
+    text = rng.integers(4, 8000, int(sentence_offsets[-1])).astype(np.int32)
+    word_start = rng.random(len(text)) < 0.7
+    example_offsets = sentence_offsets[example_sentences]
+    word_start[example_offsets[:-1]] = True
+
+    def bart_kernel():
+        starts, spans = permute_sentences(sentence_offsets, example_sentences, 1.0, np.random.default_rng(1))
+        permuted = gather_ranges(text, starts, spans)
+        ws = word_start  # word starts move with their sentences; the cost is what is measured here
+        words = np.add.reduceat(ws.astype(np.int64), example_offsets[:-1])
+        span_lengths, span_example = poisson_spans(np.ceil(words * 0.3).astype(np.int64), 3.5, np.random.default_rng(2))
+        start_word = place_spans(span_lengths, span_example, words, np.random.default_rng(3))
+        noised, noised_offsets = mask_spans(permuted, example_offsets, ws, span_lengths, span_example, start_word,
+                                            np.full(len(span_lengths), 8000, dtype=np.int32), 1)
+        rotate(noised, noised_offsets, 0.0, np.random.default_rng(4))
+
+    slow_examples = 300
+    lists = [[text[sentence_offsets[s] : sentence_offsets[s + 1]].tolist() for s in range(e * 8, e * 8 + 8)] for e in range(slow_examples)]
+    word_lists = [word_start[example_offsets[e] : example_offsets[e + 1]].tolist() for e in range(slow_examples)]
+
+    def bart_slow():
+        generator = random.Random(0)
+        poisson = np.random.default_rng(0)
+        for e in range(slow_examples):
+            sentences = lists[e][:]
+            generator.shuffle(sentences)
+            flat = [t for s in sentences for t in s]
+            words = sum(word_lists[e])
+            budget, spans, used = math.ceil(words * 0.3), [], 0
+            while used < budget:
+                length = min(budget - used, int(poisson.poisson(3.5)))
+                spans.append(length)
+                used += length
+            free = words - budget
+            gaps = sorted(generator.sample(range(free + len(spans)), len(spans)))
+            placed, masked_before = [], 0
+            for rank, (slot, length) in enumerate(zip(gaps, spans)):
+                placed.append((slot - rank + masked_before, length))
+                masked_before += length
+            reference.bart_mask_example(flat, word_lists[e], placed, 1, 8000)
+
+    results.append(("bart (permute + spans + mask)", _rate(bart_kernel, len(text)), _rate(bart_slow, int(example_offsets[slow_examples]), 1)))
     return results
 
 
@@ -320,7 +414,7 @@ def main() -> None:
     rows = [(f"SentencePiece batched encode, {CORES} threads", raw_sentencepiece(paths, CORES))]
     for workers in (1, CORES):
         rows.append((f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers))))
-    for objective in ("span-corruption", "prefix-lm", "ul2", "mlm", "nsp"):
+    for objective in ("span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "fim", "bart"):
         rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 

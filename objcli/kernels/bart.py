@@ -23,11 +23,14 @@ from .ragged import item_index, lengths_to_offsets
 
 
 def rank_within(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Rank of each element among those of its group, by increasing key (ties by position)."""
-    order = np.lexsort((np.arange(len(keys)), keys, groups))
-    ranks = np.empty(len(keys), dtype=np.int64)
+    """Rank of each element among those of its group, by increasing key in [0, 1).
+
+    One stable sort of ``group + key`` (group ids are small integers, keys uniform floats).
+    """
+    order = np.argsort(groups + keys, kind="stable")
     sorted_groups = groups[order]
     group_start = np.searchsorted(sorted_groups, sorted_groups, side="left")
+    ranks = np.empty(len(keys), dtype=np.int64)
     ranks[order] = np.arange(len(keys)) - group_start
     return ranks
 

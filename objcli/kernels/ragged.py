@@ -71,7 +71,15 @@ def gather_ranges(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     """Concatenate ``source[starts[i] : starts[i] + lengths[i]]`` for every i, without a loop.
 
     source [10, 11, 12, 13], starts [2, 0], lengths [2, 1] -> [12, 13, 10].
+    The source index advances by one within a range and jumps at each range start, so the whole
+    index is one cumulative sum of a mostly-ones array.
     """
+    present = lengths > 0
+    starts, lengths = np.asarray(starts)[present], np.asarray(lengths)[present]
+    if not len(lengths):
+        return source[:0]
     offsets = lengths_to_offsets(lengths)
-    index = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
-    return source[index]
+    step = np.ones(int(offsets[-1]), dtype=np.int64)
+    step[0] = starts[0]
+    step[offsets[1:-1]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return source[np.cumsum(step)]
