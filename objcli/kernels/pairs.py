@@ -26,6 +26,19 @@ class Pairs:
     label: np.ndarray  # NSP: 1 = B is random (NotNext); SOP: 1 = swapped
 
 
+def document_steps(starts: np.ndarray, stops: np.ndarray):
+    """Walk all documents together: yields (step, active documents, position) until every
+    document's sentences are used; the caller advances ``position[active]`` at each step."""
+    position = starts.copy()
+    step = 0
+    while True:
+        active = np.flatnonzero(position < stops)
+        if not len(active):
+            return
+        yield step, active, position
+        step += 1
+
+
 def chunk_end(cumulative: np.ndarray, start: np.ndarray, target: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """First sentence index j > start where sentences [start, j) hold at least ``target`` tokens,
     or ``stop``. ``cumulative`` is the token offset of each sentence (len = sentences + 1)."""

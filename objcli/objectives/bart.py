@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
+from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
@@ -159,12 +160,8 @@ class _BartPartition:
     def _examples(self, sentence_offsets, document_sentences, budget) -> np.ndarray:
         """Sentence boundaries of examples: whole sentences up to ``budget`` tokens, per document."""
         starts, stops = document_sentences[:-1], document_sentences[1:]
-        position = starts.copy()
-        boundaries = [document_sentences[:-1][stops > starts]]
-        while True:
-            active = np.flatnonzero(position < stops)
-            if not len(active):
-                break
+        boundaries = [starts[stops > starts]]
+        for _, active, position in document_steps(starts, stops):
             # The longest run of whole sentences that fits the budget (at least one sentence).
             end = np.searchsorted(sentence_offsets, sentence_offsets[position[active]] + budget, side="right") - 1
             end = np.clip(end, position[active] + 1, stops[active])

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.masking import IGNORE
-from ..kernels.pairs import Pairs, assemble_rows, chunk_end, truncate_pair
+from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, truncate_pair
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from ..sentences import SPLITTERS, split_sentences
@@ -86,12 +86,8 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
     budget = seq_len - 3
     short = rng["target"].random(documents) < short_seq_prob
     targets = np.where(short, rng["target"].integers(2, max(budget, 2) + 1, documents), budget)
-    position = starts.copy()
-    ranges, step = [], 0
-    while True:
-        active = np.flatnonzero(position < stops)
-        if not len(active):
-            break
+    ranges = []
+    for step, active, position in document_steps(starts, stops):
         p, stop, target = position[active], stops[active], targets[active]
         end = chunk_end(cumulative, p, target, stop)
         n = end - p
@@ -131,7 +127,6 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
             "document": active[keep], "a_start": a_start[keep], "a_end": a_end[keep], "b_start": b_start[keep],
             "b_end": b_end[keep], "label": label[keep], "step": np.full(int(keep.sum()), step),
         })
-        step += 1
     pairs = _from_ranges(ranges)
     remove_a, remove_b = truncate_pair(pairs.a_end - pairs.a_start, pairs.b_end - pairs.b_start, budget)
     front_a = rng["truncate"].binomial(remove_a, 0.5)
@@ -143,12 +138,8 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
 
 def electra_pairs(cumulative, document_sentences, rng, seq_len) -> Pairs:
     starts, stops = document_sentences[:-1], document_sentences[1:]
-    position = starts.copy()
-    ranges, step = [], 0
-    while True:
-        active = np.flatnonzero(position < stops)
-        if not len(active):
-            break
+    ranges = []
+    for step, active, position in document_steps(starts, stops):
         p, stop = position[active], stops[active]
         count = len(active)
         target = np.where(rng["target"].random(count) < 0.05, rng["target"].integers(5, max(seq_len, 5) + 1, count), seq_len)
@@ -167,7 +158,6 @@ def electra_pairs(cumulative, document_sentences, rng, seq_len) -> Pairs:
             "label": np.zeros(count, dtype=np.int64), "step": np.full(count, step),
         })
         position[active] = end
-        step += 1
     return _from_ranges(ranges)
 
 
