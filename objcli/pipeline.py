@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import TransformConfig
@@ -55,7 +55,6 @@ class Progress:
     documents: int = 0
     text_bytes: int = 0
     tokens: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 def build_objective(config: TransformConfig, tokenizer: Tokenizer):

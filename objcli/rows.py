@@ -8,7 +8,7 @@ A column is one of three kinds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -59,7 +59,6 @@ class RowBatch:
     tokens: np.ndarray  # non-padding tokens per row
     padding: np.ndarray  # padding tokens per row
     documents: np.ndarray  # documents whose first token lands in the row
-    extra: dict[str, int] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:

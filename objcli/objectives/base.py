@@ -11,7 +11,7 @@ import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -88,7 +88,3 @@ class Registry:
 REGISTRY = Registry()
 register = REGISTRY.register
 
-
-def options_from(options_type: type, values: dict[str, Any]):
-    """Build an objective's frozen options dataclass, validating it (``__post_init__``)."""
-    return options_type(**values)

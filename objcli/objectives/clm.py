@@ -90,6 +90,7 @@ class _ConcatPacker:
         self.carry_docs = np.zeros(0, dtype=np.int64)
         self.carry_first = np.zeros(0, dtype=bool)
         self.carry_tags = np.zeros(0, dtype=np.int32)
+        self.tagged = False
         self.last_split_doc = PADDING_DOC
 
     def process(self, batch: DocumentBatch, tags: np.ndarray | None = None) -> RowBatch | None:
@@ -132,7 +133,7 @@ class _ConcatPacker:
         self._count_split_documents(packed.input_ids, stream_docs, stream_first, rows)
         padding = np.sum(packed.segment_ids == 0, axis=1)
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
-        if getattr(self, "tagged", False):
+        if self.tagged:
             columns["segment_tags"] = segment_values(packed.segment_ids, stream_tags[: rows * self.seq_len])
         return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
 

@@ -21,14 +21,6 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 TEMP_SUFFIX = ".tmp"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class HashingFile(io.RawIOBase):
     """A write-only file that feeds sha256 as it writes, so a shard is never read back to hash it."""
 
