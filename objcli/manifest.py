@@ -38,6 +38,7 @@ def totals(results) -> dict:
         "tokens": tokens,
         "padding_tokens": padding,
         "padding_fraction": padding / (tokens + padding) if tokens + padding else 0.0,
+        "mean_segments_per_row": sum(s.segments for s in shards) / rows if rows else 0.0,
         "documents_split": split,
         "split_fraction": split / written if written else 0.0,
         "text_bytes": sum(r.text_bytes for r in results),

@@ -73,6 +73,13 @@ class RowBatch:
             columns, self.tokens[start:stop], self.padding[start:stop], self.documents[start:stop]
         )
 
+    def segments(self) -> int:
+        """Examples packed in these rows: segments where rows carry ``segment_ids``, else one per row."""
+        segment_ids = self.columns.get("segment_ids")
+        if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2 and len(segment_ids):
+            return int(segment_ids.max(axis=1).sum())
+        return self.num_rows
+
     def row_nbytes(self) -> np.ndarray:
         """In-memory bytes per row (int32 values), used to size shards given in bytes."""
         sizes = np.zeros(self.num_rows, dtype=np.int64)

@@ -48,7 +48,8 @@ class Summary:
         return (
             f"objcli: {t['documents_read']:,} documents read, {t['documents_written']:,} written, "
             f"{t['documents_skipped']:,} skipped{skipped}; {t['rows']:,} rows, {t['tokens']:,} tokens, "
-            f"padding {100 * t['padding_fraction']:.1f}%, {t['documents_split']:,} documents split; "
+            f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
+            f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
             f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
             f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
         )

@@ -243,3 +243,20 @@ def bart_mask_example(tokens, word_start, spans, replace_length, mask):
             out.append(mask)
     out += inserts.get(len(tokens), [])
     return out
+
+
+def best_fit_decreasing(lengths, capacity):
+    """Rows as lists of item indices: longest first, into the fullest row that still fits."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    rows, space = [], []
+    for item in order:
+        fitting = [r for r in range(len(rows)) if space[r] >= lengths[item]]
+        if fitting:
+            best = min(fitting, key=lambda r: (space[r], r))
+        else:
+            rows.append([])
+            space.append(capacity)
+            best = len(rows) - 1
+        rows[best].append(item)
+        space[best] -= lengths[item]
+    return rows

@@ -67,19 +67,26 @@ def split_long_items(offsets: np.ndarray, max_length: int) -> tuple[np.ndarray, 
     return new_offsets, source
 
 
-def gather_ranges(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenate ``source[starts[i] : starts[i] + lengths[i]]`` for every i, without a loop.
+def range_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i], starts[i] + 1, …, starts[i] + lengths[i] - 1`` for every i, in order.
 
-    source [10, 11, 12, 13], starts [2, 0], lengths [2, 1] -> [12, 13, 10].
-    The source index advances by one within a range and jumps at each range start, so the whole
-    index is one cumulative sum of a mostly-ones array.
+    starts [2, 0], lengths [2, 1] -> [2, 3, 0]. The index advances by one within a range and jumps
+    at each range start, so the whole array is one cumulative sum of a mostly-ones array.
     """
     present = lengths > 0
     starts, lengths = np.asarray(starts)[present], np.asarray(lengths)[present]
     if not len(lengths):
-        return source[:0]
+        return np.zeros(0, dtype=np.int64)
     offsets = lengths_to_offsets(lengths)
     step = np.ones(int(offsets[-1]), dtype=np.int64)
     step[0] = starts[0]
     step[offsets[1:-1]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
-    return source[np.cumsum(step)]
+    return np.cumsum(step)
+
+
+def gather_ranges(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate ``source[starts[i] : starts[i] + lengths[i]]`` for every i, without a loop.
+
+    source [10, 11, 12, 13], starts [2, 0], lengths [2, 1] -> [12, 13, 10].
+    """
+    return source[range_indices(starts, lengths)]

@@ -18,12 +18,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ObjcliError
-from ..kernels.packing import PADDING_DOC, pack_concat
-from ..kernels.ragged import add_boundary_tokens, item_index, lengths_to_offsets, split_long_items
+from ..kernels.bestfit import best_fit_decreasing
+from ..kernels.packing import PADDING_DOC, pack_concat, segments_and_positions
+from ..kernels.ragged import (
+    add_boundary_tokens,
+    gather_ranges,
+    item_index,
+    lengths_to_offsets,
+    range_indices,
+    split_long_items,
+)
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, register
 
-PACKINGS = ("concat", "none")
+PACKINGS = ("concat", "best-fit", "none")
 REMAINDERS = ("drop", "pad")
 
 
@@ -31,10 +39,13 @@ REMAINDERS = ("drop", "pad")
 class ClmOptions:
     packing: str = "concat"
     remainder: str = "drop"
+    pack_window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
 
     def __post_init__(self):
         if self.packing not in PACKINGS:
             raise ObjcliError(f"--packing {self.packing}: choose one of {', '.join(PACKINGS)}")
+        if self.pack_window < 1:
+            raise ObjcliError(f"--pack-window {self.pack_window}: must be at least 1 token")
         if self.remainder not in REMAINDERS:
             raise ObjcliError(f"--remainder {self.remainder}: choose one of {', '.join(REMAINDERS)}")
 
@@ -49,12 +60,12 @@ class CausalLM:
         self.options: ClmOptions = config.objective_options
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
         self.eos_id = tokenizer.resolve("eos") if config.eos else None
-        needs_pad = self.options.packing == "concat" and self.options.remainder == "pad"
+        needs_pad = self.options.packing == "best-fit" or (self.options.packing == "concat" and self.options.remainder == "pad")
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.vocab_size = tokenizer.total_vocab_size
 
     def columns(self) -> list[ColumnSpec]:
-        kind = "fixed" if self.options.packing == "concat" else "ragged"
+        kind = "ragged" if self.options.packing == "none" else "fixed"
         seq_len = self.config.seq_len
         return [
             ColumnSpec("input_ids", kind, 0, self.vocab_size - 1, "token ids"),
@@ -63,9 +74,16 @@ class CausalLM:
         ]
 
     def partition_transform(self, partition_index: int):
-        if self.options.packing == "concat":
-            return _ConcatPacker(self.config.seq_len, self.bos_id, self.eos_id, self.pad_id)
-        return _OneDocumentPerRow(self.config.seq_len, self.bos_id, self.eos_id)
+        return make_packer(self.options.packing, self.config.seq_len, self.bos_id, self.eos_id, self.pad_id,
+                           self.options.pack_window)
+
+
+def make_packer(packing: str, seq_len: int, bos_id, eos_id, pad_id, pack_window: int):
+    if packing == "concat":
+        return _ConcatPacker(seq_len, bos_id, eos_id, pad_id)
+    if packing == "best-fit":
+        return _BestFitPacker(seq_len, bos_id, eos_id, pad_id, pack_window)
+    return _OneDocumentPerRow(seq_len, bos_id, eos_id)
 
 
 def segment_values(segment_ids: np.ndarray, token_values: np.ndarray) -> Ragged:
@@ -146,6 +164,62 @@ class _ConcatPacker:
         if len(split_docs):
             self.last_split_doc = int(split_docs[-1])
         self.counters["documents_split"] += len(split_docs)
+
+
+class _BestFitPacker:
+    """Best-fit-decreasing packing within windows of about ``window`` tokens (REFERENCE §2): only
+    documents longer than a row are split; every token is placed; the rest of a row is padding."""
+
+    def __init__(self, seq_len: int, bos_id, eos_id, pad_id: int, window: int):
+        self.seq_len, self.bos_id, self.eos_id, self.pad_id, self.window = seq_len, bos_id, eos_id, pad_id, window
+        self.counters: Counter = Counter()
+        self.pending: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
+        self.pending_tokens = 0
+
+    def process(self, batch: DocumentBatch, tags: np.ndarray | None = None) -> RowBatch | None:
+        tokens, offsets = _with_boundaries(batch, self.bos_id, self.eos_id)
+        self.pending.append((tokens, offsets, batch.first_document, tags))
+        self.pending_tokens += len(tokens)
+        return self._pack() if self.pending_tokens >= self.window else None
+
+    def finish(self) -> RowBatch | None:
+        return self._pack() if self.pending else None
+
+    def _pack(self) -> RowBatch | None:
+        seq_len = self.seq_len
+        tokens = np.concatenate([p[0] for p in self.pending])
+        lengths = np.concatenate([np.diff(p[1]) for p in self.pending])
+        doc_ids = np.concatenate([p[2] + np.arange(len(p[1]) - 1) for p in self.pending])
+        tagged = self.pending[0][3] is not None
+        tags = np.concatenate([p[3] for p in self.pending]) if tagged else None
+        self.pending, self.pending_tokens = [], 0
+        empty = lengths == 0
+        if empty.any():  # only possible with neither BOS nor EOS
+            self.counters["skipped:no_tokens"] += int(empty.sum())
+        chunk_offsets, source = split_long_items(lengths_to_offsets(lengths), seq_len)
+        chunk_lengths = np.diff(chunk_offsets)
+        keep = chunk_lengths > 0
+        chunk_starts, chunk_lengths, source = chunk_offsets[:-1][keep], chunk_lengths[keep], source[keep]
+        if not len(chunk_lengths):
+            return None
+        first_chunk = np.ones(len(source), dtype=bool)
+        first_chunk[1:] = source[1:] != source[:-1]
+        self.counters["documents_split"] += len(np.unique(source[~first_chunk]))  # documents cut in pieces
+        row, offset, rows = best_fit_decreasing(chunk_lengths, seq_len)
+        destination = range_indices(row * seq_len + offset, chunk_lengths)
+        input_ids = np.full(rows * seq_len, self.pad_id, dtype=tokens.dtype)
+        docs = np.full(rows * seq_len, PADDING_DOC, dtype=np.int64)
+        input_ids[destination] = gather_ranges(tokens, chunk_starts, chunk_lengths)
+        docs[destination] = np.repeat(doc_ids[source], chunk_lengths)
+        segment_ids, positions = segments_and_positions(docs.reshape(rows, seq_len))
+        padding = np.sum(segment_ids == 0, axis=1)
+        columns = {"input_ids": input_ids.reshape(rows, seq_len), "segment_ids": segment_ids, "positions": positions}
+        if tagged:
+            token_tags = np.zeros(rows * seq_len, dtype=np.int32)
+            token_tags[destination] = np.repeat(tags[source], chunk_lengths)
+            columns["segment_tags"] = segment_values(segment_ids, token_tags)
+        documents = np.bincount(row[first_chunk], minlength=rows)
+        return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=documents)
 
 
 class _OneDocumentPerRow:

@@ -33,7 +33,7 @@ from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, register
-from .clm import _ConcatPacker, segment_values
+from .clm import make_packer, segment_values
 
 TOKEN_PRESETS = {
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>"),
@@ -62,6 +62,9 @@ class FimOptions:
     fim_level: str = "document"
     fim_tokens: str = "starcoder"
     fim_split_token: str | None = None
+    packing: str = "concat"
+    pack_window: int = 4_000_000
+
 
     def __post_init__(self):
         for name, value in (("--fim-rate", self.fim_rate), ("--fim-spm-rate", self.fim_spm_rate)):
@@ -74,6 +77,10 @@ class FimOptions:
         if self.fim_split_token is not None and (not self.fim_split_token or self.fim_level == "context"):
             raise ObjcliError("--fim-split-token needs a non-empty separator and --fim-level document")
         parse_fim_tokens(self.fim_tokens)
+        if self.packing not in ("concat", "best-fit") or (self.packing == "best-fit" and self.fim_level == "context"):
+            raise ObjcliError(f"--packing {self.packing}: fim packs with concat, or best-fit at --fim-level document")
+        if self.pack_window < 1:
+            raise ObjcliError(f"--pack-window {self.pack_window}: must be at least 1 token")
 
 
 @register("fim")
@@ -93,7 +100,7 @@ class FillInTheMiddle:
             [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
             dtype=np.int32,
         )
-        self.pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" else None
+        self.pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or o.packing == "best-fit" else None
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
         self.vocab_size = tokenizer.total_vocab_size
 
@@ -115,7 +122,9 @@ class _FimPartition:
         self.o = objective
         self.partition = partition
         eos = objective.eos_id if objective.config.eos else None
-        self.packer = _ConcatPacker(objective.config.seq_len, objective.bos_id, eos, None)
+        o = objective.options
+        pad = objective.pad_id if o.packing == "best-fit" else None  # context level drops its remainder
+        self.packer = make_packer(o.packing, objective.config.seq_len, objective.bos_id, eos, pad, o.pack_window)
         self.counters: Counter = self.packer.counters
 
     def _rng(self, key: int, step: str) -> np.random.Generator:

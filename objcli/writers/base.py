@@ -111,6 +111,7 @@ class ShardInfo:
     tokens: int = 0
     padding_tokens: int = 0
     documents: int = 0  # documents whose first token is in this shard
+    segments: int = 0  # examples in this shard (packed segments, or rows)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -149,6 +150,7 @@ class ShardSink:
             info.tokens += int(part.tokens.sum())
             info.padding_tokens += int(part.padding.sum())
             info.documents += int(part.documents.sum())
+            info.segments += part.segments()
             if row_bytes is not None:
                 self._bytes += int(row_bytes[start : start + take].sum())
             start += take
