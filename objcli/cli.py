@@ -206,5 +206,35 @@ def inspect_command(folder, rows, tokenizer, color):
         raise _Fail(str(error)) from None
 
 
+@main.command("stats")
+@click.argument("folder")
+@click.option("--plot", "plot_path", default=None, help="Write a PNG with the length histogram and the fractions.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def stats_command(folder, plot_path, as_json):
+    """What the trainer will see in an output FOLDER: rows, tokens, supervised tokens, padding,
+    examples per row, length distribution, per-denoiser counts. Example:
+
+        objcli stats shards/ --plot stats.png
+    """
+    import json
+
+    from .stats import compute_stats, plot, render_text
+
+    try:
+        stats = compute_stats(folder)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    if plot_path:
+        try:
+            plot(stats, plot_path)
+        except ImportError:
+            raise _Fail("--plot needs matplotlib; install it with: pip install 'objcli[plot]'") from None
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+    else:
+        for line in render_text(stats):
+            click.echo(line)
+
+
 if __name__ == "__main__":
     main()
