@@ -418,6 +418,16 @@ def main() -> None:
         rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 
+    print("\nPacking at --seq-len 2048 (CLI, same corpus, same run):")
+    print(f"{'':12} {'rows':>8} {'padding':>8} {'docs split':>11} {'split %':>8} {'seconds':>8} {'throughput':>11}")
+    packing = {}
+    for mode in ("concat", "best-fit"):
+        run = objcli_transform(paths, "--packing", mode)
+        t = json.loads((OUT / "manifest.json").read_text())["totals"]
+        packing[mode] = run["seconds"]
+        print(f"{mode:12} {t['rows']:>8,} {100 * t['padding_fraction']:>7.2f}% {t['documents_split']:>11,} "
+              f"{100 * t['split_fraction']:>7.2f}% {run['seconds']:>8.2f} {packing['concat'] / run['seconds']:>10.2f}x")
+
     print("\nObjective kernels, one core, same data, same run (tokens/s):")
     print(f"{'':36} {'kernel':>10} {'reference loop':>15} {'ratio':>8}")
     for name, kernel, slow in kernel_rows():
