@@ -39,7 +39,7 @@ def main() -> None:
 
 @main.command(context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-t", "--tokenizer", required=True, help="SentencePiece .model file.")
+@click.option("-t", "--tokenizer", required=True, help="SentencePiece .model, or Hugging Face tokenizer.json (or its folder).")
 @click.option("--objective", default="clm", help="clm, fim, mlm, electra, nsp, sop, span-corruption (t5), prefix-lm, ul2, bart.")
 @click.option("--seq-len", type=int, default=2048, help="Tokens per row (the most per row with --packing none).")
 @click.option("-o", "--output", required=True, help="Output folder, or '-' for an Arrow IPC stream on stdout.")
@@ -52,6 +52,8 @@ def main() -> None:
 @click.option("--bos/--no-bos", default=False, help="Put BOS before every document.")
 @click.option("--eos/--no-eos", default=None, help="Put EOS after every document [default: yes for clm and prefix-lm, no for span-corruption and ul2, as T5].")
 @click.option("--seed", type=int, default=0, help="Seed for objectives that draw random numbers.")
+@click.option("--bos-token", default=None, help="BOS piece, overriding the tokenizer's own (looked up, else allocated).")
+@click.option("--eos-token", default=None, help="EOS piece, overriding the tokenizer's own (looked up, else allocated).")
 @click.option("--workers", type=int, default=None, help="Worker processes [default: all cores].")
 @click.option("--partition-size", default="64MiB", help="Large uncompressed line-based files are split into partitions of this size.")
 @click.option("--batch-size", default="4MiB", help="Text per tokenizer batch.")
@@ -93,7 +95,7 @@ def main() -> None:
 @click.option("--mask-length", type=click.Choice(["span-poisson", "word", "subword"]), default=None, help="[bart] Span unit.")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
-              text_unit, strict, bos, eos, seed, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):
+              text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):
     """Tokenize INPUTS and write training-ready shards.
 
     INPUTS are files, folders (searched recursively for .jsonl/.txt/.parquet, compressed or
@@ -121,7 +123,7 @@ def transform(inputs, tokenizer, objective, seq_len, output, output_format, shar
             inputs=tuple(inputs), tokenizer=tokenizer, objective=objective_type.name, objective_options=options,
             output=output, seq_len=seq_len, output_format=output_format, shard_size=ShardSize.parse(shard_size),
             input_format=input_format, text_key=text_key, text_unit=text_unit, strict=strict, bos=bos, eos=eos,
-            seed=seed, partition_bytes=parse_bytes(partition_size, "--partition-size"),
+            seed=seed, bos_token=bos_token, eos_token=eos_token, partition_bytes=parse_bytes(partition_size, "--partition-size"),
             batch_bytes=parse_bytes(batch_size, "--batch-size"),
         )
         bar = None if quiet or not sys.stderr.isatty() else _progress_bar()

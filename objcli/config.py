@@ -66,6 +66,8 @@ class TransformConfig:
     bos: bool = False
     eos: bool | None = None  # None: the objective's default (EOS between documents for clm)
     seed: int = 0
+    bos_token: str | None = None  # override the tokenizer's own BOS / EOS piece
+    eos_token: str | None = None
     partition_bytes: int = 64 * 2**20
     batch_bytes: int = 4 * 2**20
 

@@ -15,7 +15,7 @@ from .config import TransformConfig
 from .objectives import REGISTRY, DocumentBatch
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rows import ColumnSpec
-from .tokenizer import SpecialTokens, Tokenizer, load_tokenizer
+from .tokenizer import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardInfo, ShardSink
 
 
@@ -64,7 +64,8 @@ def build_objective(config: TransformConfig, tokenizer: Tokenizer):
 def plan_objective(config: TransformConfig) -> tuple[Tokenizer, object, list[ColumnSpec]]:
     """Load the tokenizer and build the objective in the main process: this fixes the special
     tokens (and the order they are allocated in) before any worker starts."""
-    tokenizer = Tokenizer(config.tokenizer)
+    tokenizer = open_tokenizer(config.tokenizer)
+    tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token), ("eos", config.eos_token)) if p}
     objective = build_objective(config, tokenizer)
     return tokenizer, objective, objective.columns()
 

@@ -16,7 +16,7 @@ import numpy as np
 from .errors import ObjcliError
 from .manifest import read_manifest
 from .shards import iter_rows
-from .tokenizer import SpecialTokens, Tokenizer, file_sha256
+from .tokenizer import SpecialTokens, Tokenizer, file_sha256, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
 
@@ -27,7 +27,7 @@ def load_output_tokenizer(manifest: dict, override: str | None) -> Tokenizer:
         raise ObjcliError(f"tokenizer {path} (from the manifest) is gone; pass its new path with --tokenizer")
     if file_sha256(path) != manifest["tokenizer"]["sha256"]:
         raise ObjcliError(f"tokenizer {path}: sha256 differs from the manifest's; pass the model used with --tokenizer")
-    tokenizer = Tokenizer(path)
+    tokenizer = open_tokenizer(path)
     tokenizer.adopt(SpecialTokens(**manifest["special_tokens"]))
     return tokenizer
 

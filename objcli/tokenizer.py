@@ -50,29 +50,48 @@ class SpecialTokens:
 
 
 class Tokenizer:
-    """A loaded SentencePiece model plus the special tokens resolved for one run."""
+    """What objcli needs of a tokenizer; subclasses wrap SentencePiece and Hugging Face tokenizers.
 
-    kind = "sentencepiece"
+    Special tokens are resolved here, the same way for every kind of tokenizer.
+    """
+
+    kind = "base"
+    # Pieces that begin a word: SentencePiece's U+2581, byte-level BPE's "Ġ" (a space byte).
+    WORD_MARKERS = ("\u2581", "\u0120")
 
     def __init__(self, path: str | Path):
-        import sentencepiece as spm
-
         self.path = Path(path)
-        if not self.path.is_file():
-            raise ObjcliError(
-                f"tokenizer {self.path}: no such file; pass a SentencePiece .model with --tokenizer"
-            )
-        self.processor = spm.SentencePieceProcessor()
-        try:
-            self.processor.LoadFromFile(str(self.path))
-        except (OSError, RuntimeError) as error:
-            raise ObjcliError(
-                f"tokenizer {self.path}: not a SentencePiece model ({str(error).strip()}); "
-                "pass a .model file written by SentencePiece or 'objcli train-tokenizer'"
-            ) from None
-        self.vocab_size = self.processor.get_piece_size()
         self.special = SpecialTokens()
+        self.vocab_size = 0
+        self.role_pieces: dict[str, str] = {}  # --bos-token / --eos-token overrides
 
+    # ---- what each kind provides ----
+    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        raise NotImplementedError
+
+    def model_id(self, piece: str) -> int | None:
+        """The model's id for ``piece``, or None when the model has no such piece."""
+        raise NotImplementedError
+
+    def model_role_id(self, role: str) -> int | None:
+        """The model's own id for bos / eos / pad / unk, if it declares one."""
+        raise NotImplementedError
+
+    def pieces(self) -> list[str]:
+        raise NotImplementedError
+
+    def control_mask(self) -> np.ndarray:
+        """Model ids that are control/special tokens (never produced from text)."""
+        raise NotImplementedError
+
+    def unusable_mask(self) -> np.ndarray:
+        """Model ids not to use as random replacements besides the controls (unknown, unused)."""
+        raise NotImplementedError
+
+    # ---- shared ----
     @property
     def sha256(self) -> str:
         return file_sha256(self.path)
@@ -81,24 +100,24 @@ class Tokenizer:
     def total_vocab_size(self) -> int:
         return self.vocab_size + len(self.special.added)
 
-    def model_id(self, piece: str) -> int | None:
-        """The model's id for ``piece``, or None when the model has no such piece."""
-        piece_id = self.processor.piece_to_id(piece)
-        unk = self.processor.unk_id()
-        if piece_id == unk and piece != self.processor.id_to_piece(unk):
-            return None
-        return piece_id
+    def word_start_mask(self) -> np.ndarray:
+        """Per model id: the piece begins a word (whole-word masking, BART spans)."""
+        return np.array([p.startswith(self.WORD_MARKERS) for p in self.pieces()], dtype=bool)
+
+    def ordinary_ids(self) -> np.ndarray:
+        """Ids that may replace a token at random: neither special, unknown nor unused."""
+        return np.flatnonzero(~self.control_mask() & ~self.unusable_mask()).astype(np.int32)
 
     def resolve(self, role: str, piece: str | None = None) -> int:
         """Id for a special-token role, from the model when it has one, else newly allocated."""
         if role in self.special.ids:
             return self.special.ids[role]
         token_id = None
+        piece = piece or self.role_pieces.get(role)
         if piece is None and role in MODEL_ROLE_ACCESSORS:
-            model_role_id = getattr(self.processor, MODEL_ROLE_ACCESSORS[role])()
-            if model_role_id >= 0:
-                token_id = model_role_id
-                piece = self.processor.id_to_piece(model_role_id)
+            token_id = self.model_role_id(role)
+            if token_id is not None:
+                piece = self.piece(token_id)
         piece = piece or DEFAULT_PIECES.get(role, role)
         if token_id is None:
             token_id = self.model_id(piece)
@@ -146,30 +165,17 @@ class Tokenizer:
         """Use a table resolved elsewhere (workers get the table the main process planned)."""
         self.special = special
 
-    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Batched encode into (int32 tokens, int64 offsets)."""
-        if not texts:
-            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
-        arrays = self.processor.encode(texts, return_type="numpy", num_threads=num_threads)
-        lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        tokens = np.concatenate(arrays).astype(np.int32, copy=False)
-        return tokens, offsets
-
     def piece(self, token_id: int) -> str:
         """Piece text for display; allocated specials show their recorded name."""
         if token_id < self.vocab_size:
-            return self.processor.id_to_piece(int(token_id))
+            return self.pieces()[int(token_id)]
         for piece, allocated in self.special.added.items():
             if allocated == token_id:
                 return piece
         return f"<id {token_id}>"
 
     def is_special(self, token_id: int) -> bool:
-        if token_id >= self.vocab_size:
-            return True
-        return bool(self.processor.is_control(int(token_id)))
+        return token_id >= self.vocab_size or bool(self.control_mask()[int(token_id)])
 
     def decode(self, token_ids: np.ndarray) -> str:
         """Decode, showing control and allocated specials as their names instead of dropping them."""
@@ -178,17 +184,97 @@ class Tokenizer:
         for token_id in map(int, token_ids):
             if self.is_special(token_id):
                 if run:
-                    out.append(self.processor.decode(run))
+                    out.append(self.decode_batch([run])[0])
                     run = []
                 out.append(self.piece(token_id))
             else:
                 run.append(token_id)
         if run:
-            out.append(self.processor.decode(run))
+            out.append(self.decode_batch([run])[0])
         return "".join(out)
+
+
+def _flatten(arrays) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
+    return tokens, offsets
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece ``.model``: batched encode with NumPy output and the library's threads."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, path: str | Path):
+        import sentencepiece as spm
+
+        super().__init__(path)
+        self.processor = spm.SentencePieceProcessor()
+        try:
+            self.processor.LoadFromFile(str(self.path))
+        except (OSError, RuntimeError) as error:
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a tokenizer.json ({str(error).strip()}); "
+                "pass a .model written by SentencePiece or 'objcli train-tokenizer', or a Hugging Face tokenizer.json"
+            ) from None
+        self.vocab_size = self.processor.get_piece_size()
+        self._pieces: list[str] | None = None
+
+    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Batched encode into (int32 tokens, int64 offsets)."""
+        if not texts:
+            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        return _flatten(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        return self.processor.decode(ids) if ids else []
+
+    def model_id(self, piece: str) -> int | None:
+        piece_id = self.processor.piece_to_id(piece)
+        unk = self.processor.unk_id()
+        if piece_id == unk and piece != self.processor.id_to_piece(unk):
+            return None
+        return piece_id
+
+    def model_role_id(self, role: str) -> int | None:
+        token_id = getattr(self.processor, MODEL_ROLE_ACCESSORS[role])()
+        return token_id if token_id >= 0 else None
+
+    def pieces(self) -> list[str]:
+        if self._pieces is None:
+            self._pieces = [self.processor.id_to_piece(i) for i in range(self.vocab_size)]
+        return self._pieces
+
+    def control_mask(self) -> np.ndarray:
+        return np.array([self.processor.is_control(i) for i in range(self.vocab_size)], dtype=bool)
+
+    def unusable_mask(self) -> np.ndarray:
+        return np.array(
+            [self.processor.is_unknown(i) or self.processor.is_unused(i) for i in range(self.vocab_size)], dtype=bool
+        )
+
+
+def open_tokenizer(path: str | Path) -> Tokenizer:
+    """A SentencePiece ``.model``, or a Hugging Face ``tokenizer.json`` (or a folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise ObjcliError(f"tokenizer {path}: the folder holds no tokenizer.json; pass a .model or a tokenizer.json")
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise ObjcliError(f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer")
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if head.startswith(b"{"):
+        from .hf_tokenizer import HuggingFaceTokenizer
+
+        return HuggingFaceTokenizer(path)
+    return SentencePieceTokenizer(path)
 
 
 @lru_cache(maxsize=4)
 def load_tokenizer(path: str) -> Tokenizer:
-    """One loaded model per worker process and path."""
-    return Tokenizer(path)
+    """One loaded tokenizer per worker process and path."""
+    return open_tokenizer(path)

@@ -135,7 +135,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     from objcli.kernels.spans import corrupt_spans, random_keys, random_spans, span_counts
     from objcli.objectives import DocumentBatch
     from objcli.objectives.ul2 import Ul2, Ul2Options
-    from objcli.tokenizer import Tokenizer
+    from objcli.tokenizer import open_tokenizer
 
     rng = np.random.default_rng(0)
     results = []
@@ -181,7 +181,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
 
     results.append(("prefix-lm 2048 (both layouts)", _rate(prefix_kernel, rows * length), _rate(prefix_reference, few * length, 1)))
 
-    tokenizer = Tokenizer(TOKENIZER)
+    tokenizer = open_tokenizer(TOKENIZER)
     config = TransformConfig(inputs=("-",), tokenizer=str(TOKENIZER), objective="ul2",
                              objective_options=Ul2Options(), output="unused", seq_len=512)
     objective = Ul2(config, tokenizer)

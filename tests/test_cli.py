@@ -53,11 +53,14 @@ def test_strict_stops_at_a_broken_json_line(tmp_path, sample_tokenizer):
 
 def test_missing_tokenizer_and_not_a_model(tmp_path, small_corpus):
     result = invoke("transform", small_corpus, "-t", tmp_path / "tok.model", "-o", tmp_path / "out")
-    assert result.output == f"Error: tokenizer {tmp_path / 'tok.model'}: no such file; pass a SentencePiece .model with --tokenizer\n"
+    assert result.output == (
+        f"Error: tokenizer {tmp_path / 'tok.model'}: no such file; pass a SentencePiece .model or a tokenizer.json "
+        "with --tokenizer\n"
+    )
     (tmp_path / "junk.model").write_bytes(b"not a model")
     result = invoke("transform", small_corpus, "-t", tmp_path / "junk.model", "-o", tmp_path / "out")
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: tokenizer {tmp_path / 'junk.model'}: not a SentencePiece model")
+    assert result.output.startswith(f"Error: tokenizer {tmp_path / 'junk.model'}: neither a SentencePiece model nor a tokenizer.json")
 
 
 def test_existing_output_needs_overwrite(tmp_path, small_corpus, sample_tokenizer):

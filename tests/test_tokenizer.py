@@ -5,18 +5,18 @@ import pytest
 import sentencepiece as spm
 
 from objcli.errors import ObjcliError
-from objcli.tokenizer import Tokenizer
+from objcli.tokenizer import open_tokenizer
 
 
 def test_model_roles_come_from_the_model(sample_tokenizer):
-    tok = Tokenizer(sample_tokenizer)
+    tok = open_tokenizer(sample_tokenizer)
     assert (tok.resolve("bos"), tok.resolve("eos"), tok.resolve("pad")) == (1, 2, 3)
     assert tok.special.added == {}
     assert tok.total_vocab_size == tok.vocab_size == 8000
 
 
 def test_missing_specials_are_allocated_after_the_vocabulary_in_request_order(sample_tokenizer):
-    tok = Tokenizer(sample_tokenizer)
+    tok = open_tokenizer(sample_tokenizer)
     assert tok.resolve("mask", "[MASK]") == 8000
     assert tok.resolve("cls", "[CLS]") == 8001
     assert tok.resolve("mask", "[MASK]") == 8000  # resolving twice allocates once
@@ -31,12 +31,12 @@ def test_model_without_pad_gets_one_allocated(tmp_path, small_corpus):
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(text), model_prefix=str(tmp_path / "nopad"), vocab_size=500, pad_id=-1, minloglevel=2
     )
-    tok = Tokenizer(model)
+    tok = open_tokenizer(model)
     assert tok.resolve("pad") == 500 and tok.special.added == {"<pad>": 500}
 
 
 def test_text_that_spells_a_special_token_stays_text(sample_tokenizer):
-    tok = Tokenizer(sample_tokenizer)
+    tok = open_tokenizer(sample_tokenizer)
     tokens, offsets = tok.encode(["an </s> and <s> and <pad> in the text"])
     assert not np.isin(tokens, [1, 2, 3]).any()
     assert tok.decode(tokens) == "an </s> and <s> and <pad> in the text"
@@ -44,7 +44,7 @@ def test_text_that_spells_a_special_token_stays_text(sample_tokenizer):
 
 def test_batched_encode_equals_one_call_per_document(sample_tokenizer, small_corpus):
     texts = [line for line in (small_corpus / "reference.txt").read_text().split("\n\n") if line.strip()][:200]
-    tok = Tokenizer(sample_tokenizer)
+    tok = open_tokenizer(sample_tokenizer)
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     for threads in (1, 2):
         tokens, offsets = tok.encode(texts, num_threads=threads)
@@ -53,12 +53,12 @@ def test_batched_encode_equals_one_call_per_document(sample_tokenizer, small_cor
 
 
 def test_decode_shows_specials_by_name(sample_tokenizer):
-    tok = Tokenizer(sample_tokenizer)
+    tok = open_tokenizer(sample_tokenizer)
     ids = tok.encode(["Hello"])[0].tolist() + [2, 3]
     assert tok.decode(np.array(ids)) == "Hello</s><pad>"
 
 
 def test_not_a_model(tmp_path):
     (tmp_path / "x.model").write_text("nope")
-    with pytest.raises(ObjcliError, match="not a SentencePiece model"):
-        Tokenizer(tmp_path / "x.model")
+    with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a tokenizer.json"):
+        open_tokenizer(tmp_path / "x.model")

@@ -26,7 +26,6 @@ from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..sentences import SPLITTERS, split_sentences
 from .base import DocumentBatch, register
-from .mlm import WORD_START
 
 PRESETS = {
     "bart-large": dict(mask=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
@@ -85,11 +84,9 @@ class Bart:
         self.bos_id = tokenizer.resolve("bos")
         self.eos_id = tokenizer.resolve("eos")
         self.mask_id = tokenizer.resolve("mask", "<mask>")
-        processor, vocab = tokenizer.processor, tokenizer.vocab_size
         self.word_start = np.zeros(tokenizer.total_vocab_size, dtype=bool)
-        self.word_start[:vocab] = [processor.id_to_piece(i).startswith(WORD_START) for i in range(vocab)]
-        ordinary = [i for i in range(vocab) if not (processor.is_control(i) or processor.is_unknown(i) or processor.is_unused(i))]
-        self.random_pool = np.array(ordinary, dtype=np.int32)
+        self.word_start[: tokenizer.vocab_size] = tokenizer.word_start_mask()
+        self.random_pool = tokenizer.ordinary_ids()
         self.vocab_size = tokenizer.total_vocab_size
 
     def columns(self) -> list[ColumnSpec]:

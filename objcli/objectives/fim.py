@@ -158,7 +158,7 @@ class _FimPartition:
         """Count transformed units whose pieces do not decode back to their text (a tokenizer that
         normalizes whitespace or adds a dummy prefix damages code cut into pieces)."""
         ids = [piece_tokens[piece_offsets[i] : piece_offsets[i + 1]].tolist() for i in range(len(pieces))]
-        decoded = self.o.tokenizer.processor.decode(ids)
+        decoded = self.o.tokenizer.decode_batch(ids)
         lossy = np.array([a != b for a, b in zip(decoded, pieces)]).reshape(-1, 3).any(axis=1)
         self.counters["fim_units_not_round_trip"] += int(lossy.sum())
 
@@ -217,7 +217,7 @@ class _FimPartition:
         followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
         # Decode, and keep as plain CLM what does not re-encode to the same tokens.
         ids_per_unit = [unit_tokens[unit_offsets[i] : unit_offsets[i + 1]].tolist() for i in range(units)]
-        texts = o.tokenizer.processor.decode(ids_per_unit)
+        texts = o.tokenizer.decode_batch(ids_per_unit)
         encode = self.encode
         again, again_offsets = encode(texts)
         same = np.array([np.array_equal(again[again_offsets[i] : again_offsets[i + 1]], ids_per_unit[i]) for i in range(units)], dtype=bool)

@@ -23,7 +23,6 @@ from .base import DocumentBatch, register
 from .clm import _ConcatPacker
 
 COUNTS = ("bernoulli", "exact")
-WORD_START = "\u2581"
 
 
 def check_probabilities(mask_prob: float, mask_replace: float, random_replace: float) -> None:
@@ -69,15 +68,12 @@ class Masker:
 
     def finalize(self, tokenizer) -> None:
         """Build the lookup tables once every special token is resolved."""
-        processor, vocab = tokenizer.processor, tokenizer.vocab_size
-        total = tokenizer.total_vocab_size
-        self.special = np.ones(total, dtype=bool)
-        pieces = [processor.id_to_piece(i) for i in range(vocab)]
-        self.special[:vocab] = [processor.is_control(i) for i in range(vocab)]
-        unusable = np.array([processor.is_unknown(i) or processor.is_unused(i) for i in range(vocab)])
-        self.ordinary = np.flatnonzero(~self.special[:vocab] & ~unusable).astype(np.int32)
+        vocab, total = tokenizer.vocab_size, tokenizer.total_vocab_size
+        self.special = np.ones(total, dtype=bool)  # every allocated special is special too
+        self.special[:vocab] = tokenizer.control_mask()
+        self.ordinary = tokenizer.ordinary_ids()
         self.word_start = np.zeros(total, dtype=bool)
-        self.word_start[:vocab] = [p.startswith(WORD_START) for p in pieces]
+        self.word_start[:vocab] = tokenizer.word_start_mask()
 
     def mask(self, input_ids: np.ndarray, valid: np.ndarray, row_lengths: np.ndarray, partition: int, key: int, copy: int):
         """(masked input_ids, labels) for (rows, L) ``input_ids``; ``valid`` marks non-padding."""

@@ -1,0 +1,138 @@
+"""Hugging Face ``tokenizer.json`` (byte-level BPE and friends), through the ``tokenizers`` library.
+
+- BOS/EOS/PAD/UNK come from ``tokenizer_config.json`` beside the file when it names them, else from
+  the usual special-token names the model has (``<|endoftext|>``, ``</s>``, …); ``--bos-token`` and
+  ``--eos-token`` override both.
+- Text that spells a special token stays text (``encode_special_tokens``), as with SentencePiece.
+- Batches are encoded with the library's own thread pool, sized to objcli's per-worker thread
+  count (``RAYON_NUM_THREADS``) so processes and threads never oversubscribe the cores.
+- Documents longer than ``LONG_DOCUMENT_CHARS`` are encoded in pieces cut just after a line break
+  (a paragraph break when there is one), because some BPE implementations slow down sharply on
+  very long inputs. The tokens are the same as for the whole text whenever the pre-tokenizer
+  already splits at line breaks (the GPT-2 and Llama-3 byte-level patterns split a newline run
+  from the following text); a tokenizer that merges across a line break may differ at the cuts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ObjcliError
+from .tokenizer import Tokenizer, _flatten
+
+LONG_DOCUMENT_CHARS = 200_000
+ROLE_NAMES = {
+    "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
+    "eos": ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"),
+    "pad": ("<pad>", "<|pad|>", "[PAD]"),
+    "unk": ("<unk>", "[UNK]"),
+}
+
+
+def split_long(text: str, limit: int = LONG_DOCUMENT_CHARS) -> list[str]:
+    """Cut ``text`` into pieces of at most about ``limit`` characters, just after line breaks."""
+    pieces, start = [], 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = window.rfind("\n\n")
+        cut = window.rfind("\n") if cut <= 0 else cut + 1
+        cut = limit if cut <= 0 else cut + 1
+        pieces.append(text[start : start + cut])
+        start += cut
+    pieces.append(text[start:])
+    return pieces
+
+
+class HuggingFaceTokenizer(Tokenizer):
+    kind = "huggingface"
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
+        try:
+            from tokenizers import Tokenizer as LibraryTokenizer
+        except ImportError:
+            raise ObjcliError(
+                f"tokenizer {self.path} is a Hugging Face tokenizer.json; install support with: pip install 'objcli[hf]'"
+            ) from None
+        try:
+            self.library = LibraryTokenizer.from_file(str(self.path))
+        except Exception as error:  # the library raises a bare Exception for malformed files
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
+            ) from None
+        self.library.encode_special_tokens = True
+        self.vocab_size = self.library.get_vocab_size(with_added_tokens=True)
+        self.config = self._read_config()
+        self._pieces: list[str] | None = None
+        self._threads: int | None = None
+
+    def _read_config(self) -> dict:
+        config_path = self.path.with_name("tokenizer_config.json")
+        if not config_path.is_file():
+            return {}
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ObjcliError(f"{config_path}: not valid JSON ({error}); fix or remove it") from None
+        roles = {}
+        for role in ROLE_NAMES:
+            value = config.get(f"{role}_token")
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                roles[role] = value
+        return roles
+
+    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        if not texts:
+            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        if self._threads is None:  # the library sizes its pool on first use
+            os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
+            self._threads = num_threads
+        pieces, owners = [], []
+        for index, text in enumerate(texts):
+            parts = split_long(text) if len(text) > LONG_DOCUMENT_CHARS else [text]
+            pieces += parts
+            owners += [index] * len(parts)
+        encodings = self.library.encode_batch_fast(pieces, add_special_tokens=False)
+        tokens, offsets = _flatten([np.asarray(e.ids, dtype=np.int32) for e in encodings])
+        if len(pieces) == len(texts):
+            return tokens, offsets
+        owner = np.asarray(owners)
+        lengths = np.bincount(owner, weights=np.diff(offsets), minlength=len(texts)).astype(np.int64)
+        return tokens, np.concatenate([[0], np.cumsum(lengths)])
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        return self.library.decode_batch(ids, skip_special_tokens=False) if ids else []
+
+    def model_id(self, piece: str) -> int | None:
+        return self.library.token_to_id(piece)
+
+    def model_role_id(self, role: str) -> int | None:
+        for name in ((self.config[role],) if role in self.config else ROLE_NAMES[role]):
+            token_id = self.library.token_to_id(name)
+            if token_id is not None:
+                return token_id
+        return None
+
+    def pieces(self) -> list[str]:
+        if self._pieces is None:
+            self._pieces = [self.library.id_to_token(i) or "" for i in range(self.vocab_size)]
+        return self._pieces
+
+    def control_mask(self) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        for token_id, token in self.library.get_added_tokens_decoder().items():
+            if token.special and token_id < self.vocab_size:
+                mask[token_id] = True
+        return mask
+
+    def unusable_mask(self) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        unk = self.model_role_id("unk")
+        if unk is not None:
+            mask[unk] = True
+        return mask
