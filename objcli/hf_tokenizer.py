@@ -6,11 +6,13 @@
 - Text that spells a special token stays text (``encode_special_tokens``), as with SentencePiece.
 - Batches are encoded with the library's own thread pool, sized to objcli's per-worker thread
   count (``RAYON_NUM_THREADS``) so processes and threads never oversubscribe the cores.
-- Documents longer than ``LONG_DOCUMENT_CHARS`` are encoded in pieces cut just after a line break
-  (a paragraph break when there is one), because some BPE implementations slow down sharply on
-  very long inputs. The tokens are the same as for the whole text whenever the pre-tokenizer
-  already splits at line breaks (the GPT-2 and Llama-3 byte-level patterns split a newline run
-  from the following text); a tokenizer that merges across a line break may differ at the cuts.
+- Documents longer than ``LONG_DOCUMENT_CHARS`` are encoded in pieces, because some BPE
+  implementations slow down sharply on very long inputs. Each cut is placed just before a
+  whitespace run holding a line break, so the next piece starts with the whole run. The tokens are
+  the same as for the whole text whenever the pre-tokenizer never joins non-space text with the
+  whitespace that follows it (the GPT-2 and Llama-3 byte-level patterns and Metaspace do not); a
+  document with no line break in 200,000 characters is cut at the limit, which can change the
+  tokens at that one point.
 """
 
 from __future__ import annotations
@@ -34,13 +36,17 @@ ROLE_NAMES = {
 
 
 def split_long(text: str, limit: int = LONG_DOCUMENT_CHARS) -> list[str]:
-    """Cut ``text`` into pieces of at most about ``limit`` characters, just after line breaks."""
+    """Cut ``text`` into pieces of at most ``limit`` characters, each cut placed just before the
+    whitespace run that holds a line break, so every piece after the first starts with that
+    whole run (and every piece before ends with non-space text)."""
     pieces, start = [], 0
     while len(text) - start > limit:
         window = text[start : start + limit]
-        cut = window.rfind("\n\n")
-        cut = window.rfind("\n") if cut <= 0 else cut + 1
-        cut = limit if cut <= 0 else cut + 1
+        cut = window.rfind("\n")
+        while cut > 0 and window[cut - 1].isspace():
+            cut -= 1
+        if cut <= 0:  # no line break to cut at: cut at the limit
+            cut = limit
         pieces.append(text[start : start + cut])
         start += cut
     pieces.append(text[start:])

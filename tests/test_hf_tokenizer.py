@@ -1,0 +1,102 @@
+"""Hugging Face tokenizer.json: the same pipeline, special-token rules and determinism."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import SAMPLE, run_transform
+
+from objcli.errors import ObjcliError
+from objcli.hf_tokenizer import split_long
+from objcli.manifest import read_manifest
+from objcli.tokenizer import open_tokenizer
+
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A byte-level BPE tokenizer.json trained here on the sample prose, with its config."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    folder = tmp_path_factory.mktemp("hf")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>", "<|pad|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").read_text().splitlines()[:300]]
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>", "pad_token": "<|pad|>"}))
+    return folder
+
+
+def rows(folder):
+    manifest = read_manifest(folder)
+    return manifest, pa.concat_tables(
+        [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
+    ).to_pydict()
+
+
+def test_same_corpus_through_both_tokenizer_kinds(small_corpus, sample_tokenizer, hf_folder, tmp_path):
+    files = [small_corpus / "prose.jsonl"]
+    run_transform(files, sample_tokenizer, tmp_path / "sp", seq_len=128)
+    run_transform(files, hf_folder, tmp_path / "hf", seq_len=128)  # a folder holding tokenizer.json
+    sp_manifest, _ = rows(tmp_path / "sp")
+    manifest, table = rows(tmp_path / "hf")
+    assert manifest["tokenizer"]["kind"] == "huggingface" and sp_manifest["tokenizer"]["kind"] == "sentencepiece"
+    hf = tokenizers.Tokenizer.from_file(str(hf_folder / "tokenizer.json"))
+    eos = hf.token_to_id("<|endoftext|>")
+    assert manifest["special_tokens"]["ids"]["eos"] == eos  # from tokenizer_config.json
+    texts = [json.loads(line)["text"] for line in files[0].read_text().splitlines()]
+    stream = [t for text in texts for t in hf.encode(text, add_special_tokens=False).ids + [eos]]
+    flat = [t for row in table["input_ids"] for t in row]
+    assert flat == stream[: len(flat)] and len(stream) - len(flat) < 128
+    assert all(len(r) == 128 for r in table["input_ids"])
+
+
+def test_text_spelling_a_special_token_stays_text(hf_folder):
+    tokenizer = open_tokenizer(hf_folder / "tokenizer.json")
+    eos = tokenizer.resolve("eos")
+    tokens, _ = tokenizer.encode(["before <|endoftext|> after"])
+    assert eos not in tokens.tolist()
+    assert tokenizer.decode_batch([tokens.tolist()]) == ["before <|endoftext|> after"]
+    assert tokenizer.control_mask()[eos] and not tokenizer.control_mask()[tokens].any()
+    assert tokenizer.resolve("mask", "<mask>") == tokenizer.vocab_size  # missing: allocated after the vocabulary
+
+
+def test_overrides_and_workers(small_corpus, hf_folder, tmp_path):
+    common = dict(seq_len=64, partition_bytes=30_000, eos_token="<|pad|>")
+    run_transform([small_corpus], hf_folder, tmp_path / "a", workers=1, **common)
+    run_transform([small_corpus], hf_folder, tmp_path / "b", workers=2, **common)
+    manifest, _ = rows(tmp_path / "a")
+    assert manifest["special_tokens"]["pieces"]["eos"] == "<|pad|>"
+    files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
+    assert len(files) > 1 and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+
+
+def test_long_documents_are_encoded_in_pieces_with_the_same_tokens(hf_folder):
+    tokenizer = open_tokenizer(hf_folder / "tokenizer.json")
+    paragraph = "The quick brown fox jumps over the lazy dog.\nAnd again, twice.\n\n"
+    text = paragraph * 6000  # about 400,000 characters
+    pieces = split_long(text)
+    assert len(pieces) > 1 and "".join(pieces) == text and all(p.startswith("\n") for p in pieces[1:])
+    tokens, offsets = tokenizer.encode([text, "short"])
+    whole = tokenizer.library.encode(text, add_special_tokens=False).ids
+    assert tokens[offsets[0] : offsets[1]].tolist() == whole
+    assert np.diff(offsets).tolist() == [len(whole), len(tokenizer.library.encode("short", add_special_tokens=False).ids)]
+    code = "def f(x):  \n    return x\n\n\n    # trailing spaces and blank lines  \n" * 5000
+    tokens, offsets = tokenizer.encode([code])
+    assert len(split_long(code)) > 1
+    assert tokens.tolist() == tokenizer.library.encode(code, add_special_tokens=False).ids
+
+
+def test_a_file_that_is_neither_format(tmp_path):
+    (tmp_path / "bad.json").write_text('{"not": "a tokenizer"}')
+    with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
+        open_tokenizer(tmp_path / "bad.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ObjcliError, match="the folder holds no tokenizer.json"):
+        open_tokenizer(tmp_path / "empty")
