@@ -68,12 +68,55 @@ def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 4 << 2
     return {"seconds": best, "text_bytes": text_bytes, "tokens": tokens}
 
 
-def objcli_transform(paths: list[Path], *extra: str) -> dict:
-    shutil.rmtree(OUT, ignore_errors=True)
-    command = [sys.executable, "-m", "objcli.cli", "transform", *map(str, paths), "-t", str(TOKENIZER),
-               "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
+def hf_tokenizer_file() -> Path:
+    """A byte-level BPE tokenizer.json (8,000 tokens) trained on sample_data, as Llama 3 / Qwen ship."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    path = DATA / "hf" / "tokenizer.json"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=8000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl")
+             for line in (ROOT / "sample_data" / name).read_text().splitlines()]
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.save(str(path))
+    return path
+
+
+def raw_hf(paths: list[Path], tokenizer_path: Path, batch_bytes: int = 4 << 20) -> dict:
+    """The ceiling for tokenizer.json: the library's batched encode with its own threads, in a fresh
+    process so that its thread pool is sized to the cores."""
+    code = f"""
+import json, time, msgspec
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file({str(tokenizer_path)!r})
+batches, batch, size = [], [], 0
+for path in {[str(p) for p in paths]!r}:
+    for record in msgspec.json.Decoder().decode_lines(open(path, 'rb').read()):
+        batch.append(record['text']); size += len(record['text'])
+        if size >= {batch_bytes}: batches.append(batch); batch, size = [], 0
+batches.append(batch)
+best = 1e9
+for _ in range(2):
     started = time.perf_counter()
-    process = psutil.Popen(command, stderr=subprocess.PIPE)
+    tokens = sum(len(e.ids) for b in batches for e in tok.encode_batch_fast(b, add_special_tokens=False))
+    best = min(best, time.perf_counter() - started)
+print(json.dumps({{"seconds": best, "text_bytes": sum(len(t) for b in batches for t in b), "tokens": tokens}}))
+"""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(CORES)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout)
+
+
+def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
+    """Wall time, peak RSS of the whole process tree, stderr."""
+    started = time.perf_counter()
+    process = psutil.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
     peak = 0
     while process.poll() is None:
         try:
@@ -85,7 +128,38 @@ def objcli_transform(paths: list[Path], *extra: str) -> dict:
     seconds = time.perf_counter() - started
     stderr = process.stderr.read().decode()
     if process.returncode:
-        raise SystemExit(f"objcli failed:\n{stderr}")
+        raise SystemExit(f"{command[:3]} failed:\n{stderr}")
+    return seconds, peak, stderr
+
+
+def datatrove_tokenize(paths: list[Path], tokenizer_path: Path, text_bytes: int) -> dict:
+    """Hugging Face datatrove's DocumentTokenizer on the same files, tokenizer and cores."""
+    out = ROOT / "bench_out_datatrove"
+    shutil.rmtree(out, ignore_errors=True)
+    code = f"""
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.tokens import DocumentTokenizer
+LocalPipelineExecutor(
+    pipeline=[JsonlReader({str(DATA)!r}, glob_pattern="*.jsonl"),
+              DocumentTokenizer({str(out / "tokens")!r}, tokenizer_name_or_path={str(tokenizer_path)!r},
+                                eos_token="<|endoftext|>", shuffle_documents=False)],
+    tasks={len(paths)}, workers={CORES}, logging_dir={str(out / "logs")!r},
+).run()
+"""
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}
+    seconds, peak, _ = _run_tree([sys.executable, "-c", code], env)
+    tokens = sum(p.stat().st_size for p in (out / "tokens").rglob("*.ds")) // 2  # uint16 tokens
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": seconds, "text_bytes": text_bytes, "tokens": tokens, "peak_rss": peak}
+
+
+def objcli_transform(paths: list[Path], *extra: str) -> dict:
+    shutil.rmtree(OUT, ignore_errors=True)
+    tokenizer = [] if "-t" in extra else ["-t", str(TOKENIZER)]
+    command = [sys.executable, "-m", "objcli.cli", "transform", *map(str, paths), *tokenizer,
+               "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
+    seconds, peak, _ = _run_tree(command)
     totals = json.loads((OUT / "manifest.json").read_text())["totals"]
     return {"seconds": seconds, "text_bytes": totals["text_bytes"], "tokens": totals["tokens"], "peak_rss": peak}
 
@@ -402,6 +476,40 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
     return results
 
 
+def peers_table(paths: list[Path]) -> None:
+    """Issue 8: both tokenizer kinds, their ceilings, datatrove, and the worker scaling."""
+    try:
+        tokenizer_json = hf_tokenizer_file()
+    except ImportError:
+        print("\n(tokenizers is not installed: no tokenizer.json rows)")
+        return
+    sentencepiece = raw_sentencepiece(paths, CORES)
+    hf = raw_hf(paths, tokenizer_json)
+    rows = [
+        ("SentencePiece batched encode (ceiling)", sentencepiece, sentencepiece),
+        ("objcli clm, SentencePiece, --workers 2", objcli_transform(paths, "--workers", str(CORES)), sentencepiece),
+        ("tokenizers encode_batch_fast (ceiling)", hf, hf),
+    ]
+    one = objcli_transform(paths, "-t", str(tokenizer_json), "--workers", "1")
+    two = objcli_transform(paths, "-t", str(tokenizer_json), "--workers", str(CORES))
+    rows += [("objcli clm, tokenizer.json, --workers 1", one, hf), ("objcli clm, tokenizer.json, --workers 2", two, hf)]
+    try:
+        rows.append(("datatrove DocumentTokenizer, 2 workers", datatrove_tokenize(paths, tokenizer_json, hf["text_bytes"]), hf))
+    except ImportError:
+        print("(datatrove is not installed)")
+    documents = sum(1 for p in paths for _ in open(p, "rb"))
+    print(f"\nEnd to end against the peers ({documents:,} documents; ratio = against the same library's ceiling):")
+    print(f"{'':42} {'docs/s':>9} {'MB/s':>7} {'Mtok/s':>7} {'peak RSS':>9} {'ratio':>7}")
+    for name, r, ceiling in rows:
+        rate = r["text_bytes"] / r["seconds"]
+        rss = f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "-"
+        ratio = rate / (ceiling["text_bytes"] / ceiling["seconds"])
+        print(f"{name:42} {documents / r['seconds']:9,.0f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} {rss:>9} {ratio:6.2f}x")
+    print(f"objcli tokenizer.json, 2 workers vs 1: {one['seconds'] / two['seconds']:.2f}x; "
+          f"vs datatrove: {rows[-1][1]['seconds'] / two['seconds']:.2f}x faster" if len(rows) > 5 else "")
+    print("dolma: not installed here (pip's resolver backtracks through boto3 releases for over 6 minutes).")
+
+
 def main() -> None:
     paths = build_corpus()
     size = sum(p.stat().st_size for p in paths)
@@ -417,6 +525,8 @@ def main() -> None:
     for objective in ("span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "fim", "bart"):
         rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
+
+    peers_table(paths)
 
     print("\nPacking at --seq-len 2048 (CLI, same corpus, same run):")
     print(f"{'':12} {'rows':>8} {'padding':>8} {'docs split':>11} {'split %':>8} {'seconds':>8} {'throughput':>11}")
