@@ -220,7 +220,14 @@ class _FimPartition:
         texts = o.tokenizer.decode_batch(ids_per_unit)
         encode = self.encode
         again, again_offsets = encode(texts)
-        same = np.array([np.array_equal(again[again_offsets[i] : again_offsets[i + 1]], ids_per_unit[i]) for i in range(units)], dtype=bool)
+        same = np.diff(again_offsets) == unit_lengths
+        # Among units of unchanged length, any differing token makes the unit differ.
+        candidates = np.flatnonzero(same)
+        differs = gather_ranges(again, again_offsets[candidates], unit_lengths[candidates]) != gather_ranges(
+            unit_tokens, unit_offsets[candidates], unit_lengths[candidates]
+        )
+        owner = np.repeat(candidates, unit_lengths[candidates])
+        same[np.unique(owner[differs])] = False
         self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
         key = batch_index  # context level keys randomness to the batch of rows
         out_tokens, out_offsets, modes = self._transform(
