@@ -128,6 +128,13 @@ def transform(
     files = resolve_inputs(list(config.inputs), config.input_format)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config)
+    # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
+    lost = [c.name for c in columns if c.name not in ("input_ids", "segment_ids", "positions", "fim_modes")]
+    if config.output_format == "megatron" and lost:
+        raise ObjcliError(
+            f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
+            "choose --format arrow, parquet or npy"
+        )
 
     to_stdout = config.output == STDIN
     if to_stdout:

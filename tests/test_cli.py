@@ -144,3 +144,13 @@ def test_manifest_records_everything_needed(tmp_path, small_corpus, sample_token
     assert [i["path"] for i in manifest["inputs"]] == [str(small_corpus / n) for n in ("code.jsonl", "prose.jsonl", "reference.txt")]
     for shard in manifest["shards"]:
         assert set(shard) >= {"files", "rows", "tokens", "padding_tokens", "documents", "sha256"}
+
+
+def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_tokenizer):
+    result = invoke("transform", small_corpus, "-t", sample_tokenizer, "-o", tmp_path / "out", "--objective", "t5",
+                    "--format", "megatron")
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: --format megatron stores input_ids only, and span-corruption also writes labels; "
+        "choose --format arrow, parquet or npy\n"
+    )
