@@ -24,7 +24,7 @@ def unit_ids(candidates: np.ndarray, unit_start: np.ndarray) -> np.ndarray:
     previous = np.zeros_like(candidates)
     previous[:, 1:] = candidates[:, :-1]
     starts = candidates & (unit_start | ~previous)
-    return np.where(candidates, np.cumsum(starts, axis=1), 0)
+    return np.where(candidates, np.cumsum(starts, axis=1, dtype=np.int32), np.int32(0))
 
 
 def select_units(
@@ -44,8 +44,8 @@ def select_units(
     units this selects exactly the budget, or every candidate when there are fewer).
     """
     rows, length = units.shape
-    if not exact:
-        chosen = unit_keys < mask_prob
+    if not exact:  # each token looks up its unit's key
+        return (units > 0) & (np.take_along_axis(unit_keys, np.maximum(units - 1, 0), axis=1) < mask_prob)
     else:
         # Tokens per unit (column u - 1 for unit u); unit 0, the non-candidates, is dropped.
         flat = (np.arange(rows, dtype=np.int64)[:, None] * (length + 1) + units).ravel()
