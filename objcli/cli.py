@@ -93,6 +93,7 @@ def main() -> None:
 @click.option("--poisson-lambda", type=float, default=None, help="[bart] Mean span length in words (span-poisson).")
 @click.option("--replace-length", type=click.IntRange(-1, 1), default=None, help="[bart] 1: a span becomes one <mask>; 0: deleted; -1: every token masked.")
 @click.option("--mask-length", type=click.Choice(["span-poisson", "word", "subword"]), default=None, help="[bart] Span unit.")
+@click.option("--pack/--no-pack", default=None, help="[prefix-lm, bart] Trim-and-pack encoder-decoder examples into rows with input and label segment ids.  [default: off]")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
               text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, overwrite, quiet, **objective_kwargs):

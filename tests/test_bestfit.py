@@ -58,3 +58,35 @@ def test_best_fit_is_deterministic_across_workers(small_corpus, sample_tokenizer
     run_transform([small_corpus], sample_tokenizer, tmp_path / "b", workers=2, **common)
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
     assert len(files) > 1 and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("objective,extra", [("bart", {}), ("prefix-lm", {"layout": "encdec"})])
+def test_trim_and_pack_gives_back_the_unpacked_examples(small_corpus, sample_tokenizer, tmp_path, objective, extra):
+    files = [small_corpus / "prose.jsonl"]
+    seq_len = 96
+    run_transform(files, sample_tokenizer, tmp_path / "plain", objective=objective, seq_len=seq_len, **extra)
+    summary = run_transform(files, sample_tokenizer, tmp_path / "packed", objective=objective, seq_len=seq_len, pack=True, **extra)
+
+    def table(folder):
+        m = read_manifest(folder)
+        return pa.concat_tables([pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in m["shards"]]).to_pydict()
+
+    plain, packed = table(tmp_path / "plain"), table(tmp_path / "packed")
+    expected = sorted((tuple(i[:seq_len]), tuple(lab[:seq_len])) for i, lab in zip(plain["input_ids"], plain["labels"]))
+    got = []
+    for ids, segs, pos, labels, lsegs, lpos in zip(packed["input_ids"], packed["segment_ids"], packed["positions"],
+                                                   packed["labels"], packed["label_segment_ids"], packed["label_positions"]):
+        assert len(ids) == len(labels) == seq_len
+        for s in range(1, max(segs) + 1):
+            inputs = [t for t, g in zip(ids, segs) if g == s]
+            targets = [t for t, g in zip(labels, lsegs) if g == s]
+            assert [p for p, g in zip(pos, segs) if g == s] == list(range(len(inputs)))
+            assert [p for p, g in zip(lpos, lsegs) if g == s] == list(range(len(targets)))
+            got.append((tuple(inputs), tuple(targets)))
+        assert max(lsegs) == max(segs)
+    assert sorted(got) == expected
+    t = summary.totals
+    assert t["mean_segments_per_row"] >= 1 and t["documents_read"] == t["documents_written"] + t["documents_skipped"]

@@ -26,6 +26,7 @@ from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..sentences import SPLITTERS, split_sentences
 from .base import DocumentBatch, register
+from .trim_pack import packed_columns, trim_and_pack
 
 PRESETS = {
     "bart-large": dict(mask=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
@@ -50,6 +51,7 @@ class BartOptions:
     replace_length: int | None = None
     mask_length: str | None = None
     sentences: str = "prose"
+    pack: bool = False
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -84,6 +86,7 @@ class Bart:
         self.bos_id = tokenizer.resolve("bos")
         self.eos_id = tokenizer.resolve("eos")
         self.mask_id = tokenizer.resolve("mask", "<mask>")
+        self.pad_id = tokenizer.resolve("pad") if self.options.pack else None
         self.word_start = np.zeros(tokenizer.total_vocab_size, dtype=bool)
         self.word_start[: tokenizer.vocab_size] = tokenizer.word_start_mask()
         self.random_pool = tokenizer.ordinary_ids()
@@ -91,6 +94,8 @@ class Bart:
 
     def columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
+        if self.options.pack:
+            return packed_columns(top, self.config.seq_len)
         return [
             ColumnSpec("input_ids", "ragged", 0, top, "BOS + noised text + EOS"),
             ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS"),
@@ -107,6 +112,12 @@ class _BartPartition:
         self.counters: Counter = Counter()
 
     def process(self, batch: DocumentBatch) -> RowBatch | None:
+        rows = self._examples_of(batch)
+        if rows is None or not self.o.options.pack:
+            return rows
+        return trim_and_pack(rows, self.o.config.seq_len, self.o.pad_id, self.counters)
+
+    def _examples_of(self, batch: DocumentBatch) -> RowBatch | None:
         o, opts = self.o, self.o.options
         per_document = [split_sentences(text, opts.sentences) for text in batch.texts]
         counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))

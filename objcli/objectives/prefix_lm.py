@@ -28,6 +28,7 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, register
 from .span_corruption import FINAL_CHUNKS
 from .stream import TokenStream
+from .trim_pack import packed_columns, trim_and_pack
 
 LAYOUTS = ("decoder", "encdec")
 
@@ -41,9 +42,12 @@ def check_layout(layout: str) -> None:
 class PrefixLmOptions:
     layout: str = "decoder"
     final_chunk: str = "drop"
+    pack: bool = False
 
     def __post_init__(self):
         check_layout(self.layout)
+        if self.pack and self.layout != "encdec":
+            raise ObjcliError("--pack packs examples of varying length: use it with --layout encdec")
         if self.final_chunk not in FINAL_CHUNKS:
             raise ObjcliError(f"--final-chunk {self.final_chunk}: choose one of {', '.join(FINAL_CHUNKS)}")
 
@@ -59,12 +63,14 @@ class PrefixLM:
         self.eos_id = tokenizer.resolve("eos")
         self.join_bos = tokenizer.resolve("bos") if config.bos else None
         self.join_eos = self.eos_id if config.eos else None
-        needs_pad = self.options.final_chunk == "pad" and self.options.layout == "decoder"
+        needs_pad = (self.options.final_chunk == "pad" and self.options.layout == "decoder") or self.options.pack
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.vocab_size = tokenizer.total_vocab_size
 
     def columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.config.seq_len
+        if self.options.pack:
+            return packed_columns(top, seq_len)
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "ragged", 0, top, "prefix + EOS"),
@@ -111,7 +117,18 @@ class _PrefixLmPartition:
             documents=documents,
         )
 
+    def _packed(self, rows: RowBatch | None) -> RowBatch | None:
+        if not self.o.options.pack:
+            return rows
+        return trim_and_pack(rows, self.o.config.seq_len, self.o.pad_id, self.counters)
+
     def process(self, batch: DocumentBatch) -> RowBatch | None:
+        return self._packed(self._process(batch))
+
+    def finish(self) -> RowBatch | None:
+        return self._packed(self._finish())
+
+    def _process(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
         seq_len = self.o.config.seq_len
         rows = len(self.stream) // seq_len
@@ -121,7 +138,7 @@ class _PrefixLmPartition:
         tokens, documents = self.stream.take_rows(rows, seq_len)
         return self._rows(tokens, documents, first_example, seq_len)
 
-    def finish(self) -> RowBatch | None:
+    def _finish(self) -> RowBatch | None:
         length = len(self.stream)
         if length == 0:
             return None
