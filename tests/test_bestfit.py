@@ -2,6 +2,7 @@
 
 import numpy as np
 import pyarrow as pa
+import pytest
 import reference
 import sentencepiece as spm
 from conftest import run_transform
@@ -59,8 +60,6 @@ def test_best_fit_is_deterministic_across_workers(small_corpus, sample_tokenizer
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
     assert len(files) > 1 and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
 
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize("objective,extra", [("bart", {}), ("prefix-lm", {"layout": "encdec"})])
