@@ -53,3 +53,15 @@ def run_transform(inputs, tokenizer, output, workers=1, **overrides):
         **overrides,
     )
     return transform(config, workers=workers, overwrite=True)
+
+
+def read_output(folder):
+    """(manifest, every shard of an Arrow output concatenated as a dict of Python lists)."""
+    import pyarrow as pa
+
+    from objcli.manifest import read_manifest
+
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
+    return manifest, pa.concat_tables(tables).to_pydict()

@@ -3,16 +3,14 @@
 import math
 
 import numpy as np
-import pyarrow as pa
 import reference
 import sentencepiece as spm
-from conftest import run_transform
+from conftest import read_output, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
-from objcli.manifest import read_manifest
 
 examples_strategy = st.lists(st.lists(st.tuples(st.integers(10, 60), st.booleans()), min_size=1, max_size=30), min_size=1, max_size=6)
 
@@ -84,30 +82,26 @@ def test_rotation_and_insertion(lengths, seed):
         assert row.count(7) == math.ceil((b - a) * 0.3)
 
 
-def read_rows(folder):
-    manifest = read_manifest(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    return manifest, pa.concat_tables(tables).to_pydict()
 
 
 def test_bart_end_to_end(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl"]
     only_permute = run_transform(files, sample_tokenizer, tmp_path / "p", objective="bart", seq_len=128, mask=0.0)
-    _, permuted = read_rows(tmp_path / "p")
+    _, permuted = read_output(tmp_path / "p")
     for inputs, labels in zip(permuted["input_ids"], permuted["labels"]):
         assert sorted(inputs) == sorted(labels) and inputs[0] == labels[0] == 1 and inputs[-1] == labels[-1] == 2
     assert only_permute.totals["documents_read"] == only_permute.totals["documents_written"]
 
     run_transform(files, sample_tokenizer, tmp_path / "r", objective="bart", seq_len=128, mask=0.0,
                   permute_sentences=0.0, rotate=1.0)
-    _, rotated = read_rows(tmp_path / "r")
+    _, rotated = read_output(tmp_path / "r")
     for inputs, labels in zip(rotated["input_ids"], rotated["labels"]):
         body, original = inputs[1:-1], labels[1:-1]
         assert any(body == original[k:] + original[:k] for k in range(max(1, len(original))))
 
     # Without permutation the word starts of the labels are those the masking saw.
     summary = run_transform(files, sample_tokenizer, tmp_path / "m", objective="bart", seq_len=128, permute_sentences=0.0)
-    manifest, masked = read_rows(tmp_path / "m")
+    manifest, masked = read_output(tmp_path / "m")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     starts_word = lambda t: sp.id_to_piece(t).startswith("\u2581")  # noqa: E731

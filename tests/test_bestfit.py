@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 import reference
 import sentencepiece as spm
-from conftest import run_transform
+from conftest import read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 from test_end_to_end import expected_documents
@@ -69,11 +69,7 @@ def test_trim_and_pack_gives_back_the_unpacked_examples(small_corpus, sample_tok
     run_transform(files, sample_tokenizer, tmp_path / "plain", objective=objective, seq_len=seq_len, **extra)
     summary = run_transform(files, sample_tokenizer, tmp_path / "packed", objective=objective, seq_len=seq_len, pack=True, **extra)
 
-    def table(folder):
-        m = read_manifest(folder)
-        return pa.concat_tables([pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in m["shards"]]).to_pydict()
-
-    plain, packed = table(tmp_path / "plain"), table(tmp_path / "packed")
+    plain, packed = read_output(tmp_path / "plain")[1], read_output(tmp_path / "packed")[1]
     expected = sorted((tuple(i[:seq_len]), tuple(lab[:seq_len])) for i, lab in zip(plain["input_ids"], plain["labels"]))
     got = []
     for ids, segs, pos, labels, lsegs, lpos in zip(packed["input_ids"], packed["segment_ids"], packed["positions"],

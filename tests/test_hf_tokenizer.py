@@ -3,13 +3,11 @@
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
-from conftest import SAMPLE, run_transform
+from conftest import SAMPLE, read_output, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.hf_tokenizer import split_long
-from objcli.manifest import read_manifest
 from objcli.tokenizer import open_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -33,19 +31,14 @@ def hf_folder(tmp_path_factory):
     return folder
 
 
-def rows(folder):
-    manifest = read_manifest(folder)
-    return manifest, pa.concat_tables(
-        [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    ).to_pydict()
 
 
 def test_same_corpus_through_both_tokenizer_kinds(small_corpus, sample_tokenizer, hf_folder, tmp_path):
     files = [small_corpus / "prose.jsonl"]
     run_transform(files, sample_tokenizer, tmp_path / "sp", seq_len=128)
     run_transform(files, hf_folder, tmp_path / "hf", seq_len=128)  # a folder holding tokenizer.json
-    sp_manifest, _ = rows(tmp_path / "sp")
-    manifest, table = rows(tmp_path / "hf")
+    sp_manifest, _ = read_output(tmp_path / "sp")
+    manifest, table = read_output(tmp_path / "hf")
     assert manifest["tokenizer"]["kind"] == "huggingface" and sp_manifest["tokenizer"]["kind"] == "sentencepiece"
     hf = tokenizers.Tokenizer.from_file(str(hf_folder / "tokenizer.json"))
     eos = hf.token_to_id("<|endoftext|>")
@@ -71,7 +64,7 @@ def test_overrides_and_workers(small_corpus, hf_folder, tmp_path):
     common = dict(seq_len=64, partition_bytes=30_000, eos_token="<|pad|>")
     run_transform([small_corpus], hf_folder, tmp_path / "a", workers=1, **common)
     run_transform([small_corpus], hf_folder, tmp_path / "b", workers=2, **common)
-    manifest, _ = rows(tmp_path / "a")
+    manifest, _ = read_output(tmp_path / "a")
     assert manifest["special_tokens"]["pieces"]["eos"] == "<|pad|>"
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
     assert len(files) > 1 and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)

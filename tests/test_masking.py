@@ -1,17 +1,15 @@
 """Masked LM: kernels against the per-row reference loop, properties, statistics, end to end."""
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import reference
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import read_output, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.cli import main
 from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
-from objcli.manifest import read_manifest
 
 MASK, SPECIAL = 99, 0  # in these tests id 0 plays a special token and 99 is [MASK]
 
@@ -99,10 +97,6 @@ def test_rates_within_three_sigma():
         assert abs(observed - share) < 3 * np.sqrt(share * (1 - share) / k)
 
 
-def read_rows(folder):
-    manifest = read_manifest(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    return manifest, pa.concat_tables(tables).to_pydict()
 
 
 def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
@@ -110,8 +104,8 @@ def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer
     run_transform(files, sample_tokenizer, tmp_path / "clm", seq_len=128)
     run_transform(files, sample_tokenizer, tmp_path / "mlm", objective="mlm", seq_len=128, count="exact",
                   max_predictions=20, dupe_factor=2)
-    _, clm = read_rows(tmp_path / "clm")
-    manifest, mlm = read_rows(tmp_path / "mlm")
+    _, clm = read_output(tmp_path / "clm")
+    manifest, mlm = read_output(tmp_path / "mlm")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     assert mask_id == 8000 and manifest["special_tokens"]["added"] == {"[MASK]": 8000}
     rows = len(clm["input_ids"])
@@ -135,7 +129,7 @@ def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tm
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "wwm", objective="mlm", seq_len=128,
                   whole_word=True, mask_prob=0.3)
-    _, table = read_rows(tmp_path / "wwm")
+    _, table = read_output(tmp_path / "wwm")
     for labels in table["labels"][:200]:
         selected = [lab != -100 for lab in labels]
         for i in range(1, len(labels)):

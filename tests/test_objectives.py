@@ -4,22 +4,15 @@ of the token stream from the rows, sentinels, mixtures, and clear errors for imp
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import read_output, run_transform
 from test_end_to_end import expected_documents
 
 from objcli.cli import main
 from objcli.errors import ObjcliError
 from objcli.manifest import read_manifest
-
-
-def read_table(folder):
-    manifest = read_manifest(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    return manifest, pa.concat_tables(tables).to_pydict()
 
 
 def stream_of(files, tokenizer, eos):
@@ -49,7 +42,7 @@ def prose(small_corpus):
 
 def test_span_corruption_rows_are_exact_and_reconstruct_the_stream(prose, sample_tokenizer, tmp_path):
     summary = run_transform(prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=512)
-    manifest, table = read_table(tmp_path / "t5")
+    manifest, table = read_output(tmp_path / "t5")
     special = manifest["special_tokens"]
     # No <extra_id_N> in the sample model: 100 appended, <extra_id_0> highest (T5 convention).
     assert special["sentinels"] == list(range(8099, 7999, -1))
@@ -69,7 +62,7 @@ def test_span_corruption_rows_are_exact_and_reconstruct_the_stream(prose, sample
 def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample_tokenizer, tmp_path):
     summary = run_transform(prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=256,
                             final_chunk="pad", eos=True)
-    manifest, table = read_table(tmp_path / "t5")
+    manifest, table = read_output(tmp_path / "t5")
     assert summary.totals["final_chunks_padded"] == 1 and summary.totals["documents_skipped"] == 0
     last_inputs, last_labels = table["input_ids"][-1], table["labels"][-1]
     assert len(last_inputs) == 256 and last_inputs[-1] == 3  # padded with <pad>
@@ -88,7 +81,7 @@ def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
                                 + [f"--special=<extra_id_{i}>" for i in range(40)])
     assert result.exit_code == 0, result.output
     run_transform(prose, model, tmp_path / "t5", objective="t5", seq_len=128)
-    manifest, table = read_table(tmp_path / "t5")
+    manifest, table = read_output(tmp_path / "t5")
     assert manifest["special_tokens"]["sentinels"] == list(range(4, 44))  # the model's own pieces
     assert manifest["special_tokens"]["added"] == {}
     assert max(max(r) for r in table["input_ids"]) < 700
@@ -100,7 +93,7 @@ def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
 @pytest.mark.parametrize("layout", ["decoder", "encdec"])
 def test_prefix_lm_layouts(prose, sample_tokenizer, tmp_path, layout):
     run_transform(prose, sample_tokenizer, tmp_path / "plm", objective="prefix-lm", layout=layout, seq_len=200, seed=3)
-    _, table = read_table(tmp_path / "plm")
+    _, table = read_output(tmp_path / "plm")
     stream = stream_of(prose, sample_tokenizer, eos=True)
     chunks = [stream[i : i + 200] for i in range(0, len(table["input_ids"]) * 200, 200)]
     splits = []
@@ -128,7 +121,7 @@ def reconstruct_ul2_row(inputs, labels, plan_kind, mode_len, sentinels):
 @pytest.mark.parametrize("mode_tokens", ["text", "special"])
 def test_ul2_encdec_rows_are_exact_and_reconstruct_the_stream(prose, sample_tokenizer, tmp_path, mode_tokens):
     summary = run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", seq_len=256, mode_tokens=mode_tokens)
-    manifest, table = read_table(tmp_path / "ul2")
+    manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
     assert [d["name"] for d in denoisers] == ["R-3-0.15", "R-8-0.15", "S-0.25", "X-3-0.5", "X-8-0.5", "X-64-0.15", "X-64-0.5"]
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
@@ -157,7 +150,7 @@ def test_ul2_encdec_rows_are_exact_and_reconstruct_the_stream(prose, sample_toke
 def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus], sample_tokenizer, tmp_path / "ul2", objective="ul2", mixture="ul2-3", seq_len=64,
                   text_unit="paragraph")
-    manifest, table = read_table(tmp_path / "ul2")
+    manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
     n = len(table["denoiser"])
     assert n > 1500
@@ -169,7 +162,7 @@ def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokeniz
 
 def test_ul2_decoder_layout(prose, sample_tokenizer, tmp_path):
     run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", layout="decoder", seq_len=300, mixture="ul2r")
-    manifest, table = read_table(tmp_path / "ul2")
+    manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
     sentinels = set(manifest["special_tokens"]["sentinels"])
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)

@@ -1,17 +1,15 @@
 """Sentence pairs: splitting, truncation, row layout, NSP/SOP/ELECTRA statistics end to end."""
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import reference
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 
 from objcli.cli import main
 from objcli.kernels.pairs import Pairs, assemble_rows, truncate_pair
-from objcli.manifest import read_manifest
 from objcli.objectives.pairs import bert_pairs
 from objcli.rng import derive_rng
 from objcli.sentences import split_lines, split_prose
@@ -92,16 +90,12 @@ def test_pairs_respect_documents_and_labels_balance(sop):
     assert list(pairs.document) == sorted(pairs.document)  # document order
 
 
-def read_rows(folder):
-    manifest = read_manifest(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    return manifest, pa.concat_tables(tables).to_pydict()
 
 
 @pytest.mark.parametrize("objective", ["nsp", "sop"])
 def test_nsp_and_sop_end_to_end(small_corpus, sample_tokenizer, tmp_path, objective):
     summary = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective=objective, seq_len=128)
-    manifest, table = read_rows(tmp_path / "out")
+    manifest, table = read_output(tmp_path / "out")
     ids = manifest["special_tokens"]["ids"]
     assert (ids["cls"], ids["sep"]) == (8000, 8001)  # allocated after the vocabulary
     label = "next_sentence_label" if objective == "nsp" else "sentence_order_label"
@@ -119,7 +113,7 @@ def test_nsp_and_sop_end_to_end(small_corpus, sample_tokenizer, tmp_path, object
 
 def test_electra_masking(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="electra", seq_len=128)
-    manifest, table = read_rows(tmp_path / "out")
+    manifest, table = read_output(tmp_path / "out")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     max_predictions = int((0.15 + 0.005) * 128)  # 19
     masked = unchanged = 0
@@ -138,7 +132,7 @@ def test_electra_masking(small_corpus, sample_tokenizer, tmp_path):
 def test_nsp_with_mlm_masking(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="nsp", seq_len=64,
                   mlm=True, count="exact")
-    manifest, table = read_rows(tmp_path / "out")
+    manifest, table = read_output(tmp_path / "out")
     special = {manifest["special_tokens"]["ids"][k] for k in ("cls", "sep", "pad")}
     for labels, attention in zip(table["labels"], table["attention_mask"]):
         selected = [lab for lab in labels if lab != -100]

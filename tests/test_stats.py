@@ -2,19 +2,15 @@
 
 import json
 
-import pyarrow as pa
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import read_output, run_transform
 
 from objcli.cli import main
 from objcli.manifest import read_manifest
 
 
 def table_of(folder):
-    manifest = read_manifest(folder)
-    return pa.concat_tables(
-        [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    ).to_pydict()
+    return read_output(folder)[1]
 
 
 def stats_json(folder):
