@@ -1,7 +1,6 @@
 """Best-fit-decreasing packing: same placement as the reference, and the packing properties."""
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import reference
 import sentencepiece as spm
@@ -11,7 +10,6 @@ from hypothesis import strategies as st
 from test_end_to_end import expected_documents
 
 from objcli.kernels.bestfit import best_fit_decreasing
-from objcli.manifest import read_manifest
 
 
 @given(st.lists(st.integers(1, 32), max_size=60), st.integers(32, 40))
@@ -30,10 +28,7 @@ def test_best_fit_clm_properties(small_corpus, sample_tokenizer, tmp_path):
     seq_len = 512
     summary = run_transform(files, sample_tokenizer, tmp_path / "bf", packing="best-fit", seq_len=seq_len, pack_window=30_000)
     concat = run_transform(files, sample_tokenizer, tmp_path / "cc", seq_len=seq_len)
-    manifest = read_manifest(tmp_path / "bf")
-    table = pa.concat_tables(
-        [pa.ipc.open_stream(pa.memory_map(str(tmp_path / "bf" / s["files"][0]))).read_all() for s in manifest["shards"]]
-    ).to_pydict()
+    _, table = read_output(tmp_path / "bf")
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     documents = [sp.encode(t) + [2] for t in expected_documents(files)]
     # Gather the segments back; a document split over rows comes back as several pieces.

@@ -4,17 +4,15 @@ text from real shards (PSM and both SPM orders, non-ASCII text), rates, and fim-
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import reference
 import sentencepiece as spm
-from conftest import SAMPLE, run_transform
+from conftest import SAMPLE, read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 
 from objcli.kernels.fim import NONE, PSM, SPM, assemble
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
-from objcli.manifest import read_manifest
 
 CODE_MODEL = str(SAMPLE / "code.model")
 pieces_strategy = st.lists(st.tuples(st.lists(st.integers(0, 50), max_size=6), st.lists(st.integers(0, 50), max_size=6),
@@ -43,9 +41,7 @@ def test_assemble_matches_reference(documents, order):
 
 def stream_documents(folder):
     """Concatenate every row and split at EOS: the documents as written (the last may be cut)."""
-    manifest = read_manifest(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
-    table = pa.concat_tables(tables).to_pydict()
+    manifest, table = read_output(folder)
     stream = [t for row in table["input_ids"] for t in row]
     documents, current = [], []
     for token in stream:
