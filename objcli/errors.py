@@ -11,4 +11,9 @@ class BadRecord(ObjcliError):
     def __init__(self, reason: str, where: str, detail: str, fix: str):
         self.reason = reason
         self.where = where
+        self.detail = detail
+        self.fix = fix
         super().__init__(f"{where}: {detail}; {fix}")
+
+    def __reduce__(self):  # a worker's error reaches the main process by pickle
+        return (type(self), (self.reason, self.where, self.detail, self.fix))

@@ -11,6 +11,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from .faults import crash_point
+
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
@@ -48,9 +50,13 @@ def totals(results) -> dict:
 
 def write_json_atomically(path: Path, data: dict) -> None:
     temp = path.with_name(path.name + ".tmp")
+    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     with open(temp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=False)
-        f.write("\n")
+        half = len(text) // 2
+        f.write(text[:half])
+        f.flush()
+        crash_point(path.name)  # the resume tests kill a run halfway through writing this file
+        f.write(text[half:])
         f.flush()
         os.fsync(f.fileno())
     os.replace(temp, path)

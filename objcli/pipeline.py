@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import TransformConfig
+from .errors import ObjcliError
+from .faults import crash_point
 from .objectives import REGISTRY, DocumentBatch
+from .output import PartitionResult, clear_partition, output_error, write_marker
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rows import ColumnSpec
 from .tokenizer import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
-from .writers import WRITERS, ShardInfo, ShardSink
+from .writers import WRITERS, ShardSink
 
 
 @dataclass(frozen=True)
@@ -26,26 +29,7 @@ class PartitionTask:
     special: SpecialTokens
     folder: str  # where the partition's shards are written
     threads: int = 1  # tokenizer threads for this partition
-
-
-@dataclass
-class PartitionResult:
-    index: int
-    documents_read: int
-    skipped: dict[str, int]
-    first_examples: dict[str, str]
-    counters: dict[str, int]
-    shards: list[ShardInfo]
-    text_bytes: int
-    seconds: float
-
-    @property
-    def documents_skipped(self) -> int:
-        return sum(self.skipped.values())
-
-    @property
-    def documents_written(self) -> int:
-        return self.documents_read - self.documents_skipped
+    run_key: str = ""  # written into the completion marker; empty: no marker (stdout runs)
 
 
 @dataclass
@@ -71,14 +55,31 @@ def plan_objective(config: TransformConfig) -> tuple[Tokenizer, object, list[Col
 
 
 def run_partition(task: PartitionTask, report=None) -> PartitionResult:
+    """Run one partition; an OS error while writing becomes one line naming the output folder."""
+    try:
+        return _run_partition(task, report)
+    except OSError as error:
+        name = str(error.filename or "")
+        if name and not name.startswith(task.folder):
+            raise ObjcliError(
+                f"{task.partition.label}: {error.strerror or error} ({name}); check that the input is still there "
+                "and readable"
+            ) from None
+        raise output_error(error, Path(task.folder).parent) from None
+
+
+def _run_partition(task: PartitionTask, report) -> PartitionResult:
     started = time.perf_counter()
+    crash_point("partition-start")
+    work = Path(task.folder)
+    clear_partition(work, task.partition.index)  # whatever a dead attempt left
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer.adopt(task.special)
     objective = build_objective(config, tokenizer)
     transform = objective.partition_transform(task.partition.index)
     sink = ShardSink(
-        Path(task.folder),
+        work,
         task.partition.index,
         WRITERS[config.output_format],
         objective.columns(),
@@ -113,7 +114,7 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
             skipped[key.removeprefix("skipped:")] += value
         else:
             counters[key] = int(value)
-    return PartitionResult(
+    result = PartitionResult(
         index=task.partition.index,
         documents_read=log.read,
         skipped={reason: n for reason, n in sorted(skipped.items()) if n},
@@ -123,3 +124,6 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
         text_bytes=text_bytes,
         seconds=time.perf_counter() - started,
     )
+    if task.run_key:
+        write_marker(work, result, task.run_key)
+    return result

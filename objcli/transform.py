@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -17,14 +19,13 @@ import pyarrow as pa
 from . import __version__
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import LocalExecutor
-from .manifest import MANIFEST_NAME, MANIFEST_VERSION, totals, write_json_atomically
-from .pipeline import PartitionResult, PartitionTask, Progress, plan_objective
+from .executors import LocalExecutor, make_executor
+from .manifest import MANIFEST_VERSION, totals
+from .output import OutputFolder, PartitionResult, final_names
+from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .writers import arrow_schema
-
-WORK_FOLDER = ".objcli-tmp"
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Summary:
     manifest: dict
     seconds: float
     output: str
+    kept: int = 0  # partitions an earlier run of the same configuration had finished
 
     @property
     def totals(self) -> dict:
@@ -39,6 +41,11 @@ class Summary:
 
     def line(self) -> str:
         t = self.totals
+        if self.kept and self.kept == len(self.manifest["partitions"]):
+            return (
+                f"objcli: {self.output} already holds this run, complete and checked ({t['documents_read']:,} "
+                f"documents, {t['rows']:,} rows, {t['shards']} shards); nothing to do"
+            )
         mb = t["text_bytes"] / 1e6
         skipped = ""
         if t["documents_skipped"]:
@@ -52,40 +59,30 @@ class Summary:
             f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
             f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
             f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
+            + self._resumed()
         )
 
-
-def _prepare_output(output: Path, overwrite: bool) -> None:
-    output.mkdir(parents=True, exist_ok=True)
-    existing = sorted(
-        (p for p in output.iterdir() if p.name == MANIFEST_NAME or p.name.startswith("part-")),
-        key=lambda p: (p.name != MANIFEST_NAME, p.name),
-    )
-    if existing and not overwrite:
-        raise ObjcliError(
-            f"output {output}: already holds objcli output ({existing[0].name}); "
-            "pass --overwrite to replace it or choose another folder"
-        )
-    for path in existing:
-        path.unlink()
-    if not os.access(output, os.W_OK):
-        raise ObjcliError(f"output {output}: folder is not writable; choose another with -o")
+    def _resumed(self) -> str:
+        partitions = len(self.manifest["partitions"])
+        if not self.kept:
+            return ""
+        return f"; resumed: {self.kept} of {partitions} partitions kept from the interrupted run"
 
 
-def _final_names(results: list[PartitionResult]) -> list[tuple[str, str]]:
-    shards = [s for r in results for s in r.shards]
-    renames = []
-    for number, shard in enumerate(shards):
-        prefix = f"p{shard.partition:05d}-s{shard.ordinal:05d}"
-        final_prefix = f"part-{number:05d}-of-{len(shards):05d}"
-        new_files = []
-        for name in shard.files:
-            new_name = final_prefix + name.removeprefix(prefix)
-            renames.append((name, new_name))
-            new_files.append(new_name)
-        shard.sha256 = {final_prefix + k.removeprefix(prefix): v for k, v in shard.sha256.items()}
-        shard.files = new_files
-    return renames
+def _run_key(fingerprint: str, files) -> str:
+    """The configuration plus the size and modification time of every input: an interrupted run's
+    finished partitions are reused only if this matches (an edited input invalidates them)."""
+    stats = []
+    for f in files:
+        if f.path == STDIN:
+            continue
+        try:
+            stat = os.stat(f.path)
+        except OSError as error:
+            raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
+        stats.append([f.path, stat.st_size, stat.st_mtime_ns])
+    payload = json.dumps({"config": fingerprint, "inputs": stats}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class _StdoutStream:
@@ -117,14 +114,26 @@ def transform(
     config: TransformConfig,
     workers: int | None = None,
     overwrite: bool = False,
+    resume: bool = False,
+    executor: str = "local",
+    scheduler: str | None = None,
     progress: Callable[[Progress], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> Summary:
-    """Run a whole transform; returns the manifest and timing. Raises ObjcliError on bad input."""
+    """Run a whole transform; returns the manifest and timing. Raises ObjcliError on bad input.
+
+    An output folder that holds an interrupted (or finished) run of the same configuration is
+    resumed: finished partitions are kept and only the rest is done again.
+    """
     started = time.perf_counter()
     workers = workers or os.cpu_count() or 1
     if workers < 1:
         raise ObjcliError(f"--workers {workers}: must be at least 1")
+    if overwrite and resume:
+        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
+    to_stdout = config.output == STDIN
+    if to_stdout and resume:
+        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
     files = resolve_inputs(list(config.inputs), config.input_format)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config)
@@ -135,32 +144,43 @@ def transform(
             f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
             "choose --format arrow, parquet or npy"
         )
+    fingerprint = config.fingerprint(tokenizer.sha256)
 
-    to_stdout = config.output == STDIN
+    folder = None
     if to_stdout:
         work = Path(tempfile.mkdtemp(prefix="objcli-"))
+        run_key = ""
     else:
-        output = Path(config.output)
-        _prepare_output(output, overwrite)
-        work = output / WORK_FOLDER
-        shutil.rmtree(work, ignore_errors=True)  # temp files of a run that died
-        work.mkdir()
+        run_key = _run_key(fingerprint, files)
+        folder = OutputFolder(Path(config.output), fingerprint, run_key)
+        folder.open(len(partitions), overwrite=overwrite, resume=resume)
+        if folder.complete_manifest is not None:
+            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, kept=len(partitions))
+        work = folder.work
+        if folder.restarted and warn:
+            warn(f"inputs changed since the interrupted run in {config.output}; starting it again")
+    kept = folder.kept if folder else {}
+    todo = [p for p in partitions if p.index not in kept]
     # Standard input can only be read by this process; everything else may go to the pool.
-    pooled_count = sum(p.input.path != STDIN for p in partitions)
+    pooled_count = sum(p.input.path != STDIN for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
-    tasks = [PartitionTask(p, config, tokenizer.special, str(work), threads) for p in partitions]
+    tasks = [PartitionTask(p, config, tokenizer.special, str(work), threads, run_key) for p in todo]
     in_process = [t for t in tasks if t.partition.input.path == STDIN]
     pooled = [t for t in tasks if t.partition.input.path != STDIN]
     report = progress or (lambda _: None)
     stream = _StdoutStream(columns, work) if to_stdout else None
-    results: list[PartitionResult] = []
+    results: list[PartitionResult] = list(kept.values())
     try:
-        for executor, batch in ((LocalExecutor(1), in_process), (LocalExecutor(workers), pooled)):
-            for result in executor.run(batch, report):
-                results.append(result)
-                if stream:
-                    stream.add(result)
+        runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler), pooled)]
+        for runner, batch in runs:
+            if not batch:
+                continue
+            with runner:
+                for result in runner.run(batch, report):
+                    results.append(result)
+                    if stream:
+                        stream.add(result)
         if stream:
             stream.close()
     finally:
@@ -178,16 +198,14 @@ def transform(
         for reason, example in examples.items():
             warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
 
-    renames = [] if to_stdout else _final_names(results)
-    for old, new in renames:
-        os.replace(work / old, output / new)
+    renames = [] if to_stdout else final_names(results)
     manifest = {
         "objcli_version": __version__,
         "manifest_version": MANIFEST_VERSION,
         "complete": True,
         "objective": objective.name,
         "config": config.to_json(),
-        "config_sha256": config.fingerprint(tokenizer.sha256),
+        "config_sha256": fingerprint,
         "seed": config.seed,
         "tokenizer": {
             "kind": tokenizer.kind,
@@ -227,7 +245,6 @@ def transform(
         ],
         "shards": [s.to_json() for r in results for s in r.shards],
         "totals": totals(results),
-        "run": {"workers": workers, "executor": "local"},
     }
     t = manifest["totals"]
     lossy = t.get("fim_units_not_round_trip", 0)
@@ -239,7 +256,6 @@ def transform(
         )
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
-    if not to_stdout:
-        write_json_atomically(output / MANIFEST_NAME, manifest)
-        shutil.rmtree(work, ignore_errors=True)
-    return Summary(manifest, time.perf_counter() - started, config.output)
+    if folder:
+        folder.finish(renames, manifest)
+    return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -63,16 +63,41 @@ def test_missing_tokenizer_and_not_a_model(tmp_path, small_corpus):
     assert result.output.startswith(f"Error: tokenizer {tmp_path / 'junk.model'}: neither a SentencePiece model nor a tokenizer.json")
 
 
-def test_existing_output_needs_overwrite(tmp_path, small_corpus, sample_tokenizer):
-    args = ["transform", small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "64"]
+def test_existing_output_of_another_configuration_needs_overwrite(tmp_path, small_corpus, sample_tokenizer):
+    out = tmp_path / "out"
+    args = ["transform", small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", out, "--seq-len", "64"]
     assert invoke(*args).exit_code == 0
-    again = invoke(*args)
-    assert again.exit_code == 1
-    assert again.output == (
-        f"Error: output {tmp_path / 'out'}: already holds objcli output (manifest.json); "
+    shard = next(out.glob("part-*"))
+    written = shard.stat().st_mtime_ns
+
+    same = invoke(*args)  # the same command again finds its run complete and leaves it alone
+    assert same.exit_code == 0
+    assert same.output.startswith(f"objcli: {out} already holds this run, complete and checked (")
+    assert same.output.endswith("nothing to do\n")
+    assert shard.stat().st_mtime_ns == written
+
+    other = [*args[:-1], "32"]
+    refused = invoke(*other)
+    assert refused.exit_code == 1
+    assert refused.output == (
+        f"Error: output {out}: already holds a run of another configuration; "
         "pass --overwrite to replace it or choose another folder\n"
     )
-    assert invoke(*args, "--overwrite").exit_code == 0
+    assert invoke(*other, "--resume").exit_code == 1
+    assert invoke(*other, "--resume", "--overwrite").output == (
+        "Error: --resume keeps an earlier run and --overwrite replaces it; pass one of them\n"
+    )
+    assert invoke(*other, "--overwrite").exit_code == 0
+    assert json.loads((out / "manifest.json").read_text())["config"]["seq_len"] == 32
+
+
+def test_resume_needs_an_earlier_run(tmp_path, small_corpus, sample_tokenizer):
+    out = tmp_path / "fresh"
+    result = invoke("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--resume")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: --resume: output {out} holds no earlier run of this configuration; drop --resume to start one\n"
+    )
 
 
 def test_bad_option_values(tmp_path, small_corpus, sample_tokenizer):

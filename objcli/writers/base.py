@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
+from ..faults import crash_point
 from ..rows import ColumnSpec, Ragged, RowBatch
 
 TEMP_SUFFIX = ".tmp"
@@ -34,7 +35,9 @@ class HashingFile(io.RawIOBase):
 
     def write(self, data) -> int:
         self.digest.update(data)
-        return self.file.write(data)
+        written = self.file.write(data)
+        crash_point("shard-write")
+        return written
 
     def close(self) -> None:
         if not self.file.closed:
@@ -49,6 +52,7 @@ def commit(temp: HashingFile) -> tuple[Path, str]:
     temp.close()
     final = temp.path.with_name(temp.path.name.removesuffix(TEMP_SUFFIX))
     os.replace(temp.path, final)
+    crash_point("shard-committed")
     return final, temp.digest.hexdigest()
 
 
@@ -83,8 +87,6 @@ def to_arrow(column, spec: ColumnSpec) -> pa.Array:
     )
 
 
-
-
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
     return pa.record_batch(
         [to_arrow(rows.columns[c.name], c) for c in columns], schema=arrow_schema(columns)
@@ -115,6 +117,10 @@ class ShardInfo:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ShardInfo:
+        return cls(**data)
 
 
 @dataclass
