@@ -34,6 +34,7 @@ class Summary:
     seconds: float
     output: str
     kept: int = 0  # partitions an earlier run of the same configuration had finished
+    already_complete: bool = False  # the folder held this run, finished: nothing was done
 
     @property
     def totals(self) -> dict:
@@ -41,7 +42,7 @@ class Summary:
 
     def line(self) -> str:
         t = self.totals
-        if self.kept and self.kept == len(self.manifest["partitions"]):
+        if self.already_complete:
             return (
                 f"objcli: {self.output} already holds this run, complete and checked ({t['documents_read']:,} "
                 f"documents, {t['rows']:,} rows, {t['shards']} shards); nothing to do"
@@ -155,7 +156,7 @@ def transform(
         folder = OutputFolder(Path(config.output), fingerprint, run_key)
         folder.open(len(partitions), overwrite=overwrite, resume=resume)
         if folder.complete_manifest is not None:
-            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, kept=len(partitions))
+            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(partitions), True)
         work = folder.work
         if folder.restarted and warn:
             warn(f"inputs changed since the interrupted run in {config.output}; starting it again")

@@ -1,0 +1,107 @@
+"""Crash safety: a run killed with SIGKILL at any point resumes to the same bytes as a clean run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from objcli.errors import ObjcliError
+from objcli.manifest import read_manifest
+
+
+def objcli(*args, crash_at=None, **kwargs):
+    env = {**os.environ, "OBJCLI_CRASH_AT": crash_at or ""}
+    return subprocess.run(
+        [sys.executable, "-m", "objcli.cli", *map(str, args)], env=env, capture_output=True, text=True, **kwargs
+    )
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def clean_run(small_corpus, sample_tokenizer, tmp_path_factory):
+    """The reference: an uninterrupted run (several partitions, several shards per partition)."""
+    out = tmp_path_factory.mktemp("clean") / "out"
+    args = [small_corpus, "-t", sample_tokenizer, "--seq-len", "128", "--partition-size", "20000",
+            "--shard-size", "40", "--workers", "1", "-q"]
+    done = objcli("transform", *args, "-o", out)
+    assert done.returncode == 0, done.stderr
+    manifest = read_manifest(out)
+    assert len(manifest["partitions"]) >= 4 and len(manifest["shards"]) > len(manifest["partitions"])
+    return args, folder_bytes(out)
+
+
+@pytest.mark.parametrize(
+    "crash_at, kept_some",
+    [
+        ("partition-start:1", False),  # before the first shard
+        ("shard-committed:2", False),  # between two shards of the first partition
+        ("shard-write:3", False),  # in the middle of writing a shard
+        ("partition-done:3", True),  # between partitions
+        ("rename:2", True),  # while finished shards get their final names
+        ("manifest.json", True),  # halfway through writing the manifest
+    ],
+)
+def test_resume_after_sigkill_gives_the_clean_bytes(clean_run, tmp_path, crash_at, kept_some):
+    args, expected = clean_run
+    out = tmp_path / "out"
+    killed = objcli("transform", *args, "-o", out, crash_at=crash_at)
+    assert killed.returncode == -signal.SIGKILL
+    with pytest.raises(ObjcliError):
+        read_manifest(out)  # nothing claims to be complete
+
+    resumed = objcli("transform", *args, "-o", out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert ("partitions kept from the interrupted run" in resumed.stderr) == kept_some
+    assert folder_bytes(out) == expected
+    assert not (out / ".objcli-tmp").exists()
+
+
+def test_a_worker_killed_in_a_pool_is_one_clear_error_then_resumes(clean_run, tmp_path):
+    args, expected = clean_run
+    args = [a if a != "1" else "2" for a in args]  # --workers 2: the crash kills a pool worker only
+    out = tmp_path / "out"
+    failed = objcli("transform", *args, "-o", out, crash_at="shard-write:2")
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("Error: a worker process died while running partition ")
+    assert failed.stderr.count("\n") == 1 and "Traceback" not in failed.stderr
+    assert not (out / "manifest.json").exists()
+    assert objcli("transform", *args, "-o", out).returncode == 0
+    assert folder_bytes(out) == expected
+
+
+def test_a_changed_input_restarts_the_interrupted_run(small_corpus, sample_tokenizer, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes((small_corpus / "prose.jsonl").read_bytes())
+    out = tmp_path / "out"
+    args = ["transform", corpus, "-t", sample_tokenizer, "--seq-len", "64", "--partition-size", "20000",
+            "--workers", "1", "-q", "-o", out]
+    assert objcli(*args, crash_at="partition-done:2").returncode == -signal.SIGKILL
+    with open(corpus, "a") as f:
+        f.write(json.dumps({"text": "One more document, added after the crash."}) + "\n")
+    resumed = objcli(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "inputs changed since the interrupted run" in resumed.stderr
+    assert "kept" not in resumed.stderr
+    fresh = objcli(*args[:-1], tmp_path / "fresh")
+    assert fresh.returncode == 0
+    assert folder_bytes(out) == folder_bytes(tmp_path / "fresh")
+
+
+def test_a_corrupted_finished_shard_is_redone_on_resume(clean_run, tmp_path):
+    args, expected = clean_run
+    out = tmp_path / "out"
+    assert objcli("transform", *args, "-o", out, crash_at="partition-done:3").returncode == -signal.SIGKILL
+    shard = sorted((out / ".objcli-tmp").glob("p00000-s*.arrow"))[1]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    resumed = objcli("transform", *args, "-o", out)
+    assert "resumed: 2 of" in resumed.stderr  # partitions 1 and 2 kept, 0 redone
+    assert folder_bytes(out) == expected
