@@ -14,7 +14,7 @@ $(VENV)/.installed-core: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-core
-	$(PIP) install -q -e '.[test,bench]'
+	$(PIP) install -q -e '.[test,bench,dask]'
 	touch $@
 
 demo: $(VENV)/.installed-core

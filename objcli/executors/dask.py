@@ -65,7 +65,7 @@ class DaskExecutor:
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL,  # a failed task is reported once, by us
             )
             self.client = Client(self.cluster, set_as_default=False)
         try:
@@ -109,7 +109,7 @@ class DaskExecutor:
         futures = self.client.map(run_partition, tasks, key=keys, pure=False)
         task_of = dict(zip((f.key for f in futures), tasks))
         try:
-            for future in as_completed(futures):
+            for future in as_completed(futures, loop=self.client.loop):
                 task = task_of[future.key]
                 if future.status != "finished":
                     raise partition_failed(task, future.exception())

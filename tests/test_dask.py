@@ -1,0 +1,153 @@
+"""The Dask executor, for real: a LocalCluster, and a scheduler and workers started as processes.
+
+Everything binds to 127.0.0.1 and runs without a dashboard; every process is stopped at the end.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+BIN = Path(sys.executable).parent
+
+
+def objcli(*args, env=None, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "objcli.cli", *map(str, args)],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=300,
+    )
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+class DaskProcesses:
+    """``dask scheduler`` and ``dask worker`` as separate processes, as on a cluster."""
+
+    def __init__(self, folder: Path, workers: int = 2, env: dict | None = None):
+        self.folder = folder
+        self.file = folder / "scheduler.json"
+        self.processes = []
+        self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                    "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.file)
+        deadline = time.monotonic() + 60
+        while not self.file.exists():
+            assert time.monotonic() < deadline, (folder / "scheduler.log").read_text()
+            time.sleep(0.1)
+        self.address = json.loads(self.file.read_text())["address"]
+        self._start("worker", "--scheduler-file", self.file, "--host", "127.0.0.1", "--no-dashboard",
+                    "--nthreads", "1", "--nworkers", str(workers), env=env)
+        self._wait_for(workers)
+
+    def _start(self, role, *args, env=None):
+        log = open(self.folder / f"{role}.log", "w")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            [str(BIN / "dask"), role, *map(str, args)], stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})}, cwd=self.folder, start_new_session=True,
+        )
+        self.processes.append((process, log))
+
+    def _wait_for(self, workers: int) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout=30, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=60)
+
+    def stop(self) -> None:
+        for process, log in reversed(self.processes):
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            log.close()
+
+
+@pytest.fixture(scope="module")
+def local_reference(small_corpus, sample_tokenizer, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "out"
+    args = [small_corpus, "-t", sample_tokenizer, "--objective", "span-corruption", "--seq-len", "128",
+            "--partition-size", "20000", "--shard-size", "40", "-q"]
+    done = objcli("transform", *args, "-o", out, "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    return args, folder_bytes(out)
+
+
+def test_local_cluster_writes_the_bytes_of_the_local_executor(local_reference, tmp_path):
+    args, expected = local_reference
+    for workers in (1, 2):
+        out = tmp_path / f"dask{workers}"
+        done = objcli("transform", *args, "-o", out, "--executor", "dask", "--workers", workers)
+        assert done.returncode == 0, done.stderr
+        assert folder_bytes(out) == expected  # shards and manifest
+
+
+def test_external_scheduler_and_workers(local_reference, tmp_path):
+    args, expected = local_reference
+    cluster = DaskProcesses(tmp_path)
+    try:
+        elsewhere = tmp_path / "elsewhere"  # the client runs in another folder than the workers
+        elsewhere.mkdir()
+        relative = [os.path.relpath(a, elsewhere) if isinstance(a, Path) else a for a in args]
+        done = objcli("transform", *relative, "-o", "out", "--executor", "dask", "--scheduler", cluster.address,
+                      cwd=elsewhere)
+        assert done.returncode == 0, done.stderr
+        written = folder_bytes(elsewhere / "out")
+        manifest = json.loads(written.pop("manifest.json"))
+        assert written == {k: v for k, v in expected.items() if k != "manifest.json"}
+        # The manifest differs only where the command did: it names the inputs as they were given.
+        assert manifest["shards"] == json.loads(expected["manifest.json"])["shards"]
+    finally:
+        cluster.stop()
+
+
+def test_workers_without_objcli_are_one_clear_error(local_reference, tmp_path):
+    args, _ = local_reference
+    shadow = tmp_path / "shadow" / "objcli"  # an environment where 'import objcli' fails
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('objcli is not installed here')\n")
+    cluster = DaskProcesses(tmp_path, workers=1, env={"PYTHONPATH": str(shadow.parent)})
+    try:
+        done = objcli("transform", *args, "-o", tmp_path / "out", "--executor", "dask", "--scheduler", cluster.address)
+    finally:
+        cluster.stop()
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: Dask worker tcp://127.0.0.1:")
+    assert "cannot import objcli (ImportError('objcli is not installed here'))" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_unreachable_scheduler_is_one_clear_error_not_a_hang(local_reference, tmp_path):
+    args, _ = local_reference
+    started = time.monotonic()
+    done = objcli("transform", *args, "-o", tmp_path / "out", "--executor", "dask", "--scheduler",
+                  "tcp://127.0.0.1:9", env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1
+    assert done.stderr == (
+        "Error: --scheduler tcp://127.0.0.1:9: cannot reach a Dask scheduler (Timed out trying to connect to "
+        "tcp://127.0.0.1:9 after 2 s); start one with 'dask scheduler', or drop --scheduler to run a local cluster\n"
+    )
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_failed_task_names_its_input_and_writes_no_manifest(sample_tokenizer, tmp_path):
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "good.jsonl").write_text("".join(json.dumps({"text": f"Line {i}."}) + "\n" for i in range(50)))
+    (corpus / "bad.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
+    done = objcli("transform", corpus, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "8",
+                  "--strict", "--executor", "dask", "--workers", "2", "-q")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"Error: {corpus / 'bad.jsonl'}:2: ")
+    assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "out" / "manifest.json").exists()
