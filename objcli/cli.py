@@ -215,6 +215,26 @@ def inspect_command(folder, rows, tokenizer, color):
         raise _Fail(str(error)) from None
 
 
+@main.command("verify")
+@click.argument("folder")
+def verify_command(folder):
+    """Re-read every shard of an output FOLDER and check it against the manifest: sha256, rows,
+    schema and dtypes, and the objective's invariants. Exit status 0 only if every check holds.
+
+        objcli verify shards/
+    """
+    from .verify import verify_output
+
+    try:
+        report = verify_output(folder)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    for problem in report.problems:
+        click.echo(f"objcli verify: {problem}", err=True)
+    click.echo(report.line(), err=True)
+    sys.exit(0 if report.ok else 1)
+
+
 @main.command("stats")
 @click.argument("folder")
 @click.option("--plot", "plot_path", default=None, help="Write a PNG with the length histogram and the fractions.")

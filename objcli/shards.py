@@ -86,3 +86,35 @@ def iter_rows(folder: str | Path, manifest: dict | None = None) -> Iterator[tupl
             rows = _megatron_rows(folder, shard)
         for row in rows:
             yield first, row
+
+
+def read_shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
+    """Columns of one shard: fixed-length columns as 2-D arrays, ragged as (values, offsets),
+    scalars as 1-D arrays."""
+    fmt, kinds = manifest["format"], {c["name"]: c["kind"] for c in manifest["columns"]}
+    first = folder / shard["files"][0]
+    if fmt in ("arrow", "parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(first) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(first))).read_all()
+        columns = {}
+        for name in table.column_names:
+            column = table.column(name).combine_chunks()
+            if kinds[name] == "scalar":
+                columns[name] = column.to_numpy()
+                continue
+            values, offsets = column.values.to_numpy(), column.offsets.to_numpy().astype(np.int64)
+            columns[name] = values.reshape(len(column), -1) if kinds[name] == "fixed" and len(column) else (values, offsets)
+        return columns
+    if fmt == "npy":
+        prefix = shard["files"][0].split(".")[0]
+        columns = {}
+        for name, kind in kinds.items():
+            values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
+            columns[name] = (values, np.load(folder / f"{prefix}.{name}.offsets.npy")) if kind == "ragged" else values
+        return columns
+    # Megatron: one sequence per row, input_ids only.
+    rows = [r["input_ids"] for r in _megatron_rows(folder, shard)]
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    return {"input_ids": (np.concatenate(rows) if rows else np.zeros(0), np.concatenate([[0], np.cumsum(lengths)]))}

@@ -17,42 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from .manifest import read_manifest
+from .shards import read_shard_columns
 
 IGNORE = -100
 HISTOGRAM_BINS = 32
-
-
-def _shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
-    """Columns of one shard: fixed-length columns as 2-D arrays, ragged as (values, offsets),
-    scalars as 1-D arrays."""
-    fmt, kinds = manifest["format"], {c["name"]: c["kind"] for c in manifest["columns"]}
-    first = folder / shard["files"][0]
-    if fmt in ("arrow", "parquet"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(first) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(first))).read_all()
-        columns = {}
-        for name in table.column_names:
-            column = table.column(name).combine_chunks()
-            if kinds[name] == "scalar":
-                columns[name] = column.to_numpy()
-                continue
-            values, offsets = column.values.to_numpy(), column.offsets.to_numpy().astype(np.int64)
-            columns[name] = values.reshape(len(column), -1) if kinds[name] == "fixed" and len(column) else (values, offsets)
-        return columns
-    if fmt == "npy":
-        prefix = shard["files"][0].split(".")[0]
-        columns = {}
-        for name, kind in kinds.items():
-            values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
-            columns[name] = (values, np.load(folder / f"{prefix}.{name}.offsets.npy")) if kind == "ragged" else values
-        return columns
-    from .shards import _megatron_rows  # one sequence per row, input_ids only
-
-    rows = [r["input_ids"] for r in _megatron_rows(folder, shard)]
-    lengths = np.array([len(r) for r in rows], dtype=np.int64)
-    return {"input_ids": (np.concatenate(rows) if rows else np.zeros(0), np.concatenate([[0], np.cumsum(lengths)]))}
 
 
 def _lengths(column) -> np.ndarray:
@@ -74,7 +42,7 @@ def compute_stats(folder: str | Path) -> dict:
     edges = np.linspace(0, max(seq_len, 1), HISTOGRAM_BINS + 1)
     per_denoiser: dict[str, Counter] = {}
     for shard in manifest["shards"]:
-        columns = _shard_columns(folder, manifest, shard)
+        columns = read_shard_columns(folder, manifest, shard)
         ids = columns["input_ids"]
         rows = len(_lengths(ids))
         totals["rows"] += rows

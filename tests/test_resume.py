@@ -11,6 +11,7 @@ import pytest
 
 from objcli.errors import ObjcliError
 from objcli.manifest import read_manifest
+from objcli.verify import verify_output
 
 
 def objcli(*args, crash_at=None, **kwargs):
@@ -61,6 +62,7 @@ def test_resume_after_sigkill_gives_the_clean_bytes(clean_run, tmp_path, crash_a
     assert ("partitions kept from the interrupted run" in resumed.stderr) == kept_some
     assert folder_bytes(out) == expected
     assert not (out / ".objcli-tmp").exists()
+    assert verify_output(out).ok
 
 
 def test_a_worker_killed_in_a_pool_is_one_clear_error_then_resumes(clean_run, tmp_path):

@@ -1,0 +1,272 @@
+"""``objcli verify``: re-read a finished output and check it against its manifest.
+
+Checks, shard by shard (one shard in memory at a time):
+
+- every listed file exists and has the sha256 the manifest records, and no unlisted ``part-*``
+  file lies beside them;
+- the file parses; its schema (Arrow/Parquet types, npy dtypes, the Megatron index) matches the
+  manifest's columns; its row count matches;
+- per-objective invariants that need no source text: values within each column's range, columns
+  that run alongside ``input_ids`` (or ``labels``) have its lengths, ``segment_ids`` count up from
+  1 with padding (0) only at the end and ``positions`` restart at every segment, T5/UL2 sentinels
+  appear in order and the same in inputs and labels, prefix-LM labels are -100 on the prefix,
+  BERT-style pairs start with [CLS], close each segment with [SEP] and have an attention mask of ones then zeros;
+- the totals: rows and shards add up to the manifest's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ObjcliError
+from .manifest import read_manifest
+from .tokenizer import file_sha256
+
+IGNORE = -100
+ALONGSIDE = {
+    "input_ids": ("segment_ids", "positions", "attention_mask", "token_type_ids"),
+    "labels": ("label_segment_ids", "label_positions"),
+}
+
+
+@dataclass
+class Report:
+    folder: Path
+    shards: int = 0
+    rows: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        if self.ok:
+            return f"objcli verify: {self.folder}: {self.shards} shards, {self.rows:,} rows; every check passed"
+        return (
+            f"objcli verify: {self.folder}: {len(self.problems)} problem(s) in {self.shards} shards; "
+            "rerun the transform with --overwrite to rebuild the output"
+        )
+
+
+@dataclass
+class Column:
+    """One column of one shard as flat values plus row offsets (scalars: offsets of one)."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def verify_output(folder: str | Path) -> Report:
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    report = Report(folder)
+    listed = {name for shard in manifest["shards"] for name in shard["files"]}
+    for path in sorted(folder.glob("part-*")):
+        if path.name not in listed:
+            report.problems.append(f"{path.name}: not listed in the manifest (left by another run?)")
+    for shard in manifest["shards"]:
+        report.shards += 1
+        problems = _check_files(folder, shard)
+        if not problems:
+            try:
+                columns = _read_columns(folder, manifest, shard)
+            except Exception as error:  # any parse failure of a damaged file is a finding, not a crash
+                columns = None
+                problems = [f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"]
+            if columns is not None:
+                problems = _check_columns(manifest, shard, columns)
+                report.rows += shard["rows"]
+        report.problems += [f"{shard['files'][0]}: {p}" for p in problems]
+    totals = manifest["totals"]
+    if totals["shards"] != len(manifest["shards"]):
+        report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest['shards'])} listed")
+    if totals["rows"] != sum(s["rows"] for s in manifest["shards"]):
+        report.problems.append("manifest: totals.rows is not the sum of the shards' rows")
+    return report
+
+
+def _check_files(folder: Path, shard: dict) -> list[str]:
+    problems = []
+    for name, digest in shard["sha256"].items():
+        path = folder / name
+        if not path.exists():
+            problems.append(f"{name} is missing")
+        elif file_sha256(path) != digest:
+            problems.append(f"{name}: sha256 differs from the manifest (changed or truncated after it was written)")
+    return problems
+
+
+def _read_columns(folder: Path, manifest: dict, shard: dict) -> dict[str, Column]:
+    fmt = manifest["format"]
+    specs = manifest["columns"]
+    first = folder / shard["files"][0]
+    if fmt in ("arrow", "parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(first) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(first))).read_all()
+        # Parquet names a list's values "element", Arrow "item": compare the types, not the names.
+        expected = [(c["name"], re.sub(r"list<\w+: ", "list<", c["arrow_type"])) for c in specs]
+        found = [(f.name, f"list<{f.type.value_type}>" if pa.types.is_list(f.type) else str(f.type)) for f in table.schema]
+        if found != expected:
+            raise ValueError(f"schema {found} is not the manifest's {expected}")
+        columns = {}
+        for spec in specs:
+            array = table.column(spec["name"]).combine_chunks()
+            if spec["kind"] == "scalar":
+                values = array.to_numpy()
+                columns[spec["name"]] = Column(values, np.arange(len(values) + 1))
+            else:
+                columns[spec["name"]] = Column(array.values.to_numpy(), array.offsets.to_numpy().astype(np.int64))
+        return columns
+    if fmt == "npy":
+        prefix = shard["files"][0].split(".")[0]
+        columns = {}
+        for spec in specs:
+            values = np.load(folder / f"{prefix}.{spec['name']}.npy", mmap_mode="r")
+            if str(values.dtype) != spec["disk_dtype"]:
+                raise ValueError(f"{spec['name']} has dtype {values.dtype}, the manifest says {spec['disk_dtype']}")
+            if spec["kind"] == "ragged":
+                offsets = np.load(folder / f"{prefix}.{spec['name']}.offsets.npy").astype(np.int64)
+            elif spec["kind"] == "fixed":
+                offsets = np.arange(values.shape[0] + 1, dtype=np.int64) * (values.shape[1] if values.ndim == 2 else 0)
+            else:
+                offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
+            columns[spec["name"]] = Column(np.asarray(values).reshape(-1), offsets)
+        return columns
+    return {"input_ids": _read_megatron(folder, shard, specs[0]["disk_dtype"])}
+
+
+def _read_megatron(folder: Path, shard: dict, disk_dtype: str) -> Column:
+    prefix = shard["files"][0].removesuffix(".bin")
+    idx = (folder / f"{prefix}.idx").read_bytes()
+    if idx[:9] != b"MMIDIDX\x00\x00":
+        raise ValueError("the .idx file lacks the MMIDIDX header")
+    dtype = {8: np.uint16, 4: np.int32}.get(idx[17])
+    if dtype is None or np.dtype(dtype).name != disk_dtype:
+        raise ValueError(f".idx dtype code {idx[17]} is not the manifest's {disk_dtype}")
+    count = int(np.frombuffer(idx, "<u8", 1, 18)[0])
+    lengths = np.frombuffer(idx, "<i4", count, 34).astype(np.int64)
+    pointers = np.frombuffer(idx, "<i8", count, 34 + 4 * count)
+    data = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    if len(data) != starts[-1] or not np.array_equal(pointers, starts[:-1] * np.dtype(dtype).itemsize):
+        raise ValueError(".idx lengths and pointers do not describe the .bin file")
+    return Column(data, starts)
+
+
+def _check_columns(manifest: dict, shard: dict, columns: dict[str, Column]) -> list[str]:
+    problems = []
+    specs = {c["name"]: c for c in manifest["columns"]}
+    rows = {name: len(c.offsets) - 1 for name, c in columns.items()}
+    if set(rows.values()) != {shard["rows"]}:
+        return [f"holds {sorted(set(rows.values()))} rows, the manifest says {shard['rows']}"]
+    for name, column in columns.items():
+        spec = specs[name]
+        values = column.values
+        if len(values) and (values.min() < spec["min_value"] or values.max() > spec["max_value"]):
+            problems.append(f"{name} has values outside [{spec['min_value']}, {spec['max_value']}]")
+        if spec["kind"] == "fixed" and len(set(column.lengths.tolist())) > 1:
+            problems.append(f"{name} is a fixed-length column with rows of different lengths")
+    for base, companions in ALONGSIDE.items():
+        for name in companions:
+            if base in columns and name in columns and not np.array_equal(columns[base].lengths, columns[name].lengths):
+                problems.append(f"{name} rows are not as long as the {base} rows")
+    if problems:
+        return problems  # the structural checks below assume aligned columns
+    for ids, positions in (("segment_ids", "positions"), ("label_segment_ids", "label_positions")):
+        if ids in columns:
+            problems += _check_segments(ids, columns[ids], columns.get(positions))
+    special = manifest["special_tokens"]
+    if special["sentinels"] and "labels" in columns:
+        problems += _check_sentinels(manifest, columns, np.array(special["sentinels"]))
+    if "prefix_lengths" in columns and "labels" in columns:
+        labels = columns["labels"]
+        index = np.arange(len(labels.values)) - np.repeat(labels.offsets[:-1], labels.lengths)
+        on_prefix = index < np.repeat(columns["prefix_lengths"].values, labels.lengths)
+        if np.any(labels.values[on_prefix] != IGNORE):
+            problems.append("labels are not -100 on the prefix (positions < prefix_lengths)")
+    if "attention_mask" in columns and "cls" in special["ids"]:
+        problems += _check_pairs(columns, special["ids"])
+    return problems
+
+
+def _check_segments(name: str, segments: Column, positions: Column | None) -> list[str]:
+    seg = segments.values.astype(np.int64)
+    row_start = np.zeros(len(seg), dtype=bool)
+    row_start[segments.offsets[:-1][segments.lengths > 0]] = True
+    previous = np.concatenate([[0], seg[:-1]])
+    previous[row_start] = 0
+    counts_up = (seg == previous) | (seg == previous + 1)
+    after_padding = (seg != 0) & (previous == 0) & ~row_start
+    if np.any((seg != 0) & ~counts_up) or np.any(after_padding):
+        return [f"{name} do not count up from 1 with padding (0) only at the end of a row"]
+    if positions is None:
+        return []
+    index = np.arange(len(seg))
+    new_segment = row_start | (seg != previous)
+    start = np.maximum.accumulate(np.where(new_segment, index, 0))
+    inside = seg != 0
+    if not np.array_equal(positions.values[inside], (index - start)[inside]):
+        label = "label_positions" if name.startswith("label") else "positions"
+        return [f"{label} do not restart at 0 with every segment"]
+    return []
+
+
+def _sentinel_sequences(column: Column, sentinels: np.ndarray) -> list[np.ndarray]:
+    is_sentinel = np.isin(column.values, sentinels)
+    rows = np.repeat(np.arange(len(column.lengths)), column.lengths)
+    found = column.values[is_sentinel]
+    return np.split(found, np.searchsorted(rows[is_sentinel], np.arange(1, len(column.lengths))))
+
+
+def _check_sentinels(manifest: dict, columns: dict[str, Column], sentinels: np.ndarray) -> list[str]:
+    """Each row's labels hold sentinels 0, 1, 2, ... in order; an encoder-decoder row's inputs hold
+    the same sequence."""
+    problems = []
+    label_rows = _sentinel_sequences(columns["labels"], sentinels)
+    if any(not np.array_equal(r, sentinels[: len(r)]) for r in label_rows):
+        problems.append("labels hold sentinels out of order (expected <extra_id_0>, <extra_id_1>, ...)")
+    options = manifest["config"]["objective_options"]
+    if options.get("layout", "encdec") == "encdec":
+        input_rows = _sentinel_sequences(columns["input_ids"], sentinels)
+        if any(not np.array_equal(a, b) for a, b in zip(input_rows, label_rows)):
+            problems.append("input_ids and labels hold different sentinel sequences")
+    return problems
+
+
+def _check_pairs(columns: dict[str, Column], ids: dict[str, int]) -> list[str]:
+    problems = []
+    tokens, mask = columns["input_ids"], columns["attention_mask"]
+    if np.any(tokens.values[tokens.offsets[:-1][tokens.lengths > 0]] != ids["cls"]):
+        problems.append("a row does not start with [CLS]")
+    is_sep = (tokens.values == ids["sep"]) & (mask.values == 1)
+    rows = np.repeat(np.arange(len(tokens.lengths)), tokens.lengths)
+    separators = np.bincount(rows[is_sep], minlength=len(tokens.lengths))
+    # One [SEP] closes segment A, one closes segment B (ELECTRA rows may hold segment A only).
+    has_b = np.bincount(rows, weights=(columns["token_type_ids"].values == 1) & (mask.values == 1),
+                        minlength=len(tokens.lengths)) > 0
+    if np.any(separators != 1 + has_b):
+        problems.append("a row does not close each of its segments with one [SEP]")
+    previous = np.concatenate([[1], mask.values[:-1]])
+    previous[tokens.offsets[:-1][tokens.lengths > 0]] = 1
+    if np.any((mask.values == 1) & (previous == 0)):
+        problems.append("attention_mask is not ones followed by zeros")
+    return problems
+
+
+def verify_or_raise(folder: str | Path) -> Report:
+    """For the library: the report, or an ObjcliError with the first problem."""
+    report = verify_output(folder)
+    if not report.ok:
+        raise ObjcliError(f"{folder}: {report.problems[0]}")
+    return report
