@@ -81,6 +81,11 @@ def output_error(error: OSError, folder: Path | str) -> ObjcliError:
             f"output {folder}: no space left on the device; free some space and rerun the same command "
             "(finished partitions are kept)"
         )
+    if error.errno == errno.EFBIG:
+        return ObjcliError(
+            f"output {folder}: a file would pass the file-size limit (ulimit -f); raise the limit or pass a smaller "
+            "--shard-size, then rerun the same command"
+        )
     if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return ObjcliError(f"output {folder}: not writable ({error.strerror}); choose another folder with -o")
     return ObjcliError(f"output {folder}: {error.strerror or error} ({error.filename or 'write'}); check the folder")
@@ -165,8 +170,9 @@ class OutputFolder:
             for stale in [*self.work.glob("*.tmp"), self.path / (MANIFEST_NAME + ".tmp")]:
                 stale.unlink(missing_ok=True)
             if run and run.get("run_key") != self.run_key:
-                # Same options, but the input files changed size or time since: nothing is reusable.
-                self.restarted = True
+                # Another configuration that finished nothing, or the same options with input files
+                # that changed size or time since: nothing is reusable.
+                self.restarted = same
                 for path in [*self.work.iterdir(), *self.path.glob("part-*")]:
                     path.unlink()
             write_json_atomically(self.work / RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})

@@ -55,10 +55,13 @@ def plan_objective(config: TransformConfig) -> tuple[Tokenizer, object, list[Col
 
 
 def run_partition(task: PartitionTask, report=None) -> PartitionResult:
-    """Run one partition; an OS error while writing becomes one line naming the output folder."""
+    """Run one partition. On any failure its files are removed (a partition without its completion
+    marker is never reused, and a disk that just filled up needs the space back); an OS error
+    becomes one line naming the input or the output folder."""
     try:
         return _run_partition(task, report)
     except OSError as error:
+        clear_partition(Path(task.folder), task.partition.index)
         name = str(error.filename or "")
         if name and not name.startswith(task.folder):
             raise ObjcliError(
@@ -66,6 +69,9 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
                 "and readable"
             ) from None
         raise output_error(error, Path(task.folder).parent) from None
+    except BaseException:
+        clear_partition(Path(task.folder), task.partition.index)
+        raise
 
 
 def _run_partition(task: PartitionTask, report) -> PartitionResult:

@@ -112,7 +112,7 @@ class _JsonLines:
     def decode_block(self, block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
         try:
             texts = [record.text for record in self.decoder.decode_lines(block)]
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             texts = self._decode_line_by_line(block, first_line, log, locate)
         else:
             log.read += len(texts)
@@ -130,7 +130,7 @@ class _JsonLines:
     def _text_or_none(self, raw: bytes) -> str | None:
         try:
             return self.decoder.decode(raw).text
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return None
 
     def _decode_line_by_line(self, block, first_line, log, locate) -> list[str]:
@@ -149,7 +149,7 @@ class _JsonLines:
                 message = str(error)
                 if message.startswith("Object missing required field"):
                     if self.first_missing_fields is None:
-                        self.first_missing_fields = sorted(msgspec.json.decode(raw))
+                        self.first_missing_fields = sorted(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))
                     fields = ", ".join(self.first_missing_fields) or "none"
                     log.skip("missing_field", where, f"record has no field '{key}' (its fields: {fields})")
                 elif message.startswith("Expected `object`"):
@@ -158,6 +158,8 @@ class _JsonLines:
                     log.skip("not_a_string", where, f"field '{key}' is not a string ({message})")
             except msgspec.DecodeError as error:
                 log.skip("bad_json", where, f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
+            except RecursionError:
+                log.skip("bad_json", where, "JSON nested too deeply to decode")
         return texts
 
 
