@@ -56,7 +56,8 @@ def main() -> None:
 @click.option("--eos-token", default=None, help="EOS piece, overriding the tokenizer's own (looked up, else allocated).")
 @click.option("--workers", type=int, default=None, help="Worker processes [default: all cores].")
 @click.option("--partition-size", default="64MiB", help="Large uncompressed line-based files are split into partitions of this size.")
-@click.option("--batch-size", default="4MiB", help="Text per tokenizer batch.")
+@click.option("--batch-size", default="1MiB", help="Text per tokenizer batch (memory per worker grows with it; larger is not faster).")
+@click.option("--max-document-chars", type=int, default=10_000_000, help="A record longer than this becomes several documents, cut where the tokens do not change; bounds memory per worker (0: never cut).")
 @click.option("--overwrite", is_flag=True, help="Replace whatever an earlier run left in the output folder.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the output folder; fail if it holds none of this configuration. A run of the same configuration is resumed even without it.")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", help="local: a process pool on this machine; dask: one Dask task per partition.")
@@ -99,7 +100,7 @@ def main() -> None:
 @click.option("--pack/--no-pack", default=None, help="[prefix-lm, bart] Trim-and-pack encoder-decoder examples into rows with input and label segment ids.  [default: off]")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
-              text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, overwrite, resume, executor, scheduler, quiet, **objective_kwargs):
+              text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, max_document_chars, overwrite, resume, executor, scheduler, quiet, **objective_kwargs):
     """Tokenize INPUTS and write training-ready shards.
 
     INPUTS are files, folders (searched recursively for .jsonl/.txt/.parquet, compressed or
@@ -128,7 +129,7 @@ def transform(inputs, tokenizer, objective, seq_len, output, output_format, shar
             output=output, seq_len=seq_len, output_format=output_format, shard_size=ShardSize.parse(shard_size),
             input_format=input_format, text_key=text_key, text_unit=text_unit, strict=strict, bos=bos, eos=eos,
             seed=seed, bos_token=bos_token, eos_token=eos_token, partition_bytes=parse_bytes(partition_size, "--partition-size"),
-            batch_bytes=parse_bytes(batch_size, "--batch-size"),
+            batch_bytes=parse_bytes(batch_size, "--batch-size"), max_document_chars=max_document_chars,
         )
         if scheduler and workers is not None:
             raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")

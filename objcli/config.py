@@ -69,7 +69,8 @@ class TransformConfig:
     bos_token: str | None = None  # override the tokenizer's own BOS / EOS piece
     eos_token: str | None = None
     partition_bytes: int = 64 * 2**20
-    batch_bytes: int = 4 * 2**20
+    batch_bytes: int = 2**20
+    max_document_chars: int = 10_000_000  # longer records become several documents (0: never)
 
     def __post_init__(self):
         if self.eos is None:
@@ -86,6 +87,8 @@ class TransformConfig:
             raise ObjcliError(f"--text-unit {self.text_unit}: choose one of {', '.join(TEXT_UNITS)}")
         if self.output == "-" and self.output_format != "arrow":
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
+        if self.max_document_chars < 0:
+            raise ObjcliError(f"--max-document-chars {self.max_document_chars}: give a positive number, or 0 to never cut")
         if self.partition_bytes < 1 or self.batch_bytes < 1:
             raise ObjcliError("--partition-size and --batch-size must be positive")
         if self.seed < 0:

@@ -6,8 +6,8 @@
 - Text that spells a special token stays text (``encode_special_tokens``), as with SentencePiece.
 - Batches are encoded with the library's own thread pool, sized to objcli's per-worker thread
   count (``RAYON_NUM_THREADS``) so processes and threads never oversubscribe the cores.
-- Documents longer than ``LONG_DOCUMENT_CHARS`` are encoded in pieces, because some BPE
-  implementations slow down sharply on very long inputs. Each cut is placed just before a
+- Documents longer than ``LONG_TEXT_CHARS`` are encoded in pieces (``Tokenizer.encode``), because
+  some BPE implementations slow down sharply on very long inputs. Each cut is placed just before a
   whitespace run holding a line break, so the next piece starts with the whole run. The tokens are
   the same as for the whole text whenever the pre-tokenizer never joins non-space text with the
   whitespace that follows it (the GPT-2 and Llama-3 byte-level patterns and Metaspace do not); a
@@ -26,31 +26,12 @@ import numpy as np
 from .errors import ObjcliError
 from .tokenizer import Tokenizer, _flatten
 
-LONG_DOCUMENT_CHARS = 200_000
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
     "eos": ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"),
     "pad": ("<pad>", "<|pad|>", "[PAD]"),
     "unk": ("<unk>", "[UNK]"),
 }
-
-
-def split_long(text: str, limit: int = LONG_DOCUMENT_CHARS) -> list[str]:
-    """Cut ``text`` into pieces of at most ``limit`` characters, each cut placed just before the
-    whitespace run that holds a line break, so every piece after the first starts with that
-    whole run (and every piece before ends with non-space text)."""
-    pieces, start = [], 0
-    while len(text) - start > limit:
-        window = text[start : start + limit]
-        cut = window.rfind("\n")
-        while cut > 0 and window[cut - 1].isspace():
-            cut -= 1
-        if cut <= 0:  # no line break to cut at: cut at the limit
-            cut = limit
-        pieces.append(text[start : start + cut])
-        start += cut
-    pieces.append(text[start:])
-    return pieces
 
 
 class HuggingFaceTokenizer(Tokenizer):
@@ -92,24 +73,20 @@ class HuggingFaceTokenizer(Tokenizer):
                 roles[role] = value
         return roles
 
-    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        if not texts:
-            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         if self._threads is None:  # the library sizes its pool on first use
             os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
             self._threads = num_threads
-        pieces, owners = [], []
-        for index, text in enumerate(texts):
-            parts = split_long(text) if len(text) > LONG_DOCUMENT_CHARS else [text]
-            pieces += parts
-            owners += [index] * len(parts)
-        encodings = self.library.encode_batch_fast(pieces, add_special_tokens=False)
-        tokens, offsets = _flatten([np.asarray(e.ids, dtype=np.int32) for e in encodings])
-        if len(pieces) == len(texts):
-            return tokens, offsets
-        owner = np.asarray(owners)
-        lengths = np.bincount(owner, weights=np.diff(offsets), minlength=len(texts)).astype(np.int64)
-        return tokens, np.concatenate([[0], np.cumsum(lengths)])
+        encodings = self.library.encode_batch_fast(texts, add_special_tokens=False)
+        return _flatten([np.asarray(e.ids, dtype=np.int32) for e in encodings])
+
+    def cut_point(self, window: str) -> int:
+        """Just before the whitespace run that holds the last line break, so the next piece starts
+        with the whole run and this one ends with non-space text."""
+        cut = window.rfind("\n")
+        while cut > 0 and window[cut - 1].isspace():
+            cut -= 1
+        return max(cut, 0)
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.library.decode_batch(ids, skip_special_tokens=False) if ids else []

@@ -153,6 +153,8 @@ class OutputFolder:
         same = bool(leftovers) and earlier == self.config_sha256
         if overwrite:
             self._remove_everything()
+            manifest = run = None
+            same = False
         elif leftovers and not same:
             what = "a run of another configuration" if earlier else f"files of an unknown run ({leftovers[0]})"
             raise ObjcliError(

@@ -74,6 +74,32 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
         raise
 
 
+def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
+    """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
+    at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
+    of its own: the memory a document needs downstream (tokens, the objective's arrays) stays
+    bounded, whatever the size of one record. ``log.read`` counts the pieces as documents."""
+    for texts in batches:
+        if not limit or max(map(len, texts), default=0) <= limit:
+            yield texts
+            continue
+        waiting = []
+        for text in texts:
+            if len(text) <= limit:
+                waiting.append(text)
+                continue
+            if waiting:
+                yield waiting
+                waiting = []
+            log.cut += 1
+            log.read -= 1
+            for piece in tokenizer.iter_pieces(text, limit):
+                log.read += 1
+                yield [piece]
+        if waiting:
+            yield waiting
+
+
 def _run_partition(task: PartitionTask, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
@@ -101,7 +127,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
 
     # Sentence-level objectives tokenize sentences themselves (with ``encode``), not documents.
     sentence_level = getattr(objective, "sentence_level", False)
-    for batch_index, texts in enumerate(read_documents(task.partition, options, log)):
+    documents = _cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
+    for batch_index, texts in enumerate(documents):
         tokens, offsets = tokenizer.encode([], 1) if sentence_level else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
         sink.write(transform.process(batch))
@@ -114,7 +141,7 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     shards = sink.close()
 
     skipped = Counter(log.skipped)
-    counters = {}
+    counters = {"long_documents_cut": log.cut} if log.cut else {}
     for key, value in transform.counters.items():
         if key.startswith("skipped:"):
             skipped[key.removeprefix("skipped:")] += value

@@ -9,6 +9,7 @@ that spells ``</s>`` or ``<pad>`` gets those characters as plain text, never the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +29,9 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+LONG_TEXT_CHARS = 200_000  # longer texts are encoded in pieces (Tokenizer.encode)
 
 
 @dataclass
@@ -66,7 +70,13 @@ class Tokenizer:
         self.role_pieces: dict[str, str] = {}  # --bos-token / --eos-token overrides
 
     # ---- what each kind provides ----
-    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """Batched encode of texts no longer than LONG_TEXT_CHARS into (int32 tokens, int64 offsets)."""
+        raise NotImplementedError
+
+    def cut_point(self, window: str) -> int:
+        """Where to cut ``window`` (an index > 0) so that encoding the two sides separately gives
+        the tokens of encoding them together; 0 when there is no such place."""
         raise NotImplementedError
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
@@ -92,6 +102,36 @@ class Tokenizer:
         raise NotImplementedError
 
     # ---- shared ----
+    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Batched encode into (int32 tokens, int64 offsets). Texts longer than LONG_TEXT_CHARS are
+        encoded in pieces cut where the tokens cannot change (``cut_point``): a tokenizer's memory
+        and time on one input grow faster than its length (SentencePiece's lattice, some BPEs)."""
+        if not texts:
+            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        if max(map(len, texts)) <= LONG_TEXT_CHARS:
+            return self._encode_texts(texts, num_threads)
+        pieces, owners = [], []
+        for index, text in enumerate(texts):
+            parts = self.split_text(text, LONG_TEXT_CHARS)
+            pieces += parts
+            owners += [index] * len(parts)
+        tokens, offsets = self._encode_texts(pieces, num_threads)
+        lengths = np.bincount(np.asarray(owners), weights=np.diff(offsets), minlength=len(texts)).astype(np.int64)
+        return tokens, np.concatenate([[0], np.cumsum(lengths)])
+
+    def split_text(self, text: str, limit: int) -> list[str]:
+        return list(self.iter_pieces(text, limit))
+
+    def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
+        """``text`` in pieces of at most ``limit`` characters, cut at ``cut_point``s (or, where a
+        window has none, at the limit, which may change the tokens at that one place)."""
+        start = 0
+        while len(text) - start > limit:
+            cut = self.cut_point(text[start : start + limit]) or limit
+            yield text[start : start + cut]
+            start += cut
+        yield text[start:]
+
     @property
     def sha256(self) -> str:
         return file_sha256(self.path)
@@ -222,11 +262,18 @@ class SentencePieceTokenizer(Tokenizer):
         self.vocab_size = self.processor.get_piece_size()
         self._pieces: list[str] | None = None
 
-    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Batched encode into (int32 tokens, int64 offsets)."""
-        if not texts:
-            return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         return _flatten(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
+
+    def cut_point(self, window: str) -> int:
+        """Before a space that follows non-space text. SentencePiece splits at whitespace before
+        it segments (``split_by_whitespace``, on in every model objcli trains), and a piece that
+        starts with a space encodes as it would after the text before it: with the dummy prefix
+        the space is replaced by the prefix, without it the space itself becomes U+2581."""
+        cut = window.rfind(" ")
+        while cut > 0 and window[cut - 1].isspace():
+            cut = window.rfind(" ", 0, cut)
+        return max(cut, 0)
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.processor.decode(ids) if ids else []

@@ -177,6 +177,31 @@ def objcli_in_process(paths: list[Path]) -> dict:
     return {"seconds": seconds, "text_bytes": summary.totals["text_bytes"], "tokens": summary.totals["tokens"]}
 
 
+def memory_table(paths: list[Path]) -> None:
+    """Peak RSS of the whole process tree at defaults: the corpus, 10x the corpus in one file, and
+    one 200 MB document. The goal: 10x within 10 % of 1x, all under 1 GiB."""
+    big = DATA / "corpus-x10.jsonl"
+    one = b"".join(p.read_bytes() for p in paths)
+    if not big.exists() or big.stat().st_size != 10 * len(one):
+        with open(big, "wb") as f:
+            for _ in range(10):
+                f.write(one)
+    document = DATA / "one-200MB-document.jsonl"
+    if not document.exists():
+        text = (ROOT / "sample_data" / "reference.txt").read_text(encoding="utf-8")
+        document.write_text(json.dumps({"text": text * (200 * 10**6 // len(text) + 1)}) + "\n")
+    print(f"\nPeak RSS at defaults ({CORES} workers, clm, --seq-len 2048; whole process tree):")
+    print(f"{'':44} {'MB in':>7} {'seconds':>8} {'peak RSS':>9} {'vs 1x':>6}")
+    base = None
+    for name, inputs in (("1x corpus (8 files)", paths), ("10x corpus (one file)", [big]),
+                         ("one 200 MB document", [document])):
+        run = objcli_transform(inputs)
+        base = base or run["peak_rss"]
+        megabytes = sum(p.stat().st_size for p in inputs) / 1e6
+        print(f"{name:44} {megabytes:7.0f} {run['seconds']:8.1f} {run['peak_rss'] / 2**20:6.0f} MiB "
+              f"{run['peak_rss'] / base:5.2f}x")
+
+
 def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
     ceiling = rows[0][1]["text_bytes"] / rows[0][1]["seconds"]
     print(f"\n{title}")
@@ -527,6 +552,7 @@ def main() -> None:
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 
     peers_table(paths)
+    memory_table(paths)
 
     print("\nPacking at --seq-len 2048 (CLI, same corpus, same run):")
     print(f"{'':12} {'rows':>8} {'padding':>8} {'docs split':>11} {'split %':>8} {'seconds':>8} {'throughput':>11}")

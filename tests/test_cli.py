@@ -75,6 +75,9 @@ def test_existing_output_of_another_configuration_needs_overwrite(tmp_path, smal
     assert same.output.startswith(f"objcli: {out} already holds this run, complete and checked (")
     assert same.output.endswith("nothing to do\n")
     assert shard.stat().st_mtime_ns == written
+    rebuilt = invoke(*args, "--overwrite")  # the same configuration, written again from scratch
+    assert rebuilt.exit_code == 0 and "already holds" not in rebuilt.output
+    assert shard.stat().st_mtime_ns != written
 
     other = [*args[:-1], "32"]
     refused = invoke(*other)

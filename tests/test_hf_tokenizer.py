@@ -7,8 +7,7 @@ import pytest
 from conftest import SAMPLE, read_output, run_transform
 
 from objcli.errors import ObjcliError
-from objcli.hf_tokenizer import split_long
-from objcli.tokenizer import open_tokenizer
+from objcli.tokenizer import LONG_TEXT_CHARS, open_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -74,7 +73,7 @@ def test_long_documents_are_encoded_in_pieces_with_the_same_tokens(hf_folder):
     tokenizer = open_tokenizer(hf_folder / "tokenizer.json")
     paragraph = "The quick brown fox jumps over the lazy dog.\nAnd again, twice.\n\n"
     text = paragraph * 6000  # about 400,000 characters
-    pieces = split_long(text)
+    pieces = tokenizer.split_text(text, LONG_TEXT_CHARS)
     assert len(pieces) > 1 and "".join(pieces) == text and all(p.startswith("\n") for p in pieces[1:])
     tokens, offsets = tokenizer.encode([text, "short"])
     whole = tokenizer.library.encode(text, add_special_tokens=False).ids
@@ -82,7 +81,7 @@ def test_long_documents_are_encoded_in_pieces_with_the_same_tokens(hf_folder):
     assert np.diff(offsets).tolist() == [len(whole), len(tokenizer.library.encode("short", add_special_tokens=False).ids)]
     code = "def f(x):  \n    return x\n\n\n    # trailing spaces and blank lines  \n" * 5000
     tokens, offsets = tokenizer.encode([code])
-    assert len(split_long(code)) > 1
+    assert len(tokenizer.split_text(code, LONG_TEXT_CHARS)) > 1
     assert tokens.tolist() == tokenizer.library.encode(code, add_special_tokens=False).ids
 
 

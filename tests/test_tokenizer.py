@@ -1,11 +1,13 @@
 """Special-token resolution and batched encoding with the real sample model."""
 
+import json
+
 import numpy as np
 import pytest
 import sentencepiece as spm
 
 from objcli.errors import ObjcliError
-from objcli.tokenizer import open_tokenizer
+from objcli.tokenizer import LONG_TEXT_CHARS, open_tokenizer
 
 
 def test_model_roles_come_from_the_model(sample_tokenizer):
@@ -62,3 +64,46 @@ def test_not_a_model(tmp_path):
     (tmp_path / "x.model").write_text("nope")
     with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a tokenizer.json"):
         open_tokenizer(tmp_path / "x.model")
+
+
+def _assert_same_or_tied(tokenizer, got: list[int], whole: list[int]) -> None:
+    """``got`` is ``whole``, except where the two segment the same stretch of text differently and
+    ours scores at least as well. SentencePiece's Viterbi sums float32 scores from the start of
+    its input; a few hundred thousand characters in, their rounding (about 0.01) decides between
+    ties and near-ties, so the whole-text encoding, not the pieces, is the one that drifts."""
+    processor = tokenizer.processor
+
+    def boundaries(ids):
+        return np.cumsum([0] + [len(processor.id_to_piece(i)) for i in ids])
+
+    ours, theirs = boundaries(got), boundaries(whole)
+    assert ours[-1] == theirs[-1]
+    shared = np.intersect1d(ours, theirs)
+    differences = 0
+    for start, end in zip(shared[:-1], shared[1:]):
+        a = got[np.searchsorted(ours, start) : np.searchsorted(ours, end)]
+        b = whole[np.searchsorted(theirs, start) : np.searchsorted(theirs, end)]
+        if a != b:
+            differences += 1
+            assert "".join(map(processor.id_to_piece, a)) == "".join(map(processor.id_to_piece, b))
+            ours_score, whole_score = sum(map(processor.get_score, a)), sum(map(processor.get_score, b))
+            assert whole_score - 1e-4 <= ours_score <= whole_score + 0.05
+    assert differences <= len(whole) // 1000
+
+
+@pytest.mark.parametrize("model", ["tokenizer.model", "code.model"])
+def test_long_texts_are_encoded_in_pieces_with_the_same_tokens(sample_dir, model):
+    """Text (dummy prefix, whitespace collapsed) and code (text kept exactly) presets alike."""
+    tokenizer = open_tokenizer(sample_dir / model)
+    prose = (sample_dir / "reference.txt").read_text(encoding="utf-8")
+    code = "\n".join(json.loads(line)["text"] for line in (sample_dir / "code.jsonl").open(encoding="utf-8"))
+    for text in (prose, code):
+        # Small pieces, so the test makes thousands of cuts and meets every kind of place.
+        pieces = tokenizer.split_text(text, 2_000)
+        assert len(pieces) > 100 and "".join(pieces) == text
+        tokens, _ = tokenizer._encode_texts(pieces, 1)
+        _assert_same_or_tied(tokenizer, tokens.tolist(), tokenizer.processor.encode(text))
+    long_text = prose * (LONG_TEXT_CHARS // len(prose) + 2)
+    tokens, offsets = tokenizer.encode(["short one", long_text, "another"])
+    _assert_same_or_tied(tokenizer, tokens[offsets[1] : offsets[2]].tolist(), tokenizer.processor.encode(long_text))
+    assert np.diff(offsets)[[0, 2]].tolist() == [len(tokenizer.processor.encode(t)) for t in ("short one", "another")]

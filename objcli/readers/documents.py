@@ -27,7 +27,7 @@ class ReadOptions:
     text_key: str = "text"
     text_unit: str = "line"  # text inputs: one document per line | paragraph | file
     strict: bool = False
-    batch_bytes: int = 4 << 20
+    batch_bytes: int = 1 << 20
 
 
 class _Locator:
@@ -62,27 +62,30 @@ def _line_blocks(
         position += len(stream.readline()) - 1
         locator.data_start = position
     line_index = 0
-    carry = b""
+    carry: list[bytes] = []  # the start of a line longer than one read, in parts (never re-copied)
     while end is None or position < end:
         want = batch_bytes if end is None else min(batch_bytes, end - position)
         data = stream.read(want)
         if not data:
             break
         position += len(data)
-        if end is not None and position >= end and not data.endswith(b"\n"):
+        last = end is not None and position >= end
+        if last and not data.endswith(b"\n"):
             data += stream.readline()  # finish the line that started inside the range
-        block = carry + data
-        cut = block.rfind(b"\n") + 1
-        if end is None and cut == 0:
-            carry = block
+        cut = len(data) if last else data.rfind(b"\n") + 1
+        if cut == 0:
+            carry.append(data)
             continue
-        if end is not None and position >= end:
-            cut = len(block)
-        carry, block = block[cut:], block[:cut]
-        yield line_index, block
-        line_index += block.count(b"\n")
+        block = [b"".join([*carry, data[:cut]]) if carry else data[:cut]]
+        carry = [data[cut:]] if cut < len(data) else []
+        del data
+        lines = block[0].count(b"\n")
+        # Handed over, not kept: a suspended generator would otherwise hold the block (a huge
+        # line, maybe) for as long as its consumer works on it.
+        yield line_index, block.pop()
+        line_index += lines
     if carry:
-        yield line_index, carry
+        yield line_index, b"".join(carry)
 
 
 def _decode_text_block(block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
@@ -256,6 +259,7 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
             jsonl = _JsonLines(options.text_key)
             for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
                 texts = jsonl.decode_block(block, first_line, log, locator)
+                del block  # the texts hold the data now
                 if texts:
                     yield texts
             if log.skipped["missing_field"] and log.documents == 0 and not log.skipped.keys() - {"missing_field"}:
@@ -267,6 +271,7 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
         elif options.text_unit == "line":
             for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
                 texts = _decode_text_block(block, first_line, log, locator)
+                del block
                 if texts:
                     yield texts
         elif options.text_unit == "paragraph":

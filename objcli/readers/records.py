@@ -26,7 +26,8 @@ SKIP_FIXES = {
 @dataclass
 class RecordLog:
     strict: bool = False
-    read: int = 0  # records seen (blank lines are not records)
+    read: int = 0  # documents seen: records (blank lines are not records), or pieces of cut ones
+    cut: int = 0  # records longer than --max-document-chars, cut into several documents
     skipped: Counter = field(default_factory=Counter)
     first_example: dict[str, str] = field(default_factory=dict)
 
