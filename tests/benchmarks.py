@@ -45,7 +45,7 @@ def build_corpus() -> list[Path]:
     return paths
 
 
-def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 4 << 20) -> dict:
+def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 1 << 20) -> dict:
     import msgspec
     import sentencepiece as spm
 
@@ -88,7 +88,7 @@ def hf_tokenizer_file() -> Path:
     return path
 
 
-def raw_hf(paths: list[Path], tokenizer_path: Path, batch_bytes: int = 4 << 20) -> dict:
+def raw_hf(paths: list[Path], tokenizer_path: Path, batch_bytes: int = 1 << 20) -> dict:
     """The ceiling for tokenizer.json: the library's batched encode with its own threads, in a fresh
     process so that its thread pool is sized to the cores."""
     code = f"""
