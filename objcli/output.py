@@ -5,7 +5,7 @@ A run writes everything into ``OUT/.objcli-tmp/`` first:
 - ``run.json``: the configuration hash and the run key (configuration + input sizes and mtimes);
 - ``pNNNNN-sNNNNN.*``: the shards of partition NNNNN, each renamed from ``*.tmp`` when complete;
 - ``pNNNNN.done.json``: the completion marker of partition NNNNN, written (atomically) after its
-  last shard: its counts, its shards and their sha256, and the run key.
+  last shard: its counts, its shards and their sha256, the configuration hash and the run key.
 
 When every partition is done, the shards are renamed to ``OUT/part-XXXXX-of-N.*`` and
 ``manifest.json`` is written last. A run that dies at any point leaves either a complete manifest
@@ -69,8 +69,9 @@ def clear_partition(work: Path, partition: int) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_marker(work: Path, result: PartitionResult, run_key: str) -> None:
-    write_json_atomically(marker_path(work, result.index), {"run_key": run_key, "result": result.to_json()})
+def write_marker(work: Path, result: PartitionResult, config_sha256: str, run_key: str) -> None:
+    marker = {"config_sha256": config_sha256, "run_key": run_key, "result": result.to_json()}
+    write_json_atomically(marker_path(work, result.index), marker)
     crash_point("partition-done")
 
 
@@ -205,7 +206,7 @@ class OutputFolder:
         results = {}
         for index in range(partitions):
             marker = _read_json(marker_path(self.work, index))
-            if marker and marker.get("run_key") == self.run_key:
+            if marker and (marker.get("config_sha256"), marker.get("run_key")) == (self.config_sha256, self.run_key):
                 results[index] = PartitionResult.from_json(marker["result"])
         # Final renames start only once every partition is done, so a shard is either still in the
         # work folder under its partition name or, if all partitions are done, maybe already renamed.

@@ -30,6 +30,7 @@ class PartitionTask:
     folder: str  # where the partition's shards are written
     threads: int = 1  # tokenizer threads for this partition
     run_key: str = ""  # written into the completion marker; empty: no marker (stdout runs)
+    config_sha256: str = ""
 
 
 @dataclass
@@ -158,5 +159,5 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
         seconds=time.perf_counter() - started,
     )
     if task.run_key:
-        write_marker(work, result, task.run_key)
+        write_marker(work, result, task.config_sha256, task.run_key)
     return result

@@ -166,7 +166,7 @@ def transform(
     pooled_count = sum(p.input.path != STDIN for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
-    tasks = [PartitionTask(p, config, tokenizer.special, str(work), threads, run_key) for p in todo]
+    tasks = [PartitionTask(p, config, tokenizer.special, str(work), threads, run_key, fingerprint) for p in todo]
     in_process = [t for t in tasks if t.partition.input.path == STDIN]
     pooled = [t for t in tasks if t.partition.input.path != STDIN]
     report = progress or (lambda _: None)
