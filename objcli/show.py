@@ -84,7 +84,8 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
     for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
         details = [f"{len(row['input_ids'])} tokens"]
         if "prefix_lengths" in row:
-            details.append(f"prefix {int(row['prefix_lengths'])}")
+            prefixes = np.atleast_1d(row["prefix_lengths"]).tolist()  # one per row, or one per segment
+            details.append(f"prefix {', '.join(map(str, prefixes))}")
         for label in ("next_sentence_label", "sentence_order_label"):
             if label in row:
                 details.append(f"{label} {int(row[label])}")

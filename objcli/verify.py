@@ -190,14 +190,31 @@ def _check_columns(manifest: dict, shard: dict, columns: dict[str, Column]) -> l
     if special["sentinels"] and "labels" in columns:
         problems += _check_sentinels(manifest, columns, np.array(special["sentinels"]))
     if "prefix_lengths" in columns and "labels" in columns:
-        labels = columns["labels"]
-        index = np.arange(len(labels.values)) - np.repeat(labels.offsets[:-1], labels.lengths)
-        on_prefix = index < np.repeat(columns["prefix_lengths"].values, labels.lengths)
-        if np.any(labels.values[on_prefix] != IGNORE):
-            problems.append("labels are not -100 on the prefix (positions < prefix_lengths)")
+        problems += _check_prefixes(columns)
     if "attention_mask" in columns and "cls" in special["ids"]:
         problems += _check_pairs(columns, special["ids"])
     return problems
+
+
+def _check_prefixes(columns: dict[str, Column]) -> list[str]:
+    """Labels are -100 on the prefix: positions < prefix_lengths, given per row or, in packed rows
+    (with segment_ids), per segment."""
+    labels, prefixes = columns["labels"], columns["prefix_lengths"]
+    if "segment_ids" in columns:
+        segment_ids, positions = columns["segment_ids"], columns["positions"].values
+        valid = segment_ids.values > 0
+        starts = valid & (positions == 0)
+        row_of_token = np.repeat(np.arange(len(segment_ids.lengths)), segment_ids.lengths)
+        if not np.array_equal(np.bincount(row_of_token[starts], minlength=len(segment_ids.lengths)), prefixes.lengths):
+            return ["prefix_lengths does not hold one value per segment"]
+        segment = np.maximum(np.cumsum(starts) - 1, 0)  # each token's segment, in row order
+        on_prefix = valid & (positions < prefixes.values[segment]) if len(prefixes.values) else valid
+    else:
+        index = np.arange(len(labels.values)) - np.repeat(labels.offsets[:-1], labels.lengths)
+        on_prefix = index < np.repeat(prefixes.values, labels.lengths)
+    if np.any(labels.values[on_prefix] != IGNORE):
+        return ["labels are not -100 on the prefix (positions < prefix_lengths)"]
+    return []
 
 
 def _check_segments(name: str, segments: Column, positions: Column | None) -> list[str]:

@@ -80,3 +80,81 @@ def test_trim_and_pack_gives_back_the_unpacked_examples(small_corpus, sample_tok
     assert sorted(got) == expected
     t = summary.totals
     assert t["mean_segments_per_row"] >= 1 and t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+
+
+def _document_pieces(files, tokenizer_path, seq_len):
+    sp = spm.SentencePieceProcessor(model_file=tokenizer_path)
+    documents = [sp.encode(t) + [2] for t in expected_documents(files)]
+    return [tuple(d[i : i + seq_len]) for d in documents for i in range(0, len(d), seq_len)]
+
+
+def _segments(row_values, segment_ids):
+    return [[v for v, g in zip(row_values, segment_ids) if g == s] for s in range(1, max(segment_ids) + 1)]
+
+
+def test_prefix_lm_decoder_pack_gives_back_one_example_per_document(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
+    seq_len = 256
+    summary = run_transform(files, sample_tokenizer, tmp_path / "out", objective="prefix-lm", pack=True, seq_len=seq_len)
+    _, table = read_output(tmp_path / "out")
+    pieces = []
+    for ids, labels, segments, positions, prefixes in zip(table["input_ids"], table["labels"], table["segment_ids"],
+                                                          table["positions"], table["prefix_lengths"]):
+        assert len(ids) == len(labels) == seq_len
+        assert len(prefixes) == max(segments)  # one prefix length per segment
+        for example, example_labels, example_positions, k in zip(
+            _segments(ids, segments), _segments(labels, segments), _segments(positions, segments), prefixes
+        ):
+            n = len(example)
+            assert example_positions == list(range(n))
+            assert 1 <= k <= max(n - 1, 1)  # uniform in [1, n - 1]; a one-token example is all prefix
+            assert example_labels == [-100] * k + example[k:]  # loss on the target only
+            pieces.append(tuple(example))
+        assert all(lab == -100 for lab, g in zip(labels, segments) if g == 0)  # no loss on padding
+    # Unpacking the rows by segment gives back the documents (cut only where longer than a row):
+    # no example spans two documents.
+    assert sorted(pieces) == sorted(_document_pieces(files, sample_tokenizer, seq_len))
+    t = summary.totals
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    assert t["padding_fraction"] < 0.05
+
+
+def test_prefix_lm_split_points_are_uniform(small_corpus, sample_tokenizer, tmp_path):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="prefix-lm", pack=True,
+                  seq_len=256)
+    _, table = read_output(tmp_path / "out")
+    # k / (n - 1) is uniform on (0, 1]: its mean is about 1/2 (within 3 standard errors).
+    fractions = []
+    for prefixes, segments in zip(table["prefix_lengths"], table["segment_ids"]):
+        lengths = np.bincount(segments)[1:]
+        fractions += [k / (n - 1) for k, n in zip(prefixes, lengths) if n > 1]
+    fractions = np.array(fractions)
+    assert abs(fractions.mean() - 0.5) < 3 * fractions.std() / np.sqrt(len(fractions))
+
+
+def test_mlm_best_fit_rows_are_whole_documents_masked(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
+    seq_len = 256
+    summary = run_transform(files, sample_tokenizer, tmp_path / "out", objective="mlm", packing="best-fit", seq_len=seq_len)
+    _, table = read_output(tmp_path / "out")
+    pieces, selected, valid = [], 0, 0
+    for ids, labels, segments in zip(table["input_ids"], table["labels"], table["segment_ids"]):
+        original = [i if lab == -100 else lab for i, lab in zip(ids, labels)]
+        pieces += [tuple(p) for p in _segments(original, segments)]
+        assert all(lab == -100 for lab, g in zip(labels, segments) if g == 0)  # padding is never selected
+        selected += sum(lab != -100 for lab in labels)
+        valid += sum(g > 0 for g in segments)
+    assert sorted(pieces) == sorted(_document_pieces(files, sample_tokenizer, seq_len))
+    assert abs(selected / valid - 0.15) < 0.01  # Bernoulli 15 % of the (non-special) tokens
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    longer = sum(len(sp.encode(t)) + 1 > seq_len for t in expected_documents(files))
+    assert summary.totals["documents_split"] == longer  # only documents longer than a row are split
+
+
+def test_decoder_pack_is_deterministic_across_workers(small_corpus, sample_tokenizer, tmp_path):
+    for name, extra in (("prefix", {"objective": "prefix-lm", "pack": True}), ("mlm", {"objective": "mlm", "packing": "best-fit"})):
+        common = dict(seq_len=256, partition_bytes=30_000, **extra)
+        run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}1", workers=1, **common)
+        run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}2", workers=2, **common)
+        files = sorted(p.name for p in (tmp_path / f"{name}1").glob("part-*"))
+        assert files and all((tmp_path / f"{name}1" / f).read_bytes() == (tmp_path / f"{name}2" / f).read_bytes() for f in files)

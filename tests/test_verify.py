@@ -17,12 +17,14 @@ OBJECTIVES = [
     ("fim", {}),
     ("mlm", {}),
     ("mlm", {"whole_word": True}),
+    ("mlm", {"packing": "best-fit"}),
     ("electra", {}),
     ("nsp", {}),
     ("sop", {}),
     ("span-corruption", {}),
     ("prefix-lm", {}),
     ("prefix-lm", {"layout": "encdec", "pack": True}),
+    ("prefix-lm", {"pack": True}),
     ("ul2", {}),
     ("ul2", {"layout": "decoder"}),
     ("bart", {}),
@@ -155,9 +157,10 @@ def test_catches_sentinels_out_of_order(corpus, sample_tokenizer, tmp_path):
     assert any("input_ids and labels hold different sentinel sequences" in p for p in problems)
 
 
-def test_catches_prefix_labels_that_are_not_masked(corpus, sample_tokenizer, tmp_path):
+@pytest.mark.parametrize("pack", [False, True])
+def test_catches_prefix_labels_that_are_not_masked(corpus, sample_tokenizer, tmp_path, pack):
     out = tmp_path / "prefix"
-    run_transform(corpus, sample_tokenizer, out, objective="prefix-lm", seq_len=128, shard_size="100")
+    run_transform(corpus, sample_tokenizer, out, objective="prefix-lm", seq_len=128, shard_size="100", pack=pack)
 
     def unmask(columns):
         columns["labels"][0][0] = columns["input_ids"][0][1]

@@ -1,7 +1,8 @@
 """BERT masked LM, whole-word masking (REFERENCE §3), done once, offline.
 
-Rows are packed as ``clm --packing concat`` packs them (documents joined with EOS, ``segment_ids``
-and ``positions`` per row), then masked: ``input_ids`` holds the masked row, ``labels`` the
+Rows are packed as ``clm`` packs them, ``--packing concat`` (documents joined with EOS and cut
+into rows) or ``best-fit`` (rows built from whole documents, only those longer than a row split,
+the rest of a row padding), with ``segment_ids`` and ``positions`` per row, then masked: ``input_ids`` holds the masked row, ``labels`` the
 original id where a token was selected and -100 elsewhere. Special tokens (control pieces of the
 model and every allocated special) are never selected; random replacements are drawn from
 ordinary tokens only. ``--dupe-factor K`` writes K differently-masked copies of each row, copy
@@ -20,9 +21,12 @@ from ..kernels.masking import IGNORE, replace_selected, select_tokens, select_un
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, register
-from .clm import _ConcatPacker
+from .clm import make_packer
 
 COUNTS = ("bernoulli", "exact")
+
+
+MLM_PACKINGS = ("concat", "best-fit")
 
 
 def check_probabilities(mask_prob: float, mask_replace: float, random_replace: float) -> None:
@@ -56,6 +60,21 @@ class MlmOptions:
             raise ObjcliError(f"--max-predictions {self.max_predictions}: must be at least 1")
         if self.dupe_factor < 1:
             raise ObjcliError(f"--dupe-factor {self.dupe_factor}: must be at least 1")
+
+
+@dataclass(frozen=True)
+class MaskedLmOptions(MlmOptions):
+    """The ``mlm`` objective's options: the masking ones, plus how rows are packed."""
+
+    packing: str = "concat"
+    pack_window: int = 4_000_000
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.packing not in MLM_PACKINGS:
+            raise ObjcliError(f"--packing {self.packing}: mlm packs with one of {', '.join(MLM_PACKINGS)}")
+        if self.pack_window < 1:
+            raise ObjcliError(f"--pack-window {self.pack_window}: must be at least 1 token")
 
 
 class Masker:
@@ -116,14 +135,15 @@ def with_copies(rows: RowBatch, masker: Masker, partition: int, key: int, masked
 
 @register("mlm")
 class MaskedLM:
-    options_type = MlmOptions
+    options_type = MaskedLmOptions
     default_eos = True
 
     def __init__(self, config, tokenizer):
         self.config = config
-        self.options: MlmOptions = config.objective_options
+        self.options: MaskedLmOptions = config.objective_options
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
         self.eos_id = tokenizer.resolve("eos") if config.eos else None
+        self.pad_id = tokenizer.resolve("pad") if self.options.packing == "best-fit" else None
         self.masker = Masker(tokenizer, self.options, config.seed, "mlm")
         self.masker.finalize(tokenizer)
         self.vocab_size = tokenizer.total_vocab_size
@@ -145,12 +165,19 @@ class _MlmPartition:
     def __init__(self, objective: MaskedLM, partition: int):
         self.o = objective
         self.partition = partition
-        self.packer = _ConcatPacker(objective.config.seq_len, objective.bos_id, objective.eos_id, None)
+        o = objective.options
+        self.packer = make_packer(o.packing, objective.config.seq_len, objective.bos_id, objective.eos_id,
+                                  objective.pad_id, o.pack_window)
         self.counters: Counter = self.packer.counters
         self.rows_done = 0
 
     def process(self, batch: DocumentBatch) -> RowBatch | None:
-        rows = self.packer.process(batch)
+        return self._masked(self.packer.process(batch))
+
+    def finish(self) -> RowBatch | None:
+        return self._masked(self.packer.finish())  # concat drops the remainder (counted); best-fit packs it
+
+    def _masked(self, rows: RowBatch | None) -> RowBatch | None:
         if rows is None:
             return None
         key = self.rows_done
@@ -164,6 +191,3 @@ class _MlmPartition:
             return {"input_ids": ids, "labels": labels}
 
         return with_copies(rows, self.o.masker, self.partition, key, masked)
-
-    def finish(self) -> RowBatch | None:
-        return self.packer.finish()  # drops the remainder (counted): nothing to mask

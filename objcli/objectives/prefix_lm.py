@@ -7,7 +7,15 @@ causal from position k on. (SeqIO extends the bidirectional region one position 
 prefix; objcli does not: position k, the first target token, sees only what precedes it.)
 
 ``--layout encdec``: ``input_ids`` = prefix + EOS, ``labels`` = rest + EOS (rows of varying
-length, each at most ``--seq-len`` + 1).
+length, each at most ``--seq-len`` + 1). With ``--pack`` these examples are trimmed and packed as
+SeqIO's trim-and-pack does (see ``trim_pack``).
+
+``--layout decoder --pack``: one example per document instead of per chunk of the stream, so no
+example spans two documents (as SeqIO's prefix LM on packed data). Documents longer than a row
+are split into row-sized pieces; pieces are packed best-fit-decreasing (as ``clm --packing
+best-fit``) with ``segment_ids`` and ``positions``; each segment of n tokens is split at k uniform
+in [1, n - 1] (a one-token segment is all prefix, counted as ``segments_without_target``), its
+``labels`` are -100 on its prefix, and ``prefix_lengths`` lists k for every segment of the row.
 
 Documents are joined with EOS (``--no-eos`` for nothing) before chunking. The tail of a partition
 shorter than ``--seq-len`` is dropped, or with ``--final-chunk pad`` split at its own length
@@ -23,14 +31,17 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.prefix import IGNORE, decoder_labels, draw_split_points, split_encoder_decoder
+from ..kernels.ragged import lengths_to_offsets
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, register
+from .clm import make_packer
 from .span_corruption import FINAL_CHUNKS
 from .stream import TokenStream
 from .trim_pack import packed_columns, trim_and_pack
 
 LAYOUTS = ("decoder", "encdec")
+PACK_WINDOW = 4_000_000  # tokens gathered before packing, as clm --pack-window's default
 
 
 def check_layout(layout: str) -> None:
@@ -46,8 +57,6 @@ class PrefixLmOptions:
 
     def __post_init__(self):
         check_layout(self.layout)
-        if self.pack and self.layout != "encdec":
-            raise ObjcliError("--pack packs examples of varying length: use it with --layout encdec")
         if self.final_chunk not in FINAL_CHUNKS:
             raise ObjcliError(f"--final-chunk {self.final_chunk}: choose one of {', '.join(FINAL_CHUNKS)}")
 
@@ -69,6 +78,14 @@ class PrefixLM:
 
     def columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.config.seq_len
+        if self.options.pack and self.options.layout == "decoder":
+            return [
+                ColumnSpec("input_ids", "fixed", 0, top, "documents packed best-fit, padded"),
+                ColumnSpec("labels", "fixed", IGNORE, top, "-100 on each segment's prefix and on padding, else the token"),
+                ColumnSpec("segment_ids", "fixed", 0, seq_len, "1-based document segment per row, 0 = padding"),
+                ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the segment"),
+                ColumnSpec("prefix_lengths", "ragged", 1, seq_len, "per segment: bidirectional attention over its positions < k"),
+            ]
         if self.options.pack:
             return packed_columns(top, seq_len)
         if self.options.layout == "encdec":
@@ -83,7 +100,45 @@ class PrefixLM:
         ]
 
     def partition_transform(self, partition_index: int):
+        if self.options.pack and self.options.layout == "decoder":
+            return _PackedDocuments(self, partition_index)
         return _PrefixLmPartition(self, partition_index)
+
+
+class _PackedDocuments:
+    """``--layout decoder --pack``: documents packed best-fit, then each segment split."""
+
+    def __init__(self, objective: PrefixLM, partition: int):
+        self.o = objective
+        self.partition = partition
+        self.packer = make_packer("best-fit", objective.config.seq_len, objective.join_bos, objective.join_eos,
+                                  objective.pad_id, PACK_WINDOW)
+        self.counters: Counter = self.packer.counters
+        self.rows_done = 0
+
+    def process(self, batch: DocumentBatch) -> RowBatch | None:
+        return self._split(self.packer.process(batch))
+
+    def finish(self) -> RowBatch | None:
+        return self._split(self.packer.finish())
+
+    def _split(self, rows: RowBatch | None) -> RowBatch | None:
+        if rows is None:
+            return None
+        ids, segments, positions = (rows.columns[c] for c in ("input_ids", "segment_ids", "positions"))
+        valid = segments.ravel() > 0
+        starts = valid & (positions.ravel() == 0)
+        segment = np.cumsum(starts) - 1  # index of each token's segment, in row order
+        lengths = np.bincount(segment[valid], minlength=int(starts.sum()))
+        rng = derive_rng(self.o.config.seed, self.partition, self.rows_done, "prefix-lm/split")
+        self.rows_done += rows.num_rows
+        split = rng.integers(1, np.maximum(lengths, 2))  # uniform in [1, n - 1]; n = 1: all prefix
+        self.counters["segments_without_target"] += int(np.sum(lengths == 1))
+        target = valid & (positions.ravel() >= split[np.maximum(segment, 0)])
+        labels = np.where(target, ids.ravel(), IGNORE).astype(np.int32).reshape(ids.shape)
+        per_row = starts.reshape(ids.shape).sum(axis=1)
+        columns = {**rows.columns, "labels": labels, "prefix_lengths": Ragged(split.astype(np.int32), lengths_to_offsets(per_row))}
+        return RowBatch(columns, rows.tokens, rows.padding, rows.documents)
 
 
 class _PrefixLmPartition:
