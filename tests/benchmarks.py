@@ -180,13 +180,14 @@ def objcli_in_process(paths: list[Path]) -> dict:
 def memory_table(paths: list[Path]) -> None:
     """Peak RSS of the whole process tree at defaults: the corpus, 10x the corpus in one file, and
     one 200 MB document. The goal: 10x within 10 % of 1x, all under 1 GiB."""
-    big = DATA / "corpus-x10.jsonl"
+    big = DATA / "memory" / "corpus-x10.jsonl"  # not beside the corpus: peers read that folder
     one = b"".join(p.read_bytes() for p in paths)
     if not big.exists() or big.stat().st_size != 10 * len(one):
+        big.parent.mkdir(exist_ok=True)
         with open(big, "wb") as f:
             for _ in range(10):
                 f.write(one)
-    document = DATA / "one-200MB-document.jsonl"
+    document = DATA / "memory" / "one-200MB-document.jsonl"
     if not document.exists():
         text = (ROOT / "sample_data" / "reference.txt").read_text(encoding="utf-8")
         document.write_text(json.dumps({"text": text * (200 * 10**6 // len(text) + 1)}) + "\n")
