@@ -61,6 +61,7 @@ def main() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace whatever an earlier run left in the output folder.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the output folder; fail if it holds none of this configuration. A run of the same configuration is resumed even without it.")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", help="local: a process pool on this machine; dask: one Dask task per partition.")
+@click.option("--pool", type=click.Choice(["auto", "threads", "processes"]), default="auto", help="[--executor local] Run partitions in threads (tokenizers release the GIL; no start-up cost) or processes (for objectives that work in Python); auto: processes for nsp, sop, electra and bart, else threads.")
 @click.option("--scheduler", default=None, help="[--executor dask] Address of a running Dask scheduler (tcp://host:8786) [default: start a local cluster of --workers processes].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (the summary line is still printed).")
 @click.option("--packing", type=click.Choice(["concat", "best-fit", "none"]), default=None, help="[clm, fim, mlm] concat: join documents and cut rows; best-fit: best-fit-decreasing, only over-long documents split; none: one document per row (clm).  [default: concat]")
@@ -100,7 +101,7 @@ def main() -> None:
 @click.option("--pack/--no-pack", default=None, help="[prefix-lm, bart] Trim-and-pack encoder-decoder examples into rows with input and label segment ids.  [default: off]")
 @click.option("--mode-tokens", type=click.Choice(["text", "special", "none"]), default=None, help="[ul2] [NLU]/[NLG]/[S2S] as text, one special id each, or none.  [default: text]")
 def transform(inputs, tokenizer, objective, seq_len, output, output_format, shard_size, input_format, text_key,
-              text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, max_document_chars, overwrite, resume, executor, scheduler, quiet, **objective_kwargs):
+              text_unit, strict, bos, eos, seed, bos_token, eos_token, workers, partition_size, batch_size, max_document_chars, overwrite, resume, executor, pool, scheduler, quiet, **objective_kwargs):
     """Tokenize INPUTS and write training-ready shards.
 
     INPUTS are files, folders (searched recursively for .jsonl/.txt/.parquet, compressed or
@@ -135,7 +136,7 @@ def transform(inputs, tokenizer, objective, seq_len, output, output_format, shar
             raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")
         bar = None if quiet or not sys.stderr.isatty() else _progress_bar()
         summary = run_transform(
-            config, workers=workers, overwrite=overwrite, resume=resume, executor=executor, scheduler=scheduler,
+            config, workers=workers, overwrite=overwrite, resume=resume, executor=executor, scheduler=scheduler, pool=pool,
             progress=bar.update if bar else None,
             warn=lambda message: click.echo(f"objcli: warning: {message}", err=True),
         )

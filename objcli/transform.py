@@ -19,7 +19,7 @@ import pyarrow as pa
 from . import __version__
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import LocalExecutor, make_executor
+from .executors import POOLS, LocalExecutor, make_executor
 from .manifest import MANIFEST_VERSION, totals
 from .output import OutputFolder, PartitionResult, final_names
 from .pipeline import PartitionTask, Progress, plan_objective
@@ -118,6 +118,7 @@ def transform(
     resume: bool = False,
     executor: str = "local",
     scheduler: str | None = None,
+    pool: str = "auto",
     progress: Callable[[Progress], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> Summary:
@@ -135,9 +136,19 @@ def transform(
     to_stdout = config.output == STDIN
     if to_stdout and resume:
         raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
+    if pool not in POOLS:
+        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
+    if pool != "auto" and executor != "local":
+        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
+    if pool != "processes":
+        # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
+        os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     files = resolve_inputs(list(config.inputs), config.input_format)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config)
+    if pool == "auto":
+        # Objectives that split sentences do much of their work in Python, holding the GIL.
+        pool = "processes" if getattr(objective, "sentence_level", False) else "threads"
     # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
     lost = [c.name for c in columns if c.name not in ("input_ids", "segment_ids", "positions", "fim_modes")]
     if config.output_format == "megatron" and lost:
@@ -173,7 +184,7 @@ def transform(
     stream = _StdoutStream(columns, work) if to_stdout else None
     results: list[PartitionResult] = list(kept.values())
     try:
-        runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler), pooled)]
+        runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, pool), pooled)]
         for runner, batch in runs:
             if not batch:
                 continue

@@ -32,7 +32,7 @@ def small_corpus(tmp_path_factory) -> Path:
     return folder
 
 
-def run_transform(inputs, tokenizer, output, workers=1, **overrides):
+def run_transform(inputs, tokenizer, output, workers=1, pool="auto", **overrides):
     """Library-level transform with test-friendly defaults; returns the Summary."""
     from objcli.config import ShardSize, TransformConfig
     from objcli.objectives import REGISTRY
@@ -52,7 +52,7 @@ def run_transform(inputs, tokenizer, output, workers=1, **overrides):
         shard_size=ShardSize.parse(shard_size),
         **overrides,
     )
-    return transform(config, workers=workers, overwrite=True)
+    return transform(config, workers=workers, overwrite=True, pool=pool)
 
 
 def read_output(folder):

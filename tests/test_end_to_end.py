@@ -174,15 +174,16 @@ def _shard_bytes(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("output_format", ["arrow", "parquet", "npy", "megatron"])
-def test_byte_identical_for_one_or_two_workers_and_repeat_runs(small_corpus, sample_tokenizer, tmp_path, output_format):
+def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_runs(small_corpus, sample_tokenizer, tmp_path, output_format):
     common = dict(seq_len=128, output_format=output_format, partition_bytes=20_000, shard_size="30")
     one = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w2", workers=2, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w1b", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "p2", workers=2, pool="processes", **common)
     assert len(one.manifest["partitions"]) > 3
     first = _shard_bytes(tmp_path / "w1")
-    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b")
-    manifests = {(tmp_path / name / "manifest.json").read_bytes() for name in ("w1", "w2", "w1b")}
+    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b") == _shard_bytes(tmp_path / "p2")
+    manifests = {(tmp_path / name / "manifest.json").read_bytes() for name in ("w1", "w2", "w1b", "p2")}
     assert len(manifests) == 1  # the manifest too: it records what was written, not how
 
 

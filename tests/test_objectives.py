@@ -203,7 +203,7 @@ def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
         (["--objective", "t5", "--noise-density", "1"], "Error: --noise-density 1.0: must be between 0 and 1 (exclusive)\n"),
         (["--objective", "t5", "--seq-len", "2"], "Error: --seq-len 2: no chunk length gives inputs of exactly that length "
          "at noise density 0.15 and mean span 3.0; choose a larger --seq-len (at least 3)\n"),
-        (["--objective", "t5", "--packing", "none"], "Error: --packing applies to clm, fim, not to span-corruption\n"),
+        (["--objective", "t5", "--packing", "none"], "Error: --packing applies to clm, fim, mlm, not to span-corruption\n"),
         (["--objective", "clm", "--mixture", "ul2"], "Error: --mixture applies to ul2, not to clm\n"),
         (["--objective", "ul2", "--mixture", "ul3"], "Error: --mixture ul3: neither a preset (ul2, ul2-3, ul2r) nor a TOML file\n"),
     ],

@@ -67,7 +67,8 @@ def test_resume_after_sigkill_gives_the_clean_bytes(clean_run, tmp_path, crash_a
 
 def test_a_worker_killed_in_a_pool_is_one_clear_error_then_resumes(clean_run, tmp_path):
     args, expected = clean_run
-    args = [a if a != "1" else "2" for a in args]  # --workers 2: the crash kills a pool worker only
+    # --workers 2 in processes: the crash kills one pool worker, not the run.
+    args = [*(a if a != "1" else "2" for a in args), "--pool", "processes"]
     out = tmp_path / "out"
     failed = objcli("transform", *args, "-o", out, crash_at="shard-write:2")
     assert failed.returncode == 1

@@ -12,16 +12,16 @@ The output never depends on the executor, because a partition's output depends o
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from .local import LocalExecutor
+from .local import POOLS, LocalExecutor
 
 EXECUTORS = ("local", "dask")
 
 
-def make_executor(name: str, workers: int, scheduler: str | None = None):
+def make_executor(name: str, workers: int, scheduler: str | None = None, pool: str = "threads"):
     if name == "local":
         if scheduler:
             raise ObjcliError("--scheduler applies to --executor dask, not to local")
-        return LocalExecutor(workers)
+        return LocalExecutor(workers, pool)
     if name == "dask":
         from .dask import DaskExecutor
 
@@ -29,4 +29,4 @@ def make_executor(name: str, workers: int, scheduler: str | None = None):
     raise ObjcliError(f"--executor {name}: choose one of {', '.join(EXECUTORS)}")
 
 
-__all__ = ["EXECUTORS", "LocalExecutor", "make_executor"]
+__all__ = ["EXECUTORS", "POOLS", "LocalExecutor", "make_executor"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import queue
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from ..errors import ObjcliError
@@ -24,14 +24,22 @@ def _run_in_worker(task: PartitionTask) -> PartitionResult:
     return run_partition(task, report=_progress_queue.put)
 
 
+POOLS = ("auto", "threads", "processes")
+
+
 class LocalExecutor:
-    """``workers == 1``, or a single task: run in-process. Otherwise a process pool (spawned, so
-    no worker inherits the parent's tokenizer threads)."""
+    """``workers == 1``, or a single task: run in this thread. Otherwise a pool of threads (the
+    tokenizers release the GIL, and threads start at no cost and share one loaded tokenizer) or of
+    processes (spawned, so no worker inherits the parent's tokenizer threads; better where an
+    objective does much of its work in Python, holding the GIL)."""
 
     name = "local"
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, pool: str = "threads"):
+        if pool not in ("threads", "processes"):
+            raise ValueError(pool)
         self.workers = workers
+        self.pool = pool
 
     def __enter__(self) -> LocalExecutor:
         return self
@@ -50,15 +58,20 @@ class LocalExecutor:
                     raise partition_failed(task, error) from error
                 yield result
             return
-        context = multiprocessing.get_context("spawn")
-        progress_queue = context.Queue()
-        with ProcessPoolExecutor(
-            max_workers=min(self.workers, len(tasks)),
-            mp_context=context,
-            initializer=_init_worker,
-            initargs=(progress_queue,),
-        ) as pool:
-            task_of = {pool.submit(_run_in_worker, task): task for task in tasks}
+        workers = min(self.workers, len(tasks))
+        if self.pool == "threads":
+            progress_queue = queue.SimpleQueue()  # progress reaches ``report`` in this thread only
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objcli-partition")
+            submit = lambda task: pool.submit(run_partition, task, progress_queue.put)  # noqa: E731
+        else:
+            context = multiprocessing.get_context("spawn")
+            progress_queue = context.Queue()
+            pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue,)
+            )
+            submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
+        with pool:
+            task_of = {submit(task): task for task in tasks}
             pending = set(task_of)
             try:
                 while pending:
