@@ -61,7 +61,7 @@ def main() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace whatever an earlier run left in the output folder.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the output folder; fail if it holds none of this configuration. A run of the same configuration is resumed even without it.")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", help="local: a process pool on this machine; dask: one Dask task per partition.")
-@click.option("--pool", type=click.Choice(["auto", "threads", "processes"]), default="auto", help="[--executor local] Run partitions in threads (tokenizers release the GIL; no start-up cost) or processes (for objectives that work in Python); auto: processes for nsp, sop, electra and bart, else threads.")
+@click.option("--pool", type=click.Choice(["auto", "threads", "processes"]), default="auto", help="[--executor local] Run partitions in threads (tokenizers release the GIL; no start-up cost) or processes (for objectives that work in Python); auto: processes for nsp, sop, electra, bart and tokenizer.json, else threads.")
 @click.option("--scheduler", default=None, help="[--executor dask] Address of a running Dask scheduler (tcp://host:8786) [default: start a local cluster of --workers processes].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (the summary line is still printed).")
 @click.option("--packing", type=click.Choice(["concat", "best-fit", "none"]), default=None, help="[clm, fim, mlm] concat: join documents and cut rows; best-fit: best-fit-decreasing, only over-long documents split; none: one document per row (clm).  [default: concat]")

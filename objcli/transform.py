@@ -140,15 +140,18 @@ def transform(
         raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
     if pool != "auto" and executor != "local":
         raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
-    if pool != "processes":
+    if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     files = resolve_inputs(list(config.inputs), config.input_format)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config)
     if pool == "auto":
-        # Objectives that split sentences do much of their work in Python, holding the GIL.
-        pool = "processes" if getattr(objective, "sentence_level", False) else "threads"
+        # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
+        # token-level objectives); processes where Python holds it (objectives that split
+        # sentences) and for the `tokenizers` library, whose batches scale better apart.
+        python_bound = getattr(objective, "sentence_level", False) or tokenizer.kind == "huggingface"
+        pool = "processes" if python_bound else "threads"
     # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
     lost = [c.name for c in columns if c.name not in ("input_ids", "segment_ids", "positions", "fim_modes")]
     if config.output_format == "megatron" and lost:
