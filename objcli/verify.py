@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ObjcliError
 from .manifest import read_manifest
 from .tokenizer import file_sha256
 
@@ -279,11 +278,3 @@ def _check_pairs(columns: dict[str, Column], ids: dict[str, int]) -> list[str]:
     if np.any((mask.values == 1) & (previous == 0)):
         problems.append("attention_mask is not ones followed by zeros")
     return problems
-
-
-def verify_or_raise(folder: str | Path) -> Report:
-    """For the library: the report, or an ObjcliError with the first problem."""
-    report = verify_output(folder)
-    if not report.ok:
-        raise ObjcliError(f"{folder}: {report.problems[0]}")
-    return report
