@@ -53,17 +53,38 @@ def _npy_rows(folder: Path, shard: dict, manifest: dict) -> Iterator[dict[str, n
         yield {name: np.asarray(a[i]) for name, a in arrays.items()}
 
 
+MEGATRON_DTYPES = {8: np.uint16, 4: np.int32}  # Megatron-LM's dtype codes that objcli writes
+
+
+def read_megatron_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray]:
+    """(token dtype, sequence lengths, byte pointers) of a Megatron ``.idx`` file (``MMIDIDX``
+    version 1); ``ValueError`` when the header is not one."""
+    idx = path.read_bytes()
+    if idx[:9] != b"MMIDIDX\x00\x00":
+        raise ValueError("the .idx file lacks the MMIDIDX header")
+    dtype = MEGATRON_DTYPES.get(idx[17])
+    if dtype is None:
+        raise ValueError(f".idx dtype code {idx[17]} is not one objcli writes (uint16: 8, int32: 4)")
+    count = int(np.frombuffer(idx, "<u8", 1, 18)[0])
+    lengths = np.frombuffer(idx, "<i4", count, 34).astype(np.int64)
+    pointers = np.frombuffer(idx, "<i8", count, 34 + 4 * count)
+    return np.dtype(dtype), lengths, pointers
+
+
+def read_table(path: Path, fmt: str):
+    """A whole Arrow or Parquet shard as a ``pyarrow.Table``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+
+
 def _megatron_rows(folder: Path, shard: dict) -> Iterator[dict[str, np.ndarray]]:
     prefix = shard["files"][0].removesuffix(".bin")
-    idx = (folder / f"{prefix}.idx").read_bytes()
-    dtype = {8: np.uint16, 4: np.int32}[idx[17]]
-    count = int(np.frombuffer(idx, "<u8", 1, 18)[0])
-    lengths = np.frombuffer(idx, "<i4", count, 34)
-    pointers = np.frombuffer(idx, "<i8", count, 34 + 4 * count)
+    dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
     data = np.memmap(folder / f"{prefix}.bin", dtype=dtype, mode="r")
-    itemsize = np.dtype(dtype).itemsize
     for length, pointer in zip(lengths, pointers):
-        start = pointer // itemsize
+        start = pointer // dtype.itemsize
         yield {"input_ids": np.asarray(data[start : start + length])}
 
 
@@ -94,10 +115,7 @@ def read_shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
     fmt, kinds = manifest["format"], {c["name"]: c["kind"] for c in manifest["columns"]}
     first = folder / shard["files"][0]
     if fmt in ("arrow", "parquet"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(first) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(first))).read_all()
+        table = read_table(first, fmt)
         columns = {}
         for name in table.column_names:
             column = table.column(name).combine_chunks()
@@ -114,7 +132,7 @@ def read_shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
             values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
             columns[name] = (values, np.load(folder / f"{prefix}.{name}.offsets.npy")) if kind == "ragged" else values
         return columns
-    # Megatron: one sequence per row, input_ids only.
-    rows = [r["input_ids"] for r in _megatron_rows(folder, shard)]
-    lengths = np.array([len(r) for r in rows], dtype=np.int64)
-    return {"input_ids": (np.concatenate(rows) if rows else np.zeros(0), np.concatenate([[0], np.cumsum(lengths)]))}
+    # Megatron: one sequence per row, input_ids only, laid end to end in the .bin file.
+    prefix = shard["files"][0].removesuffix(".bin")
+    dtype, lengths, _ = read_megatron_index(folder / f"{prefix}.idx")
+    return {"input_ids": (np.fromfile(folder / f"{prefix}.bin", dtype=dtype), np.concatenate([[0], np.cumsum(lengths)]))}

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .manifest import read_manifest
+from .shards import read_megatron_index, read_table
 from .tokenizer import file_sha256
 
 IGNORE = -100
@@ -110,9 +111,8 @@ def _read_columns(folder: Path, manifest: dict, shard: dict) -> dict[str, Column
     first = folder / shard["files"][0]
     if fmt in ("arrow", "parquet"):
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        table = pq.read_table(first) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(first))).read_all()
+        table = read_table(first, fmt)
         # Parquet names a list's values "element", Arrow "item": compare the types, not the names.
         expected = [(c["name"], re.sub(r"list<\w+: ", "list<", c["arrow_type"])) for c in specs]
         found = [(f.name, f"list<{f.type.value_type}>" if pa.types.is_list(f.type) else str(f.type)) for f in table.schema]
@@ -147,18 +147,12 @@ def _read_columns(folder: Path, manifest: dict, shard: dict) -> dict[str, Column
 
 def _read_megatron(folder: Path, shard: dict, disk_dtype: str) -> Column:
     prefix = shard["files"][0].removesuffix(".bin")
-    idx = (folder / f"{prefix}.idx").read_bytes()
-    if idx[:9] != b"MMIDIDX\x00\x00":
-        raise ValueError("the .idx file lacks the MMIDIDX header")
-    dtype = {8: np.uint16, 4: np.int32}.get(idx[17])
-    if dtype is None or np.dtype(dtype).name != disk_dtype:
-        raise ValueError(f".idx dtype code {idx[17]} is not the manifest's {disk_dtype}")
-    count = int(np.frombuffer(idx, "<u8", 1, 18)[0])
-    lengths = np.frombuffer(idx, "<i4", count, 34).astype(np.int64)
-    pointers = np.frombuffer(idx, "<i8", count, 34 + 4 * count)
+    dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
+    if dtype.name != disk_dtype:
+        raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
     data = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
     starts = np.concatenate([[0], np.cumsum(lengths)])
-    if len(data) != starts[-1] or not np.array_equal(pointers, starts[:-1] * np.dtype(dtype).itemsize):
+    if len(data) != starts[-1] or not np.array_equal(pointers, starts[:-1] * dtype.itemsize):
         raise ValueError(".idx lengths and pointers do not describe the .bin file")
     return Column(data, starts)
 
