@@ -61,18 +61,21 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     becomes one line naming the input or the output folder."""
     try:
         return _run_partition(task, report)
-    except OSError as error:
+    except BaseException as error:
         clear_partition(Path(task.folder), task.partition.index)
-        name = str(error.filename or "")
-        if name and not name.startswith(task.folder):
-            raise ObjcliError(
-                f"{task.partition.label}: {error.strerror or error} ({name}); check that the input is still there "
-                "and readable"
-            ) from None
-        raise output_error(error, Path(task.folder).parent) from None
-    except BaseException:
-        clear_partition(Path(task.folder), task.partition.index)
+        if isinstance(error, OSError):
+            raise _os_error(task, error) from None
         raise
+
+
+def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
+    name = str(error.filename or "")
+    if name and not name.startswith(task.folder):
+        return ObjcliError(
+            f"{task.partition.label}: {error.strerror or error} ({name}); check that the input is still there "
+            "and readable"
+        )
+    return output_error(error, Path(task.folder).parent)
 
 
 def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
