@@ -1,3 +1,5 @@
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,3 +67,16 @@ def read_output(folder):
     manifest = read_manifest(folder)
     tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
     return manifest, pa.concat_tables(tables).to_pydict()
+
+
+def run_cli(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
+    """``objcli ARGS`` in a process of its own (for crashes, rlimits, other folders); text output."""
+    return subprocess.run(
+        [sys.executable, "-m", "objcli.cli", *map(str, args)],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600, **kwargs,
+    )
+
+
+def folder_bytes(folder) -> dict[str, bytes]:
+    """Every file of an output folder (shards and manifest), by name."""
+    return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}

@@ -12,21 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import folder_bytes
+from conftest import run_cli as objcli
 
 pytest.importorskip("distributed")
 
 BIN = Path(sys.executable).parent
-
-
-def objcli(*args, env=None, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "objcli.cli", *map(str, args)],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=300,
-    )
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 class DaskProcesses:

@@ -9,13 +9,12 @@ import random
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import zstandard
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import run_cli, run_transform
 
 from objcli.cli import main
 from objcli.errors import ObjcliError
@@ -181,14 +180,9 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(disk)], check=True)
 
 
-def _objcli(*args, preexec_fn=None):
-    return subprocess.run([sys.executable, "-m", "objcli.cli", *map(str, args)], capture_output=True, text=True,
-                          preexec_fn=preexec_fn)
-
-
 def test_a_full_disk_is_one_clear_error_and_no_manifest(small_disk, small_corpus, sample_tokenizer):
     out = small_disk / "out"
-    done = _objcli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1", "-q")
+    done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1", "-q")
     assert done.returncode == 1
     assert done.stderr == (
         f"Error: output {out}: no space left on the device; free some space and rerun the same command "
@@ -205,7 +199,7 @@ def _limit_file_size():
 
 def test_a_write_error_is_one_clear_error_and_no_manifest(small_corpus, sample_tokenizer, tmp_path):
     out = tmp_path / "out"
-    done = _objcli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1",
+    done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1",
                    "-q", preexec_fn=_limit_file_size)
     assert done.returncode == 1
     assert done.stderr == (
@@ -228,7 +222,7 @@ def test_an_unwritable_output_folder_is_one_clear_error(small_corpus, sample_tok
             (readonly, f"Error: output {readonly}: folder is not writable; choose another with -o\n"),
             (readonly / "out", f"Error: output {readonly / 'out'}: not writable ({'Read-only file system' if os.geteuid() == 0 else 'Permission denied'}); choose another folder with -o\n"),
         ):
-            done = _objcli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "-q")
+            done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "-q")
             assert done.returncode == 1
             assert done.stderr == message
     finally:

@@ -1,13 +1,10 @@
 """Crash safety: a run killed with SIGKILL at any point resumes to the same bytes as a clean run."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import folder_bytes, run_cli
 
 from objcli.errors import ObjcliError
 from objcli.manifest import read_manifest
@@ -15,14 +12,7 @@ from objcli.verify import verify_output
 
 
 def objcli(*args, crash_at=None, **kwargs):
-    env = {**os.environ, "OBJCLI_CRASH_AT": crash_at or ""}
-    return subprocess.run(
-        [sys.executable, "-m", "objcli.cli", *map(str, args)], env=env, capture_output=True, text=True, **kwargs
-    )
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+    return run_cli(*args, env={"OBJCLI_CRASH_AT": crash_at or ""}, **kwargs)
 
 
 @pytest.fixture(scope="module")
