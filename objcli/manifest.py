@@ -7,11 +7,8 @@ shards it lists, with the sha256 it lists.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
-
-from .faults import crash_point
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -46,20 +43,6 @@ def totals(results) -> dict:
         "text_bytes": sum(r.text_bytes for r in results),
         **{k: v for k, v in sorted(counters.items()) if k != "documents_split"},
     }
-
-
-def write_json_atomically(path: Path, data: dict) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    with open(temp, "w", encoding="utf-8") as f:
-        half = len(text) // 2
-        f.write(text[:half])
-        f.flush()
-        crash_point(path.name)  # the resume tests kill a run halfway through writing this file
-        f.write(text[half:])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
 
 
 def read_manifest(folder: str | Path) -> dict:

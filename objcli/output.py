@@ -24,8 +24,8 @@ from pathlib import Path
 
 from .errors import ObjcliError
 from .faults import crash_point
-from .manifest import MANIFEST_NAME, write_json_atomically
-from .tokenizer import file_sha256
+from .files import file_sha256, write_json_atomically
+from .manifest import MANIFEST_NAME
 from .writers import ShardInfo
 
 WORK_FOLDER = ".objcli-tmp"

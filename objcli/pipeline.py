@@ -18,7 +18,7 @@ from .objectives import REGISTRY, DocumentBatch
 from .output import PartitionResult, clear_partition, output_error, write_marker
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rows import ColumnSpec
-from .tokenizer import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
+from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
 
 

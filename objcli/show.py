@@ -14,9 +14,10 @@ import click
 import numpy as np
 
 from .errors import ObjcliError
+from .files import file_sha256
 from .manifest import read_manifest
 from .shards import iter_rows
-from .tokenizer import SpecialTokens, Tokenizer, file_sha256, open_tokenizer
+from .tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import file_sha256
 from .manifest import read_manifest
 from .shards import read_megatron_index, read_table
-from .tokenizer import file_sha256
 
 IGNORE = -100
 ALONGSIDE = {

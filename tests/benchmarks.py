@@ -235,7 +235,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     from objcli.kernels.spans import corrupt_spans, random_keys, random_spans, span_counts
     from objcli.objectives import DocumentBatch
     from objcli.objectives.ul2 import Ul2, Ul2Options
-    from objcli.tokenizer import open_tokenizer
+    from objcli.tokenizers import open_tokenizer
 
     rng = np.random.default_rng(0)
     results = []

@@ -7,7 +7,7 @@ import pytest
 from conftest import SAMPLE, read_output, run_transform
 
 from objcli.errors import ObjcliError
-from objcli.tokenizer import LONG_TEXT_CHARS, open_tokenizer
+from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -7,7 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from objcli.errors import ObjcliError
-from objcli.tokenizer import LONG_TEXT_CHARS, open_tokenizer
+from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer
 
 
 def test_model_roles_come_from_the_model(sample_tokenizer):

@@ -20,7 +20,7 @@ from ..rows import ColumnSpec, RowBatch
 
 if TYPE_CHECKING:
     from ..config import TransformConfig
-    from ..tokenizer import Tokenizer
+    from ..tokenizers import Tokenizer
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ObjcliError
-from .tokenizer import Tokenizer, _flatten
+from ..errors import ObjcliError
+from .base import Tokenizer, flatten_arrays
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -78,7 +78,7 @@ class HuggingFaceTokenizer(Tokenizer):
             os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
             self._threads = num_threads
         encodings = self.library.encode_batch_fast(texts, add_special_tokens=False)
-        return _flatten([np.asarray(e.ids, dtype=np.int32) for e in encodings])
+        return flatten_arrays([np.asarray(e.ids, dtype=np.int32) for e in encodings])
 
     def cut_point(self, window: str) -> int:
         """Just before the whitespace run that holds the last line break, so the next piece starts

@@ -1,4 +1,4 @@
-"""SentencePiece tokenizer: batched encode into flat arrays, and special-token resolution.
+"""What objcli needs of a tokenizer, and special-token resolution, the same for every kind.
 
 Special tokens are looked up in the model first; a token the model lacks is allocated after the
 model's vocabulary (ids ``vocab_size``, ``vocab_size + 1``, … in request order) and recorded in
@@ -8,27 +8,19 @@ that spells ``</s>`` or ``<pad>`` gets those characters as plain text, never the
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
+from ..files import file_sha256
 
-# SentencePiece's own accessors for the roles it knows, and the piece names we allocate otherwise.
-MODEL_ROLE_ACCESSORS = {"bos": "bos_id", "eos": "eos_id", "pad": "pad_id", "unk": "unk_id"}
+# Roles a model may define itself, and the piece names allocated for them when it does not.
+MODEL_ROLES = ("bos", "eos", "pad", "unk")
 DEFAULT_PIECES = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 LONG_TEXT_CHARS = 200_000  # longer texts are encoded in pieces (Tokenizer.encode)
@@ -132,9 +124,9 @@ class Tokenizer:
             start += cut
         yield text[start:]
 
-    @property
+    @cached_property
     def sha256(self) -> str:
-        return file_sha256(self.path)
+        return file_sha256(self.path)  # once per tokenizer: a 32k model takes milliseconds to hash
 
     @property
     def total_vocab_size(self) -> int:
@@ -154,7 +146,7 @@ class Tokenizer:
             return self.special.ids[role]
         token_id = None
         piece = piece or self.role_pieces.get(role)
-        if piece is None and role in MODEL_ROLE_ACCESSORS:
+        if piece is None and role in MODEL_ROLES:
             token_id = self.model_role_id(role)
             if token_id is not None:
                 piece = self.piece(token_id)
@@ -234,94 +226,9 @@ class Tokenizer:
         return "".join(out)
 
 
-def _flatten(arrays) -> tuple[np.ndarray, np.ndarray]:
+def flatten_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
     return tokens, offsets
-
-
-class SentencePieceTokenizer(Tokenizer):
-    """A SentencePiece ``.model``: batched encode with NumPy output and the library's threads."""
-
-    kind = "sentencepiece"
-
-    def __init__(self, path: str | Path):
-        import sentencepiece as spm
-
-        super().__init__(path)
-        self.processor = spm.SentencePieceProcessor()
-        try:
-            self.processor.LoadFromFile(str(self.path))
-        except (OSError, RuntimeError) as error:
-            raise ObjcliError(
-                f"tokenizer {self.path}: neither a SentencePiece model nor a tokenizer.json ({str(error).strip()}); "
-                "pass a .model written by SentencePiece or 'objcli train-tokenizer', or a Hugging Face tokenizer.json"
-            ) from None
-        self.vocab_size = self.processor.get_piece_size()
-        self._pieces: list[str] | None = None
-
-    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
-        return _flatten(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
-
-    def cut_point(self, window: str) -> int:
-        """Before a space that follows non-space text. SentencePiece splits at whitespace before
-        it segments (``split_by_whitespace``, on in every model objcli trains), and a piece that
-        starts with a space encodes as it would after the text before it: with the dummy prefix
-        the space is replaced by the prefix, without it the space itself becomes U+2581."""
-        cut = window.rfind(" ")
-        while cut > 0 and window[cut - 1].isspace():
-            cut = window.rfind(" ", 0, cut)
-        return max(cut, 0)
-
-    def decode_batch(self, ids: list[list[int]]) -> list[str]:
-        return self.processor.decode(ids) if ids else []
-
-    def model_id(self, piece: str) -> int | None:
-        piece_id = self.processor.piece_to_id(piece)
-        unk = self.processor.unk_id()
-        if piece_id == unk and piece != self.processor.id_to_piece(unk):
-            return None
-        return piece_id
-
-    def model_role_id(self, role: str) -> int | None:
-        token_id = getattr(self.processor, MODEL_ROLE_ACCESSORS[role])()
-        return token_id if token_id >= 0 else None
-
-    def pieces(self) -> list[str]:
-        if self._pieces is None:
-            self._pieces = [self.processor.id_to_piece(i) for i in range(self.vocab_size)]
-        return self._pieces
-
-    def control_mask(self) -> np.ndarray:
-        return np.array([self.processor.is_control(i) for i in range(self.vocab_size)], dtype=bool)
-
-    def unusable_mask(self) -> np.ndarray:
-        return np.array(
-            [self.processor.is_unknown(i) or self.processor.is_unused(i) for i in range(self.vocab_size)], dtype=bool
-        )
-
-
-def open_tokenizer(path: str | Path) -> Tokenizer:
-    """A SentencePiece ``.model``, or a Hugging Face ``tokenizer.json`` (or a folder holding one)."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / "tokenizer.json").is_file():
-            raise ObjcliError(f"tokenizer {path}: the folder holds no tokenizer.json; pass a .model or a tokenizer.json")
-        path = path / "tokenizer.json"
-    if not path.is_file():
-        raise ObjcliError(f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer")
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip()
-    if head.startswith(b"{"):
-        from .hf_tokenizer import HuggingFaceTokenizer
-
-        return HuggingFaceTokenizer(path)
-    return SentencePieceTokenizer(path)
-
-
-@lru_cache(maxsize=4)
-def load_tokenizer(path: str) -> Tokenizer:
-    """One loaded tokenizer per worker process and path."""
-    return open_tokenizer(path)

@@ -1,0 +1,41 @@
+"""Tokenizers, one file per kind behind one interface (``base.Tokenizer``).
+
+``open_tokenizer`` tells the kinds apart by content: a JSON object is a Hugging Face
+``tokenizer.json``; anything else is tried as a SentencePiece model.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import ObjcliError
+from .base import LONG_TEXT_CHARS, SpecialTokens, Tokenizer
+
+__all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "open_tokenizer"]
+
+
+def open_tokenizer(path: str | Path) -> Tokenizer:
+    """A SentencePiece ``.model``, or a Hugging Face ``tokenizer.json`` (or a folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise ObjcliError(f"tokenizer {path}: the folder holds no tokenizer.json; pass a .model or a tokenizer.json")
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise ObjcliError(f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer")
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if head.startswith(b"{"):
+        from .huggingface import HuggingFaceTokenizer
+
+        return HuggingFaceTokenizer(path)
+    from .sentencepiece import SentencePieceTokenizer
+
+    return SentencePieceTokenizer(path)
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(path: str) -> Tokenizer:
+    """One loaded tokenizer per worker process and path."""
+    return open_tokenizer(path)

@@ -1,0 +1,74 @@
+"""A SentencePiece ``.model``: batched encode with NumPy output and the library's threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from .base import Tokenizer, flatten_arrays
+
+# SentencePiece's own accessors for the roles it knows.
+MODEL_ROLE_ACCESSORS = {"bos": "bos_id", "eos": "eos_id", "pad": "pad_id", "unk": "unk_id"}
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece ``.model``: batched encode with NumPy output and the library's threads."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, path: str | Path):
+        import sentencepiece as spm
+
+        super().__init__(path)
+        self.processor = spm.SentencePieceProcessor()
+        try:
+            self.processor.LoadFromFile(str(self.path))
+        except (OSError, RuntimeError) as error:
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a tokenizer.json ({str(error).strip()}); "
+                "pass a .model written by SentencePiece or 'objcli train-tokenizer', or a Hugging Face tokenizer.json"
+            ) from None
+        self.vocab_size = self.processor.get_piece_size()
+        self._pieces: list[str] | None = None
+
+    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        return flatten_arrays(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
+
+    def cut_point(self, window: str) -> int:
+        """Before a space that follows non-space text. SentencePiece splits at whitespace before
+        it segments (``split_by_whitespace``, on in every model objcli trains), and a piece that
+        starts with a space encodes as it would after the text before it: with the dummy prefix
+        the space is replaced by the prefix, without it the space itself becomes U+2581."""
+        cut = window.rfind(" ")
+        while cut > 0 and window[cut - 1].isspace():
+            cut = window.rfind(" ", 0, cut)
+        return max(cut, 0)
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        return self.processor.decode(ids) if ids else []
+
+    def model_id(self, piece: str) -> int | None:
+        piece_id = self.processor.piece_to_id(piece)
+        unk = self.processor.unk_id()
+        if piece_id == unk and piece != self.processor.id_to_piece(unk):
+            return None
+        return piece_id
+
+    def model_role_id(self, role: str) -> int | None:
+        token_id = getattr(self.processor, MODEL_ROLE_ACCESSORS[role])()
+        return token_id if token_id >= 0 else None
+
+    def pieces(self) -> list[str]:
+        if self._pieces is None:
+            self._pieces = [self.processor.id_to_piece(i) for i in range(self.vocab_size)]
+        return self._pieces
+
+    def control_mask(self) -> np.ndarray:
+        return np.array([self.processor.is_control(i) for i in range(self.vocab_size)], dtype=bool)
+
+    def unusable_mask(self) -> np.ndarray:
+        return np.array(
+            [self.processor.is_unknown(i) or self.processor.is_unused(i) for i in range(self.vocab_size)], dtype=bool
+        )
