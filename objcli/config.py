@@ -10,18 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ObjcliError
+from .options import check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 
 OUTPUT_FORMATS = ("arrow", "parquet", "npy", "megatron")
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
-def parse_bytes(text: str | int, option: str) -> int:
+def parse_bytes(text: str | int, name: str) -> int:
     """``"64MiB"`` -> 67108864; a plain number is bytes."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
     unit = match.group(2).lower() if match else ""
     if not match or unit not in SIZE_UNITS or int(match.group(1)) <= 0:
-        raise ObjcliError(f"{option} {text}: give a positive size such as 64MiB or 4MB")
+        raise ObjcliError(f"{name} {text}: give a positive size such as 64MiB or 4MB")
     return int(match.group(1)) * SIZE_UNITS[unit]
 
 
@@ -49,56 +50,92 @@ class ShardSize:
         return f"{self.rows} rows" if self.rows else f"{self.bytes} bytes"
 
 
+PACKERS = ("none", "concat", "best-fit", "trim-and-pack")
+REMAINDERS = ("drop", "pad")
+
+
 @dataclass(frozen=True)
 class TransformConfig:
-    inputs: tuple[str, ...]
-    tokenizer: str
-    objective: str
-    objective_options: Any
-    output: str
-    seq_len: int = 2048
-    output_format: str = "arrow"
-    shard_size: ShardSize = ShardSize(bytes=256 * 10**6)
-    input_format: str = "auto"
-    text_key: str = "text"
-    text_unit: str = "line"
-    strict: bool = False
-    bos: bool = False
-    eos: bool | None = None  # None: the objective's default (EOS between documents for clm)
-    seed: int = 0
-    bos_token: str | None = None  # override the tokenizer's own BOS / EOS piece
-    eos_token: str | None = None
-    partition_bytes: int = 64 * 2**20
-    batch_bytes: int = 2**20
-    max_document_chars: int = 10_000_000  # longer records become several documents (0: never)
+    """Every setting of a run that shapes its output; the ``option`` metadata is the one definition
+    of each ``objcli transform`` option (help, default, choices, range)."""
+
+    inputs: tuple[str, ...] = option((), "Files, folders (searched recursively) and globs; '-' reads standard input.",
+                                     cli=False)
+    tokenizer: str = option("", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t")
+    objective: str = option("clm", "clm, fim, mlm, electra, nsp, sop, span-corruption (t5), prefix-lm, ul2, bart.")
+    objective_options: Any = None
+    output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o")
+    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2)
+    output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format")
+    shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).")
+    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS)
+    text_key: str = option("text", "JSON field or Parquet column holding the text.")
+    text_unit: str = option("line", "Plain text: one document per line, blank-line-separated paragraph, or file.",
+                            choices=TEXT_UNITS)
+    strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.")
+    bos: bool = option(False, "Put BOS before every document.")
+    eos: bool | None = option(None, "Put EOS after every document [default: yes for clm, mlm, fim and prefix-lm; "
+                              "no for span-corruption, ul2 and the sentence objectives].")
+    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0)
+    bos_token: str | None = option(None, "BOS piece, overriding the tokenizer's own (looked up, else allocated).")
+    eos_token: str | None = option(None, "EOS piece, overriding the tokenizer's own (looked up, else allocated).")
+    partition_size: str = option("64MiB", "Large uncompressed line-based files are split into partitions of this size.")
+    batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it; larger is not faster).")
+    max_document_chars: int = option(10_000_000, "A record longer than this becomes several documents, cut where the "
+                                     "tokens do not change; bounds memory per worker (0: never cut).", minimum=0)
+    packing: str | None = option(None, "How examples become rows: none (one per row), concat (join and cut), "
+                                 "best-fit (best-fit-decreasing), trim-and-pack (inputs and labels) [default: the "
+                                 "objective's first].", choices=PACKERS)
+    pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing (bounds memory).",
+                              minimum=1)
+    remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS)
 
     def __post_init__(self):
-        if self.eos is None:
-            from .objectives import REGISTRY
+        from .objectives import REGISTRY
 
-            object.__setattr__(self, "eos", REGISTRY.get(self.objective).default_eos)
-        if self.seq_len < 2:
-            raise ObjcliError(f"--seq-len {self.seq_len}: must be at least 2")
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ObjcliError(f"--format {self.output_format}: choose one of {', '.join(OUTPUT_FORMATS)}")
-        if self.input_format not in FORMATS:
-            raise ObjcliError(f"--input-format {self.input_format}: choose one of {', '.join(FORMATS)}")
-        if self.text_unit not in TEXT_UNITS:
-            raise ObjcliError(f"--text-unit {self.text_unit}: choose one of {', '.join(TEXT_UNITS)}")
+        for f in dataclasses.fields(self):
+            check_field(f, getattr(self, f.name))
+        objective = REGISTRY.get(self.objective)
+        if self.objective_options is None:
+            object.__setattr__(self, "objective_options", objective.options_type())
+        if self.eos is None:
+            object.__setattr__(self, "eos", objective.default_eos)
+        accepted = objective.packers(self.objective_options)
+        if self.packing is None:
+            object.__setattr__(self, "packing", accepted[0])
+        elif self.packing not in accepted:
+            raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
+                              + self._options_hint(objective))
+        if self.remainder != "drop" and self.packing != "concat":
+            raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
+        if self.pack_window != 4_000_000 and self.packing != "best-fit":
+            raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
         if self.output == "-" and self.output_format != "arrow":
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
-        if self.max_document_chars < 0:
-            raise ObjcliError(f"--max-document-chars {self.max_document_chars}: give a positive number, or 0 to never cut")
-        if self.partition_bytes < 1 or self.batch_bytes < 1:
-            raise ObjcliError("--partition-size and --batch-size must be positive")
-        if self.seed < 0:
-            raise ObjcliError(f"--seed {self.seed}: must be a non-negative integer")
+        ShardSize.parse(self.shard_size)
+        parse_bytes(self.partition_size, "--partition-size")
+        parse_bytes(self.batch_size, "--batch-size")
+
+    def _options_hint(self, objective) -> str:
+        layout = getattr(self.objective_options, "layout", None) or getattr(self.objective_options, "fim_level", None)
+        return f" with these options ({layout})" if layout else ""
+
+    @property
+    def shard_limit(self) -> ShardSize:
+        return ShardSize.parse(self.shard_size)
+
+    @property
+    def partition_bytes(self) -> int:
+        return parse_bytes(self.partition_size, "--partition-size")
+
+    @property
+    def batch_bytes(self) -> int:
+        return parse_bytes(self.batch_size, "--batch-size")
 
     def to_json(self) -> dict:
         """Every setting that shapes the output (not where it goes or how many workers run)."""
         data = dataclasses.asdict(self)
         data["objective_options"] = dataclasses.asdict(self.objective_options)
-        data["shard_size"] = {"rows": self.shard_size.rows, "bytes": self.shard_size.bytes}
         data["inputs"] = list(self.inputs)
         del data["output"]
         return data

@@ -15,7 +15,9 @@ from .config import TransformConfig
 from .errors import ObjcliError
 from .faults import crash_point
 from .objectives import REGISTRY, DocumentBatch
+from .objectives.base import Objective
 from .output import PartitionResult, clear_partition, output_error, write_marker
+from .packing import Packer, PackSettings, make_packer
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rows import ColumnSpec
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
@@ -42,17 +44,23 @@ class Progress:
     tokens: int = 0
 
 
-def build_objective(config: TransformConfig, tokenizer: Tokenizer):
+def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
     return REGISTRY.get(config.objective)(config, tokenizer)
 
 
-def plan_objective(config: TransformConfig) -> tuple[Tokenizer, object, list[ColumnSpec]]:
+def build_packer(config: TransformConfig, objective: Objective) -> Packer:
+    settings = PackSettings(config.seq_len, tuple(objective.example_columns()), objective.pad_id, config.pack_window,
+                            objective.examples_are_documents)
+    return make_packer(config.packing, settings)
+
+
+def plan_objective(config: TransformConfig) -> tuple[Tokenizer, Objective, list[ColumnSpec]]:
     """Load the tokenizer and build the objective in the main process: this fixes the special
     tokens (and the order they are allocated in) before any worker starts."""
     tokenizer = open_tokenizer(config.tokenizer)
     tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token), ("eos", config.eos_token)) if p}
     objective = build_objective(config, tokenizer)
-    return tokenizer, objective, objective.columns()
+    return tokenizer, objective, objective.columns(build_packer(config, objective).columns())
 
 
 def run_partition(task: PartitionTask, report=None) -> PartitionResult:
@@ -114,13 +122,14 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     tokenizer.adopt(task.special)
     objective = build_objective(config, tokenizer)
     transform = objective.partition_transform(task.partition.index)
+    packer = build_packer(config, objective)
     sink = ShardSink(
         work,
         task.partition.index,
         WRITERS[config.output_format],
-        objective.columns(),
-        config.shard_size.rows,
-        config.shard_size.bytes,
+        objective.columns(packer.columns()),
+        config.shard_limit.rows,
+        config.shard_limit.bytes,
     )
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
@@ -135,22 +144,23 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     for batch_index, texts in enumerate(documents):
         tokens, offsets = tokenizer.encode([], 1) if sentence_level else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
-        sink.write(transform.process(batch))
+        sink.write(transform.rows(packer.process(transform.examples(batch))))
         first_document += len(texts)
         size = sum(map(len, texts))
         text_bytes += size
         if report is not None:
             report(Progress(len(texts), size, len(tokens)))  # sentence-level objectives report 0 tokens
-    sink.write(transform.finish())
+    sink.write(transform.rows(packer.process(transform.finish())))
+    sink.write(transform.rows(packer.finish()))
     shards = sink.close()
 
     skipped = Counter(log.skipped)
     counters = {"long_documents_cut": log.cut} if log.cut else {}
-    for key, value in transform.counters.items():
+    for key, value in [*transform.counters.items(), *packer.counters.items()]:
         if key.startswith("skipped:"):
             skipped[key.removeprefix("skipped:")] += value
         else:
-            counters[key] = int(value)
+            counters[key] = counters.get(key, 0) + int(value)
     result = PartitionResult(
         index=task.partition.index,
         documents_read=log.read,

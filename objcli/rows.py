@@ -4,16 +4,36 @@ A column is one of three kinds:
 - ``fixed``: a 2-D array (rows, length), every row the same length (packed rows);
 - ``ragged``: a :class:`Ragged` (flat values + int64 offsets), rows of varying length;
 - ``scalar``: a 1-D array, one value per row (e.g. a label).
+
+and plays one *role*, which is all that ``stats``, ``inspect`` and ``verify`` look at (never a
+column's or an objective's name):
+
+==================  =====================================================================
+``tokens``          token ids the model reads (``family`` names the column itself)
+``labels``          token ids the model predicts, ``IGNORE`` (-100) where no loss is taken
+``segment_ids``     1-based example per token of ``family``, 0 = padding
+``positions``       position of each token of ``family`` within its example
+``attention_mask``  1 for tokens, 0 for padding (rows of ``family``)
+``token_type_ids``  0 for the first sentence, 1 for the second (rows of ``family``)
+``prefix_length``   bidirectional attention over positions < k: one per row, or one per segment
+``per_segment``     one value per segment of a packed row (e.g. the FIM mode of each document)
+``example_label``   one class label per row (e.g. NSP's next_sentence_label)
+``category``        one index per row into ``categories`` (e.g. UL2's denoiser)
+==================  =====================================================================
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
+from .kernels import IGNORE
+
 ColumnKind = Literal["fixed", "ragged", "scalar"]
+ROLES = ("tokens", "labels", "segment_ids", "positions", "attention_mask", "token_type_ids", "prefix_length",
+         "per_segment", "example_label", "category")
 
 
 @dataclass(frozen=True)
@@ -25,6 +45,22 @@ class ColumnSpec:
     min_value: int
     max_value: int
     doc: str = ""
+    role: str = "tokens"
+    family: str = "input_ids"  # the tokens (or labels) column whose rows this column runs alongside
+    categories: tuple[str, ...] = ()  # role "category": the name of each index
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"column {self.name}: unknown role {self.role!r}")
+
+    def fill_value(self, pad_id: int | None) -> int:
+        """What padding holds in this column: the pad token, -100 for labels, else 0."""
+        if self.role == "tokens":
+            return 0 if pad_id is None else pad_id
+        return IGNORE if self.role == "labels" else 0
+
+    def with_kind(self, kind: ColumnKind) -> ColumnSpec:
+        return replace(self, kind=kind)
 
     def disk_dtype(self) -> np.dtype:
         """uint16 when every value fits (REFERENCE §1: Megatron's vocab < 65,500 rule), else int32."""

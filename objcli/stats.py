@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .kernels import IGNORE
 from .manifest import read_manifest
 from .shards import read_shard_columns
 
-IGNORE = -100
 HISTOGRAM_BINS = 32
 
 

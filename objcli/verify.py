@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from .files import file_sha256
+from .kernels import IGNORE
 from .manifest import read_manifest
 from .shards import read_megatron_index, read_table
 
-IGNORE = -100
 ALONGSIDE = {
     "input_ids": ("segment_ids", "positions", "attention_mask", "token_type_ids"),
     "labels": ("label_segment_ids", "label_positions"),

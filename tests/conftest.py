@@ -36,25 +36,17 @@ def small_corpus(tmp_path_factory) -> Path:
 
 def run_transform(inputs, tokenizer, output, workers=1, pool="auto", **overrides):
     """Library-level transform with test-friendly defaults; returns the Summary."""
-    from objcli.config import ShardSize, TransformConfig
-    from objcli.objectives import REGISTRY
+    from objcli.recipe import config_from_values
     from objcli.transform import transform
 
-    objective = overrides.pop("objective", "clm")
-    options_type = REGISTRY.get(objective).options_type
-    option_names = {f for f in options_type.__dataclass_fields__}
-    options = options_type(**{k: overrides.pop(k) for k in list(overrides) if k in option_names})
-    shard_size = overrides.pop("shard_size", "256MB")
-    config = TransformConfig(
-        inputs=tuple(str(i) for i in inputs),
-        tokenizer=str(tokenizer),
-        objective=objective,
-        objective_options=options,
-        output=str(output),
-        shard_size=ShardSize.parse(shard_size),
-        **overrides,
-    )
-    return transform(config, workers=workers, overwrite=True, pool=pool)
+    if overrides.pop("pack", False):  # the old flag, as the CLI maps it
+        from objcli.objectives import REGISTRY
+
+        objective = REGISTRY.get(overrides.get("objective", "clm"))
+        layout = {"layout": overrides["layout"]} if "layout" in overrides else {}
+        overrides["packing"] = objective.legacy_pack(objective.options_type(**layout))
+    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(output), **overrides}
+    return transform(config_from_values(values), workers=workers, overwrite=True, pool=pool)
 
 
 def read_output(folder):

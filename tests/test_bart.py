@@ -86,13 +86,13 @@ def test_rotation_and_insertion(lengths, seed):
 
 def test_bart_end_to_end(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl"]
-    only_permute = run_transform(files, sample_tokenizer, tmp_path / "p", objective="bart", seq_len=128, mask=0.0)
+    only_permute = run_transform(files, sample_tokenizer, tmp_path / "p", objective="bart", seq_len=128, mask_ratio=0.0)
     _, permuted = read_output(tmp_path / "p")
     for inputs, labels in zip(permuted["input_ids"], permuted["labels"]):
         assert sorted(inputs) == sorted(labels) and inputs[0] == labels[0] == 1 and inputs[-1] == labels[-1] == 2
     assert only_permute.totals["documents_read"] == only_permute.totals["documents_written"]
 
-    run_transform(files, sample_tokenizer, tmp_path / "r", objective="bart", seq_len=128, mask=0.0,
+    run_transform(files, sample_tokenizer, tmp_path / "r", objective="bart", seq_len=128, mask_ratio=0.0,
                   permute_sentences=0.0, rotate=1.0)
     _, rotated = read_output(tmp_path / "r")
     for inputs, labels in zip(rotated["input_ids"], rotated["labels"]):

@@ -49,7 +49,7 @@ def test_best_fit_clm_properties(small_corpus, sample_tokenizer, tmp_path):
 
 
 def test_best_fit_is_deterministic_across_workers(small_corpus, sample_tokenizer, tmp_path):
-    common = dict(packing="best-fit", seq_len=256, partition_bytes=30_000, pack_window=10_000)
+    common = dict(packing="best-fit", seq_len=256, partition_size=30_000, pack_window=10_000)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "a", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "b", workers=2, **common)
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
@@ -153,7 +153,7 @@ def test_mlm_best_fit_rows_are_whole_documents_masked(small_corpus, sample_token
 
 def test_decoder_pack_is_deterministic_across_workers(small_corpus, sample_tokenizer, tmp_path):
     for name, extra in (("prefix", {"objective": "prefix-lm", "pack": True}), ("mlm", {"objective": "mlm", "packing": "best-fit"})):
-        common = dict(seq_len=256, partition_bytes=30_000, **extra)
+        common = dict(seq_len=256, partition_size=30_000, **extra)
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}1", workers=1, **common)
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}2", workers=2, **common)
         files = sorted(p.name for p in (tmp_path / f"{name}1").glob("part-*"))

@@ -153,13 +153,16 @@ def test_readme_quickstart_output_is_real():
     assert pasted, "README should paste the demo's summary line"
 
 
-@pytest.mark.parametrize("flag", ["--packing none", "--remainder pad"])
-def test_objective_options_apply_only_to_their_objective(flag):
-    # Only clm exists so far; the check is exercised fully once other objectives land.
-    from objcli.cli import _objective_option_names
-
-    name = flag.split()[0].removeprefix("--")
-    assert "clm" in _objective_option_names()[name]
+@pytest.mark.parametrize("flags, message", [
+    (["--objective", "clm", "--mask-prob", "0.2"], "Error: --mask-prob applies to electra, mlm, nsp, sop, not to clm\n"),
+    (["--objective", "t5", "--whole-word"], "Error: --whole-word applies to mlm, nsp, sop, not to span-corruption\n"),
+    (["--objective", "clm", "--remainder", "pad", "--packing", "best-fit"],
+     "Error: --remainder pad: applies to --packing concat, not best-fit\n"),
+])
+def test_options_of_another_objective_or_packer_are_refused(flags, message, small_corpus, sample_tokenizer, tmp_path):
+    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+                                       *flags])
+    assert result.exit_code == 1 and result.output == message
 
 
 def test_manifest_records_everything_needed(tmp_path, small_corpus, sample_tokenizer):

@@ -175,7 +175,7 @@ def _shard_bytes(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("output_format", ["arrow", "parquet", "npy", "megatron"])
 def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_runs(small_corpus, sample_tokenizer, tmp_path, output_format):
-    common = dict(seq_len=128, output_format=output_format, partition_bytes=20_000, shard_size="30")
+    common = dict(seq_len=128, output_format=output_format, partition_size=20_000, shard_size="30")
     one = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w2", workers=2, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w1b", workers=1, **common)

@@ -60,7 +60,7 @@ def test_text_spelling_a_special_token_stays_text(hf_folder):
 
 
 def test_overrides_and_workers(small_corpus, hf_folder, tmp_path):
-    common = dict(seq_len=64, partition_bytes=30_000, eos_token="<|pad|>")
+    common = dict(seq_len=64, partition_size=30_000, eos_token="<|pad|>")
     run_transform([small_corpus], hf_folder, tmp_path / "a", workers=1, **common)
     run_transform([small_corpus], hf_folder, tmp_path / "b", workers=2, **common)
     manifest, _ = read_output(tmp_path / "a")

@@ -203,7 +203,7 @@ def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
         (["--objective", "t5", "--noise-density", "1"], "Error: --noise-density 1.0: must be between 0 and 1 (exclusive)\n"),
         (["--objective", "t5", "--seq-len", "2"], "Error: --seq-len 2: no chunk length gives inputs of exactly that length "
          "at noise density 0.15 and mean span 3.0; choose a larger --seq-len (at least 3)\n"),
-        (["--objective", "t5", "--packing", "none"], "Error: --packing applies to clm, fim, mlm, not to span-corruption\n"),
+        (["--objective", "t5", "--packing", "best-fit"], "Error: --packing best-fit: span-corruption takes none\n"),
         (["--objective", "clm", "--mixture", "ul2"], "Error: --mixture applies to ul2, not to clm\n"),
         (["--objective", "ul2", "--mixture", "ul3"], "Error: --mixture ul3: neither a preset (ul2, ul2-3, ul2r) nor a TOML file\n"),
     ],
@@ -217,7 +217,7 @@ def test_impossible_settings_fail_before_any_work(prose, sample_tokenizer, tmp_p
 
 @pytest.mark.parametrize("objective,extra", [("ul2", {}), ("t5", {}), ("prefix-lm", {"layout": "encdec"})])
 def test_randomness_is_independent_of_workers(small_corpus, sample_tokenizer, tmp_path, objective, extra):
-    common = dict(objective=objective, seq_len=128, partition_bytes=30_000, seed=7, **extra)
+    common = dict(objective=objective, seq_len=128, partition_size=30_000, seed=7, **extra)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "a", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "b", workers=2, **common)
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-IGNORE = -100
+from . import IGNORE
 
 
 def unit_ids(candidates: np.ndarray, unit_start: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PADDING_DOC = -1
+from . import PADDING_DOC
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import IGNORE
 from .ragged import lengths_to_offsets
-
-IGNORE = -100  # Hugging Face's "no loss here"
 
 
 def draw_split_points(rng: np.random.Generator, rows: int, length: int) -> np.ndarray:

@@ -22,102 +22,94 @@ from ..errors import ObjcliError
 from ..kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
+from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..sentences import SPLITTERS, split_sentences
-from .base import DocumentBatch, register
-from .trim_pack import packed_columns, trim_and_pack
+from ..sentences import split_sentences
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .common import sentences_option
 
 PRESETS = {
-    "bart-large": dict(mask=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
+    "bart-large": dict(mask_ratio=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
                        permute_sentences=1.0, rotate=0.0, insert=0.0),
-    "mbart": dict(mask=0.35, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
+    "mbart": dict(mask_ratio=0.35, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
                   permute_sentences=1.0, rotate=0.0, insert=0.0),
-    "fairseq": dict(mask=0.0, mask_random=0.0, poisson_lambda=3.0, replace_length=-1, mask_length="subword",
+    "fairseq": dict(mask_ratio=0.0, mask_random=0.0, poisson_lambda=3.0, replace_length=-1, mask_length="subword",
                     permute_sentences=0.0, rotate=0.5, insert=0.0),
 }
 MASK_LENGTHS = ("span-poisson", "word", "subword")
 
 
 @dataclass(frozen=True)
-class BartOptions:
-    preset: str = "bart-large"
-    mask: float | None = None
-    mask_random: float | None = None
-    insert: float | None = None
-    permute_sentences: float | None = None
-    rotate: float | None = None
-    poisson_lambda: float | None = None
-    replace_length: int | None = None
-    mask_length: str | None = None
-    sentences: str = "prose"
-    pack: bool = False
+class BartOptions(Options):
+    bart_preset: str = option("bart-large", "Fills the bart options not given: bart-large, mbart or fairseq (its own "
+                              "defaults).", choices=tuple(PRESETS), aliases=("--preset",))
+    mask_ratio: float | None = option(None, "Fraction of words masked (fairseq --mask).", minimum=0, maximum=1,
+                                      aliases=("--mask",))
+    mask_random: float | None = option(None, "Masked spans that become random tokens.", minimum=0, maximum=1)
+    insert: float | None = option(None, "Fraction of tokens inserted as noise.", minimum=0)
+    permute_sentences: float | None = option(None, "Fraction of sentences permuted.", minimum=0, maximum=1)
+    rotate: float | None = option(None, "Probability of rotating an example.", minimum=0, maximum=1)
+    poisson_lambda: float | None = option(None, "Mean span length in words (span-poisson).", minimum=0,
+                                          maximum=float("inf"), exclusive=True)
+    replace_length: int | None = option(None, "1: a span becomes one <mask>; 0: deleted; -1: every token masked.",
+                                        choices=(-1, 0, 1))
+    mask_length: str | None = option(None, "Span unit.", choices=MASK_LENGTHS)
+    sentences: str = sentences_option()
 
     def __post_init__(self):
-        if self.preset not in PRESETS:
-            raise ObjcliError(f"--preset {self.preset}: choose one of {', '.join(PRESETS)}")
-        for name, value in PRESETS[self.preset].items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        for name in ("mask", "mask_random", "permute_sentences", "rotate"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ObjcliError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be between 0 and 1")
-        if self.insert < 0 or self.poisson_lambda <= 0:
-            raise ObjcliError("--insert must be >= 0 and --poisson-lambda > 0")
-        if self.replace_length not in (-1, 0, 1):
-            raise ObjcliError(f"--replace-length {self.replace_length}: choose -1, 0 or 1")
-        if self.mask_length not in MASK_LENGTHS:
-            raise ObjcliError(f"--mask-length {self.mask_length}: choose one of {', '.join(MASK_LENGTHS)}")
-        if self.sentences not in SPLITTERS:
-            raise ObjcliError(f"--sentences {self.sentences}: choose one of {', '.join(SPLITTERS)}")
+        if self.bart_preset in PRESETS:
+            for name, value in PRESETS[self.bart_preset].items():
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, value)
+        super().__post_init__()
 
 
 @register("bart")
-class Bart:
+class Bart(Objective):
     options_type = BartOptions
     default_eos = False
     sentence_level = True
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options: BartOptions = config.objective_options
+        super().__init__(config, tokenizer)
         if config.seq_len < 4:
             raise ObjcliError(f"--seq-len {config.seq_len}: must be at least 4 for BOS text EOS")
         self.bos_id = tokenizer.resolve("bos")
         self.eos_id = tokenizer.resolve("eos")
         self.mask_id = tokenizer.resolve("mask", "<mask>")
-        self.pad_id = tokenizer.resolve("pad") if self.options.pack else None
+        self.pad_id = tokenizer.resolve("pad") if config.packing == "trim-and-pack" else None
         self.word_start = np.zeros(tokenizer.total_vocab_size, dtype=bool)
         self.word_start[: tokenizer.vocab_size] = tokenizer.word_start_mask()
         self.random_pool = tokenizer.ordinary_ids()
         self.vocab_size = tokenizer.total_vocab_size
 
-    def columns(self) -> list[ColumnSpec]:
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        return ("none", "trim-and-pack")
+
+    @classmethod
+    def legacy_pack(cls, options) -> str:
+        return "trim-and-pack"
+
+    def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
-        if self.options.pack:
-            return packed_columns(top, self.config.seq_len)
         return [
             ColumnSpec("input_ids", "ragged", 0, top, "BOS + noised text + EOS"),
-            ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS"),
+            ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS", role="labels"),
         ]
 
     def partition_transform(self, partition_index: int):
         return _BartPartition(self, partition_index)
 
 
-class _BartPartition:
+class _BartPartition(PartitionTransform):
     def __init__(self, objective: Bart, partition: int):
         self.o = objective
         self.partition = partition
         self.counters: Counter = Counter()
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
-        rows = self._examples_of(batch)
-        if rows is None or not self.o.options.pack:
-            return rows
-        return trim_and_pack(rows, self.o.config.seq_len, self.o.pad_id, self.counters)
-
-    def _examples_of(self, batch: DocumentBatch) -> RowBatch | None:
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, opts = self.o, self.o.options
         per_document = [split_sentences(text, opts.sentences) for text in batch.texts]
         counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
@@ -144,7 +136,7 @@ class _BartPartition:
             starts, lengths = permute_sentences(sentence_offsets[example_sentences[0] :] - example_offsets[0],
                                                 example_sentences - example_sentences[0], opts.permute_sentences, rng["permute"])
             noised = gather_ranges(original, starts, lengths)
-        if opts.mask > 0:
+        if opts.mask_ratio > 0:
             noised, offsets = self._mask(noised, offsets, rng)
         if opts.insert > 0:
             noised, offsets = insert_noise(noised, offsets, opts.insert, o.mask_id, opts.mask_random, o.random_pool, rng["insert"])
@@ -183,7 +175,7 @@ class _BartPartition:
         word_start[offsets[:-1][np.diff(offsets) > 0]] = True  # an example always starts a word
         words = np.add.reduceat(word_start.astype(np.int64), offsets[:-1]) if len(tokens) else np.zeros(len(offsets) - 1, np.int64)
         words = np.where(np.diff(offsets) > 0, words, 0)
-        budgets = np.ceil(words * opts.mask).astype(np.int64)
+        budgets = np.ceil(words * opts.mask_ratio).astype(np.int64)
         if opts.mask_length == "span-poisson":
             lengths, example = poisson_spans(budgets, opts.poisson_lambda, rng["spans"])
         else:
@@ -200,6 +192,3 @@ class _BartPartition:
         self.counters["mask_inserts"] += int(np.sum(lengths == 0))
         return mask_spans(tokens, offsets, word_start, lengths, example, start_word, replacement.astype(tokens.dtype),
                           opts.replace_length, random_span, token_random)
-
-    def finish(self) -> RowBatch | None:
-        return None  # examples never span batches

@@ -11,12 +11,13 @@ import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..errors import ObjcliError
-from ..rows import ColumnSpec, RowBatch
+from ..kernels.ragged import add_boundary_tokens
+from ..rows import ColumnSpec, Ragged, RowBatch
 
 if TYPE_CHECKING:
     from ..config import TransformConfig
@@ -35,24 +36,72 @@ class DocumentBatch:
     encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None  # the run's tokenizer
 
 
-class PartitionTransform(Protocol):
+def document_examples(batch: DocumentBatch, bos_id: int | None, eos_id: int | None) -> RowBatch:
+    """The documents of a batch as examples for a packer: ``input_ids`` with BOS/EOS added."""
+    tokens, offsets = add_boundary_tokens(batch.tokens, batch.offsets, bos_id, eos_id)
+    count = len(offsets) - 1
+    none = np.zeros(count, dtype=np.int64)
+    return RowBatch({"input_ids": Ragged(tokens, offsets)}, tokens=np.diff(offsets), padding=none,
+                    documents=np.ones(count, dtype=np.int64))
+
+
+class PartitionTransform:
+    """An objective's work on one partition: documents in, examples out (``examples``), and,
+    for objectives that work on packed rows (BERT masking, Megatron-style FIM), a row step after
+    the packer (``rows``)."""
+
     counters: Counter  # objective-specific counts for the manifest; "skipped:<reason>" entries
     # are documents the objective dropped (they count as skipped in the accounting)
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None: ...
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
+        raise NotImplementedError
 
-    def finish(self) -> RowBatch | None: ...
+    def finish(self) -> RowBatch | None:
+        """Examples held back until the partition ends (a last, short chunk)."""
+        return None
+
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
+        return rows
 
 
-class Objective(Protocol):
+class Objective:
+    """What every objective declares; subclasses set the class attributes and implement
+    ``example_columns`` and ``partition_transform``."""
+
     name: ClassVar[str]
     options_type: ClassVar[type]
+    default_eos: ClassVar[bool] = True  # EOS between documents unless --eos/--no-eos says
+    sentence_level: ClassVar[bool] = False  # tokenizes sentences itself (with DocumentBatch.encode)
+    # Whether examples are documents (packers join, cut and split them) or finished examples.
+    examples_are_documents: ClassVar[bool] = False
+    # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
+    # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row).
+    supervision: ClassVar[str] = "labels"
+    pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 
-    def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None: ...
+    def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None:
+        self.config = config
+        self.options = config.objective_options
 
-    def columns(self) -> list[ColumnSpec]: ...
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        """Packers that make sense for these options; the first is the default."""
+        return ("none",)
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform: ...
+    @classmethod
+    def legacy_pack(cls, options) -> str:
+        """The packer the old ``--pack`` flag meant (prefix-lm and bart took it)."""
+        raise ObjcliError(f"--pack: {cls.name} takes --packing {' or '.join(cls.packers(options))}")
+
+    def example_columns(self) -> list[ColumnSpec]:
+        raise NotImplementedError
+
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        """The written columns, given the packer's (objectives with a row step add theirs)."""
+        return packed
+
+    def partition_transform(self, partition_index: int) -> PartitionTransform:
+        raise NotImplementedError
 
 
 @dataclass

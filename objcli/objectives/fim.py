@@ -27,13 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ObjcliError
+from ..kernels import PADDING_DOC
 from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts
-from ..kernels.packing import PADDING_DOC, segments_and_positions
+from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..options import Options, option
+from ..packing.base import segment_values
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
-from .base import DocumentBatch, register
-from .clm import make_packer, segment_values
+from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 
 TOKEN_PRESETS = {
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>"),
@@ -55,42 +57,32 @@ def parse_fim_tokens(spec: str) -> tuple[str, str, str, str]:
 
 
 @dataclass(frozen=True)
-class FimOptions:
-    fim_rate: float = 0.5
-    fim_spm_rate: float = 0.5
-    spm_order: str = "starcoder"
-    fim_level: str = "document"
-    fim_tokens: str = "starcoder"
-    fim_split_token: str | None = None
-    packing: str = "concat"
-    pack_window: int = 4_000_000
-
+class FimOptions(Options):
+    fim_rate: float = option(0.5, "Probability that a document (or segment) is transformed.", minimum=0, maximum=1)
+    fim_spm_rate: float = option(0.5, "Probability of SPM rather than PSM.", minimum=0, maximum=1)
+    spm_order: str = option("starcoder", "starcoder: <PRE><SUF>suffix<MID>prefix middle; naive: "
+                            "<SUF>suffix<PRE>prefix<MID>middle.", choices=SPM_ORDERS)
+    fim_level: str = option("document", "Transform documents before packing, or segments of packed rows (Megatron).",
+                            choices=LEVELS)
+    fim_tokens: str = option("starcoder", "starcoder, codellama, or four names 'PRE,SUF,MID,PAD'.")
+    fim_split_token: str | None = option(None, "Split documents at this text and transform fragments independently "
+                                         "(file-level FIM).")
 
     def __post_init__(self):
-        for name, value in (("--fim-rate", self.fim_rate), ("--fim-spm-rate", self.fim_spm_rate)):
-            if not 0 <= value <= 1:
-                raise ObjcliError(f"{name} {value}: must be between 0 and 1")
-        if self.spm_order not in SPM_ORDERS:
-            raise ObjcliError(f"--spm-order {self.spm_order}: choose one of {', '.join(SPM_ORDERS)}")
-        if self.fim_level not in LEVELS:
-            raise ObjcliError(f"--fim-level {self.fim_level}: choose one of {', '.join(LEVELS)}")
+        super().__post_init__()
         if self.fim_split_token is not None and (not self.fim_split_token or self.fim_level == "context"):
             raise ObjcliError("--fim-split-token needs a non-empty separator and --fim-level document")
         parse_fim_tokens(self.fim_tokens)
-        if self.packing not in ("concat", "best-fit") or (self.packing == "best-fit" and self.fim_level == "context"):
-            raise ObjcliError(f"--packing {self.packing}: fim packs with concat, or best-fit at --fim-level document")
-        if self.pack_window < 1:
-            raise ObjcliError(f"--pack-window {self.pack_window}: must be at least 1 token")
 
 
 @register("fim")
-class FillInTheMiddle:
+class FillInTheMiddle(Objective):
     options_type = FimOptions
-    default_eos = True
+    examples_are_documents = True
+    supervision = "next-token"
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options: FimOptions = config.objective_options
+        super().__init__(config, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
@@ -100,32 +92,37 @@ class FillInTheMiddle:
             [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
             dtype=np.int32,
         )
-        self.pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or o.packing == "best-fit" else None
+        self.fim_pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or config.packing == "best-fit" else None
+        self.pad_id = self.fim_pad_id if config.packing == "best-fit" else None  # context level drops its remainder
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
         self.vocab_size = tokenizer.total_vocab_size
 
-    def columns(self) -> list[ColumnSpec]:
-        top, seq_len = self.vocab_size - 1, self.config.seq_len
-        return [
-            ColumnSpec("input_ids", "fixed", 0, top, "token ids"),
-            ColumnSpec("segment_ids", "fixed", 0, seq_len, "1-based document segment per row, 0 = padding"),
-            ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the segment"),
-            ColumnSpec("fim_modes", "ragged", 0, 2, "per segment: 0 none, 1 psm, 2 spm"),
-        ]
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        # Context level transforms segments of rows cut from a stream, as Megatron does.
+        return ("concat",) if options.fim_level == "context" else ("concat", "best-fit", "none")
+
+    def _modes(self, kind: str) -> ColumnSpec:
+        return ColumnSpec("fim_modes", kind, 0, 2, "0 none, 1 psm, 2 spm", role="per_segment")
+
+    def example_columns(self) -> list[ColumnSpec]:
+        ids = ColumnSpec("input_ids", "ragged", 0, self.vocab_size - 1, "token ids")
+        return [ids] if self.options.fim_level == "context" else [ids, self._modes("scalar")]
+
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        return [*packed, self._modes("ragged")] if self.options.fim_level == "context" else packed
 
     def partition_transform(self, partition_index: int):
         return _FimPartition(self, partition_index)
 
 
-class _FimPartition:
+class _FimPartition(PartitionTransform):
     def __init__(self, objective: FillInTheMiddle, partition: int):
         self.o = objective
         self.partition = partition
-        eos = objective.eos_id if objective.config.eos else None
-        o = objective.options
-        pad = objective.pad_id if o.packing == "best-fit" else None  # context level drops its remainder
-        self.packer = make_packer(o.packing, objective.config.seq_len, objective.bos_id, eos, pad, o.pack_window)
-        self.counters: Counter = self.packer.counters
+        self.join_eos = objective.eos_id if objective.config.eos else None
+        self.counters: Counter = Counter()
+        self.batch_index = 0
 
     def _rng(self, key: int, step: str) -> np.random.Generator:
         return derive_rng(self.o.config.seed, self.partition, key, f"fim/{step}")
@@ -162,17 +159,24 @@ class _FimPartition:
         lossy = np.array([a != b for a, b in zip(decoded, pieces)]).reshape(-1, 3).any(axis=1)
         self.counters["fim_units_not_round_trip"] += int(lossy.sum())
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
-        self.encode = batch.encode
+    def examples(self, batch: DocumentBatch) -> RowBatch:
+        self.encode, self.batch_index = batch.encode, batch.batch_index
         if self.o.options.fim_level == "context":
-            return self._context(self.packer.process(batch), batch.batch_index)
+            return document_examples(batch, self.o.bos_id, self.join_eos)
         key = batch.first_document
         if self.o.split_id is None:
             tokens, offsets, modes = self._transform(batch.texts, batch.tokens, batch.offsets, batch.encode, key)
         else:
             tokens, offsets, modes = self._fragments(batch, key)
         transformed = DocumentBatch(batch.texts, tokens, offsets, batch.first_document, batch.batch_index)
-        return self._rename(self.packer.process(transformed, tags=modes))
+        examples = document_examples(transformed, self.o.bos_id, self.join_eos)
+        examples.columns["fim_modes"] = modes
+        return examples
+
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
+        if self.o.options.fim_level == "context":
+            return self._context(rows, self.batch_index)
+        return rows
 
     def _fragments(self, batch: DocumentBatch, key: int):
         """Split documents at the separator text, transform fragments, join them with its token."""
@@ -243,7 +247,7 @@ class _FimPartition:
         position = np.arange(len(tokens)) - np.repeat(lengths_to_offsets(row_lengths)[:-1], row_lengths)
         keep = position < seq_len
         self.counters["fim_tokens_truncated"] += int(np.sum(~keep))
-        out = np.full((count, seq_len), o.pad_id, dtype=np.int32)
+        out = np.full((count, seq_len), o.fim_pad_id, dtype=np.int32)
         docs = np.full((count, seq_len), PADDING_DOC, dtype=np.int64)
         row = unit_row[unit_id][keep]
         out[row, position[keep]] = tokens[keep]
@@ -255,12 +259,3 @@ class _FimPartition:
         columns = {"input_ids": out, "segment_ids": segment_ids, "positions": positions,
                    "fim_modes": segment_values(segment_ids, unit_modes.ravel())}
         return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)
-
-    def _rename(self, rows: RowBatch | None) -> RowBatch | None:
-        if rows is not None:
-            rows.columns["fim_modes"] = rows.columns.pop("segment_tags")
-        return rows
-
-    def finish(self) -> RowBatch | None:
-        rows = self.packer.finish()  # no pad token: the remainder is dropped and counted
-        return None if self.o.options.fim_level == "context" else self._rename(rows)

@@ -35,38 +35,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ObjcliError
-from ..kernels.masking import IGNORE
+from ..kernels import IGNORE
 from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, truncate_pair
+from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
-from ..sentences import SPLITTERS, split_sentences
-from .base import DocumentBatch, register
-from .mlm import Masker, MlmOptions, check_probabilities, with_copies
+from ..sentences import split_sentences
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .common import check_probabilities, mask_prob_option, sentences_option
+from .masker import Masker, MaskingOptions, with_copies
 
 
 @dataclass(frozen=True)
-class PairOptions(MlmOptions):
-    sentences: str = "prose"
-    short_seq_prob: float = 0.1
-    mlm: bool = False
+class PairOptions(MaskingOptions):
+    sentences: str = sentences_option()
+    short_seq_prob: float = option(0.1, "Probability of a shorter target length.", minimum=0, maximum=1)
+    mlm: bool = option(False, "Also apply BERT masking (labels), as BERT pretraining does.")
+
+
+@dataclass(frozen=True)
+class ElectraOptions(Options):
+    mask_prob: float = mask_prob_option()
+    sentences: str = sentences_option()
 
     def __post_init__(self):
         super().__post_init__()
-        if self.sentences not in SPLITTERS:
-            raise ObjcliError(f"--sentences {self.sentences}: choose one of {', '.join(SPLITTERS)}")
-        if not 0 <= self.short_seq_prob <= 1:
-            raise ObjcliError(f"--short-seq-prob {self.short_seq_prob}: must be between 0 and 1")
-
-
-@dataclass(frozen=True)
-class ElectraOptions:
-    mask_prob: float = 0.15
-    sentences: str = "prose"
-
-    def __post_init__(self):
         check_probabilities(self.mask_prob, 0.85, 0.0)
-        if self.sentences not in SPLITTERS:
-            raise ObjcliError(f"--sentences {self.sentences}: choose one of {', '.join(SPLITTERS)}")
 
 
 def _from_ranges(ranges: list[dict]) -> Pairs:
@@ -161,7 +155,7 @@ def electra_pairs(cumulative, document_sentences, rng, seq_len) -> Pairs:
     return _from_ranges(ranges)
 
 
-class _PairObjective:
+class _PairObjective(Objective):
     """What nsp, sop and electra share: special tokens, columns, the partition transform."""
 
     default_eos = False  # sentences are joined by [SEP], not EOS
@@ -169,8 +163,7 @@ class _PairObjective:
     label_column: str | None = None
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options = config.objective_options
+        super().__init__(config, tokenizer)
         if config.seq_len < 5:
             raise ObjcliError(f"--seq-len {config.seq_len}: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
         self.cls_id = tokenizer.resolve("cls", "[CLS]")
@@ -184,30 +177,31 @@ class _PairObjective:
     def _masker(self, tokenizer) -> Masker | None:
         return None
 
-    def columns(self) -> list[ColumnSpec]:
+    def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         columns = [
             ColumnSpec("input_ids", "fixed", 0, top, "[CLS] A [SEP] B [SEP], padded"),
-            ColumnSpec("token_type_ids", "fixed", 0, 1, "0 for [CLS] A [SEP], 1 for B [SEP]"),
-            ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding"),
+            ColumnSpec("token_type_ids", "fixed", 0, 1, "0 for [CLS] A [SEP], 1 for B [SEP]", role="token_type_ids"),
+            ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding", role="attention_mask"),
         ]
         if self.masker:
-            columns.insert(1, ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere"))
+            columns.insert(1, ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere",
+                                         role="labels"))
         if self.label_column:
-            columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc))
+            columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc, role="example_label"))
         return columns
 
     def partition_transform(self, partition_index: int):
         return _PairPartition(self, partition_index)
 
 
-class _PairPartition:
+class _PairPartition(PartitionTransform):
     def __init__(self, objective: _PairObjective, partition: int):
         self.o = objective
         self.partition = partition
         self.counters: Counter = Counter()
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o = self.o
         per_document = [split_sentences(text, o.options.sentences) for text in batch.texts]
         counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
@@ -245,13 +239,14 @@ class _PairPartition:
 
         return with_copies(rows, o.masker, self.partition, key, masked)
 
-    def finish(self) -> RowBatch | None:
-        return None
-
 
 @register("nsp")
 class NextSentencePrediction(_PairObjective):
     options_type = PairOptions
+
+    def __init__(self, config, tokenizer):
+        super().__init__(config, tokenizer)
+        self.supervision = "labels" if self.options.mlm else "example-labels"
     label_column = "next_sentence_label"
     label_doc = "0 = B follows A, 1 = B is from another document"
 
@@ -274,10 +269,11 @@ class SentenceOrderPrediction(NextSentencePrediction):
 @register("electra")
 class Electra(_PairObjective):
     options_type = ElectraOptions
+    supervision = "all-tokens"  # the discriminator takes loss on every token
 
     def _masker(self, tokenizer):
         p = self.options.mask_prob
-        options = MlmOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
+        options = MaskingOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
                              max_predictions=max(1, int((p + 0.005) * self.config.seq_len)))
         return Masker(tokenizer, options, self.config.seed, self.name)
 

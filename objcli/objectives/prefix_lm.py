@@ -7,10 +7,10 @@ causal from position k on. (SeqIO extends the bidirectional region one position 
 prefix; objcli does not: position k, the first target token, sees only what precedes it.)
 
 ``--layout encdec``: ``input_ids`` = prefix + EOS, ``labels`` = rest + EOS (rows of varying
-length, each at most ``--seq-len`` + 1). With ``--pack`` these examples are trimmed and packed as
-SeqIO's trim-and-pack does (see ``trim_pack``).
+length, each at most ``--seq-len`` + 1). With ``--packing trim-and-pack`` these examples are packed as
+SeqIO's trim-and-pack does (``objcli/packing/trim_and_pack.py``).
 
-``--layout decoder --pack``: one example per document instead of per chunk of the stream, so no
+``--layout decoder --packing best-fit``: one example per document instead of per chunk of the stream, so no
 example spans two documents (as SeqIO's prefix LM on packed data). Documents longer than a row
 are split into row-sized pieces; pieces are packed best-fit-decreasing (as ``clm --packing
 best-fit``) with ``segment_ids`` and ``positions``; each segment of n tokens is split at k uniform
@@ -29,100 +29,92 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ObjcliError
-from ..kernels.prefix import IGNORE, decoder_labels, draw_split_points, split_encoder_decoder
+from ..kernels import IGNORE
+from ..kernels.prefix import decoder_labels, draw_split_points, split_encoder_decoder
 from ..kernels.ragged import lengths_to_offsets
+from ..options import Options
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, register
-from .clm import make_packer
-from .span_corruption import FINAL_CHUNKS
+from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .common import final_chunk_option, layout_option
 from .stream import TokenStream
-from .trim_pack import packed_columns, trim_and_pack
-
-LAYOUTS = ("decoder", "encdec")
-PACK_WINDOW = 4_000_000  # tokens gathered before packing, as clm --pack-window's default
-
-
-def check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ObjcliError(f"--layout {layout}: choose one of {', '.join(LAYOUTS)}")
 
 
 @dataclass(frozen=True)
-class PrefixLmOptions:
-    layout: str = "decoder"
-    final_chunk: str = "drop"
-    pack: bool = False
-
-    def __post_init__(self):
-        check_layout(self.layout)
-        if self.final_chunk not in FINAL_CHUNKS:
-            raise ObjcliError(f"--final-chunk {self.final_chunk}: choose one of {', '.join(FINAL_CHUNKS)}")
+class PrefixLmOptions(Options):
+    layout: str = layout_option("decoder")
+    final_chunk: str = final_chunk_option()
 
 
 @register("prefix-lm")
-class PrefixLM:
+class PrefixLM(Objective):
     options_type = PrefixLmOptions
-    default_eos = True
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options: PrefixLmOptions = config.objective_options
+        super().__init__(config, tokenizer)
         self.eos_id = tokenizer.resolve("eos")
         self.join_bos = tokenizer.resolve("bos") if config.bos else None
         self.join_eos = self.eos_id if config.eos else None
-        needs_pad = (self.options.final_chunk == "pad" and self.options.layout == "decoder") or self.options.pack
+        decoder = self.options.layout == "decoder"
+        needs_pad = (self.options.final_chunk == "pad" and decoder) or config.packing != "none"
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.vocab_size = tokenizer.total_vocab_size
+        # --layout decoder --packing best-fit: one example per document, split after packing.
+        self.examples_are_documents = decoder and config.packing == "best-fit"
 
-    def columns(self) -> list[ColumnSpec]:
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
+
+    @classmethod
+    def legacy_pack(cls, options) -> str:
+        return cls.packers(options)[1]
+
+    def example_columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.config.seq_len
-        if self.options.pack and self.options.layout == "decoder":
-            return [
-                ColumnSpec("input_ids", "fixed", 0, top, "documents packed best-fit, padded"),
-                ColumnSpec("labels", "fixed", IGNORE, top, "-100 on each segment's prefix and on padding, else the token"),
-                ColumnSpec("segment_ids", "fixed", 0, seq_len, "1-based document segment per row, 0 = padding"),
-                ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the segment"),
-                ColumnSpec("prefix_lengths", "ragged", 1, seq_len, "per segment: bidirectional attention over its positions < k"),
-            ]
-        if self.options.pack:
-            return packed_columns(top, seq_len)
+        if self.examples_are_documents:
+            return [ColumnSpec("input_ids", "ragged", 0, top, "documents packed best-fit, padded")]
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "ragged", 0, top, "prefix + EOS"),
-                ColumnSpec("labels", "ragged", 0, top, "rest + EOS"),
+                ColumnSpec("labels", "ragged", 0, top, "rest + EOS", role="labels"),
             ]
         return [
             ColumnSpec("input_ids", "fixed", 0, top, "prefix + target"),
-            ColumnSpec("labels", "fixed", IGNORE, top, "-100 on the prefix and padding, else the token"),
-            ColumnSpec("prefix_lengths", "scalar", 1, seq_len - 1, "bidirectional attention over positions < k"),
+            ColumnSpec("labels", "fixed", IGNORE, top, "-100 on the prefix and padding, else the token", role="labels"),
+            ColumnSpec("prefix_lengths", "scalar", 1, seq_len - 1, "bidirectional attention over positions < k",
+                       role="prefix_length"),
         ]
 
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        if not self.examples_are_documents:
+            return packed
+        top, seq_len = self.vocab_size - 1, self.config.seq_len
+        labels = ColumnSpec("labels", "fixed", IGNORE, top, "-100 on each segment's prefix and on padding, else the token",
+                            role="labels")
+        prefixes = ColumnSpec("prefix_lengths", "ragged", 1, seq_len,
+                              "per segment: bidirectional attention over its positions < k", role="prefix_length")
+        return [packed[0], labels, *packed[1:], prefixes]
+
     def partition_transform(self, partition_index: int):
-        if self.options.pack and self.options.layout == "decoder":
+        if self.examples_are_documents:
             return _PackedDocuments(self, partition_index)
         return _PrefixLmPartition(self, partition_index)
 
 
-class _PackedDocuments:
-    """``--layout decoder --pack``: documents packed best-fit, then each segment split."""
+class _PackedDocuments(PartitionTransform):
+    """``--layout decoder --packing best-fit``: documents packed best-fit, then each segment split."""
 
     def __init__(self, objective: PrefixLM, partition: int):
         self.o = objective
         self.partition = partition
-        self.packer = make_packer("best-fit", objective.config.seq_len, objective.join_bos, objective.join_eos,
-                                  objective.pad_id, PACK_WINDOW)
-        self.counters: Counter = self.packer.counters
+        self.counters: Counter = Counter()
         self.rows_done = 0
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
-        return self._split(self.packer.process(batch))
+    def examples(self, batch: DocumentBatch) -> RowBatch:
+        return document_examples(batch, self.o.join_bos, self.o.join_eos)
 
-    def finish(self) -> RowBatch | None:
-        return self._split(self.packer.finish())
-
-    def _split(self, rows: RowBatch | None) -> RowBatch | None:
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
         if rows is None:
             return None
         ids, segments, positions = (rows.columns[c] for c in ("input_ids", "segment_ids", "positions"))
@@ -141,7 +133,7 @@ class _PackedDocuments:
         return RowBatch(columns, rows.tokens, rows.padding, rows.documents)
 
 
-class _PrefixLmPartition:
+class _PrefixLmPartition(PartitionTransform):
     def __init__(self, objective: PrefixLM, partition: int):
         self.o = objective
         self.partition = partition
@@ -172,18 +164,7 @@ class _PrefixLmPartition:
             documents=documents,
         )
 
-    def _packed(self, rows: RowBatch | None) -> RowBatch | None:
-        if not self.o.options.pack:
-            return rows
-        return trim_and_pack(rows, self.o.config.seq_len, self.o.pad_id, self.counters)
-
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
-        return self._packed(self._process(batch))
-
-    def finish(self) -> RowBatch | None:
-        return self._packed(self._finish())
-
-    def _process(self, batch: DocumentBatch) -> RowBatch | None:
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
         seq_len = self.o.config.seq_len
         rows = len(self.stream) // seq_len
@@ -193,7 +174,7 @@ class _PrefixLmPartition:
         tokens, documents = self.stream.take_rows(rows, seq_len)
         return self._rows(tokens, documents, first_example, seq_len)
 
-    def _finish(self) -> RowBatch | None:
+    def finish(self) -> RowBatch | None:
         length = len(self.stream)
         if length == 0:
             return None

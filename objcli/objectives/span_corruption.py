@@ -16,57 +16,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ObjcliError
-from ..kernels.prefix import IGNORE
-from ..kernels.spans import corrupt_spans, plan_example, random_spans, span_counts
+from ..kernels import IGNORE
+from ..kernels.spans import corrupt_spans, random_spans, span_counts
+from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
-from .base import DocumentBatch, register
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .common import extra_ids_option, final_chunk_option, plan_or_fail
 from .stream import TokenStream
-
-FINAL_CHUNKS = ("drop", "pad")
-
-
-def check_density(noise_density: float, mean_span: float) -> None:
-    if not 0 < noise_density < 1:
-        raise ObjcliError(f"--noise-density {noise_density}: must be between 0 and 1 (exclusive)")
-    if mean_span < 1:
-        raise ObjcliError(f"--mean-span {mean_span}: must be at least 1")
-
-
-def plan_or_fail(inputs_length: int, noise_density: float, mean_span: float, what: str = "--seq-len") -> tuple[int, int]:
-    plan = plan_example(inputs_length, noise_density, mean_span)
-    if plan is None or plan[0] < 2 or inputs_length < 3:
-        raise ObjcliError(
-            f"{what} {inputs_length}: no chunk length gives inputs of exactly that length at noise density "
-            f"{noise_density} and mean span {mean_span}; choose a larger {what} (at least 3)"
-        )
-    return plan
 
 
 @dataclass(frozen=True)
-class SpanCorruptionOptions:
-    noise_density: float = 0.15
-    mean_span: float = 3.0
-    final_chunk: str = "drop"
-    extra_ids: int | None = None  # None: 100, or as many as a row needs if that is more
-
-    def __post_init__(self):
-        check_density(self.noise_density, self.mean_span)
-        if self.final_chunk not in FINAL_CHUNKS:
-            raise ObjcliError(f"--final-chunk {self.final_chunk}: choose one of {', '.join(FINAL_CHUNKS)}")
-        if self.extra_ids is not None and self.extra_ids < 1:
-            raise ObjcliError(f"--extra-ids {self.extra_ids}: must be at least 1")
+class SpanCorruptionOptions(Options):
+    noise_density: float = option(0.15, "Fraction of tokens corrupted.", minimum=0, maximum=1, exclusive=True)
+    mean_span: float = option(3.0, "Mean noise span length.", minimum=1)
+    final_chunk: str = final_chunk_option()
+    extra_ids: int | None = extra_ids_option()
 
 
 @register("span-corruption", "t5")
-class SpanCorruption:
+class SpanCorruption(Objective):
     options_type = SpanCorruptionOptions
     default_eos = False  # T5 concatenates documents without a separator
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options: SpanCorruptionOptions = config.objective_options
+        super().__init__(config, tokenizer)
         o = self.options
         self.raw_length, self.targets_length = plan_or_fail(config.seq_len, o.noise_density, o.mean_span)
         self.eos_id = tokenizer.resolve("eos")
@@ -77,18 +51,19 @@ class SpanCorruption:
         self.sentinels = np.array(tokenizer.resolve_sentinels(num_spans, o.extra_ids), dtype=np.int32)
         self.vocab_size = tokenizer.total_vocab_size
 
-    def columns(self) -> list[ColumnSpec]:
+    def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         return [
             ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.config.seq_len} tokens"),
-            ColumnSpec("labels", "fixed", IGNORE, top, f"targets, {self.targets_length} tokens; -100 = padding"),
+            ColumnSpec("labels", "fixed", IGNORE, top, f"targets, {self.targets_length} tokens; -100 = padding",
+                       role="labels"),
         ]
 
     def partition_transform(self, partition_index: int):
         return _SpanCorruptionPartition(self, partition_index)
 
 
-class _SpanCorruptionPartition:
+class _SpanCorruptionPartition(PartitionTransform):
     def __init__(self, objective: SpanCorruption, partition: int):
         self.o = objective
         self.partition = partition
@@ -109,7 +84,7 @@ class _SpanCorruptionPartition:
         )
         return corrupt_spans(tokens, nonnoise, noise, o.sentinels, o.eos_id)
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
         rows = len(self.stream) // self.o.raw_length
         if rows == 0:

@@ -26,13 +26,14 @@ import numpy as np
 import tomllib
 
 from ..errors import ObjcliError
-from ..kernels.prefix import IGNORE
+from ..kernels import IGNORE
+from ..kernels.ragged import lengths_to_offsets
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
+from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, register
-from .prefix_lm import check_layout
-from .span_corruption import check_density, plan_or_fail
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .common import check_density, extra_ids_option, layout_option, plan_or_fail
 from .stream import TokenStream
 
 MODE_TOKENS = ("text", "special", "none")
@@ -113,19 +114,15 @@ def load_mixture(spec: str) -> tuple[Denoiser, ...]:
 
 
 @dataclass(frozen=True)
-class Ul2Options:
-    mixture: str = "ul2"
-    mode_tokens: str = "text"
-    layout: str = "encdec"
-    extra_ids: int | None = None  # None: 100, or as many as a row needs if that is more
+class Ul2Options(Options):
+    mixture: str = option("ul2", "Preset (ul2, ul2-3, ul2r) or a TOML file of [[denoiser]] tables.")
+    mode_tokens: str = option("text", "[NLU]/[NLG]/[S2S] as text, one special id each, or none.", choices=MODE_TOKENS)
+    layout: str = layout_option("encdec")
+    extra_ids: int | None = extra_ids_option()
     denoisers: tuple[Denoiser, ...] = field(default=(), compare=False)
 
     def __post_init__(self):
-        check_layout(self.layout)
-        if self.mode_tokens not in MODE_TOKENS:
-            raise ObjcliError(f"--mode-tokens {self.mode_tokens}: choose one of {', '.join(MODE_TOKENS)}")
-        if self.extra_ids is not None and self.extra_ids < 1:
-            raise ObjcliError(f"--extra-ids {self.extra_ids}: must be at least 1")
+        super().__post_init__()
         denoisers = self.denoisers or load_mixture(self.mixture)
         if sum(d.rate for d in denoisers) <= 0:
             raise ObjcliError(f"--mixture {self.mixture}: the rates sum to zero")
@@ -155,18 +152,17 @@ def _plan_span_decoder(budget: int, d: Denoiser) -> int:
 
 
 @register("ul2")
-class Ul2:
+class Ul2(Objective):
     options_type = Ul2Options
     default_eos = False  # as T5 span corruption
 
     def __init__(self, config, tokenizer):
-        self.config = config
-        self.options: Ul2Options = config.objective_options
+        super().__init__(config, tokenizer)
         o = self.options
         self.eos_id = tokenizer.resolve("eos")
         self.join_bos = tokenizer.resolve("bos") if config.bos else None
         self.join_eos = self.eos_id if config.eos else None
-        self.pad_id = tokenizer.resolve("pad") if o.layout == "decoder" else None
+        self.pad_id = tokenizer.resolve("pad") if o.layout == "decoder" or config.packing != "none" else None
         self.denoisers = o.denoisers
         rates = np.array([d.rate for d in self.denoisers], dtype=np.float64)
         self.rates = rates / rates.sum()
@@ -206,19 +202,25 @@ class Ul2:
         target = max(1, min(raw - 1, round(raw * d.noise_density)))
         return _Plan(raw, raw - target + 1, target + 1, mode)
 
-    def columns(self) -> list[ColumnSpec]:
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
+
+    def example_columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.config.seq_len
-        index = ColumnSpec("denoiser", "scalar", 0, len(self.denoisers) - 1, "index into the mixture table")
+        index = ColumnSpec("denoiser", "scalar", 0, len(self.denoisers) - 1, "index into the mixture table",
+                           role="category", categories=tuple(d.name for d in self.denoisers))
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "fixed", 0, top, "mode token(s) + corrupted inputs + EOS"),
-                ColumnSpec("labels", "ragged", 0, top, "targets + EOS (length planned per denoiser)"),
+                ColumnSpec("labels", "ragged", 0, top, "targets + EOS (length planned per denoiser)", role="labels"),
                 index,
             ]
         return [
             ColumnSpec("input_ids", "fixed", 0, top, "mode + inputs + targets, padded"),
-            ColumnSpec("labels", "fixed", IGNORE, top, "-100 except on the targets"),
-            ColumnSpec("prefix_lengths", "scalar", 1, seq_len, "bidirectional attention over positions < k"),
+            ColumnSpec("labels", "fixed", IGNORE, top, "-100 except on the targets", role="labels"),
+            ColumnSpec("prefix_lengths", "scalar", 1, seq_len, "bidirectional attention over positions < k",
+                       role="prefix_length"),
             index,
         ]
 
@@ -226,7 +228,7 @@ class Ul2:
         return _Ul2Partition(self, partition_index)
 
 
-class _Ul2Partition:
+class _Ul2Partition(PartitionTransform):
     def __init__(self, objective: Ul2, partition: int):
         self.o = objective
         self.partition = partition
@@ -250,7 +252,7 @@ class _Ul2Partition:
         )
         return corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
 
-    def process(self, batch: DocumentBatch) -> RowBatch | None:
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
         most = len(self.stream) // int(self.raw_lengths.min())
         if most == 0:
@@ -301,8 +303,11 @@ class _Ul2Partition:
                 label_values[label_offsets[members, None] + np.arange(targets.shape[1])] = targets
                 used[members] = width + targets.shape[1]
         index_column = choice.astype(np.int32)
-        if decoder:
-            columns = {"input_ids": input_ids, "labels": labels, "prefix_lengths": prefix_lengths, "denoiser": index_column}
+        if decoder:  # examples of their own lengths: the packer pads them, or packs several in a row
+            inside = np.arange(seq_len)[None, :] < used[:, None]
+            offsets = lengths_to_offsets(used)
+            columns = {"input_ids": Ragged(input_ids[inside], offsets), "labels": Ragged(labels[inside], offsets),
+                       "prefix_lengths": prefix_lengths, "denoiser": index_column}
             padding = seq_len - used
         else:
             columns = {"input_ids": input_ids, "labels": Ragged(label_values, label_offsets), "denoiser": index_column}

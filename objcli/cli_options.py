@@ -1,0 +1,150 @@
+"""The options of ``objcli transform``, generated from their one definition (``options.option``
+metadata on ``TransformConfig``, on each objective's options and on ``Execution`` below).
+
+``objcli transform --objective mlm --help`` lists the run's options and mlm's own, nothing else.
+Values come from the command line, then the ``--recipe`` file, then the dataclass defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from functools import cached_property
+
+import click
+
+from .options import flag_of, option, option_fields
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a run executes: never part of its output, its fingerprint or its recipe."""
+
+    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1)
+    executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
+                           choices=("local", "dask"))
+    pool: str = option("auto", "[--executor local] threads (tokenizers release the GIL) or processes (objectives that "
+                       "work in Python); auto: processes for nsp, sop, electra, bart and tokenizer.json.",
+                       choices=("auto", "threads", "processes"))
+    scheduler: str | None = option(None, "[--executor dask] Address of a running Dask scheduler (tcp://host:8786) "
+                                   "[default: start a local cluster of --workers processes].")
+    overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.")
+    resume: bool = option(False, "Continue an interrupted run in the output folder; fail if it holds none of this "
+                          "configuration (a run of the same configuration is resumed even without it).")
+    quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q")
+    recipe: str | None = option(None, "Read the configuration from a TOML recipe or a manifest.json; options given "
+                                "here override it.")
+    print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.")
+
+
+def _click_type(f: dataclasses.Field, hint):
+    base = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+    kind = base[0]
+    if f.metadata["choices"] and kind is str:
+        return click.Choice(f.metadata["choices"])
+    return {int: click.INT, float: click.FLOAT}.get(kind, click.STRING)
+
+
+def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hidden_name: str | None = None):
+    """A Click option for a field; ``hidden_name``: an old spelling, stored as ``legacy_<field>``."""
+    meta = f.metadata
+    names = [hidden_name] if hidden_name else [flag_of(f), *([meta["short"]] if meta["short"] else [])]
+    dest = "legacy_" + f.name if hidden_name else f.name
+    help_text = (f"[{', '.join(sorted(owners))}] " if owners else "") + meta["help"]
+    if bool in (typing.get_args(hint) or (hint,)):
+        names[0] = f"{names[0]}/--no-{names[0][2:]}"
+        return click.Option([*names, dest], default=None, hidden=bool(hidden_name), help=help_text)
+    return click.Option([*names, dest], type=_click_type(f, hint), default=None, hidden=bool(hidden_name),
+                        help=help_text, show_default=False)
+
+
+def _options_of(cls, owners: dict | None = None) -> list[click.Option]:
+    hints = typing.get_type_hints(cls)
+    params = []
+    for f in option_fields(cls):
+        params.append(_make_option(f, hints[f.name], owners[f.name][1] if owners else None))
+        params += [_make_option(f, hints[f.name], hidden_name=alias) for alias in f.metadata["aliases"]]
+    return params
+
+
+class TransformCommand(click.Command):
+    """Builds its options on first use (so ``objcli --help`` imports nothing heavy) and shows, in
+    ``--help``, only the options of the objective named on the command line."""
+
+    @cached_property
+    def generated(self) -> dict[str, list[click.Option]]:
+        from .config import TransformConfig
+        from .objectives import REGISTRY
+        from .recipe import objective_fields
+
+        owners = objective_fields()
+        hints = {name: typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name]
+                 for name, (_, objectives) in owners.items()}
+        objective_params = []
+        for name, (f, _) in owners.items():
+            objective_params.append(_make_option(f, hints[name], owners[name][1]))
+            objective_params += [_make_option(f, hints[name], hidden_name=a) for a in f.metadata["aliases"]]
+        inputs = click.Argument(["inputs"], nargs=-1)
+        legacy_pack = click.Option(["--pack", "legacy_pack"], is_flag=True, default=None, hidden=True)
+        run = [inputs, *_options_of(TransformConfig), *_options_of(Execution), legacy_pack]
+        return {"run": run, "objective": objective_params}
+
+    def get_params(self, ctx):
+        return [*self.generated["run"], *self.generated["objective"], *super().get_params(ctx)]
+
+    def parse_args(self, ctx, args):
+        ctx.meta["objective"] = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--objective"), None)
+        return super().parse_args(ctx, args)
+
+    def format_options(self, ctx, formatter):
+        from .objectives import REGISTRY
+
+        name = ctx.meta.get("objective")
+        shown = [p for p in self.generated["run"] if not p.hidden] + super().get_params(ctx)
+        rows = [p.get_help_record(ctx) for p in shown]
+        if name:
+            objective = REGISTRY.get(name)
+            defaults = objective.options_type()
+            own = {f.name for f in option_fields(objective.options_type)}
+            for p in self.generated["objective"]:
+                if p.name in own and not p.hidden:
+                    opts, text = p.get_help_record(ctx)
+                    value = getattr(defaults, p.name)
+                    text = text.split("] ", 1)[-1] + ("" if value is None else f"  [default: {value}]")
+                    rows.append((opts, text))
+        with formatter.section("Options"):
+            formatter.write_dl([r for r in rows if r])
+        if not name:
+            formatter.write_paragraph()
+            formatter.write_text("Each objective has options of its own: see 'objcli transform --objective NAME --help'.")
+
+
+def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
+    """(option values that shape the output, by field name; execution settings): what the command
+    line gave, then what the recipe gives, and nothing else (the dataclass defaults do the rest)."""
+    from .objectives import REGISTRY
+    from .recipe import load_recipe
+
+    given = {}
+    for name, value in values.items():
+        if name.startswith("legacy_") or value is None or value == ():
+            continue
+        given[name] = value
+    for name, value in values.items():  # hidden old spellings: --preset, --mask
+        if name.startswith("legacy_") and value is not None and name != "legacy_pack":
+            given.setdefault(name.removeprefix("legacy_"), value)
+    execution_names = {f.name for f in dataclasses.fields(Execution)}
+    runner = {n: given.pop(n, None) for n in execution_names}
+    recipe_path = runner.pop("recipe")
+    recipe = load_recipe(recipe_path) if recipe_path else {}
+    values_out = {**recipe, **given}
+    if values.get("legacy_pack"):  # --pack: the packer it meant for this objective
+        objective = REGISTRY.get(values_out.get("objective", "clm"))
+        options = {k: v for k, v in values_out.items() if k in {f.name for f in option_fields(objective.options_type)}}
+        values_out.setdefault("packing", objective.legacy_pack(objective.options_type(**options)))
+    for flag in ("overwrite", "resume", "quiet", "print_recipe"):
+        runner[flag] = bool(runner[flag])
+    runner["executor"] = runner["executor"] or "local"
+    runner["pool"] = runner["pool"] or "auto"
+    return values_out, runner

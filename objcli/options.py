@@ -1,0 +1,76 @@
+"""One definition of every option: help, default, choices and range live in the field metadata of
+a frozen dataclass (the run's ``TransformConfig``, each objective's options), and both the
+validation here and the Click options of ``objcli transform`` are generated from it.
+
+    mask_prob: float = option(0.15, "Probability of selecting a token.", minimum=0, maximum=1)
+
+becomes ``--mask-prob FLOAT`` with that help and default, and ``--mask-prob 2`` fails with
+``--mask-prob 2: must be between 0 and 1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ObjcliError
+
+
+def option(default: Any, help: str, *, choices: tuple | None = None, minimum: float | None = None,
+           maximum: float | None = None, exclusive: bool = False, flag: str | None = None,
+           aliases: tuple[str, ...] = (), short: str | None = None, metavar: str | None = None,
+           cli: bool = True) -> Any:
+    """A dataclass field that is also a command-line option. ``exclusive``: the range excludes its
+    ends; ``aliases``: older spellings, accepted and hidden; ``cli=False``: recipe and API only."""
+    metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "exclusive": exclusive,
+                "flag": flag, "aliases": aliases, "short": short, "metavar": metavar, "cli": cli}
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def check_field(f: dataclasses.Field, value: Any) -> None:
+    """Choices and range of one option value, with the one-line error the CLI prints."""
+    meta, name = f.metadata, flag_of(f)
+    if value is None or "help" not in meta:
+        return
+    if meta["choices"] and value not in meta["choices"]:
+        raise ObjcliError(f"{name} {value}: choose one of {', '.join(map(str, meta['choices']))}")
+    low, high = meta["minimum"], meta["maximum"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (low is None and high is None):
+        return
+    if meta["exclusive"]:
+        if not (low < value < high):
+            raise ObjcliError(f"{name} {value}: must be between {low:g} and {high:g} (exclusive)")
+    elif high is None:
+        if value < low:
+            raise ObjcliError(f"{name} {value}: must be at least {low:g}")
+    elif not (low <= value <= high):
+        raise ObjcliError(f"{name} {value}: must be between {low:g} and {high:g}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every options dataclass: checks each field against its metadata."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            check_field(f, getattr(self, f.name))
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    """For an objective with no options of its own."""
+
+
+def option_fields(options_type: type) -> list[dataclasses.Field]:
+    """The fields of an options dataclass that are command-line options."""
+    return [f for f in dataclasses.fields(options_type) if "help" in f.metadata and f.metadata["cli"]]

@@ -1,0 +1,77 @@
+"""What every packer shares: its settings, its interface and the per-segment columns."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..kernels.ragged import lengths_to_offsets
+from ..rows import ColumnSpec, Ragged, RowBatch
+
+
+@dataclass(frozen=True)
+class PackSettings:
+    seq_len: int
+    columns: tuple[ColumnSpec, ...]  # the objective's example columns
+    pad_id: int | None = None  # None: no padding (concat then drops its remainder)
+    window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
+    documents: bool = True  # examples are documents, joined into a stream (else finished examples)
+
+    def spec(self, name: str) -> ColumnSpec:
+        return next(c for c in self.columns if c.name == name)
+
+
+class Packer(Protocol):
+    counters: Counter
+
+    def __init__(self, settings: PackSettings) -> None: ...
+
+    def columns(self) -> list[ColumnSpec]:
+        """The row columns this packer writes for the objective's example columns."""
+        ...
+
+    def process(self, examples: RowBatch | None) -> RowBatch | None: ...
+
+    def finish(self) -> RowBatch | None: ...
+
+
+def per_example_names(settings: PackSettings) -> list[str]:
+    """Example columns with one value per example: they become per-segment columns."""
+    return [c.name for c in settings.columns if c.kind == "scalar"]
+
+
+def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
+    """Aligned token columns (as ``kind``), then segment ids and positions, then one ragged
+    per-segment column for each per-example value."""
+    seq_len = settings.seq_len
+    aligned = [c.with_kind(kind) for c in settings.columns if c.kind != "scalar"]
+    segments = [
+        ColumnSpec("segment_ids", kind, 0, seq_len, "1-based example per row, 0 = padding", role="segment_ids"),
+        ColumnSpec("positions", kind, 0, seq_len - 1, "position within the example", role="positions"),
+    ]
+    per_segment = [
+        ColumnSpec(c.name, "ragged", c.min_value, c.max_value, f"per segment: {c.doc}",
+                   role=c.role if c.role in ("prefix_length", "category") else "per_segment", categories=c.categories)
+        for c in settings.columns if c.kind == "scalar"
+    ]
+    return aligned + segments + per_segment
+
+
+def segment_values(segment_ids: np.ndarray, token_values: np.ndarray) -> Ragged:
+    """Per row, the value at the first token of each segment: a ragged column, one entry per segment."""
+    rows, seq_len = segment_ids.shape
+    first = np.zeros(segment_ids.shape, dtype=bool)
+    first[:, 0] = segment_ids[:, 0] > 0
+    first[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    values = token_values.reshape(rows, seq_len)[first]
+    return Ragged(values.astype(np.int32), lengths_to_offsets(first.sum(axis=1)))
+
+
+def count_empty(lengths: np.ndarray, counters: Counter) -> None:
+    """Documents with no tokens (possible only with neither BOS nor EOS) are skipped."""
+    empty = int(np.sum(lengths == 0))
+    if empty:
+        counters["skipped:no_tokens"] += empty

@@ -1,0 +1,88 @@
+"""``concat``: documents joined into one stream per partition and cut into rows of ``seq_len``.
+
+The last partial row of a partition is dropped (counted as ``tokens_dropped``, and documents
+wholly in it as skipped ``remainder_dropped``) or, with a pad token, padded. Rows never carry
+tokens across partitions, so partitions stay independent and output does not depend on workers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..kernels import PADDING_DOC
+from ..kernels.packing import pack_concat
+from ..kernels.ragged import item_index
+from ..rows import ColumnSpec, RowBatch
+from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
+
+
+class ConcatPacker:
+    def __init__(self, settings: PackSettings):
+        self.settings = settings
+        self.seq_len, self.pad_id = settings.seq_len, settings.pad_id
+        self.tag_names = per_example_names(settings)
+        self.counters: Counter = Counter()
+        self.carry_tokens = np.zeros(0, dtype=np.int32)
+        self.carry_docs = np.zeros(0, dtype=np.int64)
+        self.carry_first = np.zeros(0, dtype=bool)
+        self.carry_tags = {name: np.zeros(0, dtype=np.int32) for name in self.tag_names}
+        self.documents_seen = 0
+        self.last_split_doc = PADDING_DOC
+
+    def columns(self) -> list[ColumnSpec]:
+        return packed_columns(self.settings, "fixed")
+
+    def process(self, examples: RowBatch | None) -> RowBatch | None:
+        if examples is None:
+            return None
+        ids = examples.columns["input_ids"]
+        tokens, offsets = ids.values, ids.offsets
+        lengths = np.diff(offsets)
+        docs = self.documents_seen + item_index(offsets)
+        self.documents_seen += len(lengths)
+        first = np.zeros(len(tokens), dtype=bool)
+        first[offsets[:-1][lengths > 0]] = True
+        count_empty(lengths, self.counters)
+        self.carry_tokens = np.concatenate([self.carry_tokens, tokens])
+        self.carry_docs = np.concatenate([self.carry_docs, docs])
+        self.carry_first = np.concatenate([self.carry_first, first])
+        for name in self.tag_names:
+            token_tags = np.repeat(examples.columns[name].astype(np.int32), lengths)
+            self.carry_tags[name] = np.concatenate([self.carry_tags[name], token_tags])
+        return self._emit(pad=False)
+
+    def finish(self) -> RowBatch | None:
+        if self.pad_id is None:
+            self.counters["tokens_dropped"] += len(self.carry_tokens)
+            self.counters["skipped:remainder_dropped"] += int(self.carry_first.sum())
+            return None
+        return self._emit(pad=True)
+
+    def _emit(self, pad: bool) -> RowBatch | None:
+        stream, stream_docs, stream_first = self.carry_tokens, self.carry_docs, self.carry_first
+        packed = pack_concat(stream, stream_docs, stream_first, self.seq_len, self.pad_id if pad else None)
+        rest = packed.consumed
+        self.carry_tokens, self.carry_docs, self.carry_first = stream[rest:], stream_docs[rest:], stream_first[rest:]
+        stream_tags = self.carry_tags
+        self.carry_tags = {name: tags[rest:] for name, tags in stream_tags.items()}
+        rows = len(packed.input_ids)
+        if rows == 0:
+            return None
+        self._count_split_documents(stream_docs, stream_first, rows)
+        padding = np.sum(packed.segment_ids == 0, axis=1)
+        columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
+        for name, tags in stream_tags.items():
+            columns[name] = segment_values(packed.segment_ids, tags[: rows * self.seq_len])
+        return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
+
+    def _count_split_documents(self, stream_docs, stream_first, rows) -> None:
+        """A document is split when a row starts in its middle; count each document once."""
+        row_starts = np.arange(rows, dtype=np.int64) * self.seq_len
+        continued = ~stream_first[row_starts] & (stream_docs[row_starts] != PADDING_DOC)
+        split_docs = np.unique(stream_docs[row_starts[continued]])
+        split_docs = split_docs[split_docs != self.last_split_doc]
+        if len(split_docs):
+            self.last_split_doc = int(split_docs[-1])
+        self.counters["documents_split"] += len(split_docs)

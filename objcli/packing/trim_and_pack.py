@@ -1,0 +1,106 @@
+"""``trim-and-pack``: SeqIO's ``trim_and_pack`` for examples whose inputs and labels have lengths
+of their own (encoder-decoder prefix LM, BART, UL2).
+
+Each example is trimmed to ``seq_len`` per column and several are placed in one row,
+best-fit-decreasing on the longer of the two parts, within each batch of examples. Inputs and
+labels get their own segment ids and positions:
+
+    input_ids        [a0 a1 a2 b0 b1 <pad>]     segment_ids        [1 1 1 2 2 0]
+    labels           [x0 x1 y0 y1 y2 -100]      label_segment_ids  [1 1 2 2 2 0]
+
+so example 1 is (a0 a1 a2 -> x0 x1) and example 2 is (b0 b1 -> y0 y1 y2); the trainer masks
+attention to stay within a segment, cross-attention included. Per-example values become
+per-segment columns (one value per input segment).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..kernels import IGNORE, PADDING_DOC
+from ..kernels.bestfit import best_fit_decreasing
+from ..kernels.packing import segments_and_positions
+from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
+from ..rows import ColumnSpec, Ragged, RowBatch
+from .base import PackSettings, per_example_names, segment_values
+
+
+def _ragged(column) -> Ragged:
+    if isinstance(column, Ragged):
+        return column
+    rows, length = column.shape
+    return Ragged(column.reshape(-1), lengths_to_offsets(np.full(rows, length, dtype=np.int64)))
+
+
+def _place(column: Ragged, lengths, row, offset, rows, seq_len, fill):
+    values = np.full(rows * seq_len, fill, dtype=np.int32)
+    examples = np.full(rows * seq_len, PADDING_DOC, dtype=np.int64)
+    destination = range_indices(row * seq_len + offset, lengths)
+    values[destination] = gather_ranges(column.values, column.offsets[:-1], lengths)
+    examples[destination] = np.repeat(np.arange(len(lengths)), lengths)
+    segment_ids, positions = segments_and_positions(examples.reshape(rows, seq_len))
+    return values.reshape(rows, seq_len), segment_ids, positions
+
+
+def _offsets_in_rows(row: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Within a row, examples are laid end to end in placement order: each one's offset."""
+    order = np.lexsort((np.arange(len(row)), row))
+    offset = np.empty(len(row), dtype=np.int64)
+    ends = np.cumsum(lengths[order])
+    row_start = np.searchsorted(row[order], row[order], side="left")
+    offset[order] = ends - lengths[order] - np.where(row_start > 0, ends[row_start - 1], 0)
+    return offset
+
+
+class TrimAndPack:
+    def __init__(self, settings: PackSettings):
+        self.settings = settings
+        self.tag_names = per_example_names(settings)
+        self.counters: Counter = Counter()
+
+    def columns(self) -> list[ColumnSpec]:
+        seq_len = self.settings.seq_len
+        inputs, labels = self.settings.spec("input_ids"), self.settings.spec("labels")
+        return [
+            ColumnSpec("input_ids", "fixed", 0, inputs.max_value, "packed encoder inputs"),
+            ColumnSpec("segment_ids", "fixed", 0, seq_len, "example of each input token, 0 = padding", role="segment_ids"),
+            ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the example's inputs", role="positions"),
+            ColumnSpec("labels", "fixed", IGNORE, labels.max_value, "packed targets, -100 = padding", role="labels"),
+            ColumnSpec("label_segment_ids", "fixed", 0, seq_len, "example of each target token, 0 = padding",
+                       role="segment_ids", family="labels"),
+            ColumnSpec("label_positions", "fixed", 0, seq_len - 1, "position within the example's targets",
+                       role="positions", family="labels"),
+        ] + [
+            ColumnSpec(c.name, "ragged", c.min_value, c.max_value, f"per segment: {c.doc}", role="per_segment"
+                       if c.role not in ("category", "prefix_length") else c.role, categories=c.categories)
+            for c in self.settings.columns if c.kind == "scalar"
+        ]
+
+    def process(self, examples: RowBatch | None) -> RowBatch | None:
+        if examples is None:
+            return None
+        seq_len, pad_id = self.settings.seq_len, self.settings.pad_id
+        inputs, labels = _ragged(examples.columns["input_ids"]), _ragged(examples.columns["labels"])
+        input_lengths = np.minimum(np.diff(inputs.offsets), seq_len)
+        label_lengths = np.minimum(np.diff(labels.offsets), seq_len)
+        self.counters["tokens_trimmed"] += int(np.diff(inputs.offsets).sum() - input_lengths.sum())
+        self.counters["tokens_trimmed"] += int(np.diff(labels.offsets).sum() - label_lengths.sum())
+        row, _, count = best_fit_decreasing(np.maximum(input_lengths, label_lengths), seq_len)
+        input_offset, label_offset = _offsets_in_rows(row, input_lengths), _offsets_in_rows(row, label_lengths)
+        input_ids, segment_ids, positions = _place(inputs, input_lengths, row, input_offset, count, seq_len, pad_id)
+        label_values, label_segments, label_positions = _place(labels, label_lengths, row, label_offset, count, seq_len, IGNORE)
+        documents = np.bincount(row, weights=examples.documents, minlength=count).astype(np.int64)
+        used = (segment_ids > 0).sum(axis=1) + (label_segments > 0).sum(axis=1)
+        columns = {"input_ids": input_ids, "segment_ids": segment_ids, "positions": positions, "labels": label_values,
+                   "label_segment_ids": label_segments, "label_positions": label_positions}
+        for name in self.tag_names:
+            token_tags = np.zeros(count * seq_len, dtype=np.int32)
+            destination = range_indices(row * seq_len + input_offset, input_lengths)
+            token_tags[destination] = np.repeat(examples.columns[name], input_lengths)
+            columns[name] = segment_values(segment_ids, token_tags)
+        return RowBatch(columns, tokens=used, padding=2 * seq_len - used, documents=documents)
+
+    def finish(self) -> RowBatch | None:
+        return None

@@ -1,0 +1,108 @@
+"""Recipes: a run's configuration as data (TOML), as datatrove keeps ``executor.json`` and T5 its
+gin files, so a Makefile target can depend on the file that describes it.
+
+A recipe is one flat table whose keys are the option names of ``objcli transform`` without the
+leading dashes (``seq-len = 512``, ``whole-word = true``) plus ``inputs``; ``--print-recipe``
+writes the resolved configuration of a command line in that form, and every ``manifest.json``
+holds it under ``"recipe"``, so ``objcli transform --recipe out/manifest.json`` repeats a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from .config import TransformConfig
+from .errors import ObjcliError
+from .objectives import REGISTRY
+from .options import flag_of, option_fields
+
+RUN_FIELDS = {f.name: f for f in dataclasses.fields(TransformConfig) if "help" in f.metadata}
+
+
+def key_of(f: dataclasses.Field) -> str:
+    return flag_of(f).removeprefix("--")
+
+
+def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
+    """Every objective option: field name -> (its field, the objectives that take it)."""
+    fields: dict[str, tuple[dataclasses.Field, set[str]]] = {}
+    for name in REGISTRY.names():
+        for f in option_fields(REGISTRY.get(name).options_type):
+            fields.setdefault(f.name, (f, set()))[1].add(name)
+    return fields
+
+
+def _by_key() -> dict[str, str]:
+    keys = {key_of(f): name for name, f in RUN_FIELDS.items()}
+    keys.update({key_of(f): name for name, (f, _) in objective_fields().items()})
+    return keys
+
+
+def config_from_values(values: dict[str, Any], where: str = "") -> TransformConfig:
+    """A configuration from option values by field name (from the command line, a recipe or both)."""
+    objective = REGISTRY.get(values.get("objective", "clm"))
+    accepted = {f.name for f in option_fields(objective.options_type)}
+    owners = objective_fields()
+    run, own = {}, {}
+    for name, value in values.items():
+        if name in RUN_FIELDS:
+            run[name] = tuple(value) if name == "inputs" else value
+        elif name in accepted:
+            own[name] = value
+        else:
+            flag = "--" + name.replace("_", "-")
+            raise ObjcliError(f"{where}{flag} applies to {', '.join(sorted(owners[name][1]))}, not to {objective.name}")
+    run["objective"] = objective.name
+    return TransformConfig(objective_options=objective.options_type(**own), **run)
+
+
+def recipe_of(config: TransformConfig) -> dict[str, Any]:
+    """The resolved configuration as a flat table (what ``--print-recipe`` prints)."""
+    table: dict[str, Any] = {}
+    for name, f in RUN_FIELDS.items():
+        value = getattr(config, name)
+        table["inputs" if name == "inputs" else key_of(f)] = list(value) if isinstance(value, tuple) else value
+    for f in option_fields(type(config.objective_options)):
+        table[key_of(f)] = getattr(config.objective_options, f.name)
+    return {k: v for k, v in table.items() if v is not None}
+
+
+def load_recipe(path: str) -> dict[str, Any]:
+    """Option values by field name from a TOML recipe or a ``manifest.json``; unknown keys fail,
+    naming the closest valid one."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+        table = json.loads(text).get("recipe") if file.suffix == ".json" else tomllib.loads(text)
+    except OSError as error:
+        raise ObjcliError(f"--recipe {path}: {error.strerror}; pass a TOML recipe or a manifest.json") from None
+    except (ValueError, AttributeError) as error:
+        raise ObjcliError(f"--recipe {path}: not a valid recipe ({error}); pass a TOML file or a manifest.json") from None
+    if not isinstance(table, dict):
+        raise ObjcliError(f"--recipe {path}: holds no recipe; pass a TOML file or a manifest.json written by objcli")
+    by_key, values = _by_key(), {}
+    for key, value in table.items():
+        if key == "inputs":
+            values["inputs"] = [value] if isinstance(value, str) else value
+            continue
+        if key not in by_key:
+            close = difflib.get_close_matches(key, [*by_key, "inputs"], n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "see 'objcli transform --help'"
+            raise ObjcliError(f"--recipe {path}: unknown key '{key}'; {hint}")
+        values[by_key[key]] = value
+    return values
+
+
+def to_toml(table: dict[str, Any]) -> str:
+    """A flat table of strings, numbers, booleans and lists as TOML (JSON strings are TOML strings)."""
+    lines = []
+    for key, value in table.items():
+        text = json.dumps(value, ensure_ascii=False)
+        lines.append(f"{key} = {text}")
+    return "\n".join(lines) + "\n"
