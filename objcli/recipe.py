@@ -62,10 +62,14 @@ def config_from_values(values: dict[str, Any], where: str = "") -> TransformConf
     return TransformConfig(objective_options=objective.options_type(**own), **run)
 
 
-def recipe_of(config: TransformConfig) -> dict[str, Any]:
-    """The resolved configuration as a flat table (what ``--print-recipe`` prints)."""
+def recipe_of(config: TransformConfig, with_output: bool = True) -> dict[str, Any]:
+    """The resolved configuration as a flat table (what ``--print-recipe`` prints). The manifest's
+    copy leaves out the output folder, so that a run's manifest is the same wherever it was
+    written; ``--recipe out/manifest.json -o other/`` repeats the run elsewhere."""
     table: dict[str, Any] = {}
     for name, f in RUN_FIELDS.items():
+        if name == "output" and not with_output:
+            continue
         value = getattr(config, name)
         table["inputs" if name == "inputs" else key_of(f)] = list(value) if isinstance(value, tuple) else value
     for f in option_fields(type(config.objective_options)):

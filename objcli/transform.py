@@ -25,6 +25,7 @@ from .output import OutputFolder, PartitionResult, final_names
 from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
+from .recipe import recipe_of
 from .writers import arrow_schema
 
 
@@ -111,6 +112,149 @@ class _StdoutStream:
         sys.stdout.buffer.flush()
 
 
+@dataclass
+class RunPlan:
+    """What ``plan_run`` decides before any partition runs."""
+
+    config: TransformConfig
+    files: list
+    partitions: list
+    tokenizer: object
+    objective: object
+    columns: list
+    fingerprint: str
+    pool: str
+
+
+def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
+    if workers < 1:
+        raise ObjcliError(f"--workers {workers}: must be at least 1")
+    if overwrite and resume:
+        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
+    if to_stdout and resume:
+        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
+    if pool not in POOLS:
+        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
+    if pool != "auto" and executor != "local":
+        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
+
+
+def plan_run(config: TransformConfig, pool: str) -> RunPlan:
+    """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
+    files = resolve_inputs(list(config.inputs), config.input_format)
+    partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
+    tokenizer, objective, columns = plan_objective(config)
+    if pool == "auto":
+        # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
+        # token-level objectives); processes where Python holds it (objectives that split
+        # sentences) and for the `tokenizers` library, whose batches scale better apart.
+        python_bound = objective.sentence_level or tokenizer.kind == "huggingface"
+        pool = "processes" if python_bound else "threads"
+    # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
+    lost = [c.name for c in columns if c.role not in ("tokens", "segment_ids", "positions", "per_segment")]
+    if config.output_format == "megatron" and lost:
+        raise ObjcliError(
+            f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
+            "choose --format arrow, parquet or npy"
+        )
+    return RunPlan(config, files, partitions, tokenizer, objective, columns, config.fingerprint(tokenizer.sha256), pool)
+
+
+def _run_partitions(plan: RunPlan, todo, work: Path, run_key: str, workers: int, executor: str,
+                    scheduler: str | None, stream, report) -> list[PartitionResult]:
+    """Run the partitions not yet done: standard input in this process, the rest in the pool."""
+    pooled_count = sum(p.input.path != STDIN for p in todo)
+    processes = max(1, min(workers, pooled_count))
+    threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
+    tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint)
+             for p in todo]
+    in_process = [t for t in tasks if t.partition.input.path == STDIN]
+    pooled = [t for t in tasks if t.partition.input.path != STDIN]
+    results = []
+    runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, plan.pool), pooled)]
+    for runner, batch in runs:
+        if not batch:
+            continue
+        with runner:
+            for result in runner.run(batch, report):
+                results.append(result)
+                if stream:
+                    stream.add(result)
+    if stream:
+        stream.close()
+    return results
+
+
+def _warn_skips(results, warn) -> None:
+    examples: dict[str, tuple[int, str]] = {}
+    counts: Counter = Counter()
+    for result in results:
+        counts.update(result.skipped)
+        for reason, example in result.first_examples.items():
+            examples.setdefault(reason, example)
+    for reason, example in examples.items():
+        warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
+
+
+def column_json(column) -> dict:
+    data = {
+        "name": column.name,
+        "kind": column.kind,
+        "role": column.role,
+        "family": column.family,
+        "arrow_type": str(arrow_schema([column]).field(0).type),
+        "disk_dtype": str(column.disk_dtype()),
+        "min_value": column.min_value,
+        "max_value": column.max_value,
+        "description": column.doc,
+    }
+    if column.categories:
+        data["categories"] = list(column.categories)
+    return data
+
+
+def build_manifest(plan: RunPlan, results: list[PartitionResult]) -> dict:
+    config, tokenizer = plan.config, plan.tokenizer
+    return {
+        "objcli_version": __version__,
+        "manifest_version": MANIFEST_VERSION,
+        "complete": True,
+        "objective": plan.objective.name,
+        "supervision": plan.objective.supervision,
+        "config": config.to_json(),
+        "recipe": recipe_of(config, with_output=False),
+        "config_sha256": plan.fingerprint,
+        "seed": config.seed,
+        "tokenizer": {
+            "kind": tokenizer.kind,
+            "path": str(Path(config.tokenizer).resolve()),
+            "sha256": tokenizer.sha256,
+            "vocab_size": tokenizer.vocab_size,
+            "total_vocab_size": tokenizer.total_vocab_size,
+        },
+        "special_tokens": tokenizer.special.to_json(),
+        "format": config.output_format,
+        "columns": [column_json(c) for c in plan.columns],
+        "inputs": [
+            {"path": f.path, "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
+        ],
+        "partitions": [
+            {
+                **p.to_json(),
+                "documents_read": r.documents_read,
+                "documents_written": r.documents_written,
+                "documents_skipped": r.documents_skipped,
+                "skipped_by_reason": r.skipped,
+                "counters": r.counters,
+                "shards": [s.files[0] for s in r.shards],
+            }
+            for p, r in zip(plan.partitions, results)
+        ],
+        "shards": [s.to_json() for r in results for s in r.shards],
+        "totals": totals(results),
+    }
+
+
 def transform(
     config: TransformConfig,
     workers: int | None = None,
@@ -129,146 +273,46 @@ def transform(
     """
     started = time.perf_counter()
     workers = workers or os.cpu_count() or 1
-    if workers < 1:
-        raise ObjcliError(f"--workers {workers}: must be at least 1")
-    if overwrite and resume:
-        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
     to_stdout = config.output == STDIN
-    if to_stdout and resume:
-        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
-    if pool not in POOLS:
-        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
-    if pool != "auto" and executor != "local":
-        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
+    _check_execution(workers, overwrite, resume, to_stdout, executor, pool)
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
-    files = resolve_inputs(list(config.inputs), config.input_format)
-    partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
-    tokenizer, objective, columns = plan_objective(config)
-    if pool == "auto":
-        # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
-        # token-level objectives); processes where Python holds it (objectives that split
-        # sentences) and for the `tokenizers` library, whose batches scale better apart.
-        python_bound = getattr(objective, "sentence_level", False) or tokenizer.kind == "huggingface"
-        pool = "processes" if python_bound else "threads"
-    # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
-    lost = [c.name for c in columns if c.name not in ("input_ids", "segment_ids", "positions", "fim_modes")]
-    if config.output_format == "megatron" and lost:
-        raise ObjcliError(
-            f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
-            "choose --format arrow, parquet or npy"
-        )
-    fingerprint = config.fingerprint(tokenizer.sha256)
-
-    folder = None
+    plan = plan_run(config, pool)
+    folder, run_key = None, ""
     if to_stdout:
         work = Path(tempfile.mkdtemp(prefix="objcli-"))
-        run_key = ""
     else:
-        run_key = _run_key(fingerprint, files)
-        folder = OutputFolder(Path(config.output), fingerprint, run_key)
-        folder.open(len(partitions), overwrite=overwrite, resume=resume)
+        run_key = _run_key(plan.fingerprint, plan.files)
+        folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
+        folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
         if folder.complete_manifest is not None:
-            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(partitions), True)
+            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True)
         work = folder.work
         if folder.restarted and warn:
             warn(f"inputs changed since the interrupted run in {config.output}; starting it again")
     kept = folder.kept if folder else {}
-    todo = [p for p in partitions if p.index not in kept]
-    # Standard input can only be read by this process; everything else may go to the pool.
-    pooled_count = sum(p.input.path != STDIN for p in todo)
-    processes = max(1, min(workers, pooled_count))
-    threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
-    tasks = [PartitionTask(p, config, tokenizer.special, str(work), threads, run_key, fingerprint) for p in todo]
-    in_process = [t for t in tasks if t.partition.input.path == STDIN]
-    pooled = [t for t in tasks if t.partition.input.path != STDIN]
-    report = progress or (lambda _: None)
-    stream = _StdoutStream(columns, work) if to_stdout else None
-    results: list[PartitionResult] = list(kept.values())
+    todo = [p for p in plan.partitions if p.index not in kept]
+    stream = _StdoutStream(plan.columns, work) if to_stdout else None
     try:
-        runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, pool), pooled)]
-        for runner, batch in runs:
-            if not batch:
-                continue
-            with runner:
-                for result in runner.run(batch, report):
-                    results.append(result)
-                    if stream:
-                        stream.add(result)
-        if stream:
-            stream.close()
+        results = list(kept.values()) + _run_partitions(plan, todo, work, run_key, workers, executor, scheduler,
+                                                        stream, progress or (lambda _: None))
     finally:
         if to_stdout:
             shutil.rmtree(work, ignore_errors=True)
     results.sort(key=lambda r: r.index)
-
-    examples: dict[str, tuple[int, str]] = {}
-    counts: Counter = Counter()
-    for result in results:
-        counts.update(result.skipped)
-        for reason, example in result.first_examples.items():
-            examples.setdefault(reason, example)
     if warn:
-        for reason, example in examples.items():
-            warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
-
-    renames = [] if to_stdout else final_names(results)
-    manifest = {
-        "objcli_version": __version__,
-        "manifest_version": MANIFEST_VERSION,
-        "complete": True,
-        "objective": objective.name,
-        "config": config.to_json(),
-        "config_sha256": fingerprint,
-        "seed": config.seed,
-        "tokenizer": {
-            "kind": tokenizer.kind,
-            "path": str(Path(config.tokenizer).resolve()),
-            "sha256": tokenizer.sha256,
-            "vocab_size": tokenizer.vocab_size,
-            "total_vocab_size": tokenizer.total_vocab_size,
-        },
-        "special_tokens": tokenizer.special.to_json(),
-        "format": config.output_format,
-        "columns": [
-            {
-                "name": c.name,
-                "kind": c.kind,
-                "arrow_type": str(arrow_schema([c]).field(0).type),
-                "disk_dtype": str(c.disk_dtype()),
-                "min_value": c.min_value,
-                "max_value": c.max_value,
-                "description": c.doc,
-            }
-            for c in columns
-        ],
-        "inputs": [
-            {"path": f.path, "format": f.format, "compression": f.compression, "bytes": f.size} for f in files
-        ],
-        "partitions": [
-            {
-                **p.to_json(),
-                "documents_read": r.documents_read,
-                "documents_written": r.documents_written,
-                "documents_skipped": r.documents_skipped,
-                "skipped_by_reason": r.skipped,
-                "counters": r.counters,
-                "shards": [s.files[0] for s in r.shards],
-            }
-            for p, r in zip(partitions, results)
-        ],
-        "shards": [s.to_json() for r in results for s in r.shards],
-        "totals": totals(results),
-    }
-    t = manifest["totals"]
-    lossy = t.get("fim_units_not_round_trip", 0)
+        _warn_skips(results, warn)
+    renames = [] if to_stdout else final_names(results)  # gives the shards their final names
+    manifest = build_manifest(plan, results)
+    lossy = manifest["totals"].get("fim_units_not_round_trip", 0)
     if warn and lossy:
         warn(
             f"fim: {lossy:,} transformed documents have pieces that do not survive decode(encode(piece)) "
             "with this tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one "
             "with 'objcli train-tokenizer --preset code'"
         )
+    t = manifest["totals"]
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
     if folder:
