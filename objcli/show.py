@@ -44,12 +44,14 @@ def _runs(segment_ids: np.ndarray) -> Iterator[tuple[int, int, int]]:
         yield int(segment_ids[start]), int(start), int(stop)
 
 
-def render_row(row: dict[str, np.ndarray], tokenizer: Tokenizer, colour: bool) -> str:
-    ids = np.asarray(row["input_ids"])
-    if "segment_ids" in row:
-        segments = np.asarray(row["segment_ids"])
-    elif "attention_mask" in row:  # sentence pairs: [1] = [CLS] A [SEP], [2] = B [SEP], 0 = padding
-        segments = np.where(np.asarray(row["attention_mask"]) > 0, np.asarray(row["token_type_ids"]) + 1, 0)
+def render_row(row: dict[str, np.ndarray], roles: dict[str, str], tokenizer: Tokenizer, colour: bool) -> str:
+    """The tokens column of a row, one run per segment (from the segment ids, or for sentence
+    pairs from the token types under the attention mask: [1] = A, [2] = B, 0 = padding)."""
+    ids = np.asarray(row[roles["tokens"]])
+    if "segment_ids" in roles:
+        segments = np.asarray(row[roles["segment_ids"]])
+    elif "attention_mask" in roles and "token_type_ids" in roles:
+        segments = np.where(np.asarray(row[roles["attention_mask"]]) > 0, np.asarray(row[roles["token_type_ids"]]) + 1, 0)
     else:
         segments = np.ones(len(ids), dtype=np.int32)
     parts = []
@@ -78,24 +80,35 @@ def render_labels(labels: np.ndarray, tokenizer: Tokenizer, colour: bool) -> str
     return " ".join(parts)
 
 
+def _details(row: dict, columns: list[dict], roles: dict[str, str]) -> list[str]:
+    """The per-row values worth a glance: prefix lengths, class labels, categories, per-segment values."""
+    details = [f"{len(row[roles['tokens']])} tokens"]
+    for column in columns:
+        name, role = column["name"], column["role"]
+        values = np.atleast_1d(row[name]).tolist() if name in row else []
+        if role == "prefix_length":
+            details.append(f"prefix {', '.join(map(str, values))}")
+        elif role in ("example_label", "per_segment"):
+            details.append(f"{name} {', '.join(map(str, values))}")
+        elif role == "category":
+            details.append(f"{name} {', '.join(column['categories'][v] for v in values)}")
+    return details
+
+
 def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: bool) -> Iterator[str]:
     manifest = read_manifest(folder)
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
-    denoisers = manifest["config"]["objective_options"].get("denoisers", [])
+    columns = manifest["columns"]
+    roles = {}
+    for column in columns:  # the first column of each role in the input_ids family
+        if column.get("family", "input_ids") == "input_ids" or column["role"] == "tokens":
+            roles.setdefault(column["role"], column["name"])
+    labels = next((c["name"] for c in columns if c["role"] == "labels"), None)
     for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
-        details = [f"{len(row['input_ids'])} tokens"]
-        if "prefix_lengths" in row:
-            prefixes = np.atleast_1d(row["prefix_lengths"]).tolist()  # one per row, or one per segment
-            details.append(f"prefix {', '.join(map(str, prefixes))}")
-        for label in ("next_sentence_label", "sentence_order_label"):
-            if label in row:
-                details.append(f"{label} {int(row[label])}")
-        if "denoiser" in row and denoisers:
-            details.append(f"denoiser {denoisers[int(row['denoiser'])]['name']}")
-        header = f"── row {number} · {shard} · {' · '.join(details)}"
+        header = f"── row {number} · {shard} · {' · '.join(_details(row, columns, roles))}"
         yield click.style(header, bold=True) if colour else header
-        if "labels" in row:
-            yield "input_ids: " + render_row(row, tokenizer, colour)
-            yield "labels:    " + render_labels(row["labels"], tokenizer, colour)
+        if labels and labels in row:
+            yield "input_ids: " + render_row(row, roles, tokenizer, colour)
+            yield "labels:    " + render_labels(row[labels], tokenizer, colour)
         else:
-            yield render_row(row, tokenizer, colour)
+            yield render_row(row, roles, tokenizer, colour)

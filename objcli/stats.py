@@ -2,11 +2,17 @@
 
 Reads the manifest and the shards one at a time (never the whole output at once) and counts rows,
 tokens, padding, supervised tokens (the tokens that carry loss) and examples per row, with the
-length distribution of the examples and, for mixtures, counts per denoiser.
+length distribution of the examples and counts per category (e.g. UL2's denoisers).
 
-Supervised tokens: where a ``labels`` column exists, the labels that are not -100 (the ELECTRA
-discriminator is the exception: it takes loss on every token); otherwise (causal LM, FIM) every
-token whose successor is in the same segment, i.e. L - 1 per segment.
+Everything here works from the columns' *roles* and the objective's declared ``supervision`` in
+the manifest, never from column or objective names:
+
+- ``labels``: the labels that are not -100;
+- ``next-token`` (causal LM, FIM): every token whose successor is in the same segment, L - 1 per segment;
+- ``all-tokens`` (ELECTRA's discriminator): every token;
+- ``example-labels`` (NSP/SOP without masking): no token carries loss, one class label per row.
+
+A format that does not store segment ids (Megatron's) leaves examples per row "not known".
 """
 
 from __future__ import annotations
@@ -27,82 +33,100 @@ def _lengths(column) -> np.ndarray:
     return np.diff(column[1]) if isinstance(column, tuple) else np.full(len(column), column.shape[1])
 
 
-def _values(column) -> np.ndarray:
-    return column[0] if isinstance(column, tuple) else np.asarray(column).ravel()
+def _by_role(manifest: dict, role: str, family: str | None = None) -> list[dict]:
+    return [c for c in manifest["columns"] if c["role"] == role and (family is None or c.get("family") == family)]
+
+
+def _row_figures(columns: dict, manifest: dict, tokens_name: str):
+    """(tokens per row, example lengths, next-token targets per row, segments known) for one shard."""
+    ids = columns[tokens_name]
+    segments = _by_role(manifest, "segment_ids", tokens_name)
+    segment_ids = columns.get(segments[0]["name"]) if segments else None
+    if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2:
+        real = segment_ids > 0
+        same_next = (segment_ids[:, 1:] == segment_ids[:, :-1]) & real[:, 1:]
+        rows = len(segment_ids)
+        example_lengths = np.concatenate([np.bincount(r[r > 0])[1:] for r in segment_ids]) if rows else np.zeros(0)
+        return real.sum(axis=1), example_lengths, same_next.sum(axis=1), True
+    masks = _by_role(manifest, "attention_mask")
+    if masks:
+        row_tokens = columns[masks[0]["name"]].sum(axis=1)
+        return row_tokens, row_tokens, np.maximum(row_tokens - 1, 0), True
+    row_tokens = _lengths(ids)
+    for labels in _by_role(manifest, "labels"):  # encoder-decoder rows: targets of their own length
+        if isinstance(columns.get(labels["name"]), tuple):
+            row_tokens = row_tokens + _lengths(columns[labels["name"]])
+    return row_tokens, _lengths(ids), np.maximum(_lengths(ids) - 1, 0), not segments
+
+
+def _supervised(columns: dict, manifest: dict, supervision: str, row_tokens, next_token) -> np.ndarray:
+    if supervision == "labels":
+        labels = columns[_by_role(manifest, "labels")[0]["name"]]
+        if isinstance(labels, tuple):
+            values, offsets = labels
+            per_row = np.add.reduceat((values != IGNORE).astype(np.int64), offsets[:-1]) if len(values) else np.zeros(len(offsets) - 1, np.int64)
+            return np.where(np.diff(offsets) > 0, per_row, 0)
+        return (labels != IGNORE).sum(axis=1)
+    if supervision == "all-tokens":
+        return np.asarray(row_tokens)
+    if supervision == "example-labels":
+        return np.zeros(len(row_tokens), dtype=np.int64)
+    return next_token
 
 
 def compute_stats(folder: str | Path) -> dict:
     folder = Path(folder)
     manifest = read_manifest(folder)
-    objective = manifest["objective"]
-    denoisers = [d["name"] for d in manifest["config"]["objective_options"].get("denoisers", [])]
+    supervision = manifest.get("supervision") or ("labels" if _by_role(manifest, "labels") else "next-token")
+    tokens_name = _by_role(manifest, "tokens")[0]["name"]
+    categories = [c for c in _by_role(manifest, "category") if c["kind"] == "scalar"]
     totals = Counter()
-    histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     seq_len = manifest["config"]["seq_len"]
     edges = np.linspace(0, max(seq_len, 1), HISTOGRAM_BINS + 1)
-    per_denoiser: dict[str, Counter] = {}
+    histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    per_category: dict[str, Counter] = {}
+    known = True
     for shard in manifest["shards"]:
         columns = read_shard_columns(folder, manifest, shard)
-        ids = columns["input_ids"]
-        rows = len(_lengths(ids))
-        totals["rows"] += rows
-        segment_ids = columns.get("segment_ids")
-        if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2:
-            real = segment_ids > 0
-            same_next = (segment_ids[:, 1:] == segment_ids[:, :-1]) & real[:, 1:]
-            example_lengths = np.concatenate([np.bincount(r[r > 0])[1:] for r in segment_ids]) if rows else np.zeros(0)
-            next_token_targets = same_next.sum(axis=1)
-            row_tokens = real.sum(axis=1)
-        elif "attention_mask" in columns:
-            row_tokens = columns["attention_mask"].sum(axis=1)
-            example_lengths = row_tokens
-            next_token_targets = np.maximum(row_tokens - 1, 0)
-        else:
-            row_tokens = _lengths(ids) + (_lengths(columns["labels"]) if "labels" in columns and isinstance(columns["labels"], tuple) else 0)
-            example_lengths = _lengths(ids)
-            next_token_targets = np.maximum(_lengths(ids) - 1, 0)
-        if "labels" in columns and objective != "electra":
-            labels = columns["labels"]
-            if isinstance(labels, tuple):
-                values, offsets = labels
-                per_row = np.add.reduceat((values != IGNORE).astype(np.int64), offsets[:-1]) if len(values) else np.zeros(rows, np.int64)
-                per_row = np.where(np.diff(offsets) > 0, per_row, 0)
-            else:
-                per_row = (labels != IGNORE).sum(axis=1)
-        else:
-            per_row = row_tokens if objective == "electra" else next_token_targets
+        row_tokens, example_lengths, next_token, segments_known = _row_figures(columns, manifest, tokens_name)
+        known &= segments_known
+        per_row = _supervised(columns, manifest, supervision, row_tokens, next_token)
+        totals["rows"] += len(row_tokens)
         totals["supervised_tokens"] += int(per_row.sum())
         totals["examples"] += len(example_lengths)
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
         totals["tokens"] += shard["tokens"]
         totals["padding_tokens"] += shard["padding_tokens"]
-        if "denoiser" in columns and denoisers:
-            for index, name in enumerate(denoisers):
-                members = columns["denoiser"] == index
-                counter = per_denoiser.setdefault(name, Counter())
+        for spec in categories:
+            for index, name in enumerate(spec["categories"]):
+                members = columns[spec["name"]] == index
+                counter = per_category.setdefault(name, Counter())
                 counter["rows"] += int(members.sum())
                 counter["supervised_tokens"] += int(per_row[members].sum())
-                counter["tokens"] += int(np.asarray(row_tokens)[members].sum()) if np.ndim(row_tokens) else 0
+                counter["tokens"] += int(np.asarray(row_tokens)[members].sum())
     tokens, padding = totals["tokens"], totals["padding_tokens"]
+    positions = tokens + padding
     stats = {
-        "objective": objective,
+        "objective": manifest["objective"],
         "format": manifest["format"],
+        "supervision": supervision,
         "rows": totals["rows"],
         "tokens": tokens,
         "padding_tokens": padding,
-        "padding_fraction": padding / (tokens + padding) if tokens + padding else 0.0,
-        "supervised_tokens": totals["supervised_tokens"],
-        "supervised_fraction": totals["supervised_tokens"] / (tokens + padding) if tokens + padding else 0.0,
-        "examples": totals["examples"],
-        "examples_per_row": totals["examples"] / totals["rows"] if totals["rows"] else 0.0,
+        "padding_fraction": padding / positions if positions else 0.0,
+        "supervised_tokens": totals["supervised_tokens"] if known else None,
+        "supervised_fraction": (totals["supervised_tokens"] / positions if positions else 0.0) if known else None,
+        "examples": totals["examples"] if known else None,
+        "examples_per_row": (totals["examples"] / totals["rows"] if totals["rows"] else 0.0) if known else None,
         "documents_split": manifest["totals"]["documents_split"],
         "split_fraction": manifest["totals"]["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
-    if per_denoiser:
-        stats["denoisers"] = {
+    if per_category:
+        stats["category_column"] = categories[0]["name"]
+        stats["categories"] = {
             name: {**c, "supervised_fraction": c["supervised_tokens"] / c["tokens"] if c["tokens"] else 0.0}
-            for name, c in per_denoiser.items()
+            for name, c in per_category.items()
         }
     return stats
 
@@ -112,13 +136,24 @@ def render_text(stats: dict) -> list[str]:
         f"objective            {stats['objective']} ({stats['format']})",
         f"rows                 {stats['rows']:,}",
         f"tokens               {stats['tokens']:,} (+ {stats['padding_tokens']:,} padding, {100 * stats['padding_fraction']:.1f}%)",
-        f"supervised tokens    {stats['supervised_tokens']:,} ({100 * stats['supervised_fraction']:.1f}% of all positions)",
-        f"examples per row     {stats['examples_per_row']:.2f}",
+        _supervised_line(stats),
+        "examples per row     " + ("not known (this format stores no segment ids)" if stats["examples_per_row"] is None
+                                   else f"{stats['examples_per_row']:.2f}"),
         f"documents split      {stats['documents_split']:,} ({100 * stats['split_fraction']:.1f}%)",
     ]
-    for name, d in stats.get("denoisers", {}).items():
-        lines.append(f"  denoiser {name:12} {d['rows']:>8,} rows, supervised {100 * d['supervised_fraction']:.1f}%")
+    for name, d in stats.get("categories", {}).items():
+        lines.append(f"  {stats['category_column']} {name:12} {d['rows']:>8,} rows, "
+                     f"supervised {100 * d['supervised_fraction']:.1f}%")
     return lines
+
+
+def _supervised_line(stats: dict) -> str:
+    if stats["supervision"] == "example-labels":
+        return "supervised tokens    none (one class label per row, no token labels)"
+    if stats["supervised_tokens"] is None:
+        return "supervised tokens    not known (this format stores no segment ids)"
+    return (f"supervised tokens    {stats['supervised_tokens']:,} "
+            f"({100 * stats['supervised_fraction']:.1f}% of all positions)")
 
 
 def plot(stats: dict, path: str) -> None:
@@ -133,8 +168,8 @@ def plot(stats: dict, path: str) -> None:
     lengths.bar(edges[:-1], histogram["counts"], width=np.diff(edges), align="edge", color="#4878a8")
     lengths.set(title=f"Example lengths ({stats['objective']})", xlabel="tokens", ylabel="examples")
     names = ["supervised", "padding"]
-    values = [stats["supervised_fraction"], stats["padding_fraction"]]
-    for name, d in stats.get("denoisers", {}).items():
+    values = [stats["supervised_fraction"] or 0.0, stats["padding_fraction"]]
+    for name, d in stats.get("categories", {}).items():
         names.append(f"sup. {name}")
         values.append(d["supervised_fraction"])
     fractions.barh(names, values, color=["#58a05a", "#c0504d"] + ["#8064a2"] * (len(names) - 2))

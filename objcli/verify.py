@@ -6,11 +6,13 @@ Checks, shard by shard (one shard in memory at a time):
   file lies beside them;
 - the file parses; its schema (Arrow/Parquet types, npy dtypes, the Megatron index) matches the
   manifest's columns; its row count matches;
-- per-objective invariants that need no source text: values within each column's range, columns
-  that run alongside ``input_ids`` (or ``labels``) have its lengths, ``segment_ids`` count up from
-  1 with padding (0) only at the end and ``positions`` restart at every segment, T5/UL2 sentinels
-  appear in order and the same in inputs and labels, prefix-LM labels are -100 on the prefix,
-  BERT-style pairs start with [CLS], close each segment with [SEP] and have an attention mask of ones then zeros;
+- invariants that follow from the columns' *roles* (never their names or the objective's):
+  values within each column's range; segment ids, positions, attention masks and token types as
+  long as the rows of their family; segment ids count up from 1 with padding (0) only at the end
+  and positions restart at every segment; sentinels appear in order in labels, and the same in
+  inputs where labels have a length of their own (encoder-decoder); labels are -100 on every
+  prefix (per row or per segment); sentence pairs start with [CLS], close each segment with [SEP]
+  and have an attention mask of ones then zeros;
 - the totals: rows and shards add up to the manifest's.
 """
 
@@ -27,10 +29,7 @@ from .kernels import IGNORE
 from .manifest import read_manifest
 from .shards import read_megatron_index, read_table
 
-ALONGSIDE = {
-    "input_ids": ("segment_ids", "positions", "attention_mask", "token_type_ids"),
-    "labels": ("label_segment_ids", "label_positions"),
-}
+ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
 
 @dataclass
@@ -170,31 +169,45 @@ def _check_columns(manifest: dict, shard: dict, columns: dict[str, Column]) -> l
             problems.append(f"{name} has values outside [{spec['min_value']}, {spec['max_value']}]")
         if spec["kind"] == "fixed" and len(set(column.lengths.tolist())) > 1:
             problems.append(f"{name} is a fixed-length column with rows of different lengths")
-    for base, companions in ALONGSIDE.items():
-        for name in companions:
-            if base in columns and name in columns and not np.array_equal(columns[base].lengths, columns[name].lengths):
-                problems.append(f"{name} rows are not as long as the {base} rows")
+    for spec in specs.values():
+        family = spec.get("family", "input_ids")
+        if spec["role"] in ALONGSIDE and family in columns and spec["name"] in columns:
+            if not np.array_equal(columns[family].lengths, columns[spec["name"]].lengths):
+                problems.append(f"{spec['name']} rows are not as long as the {family} rows")
     if problems:
         return problems  # the structural checks below assume aligned columns
-    for ids, positions in (("segment_ids", "positions"), ("label_segment_ids", "label_positions")):
-        if ids in columns:
-            problems += _check_segments(ids, columns[ids], columns.get(positions))
+    return problems + _check_by_role(manifest, specs, columns)
+
+
+def _check_by_role(manifest: dict, specs: dict, columns: dict[str, Column]) -> list[str]:
+    """Invariants that follow from the columns' roles, whatever the objective."""
+    problems = []
+    named = {role: [s["name"] for s in specs.values() if s["role"] == role and s["name"] in columns] for role in
+             ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")}
+    for segments in named["segment_ids"]:
+        family = specs[segments].get("family", "input_ids")
+        positions = next((p for p in named["positions"] if specs[p].get("family", "input_ids") == family), None)
+        problems += _check_segments(segments, columns[segments], columns.get(positions), positions or "positions")
     special = manifest["special_tokens"]
-    if special["sentinels"] and "labels" in columns:
-        problems += _check_sentinels(manifest, columns, np.array(special["sentinels"]))
-    if "prefix_lengths" in columns and "labels" in columns:
-        problems += _check_prefixes(columns)
-    if "attention_mask" in columns and "cls" in special["ids"]:
-        problems += _check_pairs(columns, special["ids"])
+    tokens, labels = (named["tokens"] or [None])[0], (named["labels"] or [None])[0]
+    if special["sentinels"] and tokens and labels:
+        own_length = specs[labels].get("family") == "labels"  # encoder-decoder: the same spans on both sides
+        problems += _check_sentinels(columns[tokens], columns[labels], np.array(special["sentinels"]), own_length)
+    if named["prefix_length"] and labels:
+        segments = next((s for s in named["segment_ids"] if specs[s].get("family", "input_ids") == "input_ids"), None)
+        problems += _check_prefixes(columns[labels], columns[named["prefix_length"][0]], columns.get(segments),
+                                    columns.get(named["positions"][0]) if named["positions"] else None)
+    if named["attention_mask"] and named["token_type_ids"] and "cls" in special["ids"]:
+        problems += _check_pairs(columns[tokens], columns[named["attention_mask"][0]],
+                                 columns[named["token_type_ids"][0]], special["ids"])
     return problems
 
 
-def _check_prefixes(columns: dict[str, Column]) -> list[str]:
-    """Labels are -100 on the prefix: positions < prefix_lengths, given per row or, in packed rows
-    (with segment_ids), per segment."""
-    labels, prefixes = columns["labels"], columns["prefix_lengths"]
-    if "segment_ids" in columns:
-        segment_ids, positions = columns["segment_ids"], columns["positions"].values
+def _check_prefixes(labels: Column, prefixes: Column, segment_ids: Column | None, positions: Column | None) -> list[str]:
+    """Labels are -100 on the prefix: positions < prefix length, given per row or, in packed rows
+    (with segment ids), per segment."""
+    if segment_ids is not None and positions is not None:
+        positions = positions.values
         valid = segment_ids.values > 0
         starts = valid & (positions == 0)
         row_of_token = np.repeat(np.arange(len(segment_ids.lengths)), segment_ids.lengths)
@@ -210,7 +223,7 @@ def _check_prefixes(columns: dict[str, Column]) -> list[str]:
     return []
 
 
-def _check_segments(name: str, segments: Column, positions: Column | None) -> list[str]:
+def _check_segments(name: str, segments: Column, positions: Column | None, positions_name: str) -> list[str]:
     seg = segments.values.astype(np.int64)
     row_start = np.zeros(len(seg), dtype=bool)
     row_start[segments.offsets[:-1][segments.lengths > 0]] = True
@@ -227,8 +240,7 @@ def _check_segments(name: str, segments: Column, positions: Column | None) -> li
     start = np.maximum.accumulate(np.where(new_segment, index, 0))
     inside = seg != 0
     if not np.array_equal(positions.values[inside], (index - start)[inside]):
-        label = "label_positions" if name.startswith("label") else "positions"
-        return [f"{label} do not restart at 0 with every segment"]
+        return [f"{positions_name} do not restart at 0 with every segment"]
     return []
 
 
@@ -239,31 +251,29 @@ def _sentinel_sequences(column: Column, sentinels: np.ndarray) -> list[np.ndarra
     return np.split(found, np.searchsorted(rows[is_sentinel], np.arange(1, len(column.lengths))))
 
 
-def _check_sentinels(manifest: dict, columns: dict[str, Column], sentinels: np.ndarray) -> list[str]:
-    """Each row's labels hold sentinels 0, 1, 2, ... in order; an encoder-decoder row's inputs hold
-    the same sequence."""
+def _check_sentinels(tokens: Column, labels: Column, sentinels: np.ndarray, own_length: bool) -> list[str]:
+    """Each row's labels hold sentinels 0, 1, 2, ... in order; an encoder-decoder row's inputs
+    (labels of their own length) hold the same sequence."""
     problems = []
-    label_rows = _sentinel_sequences(columns["labels"], sentinels)
+    label_rows = _sentinel_sequences(labels, sentinels)
     if any(not np.array_equal(r, sentinels[: len(r)]) for r in label_rows):
         problems.append("labels hold sentinels out of order (expected <extra_id_0>, <extra_id_1>, ...)")
-    options = manifest["config"]["objective_options"]
-    if options.get("layout", "encdec") == "encdec":
-        input_rows = _sentinel_sequences(columns["input_ids"], sentinels)
+    if own_length:
+        input_rows = _sentinel_sequences(tokens, sentinels)
         if any(not np.array_equal(a, b) for a, b in zip(input_rows, label_rows)):
             problems.append("input_ids and labels hold different sentinel sequences")
     return problems
 
 
-def _check_pairs(columns: dict[str, Column], ids: dict[str, int]) -> list[str]:
+def _check_pairs(tokens: Column, mask: Column, token_types: Column, ids: dict[str, int]) -> list[str]:
     problems = []
-    tokens, mask = columns["input_ids"], columns["attention_mask"]
     if np.any(tokens.values[tokens.offsets[:-1][tokens.lengths > 0]] != ids["cls"]):
         problems.append("a row does not start with [CLS]")
     is_sep = (tokens.values == ids["sep"]) & (mask.values == 1)
     rows = np.repeat(np.arange(len(tokens.lengths)), tokens.lengths)
     separators = np.bincount(rows[is_sep], minlength=len(tokens.lengths))
     # One [SEP] closes segment A, one closes segment B (ELECTRA rows may hold segment A only).
-    has_b = np.bincount(rows, weights=(columns["token_type_ids"].values == 1) & (mask.values == 1),
+    has_b = np.bincount(rows, weights=(token_types.values == 1) & (mask.values == 1),
                         minlength=len(tokens.lengths)) > 0
     if np.any(separators != 1 + has_b):
         problems.append("a row does not close each of its segments with one [SEP]")

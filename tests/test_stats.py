@@ -51,8 +51,8 @@ def test_ul2_per_denoiser_counts_and_plot(small_corpus, sample_tokenizer, tmp_pa
     names = [d["name"] for d in read_manifest(tmp_path / "ul2")["config"]["objective_options"]["denoisers"]]
     for index, name in enumerate(names):
         members = [i for i, d in enumerate(table["denoiser"]) if d == index]
-        assert stats["denoisers"][name]["rows"] == len(members)
-        assert stats["denoisers"][name]["supervised_tokens"] == sum(len(table["labels"][i]) for i in members)
+        assert stats["categories"][name]["rows"] == len(members)
+        assert stats["categories"][name]["supervised_tokens"] == sum(len(table["labels"][i]) for i in members)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     import matplotlib.pyplot as plt
 

@@ -96,7 +96,7 @@ class Bart(Objective):
         top = self.vocab_size - 1
         return [
             ColumnSpec("input_ids", "ragged", 0, top, "BOS + noised text + EOS"),
-            ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS", role="labels"),
+            ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS", role="labels", family="labels"),
         ]
 
     def partition_transform(self, partition_index: int):

@@ -77,7 +77,7 @@ class PrefixLM(Objective):
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "ragged", 0, top, "prefix + EOS"),
-                ColumnSpec("labels", "ragged", 0, top, "rest + EOS", role="labels"),
+                ColumnSpec("labels", "ragged", 0, top, "rest + EOS", role="labels", family="labels"),
             ]
         return [
             ColumnSpec("input_ids", "fixed", 0, top, "prefix + target"),

@@ -56,7 +56,7 @@ class SpanCorruption(Objective):
         return [
             ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.config.seq_len} tokens"),
             ColumnSpec("labels", "fixed", IGNORE, top, f"targets, {self.targets_length} tokens; -100 = padding",
-                       role="labels"),
+                       role="labels", family="labels"),
         ]
 
     def partition_transform(self, partition_index: int):

@@ -213,7 +213,8 @@ class Ul2(Objective):
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "fixed", 0, top, "mode token(s) + corrupted inputs + EOS"),
-                ColumnSpec("labels", "ragged", 0, top, "targets + EOS (length planned per denoiser)", role="labels"),
+                ColumnSpec("labels", "ragged", 0, top, "targets + EOS (length planned per denoiser)", role="labels",
+                           family="labels"),
                 index,
             ]
         return [

@@ -206,8 +206,13 @@ class Tokenizer:
                 return piece
         return f"<id {token_id}>"
 
+    @cached_property
+    def _control(self) -> np.ndarray:
+        return self.control_mask()
+
     def is_special(self, token_id: int) -> bool:
-        return token_id >= self.vocab_size or bool(self.control_mask()[int(token_id)])
+        # The mask is built once: inspect asks for every token of every row shown.
+        return token_id >= self.vocab_size or bool(self._control[int(token_id)])
 
     def decode(self, token_ids: np.ndarray) -> str:
         """Decode, showing control and allocated specials as their names instead of dropping them."""
