@@ -25,13 +25,12 @@ def main() -> None:
     """Turn raw text into training-ready shards for a pretraining objective."""
 
 
-@main.command(cls=TransformCommand, context_settings={"show_default": True})
+@main.command(cls=TransformCommand, context_settings={"max_content_width": 132, "terminal_width": 132})
 def transform(**values):
     """Tokenize INPUTS and write training-ready shards.
 
-    INPUTS are files, folders (searched recursively for .jsonl/.txt/.parquet, compressed or
-    not) and globs; '-' reads standard input. 'objcli transform --objective X --help' lists
-    the options of objective X. Example:
+    INPUTS are files, folders (searched recursively) and globs; '-' reads standard input.
+    Packers: none (an example per row), concat (join and cut), best-fit, trim-and-pack. Example:
 
         objcli transform corpus/ -t tok.model --objective clm --seq-len 2048 -o shards/
     """

@@ -24,17 +24,13 @@ class Execution:
     workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1)
     executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
                            choices=("local", "dask"))
-    pool: str = option("auto", "[--executor local] threads (tokenizers release the GIL) or processes (objectives that "
-                       "work in Python); auto: processes for nsp, sop, electra, bart and tokenizer.json.",
+    pool: str = option("auto", "[--executor local] threads, or processes (auto: for sentence objectives and tokenizer.json).",
                        choices=("auto", "threads", "processes"))
-    scheduler: str | None = option(None, "[--executor dask] Address of a running Dask scheduler (tcp://host:8786) "
-                                   "[default: start a local cluster of --workers processes].")
+    scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].")
     overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.")
-    resume: bool = option(False, "Continue an interrupted run in the output folder; fail if it holds none of this "
-                          "configuration (a run of the same configuration is resumed even without it).")
+    resume: bool = option(False, "Insist on continuing an interrupted run (the same configuration resumes anyway).")
     quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q")
-    recipe: str | None = option(None, "Read the configuration from a TOML recipe or a manifest.json; options given "
-                                "here override it.")
+    recipe: str | None = option(None, "Configuration from a TOML recipe or a manifest.json (options given here win).")
     print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.")
 
 
@@ -53,6 +49,8 @@ def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hid
     dest = "legacy_" + f.name if hidden_name else f.name
     help_text = (f"[{', '.join(sorted(owners))}] " if owners else "") + meta["help"]
     if bool in (typing.get_args(hint) or (hint,)):
+        if f.default is False:  # off unless given: a plain flag
+            return click.Option([*names, dest], is_flag=True, default=None, hidden=bool(hidden_name), help=help_text)
         names[0] = f"{names[0]}/--no-{names[0][2:]}"
         return click.Option([*names, dest], default=None, hidden=bool(hidden_name), help=help_text)
     return click.Option([*names, dest], type=_click_type(f, hint), default=None, hidden=bool(hidden_name),
@@ -98,26 +96,36 @@ class TransformCommand(click.Command):
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx, formatter):
+        from .config import TransformConfig
         from .objectives import REGISTRY
 
         name = ctx.meta.get("objective")
-        shown = [p for p in self.generated["run"] if not p.hidden] + super().get_params(ctx)
-        rows = [p.get_help_record(ctx) for p in shown]
+        defaults = {f.name: f.default for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)}
         if name:
             objective = REGISTRY.get(name)
-            defaults = objective.options_type()
             own = {f.name for f in option_fields(objective.options_type)}
-            for p in self.generated["objective"]:
-                if p.name in own and not p.hidden:
-                    opts, text = p.get_help_record(ctx)
-                    value = getattr(defaults, p.name)
-                    text = text.split("] ", 1)[-1] + ("" if value is None else f"  [default: {value}]")
-                    rows.append((opts, text))
+            defaults.update({f: getattr(objective.options_type(), f) for f in own})
+        else:
+            own = set()
+        shown = [p for p in self.generated["run"] if isinstance(p, click.Option) and not p.hidden]
+        shown += [p for p in self.generated["objective"] if p.name in own and not p.hidden]
+        rows = []
+        for param in shown + super().get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            opts, text = record
+            if param.name in own:
+                text = text.split("] ", 1)[-1]  # the [objectives] prefix: this one is named
+            value = defaults.get(param.name)
+            if value not in (None, False, "", ()):
+                text += f"  [default: {value}]"
+            rows.append((opts, text))
         with formatter.section("Options"):
-            formatter.write_dl([r for r in rows if r])
+            formatter.write_dl(rows, col_max=40)  # choice lists stay on the option's line
         if not name:
             formatter.write_paragraph()
-            formatter.write_text("Each objective has options of its own: see 'objcli transform --objective NAME --help'.")
+            formatter.write_text("Each objective has options of its own: 'objcli transform --objective NAME --help'.")
 
 
 def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:

@@ -70,23 +70,20 @@ class TransformConfig:
     shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).")
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS)
     text_key: str = option("text", "JSON field or Parquet column holding the text.")
-    text_unit: str = option("line", "Plain text: one document per line, blank-line-separated paragraph, or file.",
+    text_unit: str = option("line", "Plain text: a document per line, per blank-line paragraph, or per file.",
                             choices=TEXT_UNITS)
     strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.")
     bos: bool = option(False, "Put BOS before every document.")
-    eos: bool | None = option(None, "Put EOS after every document [default: yes for clm, mlm, fim and prefix-lm; "
-                              "no for span-corruption, ul2 and the sentence objectives].")
+    eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].")
     seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0)
-    bos_token: str | None = option(None, "BOS piece, overriding the tokenizer's own (looked up, else allocated).")
-    eos_token: str | None = option(None, "EOS piece, overriding the tokenizer's own (looked up, else allocated).")
-    partition_size: str = option("64MiB", "Large uncompressed line-based files are split into partitions of this size.")
-    batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it; larger is not faster).")
-    max_document_chars: int = option(10_000_000, "A record longer than this becomes several documents, cut where the "
-                                     "tokens do not change; bounds memory per worker (0: never cut).", minimum=0)
-    packing: str | None = option(None, "How examples become rows: none (one per row), concat (join and cut), "
-                                 "best-fit (best-fit-decreasing), trim-and-pack (inputs and labels) [default: the "
-                                 "objective's first].", choices=PACKERS)
-    pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing (bounds memory).",
+    bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).")
+    eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).")
+    partition_size: str = option("64MiB", "Large line-based files are cut into partitions of this size.")
+    batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).")
+    max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0)
+    packing: str | None = option(None, "How examples become rows [default: the objective's first; see --help].",
+                                 choices=PACKERS)
+    pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
                               minimum=1)
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS)
 

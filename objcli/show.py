@@ -48,9 +48,9 @@ def render_row(row: dict[str, np.ndarray], roles: dict[str, str], tokenizer: Tok
     """The tokens column of a row, one run per segment (from the segment ids, or for sentence
     pairs from the token types under the attention mask: [1] = A, [2] = B, 0 = padding)."""
     ids = np.asarray(row[roles["tokens"]])
-    if "segment_ids" in roles:
+    if roles.get("segment_ids") in row:  # formats without segment ids (Megatron) show one run
         segments = np.asarray(row[roles["segment_ids"]])
-    elif "attention_mask" in roles and "token_type_ids" in roles:
+    elif roles.get("attention_mask") in row and roles.get("token_type_ids") in row:
         segments = np.where(np.asarray(row[roles["attention_mask"]]) > 0, np.asarray(row[roles["token_type_ids"]]) + 1, 0)
     else:
         segments = np.ones(len(ids), dtype=np.int32)

@@ -22,8 +22,8 @@ class MaskingOptions(Options):
     mask_prob: float = mask_prob_option()
     mask_replace: float = option(0.8, "Selected tokens that become [MASK].", minimum=0, maximum=1)
     random_replace: float = option(0.1, "Selected tokens that become a random ordinary token.", minimum=0, maximum=1)
-    count: str = option("bernoulli", "Bernoulli per token (HF) or exactly min(max-predictions, max(1, round(n*p))) "
-                        "(Google BERT).", choices=COUNTS)
+    count: str = option("bernoulli", "Bernoulli per token (HF), or exactly min(max-predictions, round(n*p)) (BERT).",
+                        choices=COUNTS)
     max_predictions: int | None = option(None, "Cap on selected tokens per row with --count exact.", minimum=1)
     whole_word: bool = option(False, "Select whole words (a word starts at a piece beginning with U+2581).")
     dupe_factor: int = option(1, "Write K differently-masked copies of each row.", minimum=1)
