@@ -154,14 +154,23 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     sink.write(transform.rows(packer.finish()))
     shards = sink.close()
 
+    result = _result(task, log, [transform.counters, packer.counters], shards, text_bytes, started)
+    if task.run_key:
+        write_marker(work, result, task.config_sha256, task.run_key)
+    return result
+
+
+def _result(task: PartitionTask, log: RecordLog, counter_sets, shards, text_bytes: int, started: float) -> PartitionResult:
+    """The partition's accounting: reader skips plus the documents objectives and packers dropped
+    ("skipped:<reason>" counters), and every other counter."""
     skipped = Counter(log.skipped)
     counters = {"long_documents_cut": log.cut} if log.cut else {}
-    for key, value in [*transform.counters.items(), *packer.counters.items()]:
+    for key, value in (item for c in counter_sets for item in c.items()):
         if key.startswith("skipped:"):
             skipped[key.removeprefix("skipped:")] += value
         else:
             counters[key] = counters.get(key, 0) + int(value)
-    result = PartitionResult(
+    return PartitionResult(
         index=task.partition.index,
         documents_read=log.read,
         skipped={reason: n for reason, n in sorted(skipped.items()) if n},
@@ -171,6 +180,3 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
         text_bytes=text_bytes,
         seconds=time.perf_counter() - started,
     )
-    if task.run_key:
-        write_marker(work, result, task.config_sha256, task.run_key)
-    return result

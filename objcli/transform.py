@@ -255,6 +255,19 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult]) -> dict:
     }
 
 
+def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
+    """(the output folder, or None for stdout; the run key; where partitions write)."""
+    config = plan.config
+    if config.output == STDIN:
+        return None, "", Path(tempfile.mkdtemp(prefix="objcli-"))
+    run_key = _run_key(plan.fingerprint, plan.files)
+    folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
+    folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
+    if folder.restarted and warn:
+        warn(f"inputs changed since the interrupted run in {config.output}; starting it again")
+    return folder, run_key, folder.work
+
+
 def transform(
     config: TransformConfig,
     workers: int | None = None,
@@ -279,18 +292,9 @@ def transform(
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     plan = plan_run(config, pool)
-    folder, run_key = None, ""
-    if to_stdout:
-        work = Path(tempfile.mkdtemp(prefix="objcli-"))
-    else:
-        run_key = _run_key(plan.fingerprint, plan.files)
-        folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
-        folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
-        if folder.complete_manifest is not None:
-            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True)
-        work = folder.work
-        if folder.restarted and warn:
-            warn(f"inputs changed since the interrupted run in {config.output}; starting it again")
+    folder, run_key, work = _open_output(plan, overwrite, resume, warn)
+    if folder and folder.complete_manifest is not None:
+        return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True)
     kept = folder.kept if folder else {}
     todo = [p for p in plan.partitions if p.index not in kept]
     stream = _StdoutStream(plan.columns, work) if to_stdout else None

@@ -197,6 +197,23 @@ class _FimPartition(PartitionTransform):
         document_modes = np.maximum.reduceat(modes, np.concatenate([[0], np.cumsum(counts)[:-1]]))
         return joined, lengths_to_offsets(document_lengths), document_modes
 
+    def _round_trip(self, unit_tokens, unit_offsets, unit_lengths):
+        """(decoded texts, whether each unit re-encodes to the same tokens): what does not stays
+        plain CLM."""
+        units = len(unit_lengths)
+        ids_per_unit = [unit_tokens[unit_offsets[i] : unit_offsets[i + 1]].tolist() for i in range(units)]
+        texts = self.o.tokenizer.decode_batch(ids_per_unit)
+        again, again_offsets = self.encode(texts)
+        same = np.diff(again_offsets) == unit_lengths
+        # Among units of unchanged length, any differing token makes the unit differ.
+        candidates = np.flatnonzero(same)
+        differs = gather_ranges(again, again_offsets[candidates], unit_lengths[candidates]) != gather_ranges(
+            unit_tokens, unit_offsets[candidates], unit_lengths[candidates]
+        )
+        owner = np.repeat(candidates, unit_lengths[candidates])
+        same[np.unique(owner[differs])] = False
+        return texts, same
+
     def _context(self, rows: RowBatch | None, batch_index: int) -> RowBatch | None:
         """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
         if rows is None:
@@ -219,19 +236,8 @@ class _FimPartition(PartitionTransform):
         unit_offsets = lengths_to_offsets(unit_lengths)
         unit_tokens = flat[body]
         followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
-        # Decode, and keep as plain CLM what does not re-encode to the same tokens.
-        ids_per_unit = [unit_tokens[unit_offsets[i] : unit_offsets[i + 1]].tolist() for i in range(units)]
-        texts = o.tokenizer.decode_batch(ids_per_unit)
+        texts, same = self._round_trip(unit_tokens, unit_offsets, unit_lengths)
         encode = self.encode
-        again, again_offsets = encode(texts)
-        same = np.diff(again_offsets) == unit_lengths
-        # Among units of unchanged length, any differing token makes the unit differ.
-        candidates = np.flatnonzero(same)
-        differs = gather_ranges(again, again_offsets[candidates], unit_lengths[candidates]) != gather_ranges(
-            unit_tokens, unit_offsets[candidates], unit_lengths[candidates]
-        )
-        owner = np.repeat(candidates, unit_lengths[candidates])
-        same[np.unique(owner[differs])] = False
         self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
         key = batch_index  # context level keys randomness to the batch of rows
         out_tokens, out_offsets, modes = self._transform(
