@@ -63,7 +63,8 @@ class ColumnSpec:
         return replace(self, kind=kind)
 
     def disk_dtype(self) -> np.dtype:
-        """uint16 when every value fits (REFERENCE §1: Megatron's vocab < 65,500 rule), else int32."""
+        """uint16 when every value fits (REFERENCE §1: Megatron's vocab < 65,500 rule), int16 for
+        small signed values (labels with -100 and a small vocabulary), else int32."""
         if self.min_value >= 0 and self.max_value < 65_500:
             return np.dtype(np.uint16)
         if -32_768 <= self.min_value and self.max_value < 32_768:

@@ -103,7 +103,7 @@ def test_kernels_match_reference_and_keep_every_token(length, density, mean_span
                 spans[current].append(t)
         rebuilt = [x for t in inputs[row][:-1] for x in (spans[t] if t in sentinels else [t])]
         assert rebuilt == tokens[row].tolist()
-    assert inputs.shape[1], targets.shape[1] == example_lengths(length, density, mean_span)
+    assert (inputs.shape[1], targets.shape[1]) == example_lengths(length, density, mean_span)
 
 
 def test_noise_density_over_many_examples():
