@@ -24,14 +24,9 @@ def sample_dir() -> Path:
 @pytest.fixture(scope="session")
 def small_corpus(tmp_path_factory) -> Path:
     """A folder with a slice of the real sample corpus: prose JSONL, code JSONL, plain text."""
-    folder = tmp_path_factory.mktemp("corpus")
-    prose = (SAMPLE / "prose.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    code = (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    (folder / "prose.jsonl").write_text("".join(prose[:120]), encoding="utf-8")
-    (folder / "code.jsonl").write_text("".join(code[:4]), encoding="utf-8")
-    text = (SAMPLE / "reference.txt").read_text(encoding="utf-8")
-    (folder / "reference.txt").write_text(text[:40_000], encoding="utf-8")
-    return folder
+    from golden import corpus_slice
+
+    return corpus_slice(tmp_path_factory.mktemp("corpus"), 120, 4, 40_000)
 
 
 def run_transform(inputs, tokenizer, output, workers=1, pool="auto", **overrides):

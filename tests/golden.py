@@ -58,16 +58,22 @@ COMMANDS = {
 }
 
 
-def golden_corpus(folder: Path) -> Path:
-    """A fixed slice of the sample corpus: prose and code JSONL and plain text."""
+def corpus_slice(folder: Path, prose_lines: int, code_lines: int, text_chars: int, names=("prose", "code", "reference")) -> Path:
+    """A folder holding the first lines of the sample prose and code JSONL and the first
+    characters of the sample plain text."""
     folder.mkdir(parents=True, exist_ok=True)
     prose = (SAMPLE / "prose.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     code = (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    (folder / "a-prose.jsonl").write_text("".join(prose[:60]), encoding="utf-8")
-    (folder / "b-code.jsonl").write_text("".join(code[:3]), encoding="utf-8")
+    (folder / f"{names[0]}.jsonl").write_text("".join(prose[:prose_lines]), encoding="utf-8")
+    (folder / f"{names[1]}.jsonl").write_text("".join(code[:code_lines]), encoding="utf-8")
     text = (SAMPLE / "reference.txt").read_text(encoding="utf-8")
-    (folder / "c-reference.txt").write_text(text[:20_000], encoding="utf-8")
+    (folder / f"{names[2]}.txt").write_text(text[:text_chars], encoding="utf-8")
     return folder
+
+
+def golden_corpus(folder: Path) -> Path:
+    """The fixed slice the golden table was recorded on."""
+    return corpus_slice(folder, 60, 3, 20_000, ("a-prose", "b-code", "c-reference"))
 
 
 def shard_digests(folder: Path) -> dict[str, str]:
