@@ -4,7 +4,7 @@
 ``--fim-rate`` a document is cut at two character positions (code points, uniform in [0, len],
 sorted), the three pieces are tokenized separately (one batched call for the whole batch) and laid
 out as PSM or, with probability ``--fim-spm-rate``, SPM (``--spm-order starcoder`` or ``naive``);
-then documents are packed like ``clm --packing concat``. ``--fim-split-token S`` splits each
+then documents are packed by the run's packer (``concat``, ``best-fit`` or ``none``). ``--fim-split-token S`` splits each
 document at the text S first, transforms each fragment independently and joins them with S's
 token.
 
