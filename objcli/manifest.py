@@ -6,9 +6,10 @@ shards it lists, with the sha256 it lists.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
+
+import msgspec
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -45,19 +46,101 @@ def totals(results) -> dict:
     }
 
 
-def read_manifest(folder: str | Path) -> dict:
+class ColumnInfo(msgspec.Struct, frozen=True):
+    """One written column: its layout, its role (what stats, inspect and verify go by) and range."""
+
+    name: str
+    kind: str  # fixed, ragged or scalar
+    arrow_type: str
+    disk_dtype: str
+    min_value: int
+    max_value: int
+    role: str = "tokens"
+    family: str = "input_ids"
+    description: str = ""
+    categories: list[str] = []
+
+
+class ShardRecord(msgspec.Struct, frozen=True):
+    partition: int
+    ordinal: int
+    files: list[str]
+    sha256: dict[str, str]
+    rows: int = 0
+    tokens: int = 0
+    padding_tokens: int = 0
+    documents: int = 0
+    segments: int = 0
+
+
+class TokenizerRecord(msgspec.Struct, frozen=True):
+    kind: str
+    path: str
+    sha256: str
+    vocab_size: int
+    total_vocab_size: int
+
+
+class SpecialTokenRecord(msgspec.Struct, frozen=True):
+    ids: dict[str, int]
+    pieces: dict[str, str]
+    added: dict[str, int]
+    sentinels: list[int]
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    """The schema of ``manifest.json`` as readers (stats, verify, inspect, shards, output) see it.
+    ``config``, ``recipe``, ``totals`` and the partitions stay tables: their keys follow the
+    options and the objectives' counters."""
+
+    complete: bool
+    objective: str
+    config: dict
+    config_sha256: str
+    tokenizer: TokenizerRecord
+    special_tokens: SpecialTokenRecord
+    format: str
+    columns: list[ColumnInfo]
+    shards: list[ShardRecord]
+    totals: dict
+    objcli_version: str = ""
+    manifest_version: int = MANIFEST_VERSION
+    supervision: str = ""
+    recipe: dict = {}
+    seed: int = 0
+    inputs: list[dict] = []
+    partitions: list[dict] = []
+
+    def columns_with_role(self, role: str, family: str | None = None) -> list[ColumnInfo]:
+        return [c for c in self.columns if c.role == role and (family is None or c.family == family)]
+
+
+def decode_manifest(data: bytes | dict, where: str) -> Manifest:
+    """A manifest checked against the schema; anything else is one line naming what is wrong."""
+    from .errors import ObjcliError
+
+    try:
+        if isinstance(data, dict):
+            return msgspec.convert(data, Manifest)
+        return msgspec.json.decode(data, type=Manifest)
+    except msgspec.DecodeError as error:  # ValidationError is one
+        raise ObjcliError(f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote") from None
+
+
+def read_manifest(folder: str | Path) -> Manifest:
     from .errors import ObjcliError
 
     path = Path(folder) / MANIFEST_NAME
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ObjcliError(
             f"{folder}: no {MANIFEST_NAME}; name a folder written by 'objcli transform' that finished"
         ) from None
-    except json.JSONDecodeError as error:
+    try:
+        complete = msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
         raise ObjcliError(f"{path}: not valid JSON ({error}); the run that wrote it did not finish") from None
-    if not manifest.get("complete"):
+    if not isinstance(complete, dict) or not complete.get("complete"):
         raise ObjcliError(f"{path}: the run did not complete; rerun 'objcli transform'")
-    return manifest
+    return decode_manifest(complete, str(path))

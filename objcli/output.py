@@ -25,7 +25,7 @@ from pathlib import Path
 from .errors import ObjcliError
 from .faults import crash_point
 from .files import file_sha256, write_json_atomically
-from .manifest import MANIFEST_NAME
+from .manifest import MANIFEST_NAME, decode_manifest
 from .writers import ShardInfo
 
 WORK_FOLDER = ".objcli-tmp"
@@ -190,8 +190,8 @@ class OutputFolder:
         shutil.rmtree(self.work, ignore_errors=True)
 
     def _check_complete(self, manifest: dict) -> None:
-        for shard in manifest["shards"]:
-            for name, digest in shard["sha256"].items():
+        for shard in decode_manifest(manifest, str(self.path / MANIFEST_NAME)).shards:
+            for name, digest in shard.sha256.items():
                 path = self.path / name
                 if not path.exists() or file_sha256(path) != digest:
                     problem = "is missing" if not path.exists() else "does not match its sha256"

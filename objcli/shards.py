@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ObjcliError
-from .manifest import read_manifest
+from .manifest import Manifest, ShardRecord, read_manifest
 
 
 def _arrow_batches(path: Path):
@@ -38,18 +38,18 @@ def _rows_from_batches(batches) -> Iterator[dict[str, np.ndarray]]:
             yield {name: col[i] for name, col in columns.items()}
 
 
-def _npy_rows(folder: Path, shard: dict, manifest: dict) -> Iterator[dict[str, np.ndarray]]:
-    prefix = shard["files"][0].split(".")[0]
+def _npy_rows(folder: Path, shard: ShardRecord, manifest: Manifest) -> Iterator[dict[str, np.ndarray]]:
+    prefix = shard.files[0].split(".")[0]
     arrays = {}
-    for column in manifest["columns"]:
-        name = column["name"]
+    for column in manifest.columns:
+        name = column.name
         values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
-        if column["kind"] == "ragged":
+        if column.kind == "ragged":
             offsets = np.load(folder / f"{prefix}.{name}.offsets.npy")
             arrays[name] = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
         else:
             arrays[name] = values
-    for i in range(shard["rows"]):
+    for i in range(shard.rows):
         yield {name: np.asarray(a[i]) for name, a in arrays.items()}
 
 
@@ -79,8 +79,8 @@ def read_table(path: Path, fmt: str):
     return pq.read_table(path) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
 
 
-def _megatron_rows(folder: Path, shard: dict) -> Iterator[dict[str, np.ndarray]]:
-    prefix = shard["files"][0].removesuffix(".bin")
+def _megatron_rows(folder: Path, shard: ShardRecord) -> Iterator[dict[str, np.ndarray]]:
+    prefix = shard.files[0].removesuffix(".bin")
     dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
     data = np.memmap(folder / f"{prefix}.bin", dtype=dtype, mode="r")
     for length, pointer in zip(lengths, pointers):
@@ -88,13 +88,13 @@ def _megatron_rows(folder: Path, shard: dict) -> Iterator[dict[str, np.ndarray]]
         yield {"input_ids": np.asarray(data[start : start + length])}
 
 
-def iter_rows(folder: str | Path, manifest: dict | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(shard file, row) for every row of a finished output, in order."""
     folder = Path(folder)
     manifest = manifest or read_manifest(folder)
-    fmt = manifest["format"]
-    for shard in manifest["shards"]:
-        first = shard["files"][0]
+    fmt = manifest.format
+    for shard in manifest.shards:
+        first = shard.files[0]
         if not (folder / first).exists():
             raise ObjcliError(f"{folder / first}: listed in the manifest but missing; rerun the transform")
         if fmt == "arrow":
@@ -109,11 +109,11 @@ def iter_rows(folder: str | Path, manifest: dict | None = None) -> Iterator[tupl
             yield first, row
 
 
-def read_shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
+def read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict:
     """Columns of one shard: fixed-length columns as 2-D arrays, ragged as (values, offsets),
     scalars as 1-D arrays."""
-    fmt, kinds = manifest["format"], {c["name"]: c["kind"] for c in manifest["columns"]}
-    first = folder / shard["files"][0]
+    fmt, kinds = manifest.format, {c.name: c.kind for c in manifest.columns}
+    first = folder / shard.files[0]
     if fmt in ("arrow", "parquet"):
         table = read_table(first, fmt)
         columns = {}
@@ -126,13 +126,13 @@ def read_shard_columns(folder: Path, manifest: dict, shard: dict) -> dict:
             columns[name] = values.reshape(len(column), -1) if kinds[name] == "fixed" and len(column) else (values, offsets)
         return columns
     if fmt == "npy":
-        prefix = shard["files"][0].split(".")[0]
+        prefix = shard.files[0].split(".")[0]
         columns = {}
         for name, kind in kinds.items():
             values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
             columns[name] = (values, np.load(folder / f"{prefix}.{name}.offsets.npy")) if kind == "ragged" else values
         return columns
     # Megatron: one sequence per row, input_ids only, laid end to end in the .bin file.
-    prefix = shard["files"][0].removesuffix(".bin")
+    prefix = shard.files[0].removesuffix(".bin")
     dtype, lengths, _ = read_megatron_index(folder / f"{prefix}.idx")
     return {"input_ids": (np.fromfile(folder / f"{prefix}.bin", dtype=dtype), np.concatenate([[0], np.cumsum(lengths)]))}

@@ -11,25 +11,26 @@ from itertools import islice
 from pathlib import Path
 
 import click
+import msgspec
 import numpy as np
 
 from .errors import ObjcliError
 from .files import file_sha256
-from .manifest import read_manifest
+from .manifest import ColumnInfo, Manifest, read_manifest
 from .shards import iter_rows
 from .tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
 
 
-def load_output_tokenizer(manifest: dict, override: str | None) -> Tokenizer:
-    path = override or manifest["tokenizer"]["path"]
+def load_output_tokenizer(manifest: Manifest, override: str | None) -> Tokenizer:
+    path = override or manifest.tokenizer.path
     if not Path(path).is_file():
         raise ObjcliError(f"tokenizer {path} (from the manifest) is gone; pass its new path with --tokenizer")
-    if file_sha256(path) != manifest["tokenizer"]["sha256"]:
+    if file_sha256(path) != manifest.tokenizer.sha256:
         raise ObjcliError(f"tokenizer {path}: sha256 differs from the manifest's; pass the model used with --tokenizer")
     tokenizer = open_tokenizer(path)
-    tokenizer.adopt(SpecialTokens(**manifest["special_tokens"]))
+    tokenizer.adopt(SpecialTokens(**msgspec.structs.asdict(manifest.special_tokens)))
     return tokenizer
 
 
@@ -80,30 +81,30 @@ def render_labels(labels: np.ndarray, tokenizer: Tokenizer, colour: bool) -> str
     return " ".join(parts)
 
 
-def _details(row: dict, columns: list[dict], roles: dict[str, str]) -> list[str]:
+def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> list[str]:
     """The per-row values worth a glance: prefix lengths, class labels, categories, per-segment values."""
     details = [f"{len(row[roles['tokens']])} tokens"]
     for column in columns:
-        name, role = column["name"], column["role"]
+        name, role = column.name, column.role
         values = np.atleast_1d(row[name]).tolist() if name in row else []
         if role == "prefix_length":
             details.append(f"prefix {', '.join(map(str, values))}")
         elif role in ("example_label", "per_segment"):
             details.append(f"{name} {', '.join(map(str, values))}")
         elif role == "category":
-            details.append(f"{name} {', '.join(column['categories'][v] for v in values)}")
+            details.append(f"{name} {', '.join(column.categories[v] for v in values)}")
     return details
 
 
 def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: bool) -> Iterator[str]:
     manifest = read_manifest(folder)
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
-    columns = manifest["columns"]
+    columns = manifest.columns
     roles = {}
     for column in columns:  # the first column of each role in the input_ids family
-        if column.get("family", "input_ids") == "input_ids" or column["role"] == "tokens":
-            roles.setdefault(column["role"], column["name"])
-    labels = next((c["name"] for c in columns if c["role"] == "labels"), None)
+        if column.family == "input_ids" or column.role == "tokens":
+            roles.setdefault(column.role, column.name)
+    labels = next((c.name for c in columns if c.role == "labels"), None)
     for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
         header = f"── row {number} · {shard} · {' · '.join(_details(row, columns, roles))}"
         yield click.style(header, bold=True) if colour else header

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .kernels import IGNORE
-from .manifest import read_manifest
+from .manifest import Manifest, read_manifest
 from .shards import read_shard_columns
 
 HISTOGRAM_BINS = 32
@@ -33,35 +33,31 @@ def _lengths(column) -> np.ndarray:
     return np.diff(column[1]) if isinstance(column, tuple) else np.full(len(column), column.shape[1])
 
 
-def _by_role(manifest: dict, role: str, family: str | None = None) -> list[dict]:
-    return [c for c in manifest["columns"] if c["role"] == role and (family is None or c.get("family") == family)]
-
-
-def _row_figures(columns: dict, manifest: dict, tokens_name: str):
+def _row_figures(columns: dict, manifest: Manifest, tokens_name: str):
     """(tokens per row, example lengths, next-token targets per row, segments known) for one shard."""
     ids = columns[tokens_name]
-    segments = _by_role(manifest, "segment_ids", tokens_name)
-    segment_ids = columns.get(segments[0]["name"]) if segments else None
+    segments = manifest.columns_with_role("segment_ids", tokens_name)
+    segment_ids = columns.get(segments[0].name) if segments else None
     if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2:
         real = segment_ids > 0
         same_next = (segment_ids[:, 1:] == segment_ids[:, :-1]) & real[:, 1:]
         rows = len(segment_ids)
         example_lengths = np.concatenate([np.bincount(r[r > 0])[1:] for r in segment_ids]) if rows else np.zeros(0)
         return real.sum(axis=1), example_lengths, same_next.sum(axis=1), True
-    masks = _by_role(manifest, "attention_mask")
+    masks = manifest.columns_with_role("attention_mask")
     if masks:
-        row_tokens = columns[masks[0]["name"]].sum(axis=1)
+        row_tokens = columns[masks[0].name].sum(axis=1)
         return row_tokens, row_tokens, np.maximum(row_tokens - 1, 0), True
     row_tokens = _lengths(ids)
-    for labels in _by_role(manifest, "labels"):  # encoder-decoder rows: targets of their own length
-        if isinstance(columns.get(labels["name"]), tuple):
-            row_tokens = row_tokens + _lengths(columns[labels["name"]])
+    for labels in manifest.columns_with_role("labels"):  # encoder-decoder rows: targets of their own length
+        if isinstance(columns.get(labels.name), tuple):
+            row_tokens = row_tokens + _lengths(columns[labels.name])
     return row_tokens, _lengths(ids), np.maximum(_lengths(ids) - 1, 0), not segments
 
 
-def _supervised(columns: dict, manifest: dict, supervision: str, row_tokens, next_token) -> np.ndarray:
+def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens, next_token) -> np.ndarray:
     if supervision == "labels":
-        labels = columns[_by_role(manifest, "labels")[0]["name"]]
+        labels = columns[manifest.columns_with_role("labels")[0].name]
         if isinstance(labels, tuple):
             values, offsets = labels
             per_row = np.add.reduceat((values != IGNORE).astype(np.int64), offsets[:-1]) if len(values) else np.zeros(len(offsets) - 1, np.int64)
@@ -77,16 +73,16 @@ def _supervised(columns: dict, manifest: dict, supervision: str, row_tokens, nex
 def compute_stats(folder: str | Path) -> dict:
     folder = Path(folder)
     manifest = read_manifest(folder)
-    supervision = manifest.get("supervision") or ("labels" if _by_role(manifest, "labels") else "next-token")
-    tokens_name = _by_role(manifest, "tokens")[0]["name"]
-    categories = [c for c in _by_role(manifest, "category") if c["kind"] == "scalar"]
+    supervision = manifest.supervision or ("labels" if manifest.columns_with_role("labels") else "next-token")
+    tokens_name = manifest.columns_with_role("tokens")[0].name
+    categories = [c for c in manifest.columns_with_role("category") if c.kind == "scalar"]
     totals = Counter()
-    seq_len = manifest["config"]["seq_len"]
+    seq_len = manifest.config["seq_len"]
     edges = np.linspace(0, max(seq_len, 1), HISTOGRAM_BINS + 1)
     histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     per_category: dict[str, Counter] = {}
     known = True
-    for shard in manifest["shards"]:
+    for shard in manifest.shards:
         columns = read_shard_columns(folder, manifest, shard)
         row_tokens, example_lengths, next_token, segments_known = _row_figures(columns, manifest, tokens_name)
         known &= segments_known
@@ -95,11 +91,11 @@ def compute_stats(folder: str | Path) -> dict:
         totals["supervised_tokens"] += int(per_row.sum())
         totals["examples"] += len(example_lengths)
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
-        totals["tokens"] += shard["tokens"]
-        totals["padding_tokens"] += shard["padding_tokens"]
+        totals["tokens"] += shard.tokens
+        totals["padding_tokens"] += shard.padding_tokens
         for spec in categories:
-            for index, name in enumerate(spec["categories"]):
-                members = columns[spec["name"]] == index
+            for index, name in enumerate(spec.categories):
+                members = columns[spec.name] == index
                 counter = per_category.setdefault(name, Counter())
                 counter["rows"] += int(members.sum())
                 counter["supervised_tokens"] += int(per_row[members].sum())
@@ -107,8 +103,8 @@ def compute_stats(folder: str | Path) -> dict:
     tokens, padding = totals["tokens"], totals["padding_tokens"]
     positions = tokens + padding
     stats = {
-        "objective": manifest["objective"],
-        "format": manifest["format"],
+        "objective": manifest.objective,
+        "format": manifest.format,
         "supervision": supervision,
         "rows": totals["rows"],
         "tokens": tokens,
@@ -118,12 +114,12 @@ def compute_stats(folder: str | Path) -> dict:
         "supervised_fraction": (totals["supervised_tokens"] / positions if positions else 0.0) if known else None,
         "examples": totals["examples"] if known else None,
         "examples_per_row": (totals["examples"] / totals["rows"] if totals["rows"] else 0.0) if known else None,
-        "documents_split": manifest["totals"]["documents_split"],
-        "split_fraction": manifest["totals"]["split_fraction"],
+        "documents_split": manifest.totals["documents_split"],
+        "split_fraction": manifest.totals["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
     if per_category:
-        stats["category_column"] = categories[0]["name"]
+        stats["category_column"] = categories[0].name
         stats["categories"] = {
             name: {**c, "supervised_fraction": c["supervised_tokens"] / c["tokens"] if c["tokens"] else 0.0}
             for name, c in per_category.items()

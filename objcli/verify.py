@@ -26,7 +26,7 @@ import numpy as np
 
 from .files import file_sha256
 from .kernels import IGNORE
-from .manifest import read_manifest
+from .manifest import Manifest, ShardRecord, read_manifest
 from .shards import read_megatron_index, read_table
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
@@ -68,11 +68,11 @@ def verify_output(folder: str | Path) -> Report:
     folder = Path(folder)
     manifest = read_manifest(folder)
     report = Report(folder)
-    listed = {name for shard in manifest["shards"] for name in shard["files"]}
+    listed = {name for shard in manifest.shards for name in shard.files}
     for path in sorted(folder.glob("part-*")):
         if path.name not in listed:
             report.problems.append(f"{path.name}: not listed in the manifest (left by another run?)")
-    for shard in manifest["shards"]:
+    for shard in manifest.shards:
         report.shards += 1
         problems = _check_files(folder, shard)
         if not problems:
@@ -83,19 +83,19 @@ def verify_output(folder: str | Path) -> Report:
                 problems = [f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"]
             if columns is not None:
                 problems = _check_columns(manifest, shard, columns)
-                report.rows += shard["rows"]
-        report.problems += [f"{shard['files'][0]}: {p}" for p in problems]
-    totals = manifest["totals"]
-    if totals["shards"] != len(manifest["shards"]):
-        report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest['shards'])} listed")
-    if totals["rows"] != sum(s["rows"] for s in manifest["shards"]):
+                report.rows += shard.rows
+        report.problems += [f"{shard.files[0]}: {p}" for p in problems]
+    totals = manifest.totals
+    if totals["shards"] != len(manifest.shards):
+        report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")
+    if totals["rows"] != sum(s.rows for s in manifest.shards):
         report.problems.append("manifest: totals.rows is not the sum of the shards' rows")
     return report
 
 
-def _check_files(folder: Path, shard: dict) -> list[str]:
+def _check_files(folder: Path, shard: ShardRecord) -> list[str]:
     problems = []
-    for name, digest in shard["sha256"].items():
+    for name, digest in shard.sha256.items():
         path = folder / name
         if not path.exists():
             problems.append(f"{name} is missing")
@@ -104,48 +104,48 @@ def _check_files(folder: Path, shard: dict) -> list[str]:
     return problems
 
 
-def _read_columns(folder: Path, manifest: dict, shard: dict) -> dict[str, Column]:
-    fmt = manifest["format"]
-    specs = manifest["columns"]
-    first = folder / shard["files"][0]
+def _read_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+    fmt = manifest.format
+    specs = manifest.columns
+    first = folder / shard.files[0]
     if fmt in ("arrow", "parquet"):
         import pyarrow as pa
 
         table = read_table(first, fmt)
         # Parquet names a list's values "element", Arrow "item": compare the types, not the names.
-        expected = [(c["name"], re.sub(r"list<\w+: ", "list<", c["arrow_type"])) for c in specs]
+        expected = [(c.name, re.sub(r"list<\w+: ", "list<", c.arrow_type)) for c in specs]
         found = [(f.name, f"list<{f.type.value_type}>" if pa.types.is_list(f.type) else str(f.type)) for f in table.schema]
         if found != expected:
             raise ValueError(f"schema {found} is not the manifest's {expected}")
         columns = {}
         for spec in specs:
-            array = table.column(spec["name"]).combine_chunks()
-            if spec["kind"] == "scalar":
+            array = table.column(spec.name).combine_chunks()
+            if spec.kind == "scalar":
                 values = array.to_numpy()
-                columns[spec["name"]] = Column(values, np.arange(len(values) + 1))
+                columns[spec.name] = Column(values, np.arange(len(values) + 1))
             else:
-                columns[spec["name"]] = Column(array.values.to_numpy(), array.offsets.to_numpy().astype(np.int64))
+                columns[spec.name] = Column(array.values.to_numpy(), array.offsets.to_numpy().astype(np.int64))
         return columns
     if fmt == "npy":
-        prefix = shard["files"][0].split(".")[0]
+        prefix = shard.files[0].split(".")[0]
         columns = {}
         for spec in specs:
-            values = np.load(folder / f"{prefix}.{spec['name']}.npy", mmap_mode="r")
-            if str(values.dtype) != spec["disk_dtype"]:
-                raise ValueError(f"{spec['name']} has dtype {values.dtype}, the manifest says {spec['disk_dtype']}")
-            if spec["kind"] == "ragged":
-                offsets = np.load(folder / f"{prefix}.{spec['name']}.offsets.npy").astype(np.int64)
-            elif spec["kind"] == "fixed":
+            values = np.load(folder / f"{prefix}.{spec.name}.npy", mmap_mode="r")
+            if str(values.dtype) != spec.disk_dtype:
+                raise ValueError(f"{spec.name} has dtype {values.dtype}, the manifest says {spec.disk_dtype}")
+            if spec.kind == "ragged":
+                offsets = np.load(folder / f"{prefix}.{spec.name}.offsets.npy").astype(np.int64)
+            elif spec.kind == "fixed":
                 offsets = np.arange(values.shape[0] + 1, dtype=np.int64) * (values.shape[1] if values.ndim == 2 else 0)
             else:
                 offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
-            columns[spec["name"]] = Column(np.asarray(values).reshape(-1), offsets)
+            columns[spec.name] = Column(np.asarray(values).reshape(-1), offsets)
         return columns
-    return {"input_ids": _read_megatron(folder, shard, specs[0]["disk_dtype"])}
+    return {"input_ids": _read_megatron(folder, shard, specs[0].disk_dtype)}
 
 
-def _read_megatron(folder: Path, shard: dict, disk_dtype: str) -> Column:
-    prefix = shard["files"][0].removesuffix(".bin")
+def _read_megatron(folder: Path, shard: ShardRecord, disk_dtype: str) -> Column:
+    prefix = shard.files[0].removesuffix(".bin")
     dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
     if dtype.name != disk_dtype:
         raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
@@ -156,50 +156,50 @@ def _read_megatron(folder: Path, shard: dict, disk_dtype: str) -> Column:
     return Column(data, starts)
 
 
-def _check_columns(manifest: dict, shard: dict, columns: dict[str, Column]) -> list[str]:
+def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Column]) -> list[str]:
     problems = []
-    specs = {c["name"]: c for c in manifest["columns"]}
+    specs = {c.name: c for c in manifest.columns}
     rows = {name: len(c.offsets) - 1 for name, c in columns.items()}
-    if set(rows.values()) != {shard["rows"]}:
-        return [f"holds {sorted(set(rows.values()))} rows, the manifest says {shard['rows']}"]
+    if set(rows.values()) != {shard.rows}:
+        return [f"holds {sorted(set(rows.values()))} rows, the manifest says {shard.rows}"]
     for name, column in columns.items():
         spec = specs[name]
         values = column.values
-        if len(values) and (values.min() < spec["min_value"] or values.max() > spec["max_value"]):
-            problems.append(f"{name} has values outside [{spec['min_value']}, {spec['max_value']}]")
-        if spec["kind"] == "fixed" and len(set(column.lengths.tolist())) > 1:
+        if len(values) and (values.min() < spec.min_value or values.max() > spec.max_value):
+            problems.append(f"{name} has values outside [{spec.min_value}, {spec.max_value}]")
+        if spec.kind == "fixed" and len(set(column.lengths.tolist())) > 1:
             problems.append(f"{name} is a fixed-length column with rows of different lengths")
     for spec in specs.values():
-        family = spec.get("family", "input_ids")
-        if spec["role"] in ALONGSIDE and family in columns and spec["name"] in columns:
-            if not np.array_equal(columns[family].lengths, columns[spec["name"]].lengths):
-                problems.append(f"{spec['name']} rows are not as long as the {family} rows")
+        family = spec.family
+        if spec.role in ALONGSIDE and family in columns and spec.name in columns:
+            if not np.array_equal(columns[family].lengths, columns[spec.name].lengths):
+                problems.append(f"{spec.name} rows are not as long as the {family} rows")
     if problems:
         return problems  # the structural checks below assume aligned columns
     return problems + _check_by_role(manifest, specs, columns)
 
 
-def _check_by_role(manifest: dict, specs: dict, columns: dict[str, Column]) -> list[str]:
+def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -> list[str]:
     """Invariants that follow from the columns' roles, whatever the objective."""
     problems = []
-    named = {role: [s["name"] for s in specs.values() if s["role"] == role and s["name"] in columns] for role in
+    named = {role: [s.name for s in specs.values() if s.role == role and s.name in columns] for role in
              ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")}
     for segments in named["segment_ids"]:
-        family = specs[segments].get("family", "input_ids")
-        positions = next((p for p in named["positions"] if specs[p].get("family", "input_ids") == family), None)
+        family = specs[segments].family
+        positions = next((p for p in named["positions"] if specs[p].family == family), None)
         problems += _check_segments(segments, columns[segments], columns.get(positions), positions or "positions")
-    special = manifest["special_tokens"]
+    special = manifest.special_tokens
     tokens, labels = (named["tokens"] or [None])[0], (named["labels"] or [None])[0]
-    if special["sentinels"] and tokens and labels:
-        own_length = specs[labels].get("family") == "labels"  # encoder-decoder: the same spans on both sides
-        problems += _check_sentinels(columns[tokens], columns[labels], np.array(special["sentinels"]), own_length)
+    if special.sentinels and tokens and labels:
+        own_length = specs[labels].family == "labels"  # encoder-decoder: the same spans on both sides
+        problems += _check_sentinels(columns[tokens], columns[labels], np.array(special.sentinels), own_length)
     if named["prefix_length"] and labels:
-        segments = next((s for s in named["segment_ids"] if specs[s].get("family", "input_ids") == "input_ids"), None)
+        segments = next((s for s in named["segment_ids"] if specs[s].family == "input_ids"), None)
         problems += _check_prefixes(columns[labels], columns[named["prefix_length"][0]], columns.get(segments),
                                     columns.get(named["positions"][0]) if named["positions"] else None)
-    if named["attention_mask"] and named["token_type_ids"] and "cls" in special["ids"]:
+    if named["attention_mask"] and named["token_type_ids"] and "cls" in special.ids:
         problems += _check_pairs(columns[tokens], columns[named["attention_mask"][0]],
-                                 columns[named["token_type_ids"][0]], special["ids"])
+                                 columns[named["token_type_ids"][0]], special.ids)
     return problems
 
 

@@ -48,10 +48,8 @@ def read_output(folder):
     """(manifest, every shard of an Arrow output concatenated as a dict of Python lists)."""
     import pyarrow as pa
 
-    from objcli.manifest import read_manifest
-
     folder = Path(folder)
-    manifest = read_manifest(folder)
+    manifest = manifest_json(folder)
     tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all() for s in manifest["shards"]]
     return manifest, pa.concat_tables(tables).to_pydict()
 
@@ -67,3 +65,10 @@ def run_cli(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
 def folder_bytes(folder) -> dict[str, bytes]:
     """Every file of an output folder (shards and manifest), by name."""
     return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}
+
+
+def manifest_json(folder) -> dict:
+    """A finished output's manifest as the JSON a user reads (objcli itself reads it through its schema)."""
+    import json
+
+    return json.loads((Path(folder) / "manifest.json").read_text())

@@ -185,3 +185,16 @@ def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_
         "Error: --format megatron stores input_ids only, and span-corruption also writes labels; "
         "choose --format arrow, parquet or npy\n"
     )
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("[]", "the run did not complete"),
+    ('{"complete": true}', "not an objcli manifest (Object missing required field `objective`)"),
+    ('{"complete": true, "objective": "clm", "shards": 3}', "not an objcli manifest"),
+])
+@pytest.mark.parametrize("command", ["verify", "stats", "inspect"])
+def test_a_manifest_that_does_not_fit_the_schema_is_one_line(command, content, expected, tmp_path):
+    (tmp_path / "manifest.json").write_text(content)
+    result = CliRunner().invoke(main, [command, str(tmp_path)])
+    assert result.exit_code == 1 and result.output.startswith("Error: ") and expected in result.output
+    assert len(result.output.splitlines()) == 1

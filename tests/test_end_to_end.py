@@ -11,9 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
-from conftest import run_transform
+from conftest import manifest_json, run_transform
 
-from objcli.manifest import read_manifest
 from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
 
 
@@ -56,7 +55,7 @@ def megatron_read(prefix: Path):
 def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
     summary = run_transform(files, sample_tokenizer, tmp_path / "out", seq_len=256, shard_size="40")
-    manifest = read_manifest(tmp_path / "out")
+    manifest = manifest_json(tmp_path / "out")
     stream = expected_stream(expected_documents(files), sample_tokenizer)
 
     rows = []
@@ -83,7 +82,7 @@ def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_toke
 def test_arrow_loads_in_hugging_face_datasets(small_corpus, sample_tokenizer, tmp_path):
     datasets = pytest.importorskip("datasets")
     run_transform([small_corpus], sample_tokenizer, tmp_path / "out", seq_len=128, text_unit="paragraph")
-    manifest = read_manifest(tmp_path / "out")
+    manifest = manifest_json(tmp_path / "out")
     first = tmp_path / "out" / manifest["shards"][0]["files"][0]
     dataset = datasets.Dataset.from_file(str(first))
     assert dataset.num_rows == manifest["shards"][0]["rows"]
@@ -95,7 +94,7 @@ def test_parquet_read_by_pyarrow_and_datasets(small_corpus, sample_tokenizer, tm
     datasets = pytest.importorskip("datasets")
     run_transform([small_corpus], sample_tokenizer, tmp_path / "pq", seq_len=128, output_format="parquet")
     run_transform([small_corpus], sample_tokenizer, tmp_path / "ar", seq_len=128)
-    pq_manifest, ar_manifest = read_manifest(tmp_path / "pq"), read_manifest(tmp_path / "ar")
+    pq_manifest, ar_manifest = manifest_json(tmp_path / "pq"), manifest_json(tmp_path / "ar")
     pq_rows = pa.concat_tables(
         [pq.read_table(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]]
     ).column("input_ids").to_pylist()
@@ -113,7 +112,7 @@ def test_parquet_read_by_pyarrow_and_datasets(small_corpus, sample_tokenizer, tm
 def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus], sample_tokenizer, tmp_path / "npy", seq_len=64, output_format="npy", shard_size="100")
     run_transform([small_corpus], sample_tokenizer, tmp_path / "ar", seq_len=64, shard_size="100")
-    manifest = read_manifest(tmp_path / "npy")
+    manifest = manifest_json(tmp_path / "npy")
     arrays = []
     for shard in manifest["shards"]:
         assert sorted(shard["files"]) == sorted(
@@ -123,7 +122,7 @@ def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer
         array = np.load(tmp_path / "npy" / f"{prefix}.input_ids.npy", mmap_mode="r")
         assert array.dtype == np.uint16 and array.shape == (shard["rows"], 64)
         arrays.append(np.asarray(array))
-    ar_manifest = read_manifest(tmp_path / "ar")
+    ar_manifest = manifest_json(tmp_path / "ar")
     arrow_rows = [
         r for s in ar_manifest["shards"]
         for r in pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all().column("input_ids").to_pylist()
@@ -134,7 +133,7 @@ def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer
 def test_megatron_one_document_per_sequence(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl"]
     run_transform(files, sample_tokenizer, tmp_path / "meg", seq_len=100_000, output_format="megatron", packing="none")
-    manifest = read_manifest(tmp_path / "meg")
+    manifest = manifest_json(tmp_path / "meg")
     assert len(manifest["shards"]) == 1
     prefix = tmp_path / "meg" / manifest["shards"][0]["files"][0].removesuffix(".bin")
     version, code, sequences, doc_index = megatron_read(prefix)
@@ -148,7 +147,7 @@ def test_megatron_one_document_per_sequence(small_corpus, sample_tokenizer, tmp_
 def test_packing_none_splits_long_documents(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "code.jsonl"]
     summary = run_transform(files, sample_tokenizer, tmp_path / "out", seq_len=512, packing="none")
-    manifest = read_manifest(tmp_path / "out")
+    manifest = manifest_json(tmp_path / "out")
     table = pa.ipc.open_stream(pa.memory_map(str(tmp_path / "out" / manifest["shards"][0]["files"][0]))).read_all()
     rows = table.column("input_ids").to_pylist()
     assert all(1 <= len(r) <= 512 for r in rows)
@@ -165,7 +164,7 @@ def test_remainder_pad_keeps_every_document(small_corpus, sample_tokenizer, tmp_
     stream = expected_stream(expected_documents(files), sample_tokenizer)
     assert t["tokens"] == len(stream)
     assert t["padding_tokens"] == -len(stream) % 1000
-    special = read_manifest(tmp_path / "out")["special_tokens"]
+    special = manifest_json(tmp_path / "out")["special_tokens"]
     assert special["ids"]["pad"] == 3 and special["added"] == {}
 
 

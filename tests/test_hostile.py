@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import zstandard
 from click.testing import CliRunner
-from conftest import run_cli, run_transform
+from conftest import manifest_json, run_cli, run_transform
 
 from objcli.cli import main
 from objcli.errors import ObjcliError
@@ -99,7 +99,7 @@ def _run_case(seed: int, tmp_path: Path, sample_tokenizer: str, kinds: set | Non
         with pytest.raises(ObjcliError):
             read_manifest(out)  # no manifest claims completion
         return
-    totals = read_manifest(out)["totals"]
+    totals = manifest_json(out)["totals"]
     assert totals["documents_read"] == totals["documents_written"] + totals["documents_skipped"], context
     assert verify_output(out).ok, context
 

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from conftest import read_output, run_transform
+from conftest import manifest_json, read_output, run_transform
 from test_end_to_end import expected_documents
 
 from objcli.cli import main
 from objcli.errors import ObjcliError
-from objcli.manifest import read_manifest
 
 
 def stream_of(files, tokenizer, eos):
@@ -223,4 +222,4 @@ def test_randomness_is_independent_of_workers(small_corpus, sample_tokenizer, tm
     files = sorted(p.name for p in (tmp_path / "a").glob("part-*"))
     assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
     other = run_transform([small_corpus], sample_tokenizer, tmp_path / "c", workers=1, **{**common, "seed": 8})
-    assert other.manifest["shards"][0]["sha256"] != read_manifest(tmp_path / "a")["shards"][0]["sha256"]
+    assert other.manifest["shards"][0]["sha256"] != manifest_json(tmp_path / "a")["shards"][0]["sha256"]

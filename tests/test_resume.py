@@ -4,7 +4,7 @@ import json
 import signal
 
 import pytest
-from conftest import folder_bytes, run_cli
+from conftest import folder_bytes, manifest_json, run_cli
 
 from objcli.errors import ObjcliError
 from objcli.manifest import read_manifest
@@ -23,7 +23,7 @@ def clean_run(small_corpus, sample_tokenizer, tmp_path_factory):
             "--shard-size", "40", "--workers", "1", "-q"]
     done = objcli("transform", *args, "-o", out)
     assert done.returncode == 0, done.stderr
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     assert len(manifest["partitions"]) >= 4 and len(manifest["shards"]) > len(manifest["partitions"])
     return args, folder_bytes(out)
 

@@ -3,10 +3,9 @@
 import json
 
 from click.testing import CliRunner
-from conftest import read_output, run_transform
+from conftest import manifest_json, read_output, run_transform
 
 from objcli.cli import main
-from objcli.manifest import read_manifest
 
 
 def table_of(folder):
@@ -48,7 +47,7 @@ def test_ul2_per_denoiser_counts_and_plot(small_corpus, sample_tokenizer, tmp_pa
     result = CliRunner().invoke(main, ["stats", str(tmp_path / "ul2"), "--plot", str(png)])
     assert result.exit_code == 0 and "denoiser R-3-0.15" in result.output
     stats = stats_json(tmp_path / "ul2")
-    names = [d["name"] for d in read_manifest(tmp_path / "ul2")["config"]["objective_options"]["denoisers"]]
+    names = [d["name"] for d in manifest_json(tmp_path / "ul2")["config"]["objective_options"]["denoisers"]]
     for index, name in enumerate(names):
         members = [i for i, d in enumerate(table["denoiser"]) if d == index]
         assert stats["categories"][name]["rows"] == len(members)
