@@ -129,7 +129,7 @@ class ShardSink:
 
     folder: Path
     partition: int
-    writer_type: type
+    writer_type: type[ShardWriter]  # one of writers.WRITERS
     columns: list[ColumnSpec]
     shard_rows: int | None = None
     shard_bytes: int | None = None
