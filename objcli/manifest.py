@@ -106,6 +106,7 @@ class Manifest(msgspec.Struct, frozen=True):
     objcli_version: str = ""
     manifest_version: int = MANIFEST_VERSION
     supervision: str = ""
+    run_key: str = ""
     recipe: dict = {}
     seed: int = 0
     inputs: list[dict] = []

@@ -128,7 +128,7 @@ class OutputFolder:
     run_key: str
     kept: dict[int, PartitionResult] = field(default_factory=dict)
     complete_manifest: dict | None = None  # this configuration already finished here
-    restarted: bool = False  # an earlier run of this configuration read other input bytes
+    restarted: str = ""  # "interrupted" or "finished": an earlier run of this configuration read other inputs
 
     @property
     def work(self) -> Path:
@@ -136,14 +136,7 @@ class OutputFolder:
 
     def open(self, partitions: int, overwrite: bool, resume: bool) -> None:
         """Check the folder, then clean it for a fresh run or keep what a resumable run finished."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise output_error(error, self.path) from None
-        if not self.path.is_dir():
-            raise ObjcliError(f"output {self.path}: exists and is not a folder; choose another with -o")
-        if not os.access(self.path, os.W_OK | os.X_OK):
-            raise ObjcliError(f"output {self.path}: folder is not writable; choose another with -o")
+        self._make_folder()
         manifest = _read_json(self.path / MANIFEST_NAME)
         run = _read_json(self.work / RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
@@ -151,7 +144,9 @@ class OutputFolder:
         # failed before finishing any partition leaves nothing anyone would miss.
         leftovers = sorted(p.name for p in self.path.iterdir() if p.name == MANIFEST_NAME or p.name.startswith("part-"))
         leftovers += [f"{WORK_FOLDER}/{p.name}" for p in sorted(self.work.glob("p*.done.json"))]
-        same = bool(leftovers) and earlier == self.config_sha256
+        # A run killed before its first partition finished left only its run file: it is still
+        # this configuration's run, and --resume may continue it.
+        same = (bool(leftovers) or run is not None) and earlier == self.config_sha256
         if overwrite:
             self._remove_everything()
             manifest = run = None
@@ -166,8 +161,14 @@ class OutputFolder:
                 f"--resume: output {self.path} holds no earlier run of this configuration; drop --resume to start one"
             )
         if same and manifest and manifest.get("complete"):
-            self._check_complete(manifest)
-            return
+            if manifest.get("run_key") == self.run_key:
+                self._check_complete(manifest)
+                return
+            # The same options over inputs that changed (appended to, added to a folder) since the
+            # run finished: its shards are stale, so the run is done again (the caller warns).
+            self._remove_everything()
+            manifest = run = None
+            self.restarted = "finished"
         try:
             self.work.mkdir(exist_ok=True)
             for stale in [*self.work.glob("*.tmp"), self.path / (MANIFEST_NAME + ".tmp")]:
@@ -175,13 +176,23 @@ class OutputFolder:
             if run and run.get("run_key") != self.run_key:
                 # Another configuration that finished nothing, or the same options with input files
                 # that changed size or time since: nothing is reusable.
-                self.restarted = same
+                self.restarted = "interrupted" if same else ""
                 for path in [*self.work.iterdir(), *self.path.glob("part-*")]:
                     path.unlink()
             write_json_atomically(self.work / RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
         except OSError as error:
             raise output_error(error, self.path) from None
         self._keep_finished(partitions)
+
+    def _make_folder(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise output_error(error, self.path) from None
+        if not self.path.is_dir():
+            raise ObjcliError(f"output {self.path}: exists and is not a folder; choose another with -o")
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise ObjcliError(f"output {self.path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():

@@ -139,9 +139,9 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
         raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
-def plan_run(config: TransformConfig, pool: str) -> RunPlan:
+def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
-    files = resolve_inputs(list(config.inputs), config.input_format)
+    files = resolve_inputs(list(config.inputs), config.input_format, warn)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config)
     if pool == "auto":
@@ -213,7 +213,7 @@ def column_json(column) -> dict:
     return data
 
 
-def build_manifest(plan: RunPlan, results: list[PartitionResult]) -> dict:
+def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) -> dict:
     config, tokenizer = plan.config, plan.tokenizer
     return {
         "objcli_version": __version__,
@@ -224,6 +224,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult]) -> dict:
         "config": config.to_json(),
         "recipe": recipe_of(config, with_output=False),
         "config_sha256": plan.fingerprint,
+        "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
         "seed": config.seed,
         "tokenizer": {
             "kind": tokenizer.kind,
@@ -264,7 +265,7 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[Ou
     folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
     folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
     if folder.restarted and warn:
-        warn(f"inputs changed since the interrupted run in {config.output}; starting it again")
+        warn(f"inputs changed since the {folder.restarted} run in {config.output}; starting it again")
     return folder, run_key, folder.work
 
 
@@ -291,7 +292,7 @@ def transform(
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
-    plan = plan_run(config, pool)
+    plan = plan_run(config, pool, warn)
     folder, run_key, work = _open_output(plan, overwrite, resume, warn)
     if folder and folder.complete_manifest is not None:
         return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True)
@@ -308,7 +309,7 @@ def transform(
     if warn:
         _warn_skips(results, warn)
     renames = [] if to_stdout else final_names(results)  # gives the shards their final names
-    manifest = build_manifest(plan, results)
+    manifest = build_manifest(plan, results, run_key)
     lossy = manifest["totals"].get("fim_units_not_round_trip", 0)
     if warn and lossy:
         warn(

@@ -185,7 +185,51 @@ def _is_data_file(path: Path) -> bool:
     return not path.name.startswith(".") and _format_from_name(path.name) is not None
 
 
-def resolve_inputs(specs: list[str], requested_format: str = "auto") -> list[InputFile]:
+def _is_objcli_output(folder: Path) -> bool:
+    """A folder an objcli run wrote (or is writing): its shards and manifest are never inputs."""
+    if (folder / ".objcli-tmp").exists():
+        return True
+    try:
+        with open(folder / "manifest.json", "rb") as f:
+            return b'"objcli_version"' in f.read(200)
+    except OSError:
+        return False
+
+
+def _folder_files(folder: str) -> list[str]:
+    """Data files under a folder, sorted; every path with a hidden component (``.git/``) and every
+    folder holding an objcli output is skipped."""
+    root = Path(folder)
+    outputs: dict[Path, bool] = {}
+
+    def inside_output(path: Path) -> bool:
+        return any(outputs.setdefault(d, _is_objcli_output(d)) for d in [path.parent, *path.parent.parents]
+                   if d == root or root in d.parents)
+
+    return sorted(
+        str(p) for p in root.rglob("*")
+        if p.is_file() and _is_data_file(p)
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and not inside_output(p)
+    )
+
+
+def _unique(files: list[InputFile], warn) -> list[InputFile]:
+    """The same file named twice (``a.jsonl ./a.jsonl``, a file and its folder, overlapping globs)
+    is read once, at its first place."""
+    seen, unique = set(), []
+    for f in files:
+        key = f.path if f.path == STDIN else os.path.realpath(f.path)
+        if key in seen:
+            if warn:
+                warn(f"input {f.path} is named more than once; reading it once")
+            continue
+        seen.add(key)
+        unique.append(f)
+    return unique
+
+
+def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) -> list[InputFile]:
     """Expand files, folders (recursive, sorted) and globs; ``-`` is standard input."""
     if not specs:
         raise ObjcliError("no input given; name files, folders or globs, or '-' for standard input")
@@ -200,9 +244,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto") -> list[Inp
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
             paths = matches
         elif os.path.isdir(spec):
-            paths = sorted(
-                str(p) for p in Path(spec).rglob("*") if p.is_file() and _is_data_file(p)
-            )
+            paths = _folder_files(spec)
             if not paths:
                 raise ObjcliError(
                     f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "
@@ -215,7 +257,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto") -> list[Inp
         files.extend(_describe_file(p, requested_format) for p in paths)
     if sum(f.path == STDIN for f in files) > 1:
         raise ObjcliError("standard input '-' is named twice; name it once")
-    return files
+    return _unique(files, warn)
 
 
 def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:

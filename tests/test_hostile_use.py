@@ -1,0 +1,75 @@
+"""Regressions from issue 17 ("Hostile use"): each test is the reproduction of a defect that lost or
+duplicated data with exit status 0."""
+
+import json
+import signal
+
+from click.testing import CliRunner
+from conftest import manifest_json, run_cli
+
+from objcli.cli import main
+
+
+def _docs(path, count, tag):
+    path.write_text("".join(json.dumps({"text": f"{tag} document number {i}, with a few words."}) + "\n"
+                            for i in range(count)))
+
+
+def _transform(*args):
+    return CliRunner().invoke(main, ["transform", *map(str, args), "--seq-len", "16", "--workers", "1", "-q"])
+
+
+def test_a_finished_output_is_rebuilt_when_an_input_changed(sample_tokenizer, tmp_path):
+    """Item 1: appending to an input (or adding a file) after a finished run is not 'nothing to do'."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _docs(corpus / "a.jsonl", 20, "first")
+    out = tmp_path / "out"
+    assert _transform(corpus, "-t", sample_tokenizer, "-o", out).exit_code == 0
+    _docs(corpus / "b.jsonl", 5, "added")
+    again = _transform(corpus, "-t", sample_tokenizer, "-o", out)
+    assert again.exit_code == 0 and "nothing to do" not in again.output
+    assert "inputs changed since the finished run" in again.output
+    assert manifest_json(out)["totals"]["documents_read"] == 25
+    still = _transform(corpus, "-t", sample_tokenizer, "-o", out)  # unchanged now: left alone
+    assert "nothing to do" in still.output
+
+
+def test_files_under_hidden_folders_and_objcli_outputs_are_not_inputs(sample_tokenizer, tmp_path):
+    """Items 3 and 4: `.git/objects/x.jsonl` was read, and an output inside the input folder fed back."""
+    corpus = tmp_path / "corpus"
+    (corpus / ".git" / "objects").mkdir(parents=True)
+    _docs(corpus / "real.jsonl", 10, "real")
+    _docs(corpus / ".git" / "objects" / "x.jsonl", 7, "hidden")
+    first = _transform(corpus, "-t", sample_tokenizer, "-o", corpus / "out", "--format", "parquet")
+    assert first.exit_code == 0 and manifest_json(corpus / "out")["totals"]["documents_read"] == 10
+    second = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "elsewhere")
+    assert second.exit_code == 0, second.output
+    totals = manifest_json(tmp_path / "elsewhere")["totals"]
+    assert totals["documents_read"] == 10 and totals["documents_skipped"] == 0  # no shards, no manifest.json read
+
+
+def test_the_same_input_named_twice_is_read_once(sample_tokenizer, tmp_path, monkeypatch):
+    """Item 6: `a.jsonl ./a.jsonl`, a file and its folder, overlapping globs duplicated training data."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _docs(corpus / "a.jsonl", 12, "only")
+    monkeypatch.chdir(tmp_path)
+    result = _transform("corpus/a.jsonl", "./corpus/a.jsonl", "corpus", "corpus/*.jsonl", "-t", sample_tokenizer,
+                        "-o", tmp_path / "out")
+    assert result.exit_code == 0
+    assert manifest_json(tmp_path / "out")["totals"]["documents_read"] == 12
+    assert "input ./corpus/a.jsonl is named more than once; reading it once" in result.output
+
+
+def test_resume_after_a_kill_before_the_first_partition_finished(sample_tokenizer, tmp_path):
+    """Item 13: the folder holds the interrupted run's .objcli-tmp/; --resume must continue it."""
+    corpus = tmp_path / "corpus.jsonl"
+    _docs(corpus, 200, "many")
+    out = tmp_path / "out"
+    args = ["transform", corpus, "-t", sample_tokenizer, "--seq-len", "16", "--workers", "1", "-q", "-o", out]
+    killed = run_cli(*args, env={"OBJCLI_CRASH_AT": "partition-start:1"})
+    assert killed.returncode == -signal.SIGKILL
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert manifest_json(out)["totals"]["documents_read"] == 200
