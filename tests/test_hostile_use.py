@@ -73,3 +73,32 @@ def test_resume_after_a_kill_before_the_first_partition_finished(sample_tokenize
     resumed = run_cli(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert manifest_json(out)["totals"]["documents_read"] == 200
+
+
+def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_tokenizer, tmp_path):
+    """Item 12: after SIGKILL of the main process, spawned workers stayed alive for minutes."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    corpus = tmp_path / "big.jsonl"
+    text = (small_corpus / "prose.jsonl").read_text()
+    corpus.write_text(text * 40)
+    main_process = subprocess.Popen(
+        [sys.executable, "-m", "objcli.cli", "transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "out"),
+         "--objective", "nsp", "--seq-len", "64", "--workers", "2", "--pool", "processes", "--partition-size", "200000",
+         "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(main_process.pid)
+    deadline = time.monotonic() + 60
+    workers = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = [c for c in parent.children(recursive=True) if "resource_tracker" not in " ".join(c.cmdline())]
+        time.sleep(0.1)
+    assert len(workers) >= 2, "the pool never started"
+    time.sleep(1.0)  # the workers have run their initializer
+    main_process.kill()
+    main_process.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=15)
+    assert not alive, f"{len(alive)} workers outlived the killed run"

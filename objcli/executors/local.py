@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import queue
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -15,9 +19,24 @@ from .base import partition_failed
 _progress_queue = None
 
 
-def _init_worker(progress_queue) -> None:
+def _init_worker(progress_queue, parent: int) -> None:
     global _progress_queue
     _progress_queue = progress_queue
+    _exit_with_parent(parent)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker must not outlive the run that spawned it (a killed main process left its workers
+    running for minutes): on Linux the kernel sends SIGTERM when the parent dies; if it died
+    before this line ran, exit now."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _run_in_worker(task: PartitionTask) -> PartitionResult:
@@ -67,7 +86,7 @@ class LocalExecutor:
             context = multiprocessing.get_context("spawn")
             progress_queue = context.Queue()
             pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue,)
+                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue, os.getpid())
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         with pool:
