@@ -14,7 +14,7 @@ from functools import cached_property
 
 import click
 
-from .options import flag_of, option, option_fields
+from .options import check_field, flag_of, option, option_fields
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,8 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
         objective = REGISTRY.get(values_out.get("objective", "clm"))
         options = {k: v for k, v in values_out.items() if k in {f.name for f in option_fields(objective.options_type)}}
         values_out.setdefault("packing", objective.legacy_pack(objective.options_type(**options)))
+    for f in dataclasses.fields(Execution):  # --workers 0 was "all cores", silently
+        check_field(f, runner.get(f.name))
     for flag in ("overwrite", "resume", "quiet", "print_recipe"):
         runner[flag] = bool(runner[flag])
     runner["executor"] = runner["executor"] or "local"

@@ -51,6 +51,7 @@ class ShardSize:
 
 
 PACKERS = ("none", "concat", "best-fit", "trim-and-pack")
+MIN_PARTITION_BYTES = 16 * 2**10
 REMAINDERS = ("drop", "pad")
 
 
@@ -110,7 +111,9 @@ class TransformConfig:
         if self.output == "-" and self.output_format != "arrow":
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
         ShardSize.parse(self.shard_size)
-        parse_bytes(self.partition_size, "--partition-size")
+        if parse_bytes(self.partition_size, "--partition-size") < MIN_PARTITION_BYTES:
+            raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
+                              "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
 
     def _options_hint(self, objective) -> str:

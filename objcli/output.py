@@ -16,9 +16,11 @@ check out, redoes the rest, and finishes the renames, so its output is the same 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from .writers import ShardInfo
 
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
+LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
 
 
 @dataclass
@@ -137,6 +140,14 @@ class OutputFolder:
     def open(self, partitions: int, overwrite: bool, resume: bool) -> None:
         """Check the folder, then clean it for a fresh run or keep what a resumable run finished."""
         self._make_folder()
+        self._lock()
+        try:
+            self._prepare(partitions, overwrite, resume)
+        except BaseException:
+            self.close()  # a refused or failed open leaves the folder free for the next try
+            raise
+
+    def _prepare(self, partitions: int, overwrite: bool, resume: bool) -> None:
         manifest = _read_json(self.path / MANIFEST_NAME)
         run = _read_json(self.work / RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
@@ -183,6 +194,33 @@ class OutputFolder:
         except OSError as error:
             raise output_error(error, self.path) from None
         self._keep_finished(partitions)
+
+    def _lock(self) -> None:
+        """One writer per output folder: an exclusive ``flock`` on a lock file inside it, held until
+        ``close`` (or the process ends; the kernel drops a dead run's lock)."""
+        path = self.path / LOCK_FILE
+        try:
+            self._lock_file = open(path, "a+")  # noqa: SIM115 - held for the run, closed in close()
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.seek(0)
+            holder = self._lock_file.read().strip() or "another process"
+            self._lock_file.close()
+            self._lock_file = None
+            raise ObjcliError(
+                f"output {self.path}: another run ({holder}) is writing it; wait for it to finish or choose another -o"
+            ) from None
+        except OSError as error:
+            raise output_error(error, self.path) from None
+        self._lock_file.truncate(0)
+        self._lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        self._lock_file.flush()
+
+    def close(self) -> None:
+        if getattr(self, "_lock_file", None) is not None:
+            self._lock_file.truncate(0)  # an empty lock file: no writer (the same bytes after every run)
+            self._lock_file.close()  # releases the lock
+            self._lock_file = None
 
     def _make_folder(self) -> None:
         try:

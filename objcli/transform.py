@@ -294,8 +294,19 @@ def transform(
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     plan = plan_run(config, pool, warn)
     folder, run_key, work = _open_output(plan, overwrite, resume, warn)
-    if folder and folder.complete_manifest is not None:
-        return Summary(folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True)
+    try:
+        if folder and folder.complete_manifest is not None:
+            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output,
+                           len(plan.partitions), True)
+        return _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
+    finally:
+        if folder:
+            folder.close()
+
+
+def _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn) -> Summary:
+    """Run what is left to do, then the manifest: the second half of ``transform``."""
+    config, to_stdout = plan.config, folder is None
     kept = folder.kept if folder else {}
     todo = [p for p in plan.partitions if p.index not in kept]
     stream = _StdoutStream(plan.columns, work) if to_stdout else None

@@ -81,7 +81,7 @@ def shard_digests(folder: Path) -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.iterdir())
-        if p.is_file() and p.name != "manifest.json"
+        if p.is_file() and p.name != "manifest.json" and not p.name.startswith(".")
     }
 
 

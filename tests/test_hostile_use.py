@@ -102,3 +102,33 @@ def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_
     main_process.wait()
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive, f"{len(alive)} workers outlived the killed run"
+
+
+def test_a_second_writer_of_an_output_folder_is_refused_in_one_line(sample_tokenizer, tmp_path):
+    """Item 5: two runs into one folder deleted each other's temp files and both failed."""
+    import fcntl
+
+    corpus = tmp_path / "a.jsonl"
+    _docs(corpus, 10, "locked")
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".objcli-lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("pid 4242 on somehost")
+        held.flush()
+        result = _transform(corpus, "-t", sample_tokenizer, "-o", out)
+    assert result.exit_code == 1
+    assert result.output == (f"Error: output {out}: another run (pid 4242 on somehost) is writing it; "
+                             "wait for it to finish or choose another -o\n")
+    assert _transform(corpus, "-t", sample_tokenizer, "-o", out).exit_code == 0  # free again
+
+
+def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_path):
+    """Rough edges: --workers 0 silently meant all cores; --partition-size 1 made a partition per byte."""
+    corpus = tmp_path / "a.jsonl"
+    _docs(corpus, 3, "few")
+    zero = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+                                     "--workers", "0"])
+    assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be at least 1\n"
+    tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
+    assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
