@@ -132,3 +132,31 @@ def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_pat
     assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be at least 1\n"
     tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
     assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
+
+
+def test_paragraphs_keep_no_line_ends_and_read_crlf_as_lf(tmp_path):
+    """Item 10: the last paragraph kept its newline, and CR survived in CRLF files."""
+    from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+
+    path = tmp_path / "p.txt"
+    path.write_bytes(b"first line\r\nsecond line\r\n\r\nlast paragraph\r\n")
+    files = resolve_inputs([str(path)])
+    texts = [t for p in plan_partitions(files, 1 << 30, "paragraph")
+             for batch in read_documents(p, ReadOptions("text", "paragraph", False, 1 << 20), RecordLog(False))
+             for t in batch]
+    assert texts == ["first line\nsecond line", "last paragraph"]
+
+
+def test_byte_order_marks(sample_tokenizer, tmp_path):
+    """Item 11: UTF-16 text became NUL-interleaved training data; a UTF-8 BOM cost the first record."""
+    utf16 = tmp_path / "u16.txt"
+    utf16.write_bytes("hello world\n".encode("utf-16"))
+    result = _transform(utf16, "-t", sample_tokenizer, "-o", tmp_path / "o16")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: input {utf16}: UTF-16 text (it starts with a byte-order mark)")
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps({"text": f"doc {i}"}).encode() + b"\n" for i in range(3)))
+    ok = _transform(bom, "-t", sample_tokenizer, "-o", tmp_path / "obom")
+    assert ok.exit_code == 0
+    totals = manifest_json(tmp_path / "obom")["totals"]
+    assert totals["documents_read"] == 3 and "bad_json" not in totals["skipped_by_reason"]

@@ -64,7 +64,7 @@ def test_text_lines_in_every_compression(tmp_path, compression):
 def test_paragraph_and_file_units(tmp_path):
     path = tmp_path / "prose.txt"
     path.write_text("one\nstill one\n\n\n  \ntwo\n\nthree\n")
-    assert read_all(path, text_unit="paragraph")[0] == ["one\nstill one", "two", "three\n"]
+    assert read_all(path, text_unit="paragraph")[0] == ["one\nstill one", "two", "three"]  # no line end kept at the edges (issue 17, item 10)
     assert read_all(path, text_unit="file")[0] == ["one\nstill one\n\n\n  \ntwo\n\nthree\n"]
 
 

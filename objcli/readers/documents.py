@@ -184,7 +184,8 @@ def _paragraphs(stream, partition, options, log, locator) -> Iterator[list[str]]
             if piece.strip():
                 log.read += 1
                 try:
-                    texts.append(piece.decode("utf-8"))
+                    # As line mode does: no line ends kept at the edges, CRLF read as LF.
+                    texts.append(piece.decode("utf-8").replace("\r\n", "\n").strip("\r\n"))
                 except UnicodeDecodeError as error:
                     log.skip("invalid_utf8", locator(line_index), f"invalid UTF-8 ({error.reason})")
             line_index += piece.count(b"\n") + separator.count(b"\n")
@@ -243,6 +244,21 @@ def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iter
         yield texts
 
 
+def _json_lines(stream, partition, options, log, locator) -> Iterator[list[str]]:
+    jsonl = _JsonLines(options.text_key)
+    for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
+        texts = jsonl.decode_block(block, first_line, log, locator)
+        del block  # the texts hold the data now
+        if texts:
+            yield texts
+    if log.skipped["missing_field"] and log.documents == 0 and not log.skipped.keys() - {"missing_field"}:
+        fields = ", ".join(jsonl.first_missing_fields or []) or "none"
+        raise ObjcliError(
+            f"input {locator.path}: no record has the field '{options.text_key}' "
+            f"(fields of the first record: {fields}); choose the text field with --text-key"
+        )
+
+
 def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
     """Batches of document texts from one partition, with bad records counted in ``log``."""
     fmt = partition.input.format
@@ -251,23 +267,14 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
         return
     locator = _Locator(partition)
     with _open_for_reading(partition) as stream:
+        if not partition.start:
+            _skip_byte_order_mark(stream, locator.path)
         if fmt == "auto":  # standard input: decide from the first bytes
             fmt = sniff_format(stream.peek(64)[:64])
             if fmt == "parquet":
                 raise ObjcliError("standard input looks like Parquet; Parquet must be given as a file")
         if fmt == "jsonl":
-            jsonl = _JsonLines(options.text_key)
-            for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
-                texts = jsonl.decode_block(block, first_line, log, locator)
-                del block  # the texts hold the data now
-                if texts:
-                    yield texts
-            if log.skipped["missing_field"] and log.documents == 0 and not log.skipped.keys() - {"missing_field"}:
-                fields = ", ".join(jsonl.first_missing_fields or []) or "none"
-                raise ObjcliError(
-                    f"input {locator.path}: no record has the field '{options.text_key}' "
-                    f"(fields of the first record: {fields}); choose the text field with --text-key"
-                )
+            yield from _json_lines(stream, partition, options, log, locator)
         elif options.text_unit == "line":
             for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
                 texts = _decode_text_block(block, first_line, log, locator)
@@ -278,6 +285,24 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
             yield from _paragraphs(stream, partition, options, log, locator)
         else:
             yield from _whole_file(stream, partition, options, log, locator)
+
+
+UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+
+
+def _skip_byte_order_mark(stream, path: str) -> None:
+    """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text
+    is refused in one line (read as UTF-8 it becomes NUL-interleaved training data)."""
+    head = stream.peek(4)[:4]
+    if head.startswith(b"\xef\xbb\xbf"):
+        stream.read(3)
+        return
+    for mark, encoding in UTF_BOMS.items():
+        if head.startswith(mark):
+            raise ObjcliError(
+                f"input {path}: {encoding} text (it starts with a byte-order mark); objcli reads UTF-8: convert it, "
+                f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
+            )
 
 
 class _open_for_reading:
