@@ -6,6 +6,7 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -114,7 +115,7 @@ def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, spec
 
 @main.command("inspect")
 @click.argument("folder")
-@click.option("-n", "--rows", type=int, default=3, show_default=True, help="Rows to show.")
+@click.option("-n", "--rows", type=click.IntRange(min=0), default=3, show_default=True, help="Rows to show.")
 @click.option("-t", "--tokenizer", default=None, help="Tokenizer, if it moved since the run.")
 @click.option("--color/--no-color", default=None, help="Colour segments [default: when stdout is a terminal].")
 def inspect_command(folder, rows, tokenizer, color):
@@ -166,21 +167,24 @@ def stats_command(folder, plot_path, as_json):
 
     from .stats import compute_stats, plot, render_text
 
+    if plot_path and not Path(plot_path).resolve().parent.is_dir():
+        raise _Fail(f"--plot {plot_path}: the folder {Path(plot_path).parent} does not exist; create it or choose another")
     try:
         stats = compute_stats(folder)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
-    if plot_path:
-        try:
-            plot(stats, plot_path)
-        except ImportError:
-            raise _Fail("--plot needs matplotlib; install it with: pip install 'objcli[plot]'") from None
     if as_json:
         click.echo(json.dumps(stats, indent=2))
     else:
         for line in render_text(stats):
             click.echo(line)
-
+    if plot_path:  # after the text: a failed plot never loses the figures
+        try:
+            plot(stats, plot_path)
+        except ImportError:
+            raise _Fail("--plot needs matplotlib; install it with: pip install 'objcli[plot]'") from None
+        except OSError as error:
+            raise _Fail(f"--plot {plot_path}: {error.strerror or error}; choose a writable path") from None
 
 if __name__ == "__main__":
     main()

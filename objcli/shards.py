@@ -88,6 +88,15 @@ def _megatron_rows(folder: Path, shard: ShardRecord) -> Iterator[dict[str, np.nd
         yield {"input_ids": np.asarray(data[start : start + length])}
 
 
+def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
+    """A damaged shard, as stats and inspect report it (verify names every problem)."""
+    detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return ObjcliError(f"{folder / name}: cannot be read ({detail}); run 'objcli verify {folder}', then rebuild with --overwrite")
+
+
+READ_ERRORS = (OSError, ValueError, EOFError)  # pyarrow's ArrowInvalid is a ValueError
+
+
 def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(shard file, row) for every row of a finished output, in order."""
     folder = Path(folder)
@@ -105,11 +114,21 @@ def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[
             rows = _npy_rows(folder, shard, manifest)
         else:
             rows = _megatron_rows(folder, shard)
-        for row in rows:
-            yield first, row
+        try:
+            for row in rows:
+                yield first, row
+        except READ_ERRORS as error:
+            raise unreadable(folder, first, error) from None
 
 
 def read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict:
+    try:
+        return _read_shard_columns(folder, manifest, shard)
+    except READ_ERRORS as error:
+        raise unreadable(folder, shard.files[0], error) from None
+
+
+def _read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict:
     """Columns of one shard: fixed-length columns as 2-D arrays, ragged as (values, offsets),
     scalars as 1-D arrays."""
     fmt, kinds = manifest.format, {c.name: c.kind for c in manifest.columns}
