@@ -54,13 +54,34 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     return make_packer(config.packing, settings)
 
 
-def plan_objective(config: TransformConfig) -> tuple[Tokenizer, Objective, list[ColumnSpec]]:
+def plan_objective(config: TransformConfig, warn=None) -> tuple[Tokenizer, Objective, list[ColumnSpec]]:
     """Load the tokenizer and build the objective in the main process: this fixes the special
     tokens (and the order they are allocated in) before any worker starts."""
     tokenizer = open_tokenizer(config.tokenizer)
     tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token), ("eos", config.eos_token)) if p}
     objective = build_objective(config, tokenizer)
+    check_special_roles(tokenizer, warn)
     return tokenizer, objective, objective.columns(build_packer(config, objective).columns())
+
+
+def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:
+    """Two special roles on one id (EOS = [MASK], a FIM sentinel = EOS) would make the objective's
+    output ambiguous: an error. BOS = EOS, as some BPE models ship, and a special that is an
+    ordinary piece text can produce (``--eos-token ▁the``) are warnings."""
+    special, roles_of = tokenizer.special, {}
+    for role, token_id in special.ids.items():
+        roles_of.setdefault(token_id, []).append(role)
+    for token_id, roles in roles_of.items():
+        if len(roles) > 1 and set(roles) != {"bos", "eos"}:
+            pieces = ", ".join(f"{r} {special.pieces.get(r)!r}" for r in roles)
+            raise ObjcliError(f"special tokens collide: {pieces} are all id {token_id}; give each role a piece of "
+                              "its own (--bos-token, --eos-token, --fim-tokens)")
+        if len(roles) > 1 and warn:
+            warn(f"BOS and EOS are the same id ({token_id}); documents are separated by one token")
+    control = tokenizer.control_mask()
+    for role, token_id in special.ids.items():
+        if warn and role != "unk" and token_id < tokenizer.vocab_size and not control[token_id]:
+            warn(f"the {role} token {special.pieces.get(role)!r} (id {token_id}) is an ordinary piece: text can produce it")
 
 
 def run_partition(task: PartitionTask, report=None) -> PartitionResult:

@@ -143,7 +143,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     files = resolve_inputs(list(config.inputs), config.input_format, warn)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
-    tokenizer, objective, columns = plan_objective(config)
+    tokenizer, objective, columns = plan_objective(config, warn)
     if pool == "auto":
         # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
         # token-level objectives); processes where Python holds it (objectives that split

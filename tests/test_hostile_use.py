@@ -191,3 +191,20 @@ def test_stats_say_what_is_not_known_instead_of_misreporting(sample_tokenizer, s
     arrow, megatron = compute_stats(tmp_path / "arrow"), compute_stats(tmp_path / "megatron")
     assert arrow["examples_per_row"] > 1 and megatron["examples_per_row"] is None
     assert megatron["supervised_tokens"] is None and megatron["tokens"] == arrow["tokens"]
+
+
+def test_special_tokens_that_collide_are_refused_and_ordinary_pieces_warned(sample_tokenizer, small_corpus, tmp_path):
+    """Item 7: EOS = [MASK], FIM sentinels on EOS/BOS or on one ordinary piece; verify passed them all."""
+    corpus = small_corpus / "prose.jsonl"
+    collisions = [
+        ["--objective", "mlm", "--eos-token", "[MASK]"],
+        ["--objective", "fim", "--fim-tokens", "</s>,<s>,<pad>,<unk>"],
+        ["--objective", "fim", "--fim-tokens", "A,A,A,A"],
+    ]
+    for flags in collisions:
+        result = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", *flags)
+        assert result.exit_code == 1 and result.output.startswith("Error: special tokens collide: "), flags
+        assert len(result.output.splitlines()) == 1
+    word = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "w", "--eos-token", "\u2581the")
+    assert word.exit_code == 0
+    assert "the eos token '\u2581the'" in word.output and "is an ordinary piece: text can produce it" in word.output
