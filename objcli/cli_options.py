@@ -57,13 +57,18 @@ def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hid
                         help=help_text, show_default=False)
 
 
-def _options_of(cls, owners: dict | None = None) -> list[click.Option]:
-    hints = typing.get_type_hints(cls)
+def _options_of(fields: list[tuple[dataclasses.Field, object, set[str] | None]]) -> list[click.Option]:
+    """Click options for (field, type hint, objectives that take it), each with its hidden old spellings."""
     params = []
-    for f in option_fields(cls):
-        params.append(_make_option(f, hints[f.name], owners[f.name][1] if owners else None))
-        params += [_make_option(f, hints[f.name], hidden_name=alias) for alias in f.metadata["aliases"]]
+    for f, hint, owners in fields:
+        params.append(_make_option(f, hint, owners))
+        params += [_make_option(f, hint, hidden_name=alias) for alias in f.metadata["aliases"]]
     return params
+
+
+def _run_fields(cls) -> list[tuple[dataclasses.Field, object, None]]:
+    hints = typing.get_type_hints(cls)
+    return [(f, hints[f.name], None) for f in option_fields(cls)]
 
 
 class TransformCommand(click.Command):
@@ -76,16 +81,13 @@ class TransformCommand(click.Command):
         from .objectives import REGISTRY
         from .recipe import objective_fields
 
-        owners = objective_fields()
-        hints = {name: typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name]
-                 for name, (_, objectives) in owners.items()}
-        objective_params = []
-        for name, (f, _) in owners.items():
-            objective_params.append(_make_option(f, hints[name], owners[name][1]))
-            objective_params += [_make_option(f, hints[name], hidden_name=a) for a in f.metadata["aliases"]]
+        objective_params = _options_of([
+            (f, typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name], objectives)
+            for name, (f, objectives) in objective_fields().items()
+        ])
         inputs = click.Argument(["inputs"], nargs=-1)
         legacy_pack = click.Option(["--pack", "legacy_pack"], is_flag=True, default=None, hidden=True)
-        run = [inputs, *_options_of(TransformConfig), *_options_of(Execution), legacy_pack]
+        run = [inputs, *_options_of(_run_fields(TransformConfig) + _run_fields(Execution)), legacy_pack]
         return {"run": run, "objective": objective_params}
 
     def get_params(self, ctx):

@@ -103,7 +103,7 @@ class TransformConfig:
             object.__setattr__(self, "packing", accepted[0])
         elif self.packing not in accepted:
             raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
-                              + self._options_hint(objective))
+                              + self._options_hint())
         if self.remainder != "drop" and self.packing != "concat":
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
@@ -116,7 +116,7 @@ class TransformConfig:
                               "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
 
-    def _options_hint(self, objective) -> str:
+    def _options_hint(self) -> str:
         layout = getattr(self.objective_options, "layout", None) or getattr(self.objective_options, "fim_level", None)
         return f" with these options ({layout})" if layout else ""
 

@@ -19,12 +19,11 @@ from .errors import ObjcliError
 
 def option(default: Any, help: str, *, choices: tuple | None = None, minimum: float | None = None,
            maximum: float | None = None, exclusive: bool = False, flag: str | None = None,
-           aliases: tuple[str, ...] = (), short: str | None = None, metavar: str | None = None,
-           cli: bool = True) -> Any:
+           aliases: tuple[str, ...] = (), short: str | None = None, cli: bool = True) -> Any:
     """A dataclass field that is also a command-line option. ``exclusive``: the range excludes its
     ends; ``aliases``: older spellings, accepted and hidden; ``cli=False``: recipe and API only."""
     metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "exclusive": exclusive,
-                "flag": flag, "aliases": aliases, "short": short, "metavar": metavar, "cli": cli}
+                "flag": flag, "aliases": aliases, "short": short, "cli": cli}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -61,9 +60,6 @@ class Options:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             check_field(f, getattr(self, f.name))
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def _by_key() -> dict[str, str]:
     return keys
 
 
-def config_from_values(values: dict[str, Any], where: str = "") -> TransformConfig:
+def config_from_values(values: dict[str, Any]) -> TransformConfig:
     """A configuration from option values by field name (from the command line, a recipe or both)."""
     objective = REGISTRY.get(values.get("objective", "clm"))
     accepted = {f.name for f in option_fields(objective.options_type)}
@@ -55,9 +55,12 @@ def config_from_values(values: dict[str, Any], where: str = "") -> TransformConf
             run[name] = tuple(value) if name == "inputs" else value
         elif name in accepted:
             own[name] = value
+        elif name not in owners:  # only through the library API: the CLI and recipes know their names
+            close = difflib.get_close_matches(name, [*RUN_FIELDS, *owners], n=1)
+            raise ObjcliError(f"unknown option '{name}'" + (f"; did you mean '{close[0]}'?" if close else ""))
         else:
             flag = "--" + name.replace("_", "-")
-            raise ObjcliError(f"{where}{flag} applies to {', '.join(sorted(owners[name][1]))}, not to {objective.name}")
+            raise ObjcliError(f"{flag} applies to {', '.join(sorted(owners[name][1]))}, not to {objective.name}")
     run["objective"] = objective.name
     return TransformConfig(objective_options=objective.options_type(**own), **run)
 

@@ -68,6 +68,7 @@ class BartOptions(Options):
 @register("bart")
 class Bart(Objective):
     options_type = BartOptions
+    took_pack = True
     default_eos = False
     sentence_level = True
 
@@ -87,10 +88,6 @@ class Bart(Objective):
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         return ("none", "trim-and-pack")
-
-    @classmethod
-    def legacy_pack(cls, options) -> str:
-        return "trim-and-pack"
 
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1

@@ -77,6 +77,7 @@ class Objective:
     # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
     # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row).
     supervision: ClassVar[str] = "labels"
+    took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 
     def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None:
@@ -90,8 +91,11 @@ class Objective:
 
     @classmethod
     def legacy_pack(cls, options) -> str:
-        """The packer the old ``--pack`` flag meant (prefix-lm and bart took it)."""
-        raise ObjcliError(f"--pack: {cls.name} takes --packing {' or '.join(cls.packers(options))}")
+        """The packer the old ``--pack`` flag meant: the packer after ``none`` for the objectives
+        that took it (prefix-lm, bart), an error for the rest."""
+        if not cls.took_pack:
+            raise ObjcliError(f"--pack: {cls.name} takes --packing {' or '.join(cls.packers(options))}")
+        return cls.packers(options)[1]
 
     def example_columns(self) -> list[ColumnSpec]:
         raise NotImplementedError

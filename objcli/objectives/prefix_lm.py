@@ -49,6 +49,7 @@ class PrefixLmOptions(Options):
 @register("prefix-lm")
 class PrefixLM(Objective):
     options_type = PrefixLmOptions
+    took_pack = True
 
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)
@@ -65,10 +66,6 @@ class PrefixLM(Objective):
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
-
-    @classmethod
-    def legacy_pack(cls, options) -> str:
-        return cls.packers(options)[1]
 
     def example_columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.config.seq_len

@@ -52,12 +52,17 @@ def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
         ColumnSpec("segment_ids", kind, 0, seq_len, "1-based example per row, 0 = padding", role="segment_ids"),
         ColumnSpec("positions", kind, 0, seq_len - 1, "position within the example", role="positions"),
     ]
-    per_segment = [
+    return aligned + segments + per_segment_columns(settings)
+
+
+def per_segment_columns(settings: PackSettings) -> list[ColumnSpec]:
+    """Each per-example value as a ragged column of one value per segment (prefix lengths and
+    categories keep their role; anything else becomes ``per_segment``)."""
+    return [
         ColumnSpec(c.name, "ragged", c.min_value, c.max_value, f"per segment: {c.doc}",
                    role=c.role if c.role in ("prefix_length", "category") else "per_segment", categories=c.categories)
         for c in settings.columns if c.kind == "scalar"
     ]
-    return aligned + segments + per_segment
 
 
 def segment_values(segment_ids: np.ndarray, token_values: np.ndarray) -> Ragged:

@@ -24,7 +24,7 @@ from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import PackSettings, per_example_names, segment_values
+from .base import PackSettings, per_example_names, per_segment_columns, segment_values
 
 
 def _ragged(column) -> Ragged:
@@ -73,11 +73,7 @@ class TrimAndPack:
                        role="segment_ids", family="labels"),
             ColumnSpec("label_positions", "fixed", 0, seq_len - 1, "position within the example's targets",
                        role="positions", family="labels"),
-        ] + [
-            ColumnSpec(c.name, "ragged", c.min_value, c.max_value, f"per segment: {c.doc}", role="per_segment"
-                       if c.role not in ("category", "prefix_length") else c.role, categories=c.categories)
-            for c in self.settings.columns if c.kind == "scalar"
-        ]
+        ] + per_segment_columns(self.settings)
 
     def process(self, examples: RowBatch | None) -> RowBatch | None:
         if examples is None:
