@@ -289,7 +289,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
 
     def ul2_kernel():
         transform = objective.partition_transform(0)
-        transform.process(DocumentBatch([], stream, np.array([0, len(stream)]), 0, 0))
+        transform.examples(DocumentBatch([], stream, np.array([0, len(stream)]), 0, 0))
 
     plans = objective.plans
     choice = np.random.default_rng(4).choice(len(plans), size=few, p=objective.rates)
