@@ -73,10 +73,12 @@ class Summary:
 
 def _run_key(fingerprint: str, files) -> str:
     """The configuration plus the size and modification time of every input: an interrupted run's
-    finished partitions are reused only if this matches (an edited input invalidates them)."""
+    finished partitions are reused only if this matches (an edited input invalidates them). What a
+    stream held cannot be compared with an earlier run, so a run that reads one has a key of its own."""
     stats = []
     for f in files:
-        if f.path == STDIN:
+        if f.is_stream:
+            stats.append([f.path, os.urandom(16).hex()])
             continue
         try:
             stat = os.stat(f.path)
@@ -139,8 +141,25 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
         raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
+def _check_output_outside_inputs(config: TransformConfig) -> None:
+    """An output folder inside an input folder would be read back by the next run (or by this one,
+    if it already holds data files)."""
+    if config.output == STDIN:
+        return
+    output = Path(os.path.realpath(config.output))
+    for spec in config.inputs:
+        if spec != STDIN and os.path.isdir(spec):
+            folder = Path(os.path.realpath(spec))
+            if output == folder or folder in output.parents:
+                raise ObjcliError(
+                    f"output {config.output}: inside the input folder {spec}, whose files are all read; choose -o "
+                    f"outside it, or name the inputs with a glob that leaves the output out (e.g. {spec.rstrip('/')}/*.jsonl)"
+                )
+
+
 def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
+    _check_output_outside_inputs(config)
     files = resolve_inputs(list(config.inputs), config.input_format, warn)
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config, warn)
@@ -163,13 +182,13 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
 def _run_partitions(plan: RunPlan, todo, work: Path, run_key: str, workers: int, executor: str,
                     scheduler: str | None, stream, report) -> list[PartitionResult]:
     """Run the partitions not yet done: standard input in this process, the rest in the pool."""
-    pooled_count = sum(p.input.path != STDIN for p in todo)
+    pooled_count = sum(not p.input.is_stream for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
     tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint)
              for p in todo]
-    in_process = [t for t in tasks if t.partition.input.path == STDIN]
-    pooled = [t for t in tasks if t.partition.input.path != STDIN]
+    in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
+    pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []
     runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, plan.pool), pooled)]
     for runner, batch in runs:
@@ -261,11 +280,21 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[Ou
     config = plan.config
     if config.output == STDIN:
         return None, "", Path(tempfile.mkdtemp(prefix="objcli-"))
+    streams = [f.path for f in plan.files if f.is_stream]
+    if resume and streams:
+        raise ObjcliError(
+            f"--resume: input {streams[0]} is a stream, read once, so what an earlier run read from it cannot be "
+            "checked; drop --resume to build the output again"
+        )
     run_key = _run_key(plan.fingerprint, plan.files)
     folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
     folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
     if folder.restarted and warn:
-        warn(f"inputs changed since the {folder.restarted} run in {config.output}; starting it again")
+        changed = "inputs changed since"
+        if streams:
+            name = "standard input" if streams[0] == STDIN else f"input {streams[0]}"
+            changed = f"{name} is a stream that cannot be compared with"
+        warn(f"{changed} the {folder.restarted} run in {config.output}; starting it again")
     return folder, run_key, folder.work
 
 

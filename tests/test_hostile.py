@@ -9,6 +9,7 @@ import random
 import resource
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,17 @@ def _line(rng: random.Random, kinds: set) -> bytes:
     return good
 
 
+ENCODINGS = ["utf-8", "utf-8", "utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32", "utf-32-be"]
+
+
 def _hostile_file(rng: random.Random, folder: Path, name: str, kinds: set) -> Path:
     body = b"\n".join(_line(rng, kinds) for _ in range(rng.randrange(0, 40)))
     if rng.random() < 0.2:
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 5000)))  # a file of noise
+    encoding = rng.choice(ENCODINGS)  # with a byte-order mark (utf-8-sig, utf-16, utf-32) or without
+    kinds.add(encoding)
+    if encoding != "utf-8":
+        body = body.decode("utf-8", "replace").encode(encoding)
     suffix = rng.choice([".jsonl", ".txt", ".jsonl", ".json"])
     compression = rng.choice([None, None, "gz", "zst", "bz2"])
     if compression == "gz":
@@ -79,17 +87,50 @@ def _hostile_file(rng: random.Random, folder: Path, name: str, kinds: set) -> Pa
     return path
 
 
+def _hostile_specs(rng: random.Random, tmp_path: Path, inputs: Path, kinds: set, tokenizer: str) -> list[str]:
+    """The inputs as named on the command line: the folder, maybe with a file of it named again,
+    a pipe, and an earlier objcli output nested inside the folder."""
+    specs = [str(inputs)]
+    if rng.random() < 0.25:
+        kinds.add("duplicate path")
+        specs += [str(sorted(inputs.iterdir())[0]), str(inputs / "*")]
+    if rng.random() < 0.2:
+        kinds.add("nested output")
+        earlier = CliRunner().invoke(main, ["transform", str(inputs / "*"), "-t", tokenizer, "-o",
+                                            str(inputs / "earlier"), "--seq-len", "32", "--workers", "1", "-q"])
+        assert "Traceback" not in earlier.output
+    if rng.random() < 0.2:
+        kinds.add("fifo")
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        body = _hostile_file(rng, tmp_path, "piped", kinds).read_bytes()
+        threading.Thread(target=_feed_fifo, args=(fifo, body), daemon=True).start()
+        specs.append(str(fifo))
+    return specs
+
+
+def _feed_fifo(fifo: Path, body: bytes) -> None:
+    try:
+        fifo.write_bytes(body)
+    except BrokenPipeError:
+        pass  # the run failed on an earlier input and closed the pipe
+
+
 def _run_case(seed: int, tmp_path: Path, sample_tokenizer: str, kinds: set | None = None) -> None:
     rng = random.Random(seed)
     inputs = tmp_path / "in"
     inputs.mkdir()
+    kinds = kinds if kinds is not None else set()
     for i in range(rng.randrange(1, 4)):
-        _hostile_file(rng, inputs, f"f{i}", kinds if kinds is not None else set())
+        _hostile_file(rng, inputs, f"f{i}", kinds)
+    specs = _hostile_specs(rng, tmp_path, inputs, kinds, sample_tokenizer)
     objective = rng.choice(OBJECTIVES)
     out = tmp_path / "out"
-    args = ["transform", str(inputs), "-t", sample_tokenizer, "-o", str(out), "--objective", objective,
+    args = ["transform", *specs, "-t", sample_tokenizer, "-o", str(out), "--objective", objective,
             "--seq-len", "32", "--workers", "1", "-q"]
     result = CliRunner().invoke(main, args)
+    if (tmp_path / "pipe").exists():  # free the feeding thread if the run stopped before reading it
+        os.close(os.open(tmp_path / "pipe", os.O_RDONLY | os.O_NONBLOCK))
     context = f"seed {seed}, objective {objective}: {result.output[-500:]}"
     assert result.exception is None or isinstance(result.exception, SystemExit), context
     assert "Traceback" not in result.output, context
@@ -119,7 +160,7 @@ def test_the_fast_fuzz_draws_every_kind_of_line(tmp_path, sample_tokenizer):
         for seed in FAST_SEEDS:
             (tmp_path / str(seed)).mkdir()
             _run_case(seed, tmp_path / str(seed), sample_tokenizer, KINDS_DRAWN)
-    assert KINDS_DRAWN == set(range(12))
+    assert KINDS_DRAWN == {*range(12), *ENCODINGS, "duplicate path", "nested output", "fifo"}
 
 
 @pytest.mark.slow

@@ -41,12 +41,43 @@ def test_files_under_hidden_folders_and_objcli_outputs_are_not_inputs(sample_tok
     (corpus / ".git" / "objects").mkdir(parents=True)
     _docs(corpus / "real.jsonl", 10, "real")
     _docs(corpus / ".git" / "objects" / "x.jsonl", 7, "hidden")
-    first = _transform(corpus, "-t", sample_tokenizer, "-o", corpus / "out", "--format", "parquet")
+    inside = _transform(corpus, "-t", sample_tokenizer, "-o", corpus / "out")
+    assert inside.exit_code != 0 and f"Error: output {corpus / 'out'}: inside the input folder" in inside.output
+    assert not (corpus / "out").exists()
+    first = _transform(corpus / "*.jsonl", "-t", sample_tokenizer, "-o", corpus / "out", "--format", "parquet")
     assert first.exit_code == 0 and manifest_json(corpus / "out")["totals"]["documents_read"] == 10
     second = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "elsewhere")
     assert second.exit_code == 0, second.output
     totals = manifest_json(tmp_path / "elsewhere")["totals"]
     assert totals["documents_read"] == 10 and totals["documents_skipped"] == 0  # no shards, no manifest.json read
+
+
+def test_pipes_named_as_paths_are_read_once_like_standard_input(sample_tokenizer, tmp_path):
+    """Item 2: `<(cat three.jsonl)` read 0 documents (the sniffer consumed the pipe), a larger one
+    lost its first bytes, and a named FIFO hung."""
+    import gzip
+    import os
+    import threading
+
+    corpus = tmp_path / "three.jsonl"
+    _docs(corpus, 3000, "piped")  # more than a pipe buffer: the sniffer's reads would cost data
+    common = ["-t", sample_tokenizer, "--seq-len", "16", "--workers", "2", "-q"]
+    assert run_cli("transform", corpus, *common, "-o", tmp_path / "file").returncode == 0
+    shards = [s["sha256"] for s in manifest_json(tmp_path / "file")["shards"]]
+    for data in (corpus.read_bytes(), gzip.compress(corpus.read_bytes())):
+        read_end, write_end = os.pipe()
+        threading.Thread(target=lambda w=write_end, d=data: (os.write(w, d), os.close(w)), daemon=True).start()
+        piped = run_cli("transform", f"/dev/fd/{read_end}", *common, "-o", tmp_path / "pipe", pass_fds=(read_end,))
+        os.close(read_end)
+        assert piped.returncode == 0, piped.stderr
+        assert [s["sha256"] for s in manifest_json(tmp_path / "pipe")["shards"]] == shards
+    fifo = tmp_path / "named.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_bytes(corpus.read_bytes()), daemon=True).start()
+    named = run_cli("transform", fifo, *common, "-o", tmp_path / "fifo", "--input-format", "jsonl")
+    assert named.returncode == 0 and manifest_json(tmp_path / "fifo")["totals"]["documents_read"] == 3000
+    resumed = run_cli("transform", fifo, *common, "-o", tmp_path / "fifo", "--resume")
+    assert resumed.returncode != 0 and "is a stream, read once" in resumed.stderr
 
 
 def test_the_same_input_named_twice_is_read_once(sample_tokenizer, tmp_path, monkeypatch):

@@ -214,7 +214,7 @@ def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iter
     import pyarrow.parquet as pq
 
     path, key = partition.input.path, options.text_key
-    source = io.BytesIO(open_partition(partition).read()) if path == STDIN else path
+    source = io.BytesIO(open_partition(partition).read()) if partition.input.is_stream else path
     try:
         parquet_file = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as error:
@@ -269,10 +269,12 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
     with _open_for_reading(partition) as stream:
         if not partition.start:
             _skip_byte_order_mark(stream, locator.path)
-        if fmt == "auto":  # standard input: decide from the first bytes
+        if fmt == "auto":  # a stream: decide from the first bytes
             fmt = sniff_format(stream.peek(64)[:64])
             if fmt == "parquet":
-                raise ObjcliError("standard input looks like Parquet; Parquet must be given as a file")
+                raise ObjcliError(
+                    f"input {locator.path}: looks like Parquet; give Parquet as a file, or pass --input-format parquet"
+                )
         if fmt == "jsonl":
             yield from _json_lines(stream, partition, options, log, locator)
         elif options.text_unit == "line":
@@ -291,18 +293,25 @@ UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff
 
 
 def _skip_byte_order_mark(stream, path: str) -> None:
-    """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text
-    is refused in one line (read as UTF-8 it becomes NUL-interleaved training data)."""
-    head = stream.peek(4)[:4]
+    """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text,
+    with a byte-order mark or without (then every second or fourth byte of ASCII text is NUL), is
+    refused in one line: read as UTF-8 it becomes NUL-interleaved training data."""
+    head = stream.peek(1024)[:1024]
     if head.startswith(b"\xef\xbb\xbf"):
         stream.read(3)
         return
-    for mark, encoding in UTF_BOMS.items():
-        if head.startswith(mark):
-            raise ObjcliError(
-                f"input {path}: {encoding} text (it starts with a byte-order mark); objcli reads UTF-8: convert it, "
-                f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
-            )
+    encoding = next((name for mark, name in UTF_BOMS.items() if head.startswith(mark)), None)
+    how = "it starts with a byte-order mark"
+    if encoding is None and len(head) >= 8 and head.count(0) >= len(head) // 3:
+        width = 2 if head.count(0) < len(head) // 2 + len(head) // 8 else 4
+        little_endian = head[::width].count(0) < head[width - 1::width].count(0)  # ASCII: "a\0" vs "\0a"
+        encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
+        how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
+    if encoding:
+        raise ObjcliError(
+            f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
+            f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
+        )
 
 
 class _open_for_reading:

@@ -13,6 +13,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +44,15 @@ TEXT_UNITS = ("line", "paragraph", "file")
 @dataclass(frozen=True)
 class InputFile:
     path: str  # "-" for standard input
-    format: str  # text | jsonl | parquet
+    format: str  # text | jsonl | parquet; "auto" for a stream: decided from its first bytes
     compression: str | None
-    size: int | None  # bytes on disk; None for stdin
+    size: int | None  # bytes on disk; None for a stream
+
+    @property
+    def is_stream(self) -> bool:
+        """Standard input, a pipe (``<(cmd)``, a FIFO) or a device: read once, front to back, in the
+        main process; never sniffed ahead, split or compared with an earlier run."""
+        return self.size is None
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,10 @@ def sniff_format(head: bytes) -> str:
 
 def _describe_file(path: str, requested_format: str) -> InputFile:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # Opening a pipe to sniff it would consume what it holds (or wait for a writer).
+            fmt = requested_format if requested_format != "auto" else _format_from_name(path)
+            return InputFile(path, fmt or "auto", None, None)
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as error:
@@ -251,7 +262,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
                     "(compressed or not); name the files directly"
                 )
         elif os.path.exists(spec):
-            paths = [spec]
+            paths = [spec]  # a file, or a pipe named by path: read like standard input
         else:
             raise ObjcliError(f"input {spec}: no such file or directory; check the path")
         files.extend(_describe_file(p, requested_format) for p in paths)
@@ -282,8 +293,8 @@ def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str
 def open_partition(partition: Partition) -> BinaryIO:
     """A binary stream of the partition's decompressed bytes (the whole file, or from ``start``)."""
     input_file = partition.input
-    if input_file.path == STDIN:
-        raw = sys.stdin.buffer
+    if input_file.is_stream:
+        raw = sys.stdin.buffer if input_file.path == STDIN else open(input_file.path, "rb")  # noqa: SIM115
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
         return decompressing_reader(raw, sniff_compression(head))
     raw = open(input_file.path, "rb")  # noqa: SIM115 - closed by the caller via the wrapper
