@@ -104,10 +104,7 @@ class TransformConfig:
         elif self.packing not in accepted:
             raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
                               + self._options_hint())
-        if self.remainder != "drop" and self.packing != "concat":
-            raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
-        if self.pack_window != 4_000_000 and self.packing != "best-fit":
-            raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
+        self._check_ignored_options()
         if self.output == "-" and self.output_format != "arrow":
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
         ShardSize.parse(self.shard_size)
@@ -115,6 +112,18 @@ class TransformConfig:
             raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
                               "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
+
+    def _check_ignored_options(self) -> None:
+        """An option that would do nothing in this run is an error, not a silent no-op."""
+        if self.remainder != "drop" and self.packing != "concat":
+            raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
+        if self.pack_window != 4_000_000 and self.packing != "best-fit":
+            raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
+        for name in ("bos_token", "eos_token"):
+            if getattr(self, name) == "":
+                flag = "--" + name.replace("_", "-")
+                raise ObjcliError(f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
+                                  "the tokenizer's own")
 
     def _options_hint(self) -> str:
         layout = getattr(self.objective_options, "layout", None) or getattr(self.objective_options, "fim_level", None)

@@ -25,6 +25,7 @@ from .output import OutputFolder, PartitionResult, final_names
 from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
+from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
 from .writers import arrow_schema
 
@@ -161,6 +162,9 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     _check_output_outside_inputs(config)
     files = resolve_inputs(list(config.inputs), config.input_format, warn)
+    if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
+        raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
+                          f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     tokenizer, objective, columns = plan_objective(config, warn)
     if pool == "auto":
@@ -360,6 +364,10 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     t = manifest["totals"]
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
+    if every_record_bad(t):
+        raise ObjcliError(every_record_bad(t))
+    if warn and not t["rows"]:
+        warn(why_no_rows(t, config.seq_len))
     if folder:
         folder.finish(renames, manifest)
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

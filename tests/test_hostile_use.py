@@ -4,6 +4,7 @@ duplicated data with exit status 0."""
 import json
 import signal
 
+import pytest
 from click.testing import CliRunner
 from conftest import manifest_json, run_cli
 
@@ -163,6 +164,50 @@ def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_pat
     assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be at least 1\n"
     tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
     assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
+
+
+def test_options_that_would_do_nothing_are_errors(sample_tokenizer, tmp_path):
+    """Rough edges: --text-unit on JSON lines and --eos-token '' were accepted and ignored."""
+    corpus = tmp_path / "a.jsonl"
+    _docs(corpus, 3, "few")
+    unit = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--text-unit", "paragraph")
+    assert unit.exit_code == 1 and unit.output.startswith("Error: --text-unit paragraph: applies to plain-text inputs")
+    (tmp_path / "b.txt").write_text("a plain line\n")
+    mixed = _transform(corpus, tmp_path / "b.txt", "-t", sample_tokenizer, "-o", tmp_path / "o", "--text-unit", "file")
+    assert mixed.exit_code == 0  # it applies to b.txt
+    empty = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o2", "--eos-token", "")
+    assert empty.exit_code == 1 and empty.output.startswith("Error: --eos-token '': an empty piece is no token")
+
+
+@pytest.mark.parametrize("body, reason", [
+    ('[{"text": "a"}, {"text": "b"}]\n', "1 not_an_object"),  # a .json file holding one JSON array
+    ('{"text": 5}\n{"text": ["a"]}\n', "2 not_a_string"),  # a text field that is never a string
+])
+def test_a_run_in_which_every_record_is_bad_is_an_error(sample_tokenizer, tmp_path, body, reason):
+    """Rough edge: a run that wrote nothing because every record was bad exited 0 without a word."""
+    corpus = tmp_path / "records.json"
+    corpus.write_text(body)
+    result = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o")
+    assert result.exit_code == 1
+    assert f"Error: inputs: every record read ({reason.split()[0]}) was skipped ({reason})" in result.output
+    assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
+    """Rough edge: a --seq-len longer than the corpus (or an empty input) wrote nothing, silently."""
+    corpus = tmp_path / "a.jsonl"
+    _docs(corpus, 3, "few")
+    short = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+                                      "--seq-len", "100000", "--workers", "1"])
+    assert short.exit_code == 0 and "warning: no row was written: each partition's tokens" in short.output
+    assert "pass --remainder pad or a smaller --seq-len" in short.output
+    (tmp_path / "empty.jsonl").write_text("")
+    nothing = CliRunner().invoke(main, ["transform", str(tmp_path / "empty.jsonl"), "-t", sample_tokenizer,
+                                        "-o", str(tmp_path / "o2")])
+    assert nothing.exit_code == 0 and "warning: no document was read" in nothing.output
+    padded = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o3"),
+                                       "--seq-len", "100000", "--remainder", "pad", "-q"])
+    assert padded.exit_code == 0 and manifest_json(tmp_path / "o3")["totals"]["rows"] == 1
 
 
 def test_paragraphs_keep_no_line_ends_and_read_crlf_as_lf(tmp_path):

@@ -42,3 +42,27 @@ class RecordLog:
     def documents(self) -> int:
         """Records that became documents."""
         return self.read - sum(self.skipped.values())
+
+
+def every_record_bad(totals: dict) -> str | None:
+    """The error for a run in which every record was a bad one: an empty output with exit status 0
+    would hide a wrong ``--text-key``, a JSON array in a ``.json`` file, a field that is never text."""
+    read = totals["documents_read"]
+    bad = {reason: n for reason, n in totals["skipped_by_reason"].items() if reason in SKIP_FIXES}
+    if not read or sum(bad.values()) < read:
+        return None
+    reasons = ", ".join(f"{n:,} {reason}" for reason, n in bad.items())
+    return (f"inputs: every record read ({read:,}) was skipped ({reasons}); check the input format and "
+            "--text-key against the first skipped record named above")
+
+
+def why_no_rows(totals: dict, seq_len: int) -> str:
+    """The warning for a run that wrote no row although its records were fine."""
+    if not totals["documents_read"]:
+        return "no document was read: the inputs hold no record; the output is empty"
+    dropped = totals.get("tokens_dropped", 0)
+    if dropped:
+        return (f"no row was written: each partition's tokens ({dropped:,} in all) fill less than one --seq-len "
+                f"{seq_len} row, and a partial last row is dropped; pass --remainder pad or a smaller --seq-len")
+    reasons = ", ".join(f"{n:,} {reason}" for reason, n in totals["skipped_by_reason"].items()) or "none skipped"
+    return f"no row was written ({totals['documents_read']:,} documents read; {reasons}); the output is empty"
