@@ -89,28 +89,32 @@ class _progress_bar:
 @click.option("-o", "--output", required=True, help="Where to write the .model file.")
 @click.option("--vocab-size", type=int, required=True, help="Pieces in the model, special pieces included.")
 @click.option("--model-type", type=click.Choice(["unigram", "bpe"]), default="unigram")
-@click.option("--preset", type=click.Choice(["text", "code"]), default="text", help="text: NFKC, whitespace collapsed; code: text kept exactly.")
+@click.option("--preset", type=click.Choice(["text", "code"]), default="text",
+              help="text: NFKC, whitespace collapsed, line by line; code: text kept exactly, newlines learnable.")
 @click.option("--special", multiple=True, help="Reserve a special piece (repeatable), e.g. --special '[MASK]'.")
 @click.option("--text-key", default="text", help="JSON field or Parquet column holding the text.")
 @click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line")
-@click.option("--character-coverage", type=float, default=0.9995)
-@click.option("--max-lines", type=int, default=0, help="Train on at most this many lines (0: all).")
-@click.option("--threads", type=int, default=1, help="Trainer threads (1 keeps training reproducible).")
+@click.option("--character-coverage", type=click.FloatRange(0.5, 1.0), default=0.9995)
+@click.option("--max-lines", type=click.IntRange(min=0), default=0, help="Train on at most this many lines (0: all).")
+@click.option("--threads", type=click.IntRange(1, 1024), default=1,
+              help="Trainer threads (1 keeps training reproducible).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, special, text_key, text_unit,
-                            character_coverage, max_lines, threads):
+                            character_coverage, max_lines, threads, quiet):
     """Train a SentencePiece model on INPUTS (read like 'transform' reads them). Example:
 
         objcli train-tokenizer corpus/ --vocab-size 32000 --special '[MASK]' -o tok.model
     """
-    from .train_tokenizer import train_tokenizer
+    from .train_tokenizer import TrainingRequest, train_tokenizer
 
+    request = TrainingRequest(list(inputs), output, vocab_size, model_type, preset, special, text_key, text_unit,
+                              character_coverage, max_lines, threads)
     try:
-        result = train_tokenizer(list(inputs), output, vocab_size, model_type, preset, special, text_key,
-                                 text_unit, character_coverage, max_lines, threads)
+        result = train_tokenizer(request, progress=not quiet)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     click.echo(f"objcli: wrote {result['path']} ({result['model_type']}, {result['vocab_size']:,} pieces, "
-               f"preset {result['preset']})", err=True)
+               f"preset {result['preset']}, trained on {result['sentences']:,} sentences)", err=True)
 
 
 @main.command("inspect")

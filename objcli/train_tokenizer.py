@@ -1,8 +1,9 @@
 """``objcli train-tokenizer``: a SentencePiece model trained with deterministic settings.
 
-Documents come through the same readers as ``transform`` and are fed to the trainer line by
-line (SentencePiece skips "sentences" longer than ``max_sentence_length``). The ids of the
-standard pieces are fixed: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, ``<pad>`` 3, then the reserved
+Documents come through the same readers as ``transform``. Prose is fed to the trainer line by
+line; code (``--preset code``) in chunks of whole lines that keep their ``\\n``, so newlines and
+the indentation after them can become pieces instead of costing a byte token each. The ids of
+the standard pieces are fixed: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, ``<pad>`` 3, then the reserved
 special pieces in the order given. Reserved pieces are *control* symbols: SentencePiece never
 produces them from text, so a corpus that spells ``[MASK]`` keeps it as plain text.
 """
@@ -11,16 +12,21 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ObjcliError
 from .readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+from .training_log import sentencepiece_progress
 
 PRESETS = {
     # SentencePiece's defaults for prose: NFKC normalization, whitespace collapsed.
     "text": {"normalization_rule_name": "nmt_nfkc", "remove_extra_whitespaces": True, "add_dummy_prefix": True},
-    # Keeps text exactly as it is (indentation, runs of spaces): what code and FIM need.
+    # Keeps text exactly as it is (indentation, runs of spaces, newlines): what code and FIM need.
     "code": {
         "normalization_rule_name": "identity",
         "remove_extra_whitespaces": False,
@@ -28,70 +34,143 @@ PRESETS = {
         "allow_whitespace_only_pieces": True,
     },
 }
+PROGRESS_SECONDS = 5.0
+MAX_SENTENCE_BYTES = 16384  # SentencePiece skips longer "sentences"
+CODE_CHUNK_CHARS = MAX_SENTENCE_BYTES // 4  # whole lines, at most 4 UTF-8 bytes a character
 
 
-def _lines(inputs: list[str], options: ReadOptions, max_lines: int) -> Iterator[str]:
-    files = resolve_inputs(inputs)
-    count = 0
-    for partition in plan_partitions(files, 1 << 62, options.text_unit):
-        for texts in read_documents(partition, options, RecordLog(strict=options.strict)):
+@dataclass(frozen=True)
+class TrainingRequest:
+    inputs: list[str]
+    output: str
+    vocab_size: int
+    model_type: str = "unigram"
+    preset: str = "text"
+    special: tuple[str, ...] = ()
+    text_key: str = "text"
+    text_unit: str = "line"
+    character_coverage: float = 0.9995
+    max_lines: int = 0
+    threads: int = 1
+
+
+def _code_chunks(text: str) -> Iterator[str]:
+    """Runs of whole lines, ``\\n`` kept, each short enough for the trainer to keep."""
+    chunk: list[str] = []
+    size = 0
+    for line in text.splitlines(keepends=True):
+        if chunk and size + len(line) > CODE_CHUNK_CHARS:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line)
+        size += len(line)
+    if chunk and "".join(chunk).strip():
+        yield "".join(chunk)
+
+
+def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[str]:
+    options = ReadOptions(text_key=request.text_key, text_unit=request.text_unit)
+    log = RecordLog()
+    shown = time.monotonic()
+    for partition in plan_partitions(resolve_inputs(request.inputs), 1 << 62, options.text_unit):
+        for texts in read_documents(partition, options, log):
+            counts["documents"] = log.documents
+            if show and time.monotonic() - shown > PROGRESS_SECONDS:
+                shown = time.monotonic()
+                print(f"objcli: reading: {counts['sentences']:,} sentences from {log.documents:,} documents",
+                      file=sys.stderr, flush=True)
             for text in texts:
-                for line in text.split("\n"):
-                    if line.strip():
-                        yield line
-                        count += 1
-                        if max_lines and count >= max_lines:
+                pieces = _code_chunks(text) if request.preset == "code" else text.split("\n")
+                for sentence in pieces:
+                    if sentence.strip():
+                        counts["sentences"] += 1
+                        yield sentence
+                        if request.max_lines and counts["sentences"] >= request.max_lines:
                             return
 
 
-def train_tokenizer(
-    inputs: list[str],
-    output: str,
-    vocab_size: int,
-    model_type: str = "unigram",
-    preset: str = "text",
-    special: tuple[str, ...] = (),
-    text_key: str = "text",
-    text_unit: str = "line",
-    character_coverage: float = 0.9995,
-    max_lines: int = 0,
-    threads: int = 1,
-) -> dict:
+def _check_request(request: TrainingRequest) -> None:
+    if request.vocab_size < 8 + len(request.special):
+        raise ObjcliError(f"--vocab-size {request.vocab_size}: too small; use at least {8 + len(request.special)}")
+    if request.preset not in PRESETS:
+        raise ObjcliError(f"--preset {request.preset}: choose one of {', '.join(PRESETS)}")
+    if not 1 <= request.threads <= 1024:
+        raise ObjcliError(f"--threads {request.threads}: must be between 1 and 1024")
+    if request.max_lines < 0:
+        raise ObjcliError(f"--max-lines {request.max_lines}: must be 0 (all) or more")
+    if Path(request.output).is_dir():
+        raise ObjcliError(f"output {request.output}: is a folder; name the .model file to write, e.g. "
+                          f"{Path(request.output) / 'tokenizer.model'}")
+
+
+def _open_temp(output: str) -> Path:
+    """Create the temp file next to the output before training, so a path that cannot be written
+    fails now, not after minutes of training."""
+    path = Path(output)
+    temp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp.write_bytes(b"")
+    except OSError as error:
+        raise ObjcliError(f"output {output}: cannot be written ({error.strerror}); choose another path with -o") from None
+    return temp
+
+
+SENTENCEPIECE_ERRORS = [
+    (re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)"),
+     "--vocab-size {0}: too large for this corpus, which makes at most {1} pieces; pass --vocab-size {1} or "
+     "less, or train on more text"),
+    (re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)"),
+     "--vocab-size {0}: too small for the {1} characters this corpus needs (with --character-coverage); pass "
+     "a larger --vocab-size or a lower --character-coverage"),
+]
+
+
+def _training_error(error: RuntimeError) -> ObjcliError:
+    message = str(error).strip()
+    for pattern, text in SENTENCEPIECE_ERRORS:
+        match = pattern.search(message)
+        if match:
+            return ObjcliError(text.format(*match.groups()))
+    # "INTERNAL: src/trainer_interface.cc(467) [check] What went wrong." -> "What went wrong."
+    reason = re.sub(r"^\w+: \S+\(\d+\) \[.*?\]\s*", "", message) or message
+    return ObjcliError(f"SentencePiece training failed: {reason}; check the inputs and options")
+
+
+def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
+    """Train, then write the model atomically; with ``progress``, say how far it is on standard error."""
     import sentencepiece as spm
 
-    if vocab_size < 8 + len(special):
-        raise ObjcliError(f"--vocab-size {vocab_size}: too small; use at least {8 + len(special)}")
-    if preset not in PRESETS:
-        raise ObjcliError(f"--preset {preset}: choose one of {', '.join(PRESETS)}")
-    options = ReadOptions(text_key=text_key, text_unit=text_unit)
-    model = io.BytesIO()
+    _check_request(request)
+    temp = _open_temp(request.output)
+    counts = {"sentences": 0, "documents": 0}
+    sentences = _sentences(request, counts, progress)
     try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=_lines(inputs, options, max_lines),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            byte_fallback=True,
-            split_digits=True,
-            unk_id=0,
-            bos_id=1,
-            eos_id=2,
-            pad_id=3,
-            control_symbols=list(special),
-            max_sentence_length=16384,
-            input_sentence_size=0,
-            shuffle_input_sentence=False,
-            num_threads=threads,
-            minloglevel=2,
-            **PRESETS[preset],
-        )
+        first = next(sentences, None)
+        if first is None:
+            raise ObjcliError(f"inputs: no text to train on ({counts['documents']:,} documents with text); "
+                              "check the inputs and --text-key")
+        model = io.BytesIO()
+        with sentencepiece_progress(progress, request.vocab_size) as log_level:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=_prepend(first, sentences), model_writer=model,
+                vocab_size=request.vocab_size, model_type=request.model_type,
+                character_coverage=request.character_coverage, byte_fallback=True, split_digits=True,
+                unk_id=0, bos_id=1, eos_id=2, pad_id=3, control_symbols=list(request.special),
+                max_sentence_length=MAX_SENTENCE_BYTES, input_sentence_size=0, shuffle_input_sentence=False,
+                num_threads=request.threads, minloglevel=log_level, **PRESETS[request.preset],
+            )
+        temp.write_bytes(model.getvalue())
+        os.replace(temp, request.output)
     except RuntimeError as error:
-        raise ObjcliError(f"SentencePiece training failed: {str(error).strip()}") from None
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_bytes(model.getvalue())
-    os.replace(temp, path)
+        raise _training_error(error) from None
+    finally:
+        temp.unlink(missing_ok=True)
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return {"path": str(path), "vocab_size": processor.get_piece_size(), "model_type": model_type, "preset": preset}
+    return {"path": request.output, "vocab_size": processor.get_piece_size(), "model_type": request.model_type,
+            "preset": request.preset, "sentences": counts["sentences"]}
+
+
+def _prepend(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
