@@ -20,7 +20,21 @@ class _Fail(click.ClickException):
     """Prints ``Error: <one line>`` and exits 1."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Interrupted(click.ClickException):
+    exit_code = 130  # as a shell reports a command stopped by SIGINT
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        """Ctrl-C is one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted("interrupted; rerun the same command to go on (an output folder keeps its finished "
+                               "partitions)") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="objcli")
 def main() -> None:
     """Turn raw text into training-ready shards for a pretraining objective."""

@@ -2,6 +2,7 @@
 duplicated data with exit status 0."""
 
 import json
+import os
 import signal
 
 import pytest
@@ -57,7 +58,6 @@ def test_pipes_named_as_paths_are_read_once_like_standard_input(sample_tokenizer
     """Item 2: `<(cat three.jsonl)` read 0 documents (the sniffer consumed the pipe), a larger one
     lost its first bytes, and a named FIFO hung."""
     import gzip
-    import os
     import threading
 
     corpus = tmp_path / "three.jsonl"
@@ -284,3 +284,27 @@ def test_special_tokens_that_collide_are_refused_and_ordinary_pieces_warned(samp
     word = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "w", "--eos-token", "\u2581the")
     assert word.exit_code == 0
     assert "the eos token '\u2581the'" in word.output and "is an ordinary piece: text can produce it" in word.output
+
+
+def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus, tmp_path):
+    """Item 8: SIGINT early in a process-pool run printed ~70 lines of interleaved worker tracebacks.
+    Ctrl-C signals the whole process group, workers included; whenever it comes, what is printed is one
+    line (the interruption, or the summary if the run had finished) and a rerun finishes the output."""
+    import subprocess
+    import sys
+    import time
+
+    args = [sys.executable, "-m", "objcli.cli", "transform", str(small_corpus), "-t", str(sample_tokenizer),
+            "--pool", "processes", "--workers", "2", "--partition-size", "16KiB", "--seq-len", "64"]
+    for delay in (0.3, 0.6, 0.9, 1.2):
+        out = tmp_path / f"out{delay}"
+        run = subprocess.Popen([*args, "-o", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               start_new_session=True, text=True)
+        time.sleep(delay)
+        os.killpg(run.pid, signal.SIGINT)
+        stderr = run.communicate(timeout=120)[1]
+        assert "Traceback" not in stderr and len(stderr.splitlines()) <= 1, stderr
+        if run.returncode == 130:
+            assert stderr.startswith("Error: interrupted; rerun the same command")
+        assert run_cli(*args[3:], "-o", out, "-q").returncode == 0
+        assert manifest_json(out)["complete"]

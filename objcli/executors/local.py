@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
 import queue
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +39,30 @@ def _exit_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint() -> Iterator[None]:
+    """Workers spawned inside this block start with SIGINT blocked (a thread's signal mask survives
+    fork and exec, and Python does not unblock it). Ctrl-C reaches the whole process group: without
+    this each worker, even one still importing, printed its own KeyboardInterrupt traceback. The
+    main process alone handles it, and stops the workers; a Ctrl-C that comes while this thread
+    blocks it waits, pending, and is delivered when the block ends (never lost)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """On Ctrl-C, stop now rather than wait for the running partitions (a rerun resumes them)."""
+    # ``_processes`` (pid -> Process) has been the pool's worker table since Python 3.2.
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _run_in_worker(task: PartitionTask) -> PartitionResult:
@@ -90,7 +116,8 @@ class LocalExecutor:
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         with pool:
-            task_of = {submit(task): task for task in tasks}
+            with _workers_ignore_sigint():  # process pools spawn their workers on submit
+                task_of = {submit(task): task for task in tasks}
             pending = set(task_of)
             try:
                 while pending:
@@ -99,7 +126,10 @@ class LocalExecutor:
                     for future in done:
                         yield _result(future, task_of[future])
                 _drain(progress_queue, report)
-            except BaseException:
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
+                    _stop_workers(pool)  # the pool then fails every pending future itself: no cancel, or
+                    raise  # it would fail a cancelled one (InvalidStateError in its manager thread)
                 for future in pending:
                     future.cancel()
                 raise
