@@ -52,7 +52,9 @@ def _row_figures(columns: dict, manifest: Manifest, tokens_name: str):
     for labels in manifest.columns_with_role("labels"):  # encoder-decoder rows: targets of their own length
         if isinstance(columns.get(labels.name), tuple):
             row_tokens = row_tokens + _lengths(columns[labels.name])
-    return row_tokens, _lengths(ids), np.maximum(_lengths(ids) - 1, 0), not segments
+    # No segment ids stored (Megatron's format keeps only tokens): a row is one example only when
+    # nothing packed several into it.
+    return row_tokens, _lengths(ids), np.maximum(_lengths(ids) - 1, 0), manifest.config.get("packing") == "none"
 
 
 def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens, next_token) -> np.ndarray:

@@ -27,7 +27,7 @@ from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
-from .writers import arrow_schema
+from .writers import WRITERS, arrow_schema
 
 
 @dataclass
@@ -219,14 +219,14 @@ def _warn_skips(results, warn) -> None:
         warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
 
 
-def column_json(column) -> dict:
+def column_json(column, disk_dtype) -> dict:
     data = {
         "name": column.name,
         "kind": column.kind,
         "role": column.role,
         "family": column.family,
         "arrow_type": str(arrow_schema([column]).field(0).type),
-        "disk_dtype": str(column.disk_dtype()),
+        "disk_dtype": str(disk_dtype),
         "min_value": column.min_value,
         "max_value": column.max_value,
         "description": column.doc,
@@ -258,7 +258,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) 
         },
         "special_tokens": tokenizer.special.to_json(),
         "format": config.output_format,
-        "columns": [column_json(c) for c in plan.columns],
+        "columns": [column_json(c, dtype) for c, dtype in WRITERS[config.output_format].stored_columns(plan.columns)],
         "inputs": [
             {"path": f.path, "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
         ],
@@ -329,6 +329,7 @@ def transform(
     folder, run_key, work = _open_output(plan, overwrite, resume, warn)
     try:
         if folder and folder.complete_manifest is not None:
+            folder.stamp()
             return Summary(folder.complete_manifest, time.perf_counter() - started, config.output,
                            len(plan.partitions), True)
         return _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)

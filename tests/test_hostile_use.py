@@ -308,3 +308,18 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
             assert stderr.startswith("Error: interrupted; rerun the same command")
         assert run_cli(*args[3:], "-o", out, "-q").returncode == 0
         assert manifest_json(out)["complete"]
+
+
+def test_a_rerun_with_nothing_to_do_leaves_a_make_friendly_stamp(sample_tokenizer, tmp_path):
+    """Rough edge: with OUT/manifest.json as a Make target, a rerun that had nothing to do kept the old
+    mtime, so Make ran the recipe again every time. Now it rewrites nothing and stamps the manifest."""
+    corpus = tmp_path / "a.jsonl"
+    _docs(corpus, 10, "stamped")
+    out = tmp_path / "out"
+    assert _transform(corpus, "-t", sample_tokenizer, "-o", out).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    os.utime(out / "manifest.json", (946684800, 946684800))  # 2000-01-01
+    again = _transform(corpus, "-t", sample_tokenizer, "-o", out)
+    assert again.exit_code == 0
+    assert (out / "manifest.json").stat().st_mtime > corpus.stat().st_mtime
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

@@ -69,8 +69,12 @@ def test_every_objective_packer_and_format(objective, options, packer, fmt, corp
     report = verify_output(out)
     assert report.ok, report.problems
     roles = {c["role"] for c in manifest["columns"]}
-    if packer in ("concat", "best-fit", "trim-and-pack"):
+    if fmt == "megatron":  # the manifest lists what the shards store: Megatron keeps only the tokens
+        assert roles == {"tokens"} and manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
+    elif packer in ("concat", "best-fit", "trim-and-pack"):
         assert {"segment_ids", "positions"} <= roles
+    if fmt in ("arrow", "parquet"):
+        assert {c["disk_dtype"] for c in manifest["columns"]} == {"int32"}
     stats = compute_stats(out)
     assert stats["rows"] == t["rows"] and stats["tokens"] == t["tokens"]
     if stats["supervised_tokens"] is not None:

@@ -11,10 +11,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, to_record_batch
+from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, stored_as_int32, to_record_batch
 
 
 class ArrowWriter:
+    stored_columns = staticmethod(stored_as_int32)  # what the manifest lists, with the dtype on disk
     suffix = ".arrow"
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):

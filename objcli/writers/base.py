@@ -56,6 +56,11 @@ def commit(temp: HashingFile) -> tuple[Path, str]:
     return final, temp.digest.hexdigest()
 
 
+def stored_as_int32(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
+    """What Arrow and Parquet shards store: every column, as int32 (see ``arrow_schema``)."""
+    return [(c, np.dtype(np.int32)) for c in columns]
+
+
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
     """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles."""
     return pa.schema(

@@ -33,9 +33,14 @@ DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
 class MegatronWriter:
     suffix = ".bin"
 
-    def __init__(self, base: Path, columns: list[ColumnSpec]):
+    @staticmethod
+    def stored_columns(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
+        """Only the tokens: Megatron rebuilds positions and document boundaries itself."""
         spec = next(c for c in columns if c.name == "input_ids")
-        self.dtype = spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32)
+        return [(spec, spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32))]
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        self.dtype = self.stored_columns(columns)[0][1]
         self.bin = HashingFile(base.with_name(base.name + ".bin" + TEMP_SUFFIX))
         self.idx = HashingFile(base.with_name(base.name + ".idx" + TEMP_SUFFIX))
         self.lengths: list[np.ndarray] = []

@@ -22,6 +22,10 @@ from .base import TEMP_SUFFIX, HashingFile, commit
 class NpyWriter:
     suffix = ".npy"
 
+    @staticmethod
+    def stored_columns(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
+        return [(c, c.disk_dtype()) for c in columns]
+
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.base = base
         self.columns = columns

@@ -7,10 +7,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, to_record_batch
+from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, stored_as_int32, to_record_batch
 
 
 class ParquetWriter:
+    stored_columns = staticmethod(stored_as_int32)  # what the manifest lists, with the dtype on disk
     suffix = ".parquet"
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
