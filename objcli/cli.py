@@ -106,7 +106,7 @@ class _progress_bar:
 @click.option("--preset", type=click.Choice(["text", "code"]), default="text",
               help="text: NFKC, whitespace collapsed, line by line; code: text kept exactly, newlines learnable.")
 @click.option("--special", multiple=True, help="Reserve a special piece (repeatable), e.g. --special '[MASK]'.")
-@click.option("--text-key", default="text", help="JSON field or Parquet column holding the text.")
+@click.option("--text-key", default="text", help="JSON field or Parquet column holding the text (meta.body: nested).")
 @click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line")
 @click.option("--character-coverage", type=click.FloatRange(0.5, 1.0), default=0.9995)
 @click.option("--max-lines", type=click.IntRange(min=0), default=0, help="Train on at most this many lines (0: all).")

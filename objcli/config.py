@@ -70,7 +70,7 @@ class TransformConfig:
     output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format")
     shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).")
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS)
-    text_key: str = option("text", "JSON field or Parquet column holding the text.")
+    text_key: str = option("text", "JSON field or Parquet column holding the text; dots reach nested fields (meta.body).")
     text_unit: str = option("line", "Plain text: a document per line, per blank-line paragraph, or per file.",
                             choices=TEXT_UNITS)
     strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.")

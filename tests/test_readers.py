@@ -88,6 +88,42 @@ def test_parquet_column_and_nulls(tmp_path):
         read_all(path, text_key="n")
 
 
+def test_a_dotted_text_key_reaches_nested_fields(tmp_path):
+    """Issue 17, rough edge: --text-key could not reach meta.body.text or a Parquet struct field."""
+    records = [{"id": i, "meta": {"body": {"text": d, "lang": "en"}, "n": i}} for i, d in enumerate(DOCS)]
+    records += [{"meta": {"body": {"lang": "fr"}}}, {"meta": "flat"}, {"meta": {"body": {"text": 7}}}]
+    (tmp_path / "nested.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    texts, log = read_all(tmp_path / "nested.jsonl", text_key="meta.body.text")
+    assert texts == DOCS
+    assert log.skipped == {"missing_field": 2, "not_a_string": 1}
+    assert "record has no field 'meta.body.text' (its fields: meta;" in log.first_example["missing_field"]
+    table = pa.table({"meta": [{"body": {"text": d}} for d in DOCS] + [{"body": {"text": None}}],
+                      "meta.flat": DOCS + ["dotted name"]})
+    pq.write_table(table, tmp_path / "nested.parquet")
+    texts, log = read_all(tmp_path / "nested.parquet", text_key="meta.body.text")
+    assert texts == DOCS and log.skipped == {"null_text": 1}
+    assert read_all(tmp_path / "nested.parquet", text_key="meta.flat")[0] == DOCS + ["dotted name"]  # its own name wins
+    with pytest.raises(ObjcliError, match=r"column 'meta.body' has no field 'txt' \(fields: text\); fix --text-key"):
+        read_all(tmp_path / "nested.parquet", text_key="meta.body.txt")
+
+
+def test_folders_follow_symbolic_links_like_find_l(tmp_path):
+    """Issue 17, rough edge: a symlinked folder was not followed and a dangling link was ignored
+    silently. Now links are followed as `find -L` does, a loop is walked once, dangling links are named."""
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    (corpus / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    (corpus / "a.jsonl").write_bytes(jsonl_bytes(DOCS[:1]))
+    (elsewhere / "b.jsonl").write_bytes(jsonl_bytes(DOCS[1:2]))
+    (corpus / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (corpus / "sub" / "loop").symlink_to(corpus, target_is_directory=True)
+    (corpus / "gone.jsonl").symlink_to(tmp_path / "missing.jsonl")
+    warnings = []
+    files = resolve_inputs([str(corpus)], warn=warnings.append)
+    assert [f.path for f in files] == [str(corpus / "a.jsonl"), str(corpus / "linked" / "b.jsonl")]
+    assert warnings == [f"input {corpus}: skipped 1 dangling symbolic link(s), e.g. {corpus / 'gone.jsonl'}"]
+
+
 @pytest.mark.parametrize("partition_bytes", [1, 7, 50, 333, 10_000])
 @pytest.mark.parametrize("batch_bytes", [5, 64, 1 << 20])
 def test_byte_range_partitions_read_every_line_once(tmp_path, partition_bytes, batch_bytes):

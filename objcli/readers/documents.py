@@ -8,6 +8,7 @@ re-read line by line to skip (or, under ``--strict``, report) exactly the bad re
 from __future__ import annotations
 
 import io
+import operator
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -105,16 +106,29 @@ def _decode_text_block(block: bytes, first_line: int, log: RecordLog, locate) ->
     return texts
 
 
+def _record_type(text_key: str) -> type:
+    """A msgspec type that decodes only the text field: ``meta.body.text`` is a path of nested
+    objects, each level a struct with one field (renamed to the key), so nothing else is built."""
+    record_type: type = str
+    for depth, key in reversed(list(enumerate(text_key.split(".")))):
+        record_type = msgspec.defstruct(f"Level{depth}", [("text", record_type)], rename={"text": key})
+    return record_type
+
+
 class _JsonLines:
     def __init__(self, text_key: str):
         self.text_key = text_key
-        record_type = msgspec.defstruct("Record", [("text", str)], rename={"text": text_key})
-        self.decoder = msgspec.json.Decoder(record_type)
+        self.decoder = msgspec.json.Decoder(_record_type(text_key))
+        self.depth = text_key.count(".") + 1
+        self.text_of = operator.attrgetter(".".join(["text"] * self.depth))
         self.first_missing_fields: list[str] | None = None
+
+    def _texts(self, records) -> list[str]:
+        return [record.text for record in records] if self.depth == 1 else list(map(self.text_of, records))
 
     def decode_block(self, block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
         try:
-            texts = [record.text for record in self.decoder.decode_lines(block)]
+            texts = self._texts(self.decoder.decode_lines(block))
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             texts = self._decode_line_by_line(block, first_line, log, locate)
         else:
@@ -132,7 +146,7 @@ class _JsonLines:
 
     def _text_or_none(self, raw: bytes) -> str | None:
         try:
-            return self.decoder.decode(raw).text
+            return self.text_of(self.decoder.decode(raw))
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return None
 
@@ -145,16 +159,18 @@ class _JsonLines:
             log.read += 1
             where = locate(first_line + i)
             try:
-                texts.append(self.decoder.decode(raw).text)
+                texts.append(self.text_of(self.decoder.decode(raw)))
             except UnicodeDecodeError as error:
                 log.skip("invalid_utf8", where, f"invalid UTF-8 ({error.reason})")
             except msgspec.ValidationError as error:
                 message = str(error)
-                if message.startswith("Object missing required field"):
+                if message.startswith("Object missing required field") or (
+                        message.startswith("Expected `object`") and " - at `$." in message):  # a.b where a is no object
                     if self.first_missing_fields is None:
                         self.first_missing_fields = sorted(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))
                     fields = ", ".join(self.first_missing_fields) or "none"
-                    log.skip("missing_field", where, f"record has no field '{key}' (its fields: {fields})")
+                    nested = f"; {message}" if self.depth > 1 else ""
+                    log.skip("missing_field", where, f"record has no field '{key}' (its fields: {fields}{nested})")
                 elif message.startswith("Expected `object`"):
                     log.skip("not_an_object", where, "the line is JSON but not an object")
                 else:
@@ -208,6 +224,28 @@ def _whole_file(stream, partition, options, log, locator) -> Iterator[list[str]]
         log.skip("invalid_utf8", locator(line), f"invalid UTF-8 ({error.reason})")
 
 
+def _parquet_text_path(schema, key: str, path: str) -> list[str]:
+    """Check that ``key`` names a text column, or a text field of struct columns (``meta.body.text``;
+    a column whose own name has dots wins); returns the field names inside the top-level column."""
+    import pyarrow as pa
+
+    names = [key] if key in schema.names else key.split(".")
+    if names[0] not in schema.names:
+        raise ObjcliError(f"input {path}: no column '{names[0]}' (columns: {', '.join(schema.names)}); "
+                          "choose the text column with --text-key")
+    field_type = schema.field(names[0]).type
+    for depth, name in enumerate(names[1:], start=1):
+        fields = [field_type.field(i).name for i in range(field_type.num_fields)] if pa.types.is_struct(field_type) else []
+        if name not in fields:
+            parent = ".".join(names[:depth])
+            what = f"fields: {', '.join(fields)}" if fields else f"it is {field_type}, not a struct"
+            raise ObjcliError(f"input {path}: column '{parent}' has no field '{name}' ({what}); fix --text-key")
+        field_type = field_type.field(name).type
+    if not (pa.types.is_string(field_type) or pa.types.is_large_string(field_type)):
+        raise ObjcliError(f"input {path}: column '{key}' is {field_type}, not text; choose a string column with --text-key")
+    return names[1:]
+
+
 def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -219,20 +257,10 @@ def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iter
         parquet_file = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as error:
         raise ObjcliError(f"input {path}: not a readable Parquet file ({error})") from None
-    schema = parquet_file.schema_arrow
-    if key not in schema.names:
-        columns = ", ".join(schema.names)
-        raise ObjcliError(
-            f"input {path}: no column '{key}' (columns: {columns}); choose the text column with --text-key"
-        )
-    if not (pa.types.is_string(schema.field(key).type) or pa.types.is_large_string(schema.field(key).type)):
-        raise ObjcliError(
-            f"input {path}: column '{key}' is {schema.field(key).type}, not text; "
-            "choose a string column with --text-key"
-        )
+    inner = _parquet_text_path(parquet_file.schema_arrow, key, path)
     row = 0
     for batch in parquet_file.iter_batches(batch_size=8192, columns=[key]):
-        column = batch.column(0)
+        column = pc.struct_field(batch.column(0), inner) if inner else batch.column(0)
         log.read += len(column)
         if column.null_count:
             first_null = int(pc.index(pc.is_null(column), True).as_py())

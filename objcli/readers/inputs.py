@@ -192,10 +192,6 @@ def _read_head(f: BinaryIO, path: str) -> bytes:
         raise ObjcliError(f"input {path}: corrupt compressed data ({error})") from None
 
 
-def _is_data_file(path: Path) -> bool:
-    return not path.name.startswith(".") and _format_from_name(path.name) is not None
-
-
 def _is_objcli_output(folder: Path) -> bool:
     """A folder an objcli run wrote (or is writing): its shards and manifest are never inputs."""
     if (folder / ".objcli-tmp").exists():
@@ -207,22 +203,29 @@ def _is_objcli_output(folder: Path) -> bool:
         return False
 
 
-def _folder_files(folder: str) -> list[str]:
-    """Data files under a folder, sorted; every path with a hidden component (``.git/``) and every
-    folder holding an objcli output is skipped."""
-    root = Path(folder)
-    outputs: dict[Path, bool] = {}
-
-    def inside_output(path: Path) -> bool:
-        return any(outputs.setdefault(d, _is_objcli_output(d)) for d in [path.parent, *path.parent.parents]
-                   if d == root or root in d.parents)
-
-    return sorted(
-        str(p) for p in root.rglob("*")
-        if p.is_file() and _is_data_file(p)
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        and not inside_output(p)
-    )
+def _folder_files(folder: str, warn=None) -> list[str]:
+    """Data files under a folder, sorted. Symbolic links are followed as ``find -L`` does (a folder
+    reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``)
+    and every folder holding an objcli output is skipped; dangling links are named in a warning."""
+    files, dangling, seen = [], [], set()
+    for parent, folders, names in os.walk(folder, followlinks=True):
+        real = os.stat(parent)
+        if (real.st_dev, real.st_ino) in seen or _is_objcli_output(Path(parent)):
+            folders[:] = []
+            continue
+        seen.add((real.st_dev, real.st_ino))
+        folders[:] = [d for d in folders if not d.startswith(".")]
+        for name in names:
+            path = os.path.join(parent, name)
+            if name.startswith(".") or _format_from_name(name) is None:
+                continue
+            if os.path.isfile(path):
+                files.append(path)
+            elif not os.path.exists(path):
+                dangling.append(path)
+    if dangling and warn:
+        warn(f"input {folder}: skipped {len(dangling)} dangling symbolic link(s), e.g. {sorted(dangling)[0]}")
+    return sorted(files)
 
 
 def _unique(files: list[InputFile], warn) -> list[InputFile]:
@@ -255,7 +258,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
             paths = matches
         elif os.path.isdir(spec):
-            paths = _folder_files(spec)
+            paths = _folder_files(spec, warn)
             if not paths:
                 raise ObjcliError(
                     f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "
