@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .cli_options import TransformCommand, collect_values
-from .errors import ObjcliError
+from .errors import INTERRUPTED, ObjcliError
 from .readers.inputs import TEXT_UNITS
 
 
@@ -30,8 +30,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            raise _Interrupted("interrupted; rerun the same command to go on (an output folder keeps its finished "
-                               "partitions)") from None
+            raise _Interrupted(INTERRUPTED) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

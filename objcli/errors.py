@@ -1,6 +1,9 @@
 """User-facing errors: one line that says what failed, where, and how to fix it."""
 
 
+INTERRUPTED = "interrupted; rerun the same command to go on (an output folder keeps its finished partitions)"
+
+
 class ObjcliError(Exception):
     """An error the user can act on. The CLI prints ``str(error)`` and exits with status 1."""
 

@@ -157,7 +157,7 @@ LocalPipelineExecutor(
 def objcli_transform(paths: list[Path], *extra: str) -> dict:
     shutil.rmtree(OUT, ignore_errors=True)
     tokenizer = [] if "-t" in extra else ["-t", str(TOKENIZER)]
-    command = [sys.executable, "-m", "objcli.cli", "transform", *map(str, paths), *tokenizer,
+    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), *tokenizer,
                "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
     seconds, peak, _ = _run_tree(command)
     totals = json.loads((OUT / "manifest.json").read_text())["totals"]

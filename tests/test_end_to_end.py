@@ -206,7 +206,7 @@ def test_accounting_with_bad_records_in_manifest(tmp_path, sample_tokenizer):
 def test_stdin_to_stdout_pipe(small_corpus, sample_tokenizer, tmp_path):
     data = (small_corpus / "prose.jsonl").read_bytes()
     run = subprocess.run(
-        [sys.executable, "-m", "objcli.cli", "transform", "-", "-t", sample_tokenizer, "--seq-len", "64", "-o", "-"],
+        [sys.executable, "-m", "objcli", "transform", "-", "-t", sample_tokenizer, "--seq-len", "64", "-o", "-"],
         input=data, capture_output=True, check=True,
     )
     table = pa.ipc.open_stream(pa.py_buffer(run.stdout)).read_all()

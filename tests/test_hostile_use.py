@@ -119,7 +119,7 @@ def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_
     text = (small_corpus / "prose.jsonl").read_text()
     corpus.write_text(text * 40)
     main_process = subprocess.Popen(
-        [sys.executable, "-m", "objcli.cli", "transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "out"),
+        [sys.executable, "-m", "objcli", "transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "out"),
          "--objective", "nsp", "--seq-len", "64", "--workers", "2", "--pool", "processes", "--partition-size", "200000",
          "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     parent = psutil.Process(main_process.pid)
@@ -294,7 +294,7 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
     import sys
     import time
 
-    args = [sys.executable, "-m", "objcli.cli", "transform", str(small_corpus), "-t", str(sample_tokenizer),
+    args = [sys.executable, "-m", "objcli", "transform", str(small_corpus), "-t", str(sample_tokenizer),
             "--pool", "processes", "--workers", "2", "--partition-size", "16KiB", "--seq-len", "64"]
     for delay in (0.3, 0.6, 0.9, 1.2):
         out = tmp_path / f"out{delay}"

@@ -14,7 +14,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 
 def peak_rss_mib(*args) -> tuple[float, str]:
     """Run ``objcli transform`` in one process (--workers 1) and return its peak RSS and stderr."""
-    process = subprocess.Popen([sys.executable, "-m", "objcli.cli", "transform", *map(str, args), "--workers", "1", "-q"],
+    process = subprocess.Popen([sys.executable, "-m", "objcli", "transform", *map(str, args), "--workers", "1", "-q"],
                                stderr=subprocess.PIPE, text=True)
     stderr = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)

@@ -46,16 +46,22 @@ def _workers_ignore_sigint() -> Iterator[None]:
     """Workers spawned inside this block start with SIGINT blocked (a thread's signal mask survives
     fork and exec, and Python does not unblock it). Ctrl-C reaches the whole process group: without
     this each worker, even one still importing, printed its own KeyboardInterrupt traceback. The
-    main process alone handles it, and stops the workers; a Ctrl-C that comes while this thread
-    blocks it waits, pending, and is delivered when the block ends (never lost)."""
+    main process alone handles it, and stops the workers. A Ctrl-C during the block is held until
+    its end, never lost: interrupting a spawn halfway would leave a child reading half its start-up
+    data (another traceback)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    interrupted = []
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+        if interrupted:
+            raise KeyboardInterrupt
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -116,10 +122,12 @@ class LocalExecutor:
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         with pool:
-            with _workers_ignore_sigint():  # process pools spawn their workers on submit
-                task_of = {submit(task): task for task in tasks}
-            pending = set(task_of)
+            task_of = {}
             try:
+                with _workers_ignore_sigint():  # process pools spawn their workers on submit
+                    for task in tasks:
+                        task_of[submit(task)] = task
+                pending = set(task_of)
                 while pending:
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                     _drain(progress_queue, report)
@@ -130,7 +138,7 @@ class LocalExecutor:
                 if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
                     _stop_workers(pool)  # the pool then fails every pending future itself: no cancel, or
                     raise  # it would fail a cancelled one (InvalidStateError in its manager thread)
-                for future in pending:
+                for future in task_of:
                     future.cancel()
                 raise
 
