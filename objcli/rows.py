@@ -19,6 +19,7 @@ column's or an objective's name):
 ``per_segment``     one value per segment of a packed row (e.g. the FIM mode of each document)
 ``example_label``   one class label per row (e.g. NSP's next_sentence_label)
 ``category``        one index per row into ``categories`` (e.g. UL2's denoiser)
+``target_depth``    per token, how many of K prediction heads have a target in its segment (MTP)
 ==================  =====================================================================
 """
 
@@ -33,7 +34,7 @@ from .kernels import IGNORE
 
 ColumnKind = Literal["fixed", "ragged", "scalar"]
 ROLES = ("tokens", "labels", "segment_ids", "positions", "attention_mask", "token_type_ids", "prefix_length",
-         "per_segment", "example_label", "category")
+         "per_segment", "example_label", "category", "target_depth")
 
 
 @dataclass(frozen=True)

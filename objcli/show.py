@@ -91,6 +91,10 @@ def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> lis
             details.append(f"prefix {', '.join(map(str, values))}")
         elif role in ("example_label", "per_segment"):
             details.append(f"{name} {', '.join(map(str, values))}")
+        elif role == "target_depth":  # multi-token prediction: how many targets each head has here
+            depth = np.asarray(values)
+            details.append("targets per head " + " · ".join(str(int(np.sum(depth >= k))) for k in
+                                                          range(1, column.max_value + 1)))
         elif role == "category":
             details.append(f"{name} {', '.join(column.categories[v] for v in values)}")
     return details

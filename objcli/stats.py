@@ -72,6 +72,28 @@ def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens,
     return next_token
 
 
+def _count_categories(per_category: dict, categories: list, columns: dict, per_row, row_tokens) -> None:
+    """Rows, tokens and supervised tokens of each category (e.g. UL2's denoisers) in one shard."""
+    for spec in categories:
+        for index, name in enumerate(spec.categories):
+            members = columns[spec.name] == index
+            counter = per_category.setdefault(name, Counter())
+            counter["rows"] += int(members.sum())
+            counter["supervised_tokens"] += int(per_row[members].sum())
+            counter["tokens"] += int(np.asarray(row_tokens)[members].sum())
+
+
+def _targets_per_head(columns: dict, manifest: Manifest) -> np.ndarray:
+    """Multi-token prediction: targets of head k (1..K) in one shard, where heads_with_target >= k."""
+    depth = manifest.columns_with_role("target_depth")
+    if not depth or depth[0].name not in columns:
+        return np.zeros(0, dtype=np.int64)
+    values = columns[depth[0].name]
+    values = values[0] if isinstance(values, tuple) else np.asarray(values).reshape(-1)
+    counts = np.bincount(values, minlength=depth[0].max_value + 1)
+    return np.cumsum(counts[::-1])[::-1][1:]  # head k: positions with a value >= k
+
+
 def compute_stats(folder: str | Path) -> dict:
     folder = Path(folder)
     manifest = read_manifest(folder)
@@ -84,8 +106,10 @@ def compute_stats(folder: str | Path) -> dict:
     histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     per_category: dict[str, Counter] = {}
     known = True
+    per_head: Counter = Counter()
     for shard in manifest.shards:
         columns = read_shard_columns(folder, manifest, shard)
+        per_head.update(dict(enumerate(_targets_per_head(columns, manifest), start=1)))
         row_tokens, example_lengths, next_token, segments_known = _row_figures(columns, manifest, tokens_name)
         known &= segments_known
         per_row = _supervised(columns, manifest, supervision, row_tokens, next_token)
@@ -95,13 +119,7 @@ def compute_stats(folder: str | Path) -> dict:
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
         totals["tokens"] += shard.tokens
         totals["padding_tokens"] += shard.padding_tokens
-        for spec in categories:
-            for index, name in enumerate(spec.categories):
-                members = columns[spec.name] == index
-                counter = per_category.setdefault(name, Counter())
-                counter["rows"] += int(members.sum())
-                counter["supervised_tokens"] += int(per_row[members].sum())
-                counter["tokens"] += int(np.asarray(row_tokens)[members].sum())
+        _count_categories(per_category, categories, columns, per_row, row_tokens)
     tokens, padding = totals["tokens"], totals["padding_tokens"]
     positions = tokens + padding
     stats = {
@@ -120,6 +138,8 @@ def compute_stats(folder: str | Path) -> dict:
         "split_fraction": manifest.totals["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
+    if per_head:
+        stats["targets_per_head"] = [int(per_head[k]) for k in sorted(per_head)]
     if per_category:
         stats["category_column"] = categories[0].name
         stats["categories"] = {
@@ -139,6 +159,8 @@ def render_text(stats: dict) -> list[str]:
                                    else f"{stats['examples_per_row']:.2f}"),
         f"documents split      {stats['documents_split']:,} ({100 * stats['split_fraction']:.1f}%)",
     ]
+    if "targets_per_head" in stats:
+        lines.append("targets per head     " + " · ".join(f"{k}: {n:,}" for k, n in enumerate(stats["targets_per_head"], 1)))
     for name, d in stats.get("categories", {}).items():
         lines.append(f"  {stats['category_column']} {name:12} {d['rows']:>8,} rows, "
                      f"supervised {100 * d['supervised_fraction']:.1f}%")

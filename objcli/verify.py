@@ -183,7 +183,8 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
     """Invariants that follow from the columns' roles, whatever the objective."""
     problems = []
     named = {role: [s.name for s in specs.values() if s.role == role and s.name in columns] for role in
-             ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")}
+             ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids",
+              "target_depth")}
     for segments in named["segment_ids"]:
         family = specs[segments].family
         positions = next((p for p in named["positions"] if specs[p].family == family), None)
@@ -200,7 +201,24 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
     if named["attention_mask"] and named["token_type_ids"] and "cls" in special.ids:
         problems += _check_pairs(columns[tokens], columns[named["attention_mask"][0]],
                                  columns[named["token_type_ids"][0]], special.ids)
+    if named["target_depth"] and named["segment_ids"]:
+        depth = named["target_depth"][0]
+        problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)
     return problems
+
+
+def _check_target_depth(depth: Column, segments: Column, heads: int) -> list[str]:
+    """Multi-token prediction, checked as a recurrence: 0 on padding and on a segment's last token in
+    a row, else one more than the next token's, capped at K."""
+    seg, values = segments.values, depth.values.astype(np.int64)
+    same_next = np.zeros(len(seg), dtype=bool)
+    same_next[:-1] = (seg[1:] == seg[:-1]) & (seg[:-1] > 0)
+    same_next[segments.offsets[1:][segments.lengths > 0] - 1] = False  # rows end segments
+    following = np.append(values[1:], 0)
+    expected = np.where(same_next, np.minimum(following + 1, heads), 0)
+    if not np.array_equal(values, expected):
+        return ["heads_with_target is not min(K, tokens left in the segment) at every position"]
+    return []
 
 
 def _check_prefixes(labels: Column, prefixes: Column, segment_ids: Column | None, positions: Column | None) -> list[str]:

@@ -315,7 +315,34 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     results.append(("ul2 (7 denoisers) 512", _rate(ul2_kernel, len(stream)), _rate(ul2_reference, reference_tokens, 1)))
     results += masking_rows(reference)
     results += generative_rows(reference)
+    results += mtp_rows(reference)
     return results
+
+
+def mtp_rows(reference) -> list[tuple[str, float, float]]:
+    """Multi-token prediction's heads_with_target on packed rows (K = 4) against the per-position loop."""
+    import numpy as np
+
+    from objcli.kernels.mtp import heads_with_target
+
+    rows, length, few = 1000, 2048, 10
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(50, 1500, size=rows * 8)
+    segment_rows = []
+    for row in range(rows):  # documents cut at the row end, as concat packs them
+        sizes = np.minimum(np.cumsum(lengths[row * 8:(row + 1) * 8]), length)
+        segment_rows.append(np.searchsorted(sizes, np.arange(length), side="right") + 1)
+    segments = np.stack(segment_rows).astype(np.int32)
+    offsets = np.arange(rows + 1, dtype=np.int64) * length
+    as_lists = segments[:few].tolist()
+
+    def kernel():
+        heads_with_target(segments.reshape(-1), offsets, 4)
+
+    def slow():
+        reference.heads_with_target(as_lists, 4)
+
+    return [("mtp heads_with_target K=4 2048", _rate(kernel, rows * length), _rate(slow, few * length, 1))]
 
 
 def generative_rows(reference) -> list[tuple[str, float, float]]:

@@ -28,6 +28,7 @@ COMMANDS = {
     "clm-none": "--objective clm --seq-len 128 --packing none",
     "clm-none-npy": "--objective clm --seq-len 128 --packing none --format npy",
     "clm-none-megatron": "--objective clm --seq-len 128 --packing none --format megatron",
+    "mtp-best-fit": "--objective mtp --seq-len 128 --packing best-fit --mtp-heads 3",
     "fim-document": "--objective fim --seq-len 128 --fim-rate 0.7",
     "fim-context": "--objective fim --seq-len 128 --fim-level context --fim-rate 0.9",
     "fim-best-fit": "--objective fim --seq-len 128 --packing best-fit --fim-spm-rate 0.3",

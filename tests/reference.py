@@ -260,3 +260,19 @@ def best_fit_decreasing(lengths, capacity):
         rows[best].append(item)
         space[best] -= lengths[item]
     return rows
+
+
+def heads_with_target(rows_of_segment_ids: list[list[int]], heads: int) -> list[list[int]]:
+    """Multi-token prediction, one position at a time: count the heads k = 1..K whose target t + k is
+    inside the row and in t's segment (padding, segment 0, has none)."""
+    out = []
+    for row in rows_of_segment_ids:
+        depth = []
+        for t, segment in enumerate(row):
+            count = 0
+            for k in range(1, heads + 1):
+                if segment != 0 and t + k < len(row) and row[t + k] == segment:
+                    count += 1
+            depth.append(count)
+        out.append(depth)
+    return out
