@@ -137,8 +137,10 @@ def mlm_row(ids, candidates, unit_start, unit_keys, action_keys, random_tokens, 
             budget = min(budget, max_predictions)
         used = 0
         for u in sorted(members, key=lambda u: (unit_keys[u - 1], u)):
-            if used + len(members[u]) > budget:
+            if used >= budget:
                 break
+            if used + len(members[u]) > budget:
+                continue  # BERT skips a word that would overflow, and keeps going
             chosen.add(u)
             used += len(members[u])
     masked, labels = list(ids), [-100] * len(ids)

@@ -38,10 +38,12 @@ def select_units(
     """Boolean (rows, L) selection of whole units.
 
     ``unit_keys[r, u - 1]`` is the uniform key of unit u of row r (shape (rows, L) is enough).
-    Bernoulli: a unit is selected when its key < ``mask_prob``. Exact (Google BERT): the budget is
-    ``min(max_predictions, max(1, round(row_length * mask_prob)))`` tokens; units are taken in
-    order of increasing key while the selected tokens stay within the budget (for single-token
-    units this selects exactly the budget, or every candidate when there are fewer).
+    Bernoulli: a unit is selected when its key < ``mask_prob``. Exact (Google BERT's
+    ``create_masked_lm_predictions``): the budget is ``min(max_predictions, max(1, round(row_length
+    * mask_prob)))`` tokens; units are visited in order of increasing key, and a unit that would
+    overflow the budget is skipped while later, shorter ones may still fit (budget 3, words of 2, 2
+    and 1 tokens in key order: the first and the third are taken). For single-token units this
+    selects exactly the budget, or every candidate when there are fewer.
     """
     rows, length = units.shape
     if not exact:  # each token looks up its unit's key
@@ -54,14 +56,30 @@ def select_units(
         budget = np.maximum(1, np.round(row_lengths * mask_prob)).astype(np.int64)
         if max_predictions is not None:
             budget = np.minimum(budget, max_predictions)
-        keys = np.where(present, unit_keys, np.inf)
-        order = np.argsort(keys, axis=1, kind="stable")
-        taken = np.cumsum(np.take_along_axis(counts, order, axis=1), axis=1)
-        ok_in_order = (taken <= budget[:, None]) & np.take_along_axis(present, order, axis=1)
+        order = np.argsort(np.where(present, unit_keys, np.inf), axis=1, kind="stable")
+        ok_in_order = _greedy_fill(np.take_along_axis(counts, order, axis=1), budget)
         chosen = np.zeros_like(present)
         np.put_along_axis(chosen, order, ok_in_order, axis=1)
     chosen = np.concatenate([np.zeros((rows, 1), dtype=bool), chosen], axis=1)
     return np.take_along_axis(chosen, units, axis=1)
+
+
+def _greedy_fill(sizes: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """BERT's scan over units in key order, taking each that still fits, done for all rows at once
+    in rounds: a round takes the longest prefix of the units that fit the remaining budget; the
+    first that overflows (and every unit after it) waits for the next round with what is left. The
+    budget left shrinks every round that takes a unit, so rounds are few (a word's length, at most)."""
+    remaining = budget.astype(np.int64).copy()
+    waiting = sizes > 0
+    taken = np.zeros_like(waiting)
+    while True:
+        fits = waiting & (sizes <= remaining[:, None])
+        if not fits.any():
+            return taken
+        take = fits & (np.cumsum(np.where(fits, sizes, 0), axis=1) <= remaining[:, None])
+        taken |= take
+        waiting &= ~take
+        remaining -= np.where(take, sizes, 0).sum(axis=1)
 
 
 def select_tokens(candidates: np.ndarray, keys: np.ndarray, mask_prob: float) -> np.ndarray:
