@@ -278,3 +278,39 @@ def heads_with_target(rows_of_segment_ids: list[list[int]], heads: int) -> list[
             depth.append(count)
         out.append(depth)
     return out
+
+
+def electra_create_example(sentences: list[list[int]], target_length: int, max_length: int, one_segment: bool,
+                           coins: list[float]) -> tuple[list[int], list[int]]:
+    """ELECTRA's ``ExampleBuilder._create_example`` (build_pretraining_dataset.py), line for line,
+    with its random draws passed in: ``one_segment`` for ``random.random() < 0.1`` and ``coins[i]``
+    for the coin of sentence i."""
+    first_segment_target_length = 100000 if one_segment else (target_length - 3) // 2
+    first_segment, second_segment = [], []
+    for i, sentence in enumerate(sentences):
+        if (len(first_segment) == 0 or len(first_segment) + len(sentence) < first_segment_target_length
+                or (len(second_segment) == 0 and len(first_segment) < first_segment_target_length
+                    and coins[i] < 0.5)):
+            first_segment += sentence
+        else:
+            second_segment += sentence
+    first_segment = first_segment[:max_length - 2]
+    second_segment = second_segment[:max(0, max_length - len(first_segment) - 3)]
+    return first_segment, second_segment
+
+
+def electra_mask(candidates: list[bool], budget: int, position_keys: list[float], action_keys: list[float],
+                 mask_replace: float = 0.85) -> tuple[set[int], set[int]]:
+    """ELECTRA's ``pretrain_helpers.mask`` for one row: ``budget`` categorical draws over the candidates
+    (uniform), each a [MASK] when its action key < 0.85; a position drawn twice is one selection.
+    Returns (selected positions, positions that become [MASK])."""
+    pool = [i for i, c in enumerate(candidates) if c]
+    selected, masked = set(), set()
+    for draw in range(budget):
+        if not pool:
+            break
+        position = pool[min(int(position_keys[draw] * len(pool)), len(pool) - 1)]
+        selected.add(position)
+        if action_keys[draw] < mask_replace:
+            masked.add(position)
+    return selected, masked

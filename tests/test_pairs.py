@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from objcli.cli import main
-from objcli.kernels.pairs import Pairs, assemble_rows, truncate_pair
+from objcli.kernels.masking import draw_with_replacement
+from objcli.kernels.pairs import Pairs, assemble_rows, electra_first_segment, truncate_pair
 from objcli.objectives.pairs import bert_pairs
 from objcli.rng import derive_rng
 from objcli.sentences import split_lines, split_prose
@@ -111,15 +112,18 @@ def test_nsp_and_sop_end_to_end(small_corpus, sample_tokenizer, tmp_path, object
     assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
 
 
-def test_electra_masking(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="electra", seq_len=128)
+@pytest.mark.parametrize("draws", ["with-replacement", "exact"])
+def test_electra_masking(small_corpus, sample_tokenizer, tmp_path, draws):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="electra", seq_len=128,
+                  electra_draws=draws)
     manifest, table = read_output(tmp_path / "out")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     max_predictions = int((0.15 + 0.005) * 128)  # 19
     masked = unchanged = 0
     for ids, labels, attention in zip(table["input_ids"], table["labels"], table["attention_mask"]):
         selected = [i for i, lab in enumerate(labels) if lab != -100]
-        assert len(selected) == min(max_predictions, max(1, round(sum(attention) * 0.15)))
+        budget = min(max_predictions, max(1, round(sum(attention) * 0.15)))
+        assert len(selected) == budget if draws == "exact" else 1 <= len(selected) <= budget
         for i in selected:
             assert ids[i] in (mask_id, labels[i])  # no random replacement
             masked += ids[i] == mask_id
@@ -144,3 +148,51 @@ def test_seq_len_too_short_for_a_pair(small_corpus, sample_tokenizer, tmp_path):
     result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
                                        "--objective", "nsp", "--seq-len", "4"])
     assert (result.exit_code, result.output) == (1, "Error: --seq-len 4: [CLS] A [SEP] B [SEP] needs at least 5 tokens\n")
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=12), st.integers(5, 80), st.booleans(),
+       st.lists(st.floats(0, 0.999), min_size=12, max_size=12))
+def test_electra_segments_match_the_example_builder(lengths, target, one_segment, coins):
+    """Issue 13, fidelity 2: A's target is (this example's target - 3) // 2, and a sentence may join A
+    after B has started; checked against a line-for-line port of ExampleBuilder._create_example."""
+    sentences = [list(range(100 * i, 100 * i + n)) for i, n in enumerate(lengths)]
+    in_first = electra_first_segment(np.array([lengths]), np.array([len(lengths)]),
+                                     np.array([100_000 if one_segment else (target - 3) // 2]), np.array([coins]))[0]
+    first = [t for s, a in zip(sentences, in_first) if a for t in s]
+    second = [t for s, a in zip(sentences, in_first) if not a for t in s]
+    expected = reference.electra_create_example(sentences, target, 10_000, one_segment, coins)
+    assert (first, second) == expected
+
+
+def test_electra_worked_example():
+    """Target 40 (first target 18), sentences of 10, 10, 10, 10: ELECTRA gives A = 10, B = 30 when the
+    second sentence's coin says B (objcli put all 40 in A, from (seq_len - 3) // 2 at seq_len 128); with
+    10, 10, 3 the third sentence joins A after B has started."""
+    four = electra_first_segment(np.array([[10, 10, 10, 10]]), np.array([4]), np.array([18]), np.array([[0.9] * 4]))
+    assert four.tolist() == [[True, False, False, False]]
+    heads = electra_first_segment(np.array([[10, 10, 10, 10]]), np.array([4]), np.array([18]), np.array([[0.1] * 4]))
+    assert heads.tolist() == [[True, True, False, False]]
+    late = electra_first_segment(np.array([[10, 10, 3]]), np.array([3]), np.array([18]), np.array([[0.9] * 3]))
+    assert late.tolist() == [[True, False, True]]
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=40), st.integers(1, 12), st.integers(0, 2**31))
+def test_electra_draws_match_pretrain_helpers(candidates, budget, seed):
+    """Issue 13, fidelity 3: positions drawn with replacement, as pretrain_helpers.mask does."""
+    rng = np.random.default_rng(seed)
+    keys, actions = rng.random((1, 12)), rng.random((1, 12))
+    selected, to_mask = draw_with_replacement(np.array([candidates]), np.array([budget]), keys, actions, 0.85)
+    expected = reference.electra_mask(candidates, budget, keys[0].tolist(), actions[0].tolist())
+    assert (set(np.flatnonzero(selected[0])), set(np.flatnonzero(to_mask[0]))) == expected
+
+
+def test_electra_draws_give_the_expected_number_of_distinct_positions():
+    """k draws with replacement among n candidates select n (1 - (1 - 1/n)^k) distinct ones on average
+    (126 candidates, budget 19: 17.7, where exact selection gives 19)."""
+    rows, n, k = 4000, 126, 19
+    rng = np.random.default_rng(7)
+    selected, _ = draw_with_replacement(np.ones((rows, n), dtype=bool), np.full(rows, k), rng.random((rows, k)),
+                                        rng.random((rows, k)), 0.85)
+    distinct = selected.sum(axis=1)
+    expected = n * (1 - (1 - 1 / n) ** k)
+    assert abs(distinct.mean() - expected) < 3 * distinct.std() / np.sqrt(rows)

@@ -82,6 +82,28 @@ def _greedy_fill(sizes: np.ndarray, budget: np.ndarray) -> np.ndarray:
         remaining -= np.where(take, sizes, 0).sum(axis=1)
 
 
+def draw_with_replacement(candidates: np.ndarray, budget: np.ndarray, position_keys: np.ndarray,
+                          action_keys: np.ndarray, mask_replace: float) -> tuple[np.ndarray, np.ndarray]:
+    """ELECTRA's ``pretrain_helpers.mask``: each row draws ``budget`` positions uniformly among its
+    candidates *with replacement* (``tf.random.categorical``), so a position may be drawn twice and
+    fewer distinct tokens are selected than the budget; each draw replaces with [MASK] when its action
+    key < ``mask_replace``, and a position drawn several times is [MASK] if any of its draws says so.
+    ``position_keys`` and ``action_keys`` are (rows, N >= max budget) uniforms. Returns (selected,
+    becomes [MASK]), both (rows, L) booleans."""
+    rows, _ = candidates.shape
+    per_row = candidates.sum(axis=1)
+    first_candidate = np.concatenate([[0], np.cumsum(per_row)[:-1]])
+    flat_candidates = np.flatnonzero(candidates)  # row-major: row r's candidates are contiguous
+    draws = (np.arange(position_keys.shape[1]) < budget[:, None]) & (per_row[:, None] > 0)
+    rank = np.minimum((position_keys * per_row[:, None]).astype(np.int64), np.maximum(per_row - 1, 0)[:, None])
+    positions = flat_candidates[(first_candidate[:, None] + rank)[draws]] if draws.any() else np.zeros(0, np.int64)
+    selected = np.zeros(candidates.size, dtype=bool)
+    selected[positions] = True
+    to_mask = np.zeros(candidates.size, dtype=bool)
+    to_mask[positions[action_keys[draws] < mask_replace]] = True
+    return selected.reshape(candidates.shape), to_mask.reshape(candidates.shape)
+
+
 def select_tokens(candidates: np.ndarray, keys: np.ndarray, mask_prob: float) -> np.ndarray:
     """Bernoulli selection of single tokens: the common case, without unit bookkeeping."""
     return candidates & (keys < mask_prob)

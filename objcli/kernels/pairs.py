@@ -83,3 +83,29 @@ def assemble_rows(
     token_type_ids = (in_b | second_sep).astype(np.int32)
     attention_mask = (column < total[:, None]).astype(np.int32)
     return input_ids, token_type_ids, attention_mask
+
+
+def electra_first_segment(lengths: np.ndarray, counts: np.ndarray, first_target: np.ndarray,
+                          coins: np.ndarray) -> np.ndarray:
+    """ELECTRA's ``ExampleBuilder._create_example``, for many chunks at once: which sentences go to
+    the first segment. ``lengths`` (chunks, S) holds each chunk's sentence lengths (``counts`` of them
+    are real); a sentence goes to A when A is empty, when it keeps A under ``first_target``, or, while
+    B is still empty and A under target, when its coin is < 0.5; else to B. A sentence that fits may
+    join A after B has started, so A is not always a prefix of the chunk.
+
+        target 40 -> first target 18; sentences of 10, 10, 3 tokens; the coin of the second says B:
+        A = first + third (13 tokens), B = second (10)
+    """
+    chunks, width = lengths.shape
+    first = np.zeros(chunks, dtype=np.int64)
+    second = np.zeros(chunks, dtype=np.int64)
+    in_first = np.zeros((chunks, width), dtype=bool)
+    for i in range(width):  # sentence by sentence, every chunk at once
+        real = i < counts
+        size = lengths[:, i]
+        crossing = (second == 0) & (first < first_target) & (coins[:, i] < 0.5)
+        to_first = real & ((first == 0) | (first + size < first_target) | crossing)
+        in_first[:, i] = to_first
+        first += np.where(to_first, size, 0)
+        second += np.where(real & ~to_first, size, 0)
+    return in_first

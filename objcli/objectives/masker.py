@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.masking import replace_selected, select_tokens, select_units, unit_ids
+from ..kernels.masking import draw_with_replacement, replace_selected, select_tokens, select_units, unit_ids
 from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import RowBatch
@@ -36,8 +36,9 @@ class MaskingOptions(Options):
 class Masker:
     """Vocabulary tables and the masking step."""
 
-    def __init__(self, tokenizer, options: MaskingOptions, seed: int, name: str):
+    def __init__(self, tokenizer, options: MaskingOptions, seed: int, name: str, with_replacement: bool = False):
         self.options, self.seed, self.name = options, seed, name
+        self.with_replacement = with_replacement  # ELECTRA's draws (see draw_with_replacement)
         self.mask_id = tokenizer.resolve("mask", "[MASK]")
         self.tokenizer = tokenizer
 
@@ -56,6 +57,8 @@ class Masker:
         rows, length = input_ids.shape
         stream = f"{self.name}/copy{copy}"
         candidates = valid & ~self.special[input_ids]
+        if self.with_replacement:
+            return self._drawn_with_replacement(input_ids, candidates, row_lengths, f"{stream}", partition, key)
         select_keys = derive_rng(self.seed, partition, key, f"{stream}/select").random((rows, length), dtype=np.float32)
         if o.whole_word or o.count == "exact":
             unit_start = self.word_start[input_ids] if o.whole_word else np.ones_like(candidates)
@@ -70,6 +73,16 @@ class Masker:
             derive_rng(self.seed, partition, key, f"{stream}/random-token").integers(len(self.ordinary), size=count)
         ]
         return replace_selected(input_ids, selected, action_keys, random_tokens, self.mask_id, o.mask_replace, o.random_replace)
+
+
+    def _drawn_with_replacement(self, input_ids, candidates, row_lengths, stream: str, partition: int, key: int):
+        o = self.options
+        budget = np.minimum(o.max_predictions, np.maximum(1, np.round(row_lengths * o.mask_prob))).astype(np.int64)
+        keys = derive_rng(self.seed, partition, key, f"{stream}/draw").random((2, len(input_ids), o.max_predictions))
+        selected, to_mask = draw_with_replacement(candidates, budget, keys[0], keys[1], o.mask_replace)
+        action_keys = np.where(to_mask.ravel()[np.flatnonzero(selected)], 0.0, 1.0)
+        return replace_selected(input_ids, selected, action_keys, np.zeros(len(action_keys), dtype=np.int32),
+                                self.mask_id, 1.0, 0.0)
 
 
 def with_copies(rows: RowBatch, masker: Masker, partition: int, key: int, masked_columns) -> RowBatch:

@@ -13,12 +13,16 @@ every sentence of a batch is tokenized in one call, and pairs are built per docu
   text), so they never depend on worker count or read order.
 - **sop**: the same chunks; A and B are consecutive, swapped with probability 0.5
   (``sentence_order_label`` 1 = swapped); a one-sentence chunk is cut at a random token.
-- **electra**: ELECTRA's example builder: chunks of a target length (``--seq-len``, or with
-  probability 0.05 uniform in [5, seq_len]); A takes leading sentences while it stays under
-  (seq_len − 3) / 2 tokens (the crossing sentence with probability 0.5; always at least one), B the
-  rest; with probability 0.1 everything goes to A (a one-segment example). Then masked as ELECTRA's
-  generator input: ``max_predictions = int((p + 0.005) · seq_len)``, exact count, 85 % ``[MASK]``,
-  15 % unchanged, no random tokens. Generator sampling and replaced-token labels are the training
+- **electra**: ELECTRA's ``ExampleBuilder`` exactly: chunks of a target length (``--seq-len``, or with
+  probability 0.05 uniform in [5, seq_len]); sentence by sentence, A takes one while A is empty or
+  stays under (this example's target − 3) // 2 tokens, or (while B is empty) the crossing one with
+  probability 0.5, and B the others, so a short sentence may join A after B has started; with
+  probability 0.1 everything goes to A (a one-segment example). A is cut to seq_len − 2 tokens, B to
+  what is left. Then masked as ELECTRA's
+  generator input (``pretrain_helpers.mask``): ``max_predictions = int((p + 0.005) · seq_len)``, a budget
+  of round(n · p) positions drawn *with replacement* among the ordinary tokens (so some are drawn twice and
+  fewer distinct tokens are selected; ``--electra-draws exact`` selects exactly the budget), each draw
+  85 % ``[MASK]``, else unchanged, no random tokens. Generator sampling and replaced-token labels are the training
   step's job.
 
 Rows: ``[CLS] A [SEP] B [SEP]`` padded to ``--seq-len``, ``token_type_ids`` (0 for [CLS], A and the
@@ -36,7 +40,8 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels import IGNORE
-from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, truncate_pair
+from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
+from ..kernels.ragged import gather_ranges
 from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
@@ -53,10 +58,16 @@ class PairOptions(MaskingOptions):
     mlm: bool = option(False, "Also apply BERT masking (labels), as BERT pretraining does.")
 
 
+ELECTRA_DRAWS = ("with-replacement", "exact")
+
+
 @dataclass(frozen=True)
 class ElectraOptions(Options):
     mask_prob: float = mask_prob_option()
     sentences: str = sentences_option()
+    electra_draws: str = option("with-replacement", "Generator masking positions: drawn with replacement as ELECTRA's "
+                                "code does (a few fewer distinct), or exactly round(n*p) distinct.",
+                                choices=ELECTRA_DRAWS)
 
     def __post_init__(self):
         super().__post_init__()
@@ -130,29 +141,52 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
     return pairs
 
 
-def electra_pairs(cumulative, document_sentences, rng, seq_len) -> Pairs:
+def electra_pairs(tokens, cumulative, document_sentences, rng, seq_len) -> tuple[Pairs, np.ndarray]:
+    """ELECTRA's ``ExampleBuilder``: chunks of each example's own target length, A and B from its
+    sentences (``electra_first_segment``), A cut to ``seq_len - 2`` and B to what is left. A may take
+    a sentence after B has started, so the chunk's sentences are regathered, A's then B's, into a token
+    array of their own, where both are ranges again."""
     starts, stops = document_sentences[:-1], document_sentences[1:]
-    ranges = []
+    steps = []
     for step, active, position in document_steps(starts, stops):
         p, stop = position[active], stops[active]
         count = len(active)
         target = np.where(rng["target"].random(count) < 0.05, rng["target"].integers(5, max(seq_len, 5) + 1, count), seq_len)
         end = chunk_end(cumulative, p, target, stop)
-        first_target = np.where(rng["split"].random(count) < 0.1, np.iinfo(np.int64).max // 4, (seq_len - 3) // 2)
-        crossing = np.searchsorted(cumulative, cumulative[p] + first_target, side="left")
-        fitting = np.clip(crossing - 1 - p, 0, end - p)
-        coin = rng["split"].random(count) < 0.5
-        a_sentences = np.maximum(1, fitting + (coin & (fitting < end - p)))
-        a_start, a_end, b_end = cumulative[p], cumulative[p + a_sentences], cumulative[end]
-        a_end = np.minimum(a_end, a_start + seq_len - 2)  # ELECTRA truncates from the back
-        b_start = cumulative[p + a_sentences]
-        b_end = np.minimum(b_end, b_start + np.maximum(0, seq_len - (a_end - a_start) - 3))
-        ranges.append({
-            "document": active, "a_start": a_start, "a_end": a_end, "b_start": b_start, "b_end": b_end,
-            "label": np.zeros(count, dtype=np.int64), "step": np.full(count, step),
-        })
+        # 10 %: one segment, as classification tasks have; else (this example's target - 3) // 2.
+        first_target = np.where(rng["split"].random(count) < 0.1, 100_000, (target - 3) // 2)
+        sentences = end - p
+        width = int(sentences.max())
+        index = np.minimum(p[:, None] + np.arange(width), len(cumulative) - 2)
+        lengths = np.where(np.arange(width) < sentences[:, None], cumulative[index + 1] - cumulative[index], 0)
+        in_first = electra_first_segment(lengths, sentences, first_target, rng["split"].random((count, width)))
+        steps.append((step, active, index, lengths, in_first, sentences))
         position[active] = end
-    return _from_ranges(ranges)
+    return _regather(tokens, cumulative, steps, seq_len)
+
+
+def _regather(tokens, cumulative, steps, seq_len) -> tuple[Pairs, np.ndarray]:
+    """Each chunk's A sentences then its B sentences, back to back in a new token array."""
+    ranges, pieces, base = [], [], 0
+    for step, active, index, lengths, in_first, sentences in steps:
+        real = np.arange(lengths.shape[1]) < sentences[:, None]
+        chunk, column = np.nonzero(real)
+        order = np.lexsort((column, ~in_first[chunk, column], chunk))  # per chunk: A's in order, then B's
+        chunk, column = chunk[order], column[order]
+        sizes = lengths[chunk, column]
+        pieces.append(gather_ranges(tokens, cumulative[index[chunk, column]], sizes))
+        a_length = np.where(in_first, lengths, 0).sum(axis=1)
+        chunk_start = base + np.concatenate([[0], np.cumsum(lengths.sum(axis=1))[:-1]])
+        base += int(lengths.sum())
+        a_kept = np.minimum(a_length, seq_len - 2)
+        b_kept = np.minimum(lengths.sum(axis=1) - a_length, np.maximum(0, seq_len - a_kept - 3))
+        ranges.append({
+            "document": active, "a_start": chunk_start, "a_end": chunk_start + a_kept,
+            "b_start": chunk_start + a_length, "b_end": chunk_start + a_length + b_kept,
+            "label": np.zeros(len(active), dtype=np.int64), "step": np.full(len(active), step),
+        })
+    regathered = np.concatenate(pieces) if pieces else tokens[:0]
+    return _from_ranges(ranges), regathered
 
 
 class _PairObjective(Objective):
@@ -210,7 +244,7 @@ class _PairPartition(PartitionTransform):
         key = batch.first_document
         rng = {step: derive_rng(o.config.seed, self.partition, key, f"{o.name}/{step}")
                for step in ("target", "split", "coin", "document", "truncate")}
-        pairs = o.make_pairs(cumulative, document_sentences, rng, self.counters)
+        pairs, tokens = o.make_pairs(tokens, cumulative, document_sentences, rng, self.counters)
         useful = (pairs.a_end > pairs.a_start) & ((pairs.b_end > pairs.b_start) | (o.name == "electra"))
         self.counters["chunks_without_pair"] += int(np.sum(~useful))
         pairs = Pairs(*(getattr(pairs, f)[useful] for f in ("document", "a_start", "a_end", "b_start", "b_end", "label")))
@@ -253,8 +287,9 @@ class NextSentencePrediction(_PairObjective):
     def _masker(self, tokenizer):
         return Masker(tokenizer, self.options, self.config.seed, self.name) if self.options.mlm else None
 
-    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
-        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, False, counters)
+    def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
+        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, False,
+                          counters), tokens
 
 
 @register("sop")
@@ -262,8 +297,9 @@ class SentenceOrderPrediction(NextSentencePrediction):
     label_column = "sentence_order_label"
     label_doc = "0 = A then B as written, 1 = swapped"
 
-    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
-        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, True, counters)
+    def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
+        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, True,
+                          counters), tokens
 
 
 @register("electra")
@@ -275,7 +311,8 @@ class Electra(_PairObjective):
         p = self.options.mask_prob
         options = MaskingOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
                              max_predictions=max(1, int((p + 0.005) * self.config.seq_len)))
-        return Masker(tokenizer, options, self.config.seed, self.name)
+        return Masker(tokenizer, options, self.config.seed, self.name,
+                      with_replacement=self.options.electra_draws == "with-replacement")
 
-    def make_pairs(self, cumulative, document_sentences, rng, counters) -> Pairs:
-        return electra_pairs(cumulative, document_sentences, rng, self.config.seq_len)
+    def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
+        return electra_pairs(tokens, cumulative, document_sentences, rng, self.config.seq_len)
