@@ -303,7 +303,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
             example = stream_list[position : position + plan.raw]
             position += plan.raw
             if d.kind == "prefix":
-                reference.prefix_split(example, plan.inputs - 1, 2)
+                reference.prefix_split(example, int(rng.integers(plan.min_split, plan.raw)), 2)
                 continue
             n, s = span_counts(plan.raw, d.noise_density, d.mean_span)
             keys_noise = rng.random(n - 1).tolist()

@@ -110,9 +110,11 @@ def test_prefix_lm_layouts(prose, sample_tokenizer, tmp_path, layout):
     assert abs(np.mean(splits) - 100) < 3 * 57.7 / np.sqrt(len(splits))  # uniform on [1, 199]
 
 
-def reconstruct_ul2_row(inputs, labels, plan_kind, mode_len, sentinels):
+def reconstruct_ul2_row(inputs, labels, plan_kind, mode_len, sentinels, pad=3):
     body = inputs[mode_len:]
     if plan_kind == "prefix":
+        while body and body[-1] == pad:  # S inputs are padded after their EOS: the split varies
+            body = body[:-1]
         return body[:-1] + labels[:-1]
     return fill_sentinels(body, labels, sentinels)
 
@@ -144,6 +146,29 @@ def test_ul2_encdec_rows_are_exact_and_reconstruct_the_stream(prose, sample_toke
     counts = {k.removeprefix("denoiser "): v for k, v in summary.totals.items() if k.startswith("denoiser ")}
     assert sum(counts.values()) == len(table["input_ids"])
     assert counts == {d["name"]: table["denoiser"].count(i) for i, d in enumerate(denoisers) if i in table["denoiser"]}
+
+
+@pytest.mark.parametrize("layout", ["encdec", "decoder"])
+def test_ul2_s_denoiser_splits_uniformly(small_corpus, sample_tokenizer, tmp_path, layout):
+    """Issue 13, fidelity 4: every S row was split at one point (prefix 506, target 169 at 512). The split
+    k is now uniform in [round((1 - 2r)(L - 1)), L - 1] as random_prefix_noise_mask generalised: with
+    r = 0.25 the target is on average a quarter of the example."""
+    mix = tmp_path / "s.toml"
+    mix.write_text('[[denoiser]]\nkind = "prefix"\nnoise_density = 0.25\nname = "S"\nmode = ""\n')
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "ul2", objective="ul2", mixture=str(mix), seq_len=64,
+                  layout=layout, mode_tokens="none")
+    _, table = read_output(tmp_path / "ul2")
+    raw = 64 if layout == "encdec" else 62
+    low = round(0.5 * (raw - 1))
+    if layout == "encdec":
+        splits = np.array([len(labels) for labels in table["labels"]])  # raw - k + 1
+        splits = raw + 1 - splits
+    else:
+        splits = np.array(table["prefix_lengths"]) - 1  # mode none: k tokens + EOS
+    assert splits.min() >= low and splits.max() <= raw - 1 and len(set(splits.tolist())) > 20
+    mean, sd = (low + raw - 1) / 2, np.sqrt(((raw - 1 - low + 1) ** 2 - 1) / 12)
+    assert abs(splits.mean() - mean) < 3 * sd / np.sqrt(len(splits))
+    assert abs(np.mean((raw - splits) / raw) - 0.25) < 0.02  # a quarter of the example is target
 
 
 def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokenizer, tmp_path):

@@ -3,9 +3,12 @@
 Each denoiser plans its own raw length, so rows stay exact-length: in the encoder-decoder layout
 every row has ``input_ids`` of exactly ``--seq-len`` (mode token included) and ``labels`` of the
 denoiser's planned targets length. Span denoisers (R, X) are T5 span corruption with their
-(mean span, noise density); the S denoiser is a prefix LM whose inputs fill the row and whose
-target is the fraction r of the raw example: prefix k = seq_len - mode - 1 tokens, target
-round(k * r / (1 - r)) tokens.
+(mean span, noise density); the S denoiser is a prefix LM over a raw example of L tokens (the
+longest whose inputs can fill the row: seq_len - mode tokens in encdec, seq_len - mode - 2 in
+decoder) split at k drawn uniformly in [round((1 - 2r)(L - 1)), L - 1], as T5's
+``random_prefix_noise_mask`` generalised by public UL2 re-implementations (r = 0.5 is T5's uniform
+[1, L - 1]); on average a fraction r of the example is target. Its encdec inputs are padded with the
+pad token after their EOS (mask them by id, as T5 does); its targets vary in length.
 
 Decoder layout: one row ``mode + inputs + targets`` (the encoder-decoder parts back to back),
 padded to ``--seq-len``; ``labels`` = -100 except on the targets; ``prefix_lengths`` = the length
@@ -27,7 +30,7 @@ import tomllib
 
 from ..errors import ObjcliError
 from ..kernels import IGNORE
-from ..kernels.ragged import lengths_to_offsets
+from ..kernels.ragged import lengths_to_offsets, range_indices
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
 from ..rng import derive_rng
@@ -136,9 +139,10 @@ class _Plan:
     """Lengths of one denoiser's examples: raw tokens, inputs part (EOS included), targets."""
 
     raw: int
-    inputs: int
-    targets: int
+    inputs: int  # the most (the S denoiser's split varies)
+    targets: int  # the most
     mode: np.ndarray
+    min_split: int = 0  # S denoiser: the fewest raw tokens on the inputs side
 
 
 def _plan_span_decoder(budget: int, d: Denoiser) -> int:
@@ -149,6 +153,14 @@ def _plan_span_decoder(budget: int, d: Denoiser) -> int:
     if sum(example_lengths(raw, d.noise_density, d.mean_span)) > budget:
         raise ObjcliError(f"--seq-len {budget}: too small for denoiser {d.name}; choose a larger --seq-len")
     return raw
+
+
+def _prefix_plan(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> _Plan:
+    """The S denoiser: L = ``raw`` tokens split at k uniform in [min_split, L - 1]."""
+    if raw < 2:
+        raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
+    min_split = min(raw - 1, max(1, round((1 - 2 * d.noise_density) * (raw - 1))))
+    return _Plan(raw, raw, raw - min_split + 1, mode, min_split)
 
 
 @register("ul2")
@@ -162,7 +174,9 @@ class Ul2(Objective):
         self.eos_id = tokenizer.resolve("eos")
         self.join_bos = tokenizer.resolve("bos") if config.bos else None
         self.join_eos = self.eos_id if config.eos else None
-        self.pad_id = tokenizer.resolve("pad") if o.layout == "decoder" or config.packing != "none" else None
+        # Decoder rows are padded; so are encdec inputs of an S denoiser, whose split varies.
+        pads = o.layout == "decoder" or config.packing != "none" or any(d.kind == "prefix" for d in o.denoisers)
+        self.pad_id = tokenizer.resolve("pad") if pads else None
         self.denoisers = o.denoisers
         rates = np.array([d.rate for d in self.denoisers], dtype=np.float64)
         self.rates = rates / rates.sum()
@@ -187,20 +201,12 @@ class Ul2(Objective):
             if d.kind == "span":
                 raw, targets = plan_or_fail(seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,")
                 return _Plan(raw, seq_len - m, targets, mode)
-            prefix = seq_len - m - 1
-            target = max(1, round(prefix * d.noise_density / (1 - d.noise_density)))
-            if prefix < 1:
-                raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
-            return _Plan(prefix + target, prefix + 1, target + 1, mode)
+            return _prefix_plan(seq_len - m, d, mode, seq_len)
         if d.kind == "span":
             raw = _plan_span_decoder(seq_len - m, d)
             inputs, targets = example_lengths(raw, d.noise_density, d.mean_span)
             return _Plan(raw, inputs, targets, mode)
-        raw = seq_len - m - 2
-        if raw < 2:
-            raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
-        target = max(1, min(raw - 1, round(raw * d.noise_density)))
-        return _Plan(raw, raw - target + 1, target + 1, mode)
+        return _prefix_plan(seq_len - m - 2, d, mode, seq_len)
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
@@ -241,17 +247,33 @@ class _Ul2Partition(PartitionTransform):
         return derive_rng(self.o.config.seed, self.partition, first_example, f"ul2/{step}")
 
     def _denoise(self, d: Denoiser, plan: _Plan, tokens: np.ndarray, first_example: int):
-        """(inputs part, targets part) as 2-D arrays for this denoiser's examples."""
+        """(head = mode + inputs, its width per row, targets, their width per row) for this denoiser's
+        examples; heads and targets are 2-D, each row valid up to its width."""
         rows = len(tokens)
-        eos = np.full((rows, 1), self.o.eos_id, dtype=tokens.dtype)
         if d.kind == "prefix":
-            split = plan.inputs - 1
-            return np.concatenate([tokens[:, :split], eos], axis=1), np.concatenate([tokens[:, split:], eos], axis=1)
+            return self._split(plan, tokens, self._rng(first_example, f"{d.name}/split"))
         nonnoise, noise = random_spans(
             rows, plan.raw, d.noise_density, d.mean_span,
             self._rng(first_example, f"{d.name}/noise"), self._rng(first_example, f"{d.name}/nonnoise"),
         )
-        return corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
+        inputs, targets = corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
+        head = np.concatenate([np.broadcast_to(plan.mode, (rows, len(plan.mode))), inputs], axis=1)
+        return head, np.full(rows, head.shape[1]), targets, np.full(rows, targets.shape[1])
+
+    def _split(self, plan: _Plan, tokens: np.ndarray, rng: np.random.Generator):
+        """The S denoiser: mode + tokens[:k] + EOS as the head, tokens[k:] + EOS as the targets."""
+        rows, m, raw = len(tokens), len(plan.mode), plan.raw
+        k = rng.integers(plan.min_split, raw, size=rows)
+        full = np.empty((rows, m + raw + 2), dtype=tokens.dtype)  # mode, tokens with EOS after k, EOS
+        full[:, :m] = plan.mode
+        column = np.arange(raw)
+        full[np.arange(rows)[:, None], m + column + (column >= k[:, None])] = tokens
+        full[np.arange(rows), m + k] = self.o.eos_id
+        full[:, -1] = self.o.eos_id
+        head_width = m + k + 1
+        target_width = raw - k + 1
+        gather = np.minimum(head_width[:, None] + np.arange(plan.targets), full.shape[1] - 1)
+        return full, head_width, np.take_along_axis(full, gather, axis=1), target_width
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
@@ -276,46 +298,44 @@ class _Ul2Partition(PartitionTransform):
         o, rows = self.o, len(choice)
         seq_len = o.config.seq_len
         decoder = o.options.layout == "decoder"
-        target_lengths = np.array([p.targets for p in o.plans])[choice]
-        input_ids = np.full((rows, seq_len), o.pad_id if decoder else 0, dtype=np.int32)
-        if decoder:
-            labels = np.full((rows, seq_len), IGNORE, dtype=np.int32)
-            prefix_lengths = np.zeros(rows, dtype=np.int32)
-        else:
-            label_offsets = np.concatenate([[0], np.cumsum(target_lengths)])
-            label_values = np.empty(int(label_offsets[-1]), dtype=np.int32)
-        used = np.zeros(rows, dtype=np.int64)
+        parts, head_width, target_width = [], np.zeros(rows, np.int64), np.zeros(rows, np.int64)
         for index, (d, plan) in enumerate(zip(o.denoisers, o.plans)):
             members = np.flatnonzero(choice == index)
-            if not len(members):
-                continue
-            self.counters[f"denoiser {d.name}"] += len(members)
-            examples = tokens[starts[members, None] + np.arange(plan.raw)]
-            inputs, targets = self._denoise(d, plan, examples, first_example)
-            head = np.concatenate([np.broadcast_to(plan.mode, (len(members), len(plan.mode))), inputs], axis=1)
-            width = head.shape[1]
-            input_ids[members, :width] = head
+            if len(members):
+                self.counters[f"denoiser {d.name}"] += len(members)
+                head, head_width[members], targets, target_width[members] = self._denoise(
+                    d, plan, tokens[starts[members, None] + np.arange(plan.raw)], first_example)
+                parts.append((members, head, targets))
+        input_ids = np.full((rows, seq_len), 0 if o.pad_id is None else o.pad_id, dtype=np.int32)
+        labels = np.full((rows, seq_len), IGNORE, dtype=np.int32)
+        label_offsets = lengths_to_offsets(target_width)
+        label_values = np.empty(int(label_offsets[-1]), dtype=np.int32)
+        for members, head, targets in parts:
+            _place(input_ids, members, np.zeros(len(members), np.int64), head, head_width[members])
             if decoder:
-                input_ids[members, width : width + targets.shape[1]] = targets
-                labels[members, width : width + targets.shape[1]] = targets
-                prefix_lengths[members] = width
-                used[members] = width + targets.shape[1]
+                _place(input_ids, members, head_width[members], targets, target_width[members])
+                _place(labels, members, head_width[members], targets, target_width[members])
             else:
-                label_values[label_offsets[members, None] + np.arange(targets.shape[1])] = targets
-                used[members] = width + targets.shape[1]
+                inside = np.arange(targets.shape[1]) < target_width[members, None]
+                label_values[range_indices(label_offsets[members], target_width[members])] = targets[inside]
+        used = head_width + target_width
         index_column = choice.astype(np.int32)
         if decoder:  # examples of their own lengths: the packer pads them, or packs several in a row
             inside = np.arange(seq_len)[None, :] < used[:, None]
             offsets = lengths_to_offsets(used)
             columns = {"input_ids": Ragged(input_ids[inside], offsets), "labels": Ragged(labels[inside], offsets),
-                       "prefix_lengths": prefix_lengths, "denoiser": index_column}
-            padding = seq_len - used
-        else:
-            columns = {"input_ids": input_ids, "labels": Ragged(label_values, label_offsets), "denoiser": index_column}
-            padding = np.zeros(rows, dtype=np.int64)
-        return RowBatch(columns, tokens=used, padding=padding, documents=documents)
+                       "prefix_lengths": head_width.astype(np.int32), "denoiser": index_column}
+            return RowBatch(columns, tokens=used, padding=seq_len - used, documents=documents)
+        columns = {"input_ids": input_ids, "labels": Ragged(label_values, label_offsets), "denoiser": index_column}
+        return RowBatch(columns, tokens=used, padding=seq_len - head_width, documents=documents)
 
     def finish(self) -> RowBatch | None:
         if len(self.stream):
             self.stream.drop_rest()
         return None
+
+
+def _place(into: np.ndarray, rows: np.ndarray, start: np.ndarray, values: np.ndarray, width: np.ndarray) -> None:
+    """into[rows[i], start[i] : start[i] + width[i]] = values[i, :width[i]] for every i."""
+    inside = np.arange(values.shape[1]) < width[:, None]
+    into[np.repeat(rows, width), range_indices(start, width)] = values[inside]
