@@ -116,4 +116,19 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
             yield "input_ids: " + render_row(row, roles, tokenizer, colour)
             yield "labels:    " + render_labels(row[labels], tokenizer, colour)
         else:
-            yield render_row(row, roles, tokenizer, colour)
+            views = sum(c.role == "tokens" for c in columns) > 1  # a contrastive row: name each view
+            yield (f"{roles['tokens']}: " if views else "") + render_row(row, roles, tokenizer, colour)
+        yield from _other_views(row, columns, roles["tokens"], tokenizer)
+
+
+def _other_views(row: dict, columns: list[ColumnInfo], first: str, tokenizer: Tokenizer) -> Iterator[str]:
+    """Token columns beyond the first (a contrastive row's positive and negatives), one line each,
+    cut to their mask when the views are padded."""
+    masks = {c.family: c.name for c in columns if c.role == "attention_mask"}
+    for column in columns:
+        if column.role != "tokens" or column.name == first or column.name not in row:
+            continue
+        ids = np.asarray(row[column.name])
+        if masks.get(column.name) in row:
+            ids = ids[np.asarray(row[masks[column.name]]) > 0]
+        yield f"{column.name}: {tokenizer.decode(ids)}"

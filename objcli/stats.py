@@ -67,7 +67,7 @@ def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens,
         return (labels != IGNORE).sum(axis=1)
     if supervision == "all-tokens":
         return np.asarray(row_tokens)
-    if supervision == "example-labels":
+    if supervision in ("example-labels", "pairs"):
         return np.zeros(len(row_tokens), dtype=np.int64)
     return next_token
 
@@ -170,6 +170,8 @@ def render_text(stats: dict) -> list[str]:
 def _supervised_line(stats: dict) -> str:
     if stats["supervision"] == "example-labels":
         return "supervised tokens    none (one class label per row, no token labels)"
+    if stats["supervision"] == "pairs":
+        return "supervised tokens    none (contrastive views: the loss is over pairs of rows, not tokens)"
     if stats["supervised_tokens"] is None:
         return "supervised tokens    not known (this format stores no segment ids)"
     return (f"supervised tokens    {stats['supervised_tokens']:,} "

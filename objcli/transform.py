@@ -174,7 +174,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
         python_bound = objective.sentence_level or tokenizer.kind == "huggingface"
         pool = "processes" if python_bound else "threads"
     # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
-    lost = [c.name for c in columns if c.role not in ("tokens", "segment_ids", "positions", "per_segment")]
+    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
     if config.output_format == "megatron" and lost:
         raise ObjcliError(
             f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "

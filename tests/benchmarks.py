@@ -316,7 +316,46 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     results += masking_rows(reference)
     results += generative_rows(reference)
     results += mtp_rows(reference)
+    results += contrastive_rows(reference)
     return results
+
+
+def contrastive_rows(reference) -> list[tuple[str, float, float]]:
+    """Contrastive crop + augmentations (delete, swap, crop) of two views per unit, against the
+    per-view reference loops, 256-token units."""
+    import numpy as np
+
+    from objcli.kernels.contrastive import augment, crop, gather_views
+    from objcli.kernels.ragged import lengths_to_offsets
+
+    units, length, few = 20_000, 256, 200
+    rng = np.random.default_rng(6)
+    tokens = rng.integers(0, 32000, size=units * length).astype(np.int32)
+    starts = np.arange(units, dtype=np.int64) * length
+    lengths = np.full(units, length)
+    keys = rng.random((8, units))
+    token_keys = rng.random((2, units * length))
+
+    def kernel():
+        for view in range(2):
+            s, n = crop(starts, lengths, keys[2 * view], keys[2 * view + 1], 0.1, 0.5)
+            zeros = np.zeros_like(s)
+            values, offsets = gather_views(tokens, np.stack([s, n, zeros, zeros], axis=1))
+            augment(values, offsets, {"crop_start": keys[4 + view], "delete": token_keys[0], "swap": token_keys[1]},
+                    0.1, 0.1, 0.9)
+
+    token_list = tokens[: few * length].tolist()
+    key_list, delete_keys, swap_keys = keys.tolist(), token_keys[0].tolist(), token_keys[1].tolist()
+
+    def slow():
+        for unit in range(few):
+            for view in range(2):
+                s, n = reference.contriever_crop(length, key_list[2 * view][unit], key_list[2 * view + 1][unit], 0.1, 0.5)
+                piece = token_list[unit * length + s : unit * length + s + n]
+                reference.augment_view(piece, key_list[4 + view][unit], delete_keys, swap_keys, 0.1, 0.1, 0.9)
+
+    del lengths_to_offsets
+    return [("contrastive crop + augment 256", _rate(kernel, units * length), _rate(slow, few * length, 1))]
 
 
 def mtp_rows(reference) -> list[tuple[str, float, float]]:

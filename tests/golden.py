@@ -29,6 +29,8 @@ COMMANDS = {
     "clm-none-npy": "--objective clm --seq-len 128 --packing none --format npy",
     "clm-none-megatron": "--objective clm --seq-len 128 --packing none --format megatron",
     "mtp-best-fit": "--objective mtp --seq-len 128 --packing best-fit --mtp-heads 3",
+    "contrastive-crop": "--objective contrastive --seq-len 128 --negatives 2 --augment delete:0.1,swap:0.1",
+    "contrastive-ict-padded": "--objective contrastive --seq-len 128 --pairs ict --views padded --format npy",
     "fim-document": "--objective fim --seq-len 128 --fim-rate 0.7",
     "fim-context": "--objective fim --seq-len 128 --fim-level context --fim-rate 0.9",
     "fim-best-fit": "--objective fim --seq-len 128 --packing best-fit --fim-spm-rate 0.3",

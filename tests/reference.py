@@ -314,3 +314,31 @@ def electra_mask(candidates: list[bool], budget: int, position_keys: list[float]
         if action_keys[draw] < mask_replace:
             masked.add(position)
     return selected, masked
+
+
+def contriever_crop(n: int, ratio_key: float, position_key: float, min_ratio: float, max_ratio: float) -> tuple[int, int]:
+    """Contriever's ``randomcrop`` for a unit of n tokens, with its two draws passed in:
+    (start, length) of ``x[start:start + int(n * ratio)]``, at least one token."""
+    ratio = min_ratio + (max_ratio - min_ratio) * ratio_key
+    length = min(max(int(n * ratio), 1), n)
+    start = min(int(position_key * (n - length + 1)), n - length)
+    return start, length
+
+
+def augment_view(view: list[int], crop_key: float, delete_keys: list[float], swap_keys: list[float],
+                 delete: float, swap: float, keep: float) -> list[int]:
+    """One view through crop, deletion and non-overlapping adjacent swaps, token by token."""
+    if keep < 1:
+        start, length = contriever_crop(len(view), 1.0, crop_key, keep, keep)
+        view = view[start:start + length]
+    if delete > 0:
+        kept = [t for t, k in zip(view, delete_keys) if k >= delete]
+        view = kept if kept or not view else view[:1]
+    out = list(view)
+    swapped_left = False
+    for i in range(len(out) - 1):
+        drew = swap_keys[i] < swap
+        if drew and not swapped_left and swap > 0:
+            out[i], out[i + 1] = out[i + 1], out[i]
+        swapped_left = drew
+    return out

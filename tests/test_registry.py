@@ -32,7 +32,11 @@ def variants():
         yield name, {}
         for f in option_fields(options_type):
             for choice in f.metadata["choices"] or ():
-                packers = REGISTRY.get(name).packers(options_type(**{f.name: choice}))
+                try:
+                    options = options_type(**{f.name: choice})
+                except ObjcliError:  # a choice that needs another option first (--sentences needs --pairs ict)
+                    continue
+                packers = REGISTRY.get(name).packers(options)
                 if packers not in seen:
                     seen.add(packers)
                     yield name, {f.name: choice}

@@ -75,7 +75,8 @@ class Objective:
     # Whether examples are documents (packers join, cut and split them) or finished examples.
     examples_are_documents: ClassVar[bool] = False
     # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
-    # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row).
+    # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row),
+    # "pairs" (contrastive views: the loss compares rows, no token carries it).
     supervision: ClassVar[str] = "labels"
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)

@@ -1,0 +1,326 @@
+"""Contrastive pairs (SimCLR-style representation learning on text): an anchor view and a positive
+view of the same document per row, and optionally K negatives from other documents.
+
+The text is first cut into *units* of at most ``--seq-len`` tokens (room left for BOS/EOS):
+
+- ``crop`` (Contriever, Izacard et al. 2021): units are the documents' pieces of ``--seq-len``
+  tokens; anchor and positive are two independent random crops of a unit, each of ``int(n · ratio)``
+  tokens with ratio uniform in [``--min-crop``, ``--max-crop``] (0.1, 0.5), so they may overlap;
+- ``ict`` (Inverse Cloze Task, Lee et al. 2019): units are blocks of whole sentences up to
+  ``--seq-len`` tokens; the anchor is one sentence of a block, the positive the block, from which that
+  sentence is cut out with probability 0.9 (``--ict-keep 0.1``);
+- ``adjacent``: units are windows of ``--window-sentences`` consecutive sentences; anchor = window i,
+  positive = window i + 1 of the same document;
+- ``dropout`` (SimCSE, unsupervised): the positive is the unit itself (the encoder's dropout is the
+  augmentation).
+
+``--augment delete:0.1,swap:0.1,crop:0.9`` applies token-level augmentations to every view
+independently (kernels/contrastive.py). ``--pairs-per-document P`` makes P pairs per unit with
+distinct anchors (crop, ict) or P anchor windows per ``--seq-len`` of a document (adjacent), so long
+documents give more. ``--negatives K`` adds ``negative_1_ids`` … ``negative_K_ids``: units of other
+documents of the same batch (never the anchor's own), viewed as positives are (a crop for crop).
+Every draw is keyed to the data position. Rows hold ragged views, or with ``--views padded`` views
+padded to ``--seq-len`` with a mask column each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..kernels.contrastive import augment, crop, gather_views, other_documents
+from ..kernels.pairs import document_steps
+from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
+from ..options import Options, option
+from ..rng import derive_rng
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..sentences import split_sentences
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .common import sentences_option
+
+PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
+VIEW_LAYOUTS = ("ragged", "padded")
+AUGMENTATIONS = ("delete", "swap", "crop")
+APPLIES_TO = {"min_crop": ("crop",), "max_crop": ("crop",), "ict_keep": ("ict",), "window_sentences": ("adjacent",),
+              "sentences": ("ict", "adjacent")}
+
+
+@dataclass(frozen=True)
+class ContrastiveOptions(Options):
+    pairs: str = option("crop", "How a pair is built: crop (Contriever), ict, adjacent, dropout (SimCSE).",
+                        choices=PAIR_KINDS)
+    min_crop: float = option(0.1, "[crop] Shortest crop, a fraction of the unit.", minimum=0, maximum=1, exclusive=True)
+    max_crop: float = option(0.5, "[crop] Longest crop, a fraction of the unit.", minimum=0, maximum=1)
+    ict_keep: float = option(0.1, "[ict] Probability that the anchor sentence stays in the passage.", minimum=0,
+                             maximum=1)
+    window_sentences: int = option(2, "[adjacent] Sentences per window.", minimum=1)
+    sentences: str = sentences_option()
+    augment: str = option("", "Token augmentations of every view, e.g. delete:0.1,swap:0.1,crop:0.9.")
+    negatives: int = option(0, "Negatives per pair, from other documents of the same batch.", minimum=0, maximum=64)
+    pairs_per_document: int = option(1, "Pairs per unit of --seq-len tokens, with distinct anchors.", minimum=1)
+    views: str = option("ragged", "Views of their own lengths, or padded to --seq-len with a mask each.",
+                        choices=VIEW_LAYOUTS)
+
+    def __post_init__(self):
+        super().__post_init__()
+        defaults = ContrastiveOptions.__dataclass_fields__
+        for name, kinds in APPLIES_TO.items():
+            if self.pairs not in kinds and getattr(self, name) != defaults[name].default:
+                flag = "--" + name.replace("_", "-")
+                raise ObjcliError(f"{flag} applies to --pairs {' or '.join(kinds)}, not {self.pairs}")
+        if self.min_crop > self.max_crop:
+            raise ObjcliError(f"--min-crop {self.min_crop:g} is above --max-crop {self.max_crop:g}")
+        if self.pairs == "dropout" and self.pairs_per_document > 1:
+            raise ObjcliError("--pairs-per-document: dropout pairs a unit with itself, one pair per unit")
+        parse_augment(self.augment)
+
+
+def parse_augment(spec: str) -> dict[str, float]:
+    """``delete:0.1,swap:0.1,crop:0.9`` -> {"delete": 0.1, "swap": 0.1, "crop": 0.9} (checked)."""
+    found = {"delete": 0.0, "swap": 0.0, "crop": 1.0}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if name not in AUGMENTATIONS or not 0 <= number <= 1 or (name == "crop" and number == 0):
+            raise ObjcliError(f"--augment {spec}: '{part}' is not one of delete:P, swap:P, crop:R with P in [0, 1] "
+                              "and R in (0, 1]")
+        found[name] = number
+    return found
+
+
+@register("contrastive")
+class Contrastive(Objective):
+    options_type = ContrastiveOptions
+    default_eos = False
+    supervision = "pairs"
+
+    def __init__(self, config, tokenizer):
+        super().__init__(config, tokenizer)
+        o = self.options
+        self.sentence_level = o.pairs in ("ict", "adjacent")
+        self.bos_id = tokenizer.resolve("bos") if config.bos else None
+        self.eos_id = tokenizer.resolve("eos") if config.eos else None
+        self.pad_id = tokenizer.resolve("pad") if o.views == "padded" else None
+        self.room = config.seq_len - (self.bos_id is not None) - (self.eos_id is not None)
+        if self.room < 2:
+            raise ObjcliError(f"--seq-len {config.seq_len}: too short for a view")
+        self.augmentation = parse_augment(o.augment)
+        self.vocab_size = tokenizer.total_vocab_size
+
+    @property
+    def view_names(self) -> list[str]:
+        return ["anchor", "positive", *(f"negative_{k}" for k in range(1, self.options.negatives + 1))]
+
+    def example_columns(self) -> list[ColumnSpec]:
+        kind = "fixed" if self.options.views == "padded" else "ragged"
+        columns = [ColumnSpec(f"{v}_ids", kind, 0, self.vocab_size - 1, f"{v} view", family=f"{v}_ids")
+                   for v in self.view_names]
+        if kind == "fixed":
+            columns += [ColumnSpec(f"{v}_mask", kind, 0, 1, f"1 on the {v} view's tokens", role="attention_mask",
+                                   family=f"{v}_ids") for v in self.view_names]
+        return columns
+
+    def partition_transform(self, partition_index: int) -> PartitionTransform:
+        return _ContrastivePartition(self, partition_index)
+
+
+@dataclass
+class _Units:
+    """Units of one batch: the token array, and per unit its range, document and sentences."""
+
+    tokens: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: np.ndarray
+    sentence_starts: np.ndarray | None = None  # ict: token offsets of each unit's sentences, flat
+    sentence_units: np.ndarray | None = None  # ict: the unit of each sentence
+
+
+class _ContrastivePartition(PartitionTransform):
+    def __init__(self, objective: Contrastive, partition: int):
+        self.o = objective
+        self.partition = partition
+        self.counters: Counter = Counter()
+
+    def _rng(self, key: int, step: str) -> np.random.Generator:
+        return derive_rng(self.o.config.seed, self.partition, key, f"contrastive/{step}")
+
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
+        o, key = self.o.options, batch.first_document
+        units = self._units(batch)
+        documents = len(batch.texts)
+        anchors, positives, pair_units = _PAIR_BUILDERS[o.pairs](self, units, key)
+        views = {"anchor": anchors, "positive": positives}
+        pair_documents = units.documents[pair_units]
+        if o.negatives:
+            picked = other_documents(pair_documents, units.documents, self._rng(key, "negatives").random(
+                (len(pair_units), o.negatives)))
+            has_all = np.all(picked >= 0, axis=1)
+            self.counters["pairs_without_negatives"] += int(np.sum(~has_all))
+            views, pair_units, pair_documents, picked = (
+                {k: v[has_all] for k, v in views.items()}, pair_units[has_all], pair_documents[has_all], picked[has_all])
+            for k in range(o.negatives):
+                views[f"negative_{k + 1}"] = self._negative_view(units, picked[:, k], key, k)
+        with_pair = np.zeros(documents, dtype=bool)
+        with_pair[pair_documents] = True
+        self.counters["skipped:no_pair"] += int(np.sum(~with_pair))
+        self.counters["pairs"] += len(pair_units)
+        if not len(pair_units):
+            return None
+        return self._rows(units.tokens, views, pair_documents, key)
+
+    def _units(self, batch: DocumentBatch) -> _Units:
+        o, room = self.o.options, self.o.room
+        if not self.o.sentence_level:
+            offsets, source = split_long_items(batch.offsets, room)
+            lengths = np.diff(offsets)
+            keep = lengths > 0
+            return _Units(batch.tokens, offsets[:-1][keep], lengths[keep], source[keep])
+        per_document = [split_sentences(text, o.sentences) for text in batch.texts]
+        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
+        tokens, cumulative = batch.encode([s for sentences in per_document for s in sentences])
+        document_sentences = np.concatenate([[0], np.cumsum(counts)])
+        if o.pairs == "adjacent":
+            return _windows(tokens, cumulative, document_sentences, o.window_sentences)
+        return _blocks(tokens, cumulative, document_sentences, room)
+
+    def _negative_view(self, units: _Units, picked: np.ndarray, key: int, k: int) -> np.ndarray:
+        starts, lengths = units.starts[picked], units.lengths[picked]
+        if self.o.options.pairs == "crop":
+            rng = self._rng(key, f"negative{k}/crop")
+            starts, lengths = crop(starts, lengths, rng.random(len(picked)), rng.random(len(picked)),
+                                   self.o.options.min_crop, self.o.options.max_crop)
+        return _cap(_single(starts, lengths), self.o.room)
+
+    def _rows(self, tokens: np.ndarray, views: dict[str, np.ndarray], pair_documents: np.ndarray, key: int) -> RowBatch:
+        o, a = self.o, self.o.augmentation
+        columns, total = {}, np.zeros(len(pair_documents), dtype=np.int64)
+        for name, view in views.items():
+            values, offsets = gather_views(tokens, view)
+            if a["delete"] or a["swap"] or a["crop"] < 1:
+                rng = self._rng(key, f"augment/{name}")
+                draws = {"crop_start": rng.random(len(view)), "delete": rng.random(len(values)),
+                         "swap": rng.random(len(values))}
+                values, offsets = augment(values, offsets, draws, a["delete"], a["swap"], a["crop"])
+            values, offsets = add_boundary_tokens(values, offsets, o.bos_id, o.eos_id)
+            columns[f"{name}_ids"] = Ragged(values, offsets)
+            if o.options.views == "padded":
+                columns[f"{name}_mask"] = Ragged(np.ones(len(values), dtype=np.int32), offsets)
+            total += np.diff(offsets)
+        first = np.ones(len(pair_documents), dtype=np.int64)
+        first[1:] = pair_documents[1:] != pair_documents[:-1]
+        padding = len(views) * o.config.seq_len - total if o.options.views == "padded" else np.zeros_like(total)
+        return RowBatch(columns, tokens=total, padding=padding, documents=first)
+
+
+def _single(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    zeros = np.zeros_like(starts)
+    return np.stack([starts, lengths, zeros, zeros], axis=1).astype(np.int64)
+
+
+def _cap(views: np.ndarray, room: int) -> np.ndarray:
+    """Views cut to ``room`` tokens (a window of long sentences)."""
+    first = np.minimum(views[:, 1], room)
+    return np.stack([views[:, 0], first, views[:, 2], np.minimum(views[:, 3], room - first)], axis=1)
+
+
+def _windows(tokens, cumulative, document_sentences, size: int) -> _Units:
+    counts = np.diff(document_sentences)
+    per_document = -(-counts // size)
+    documents = np.repeat(np.arange(len(counts)), per_document)
+    rank = np.arange(len(documents)) - np.repeat(np.concatenate([[0], np.cumsum(per_document)[:-1]]), per_document)
+    first = document_sentences[:-1][documents] + rank * size
+    last = np.minimum(first + size, document_sentences[1:][documents])
+    return _Units(tokens, cumulative[first], cumulative[last] - cumulative[first], documents)
+
+
+def _blocks(tokens, cumulative, document_sentences, room: int) -> _Units:
+    """Greedy blocks of whole sentences of at most ``room`` tokens (a longer sentence alone)."""
+    starts, stops = document_sentences[:-1], document_sentences[1:]
+    firsts, lasts, documents = [], [], []
+    for _, active, position in document_steps(starts, stops):
+        p = position[active]
+        end = np.searchsorted(cumulative, cumulative[p] + room, side="right") - 1
+        end = np.clip(end, p + 1, stops[active])
+        firsts.append(p)
+        lasts.append(end)
+        documents.append(active)
+        position[active] = end
+    first, last, document = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (firsts, lasts, documents))
+    order = np.lexsort((first, document))
+    first, last, document = first[order], last[order], document[order]
+    sentences = last - first
+    sentence_units = np.repeat(np.arange(len(first)), sentences)
+    sentence_index = range_indices(first, sentences)
+    return _Units(tokens, cumulative[first], cumulative[last] - cumulative[first], document,
+                  cumulative[sentence_index], sentence_units)
+
+
+def _crop_pairs(part: _ContrastivePartition, units: _Units, key: int):
+    o = part.o.options
+    repeat = np.repeat(np.arange(len(units.starts)), o.pairs_per_document)
+    starts, lengths = units.starts[repeat], units.lengths[repeat]
+    views = []
+    for name in ("anchor", "positive"):
+        rng = part._rng(key, f"crop/{name}")
+        views.append(_single(*crop(starts, lengths, rng.random(len(repeat)), rng.random(len(repeat)),
+                                   o.min_crop, o.max_crop)))
+    # A span is an anchor once: a repeated (unit, start, length) anchor is dropped.
+    _, first = np.unique(np.stack([repeat, views[0][:, 0], views[0][:, 1]], axis=1), axis=0, return_index=True)
+    keep = np.sort(first)
+    return views[0][keep], views[1][keep], repeat[keep]
+
+
+def _dropout_pairs(part: _ContrastivePartition, units: _Units, key: int):
+    view = _single(units.starts, units.lengths)
+    return view, view.copy(), np.arange(len(units.starts))
+
+
+def _ict_pairs(part: _ContrastivePartition, units: _Units, key: int):
+    o = part.o.options
+    sentence_ends = np.append(units.sentence_starts[1:], 0)
+    last_of_unit = np.append(units.sentence_units[1:] != units.sentence_units[:-1], True)
+    sentence_ends[last_of_unit] = (units.starts + units.lengths)[units.sentence_units[last_of_unit]]
+    per_unit = np.bincount(units.sentence_units, minlength=len(units.starts))
+    rng = part._rng(key, "ict")
+    keys = rng.random(len(units.sentence_units))
+    order = np.lexsort((keys, units.sentence_units))  # per unit, sentences by key
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(np.concatenate([[0], np.cumsum(per_unit)[:-1]]), per_unit)
+    chosen = np.flatnonzero((rank < o.pairs_per_document) & (per_unit[units.sentence_units] >= 2))
+    unit = units.sentence_units[chosen]
+    s_start, s_end = units.sentence_starts[chosen], sentence_ends[chosen]
+    anchors = _single(s_start, s_end - s_start)
+    cut = rng.random(len(chosen)) >= o.ict_keep
+    u_start, u_end = units.starts[unit], units.starts[unit] + units.lengths[unit]
+    positives = np.where(cut[:, None], np.stack([u_start, s_start - u_start, s_end, u_end - s_end], axis=1),
+                         _single(u_start, u_end - u_start))
+    part.counters["ict_sentence_cut"] += int(cut.sum())
+    return anchors, positives, unit
+
+
+def _adjacent_pairs(part: _ContrastivePartition, units: _Units, key: int):
+    o = part.o.options
+    has_next = np.append(units.documents[1:] == units.documents[:-1], False)
+    candidates = np.flatnonzero(has_next)
+    documents = units.documents[candidates]
+    tokens = np.bincount(units.documents, weights=units.lengths, minlength=int(units.documents.max(initial=0)) + 1)
+    quota = o.pairs_per_document * np.maximum(1, -(-tokens.astype(np.int64) // part.o.room))
+    keys = part._rng(key, "adjacent").random(len(candidates))
+    order = np.lexsort((keys, documents))
+    counts = np.bincount(documents, minlength=len(quota))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    anchor = candidates[rank < quota[documents]]
+    room = part.o.room
+    return (_cap(_single(units.starts[anchor], units.lengths[anchor]), room),
+            _cap(_single(units.starts[anchor + 1], units.lengths[anchor + 1]), room), anchor)
+
+
+_PAIR_BUILDERS = {"crop": _crop_pairs, "ict": _ict_pairs, "adjacent": _adjacent_pairs, "dropout": _dropout_pairs}
