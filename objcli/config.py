@@ -13,7 +13,9 @@ from .errors import ObjcliError
 from .options import check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 
-OUTPUT_FORMATS = ("arrow", "parquet", "npy", "megatron")
+OUTPUT_FORMATS = ("arrow", "parquet", "npy", "megatron", "tokens", "llmc", "nanoset")
+# Formats that store whole documents, only their tokens, one after another: the trainer cuts windows.
+WHOLE_DOCUMENT_FORMATS = ("megatron", "tokens", "llmc", "nanoset")
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
@@ -100,7 +102,9 @@ class TransformConfig:
             object.__setattr__(self, "eos", objective.default_eos)
         accepted = objective.packers(self.objective_options)
         if self.packing is None:
-            object.__setattr__(self, "packing", accepted[0])
+            # Megatron and the flat token formats hold whole documents: their trainers pack themselves.
+            whole = self.output_format in WHOLE_DOCUMENT_FORMATS and "none" in accepted
+            object.__setattr__(self, "packing", "none" if whole else accepted[0])
         elif self.packing not in accepted:
             raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
                               + self._options_hint())
@@ -115,6 +119,9 @@ class TransformConfig:
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
+        if self.output_format in WHOLE_DOCUMENT_FORMATS[1:] and self.packing != "none":
+            raise ObjcliError(f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
+                              f"its windows; it takes --packing none, not {self.packing}")
         if self.remainder != "drop" and self.packing != "concat":
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":

@@ -33,6 +33,7 @@ from .writers import ShardInfo
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
+DATA_ARGS = "megatron.txt"  # --format megatron: Megatron-LM's --data-args-path file (weight prefix per shard)
 
 
 @dataclass
@@ -234,7 +235,7 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():
-            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or path.name.startswith("part-"):
+            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS) or path.name.startswith("part-"):
                 path.unlink()
         shutil.rmtree(self.work, ignore_errors=True)
 
@@ -284,9 +285,14 @@ class OutputFolder:
                 return file_sha256(path) == digest
         return False
 
-    def finish(self, renames: list[tuple[str, str]], manifest: dict) -> None:
-        """Move the shards to their final names, then write the manifest (last), then clean up."""
+    def finish(self, renames: list[tuple[str, str]], manifest: dict, extra: dict[str, str] | None = None) -> None:
+        """Move the shards to their final names, write the ``extra`` files (atomically), then the
+        manifest (last), then clean up."""
         try:
+            for name, text in (extra or {}).items():
+                temp = self.path / (name + ".tmp")
+                temp.write_text(text, encoding="utf-8")
+                os.replace(temp, self.path / name)
             for old, new in renames:
                 if (self.work / old).exists():
                     os.replace(self.work / old, self.path / new)

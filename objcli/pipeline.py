@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import TransformConfig
+from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .faults import crash_point
 from .objectives import REGISTRY, DocumentBatch
@@ -48,9 +48,14 @@ def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
     return REGISTRY.get(config.objective)(config, tokenizer)
 
 
+WHOLE = 1 << 62  # a row length no document reaches
+
+
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:
-    settings = PackSettings(config.seq_len, tuple(objective.example_columns()), objective.pad_id, config.pack_window,
-                            objective.examples_are_documents)
+    # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
+    whole = config.output_format in WHOLE_DOCUMENT_FORMATS and config.packing == "none"
+    settings = PackSettings(WHOLE if whole else config.seq_len, tuple(objective.example_columns()), objective.pad_id,
+                            config.pack_window, objective.examples_are_documents)
     return make_packer(config.packing, settings)
 
 

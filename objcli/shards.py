@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import ObjcliError
 from .manifest import Manifest, ShardRecord, read_manifest
+from .writers.flat import FLAT_FORMATS, read_flat
 
 
 def _arrow_batches(path: Path):
@@ -79,13 +80,30 @@ def read_table(path: Path, fmt: str):
     return pq.read_table(path) if fmt == "parquet" else pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
 
 
-def _megatron_rows(folder: Path, shard: ShardRecord) -> Iterator[dict[str, np.ndarray]]:
-    prefix = shard.files[0].removesuffix(".bin")
-    dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
-    data = np.memmap(folder / f"{prefix}.bin", dtype=dtype, mode="r")
-    for length, pointer in zip(lengths, pointers):
-        start = pointer // dtype.itemsize
-        yield {"input_ids": np.asarray(data[start : start + length])}
+def read_token_stream(folder: Path, shard: ShardRecord, manifest: Manifest) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, row offsets) of a shard of Megatron's or a flat format, checked against its own index
+    and the dtype the manifest states."""
+    disk_dtype = manifest.columns[0].disk_dtype
+    if manifest.format in FLAT_FORMATS:
+        values, offsets = read_flat(folder, shard.files, manifest.format, disk_dtype)
+    else:
+        prefix = shard.files[0].removesuffix(".bin")
+        dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
+        if dtype.name != disk_dtype:
+            raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
+        values = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        if not np.array_equal(pointers, offsets[:-1] * dtype.itemsize):
+            raise ValueError(".idx lengths and pointers do not describe the .bin file")
+    if len(values) != offsets[-1]:
+        raise ValueError(f"the index describes {int(offsets[-1]):,} tokens, the file holds {len(values):,}")
+    return values, offsets
+
+
+def _stream_rows(folder: Path, shard: ShardRecord, manifest: Manifest) -> Iterator[dict[str, np.ndarray]]:
+    values, offsets = read_token_stream(folder, shard, manifest)
+    for start, end in zip(offsets[:-1], offsets[1:]):
+        yield {"input_ids": values[start:end]}
 
 
 def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
@@ -113,7 +131,7 @@ def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[
         elif fmt == "npy":
             rows = _npy_rows(folder, shard, manifest)
         else:
-            rows = _megatron_rows(folder, shard)
+            rows = _stream_rows(folder, shard, manifest)
         try:
             for row in rows:
                 yield first, row
@@ -151,7 +169,4 @@ def _read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) ->
             values = np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r")
             columns[name] = (values, np.load(folder / f"{prefix}.{name}.offsets.npy")) if kind == "ragged" else values
         return columns
-    # Megatron: one sequence per row, input_ids only, laid end to end in the .bin file.
-    prefix = shard.files[0].removesuffix(".bin")
-    dtype, lengths, _ = read_megatron_index(folder / f"{prefix}.idx")
-    return {"input_ids": (np.fromfile(folder / f"{prefix}.bin", dtype=dtype), np.concatenate([[0], np.cumsum(lengths)]))}
+    return {"input_ids": read_token_stream(folder, shard, manifest)}  # Megatron, flat: input_ids end to end

@@ -17,11 +17,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import __version__
-from .config import TransformConfig
+from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
 from .manifest import MANIFEST_VERSION, totals
-from .output import OutputFolder, PartitionResult, final_names
+from .output import DATA_ARGS, OutputFolder, PartitionResult, final_names
 from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
@@ -173,11 +173,11 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
         # sentences) and for the `tokenizers` library, whose batches scale better apart.
         python_bound = objective.sentence_level or tokenizer.kind == "huggingface"
         pool = "processes" if python_bound else "threads"
-    # Megatron's format holds token sequences only; it rebuilds positions and boundaries itself.
+    # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
-    if config.output_format == "megatron" and lost:
+    if config.output_format in WHOLE_DOCUMENT_FORMATS and lost:
         raise ObjcliError(
-            f"--format megatron stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
+            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
             "choose --format arrow, parquet or npy"
         )
     return RunPlan(config, files, partitions, tokenizer, objective, columns, config.fingerprint(tokenizer.sha256), pool)
@@ -279,6 +279,16 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) 
     }
 
 
+def _megatron_data_args(config: TransformConfig, results) -> dict[str, str]:
+    """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
+    normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
+    where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
+    if config.output_format != "megatron":
+        return {}
+    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for result in results for shard in result.shards]
+    return {DATA_ARGS: "\n".join(lines) + "\n"}
+
+
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
     """(the output folder, or None for stdout; the run key; where partitions write)."""
     config = plan.config
@@ -370,5 +380,5 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn and not t["rows"]:
         warn(why_no_rows(t, config.seq_len))
     if folder:
-        folder.finish(renames, manifest)
+        folder.finish(renames, manifest, _megatron_data_args(config, results))
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

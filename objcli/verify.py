@@ -27,7 +27,7 @@ import numpy as np
 from .files import file_sha256
 from .kernels import IGNORE
 from .manifest import Manifest, ShardRecord, read_manifest
-from .shards import read_megatron_index, read_table
+from .shards import read_table, read_token_stream
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
@@ -141,19 +141,7 @@ def _read_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[
                 offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
             columns[spec.name] = Column(np.asarray(values).reshape(-1), offsets)
         return columns
-    return {"input_ids": _read_megatron(folder, shard, specs[0].disk_dtype)}
-
-
-def _read_megatron(folder: Path, shard: ShardRecord, disk_dtype: str) -> Column:
-    prefix = shard.files[0].removesuffix(".bin")
-    dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
-    if dtype.name != disk_dtype:
-        raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
-    data = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    if len(data) != starts[-1] or not np.array_equal(pointers, starts[:-1] * dtype.itemsize):
-        raise ValueError(".idx lengths and pointers do not describe the .bin file")
-    return Column(data, starts)
+    return {"input_ids": Column(*read_token_stream(folder, shard, manifest))}
 
 
 def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Column]) -> list[str]:

@@ -262,10 +262,13 @@ def test_stats_say_what_is_not_known_instead_of_misreporting(sample_tokenizer, s
                               str(tmp_path / "nsp"), "--objective", "nsp", "--seq-len", "64", "-q"])
     nsp = compute_stats(tmp_path / "nsp")
     assert nsp["supervision"] == "example-labels" and nsp["supervised_tokens"] == 0
-    for fmt in ("arrow", "megatron"):
-        _transform(small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / fmt, "--format", fmt)
+    for fmt in ("arrow", "megatron"):  # Megatron's rows packed by concat: it stores no segment ids
+        _transform(small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / fmt, "--format", fmt,
+                   "--packing", "concat")
     arrow, megatron = compute_stats(tmp_path / "arrow"), compute_stats(tmp_path / "megatron")
     assert arrow["examples_per_row"] > 1 and megatron["examples_per_row"] is None
+    _transform(small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / "whole", "--format", "megatron")
+    assert compute_stats(tmp_path / "whole")["examples_per_row"] == 1.0  # whole documents: one per row
     assert megatron["supervised_tokens"] is None and megatron["tokens"] == arrow["tokens"]
 
 

@@ -2,10 +2,12 @@
 
 from .arrow import ArrowWriter
 from .base import ShardInfo, ShardSink, arrow_schema
+from .flat import FLAT_FORMATS, LlmcWriter, NanosetWriter, TokensWriter
 from .megatron import MegatronWriter
 from .npy import NpyWriter
 from .parquet import ParquetWriter
 
-WRITERS = {"arrow": ArrowWriter, "parquet": ParquetWriter, "npy": NpyWriter, "megatron": MegatronWriter}
+WRITERS = {"arrow": ArrowWriter, "parquet": ParquetWriter, "npy": NpyWriter, "megatron": MegatronWriter,
+           "tokens": TokensWriter, "llmc": LlmcWriter, "nanoset": NanosetWriter}
 
-__all__ = ["WRITERS", "ShardInfo", "ShardSink", "arrow_schema"]
+__all__ = ["FLAT_FORMATS", "WRITERS", "ShardInfo", "ShardSink", "arrow_schema"]

@@ -12,8 +12,11 @@
     34 + 4S     8*S       int64 byte offset of each sequence in .bin (first 0)
     34 + 12S    8*(S+1)   int64 document boundaries: 0, 1, ..., S (one sequence per document)
 
-Only ``input_ids`` is written: one sequence per row. With ``--packing none`` a row is a
-document, which is what Megatron-LM expects (it packs and builds positions itself).
+Only ``input_ids`` is written: one sequence per row, in files named as Megatron's own
+``preprocess_data.py`` names them, ``{prefix}_input_ids_document.bin/.idx``. With ``--packing none``
+(the default for this format) a row is a whole document, never cut at ``--seq-len``, with its one
+EOS: what Megatron-LM's ``GPTDataset`` expects (it shuffles documents, packs and builds positions
+itself). ``--packing concat`` writes packed rows as sequences instead.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import TEMP_SUFFIX, HashingFile, commit
 
 MAGIC = b"MMIDIDX\x00\x00"
+DOCUMENT_SUFFIX = "_input_ids_document"
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
 
 
@@ -41,8 +45,9 @@ class MegatronWriter:
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.dtype = self.stored_columns(columns)[0][1]
-        self.bin = HashingFile(base.with_name(base.name + ".bin" + TEMP_SUFFIX))
-        self.idx = HashingFile(base.with_name(base.name + ".idx" + TEMP_SUFFIX))
+        name = base.name + DOCUMENT_SUFFIX  # Megatron's own naming: {prefix}_{key}_document.bin/.idx
+        self.bin = HashingFile(base.with_name(name + ".bin" + TEMP_SUFFIX))
+        self.idx = HashingFile(base.with_name(name + ".idx" + TEMP_SUFFIX))
         self.lengths: list[np.ndarray] = []
 
     def write(self, rows: RowBatch) -> None:

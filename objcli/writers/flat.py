@@ -1,0 +1,144 @@
+"""Flat token files: every document's tokens back to back, as the loaders of nanoGPT, llm.c, OLMo/
+dolma and datatrove/nanotron read them, each shard with an index of where documents start.
+
+============  ===========================================  ==========================================
+``--format``  files per shard                              read by
+============  ===========================================  ==========================================
+``tokens``    ``.bin``: tokens, no header, little-endian   ``np.memmap(path, dtype)`` (nanoGPT's
+              uint16 (every id < 65,536) else uint32;      ``get_batch``, OLMo/dolma-style loaders)
+              ``.offsets.npy``: int64, documents + 1
+``llmc``      ``.bin``: llm.c's 256 x int32 header (magic  llm.c's ``dataloader.h`` (``train_gpt2``,
+              20240520 version 1 for uint16, 20240801      ``train_llama3``)
+              version 7 for uint32; token count), then
+              the tokens; ``.offsets.npy`` as above
+``nanoset``   ``.ds`` tokens (2 or 4 bytes), ``.ds.index``  datatrove's ``DatatroveFolderDataset`` and
+              uint64 document ends, ``.ds.metadata``       merger, nanotron's Nanoset
+              (``tokenizer|token_size``, token count)
+============  ===========================================  ==========================================
+
+Rows are whole documents (these formats take ``--packing none``, never cut at ``--seq-len``: the
+trainer cuts its own windows), so the index is exact.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..files import file_sha256
+from ..rows import ColumnSpec, Ragged, RowBatch
+from .base import TEMP_SUFFIX, HashingFile, commit
+
+LLMC_HEADER_INTS = 256
+LLMC_MAGIC = {np.dtype(np.uint16): (20240520, 1), np.dtype(np.uint32): (20240801, 7)}  # llm.c's data_common.py
+FLAT_FORMATS = ("tokens", "llmc", "nanoset")
+
+
+def flat_dtype(spec: ColumnSpec) -> np.dtype:
+    return np.dtype(np.uint16) if spec.min_value >= 0 and spec.max_value < 65_536 else np.dtype(np.uint32)
+
+
+class _FlatWriter:
+    """Tokens of each row streamed to one file; the document index written at close."""
+
+    token_suffix = ".bin"
+
+    @staticmethod
+    def stored_columns(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
+        spec = next(c for c in columns if c.name == "input_ids")
+        return [(spec, flat_dtype(spec))]
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        self.base = base
+        self.dtype = self.stored_columns(columns)[0][1].newbyteorder("<")
+        self.tokens = HashingFile(base.with_name(base.name + self.token_suffix + TEMP_SUFFIX))
+        self.lengths: list[np.ndarray] = []
+        self._start()
+
+    def _start(self) -> None:
+        return None
+
+    def write(self, rows: RowBatch) -> None:
+        column = rows.columns["input_ids"]
+        values, offsets = (column.values, column.offsets) if isinstance(column, Ragged) else (
+            column.reshape(-1), np.arange(len(column) + 1, dtype=np.int64) * column.shape[1])
+        self.tokens.write(values.astype(self.dtype).tobytes())
+        self.lengths.append(np.diff(offsets).astype(np.int64))
+
+    def _offsets(self) -> np.ndarray:
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+        return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def _offsets_file(self) -> tuple[Path, str]:
+        index = HashingFile(self.base.with_name(self.base.name + ".offsets.npy" + TEMP_SUFFIX))
+        np.save(index, self._offsets(), allow_pickle=False)
+        return commit(index)
+
+    def close(self) -> list[tuple[Path, str]]:
+        return [commit(self.tokens), self._offsets_file()]
+
+
+class TokensWriter(_FlatWriter):
+    suffix = ".bin"
+
+
+class LlmcWriter(_FlatWriter):
+    """llm.c's header holds the token count, known only at the end: a zero header reserves its bytes,
+    is filled in at close, and the file is hashed once more (a header cannot be patched into sha256)."""
+
+    suffix = ".bin"
+
+    def _start(self) -> None:
+        self.tokens.write(np.zeros(LLMC_HEADER_INTS, dtype="<i4").tobytes())
+
+    def close(self) -> list[tuple[Path, str]]:
+        count = int(self._offsets()[-1])
+        if count >= 2**31:
+            raise ValueError(f"llm.c holds fewer than 2**31 tokens per file ({count:,}); pass a smaller --shard-size")
+        self.tokens.close()
+        header = np.zeros(LLMC_HEADER_INTS, dtype="<i4")
+        header[0], header[1] = LLMC_MAGIC[np.dtype(self.dtype.name)]
+        header[2] = count
+        with open(self.tokens.path, "r+b") as f:
+            f.write(header.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        final = self.tokens.path.with_name(self.tokens.path.name.removesuffix(TEMP_SUFFIX))
+        os.replace(self.tokens.path, final)
+        return [(final, file_sha256(final)), self._offsets_file()]
+
+
+class NanosetWriter(_FlatWriter):
+    suffix = ".ds"
+    token_suffix = ".ds"
+
+    def close(self) -> list[tuple[Path, str]]:
+        offsets = self._offsets()
+        files = [commit(self.tokens)]
+        index = HashingFile(self.base.with_name(self.base.name + ".ds.index" + TEMP_SUFFIX))
+        index.write(offsets[1:].astype("<u8").tobytes())
+        files.append(commit(index))
+        metadata = HashingFile(self.base.with_name(self.base.name + ".ds.metadata" + TEMP_SUFFIX))
+        metadata.write(f"objcli|{self.dtype.itemsize}\n{int(offsets[-1])}\n{int(offsets[-1]):,} tokens".encode())
+        files.append(commit(metadata))
+        return files
+
+
+def read_flat(folder: Path, files: list[str], fmt: str, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, document offsets) of one shard of a flat format, from its documented layout."""
+    tokens_path = folder / files[0]
+    if fmt == "nanoset":
+        ends = np.fromfile(folder / (files[0] + ".index"), dtype="<u8").astype(np.int64)
+        offsets = np.concatenate([[0], ends]).astype(np.int64)
+        values = np.fromfile(tokens_path, dtype=np.dtype(dtype).newbyteorder("<"))
+        return values, offsets
+    offsets = np.load(folder / files[0].replace(".bin", ".offsets.npy"))
+    skip = LLMC_HEADER_INTS * 4 if fmt == "llmc" else 0
+    values = np.fromfile(tokens_path, dtype=np.dtype(dtype).newbyteorder("<"), offset=skip)
+    if fmt == "llmc":
+        header = np.fromfile(tokens_path, dtype="<i4", count=3)
+        if tuple(header[:2]) != LLMC_MAGIC[np.dtype(dtype)] or header[2] != len(values):
+            raise ValueError(f"{files[0]}: llm.c header {header.tolist()} does not match its {len(values)} tokens")
+    return values, offsets

@@ -1,0 +1,112 @@
+"""Formats of whole token documents, read back by the clients trainers use: Megatron's indexed dataset
+(documented layout: megatron-core needs torch, which the test extra does not install), a header-less
+token file through ``np.memmap`` (nanoGPT, OLMo/dolma), llm.c's header as its ``dataloader.h`` reads
+it, and datatrove's ``.ds`` files through datatrove's own merger readers."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import manifest_json, run_transform
+
+from objcli.rows import ColumnSpec, Ragged, RowBatch
+from objcli.shards import read_megatron_index
+from objcli.tokenizers import open_tokenizer
+from objcli.writers.flat import LLMC_MAGIC, LlmcWriter
+
+
+@pytest.fixture(scope="module")
+def documents(small_corpus, sample_tokenizer):
+    """Every document of the corpus as the tokenizer encodes it, with EOS (clm's default)."""
+    tokenizer = open_tokenizer(sample_tokenizer)
+    texts = [json.loads(line)["text"] for line in (small_corpus / "prose.jsonl").read_text().splitlines()]
+    eos = tokenizer.resolve("eos")
+    return [[*tokenizer.encode([t], 1)[0].tolist(), eos] for t in texts]
+
+
+def _run(small_corpus, sample_tokenizer, folder, fmt):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, folder, output_format=fmt, seq_len=64,
+                  shard_size="20KB")
+    return manifest_json(folder)
+
+
+def test_megatron_keeps_every_document_whole_with_its_eos(small_corpus, sample_tokenizer, documents, tmp_path):
+    """Issue 15: with --packing none, a document longer than --seq-len became several Megatron documents,
+    only the last with EOS. Now each document is one sequence, in files named as Megatron names them."""
+    manifest = _run(small_corpus, sample_tokenizer, tmp_path, "megatron")
+    assert manifest["config"]["packing"] == "none" and any(len(d) > 64 for d in documents)
+    sequences = []
+    for shard in manifest["shards"]:
+        bin_name, idx_name = shard["files"]
+        assert bin_name.endswith("_input_ids_document.bin") and idx_name.endswith("_input_ids_document.idx")
+        dtype, lengths, pointers = read_megatron_index(tmp_path / idx_name)
+        data = np.fromfile(tmp_path / bin_name, dtype=dtype)
+        sequences += [data[p // dtype.itemsize:p // dtype.itemsize + n].tolist() for n, p in zip(lengths, pointers)]
+    assert sequences == documents
+    lines = (tmp_path / "megatron.txt").read_text().split("\n")[:-1]
+    assert [int(line.split()[0]) for line in lines] == [s["tokens"] for s in manifest["shards"]]
+    for line in lines:  # each prefix names a .bin/.idx pair, relative to the output folder
+        prefix = line.split()[1]
+        assert (tmp_path / f"{prefix}.bin").exists() and (tmp_path / f"{prefix}.idx").exists()
+
+
+def test_flat_tokens_read_with_np_memmap(small_corpus, sample_tokenizer, documents, tmp_path):
+    manifest = _run(small_corpus, sample_tokenizer, tmp_path, "tokens")
+    dtype = manifest["columns"][0]["disk_dtype"]
+    assert dtype == "uint16" and [c["name"] for c in manifest["columns"]] == ["input_ids"]
+    read = []
+    for shard in manifest["shards"]:
+        data = np.memmap(tmp_path / shard["files"][0], dtype=np.uint16, mode="r")  # nanoGPT's get_batch
+        offsets = np.load(tmp_path / shard["files"][1])
+        assert offsets[-1] == len(data)
+        read += [data[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])]
+    assert read == documents
+
+
+def test_llmc_header_as_its_dataloader_reads_it(small_corpus, sample_tokenizer, documents, tmp_path):
+    manifest = _run(small_corpus, sample_tokenizer, tmp_path, "llmc")
+    stream = []
+    for shard in manifest["shards"]:
+        raw = (tmp_path / shard["files"][0]).read_bytes()
+        header = np.frombuffer(raw[:1024], dtype="<i4")
+        assert (header[0], header[1]) == (20240520, 1)  # GPT-2 layout: uint16 tokens
+        tokens = np.frombuffer(raw[1024:], dtype="<u2")
+        assert header[2] == len(tokens) == shard["tokens"]
+        stream += tokens.tolist()
+    assert stream == [t for d in documents for t in d]
+
+
+def test_llmc_takes_uint32_and_llama3s_header_for_a_large_vocabulary(tmp_path):
+    spec = ColumnSpec("input_ids", "ragged", 0, 128_255, "token ids")
+    writer = LlmcWriter(tmp_path / "shard", [spec])
+    values = np.array([5, 128_000, 70_000, 2], dtype=np.int32)
+    writer.write(RowBatch({"input_ids": Ragged(values, np.array([0, 3, 4]))}, np.array([3, 1]), np.zeros(2),
+                          np.ones(2)))
+    (path, digest), (offsets_path, _) = writer.close()
+    header = np.fromfile(path, dtype="<i4", count=3)
+    assert tuple(header[:2]) == LLMC_MAGIC[np.dtype(np.uint32)] == (20240801, 7) and header[2] == 4
+    assert np.fromfile(path, dtype="<u4", offset=1024).tolist() == values.tolist()
+    assert np.load(offsets_path).tolist() == [0, 3, 4]
+    import hashlib
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_nanoset_read_by_datatroves_own_readers(small_corpus, sample_tokenizer, documents, tmp_path):
+    merger = pytest.importorskip("datatrove.pipeline.tokens.merger")
+    manifest = _run(small_corpus, sample_tokenizer, tmp_path, "nanoset")
+    read = []
+    for shard in manifest["shards"]:
+        ds = tmp_path / shard["files"][0]
+        ends = merger.load_doc_ends(open(f"{ds}.index", "rb"))
+        read += [np.frombuffer(b, dtype="<u2").tolist() for b in merger.get_data_reader(open(ds, "rb"), ends, 2)]
+        name, count = (tmp_path / f"{shard['files'][0]}.metadata").read_text().split("\n")[:2]
+        assert name == "objcli|2" and int(count) == shard["tokens"]
+    assert read == documents
+
+
+def test_flat_formats_take_whole_documents_only(small_corpus, sample_tokenizer, tmp_path):
+    from objcli.errors import ObjcliError
+
+    with pytest.raises(ObjcliError, match="--format llmc writes whole documents back to back"):
+        run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="llmc",
+                      packing="concat")
