@@ -13,7 +13,7 @@ from .errors import ObjcliError
 from .options import check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 
-OUTPUT_FORMATS = ("arrow", "parquet", "npy", "megatron", "tokens", "llmc", "nanoset")
+OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
 # Formats that store whole documents, only their tokens, one after another: the trainer cuts windows.
 WHOLE_DOCUMENT_FORMATS = ("megatron", "tokens", "llmc", "nanoset")
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}

@@ -34,6 +34,7 @@ WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
 DATA_ARGS = "megatron.txt"  # --format megatron: Megatron-LM's --data-args-path file (weight prefix per shard)
+HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
 
 
 @dataclass
@@ -235,7 +236,7 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():
-            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS) or path.name.startswith("part-"):
+            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or path.name.startswith("part-"):
                 path.unlink()
         shutil.rmtree(self.work, ignore_errors=True)
 

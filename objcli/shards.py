@@ -124,7 +124,7 @@ def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[
         first = shard.files[0]
         if not (folder / first).exists():
             raise ObjcliError(f"{folder / first}: listed in the manifest but missing; rerun the transform")
-        if fmt == "arrow":
+        if fmt in ("arrow", "hf"):
             rows = _rows_from_batches(_arrow_batches(folder / first))
         elif fmt == "parquet":
             rows = _rows_from_batches(_parquet_batches(folder / first))
@@ -151,7 +151,7 @@ def _read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) ->
     scalars as 1-D arrays."""
     fmt, kinds = manifest.format, {c.name: c.kind for c in manifest.columns}
     first = folder / shard.files[0]
-    if fmt in ("arrow", "parquet"):
+    if fmt in ("arrow", "hf", "parquet"):
         table = read_table(first, fmt)
         columns = {}
         for name in table.column_names:

@@ -20,8 +20,9 @@ from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
+from .format_files import format_files
 from .manifest import MANIFEST_VERSION, totals
-from .output import DATA_ARGS, OutputFolder, PartitionResult, final_names
+from .output import OutputFolder, PartitionResult, final_names
 from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
@@ -279,16 +280,6 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) 
     }
 
 
-def _megatron_data_args(config: TransformConfig, results) -> dict[str, str]:
-    """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
-    normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
-    where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
-    if config.output_format != "megatron":
-        return {}
-    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for result in results for shard in result.shards]
-    return {DATA_ARGS: "\n".join(lines) + "\n"}
-
-
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
     """(the output folder, or None for stdout; the run key; where partitions write)."""
     config = plan.config
@@ -380,5 +371,5 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn and not t["rows"]:
         warn(why_no_rows(t, config.seq_len))
     if folder:
-        folder.finish(renames, manifest, _megatron_data_args(config, results))
+        folder.finish(renames, manifest, format_files(config.output_format, results, plan.columns, plan.fingerprint))
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -108,7 +108,7 @@ def _read_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[
     fmt = manifest.format
     specs = manifest.columns
     first = folder / shard.files[0]
-    if fmt in ("arrow", "parquet"):
+    if fmt in ("arrow", "hf", "parquet"):
         import pyarrow as pa
 
         table = read_table(first, fmt)

@@ -110,3 +110,25 @@ def test_flat_formats_take_whole_documents_only(small_corpus, sample_tokenizer, 
     with pytest.raises(ObjcliError, match="--format llmc writes whole documents back to back"):
         run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="llmc",
                       packing="concat")
+
+
+@pytest.mark.parametrize("objective, extra", [("clm", {}), ("nsp", {})])
+def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp_path, objective, extra):
+    """Issue 15: the output folder was not a datasets saved dataset. --format hf writes state.json and
+    dataset_info.json beside the shards, features declared (int32 sequences, int32 scalars)."""
+    datasets = pytest.importorskip("datasets")
+    import pyarrow as pa
+
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "hf", output_format="hf",
+                  objective=objective, seq_len=64, shard_size="20KB", **extra)
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "arrow", objective=objective,
+                  seq_len=64, shard_size="20KB", **extra)
+    loaded = datasets.load_from_disk(str(tmp_path / "hf"))
+    arrow = pa.concat_tables(pa.ipc.open_stream(str(p)).read_all() for p in sorted((tmp_path / "arrow").glob("*.arrow")))
+    assert loaded.num_rows == arrow.num_rows and loaded.column_names == arrow.column_names
+    assert loaded.to_dict() == arrow.to_pydict()
+    manifest = manifest_json(tmp_path / "hf")
+    for column in manifest["columns"]:
+        feature = loaded.features[column["name"]]
+        expected = "int32" if column["kind"] == "scalar" else "List(Value('int32'))"
+        assert (feature.dtype if column["kind"] == "scalar" else repr(feature)) == expected

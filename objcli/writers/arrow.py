@@ -29,3 +29,8 @@ class ArrowWriter:
     def close(self) -> list[tuple[Path, str]]:
         self.writer.close()
         return [commit(self.temp)]
+
+
+class HfWriter(ArrowWriter):
+    """``--format hf``: the same Arrow stream shards, in a folder that ``datasets.load_from_disk``
+    opens; its ``state.json`` and ``dataset_info.json`` (features declared) come with the manifest."""

@@ -1,0 +1,48 @@
+"""Files that come with a format's shards, written just before the manifest: what a trainer's loader
+opens besides the shards themselves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from .output import DATA_ARGS, HF_FILES
+
+
+def format_files(output_format: str, results, columns, fingerprint: str) -> dict[str, str]:
+    if output_format == "megatron":
+        return {DATA_ARGS: megatron_data_args(results)}
+    if output_format == "hf":
+        return dict(zip(HF_FILES, hf_saved_dataset(results, columns, fingerprint)))
+    return {}
+
+
+def megatron_data_args(results) -> str:
+    """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
+    normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
+    where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
+    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for result in results for shard in result.shards]
+    return "\n".join(lines) + "\n"
+
+
+def _feature(column) -> dict:
+    value = {"dtype": "int32", "_type": "Value"}
+    # "Sequence" is read by every datasets release (5.x reads it as List).
+    return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
+
+
+def hf_saved_dataset(results, columns, fingerprint: str) -> tuple[str, str]:
+    """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards."""
+    files = [{"filename": shard.files[0]} for result in results for shard in result.shards]
+    state = {
+        "_data_files": files,
+        "_fingerprint": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": None,
+    }
+    info = {"citation": "", "description": "written by objcli; see manifest.json",
+            "features": {c.name: _feature(c) for c in columns}, "homepage": "", "license": ""}
+    return json.dumps(state, indent=2) + "\n", json.dumps(info, indent=2) + "\n"
