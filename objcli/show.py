@@ -15,7 +15,6 @@ import msgspec
 import numpy as np
 
 from .errors import ObjcliError
-from .files import file_sha256
 from .manifest import ColumnInfo, Manifest, read_manifest
 from .shards import iter_rows
 from .tokenizers import SpecialTokens, Tokenizer, open_tokenizer
@@ -27,9 +26,9 @@ def load_output_tokenizer(manifest: Manifest, override: str | None) -> Tokenizer
     path = override or manifest.tokenizer.path
     if not Path(path).is_file():
         raise ObjcliError(f"tokenizer {path} (from the manifest) is gone; pass its new path with --tokenizer")
-    if file_sha256(path) != manifest.tokenizer.sha256:
-        raise ObjcliError(f"tokenizer {path}: sha256 differs from the manifest's; pass the model used with --tokenizer")
     tokenizer = open_tokenizer(path)
+    if tokenizer.sha256 != manifest.tokenizer.sha256:  # the kind's own digest (tiktoken: with its side file)
+        raise ObjcliError(f"tokenizer {path}: sha256 differs from the manifest's; pass the model used with --tokenizer")
     tokenizer.adopt(SpecialTokens(**msgspec.structs.asdict(manifest.special_tokens)))
     return tokenizer
 

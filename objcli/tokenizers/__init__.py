@@ -1,7 +1,8 @@
 """Tokenizers, one file per kind behind one interface (``base.Tokenizer``).
 
 ``open_tokenizer`` tells the kinds apart by content: a JSON object is a Hugging Face
-``tokenizer.json``; anything else is tried as a SentencePiece model.
+``tokenizer.json``; lines of ``base64 rank`` are a tiktoken rank file (Llama 3's ``tokenizer.model``
+is one); anything else is tried as a SentencePiece model.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ def open_tokenizer(path: str | Path) -> Tokenizer:
     if not path.is_file():
         raise ObjcliError(f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer")
     with open(path, "rb") as f:
-        head = f.read(64).lstrip()
+        head = f.read(256).lstrip()
     if head.startswith(b"{"):
         from .huggingface import HuggingFaceTokenizer
 
         return HuggingFaceTokenizer(path)
+    from .tiktoken_bpe import TiktokenTokenizer, looks_like_ranks
+
+    if looks_like_ranks(head):
+        return TiktokenTokenizer(path)
     from .sentencepiece import SentencePieceTokenizer
 
     return SentencePieceTokenizer(path)

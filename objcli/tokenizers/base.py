@@ -231,6 +231,16 @@ class Tokenizer:
         return "".join(out)
 
 
+def cut_before_line_break(window: str) -> int:
+    """Just before the whitespace run that holds the last line break, so the next piece starts with
+    the whole run and this one ends with non-space text (byte-level BPE split patterns never join
+    non-space text with the whitespace after it)."""
+    cut = window.rfind("\n")
+    while cut > 0 and window[cut - 1].isspace():
+        cut -= 1
+    return max(cut, 0)
+
+
 def flatten_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)

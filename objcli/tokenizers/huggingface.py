@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from .base import Tokenizer, flatten_arrays
+from .base import Tokenizer, cut_before_line_break, flatten_arrays
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -81,12 +81,7 @@ class HuggingFaceTokenizer(Tokenizer):
         return flatten_arrays([np.asarray(e.ids, dtype=np.int32) for e in encodings])
 
     def cut_point(self, window: str) -> int:
-        """Just before the whitespace run that holds the last line break, so the next piece starts
-        with the whole run and this one ends with non-space text."""
-        cut = window.rfind("\n")
-        while cut > 0 and window[cut - 1].isspace():
-            cut -= 1
-        return max(cut, 0)
+        return cut_before_line_break(window)
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.library.decode_batch(ids, skip_special_tokens=False) if ids else []

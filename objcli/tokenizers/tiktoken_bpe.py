@@ -1,0 +1,166 @@
+"""tiktoken BPE rank files (OpenAI's encodings, Llama 3's ``tokenizer.model``, Qwen's ``qwen.tiktoken``),
+loaded offline through ``tiktoken.Encoding``, the fastest BPE encoder in Python (it releases the GIL
+and encodes batches with threads).
+
+A rank file holds only the merges: one ``base64(token bytes) rank`` line per token. The split pattern
+and the special tokens come from a side file ``<rank file>.json`` when there is one::
+
+    {"pattern": "...", "special_tokens": {"<|endoftext|>": 100257}, "bos": null, "eos": "<|endoftext|>"}
+
+or else from the published encoding with that many ranks (``PRESETS``: cl100k, o200k, Llama 3). Text
+that spells a special token stays text (``encode_ordinary``), as with the other kinds.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from .base import Tokenizer, cut_before_line_break, flatten_arrays
+
+CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+                  r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
+])
+LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+                  r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
+def _llama3_specials(base: int) -> dict[str, int]:
+    """Meta's llama3 ``tokenizer.py``: 256 specials after the 128,000 ranks."""
+    names = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+             "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>",
+             "<|end_header_id|>", "<|reserved_special_token_4|>", "<|eot_id|>"]
+    names += [f"<|reserved_special_token_{i}|>" for i in range(5, 256 - 5)]
+    return {name: base + i for i, name in enumerate(names)}
+
+
+# Published encodings, by their number of ranks: (name, pattern, specials, bos, eos).
+PRESETS = {
+    100_256: ("cl100k_base", CL100K_PATTERN, {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
+                                              "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+                                              "<|endofprompt|>": 100276}, None, "<|endoftext|>"),
+    199_998: ("o200k_base", O200K_PATTERN, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}, None, "<|endoftext|>"),
+    128_000: ("llama3", LLAMA3_PATTERN, _llama3_specials(128_000), "<|begin_of_text|>", "<|end_of_text|>"),
+}
+
+
+def looks_like_ranks(head: bytes) -> bool:
+    """The first line of a rank file: base64 text, one space, a decimal rank."""
+    first = head.split(b"\n", 1)[0].strip()
+    token, _, rank = first.partition(b" ")
+    try:
+        base64.b64decode(token, validate=True)
+    except ValueError:
+        return False
+    return bool(token) and rank.isdigit()
+
+
+def _read_ranks(path: Path) -> dict[bytes, int]:
+    ranks = {}
+    try:
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    except ValueError:
+        raise ObjcliError(f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file") from None
+    return ranks
+
+
+class TiktokenTokenizer(Tokenizer):
+    kind = "tiktoken"
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
+        try:
+            import tiktoken
+        except ImportError:
+            raise ObjcliError(f"tokenizer {self.path} is a tiktoken rank file; install support with: "
+                              "pip install 'objcli[tiktoken]'") from None
+        ranks = _read_ranks(self.path)
+        name, pattern, specials, self.bos, self.eos = self._settings(len(ranks))
+        self.encoding = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        self.specials = specials
+        self.vocab_size = self.encoding.n_vocab
+
+    def _settings(self, count: int):
+        side = self.path.with_name(self.path.name + ".json")
+        if side.is_file():
+            try:
+                spec = json.loads(side.read_text(encoding="utf-8"))
+                return (self.path.stem, spec["pattern"], {k: int(v) for k, v in spec.get("special_tokens", {}).items()},
+                        spec.get("bos"), spec.get("eos"))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+                raise ObjcliError(f"{side}: needs 'pattern' and 'special_tokens' ({error}); fix it") from None
+        if count not in PRESETS:
+            raise ObjcliError(f"tokenizer {self.path}: a rank file of {count:,} tokens matches no published encoding; "
+                              f"give its split pattern and special tokens in {side.name}")
+        return PRESETS[count]
+
+    @cached_property
+    def sha256(self) -> str:
+        """The rank file and its side file: the pattern changes the tokens as much as the ranks."""
+        digest = hashlib.sha256(self.path.read_bytes())
+        side = self.path.with_name(self.path.name + ".json")
+        if side.is_file():
+            digest.update(side.read_bytes())
+        return digest.hexdigest()
+
+    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))
+        return flatten_arrays([np.asarray(i, dtype=np.int32) for i in ids])
+
+    def cut_point(self, window: str) -> int:
+        return cut_before_line_break(window)
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        return self.encoding.decode_batch(ids) if ids else []
+
+    def model_id(self, piece: str) -> int | None:
+        if piece in self.specials:
+            return self.specials[piece]
+        try:
+            return self.encoding.encode_single_token(piece.encode("utf-8"))
+        except KeyError:
+            return None
+
+    def model_role_id(self, role: str) -> int | None:
+        name = {"bos": self.bos, "eos": self.eos}.get(role)
+        return self.specials.get(name) if name else None
+
+    @cached_property
+    def _pieces(self) -> list[str]:
+        pieces = [""] * self.vocab_size
+        for token, rank in self.encoding._mergeable_ranks.items():
+            pieces[rank] = token.decode("utf-8", errors="replace")
+        for name, token_id in self.specials.items():
+            pieces[token_id] = name
+        return pieces
+
+    def pieces(self) -> list[str]:
+        return self._pieces
+
+    def word_start_mask(self) -> np.ndarray:
+        """A byte-level piece starts a word when its bytes start with a space."""
+        return np.array([p.startswith(" ") for p in self.pieces()], dtype=bool)
+
+    def control_mask(self) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        mask[list(self.specials.values())] = True
+        return mask
+
+    def unusable_mask(self) -> np.ndarray:
+        """Ids no rank and no special holds (cl100k's gaps between its ranks and its specials)."""
+        used = np.zeros(self.vocab_size, dtype=bool)
+        used[list(self.encoding._mergeable_ranks.values())] = True
+        return ~used & ~self.control_mask()
