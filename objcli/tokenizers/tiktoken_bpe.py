@@ -67,13 +67,14 @@ def looks_like_ranks(head: bytes) -> bool:
 
 def _read_ranks(path: Path) -> dict[bytes, int]:
     ranks = {}
-    try:
-        for number, line in enumerate(path.read_bytes().splitlines(), 1):
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    except ValueError:
-        raise ObjcliError(f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file") from None
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+        except ValueError:
+            raise ObjcliError(f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file") from None
     return ranks
 
 
