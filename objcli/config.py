@@ -76,7 +76,7 @@ class TransformConfig:
     text_unit: str = option("line", "Plain text: a document per line, per blank-line paragraph, or per file.",
                             choices=TEXT_UNITS)
     strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.")
-    bos: bool = option(False, "Put BOS before every document.")
+    bos: bool | None = option(None, "Put BOS before every document [default: as the tokenizer's own template].")
     eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].")
     seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0)
     bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).")

@@ -6,6 +6,7 @@ output of a partition is the same whichever process, worker count or executor ru
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -59,14 +60,18 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     return make_packer(config.packing, settings)
 
 
-def plan_objective(config: TransformConfig, warn=None) -> tuple[Tokenizer, Objective, list[ColumnSpec]]:
+def plan_objective(config: TransformConfig, warn=None) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
     """Load the tokenizer and build the objective in the main process: this fixes the special
-    tokens (and the order they are allocated in) before any worker starts."""
+    tokens (and the order they are allocated in) before any worker starts. The configuration comes
+    back with the BOS policy resolved (``--bos`` not given: the tokenizer's own template)."""
     tokenizer = open_tokenizer(config.tokenizer)
-    tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token), ("eos", config.eos_token)) if p}
+    template_bos = tokenizer.template_bos()
+    tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token or template_bos), ("eos", config.eos_token)) if p}
+    if config.bos is None:
+        config = dataclasses.replace(config, bos=template_bos is not None)
     objective = build_objective(config, tokenizer)
     check_special_roles(tokenizer, warn)
-    return tokenizer, objective, objective.columns(build_packer(config, objective).columns())
+    return config, tokenizer, objective, objective.columns(build_packer(config, objective).columns())
 
 
 def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:

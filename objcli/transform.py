@@ -63,8 +63,16 @@ class Summary:
             f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
             f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
             f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
-            + self._resumed()
+            + self._boundaries() + self._resumed()
         )
+
+    def _boundaries(self) -> str:
+        """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the
+        tokenizer's own template)."""
+        config, pieces = self.manifest["config"], self.manifest["special_tokens"]["pieces"]
+        bos = pieces.get("bos", "") if config.get("bos") else ""
+        eos = pieces.get("eos", "") if config.get("eos") else ""
+        return f"; documents as {bos}…{eos}" if bos or eos else "; documents without BOS or EOS"
 
     def _resumed(self) -> str:
         partitions = len(self.manifest["partitions"])
@@ -167,7 +175,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
     partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
-    tokenizer, objective, columns = plan_objective(config, warn)
+    config, tokenizer, objective, columns = plan_objective(config, warn)
     if pool == "auto":
         # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
         # token-level objectives); processes where Python holds it (objectives that split

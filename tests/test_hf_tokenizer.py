@@ -92,3 +92,31 @@ def test_a_file_that_is_neither_format(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ObjcliError, match="the folder holds no tokenizer.json"):
         open_tokenizer(tmp_path / "empty")
+
+
+def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_path):
+    """Issue 15: a Llama-3-style tokenizer.json, whose post-processor prepends <|begin_of_text|>, lost
+    its BOS silently (datatrove #345). Without --bos/--no-bos, objcli now follows the template and says so."""
+    from click.testing import CliRunner
+    from tokenizers import Tokenizer, processors
+
+    from objcli.cli import main
+
+    folder = tmp_path / "llama-like"
+    folder.mkdir()
+    tokenizer = Tokenizer.from_file(str(hf_folder / "tokenizer.json"))
+    tokenizer.add_special_tokens(["<|begin_of_text|>"])
+    bos = tokenizer.token_to_id("<|begin_of_text|>")
+    tokenizer.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                             special_tokens=[("<|begin_of_text|>", bos)])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(folder), "--seq-len", "64", "--packing", "none"]
+    followed = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "auto")])
+    assert followed.exit_code == 0 and "documents as <|begin_of_text|>…<|endoftext|>" in followed.output
+    _, table = read_output(tmp_path / "auto")
+    assert {row[0] for row in table["input_ids"][:50]} >= {bos} and table["input_ids"][0][0] == bos
+    declined = CliRunner().invoke(main, [*args, "--no-bos", "-o", str(tmp_path / "none")])
+    _, table = read_output(tmp_path / "none")
+    assert declined.exit_code == 0 and bos not in {row[0] for row in table["input_ids"]}
+    plain = CliRunner().invoke(main, [*args[:3], str(hf_folder), *args[4:], "-o", str(tmp_path / "gpt2-like")])
+    assert "documents as …<|endoftext|>" in plain.output  # no template BOS: none added

@@ -93,6 +93,11 @@ class Tokenizer:
         """Model ids not to use as random replacements besides the controls (unknown, unused)."""
         raise NotImplementedError
 
+    def template_bos(self) -> str | None:
+        """The BOS piece the tokenizer's own template puts before a text, if it has one (``--bos``
+        not given follows it). SentencePiece models carry no template: none."""
+        return None
+
     # ---- shared ----
     def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Batched encode into (int32 tokens, int64 offsets). Texts longer than LONG_TEXT_CHARS are

@@ -53,6 +53,7 @@ class HuggingFaceTokenizer(Tokenizer):
             ) from None
         self.library.encode_special_tokens = True
         self.vocab_size = self.library.get_vocab_size(with_added_tokens=True)
+        self.add_bos = False
         self.config = self._read_config()
         self._pieces: list[str] | None = None
         self._threads: int | None = None
@@ -65,6 +66,7 @@ class HuggingFaceTokenizer(Tokenizer):
             config = json.loads(config_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ObjcliError(f"{config_path}: not valid JSON ({error}); fix or remove it") from None
+        self.add_bos = config.get("add_bos_token") is True
         roles = {}
         for role in ROLE_NAMES:
             value = config.get(f"{role}_token")
@@ -94,6 +96,19 @@ class HuggingFaceTokenizer(Tokenizer):
             token_id = self.library.token_to_id(name)
             if token_id is not None:
                 return token_id
+        return None
+
+    def template_bos(self) -> str | None:
+        """The special token that the post-processor's single-text template starts with (Llama 3's
+        ``<|begin_of_text|>``), or the BOS of a ``tokenizer_config.json`` with ``add_bos_token``."""
+        post = json.loads(self.library.to_str()).get("post_processor") or {}
+        steps = post.get("processors", []) if post.get("type") == "Sequence" else [post]
+        for step in steps:
+            first = (step.get("single") or [{}])[0] if step.get("type") == "TemplateProcessing" else {}
+            if "SpecialToken" in first:
+                return first["SpecialToken"]["id"]
+        if self.add_bos and self.model_role_id("bos") is not None:
+            return self.piece(self.model_role_id("bos"))
         return None
 
     def pieces(self) -> list[str]:

@@ -139,6 +139,9 @@ class TiktokenTokenizer(Tokenizer):
         name = {"bos": self.bos, "eos": self.eos}.get(role)
         return self.specials.get(name) if name else None
 
+    def template_bos(self) -> str | None:
+        return self.bos  # Llama 3 begins every text with <|begin_of_text|>; OpenAI's encodings have none
+
     @cached_property
     def _pieces(self) -> list[str]:
         pieces = [""] * self.vocab_size
