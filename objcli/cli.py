@@ -130,6 +130,26 @@ def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, spec
                f"preset {result['preset']}, trained on {result['sentences']:,} sentences)", err=True)
 
 
+@main.command("export-tokenizer")
+@click.argument("folder")
+@click.option("-o", "--output", required=True, help="Folder to write the tokenizer into.")
+@click.option("-t", "--tokenizer", default=None, help="Tokenizer, if it moved since the run.")
+def export_tokenizer_command(folder, output, tokenizer):
+    """Write the tokenizer of an output FOLDER with every special objcli allocated added at its id,
+    so vocabulary size and decoding downstream match the shards. Example:
+
+        objcli export-tokenizer shards/ -o shards-tokenizer/
+    """
+    from .export_tokenizer import export_tokenizer
+
+    try:
+        result = export_tokenizer(folder, output, tokenizer)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    click.echo(f"objcli: wrote {result['path']} ({result['kind']}, {result['vocab_size']:,} ids, "
+               f"{result['added']} added)", err=True)
+
+
 @main.command("inspect")
 @click.argument("folder")
 @click.option("-n", "--rows", type=click.IntRange(min=0), default=3, show_default=True, help="Rows to show.")

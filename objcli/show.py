@@ -24,7 +24,7 @@ SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
 
 def load_output_tokenizer(manifest: Manifest, override: str | None) -> Tokenizer:
     path = override or manifest.tokenizer.path
-    if not Path(path).is_file():
+    if not Path(path).exists():  # a file, or a folder holding tokenizer.json
         raise ObjcliError(f"tokenizer {path} (from the manifest) is gone; pass its new path with --tokenizer")
     tokenizer = open_tokenizer(path)
     if tokenizer.sha256 != manifest.tokenizer.sha256:  # the kind's own digest (tiktoken: with its side file)

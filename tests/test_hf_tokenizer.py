@@ -120,3 +120,21 @@ def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_pa
     assert declined.exit_code == 0 and bos not in {row[0] for row in table["input_ids"]}
     plain = CliRunner().invoke(main, [*args[:3], str(hf_folder), *args[4:], "-o", str(tmp_path / "gpt2-like")])
     assert "documents as …<|endoftext|>" in plain.output  # no template BOS: none added
+
+
+def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_corpus, tmp_path):
+    from click.testing import CliRunner
+    from tokenizers import Tokenizer
+
+    from objcli.cli import main
+
+    out = tmp_path / "mlm"
+    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(hf_folder), "-o", str(out), "--objective",
+            "mlm", "--seq-len", "64", "-q"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    exported = Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
+    assert exported.get_vocab_size(with_added_tokens=True) == manifest["tokenizer"]["total_vocab_size"]
+    assert manifest["special_tokens"]["added"] and all(
+        exported.token_to_id(piece) == token_id for piece, token_id in manifest["special_tokens"]["added"].items())

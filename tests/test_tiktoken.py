@@ -65,3 +65,20 @@ def test_a_broken_rank_file_is_one_line(tmp_path):
     path.write_text("IQ== 0\nnot a rank line\n")
     with pytest.raises(ObjcliError, match="line 2 is not 'base64-token rank'"):
         open_tokenizer(path)
+
+
+def test_export_writes_every_special_into_the_side_file(rank_file, small_corpus, tmp_path):
+    from click.testing import CliRunner
+
+    from objcli.cli import main
+
+    path, _, _ = rank_file
+    out = tmp_path / "mlm"
+    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(path), "-o", str(out), "--objective", "mlm",
+            "--seq-len", "64", "-q"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
+    exported = open_tokenizer(tmp_path / "tok" / "tokenizer.model")
+    added = json.loads((out / "manifest.json").read_text())["special_tokens"]["added"]
+    assert added and all(exported.model_id(piece) == token_id for piece, token_id in added.items())
+    assert exported.vocab_size == 401 + len(added)

@@ -226,14 +226,18 @@ class Tokenizer:
         for token_id in map(int, token_ids):
             if self.is_special(token_id):
                 if run:
-                    out.append(self.decode_batch([run])[0])
+                    out.append(self._decode_run(run, not out))
                     run = []
                 out.append(self.piece(token_id))
             else:
                 run.append(token_id)
         if run:
-            out.append(self.decode_batch([run])[0])
+            out.append(self._decode_run(run, not out))
         return "".join(out)
+
+    def _decode_run(self, run: list[int], first: bool) -> str:
+        """A run of ordinary ids as the whole sequence decodes it (``first``: at the start of it)."""
+        return self.decode_batch([run])[0]
 
 
 def cut_before_line_break(window: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,23 @@ class SentencePieceTokenizer(Tokenizer):
         while cut > 0 and window[cut - 1].isspace():
             cut = window.rfind(" ", 0, cut)
         return max(cut, 0)
+
+    @cached_property
+    def _anchor(self) -> tuple[int, str] | None:
+        """An ordinary piece that decodes to itself, to put before a run that follows a special token."""
+        for token_id, piece in enumerate(self.pieces()):
+            if piece.isalpha() and self.decode_batch([[token_id]])[0] == piece:
+                return token_id, piece
+        return None
+
+    def _decode_run(self, run: list[int], first: bool) -> str:
+        """SentencePiece drops the whitespace a text starts with, not that of text after a special
+        token: a run after one is decoded behind an anchor piece, then the anchor is cut off, so the
+        text matches what the whole sequence (the exported tokenizer) decodes to."""
+        if first or self._anchor is None:
+            return self.decode_batch([run])[0]
+        anchor, text = self._anchor
+        return self.decode_batch([[anchor, *run]])[0][len(text):]
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.processor.decode(ids) if ids else []
