@@ -12,6 +12,7 @@ These are benchmarks, not tests: nothing here asserts a wall-clock figure.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -86,6 +87,61 @@ def hf_tokenizer_file() -> Path:
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.save(str(path))
     return path
+
+
+def tiktoken_rank_file() -> Path:
+    """The bench tokenizer.json's byte-level BPE as a tiktoken rank file (rank = id: the trainer numbers
+    merged tokens in merge order) with a side file for GPT-2's split pattern and <|endoftext|>."""
+    path = DATA / "tiktoken" / "bench.tiktoken"
+    if path.exists():
+        return path
+    byte_of = {ch: b for b, ch in enumerate(_bytes_to_unicode())}
+    vocab = json.loads(hf_tokenizer_file().read_text())["model"]["vocab"]
+    lines = [f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}"
+             for rank, token in enumerate(sorted(vocab, key=vocab.get)) if token != "<|endoftext|>"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+    side = {"pattern": pattern, "special_tokens": {"<|endoftext|>": len(lines)}, "eos": "<|endoftext|>"}
+    path.with_name(path.name + ".json").write_text(json.dumps(side))
+    return path
+
+
+def _bytes_to_unicode() -> list[str]:
+    """GPT-2's byte-to-character table (the characters byte-level BPE vocabularies are written in)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = [], 0
+    for b in range(256):
+        if b in printable:
+            chars.append(chr(b))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    return chars
+
+
+def raw_tiktoken(paths: list[Path], rank_path: Path, batch_bytes: int = 1 << 20) -> dict:
+    """The ceiling for a rank file: tiktoken's own batched encode with CORES threads, same batches."""
+    import msgspec
+
+    from objcli.tokenizers import open_tokenizer
+
+    encoding = open_tokenizer(rank_path).encoding
+    batches, batch, size = [], [], 0
+    for path in paths:
+        for record in msgspec.json.Decoder().decode_lines(open(path, "rb").read()):
+            batch.append(record["text"])
+            size += len(record["text"])
+            if size >= batch_bytes:
+                batches.append(batch)
+                batch, size = [], 0
+    batches.append(batch)
+    best = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        tokens = sum(len(ids) for b in batches for ids in encoding.encode_ordinary_batch(b, num_threads=CORES))
+        best = min(best, time.perf_counter() - started)
+    return {"seconds": best, "text_bytes": sum(len(t) for b in batches for t in b), "tokens": tokens}
 
 
 def raw_hf(paths: list[Path], tokenizer_path: Path, batch_bytes: int = 1 << 20) -> dict:
@@ -585,6 +641,14 @@ def peers_table(paths: list[Path]) -> None:
     one = objcli_transform(paths, "-t", str(tokenizer_json), "--workers", "1")
     two = objcli_transform(paths, "-t", str(tokenizer_json), "--workers", str(CORES))
     rows += [("objcli clm, tokenizer.json, --workers 1", one, hf), ("objcli clm, tokenizer.json, --workers 2", two, hf)]
+    try:
+        rank_file = tiktoken_rank_file()
+        ceiling = raw_tiktoken(paths, rank_file)
+        through_objcli = objcli_transform(paths, "-t", str(rank_file), "--workers", str(CORES))
+        rows += [("tiktoken encode_ordinary_batch (ceiling)", ceiling, ceiling),
+                 ("objcli clm, tiktoken, --workers 2", through_objcli, ceiling)]
+    except ImportError:
+        print("(tiktoken is not installed: no tiktoken rows)")
     try:
         rows.append(("datatrove DocumentTokenizer, 2 workers", datatrove_tokenize(paths, tokenizer_json, hf["text_bytes"]), hf))
     except ImportError:
