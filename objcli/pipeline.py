@@ -10,6 +10,7 @@ import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
@@ -166,6 +167,9 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     first_document = 0
     text_bytes = 0
+    # Text that already begins with the BOS piece would get it twice (as text, then as the token).
+    bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()
+
     def encode(texts: list[str]):
         return tokenizer.encode(texts, task.threads)
 
@@ -177,6 +181,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
         batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
         sink.write(transform.rows(packer.process(transform.examples(batch))))
         first_document += len(texts)
+        if bos_text:
+            seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))
         size = utf8_bytes(texts)
         text_bytes += size
         if report is not None:
@@ -185,7 +191,7 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     sink.write(transform.rows(packer.finish()))
     shards = sink.close()
 
-    result = _result(task, log, [transform.counters, packer.counters], shards, text_bytes, started)
+    result = _result(task, log, [transform.counters, packer.counters, seen], shards, text_bytes, started)
     if task.run_key:
         write_marker(work, result, task.config_sha256, task.run_key)
     return result

@@ -364,6 +364,10 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         _warn_skips(results, warn)
     renames = [] if to_stdout else final_names(results)  # gives the shards their final names
     manifest = build_manifest(plan, results, run_key)
+    doubled = manifest["totals"].get("texts_starting_with_bos_text", 0)
+    if warn and doubled:
+        warn(f"{doubled:,} documents already start with the BOS text {manifest['special_tokens']['pieces']['bos']!r}, "
+             "and get the BOS token too; strip it from the corpus, or pass --no-bos")
     lossy = manifest["totals"].get("fim_units_not_round_trip", 0)
     if warn and lossy:
         warn(

@@ -138,3 +138,20 @@ def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_c
     assert exported.get_vocab_size(with_added_tokens=True) == manifest["tokenizer"]["total_vocab_size"]
     assert manifest["special_tokens"]["added"] and all(
         exported.token_to_id(piece) == token_id for piece, token_id in manifest["special_tokens"]["added"].items())
+
+
+def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path):
+    """Issue 15: with BOS added, a document whose text already begins with the BOS piece gets it twice."""
+    from click.testing import CliRunner
+
+    from objcli.cli import main
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["<s> already marked", "plain text", "<s>again"]))
+    result = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+                                       "--bos", "--seq-len", "8", "--remainder", "pad"])
+    assert result.exit_code == 0
+    assert "warning: 2 documents already start with the BOS text '<s>', and get the BOS token too" in result.output
+    quiet = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "p"),
+                                      "--seq-len", "8", "--remainder", "pad"])
+    assert "already start with the BOS text" not in quiet.output  # no BOS added (SentencePiece: no template)
