@@ -111,10 +111,9 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
 def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
     name = str(error.filename or "")
     if name and not name.startswith(task.folder):
-        return ObjcliError(
-            f"{task.partition.label}: {error.strerror or error} ({name}); check that the input is still there "
-            "and readable"
-        )
+        # The file itself when it is one of the partition's pieces (a partition may group many).
+        where = name if any(p.input.path == name for p in task.partition.pieces) else task.partition.label
+        return ObjcliError(f"{where}: {error.strerror or error} ({name}); check that the input is still there and readable")
     return output_error(error, Path(task.folder).parent)
 
 

@@ -63,8 +63,16 @@ class Summary:
             f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
             f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
             f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
-            + self._boundaries() + self._resumed()
+            + self._dropped() + self._boundaries() + self._resumed()
         )
+
+    def _dropped(self) -> str:
+        dropped = self.totals.get("tokens_dropped", 0)
+        if not dropped:
+            return ""
+        count = len(self.manifest["partitions"])
+        return (f"; {dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
+                f"{'s' if count != 1 else ''}; --remainder pad keeps them)")
 
     def _boundaries(self) -> str:
         """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the

@@ -186,7 +186,7 @@ def test_a_file_that_vanishes_mid_run_is_one_clear_error(small_corpus, sample_to
     from objcli.transform import transform
 
     config = TransformConfig((str(inputs),), sample_tokenizer, "clm", REGISTRY.get("clm").options_type(),
-                             str(tmp_path / "out"), seq_len=32, shard_size="1000")
+                             str(tmp_path / "out"), seq_len=32, shard_size="1000", batch_size="16KiB")
     with pytest.raises(ObjcliError) as error:
         transform(config, workers=1, progress=delete_the_second_file)
     assert str(error.value) == (

@@ -14,7 +14,7 @@ import zstandard
 
 from objcli.errors import BadRecord, ObjcliError
 from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
-from objcli.readers.inputs import InputFile, Partition
+from objcli.readers.inputs import InputFile, Partition, Piece
 
 DOCS = ["first document", "second — with ünïcode ✓", "  indented code():\n    return 1", "last"]
 
@@ -140,12 +140,25 @@ def test_partitions_depend_on_input_not_workers(tmp_path):
     path.write_bytes(jsonl_bytes(DOCS * 50))
     files = resolve_inputs([str(path)])
     parts = plan_partitions(files, 1000, "line")
-    assert [(p.start, p.end) for p in parts][:2] == [(0, 1000), (1000, 2000)]
-    assert parts[-1].end == path.stat().st_size
+    assert [(p.pieces[0].start, p.pieces[0].end) for p in parts][:2] == [(0, 1000), (1000, 2000)]
+    assert all(len(p.pieces) == 1 for p in parts) and parts[-1].pieces[0].end == path.stat().st_size
     # Compressed files cannot be split.
     gz = tmp_path / "big.jsonl.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     assert len(plan_partitions(resolve_inputs([str(gz)]), 1000, "line")) == 1
+
+
+def test_small_files_are_grouped_into_partitions_of_about_the_partition_size(tmp_path):
+    """Issue 14: every file was its own partition, each dropping its own partial last row."""
+    for i in range(30):
+        (tmp_path / f"f{i:02d}.jsonl").write_bytes(jsonl_bytes([f"document {i:02d} " * 20]))
+    files = resolve_inputs([str(tmp_path)])
+    size = files[0].size
+    parts = plan_partitions(files, 10 * size, "line")
+    assert [len(p.pieces) for p in parts] == [10, 10, 10]
+    assert [piece.input.path for p in parts for piece in p.pieces] == [f.path for f in files]  # input order kept
+    texts, _ = read_all(tmp_path, partition_bytes=10 * size)
+    assert texts == [f"document {i:02d} " * 20 for i in range(30)]
 
 
 BAD_JSONL = (
@@ -238,7 +251,7 @@ def test_inputs_folders_globs_and_missing_paths(tmp_path):
 def test_stdin_is_sniffed_and_decompressed(monkeypatch):
     data = gzip.compress(jsonl_bytes(DOCS))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
-    partition = Partition(0, InputFile("-", "auto", None, None))
+    partition = Partition(0, (Piece(InputFile("-", "auto", None, None)),))
     log = RecordLog()
     texts = [t for batch in read_documents(partition, ReadOptions(), log) for t in batch]
     assert texts == DOCS

@@ -21,10 +21,11 @@ from .base import partition_failed
 def _absolute(task: PartitionTask) -> PartitionTask:
     """Workers may run in another directory: send them absolute paths."""
     partition = task.partition
-    source = dataclasses.replace(partition.input, path=os.path.abspath(partition.input.path))
+    pieces = tuple(dataclasses.replace(p, input=dataclasses.replace(p.input, path=os.path.abspath(p.input.path)))
+                   for p in partition.pieces)
     return dataclasses.replace(
         task,
-        partition=dataclasses.replace(partition, input=source),
+        partition=dataclasses.replace(partition, pieces=pieces),
         config=dataclasses.replace(task.config, tokenizer=os.path.abspath(task.config.tokenizer)),
         folder=os.path.abspath(task.folder),
     )

@@ -1,4 +1,4 @@
-"""Reading a partition as batches of document texts.
+"""Reading a partition (its pieces, one after another) as batches of document texts.
 
 Line-based inputs are read in blocks of about ``batch_bytes`` of complete lines, so memory is
 bounded and JSON lines decode in one msgspec call per block; a block that fails to decode is
@@ -17,7 +17,7 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import ObjcliError
-from .inputs import STDIN, Partition, open_partition, sniff_format
+from .inputs import STDIN, Partition, Piece, open_piece, sniff_format
 from .records import RecordLog
 
 PARAGRAPH_BREAK = re.compile(rb"\n[ \t\r\f\v]*\n")
@@ -32,18 +32,18 @@ class ReadOptions:
 
 
 class _Locator:
-    """Turns a line index within a partition into ``file:line``; counts lines before a byte-range
-    partition only when an error needs it."""
+    """Turns a line index within a piece into ``file:line``; counts lines before a byte-range
+    piece only when an error needs it."""
 
-    def __init__(self, partition: Partition):
-        self.path = "<stdin>" if partition.input.path == STDIN else partition.input.path
-        self.partition = partition
-        self.data_start = partition.start
-        self._base: int | None = None if partition.start else 0
+    def __init__(self, piece: Piece):
+        self.path = "<stdin>" if piece.input.path == STDIN else piece.input.path
+        self.piece = piece
+        self.data_start = piece.start
+        self._base: int | None = None if piece.start else 0
 
     def __call__(self, line_index: int) -> str:
         if self._base is None:
-            with open(self.partition.input.path, "rb") as f:
+            with open(self.piece.input.path, "rb") as f:
                 remaining, self._base = self.data_start, 0
                 while remaining > 0:
                     block = f.read(min(remaining, 1 << 24))
@@ -53,13 +53,13 @@ class _Locator:
 
 
 def _line_blocks(
-    stream: BinaryIO, partition: Partition, batch_bytes: int, locator: _Locator
+    stream: BinaryIO, piece: Piece, batch_bytes: int, locator: _Locator
 ) -> Iterator[tuple[int, bytes]]:
     """Yield (index of the block's first line, bytes of complete lines)."""
-    position, end = partition.start, partition.end
-    if partition.start:
-        # The stream starts one byte early: this partition's first line is the first one that
-        # starts at or after ``start`` (the line in progress belongs to the previous partition).
+    position, end = piece.start, piece.end
+    if piece.start:
+        # The stream starts one byte early: this piece's first line is the first one that
+        # starts at or after ``start`` (the line in progress belongs to the previous piece).
         position += len(stream.readline()) - 1
         locator.data_start = position
     line_index = 0
@@ -182,7 +182,7 @@ class _JsonLines:
         return texts
 
 
-def _paragraphs(stream, partition, options, log, locator) -> Iterator[list[str]]:
+def _paragraphs(stream, piece, options, log, locator) -> Iterator[list[str]]:
     carry = b""
     carry_line = 0
     line_index = 0
@@ -212,7 +212,7 @@ def _paragraphs(stream, partition, options, log, locator) -> Iterator[list[str]]
             return
 
 
-def _whole_file(stream, partition, options, log, locator) -> Iterator[list[str]]:
+def _whole_file(stream, piece, options, log, locator) -> Iterator[list[str]]:
     data = stream.read()
     if not data.strip():
         return
@@ -246,13 +246,13 @@ def _parquet_text_path(schema, key: str, path: str) -> list[str]:
     return names[1:]
 
 
-def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
+def _parquet(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    path, key = partition.input.path, options.text_key
-    source = io.BytesIO(open_partition(partition).read()) if partition.input.is_stream else path
+    path, key = piece.input.path, options.text_key
+    source = io.BytesIO(open_piece(piece).read()) if piece.input.is_stream else path
     try:
         parquet_file = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as error:
@@ -272,9 +272,9 @@ def _parquet(partition: Partition, options: ReadOptions, log: RecordLog) -> Iter
         yield texts
 
 
-def _json_lines(stream, partition, options, log, locator) -> Iterator[list[str]]:
+def _json_lines(stream, piece, options, log, locator) -> Iterator[list[str]]:
     jsonl = _JsonLines(options.text_key)
-    for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
+    for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
         texts = jsonl.decode_block(block, first_line, log, locator)
         del block  # the texts hold the data now
         if texts:
@@ -288,14 +288,31 @@ def _json_lines(stream, partition, options, log, locator) -> Iterator[list[str]]
 
 
 def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
-    """Batches of document texts from one partition, with bad records counted in ``log``."""
-    fmt = partition.input.format
+    """Batches of document texts from one partition, with bad records counted in ``log``. The small
+    files of a partition are read one after another and their texts gathered into batches of about
+    ``--batch-size``, so a thousand one-page files are not a thousand tokenizer calls."""
+    batch: list[str] = []
+    size = 0
+    for piece in partition.pieces:
+        for texts in read_piece(piece, options, log):
+            batch += texts
+            size += sum(map(len, texts))
+            if size >= options.batch_bytes:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
+    """Batches of document texts from one piece (a file, or a byte range of one)."""
+    fmt = piece.input.format
     if fmt == "parquet":
-        yield from _parquet(partition, options, log)
+        yield from _parquet(piece, options, log)
         return
-    locator = _Locator(partition)
-    with _open_for_reading(partition) as stream:
-        if not partition.start:
+    locator = _Locator(piece)
+    with _open_for_reading(piece) as stream:
+        if not piece.start:
             _skip_byte_order_mark(stream, locator.path)
         if fmt == "auto":  # a stream: decide from the first bytes
             fmt = sniff_format(stream.peek(64)[:64])
@@ -304,17 +321,17 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
                     f"input {locator.path}: looks like Parquet; give Parquet as a file, or pass --input-format parquet"
                 )
         if fmt == "jsonl":
-            yield from _json_lines(stream, partition, options, log, locator)
+            yield from _json_lines(stream, piece, options, log, locator)
         elif options.text_unit == "line":
-            for first_line, block in _line_blocks(stream, partition, options.batch_bytes, locator):
+            for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
                 texts = _decode_text_block(block, first_line, log, locator)
                 del block
                 if texts:
                     yield texts
         elif options.text_unit == "paragraph":
-            yield from _paragraphs(stream, partition, options, log, locator)
+            yield from _paragraphs(stream, piece, options, log, locator)
         else:
-            yield from _whole_file(stream, partition, options, log, locator)
+            yield from _whole_file(stream, piece, options, log, locator)
 
 
 UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
@@ -343,26 +360,26 @@ def _skip_byte_order_mark(stream, path: str) -> None:
 
 
 class _open_for_reading:
-    """Opens the partition's stream and turns decompression failures into one-line errors."""
+    """Opens the piece's stream and turns decompression failures into one-line errors."""
 
-    def __init__(self, partition: Partition):
-        self.partition = partition
+    def __init__(self, piece: Piece):
+        self.piece = piece
 
     def __enter__(self) -> io.BufferedReader:
-        partition = self.partition
-        if partition.start:
-            partition = Partition(partition.index, partition.input, partition.start - 1, partition.end)
-        stream = open_partition(partition)
+        piece = self.piece
+        if piece.start:
+            piece = Piece(piece.input, piece.start - 1, piece.end)
+        stream = open_piece(piece)
         self.stream = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
         return self.stream
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if self.partition.input.path != STDIN:
+        if self.piece.input.path != STDIN:
             self.stream.close()
         if exc is not None and isinstance(exc, _decompression_errors()):
-            kind = self.partition.input.compression or "file"
+            kind = self.piece.input.compression or "file"
             raise ObjcliError(
-                f"input {self.partition.input.path}: corrupt or truncated {kind} ({exc}); "
+                f"input {self.piece.input.path}: corrupt or truncated {kind} ({exc}); "
                 "re-create or remove the file"
             ) from None
         return False

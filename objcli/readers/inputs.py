@@ -1,8 +1,9 @@
-"""Finding inputs, detecting their compression and format, and splitting them into partitions.
+"""Finding inputs, detecting their compression and format, and cutting them into partitions.
 
-A partition is a stable unit of input: a whole file, or a fixed byte range of a large
-uncompressed line-based file. Partitions depend only on the inputs and ``--partition-size``,
-never on the number of workers, so output is the same whatever runs it.
+A partition is a stable unit of work of about ``--partition-size``: consecutive small files (in
+the sorted input order) grouped together, a whole file, or a fixed byte range of a large
+uncompressed line-based file; each of these is a *piece*. Partitions depend only on the inputs and
+``--partition-size``, never on the number of workers, so output is the same whatever runs it.
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ class InputFile:
 
 
 @dataclass(frozen=True)
-class Partition:
-    index: int
+class Piece:
+    """A whole input file, or the byte range [start, end) of one (lines belong to the piece in
+    which they start)."""
+
     input: InputFile
-    start: int = 0  # byte range [start, end) of an uncompressed file; lines belong to the
-    end: int | None = None  # partition in which they start
+    start: int = 0
+    end: int | None = None
 
     @property
     def label(self) -> str:
@@ -69,13 +72,28 @@ class Partition:
         return f"{self.input.path}[bytes {self.start}:{self.end}]"
 
     def to_json(self) -> dict:
-        return {
-            "index": self.index,
-            "input": self.input.path,
-            "format": self.input.format,
-            "compression": self.input.compression,
-            "byte_range": None if self.end is None else [self.start, self.end],
-        }
+        return {"input": self.input.path, "format": self.input.format, "compression": self.input.compression,
+                "byte_range": None if self.end is None else [self.start, self.end]}
+
+
+@dataclass(frozen=True)
+class Partition:
+    index: int
+    pieces: tuple[Piece, ...]
+
+    @property
+    def input(self) -> InputFile:
+        """The first piece's input (a stream is always alone in its partition)."""
+        return self.pieces[0].input
+
+    @property
+    def label(self) -> str:
+        if len(self.pieces) == 1:
+            return self.pieces[0].label
+        return f"{self.pieces[0].label} … {self.pieces[-1].label} ({len(self.pieces)} files)"
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "pieces": [p.to_json() for p in self.pieces]}
 
 
 def sniff_compression(head: bytes) -> str | None:
@@ -275,32 +293,47 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
 
 
 def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:
-    """Split large uncompressed line-based files into byte ranges; other inputs stay whole."""
-    partitions: list[Partition] = []
+    """Partitions of about ``partition_bytes``: large uncompressed line-based files cut into byte
+    ranges, smaller files grouped with their neighbours (in input order) until a group reaches the
+    size. A folder of small files is then a few partitions, each dropping at most one partial row,
+    not one partition (and one dropped remainder, and one shard) per file. A stream stays alone."""
+    groups: list[list[Piece]] = []
+    size = 0
     for input_file in files:
-        splittable = (
-            input_file.compression is None
-            and input_file.size is not None
-            and input_file.size > partition_bytes
-            and (input_file.format == "jsonl" or (input_file.format == "text" and text_unit == "line"))
-        )
-        if not splittable:
-            partitions.append(Partition(len(partitions), input_file))
+        if input_file.is_stream:
+            groups.append([Piece(input_file)])
+            size = partition_bytes  # nothing joins a stream's partition
             continue
-        for start in range(0, input_file.size, partition_bytes):
-            end = min(start + partition_bytes, input_file.size)
-            partitions.append(Partition(len(partitions), input_file, start, end))
-    return partitions
+        for piece in _pieces(input_file, partition_bytes, text_unit):
+            piece_bytes = (piece.end - piece.start) if piece.end is not None else input_file.size
+            if not groups or size + piece_bytes > partition_bytes and size > 0:
+                groups.append([])
+                size = 0
+            groups[-1].append(piece)
+            size += piece_bytes
+    return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
 
 
-def open_partition(partition: Partition) -> BinaryIO:
-    """A binary stream of the partition's decompressed bytes (the whole file, or from ``start``)."""
-    input_file = partition.input
+def _pieces(input_file: InputFile, partition_bytes: int, text_unit: str) -> list[Piece]:
+    splittable = (
+        input_file.compression is None
+        and input_file.size > partition_bytes
+        and (input_file.format == "jsonl" or (input_file.format == "text" and text_unit == "line"))
+    )
+    if not splittable:
+        return [Piece(input_file)]
+    return [Piece(input_file, start, min(start + partition_bytes, input_file.size))
+            for start in range(0, input_file.size, partition_bytes)]
+
+
+def open_piece(piece: Piece) -> BinaryIO:
+    """A binary stream of the piece's decompressed bytes (the whole file, or from ``start``)."""
+    input_file = piece.input
     if input_file.is_stream:
         raw = sys.stdin.buffer if input_file.path == STDIN else open(input_file.path, "rb")  # noqa: SIM115
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
         return decompressing_reader(raw, sniff_compression(head))
     raw = open(input_file.path, "rb")  # noqa: SIM115 - closed by the caller via the wrapper
-    if partition.start:
-        raw.seek(partition.start)
+    if piece.start:
+        raw.seek(piece.start)
     return decompressing_reader(raw, input_file.compression)
