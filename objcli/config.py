@@ -89,6 +89,7 @@ class TransformConfig:
     pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
                               minimum=1)
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS)
+    shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).")
 
     def __post_init__(self):
         from .objectives import REGISTRY
@@ -116,6 +117,8 @@ class TransformConfig:
             raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
                               "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
+        if self.shuffle_documents is not None:
+            parse_bytes(self.shuffle_documents, "--shuffle-documents")
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
@@ -143,6 +146,10 @@ class TransformConfig:
     @property
     def partition_bytes(self) -> int:
         return parse_bytes(self.partition_size, "--partition-size")
+
+    @property
+    def shuffle_window_bytes(self) -> int | None:
+        return None if self.shuffle_documents is None else parse_bytes(self.shuffle_documents, "--shuffle-documents")
 
     @property
     def batch_bytes(self) -> int:

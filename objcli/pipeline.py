@@ -7,11 +7,15 @@ output of a partition is the same whichever process, worker count or executor ru
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
+
+import numpy as np
 
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
@@ -21,6 +25,7 @@ from .objectives.base import Objective
 from .output import PartitionResult, clear_partition, output_error, write_marker
 from .packing import Packer, PackSettings, make_packer
 from .readers import Partition, ReadOptions, RecordLog, read_documents
+from .rng import derive_rng
 from .rows import ColumnSpec
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
@@ -117,6 +122,35 @@ def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
     return output_error(error, Path(task.folder).parent)
 
 
+def shuffled_windows(batches, window_bytes: int, batch_bytes: int, rng_of) -> Iterator[list[str]]:
+    """``--shuffle-documents``: the documents of each window of about ``window_bytes`` of text (in
+    partition order) permuted by a generator keyed to (seed, partition, window number), then cut
+    into batches of about ``batch_bytes`` again. Memory holds one window; the result depends only on
+    the data and the seed, never on workers or timing."""
+    window: list[str] = []
+    size = number = 0
+    for texts in batches:
+        window += texts
+        size += sum(map(len, texts))
+        if size >= window_bytes:
+            yield from _rebatched(window, rng_of(number), batch_bytes)
+            window, size, number = [], 0, number + 1
+    if window:
+        yield from _rebatched(window, rng_of(number), batch_bytes)
+
+
+def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
+    order = rng.permutation(len(window))
+    texts = list(operator.itemgetter(*order)(window)) if len(window) > 1 else window
+    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    # A batch closes after the document that takes it to batch_bytes, as the readers' batches do.
+    cuts = np.unique(np.searchsorted(ends, np.arange(batch_bytes, int(ends[-1]) + batch_bytes, batch_bytes)) + 1)
+    start = 0
+    for cut in [*cuts[cuts < len(texts)].tolist(), len(texts)]:
+        yield texts[start:cut]
+        start = cut
+
+
 def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
     """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
     at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
@@ -175,6 +209,9 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     # Sentence-level objectives tokenize sentences themselves (with ``encode``), not documents.
     sentence_level = getattr(objective, "sentence_level", False)
     documents = _cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
+    if config.shuffle_window_bytes:
+        documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
+                                     lambda window: derive_rng(config.seed, task.partition.index, window, "shuffle-documents"))
     for batch_index, texts in enumerate(documents):
         tokens, offsets = tokenizer.encode([], 1) if sentence_level else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
