@@ -81,7 +81,7 @@ class TransformConfig:
     seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0)
     bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).")
     eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).")
-    partition_size: str = option("64MiB", "Large line-based files are cut into partitions of this size.")
+    partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.")
     batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).")
     max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0)
     packing: str | None = option(None, "How examples become rows [default: the objective's first; see --help].",

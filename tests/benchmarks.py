@@ -46,11 +46,10 @@ def build_corpus() -> list[Path]:
     return paths
 
 
-def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 1 << 20) -> dict:
+def text_batches(paths: list[Path], batch_bytes: int) -> list[list[str]]:
+    """The corpus's texts in batches of about ``batch_bytes``, as objcli batches them."""
     import msgspec
-    import sentencepiece as spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(TOKENIZER))
     batches, batch, size = [], [], 0
     for path in paths:
         for record in msgspec.json.Decoder().decode_lines(path.read_bytes()):
@@ -60,6 +59,14 @@ def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 1 << 2
                 batches.append(batch)
                 batch, size = [], 0
     batches.append(batch)
+    return batches
+
+
+def raw_sentencepiece(paths: list[Path], threads: int, batch_bytes: int = 1 << 20) -> dict:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(TOKENIZER))
+    batches = text_batches(paths, batch_bytes)
     text_bytes = sum(len(t) for b in batches for t in b)
     best = float("inf")
     for _ in range(2):  # best of two: the first pass also warms caches
@@ -122,20 +129,10 @@ def _bytes_to_unicode() -> list[str]:
 
 def raw_tiktoken(paths: list[Path], rank_path: Path, batch_bytes: int = 1 << 20) -> dict:
     """The ceiling for a rank file: tiktoken's own batched encode with CORES threads, same batches."""
-    import msgspec
-
     from objcli.tokenizers import open_tokenizer
 
     encoding = open_tokenizer(rank_path).encoding
-    batches, batch, size = [], [], 0
-    for path in paths:
-        for record in msgspec.json.Decoder().decode_lines(open(path, "rb").read()):
-            batch.append(record["text"])
-            size += len(record["text"])
-            if size >= batch_bytes:
-                batches.append(batch)
-                batch, size = [], 0
-    batches.append(batch)
+    batches = text_batches(paths, batch_bytes)
     best = float("inf")
     for _ in range(2):
         started = time.perf_counter()

@@ -291,17 +291,21 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
     """Batches of document texts from one partition, with bad records counted in ``log``. The small
     files of a partition are read one after another and their texts gathered into batches of about
     ``--batch-size``, so a thousand one-page files are not a thousand tokenizer calls."""
-    batch: list[str] = []
-    size = 0
+    carry: list[str] = []  # the short last batch of a piece, joined to what the next piece reads
     for piece in partition.pieces:
+        previous = None
         for texts in read_piece(piece, options, log):
-            batch += texts
-            size += sum(map(len, texts))
-            if size >= options.batch_bytes:
-                yield batch
-                batch, size = [], 0
-    if batch:
-        yield batch
+            if previous is not None:  # a batch the reader cut at --batch-size: as it is
+                yield carry + previous if carry else previous
+                carry = []
+            previous = texts
+        if previous is not None:
+            carry += previous
+            if sum(map(len, carry)) >= options.batch_bytes // 2:
+                yield carry
+                carry = []
+    if carry:
+        yield carry
 
 
 def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
