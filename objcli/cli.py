@@ -43,8 +43,7 @@ def main() -> None:
 def transform(**values):
     """Tokenize INPUTS and write training-ready shards.
 
-    INPUTS are files, folders (searched recursively) and globs; '-' reads standard input.
-    Packers: none (an example per row), concat (join and cut), best-fit, trim-and-pack. Example:
+    INPUTS are files, folders (searched recursively) and globs; '-' reads standard input. Example:
 
         objcli transform corpus/ -t tok.model --objective clm --seq-len 2048 -o shards/
     """

@@ -90,6 +90,7 @@ class TransformConfig:
                               minimum=1)
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS)
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).")
+    split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.")
 
     def __post_init__(self):
         from .objectives import REGISTRY
@@ -117,6 +118,10 @@ class TransformConfig:
             raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
                               "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
+        if self.split:
+            from .splits import parse_splits
+
+            parse_splits(self.split)
         if self.shuffle_documents is not None:
             parse_bytes(self.shuffle_documents, "--shuffle-documents")
 

@@ -46,6 +46,15 @@ def totals(results) -> dict:
     }
 
 
+def split_totals(results) -> dict:
+    """With --split: rows, tokens, shards and documents (those starting in the split's rows) per split."""
+    splits: dict[str, Counter] = {}
+    for shard in (s for r in results for s in r.shards):
+        counter = splits.setdefault(shard.split, Counter())
+        counter.update({"rows": shard.rows, "tokens": shard.tokens, "shards": 1, "documents": shard.documents})
+    return {name: dict(counter) for name, counter in splits.items()}
+
+
 class ColumnInfo(msgspec.Struct, frozen=True):
     """One written column: its layout, its role (what stats, inspect and verify go by) and range."""
 
@@ -71,6 +80,7 @@ class ShardRecord(msgspec.Struct, frozen=True):
     padding_tokens: int = 0
     documents: int = 0
     segments: int = 0
+    split: str = ""
 
 
 class TokenizerRecord(msgspec.Struct, frozen=True):

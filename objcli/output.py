@@ -19,8 +19,10 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,12 +31,18 @@ from .faults import crash_point
 from .files import file_sha256, write_json_atomically
 from .manifest import MANIFEST_NAME, decode_manifest
 from .writers import ShardInfo
+from .writers.base import work_prefix
 
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
 DATA_ARGS = "megatron.txt"  # --format megatron: Megatron-LM's --data-args-path file (weight prefix per shard)
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
+SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
+
+
+def is_shard_name(name: str) -> bool:
+    return SHARD_NAME.match(name) is not None
 
 
 @dataclass
@@ -101,10 +109,14 @@ def final_names(results: list[PartitionResult]) -> list[tuple[str, str]]:
     """Give the shards their final names ``part-XXXXX-of-N`` (in partition order), in place, and
     return the (work name, final name) pairs."""
     shards = [s for r in sorted(results, key=lambda r: r.index) for s in r.shards]
+    counts = Counter(s.split for s in shards)
+    numbers: Counter = Counter()
     renames = []
-    for number, shard in enumerate(shards):
-        prefix = f"p{shard.partition:05d}-s{shard.ordinal:05d}"
-        final_prefix = f"part-{number:05d}-of-{len(shards):05d}"
+    for shard in shards:
+        prefix = work_prefix(shard.partition, shard.split, shard.ordinal)
+        # Split outputs are named as Hugging Face infers splits: train-00000-of-00012.arrow.
+        final_prefix = f"{shard.split or 'part'}-{numbers[shard.split]:05d}-of-{counts[shard.split]:05d}"
+        numbers[shard.split] += 1
         new_files = []
         for name in shard.files:
             new_name = final_prefix + name.removeprefix(prefix)
@@ -155,7 +167,7 @@ class OutputFolder:
         earlier = (manifest or run or {}).get("config_sha256")
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
-        leftovers = sorted(p.name for p in self.path.iterdir() if p.name == MANIFEST_NAME or p.name.startswith("part-"))
+        leftovers = sorted(p.name for p in self.path.iterdir() if p.name == MANIFEST_NAME or is_shard_name(p.name))
         leftovers += [f"{WORK_FOLDER}/{p.name}" for p in sorted(self.work.glob("p*.done.json"))]
         # A run killed before its first partition finished left only its run file: it is still
         # this configuration's run, and --resume may continue it.
@@ -190,7 +202,7 @@ class OutputFolder:
                 # Another configuration that finished nothing, or the same options with input files
                 # that changed size or time since: nothing is reusable.
                 self.restarted = "interrupted" if same else ""
-                for path in [*self.work.iterdir(), *self.path.glob("part-*")]:
+                for path in [*self.work.iterdir(), *(p for p in self.path.iterdir() if is_shard_name(p.name))]:
                     path.unlink()
             write_json_atomically(self.work / RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
         except OSError as error:
@@ -236,7 +248,7 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():
-            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or path.name.startswith("part-"):
+            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or is_shard_name(path.name):
                 path.unlink()
         shutil.rmtree(self.work, ignore_errors=True)
 

@@ -27,6 +27,7 @@ from .packing import Packer, PackSettings, make_packer
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rng import derive_rng
 from .rows import ColumnSpec
+from .splits import assign_splits, parse_splits, split_names
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
 
@@ -177,6 +178,47 @@ def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLo
             yield waiting
 
 
+@dataclass
+class _Chain:
+    """objective -> packer -> row step -> shards, for the documents of one split of a partition."""
+
+    transform: object
+    packer: Packer
+    sink: ShardSink
+    sentence_level: bool  # sentence-level objectives tokenize sentences themselves, not documents
+    first_document: int = 0
+
+    @classmethod
+    def build(cls, config: TransformConfig, tokenizer: Tokenizer, partition: int, work: Path, split: str) -> _Chain:
+        objective = build_objective(config, tokenizer)
+        packer = build_packer(config, objective)
+        sink = ShardSink(work, partition, WRITERS[config.output_format], objective.columns(packer.columns()),
+                         config.shard_limit.rows, config.shard_limit.bytes, split=split)
+        return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False))
+
+    def feed(self, texts: list[str], batch_index: int, encode) -> int:
+        tokens, offsets = encode([]) if self.sentence_level else encode(texts)
+        batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
+        self.sink.write(self.transform.rows(self.packer.process(self.transform.examples(batch))))
+        self.first_document += len(texts)
+        return len(tokens)
+
+    def close(self) -> list:
+        self.sink.write(self.transform.rows(self.packer.process(self.transform.finish())))
+        self.sink.write(self.transform.rows(self.packer.finish()))
+        return self.sink.close()
+
+
+def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:
+    """The texts of each split, in their order."""
+    groups = []
+    for split in range(count):
+        members = np.flatnonzero(index == split)
+        groups.append([texts[members[0]]] if len(members) == 1 else list(operator.itemgetter(*members)(texts))
+                      if len(members) else [])
+    return groups
+
+
 def _run_partition(task: PartitionTask, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
@@ -185,20 +227,11 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer.adopt(task.special)
-    objective = build_objective(config, tokenizer)
-    transform = objective.partition_transform(task.partition.index)
-    packer = build_packer(config, objective)
-    sink = ShardSink(
-        work,
-        task.partition.index,
-        WRITERS[config.output_format],
-        objective.columns(packer.columns()),
-        config.shard_limit.rows,
-        config.shard_limit.bytes,
-    )
+    splits = parse_splits(config.split) if config.split else []
+    chains = [_Chain.build(config, tokenizer, task.partition.index, work, name)
+              for name in (split_names(config.split) if splits else [""])]
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
-    first_document = 0
     text_bytes = 0
     # Text that already begins with the BOS piece would get it twice (as text, then as the token).
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()
@@ -206,28 +239,22 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     def encode(texts: list[str]):
         return tokenizer.encode(texts, task.threads)
 
-    # Sentence-level objectives tokenize sentences themselves (with ``encode``), not documents.
-    sentence_level = getattr(objective, "sentence_level", False)
     documents = _cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
     if config.shuffle_window_bytes:
         documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
                                      lambda window: derive_rng(config.seed, task.partition.index, window, "shuffle-documents"))
     for batch_index, texts in enumerate(documents):
-        tokens, offsets = tokenizer.encode([], 1) if sentence_level else encode(texts)
-        batch = DocumentBatch(texts, tokens, offsets, first_document, batch_index, encode)
-        sink.write(transform.rows(packer.process(transform.examples(batch))))
-        first_document += len(texts)
+        groups = _route(texts, assign_splits(texts, splits, config.seed), len(chains)) if splits else [texts]
+        tokens = sum(chain.feed(group, batch_index, encode) for chain, group in zip(chains, groups) if group)
         if bos_text:
             seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))
         size = utf8_bytes(texts)
         text_bytes += size
         if report is not None:
-            report(Progress(len(texts), size, len(tokens)))  # sentence-level objectives report 0 tokens
-    sink.write(transform.rows(packer.process(transform.finish())))
-    sink.write(transform.rows(packer.finish()))
-    shards = sink.close()
-
-    result = _result(task, log, [transform.counters, packer.counters, seen], shards, text_bytes, started)
+            report(Progress(len(texts), size, tokens))  # sentence-level objectives report 0 tokens
+    shards = [shard for chain in chains for shard in chain.close()]
+    counters = [c for chain in chains for c in (chain.transform.counters, chain.packer.counters)]
+    result = _result(task, log, [*counters, seen], shards, text_bytes, started)
     if task.run_key:
         write_marker(work, result, task.config_sha256, task.run_key)
     return result

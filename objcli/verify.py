@@ -27,6 +27,7 @@ import numpy as np
 from .files import file_sha256
 from .kernels import IGNORE
 from .manifest import Manifest, ShardRecord, read_manifest
+from .output import is_shard_name
 from .shards import read_table, read_token_stream
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
@@ -69,7 +70,7 @@ def verify_output(folder: str | Path) -> Report:
     manifest = read_manifest(folder)
     report = Report(folder)
     listed = {name for shard in manifest.shards for name in shard.files}
-    for path in sorted(folder.glob("part-*")):
+    for path in sorted(p for p in folder.iterdir() if is_shard_name(p.name)):
         if path.name not in listed:
             report.problems.append(f"{path.name}: not listed in the manifest (left by another run?)")
     for shard in manifest.shards:

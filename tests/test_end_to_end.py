@@ -260,3 +260,43 @@ def test_shuffle_documents_permutes_within_windows_whatever_the_workers(small_co
     assert sorted(flat) == sorted(texts) and flat != texts
     assert set(flat[:150]) == set(texts[:150])  # the first batch alone passes 1000 characters: one window
     assert all(sum(map(len, b[:-1])) < 200 for b in batches)
+
+
+def test_splits_follow_the_document_not_the_layout(small_corpus, sample_tokenizer, tmp_path):
+    """Issue 14: --split sends each document to a split by a hash of its text keyed to the seed: the
+    same documents per split whether the corpus is one file or three, read by 1 or 2 workers; no
+    document in two splits; shards named so that datasets.load_dataset returns a DatasetDict."""
+    import json
+
+    datasets = pytest.importorskip("datasets")
+    texts = [json.loads(line)["text"] for line in (small_corpus / "prose.jsonl").read_text().splitlines()]
+    one, three = tmp_path / "one", tmp_path / "three"
+    one.mkdir()
+    three.mkdir()
+    (one / "all.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    for i in range(3):
+        (three / f"part{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::3]))
+    common = {"packing": "none", "seq_len": 1 << 20, "split": "validation=10%,test=5%"}
+    run_transform([one], sample_tokenizer, tmp_path / "a", **common)
+    run_transform([three], sample_tokenizer, tmp_path / "b", workers=2, partition_size="16KiB", **common)
+    per_split = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        loaded = datasets.load_dataset("arrow", data_dir=str(out))
+        assert set(loaded) == {"train", "validation", "test"}
+        per_split.append({name: sorted(map(tuple, loaded[name]["input_ids"])) for name in loaded})
+    assert per_split[0] == per_split[1]
+    rows = [r for rows in per_split[0].values() for r in rows]
+    assert len(rows) == len(set(rows)) or len(texts) != len(set(texts))  # no document twice
+    n = len(texts)
+    for name, fraction in (("validation", 0.10), ("test", 0.05)):
+        assert abs(len(per_split[0][name]) / n - fraction) < 3 * np.sqrt(fraction * (1 - fraction) / n)
+    assert manifest_json(tmp_path / "a")["splits"]["validation"]["rows"] == len(per_split[0]["validation"])
+
+
+@pytest.mark.parametrize("spec", ["train=5%", "validation=0", "validation=5%,validation=1%", "a=60%,b=50%", "v=x"])
+def test_bad_split_specs_are_one_line_errors(spec):
+    from objcli.errors import ObjcliError
+    from objcli.splits import parse_splits
+
+    with pytest.raises(ObjcliError, match=f"--split {spec}"):
+        parse_splits(spec)

@@ -108,6 +108,11 @@ class ShardWriter(Protocol):
         ...
 
 
+def work_prefix(partition: int, split: str, ordinal: int) -> str:
+    """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``."""
+    return f"p{partition:05d}-{split}-s{ordinal:05d}" if split else f"p{partition:05d}-s{ordinal:05d}"
+
+
 @dataclass
 class ShardInfo:
     partition: int
@@ -119,6 +124,7 @@ class ShardInfo:
     padding_tokens: int = 0
     documents: int = 0  # documents whose first token is in this shard
     segments: int = 0  # examples in this shard (packed segments, or rows)
+    split: str = ""  # with --split: train, validation, ...
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -138,6 +144,7 @@ class ShardSink:
     columns: list[ColumnSpec]
     shard_rows: int | None = None
     shard_bytes: int | None = None
+    split: str = ""  # with --split: the split, in the work file names
     shards: list[ShardInfo] = field(default_factory=list)
 
     def __post_init__(self):
@@ -183,9 +190,9 @@ class ShardSink:
 
     def _open(self) -> None:
         ordinal = len(self.shards)
-        base = self.folder / f"p{self.partition:05d}-s{ordinal:05d}"
+        base = self.folder / work_prefix(self.partition, self.split, ordinal)
         self._writer = self.writer_type(base, self.columns)
-        self._info = ShardInfo(self.partition, ordinal, [], {})
+        self._info = ShardInfo(self.partition, ordinal, [], {}, split=self.split)
         self._bytes = 0
 
     def _close_shard(self) -> None:

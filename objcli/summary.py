@@ -1,0 +1,72 @@
+"""The one line a run prints when it ends: counts, throughput, and what a user should know about the
+output (splits, tokens dropped, the BOS/EOS policy, partitions kept from an interrupted run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .readers.inputs import STDIN
+
+
+@dataclass
+class Summary:
+    manifest: dict
+    seconds: float
+    output: str
+    kept: int = 0  # partitions an earlier run of the same configuration had finished
+    already_complete: bool = False  # the folder held this run, finished: nothing was done
+
+    @property
+    def totals(self) -> dict:
+        return self.manifest["totals"]
+
+    def line(self) -> str:
+        t = self.totals
+        if self.already_complete:
+            return (
+                f"objcli: {self.output} already holds this run, complete and checked ({t['documents_read']:,} "
+                f"documents, {t['rows']:,} rows, {t['shards']} shards); nothing to do"
+            )
+        mb = t["text_bytes"] / 1e6
+        skipped = ""
+        if t["documents_skipped"]:
+            reasons = ", ".join(f"{n} {r}" for r, n in t["skipped_by_reason"].items())
+            skipped = f" ({reasons})"
+        where = "stdout" if self.output == STDIN else self.output
+        return (
+            f"objcli: {t['documents_read']:,} documents read, {t['documents_written']:,} written, "
+            f"{t['documents_skipped']:,} skipped{skipped}; {t['rows']:,} rows, {t['tokens']:,} tokens, "
+            f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
+            f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
+            f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
+            f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
+            + self._splits() + self._dropped() + self._boundaries() + self._resumed()
+        )
+
+    def _splits(self) -> str:
+        splits = self.manifest.get("splits")
+        if not splits:
+            return ""
+        return "; splits: " + ", ".join(f"{name} {s['rows']:,} rows" for name, s in splits.items())
+
+    def _dropped(self) -> str:
+        dropped = self.totals.get("tokens_dropped", 0)
+        if not dropped:
+            return ""
+        count = len(self.manifest["partitions"])
+        return (f"; {dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
+                f"{'s' if count != 1 else ''}; --remainder pad keeps them)")
+
+    def _boundaries(self) -> str:
+        """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the
+        tokenizer's own template)."""
+        config, pieces = self.manifest["config"], self.manifest["special_tokens"]["pieces"]
+        bos = pieces.get("bos", "") if config.get("bos") else ""
+        eos = pieces.get("eos", "") if config.get("eos") else ""
+        return f"; documents as {bos}…{eos}" if bos or eos else "; documents without BOS or EOS"
+
+    def _resumed(self) -> str:
+        partitions = len(self.manifest["partitions"])
+        if not self.kept:
+            return ""
+        return f"; resumed: {self.kept} of {partitions} partitions kept from the interrupted run"
