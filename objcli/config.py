@@ -122,6 +122,9 @@ class TransformConfig:
             from .splits import parse_splits
 
             parse_splits(self.split)
+            if self.output_format == "hf" or self.output == "-":
+                raise ObjcliError("--split writes one set of shards per split; use --format arrow (load_dataset infers "
+                                  "the splits from the names) and an output folder")
         if self.shuffle_documents is not None:
             parse_bytes(self.shuffle_documents, "--shuffle-documents")
 

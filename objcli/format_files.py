@@ -11,17 +11,20 @@ from .output import DATA_ARGS, HF_FILES
 
 def format_files(output_format: str, results, columns, fingerprint: str) -> dict[str, str]:
     if output_format == "megatron":
-        return {DATA_ARGS: megatron_data_args(results)}
+        shards = [s for r in results for s in r.shards]
+        # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
+        return {(DATA_ARGS if split in ("", "train") else f"megatron-{split}.txt"):
+                megatron_data_args([s for s in shards if s.split == split]) for split in dict.fromkeys(s.split for s in shards)}
     if output_format == "hf":
         return dict(zip(HF_FILES, hf_saved_dataset(results, columns, fingerprint)))
     return {}
 
 
-def megatron_data_args(results) -> str:
+def megatron_data_args(shards) -> str:
     """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
     normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
     where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
-    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for result in results for shard in result.shards]
+    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for shard in shards]
     return "\n".join(lines) + "\n"
 
 

@@ -248,7 +248,8 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():
-            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or is_shard_name(path.name):
+            if (path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or is_shard_name(path.name)
+                    or (path.name.startswith("megatron-") and path.suffix == ".txt")):
                 path.unlink()
         shutil.rmtree(self.work, ignore_errors=True)
 

@@ -132,3 +132,15 @@ def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp
         feature = loaded.features[column["name"]]
         expected = "int32" if column["kind"] == "scalar" else "List(Value('int32'))"
         assert (feature.dtype if column["kind"] == "scalar" else repr(feature)) == expected
+
+
+def test_megatron_gets_one_data_args_file_per_split(small_corpus, sample_tokenizer, tmp_path):
+    """With --split, megatron.txt lists only train shards (a held-out split never trains) and
+    megatron-validation.txt the validation ones, for --valid-data-path."""
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="megatron",
+                  split="validation=10%")
+    manifest = manifest_json(tmp_path)
+    for name, split in (("megatron.txt", "train"), ("megatron-validation.txt", "validation")):
+        prefixes = [line.split()[1] for line in (tmp_path / name).read_text().splitlines()]
+        expected = [s["files"][0].removesuffix(".bin") for s in manifest["shards"] if s["split"] == split]
+        assert prefixes == expected and all(p.startswith(f"{split}-") for p in prefixes)
