@@ -6,15 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .output import DATA_ARGS, HF_FILES
+from .output import HF_FILES, data_args_name
 
 
 def format_files(output_format: str, results, columns, fingerprint: str) -> dict[str, str]:
     if output_format == "megatron":
         shards = [s for r in results for s in r.shards]
         # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
-        return {(DATA_ARGS if split in ("", "train") else f"megatron-{split}.txt"):
-                megatron_data_args([s for s in shards if s.split == split]) for split in dict.fromkeys(s.split for s in shards)}
+        return {data_args_name(split): megatron_data_args([s for s in shards if s.split == split])
+                for split in dict.fromkeys(s.split for s in shards)}
     if output_format == "hf":
         return dict(zip(HF_FILES, hf_saved_dataset(results, columns, fingerprint)))
     return {}

@@ -36,8 +36,15 @@ from .writers.base import work_prefix
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
-DATA_ARGS = "megatron.txt"  # --format megatron: Megatron-LM's --data-args-path file (weight prefix per shard)
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
+# Files that come with a format's shards (format_files.py): Megatron's data-args files, one per split
+# (megatron.txt for train), and HF's saved-dataset files. A rebuild removes them with the shards.
+FORMAT_FILE = re.compile(r"megatron(-[a-z][a-z0-9_]*)?\.txt|state\.json|dataset_info\.json")
+
+
+def data_args_name(split: str) -> str:
+    """Megatron-LM's --data-args-path file of a split (weight prefix per shard)."""
+    return "megatron.txt" if split in ("", "train") else f"megatron-{split}.txt"
 SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
 
 
@@ -248,8 +255,7 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for path in self.path.iterdir():
-            if (path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp", DATA_ARGS, *HF_FILES) or is_shard_name(path.name)
-                    or (path.name.startswith("megatron-") and path.suffix == ".txt")):
+            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(path.name) or FORMAT_FILE.fullmatch(path.name):
                 path.unlink()
         shutil.rmtree(self.work, ignore_errors=True)
 

@@ -141,8 +141,7 @@ def shuffled_windows(batches, window_bytes: int, batch_bytes: int, rng_of) -> It
 
 
 def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
-    order = rng.permutation(len(window))
-    texts = list(operator.itemgetter(*order)(window)) if len(window) > 1 else window
+    texts = _take(window, rng.permutation(len(window)))
     ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
     # A batch closes after the document that takes it to batch_bytes, as the readers' batches do.
     cuts = np.unique(np.searchsorted(ends, np.arange(batch_bytes, int(ends[-1]) + batch_bytes, batch_bytes)) + 1)
@@ -209,14 +208,17 @@ class _Chain:
         return self.sink.close()
 
 
+def _take(texts: list[str], indices) -> list[str]:
+    """``[texts[i] for i in indices]``, gathered in C by ``itemgetter`` instead of a Python loop per
+    document (``itemgetter`` of one index returns the item, not a tuple)."""
+    if len(indices) <= 1:
+        return [texts[i] for i in indices]
+    return list(operator.itemgetter(*indices)(texts))
+
+
 def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:
     """The texts of each split, in their order."""
-    groups = []
-    for split in range(count):
-        members = np.flatnonzero(index == split)
-        groups.append([texts[members[0]]] if len(members) == 1 else list(operator.itemgetter(*members)(texts))
-                      if len(members) else [])
-    return groups
+    return [_take(texts, np.flatnonzero(index == split)) for split in range(count)]
 
 
 def _run_partition(task: PartitionTask, report) -> PartitionResult:

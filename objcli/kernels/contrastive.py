@@ -39,6 +39,18 @@ def other_documents(documents: np.ndarray, unit_documents: np.ndarray, keys: np.
     return np.where(others[:, None] > 0, pick, -1)
 
 
+def rank_within_groups(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each item's rank (0 for the smallest key) among the items of its group (non-negative ints).
+
+        groups [0, 0, 1, 0], keys [0.5, 0.1, 0.7, 0.3] -> [2, 0, 0, 1]
+    """
+    order = np.lexsort((keys, groups))
+    counts = np.bincount(groups) if len(groups) else np.zeros(0, dtype=np.int64)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(lengths_to_offsets(counts)[:-1], counts)
+    return rank
+
+
 def gather_views(tokens: np.ndarray, views: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(flat tokens, offsets) of views given as rows ``(start_1, length_1, start_2, length_2)``."""
     starts = views[:, [0, 2]].reshape(-1)

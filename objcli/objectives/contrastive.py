@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ObjcliError
-from ..kernels.contrastive import augment, crop, gather_views, other_documents
+from ..kernels.contrastive import augment, crop, gather_views, other_documents, rank_within_groups
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
 from ..options import Options, option
@@ -289,10 +289,7 @@ def _ict_pairs(part: _ContrastivePartition, units: _Units, key: int):
     sentence_ends[last_of_unit] = (units.starts + units.lengths)[units.sentence_units[last_of_unit]]
     per_unit = np.bincount(units.sentence_units, minlength=len(units.starts))
     rng = part._rng(key, "ict")
-    keys = rng.random(len(units.sentence_units))
-    order = np.lexsort((keys, units.sentence_units))  # per unit, sentences by key
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - np.repeat(np.concatenate([[0], np.cumsum(per_unit)[:-1]]), per_unit)
+    rank = rank_within_groups(units.sentence_units, rng.random(len(units.sentence_units)))  # per unit, by key
     chosen = np.flatnonzero((rank < o.pairs_per_document) & (per_unit[units.sentence_units] >= 2))
     unit = units.sentence_units[chosen]
     s_start, s_end = units.sentence_starts[chosen], sentence_ends[chosen]
@@ -312,11 +309,7 @@ def _adjacent_pairs(part: _ContrastivePartition, units: _Units, key: int):
     documents = units.documents[candidates]
     tokens = np.bincount(units.documents, weights=units.lengths, minlength=int(units.documents.max(initial=0)) + 1)
     quota = o.pairs_per_document * np.maximum(1, -(-tokens.astype(np.int64) // part.o.room))
-    keys = part._rng(key, "adjacent").random(len(candidates))
-    order = np.lexsort((keys, documents))
-    counts = np.bincount(documents, minlength=len(quota))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    rank = rank_within_groups(documents, part._rng(key, "adjacent").random(len(candidates)))
     anchor = candidates[rank < quota[documents]]
     room = part.o.room
     return (_cap(_single(units.starts[anchor], units.lengths[anchor]), room),
