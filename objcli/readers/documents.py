@@ -292,18 +292,20 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
     files of a partition are read one after another and their texts gathered into batches of about
     ``--batch-size``, so a thousand one-page files are not a thousand tokenizer calls."""
     carry: list[str] = []  # the short last batch of a piece, joined to what the next piece reads
+    carried = 0  # its characters, kept as it grows (not summed again for every file)
     for piece in partition.pieces:
         previous = None
         for texts in read_piece(piece, options, log):
             if previous is not None:  # a batch the reader cut at --batch-size: as it is
                 yield carry + previous if carry else previous
-                carry = []
+                carry, carried = [], 0
             previous = texts
         if previous is not None:
             carry += previous
-            if sum(map(len, carry)) >= options.batch_bytes // 2:
+            carried += sum(map(len, previous))
+            if carried >= options.batch_bytes // 2:
                 yield carry
-                carry = []
+                carry, carried = [], 0
     if carry:
         yield carry
 
