@@ -306,7 +306,7 @@ def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str
             continue
         for piece in _pieces(input_file, partition_bytes, text_unit):
             piece_bytes = (piece.end - piece.start) if piece.end is not None else input_file.size
-            if not groups or size + piece_bytes > partition_bytes and size > 0:
+            if not groups or (size > 0 and size + piece_bytes > partition_bytes):  # a full group: start one
                 groups.append([])
                 size = 0
             groups[-1].append(piece)
