@@ -14,24 +14,24 @@ from functools import cached_property
 
 import click
 
-from .options import check_field, flag_of, option, option_fields
+from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, option_fields
 
 
 @dataclass(frozen=True)
 class Execution:
     """How a run executes: never part of its output, its fingerprint or its recipe."""
 
-    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1)
+    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1, group=RUN)
     executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
-                           choices=("local", "dask"))
-    pool: str = option("auto", "[--executor local] threads, or processes (auto: for sentence objectives and tokenizer.json).",
-                       choices=("auto", "threads", "processes"))
-    scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].")
-    overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.")
-    resume: bool = option(False, "Insist on continuing an interrupted run (the same configuration resumes anyway).")
-    quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q")
-    recipe: str | None = option(None, "Configuration from a TOML recipe or a manifest.json (options given here win).")
-    print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.")
+                           choices=("local", "dask"), group=RUN)
+    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives and tokenizer.json.",
+                       choices=("auto", "threads", "processes"), group=RUN)
+    scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].", group=RUN)
+    overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.", group=RUN)
+    resume: bool = option(False, "Insist on continuing an interrupted run (the same configuration resumes anyway).", group=RUN)
+    quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q", group=RUN)
+    recipe: str | None = option(None, "Configuration from a TOML recipe or a manifest.json (options given here win).", group=RUN)
+    print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.", group=RUN)
 
 
 def _click_type(f: dataclasses.Field, hint):
@@ -98,20 +98,23 @@ class TransformCommand(click.Command):
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx, formatter):
+        """One section per group of options (``options.HELP_SECTIONS``), the named objective's own
+        options after the rows section."""
         from .config import TransformConfig
         from .objectives import REGISTRY
 
         name = ctx.meta.get("objective")
         defaults = {f.name: f.default for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)}
+        groups = {f.name: f.metadata.get("group") for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)}
+        own: set[str] = set()
         if name:
             objective = REGISTRY.get(name)
             own = {f.name for f in option_fields(objective.options_type)}
             defaults.update({f: getattr(objective.options_type(), f) for f in own})
-        else:
-            own = set()
+            groups.update({f: f"{objective.name} options" for f in own})
         shown = [p for p in self.generated["run"] if isinstance(p, click.Option) and not p.hidden]
         shown += [p for p in self.generated["objective"] if p.name in own and not p.hidden]
-        rows = []
+        sections: dict[str, list] = {}
         for param in shown + super().get_params(ctx):
             record = param.get_help_record(ctx)
             if record is None:
@@ -122,9 +125,12 @@ class TransformCommand(click.Command):
             value = defaults.get(param.name)
             if value not in (None, False, "", ()):
                 text += f"  [default: {value}]"
-            rows.append((opts, text))
-        with formatter.section("Options"):
-            formatter.write_dl(rows, col_max=40)  # choice lists stay on the option's line
+            sections.setdefault(groups.get(param.name) or RUN, []).append((opts, text))
+        order = [*HELP_SECTIONS[: HELP_SECTIONS.index(ROWS) + 1], *(s for s in sections if s not in HELP_SECTIONS),
+                 *HELP_SECTIONS[HELP_SECTIONS.index(ROWS) + 1 :]]
+        for section in (s for s in order if s in sections):
+            with formatter.section(section):
+                formatter.write_dl(sections[section], col_max=40)  # choice lists stay on the option's line
         if not name:
             formatter.write_paragraph()
             formatter.write_text("Each objective has options of its own: 'objcli transform --objective NAME --help'.")

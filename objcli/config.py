@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ObjcliError
-from .options import check_field, option
+from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 
 OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
@@ -55,6 +55,7 @@ class ShardSize:
 PACKERS = ("none", "concat", "best-fit", "trim-and-pack")
 MIN_PARTITION_BYTES = 16 * 2**10
 REMAINDERS = ("drop", "pad")
+ROW_TOKENS = ("seq-len", "seq-len+1")
 
 
 @dataclass(frozen=True)
@@ -64,33 +65,34 @@ class TransformConfig:
 
     inputs: tuple[str, ...] = option((), "Files, folders (searched recursively) and globs; '-' reads standard input.",
                                      cli=False)
-    tokenizer: str = option("", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t")
-    objective: str = option("clm", "clm, fim, mlm, electra, nsp, sop, span-corruption (t5), prefix-lm, ul2, bart.")
+    tokenizer: str = option("", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT)
+    objective: str = option("clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive.", group=ROWS)
     objective_options: Any = None
-    output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o")
-    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2)
-    output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format")
-    shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).")
-    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS)
-    text_key: str = option("text", "JSON field or Parquet column holding the text; dots reach nested fields (meta.body).")
+    output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
+    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2, group=ROWS)
+    output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format", group=OUTPUT)
+    shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).", group=OUTPUT)
+    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
+    text_key: str = option("text", "JSON field or Parquet column of the text; dots reach nested ones (meta.body).", group=INPUT)
     text_unit: str = option("line", "Plain text: a document per line, per blank-line paragraph, or per file.",
-                            choices=TEXT_UNITS)
-    strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.")
-    bos: bool | None = option(None, "Put BOS before every document [default: as the tokenizer's own template].")
-    eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].")
-    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0)
-    bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).")
-    eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).")
-    partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.")
-    batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).")
-    max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0)
+                            choices=TEXT_UNITS, group=INPUT)
+    strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.", group=INPUT)
+    bos: bool | None = option(None, "Put BOS before every document [default: as the tokenizer's own template].", group=ROWS)
+    eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].", group=ROWS)
+    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0, group=ROWS)
+    bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
+    eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
+    partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.", group=RUN)
+    batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).", group=RUN)
+    max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT)
     packing: str | None = option(None, "How examples become rows [default: the objective's first; see --help].",
-                                 choices=PACKERS)
+                                 choices=PACKERS, group=ROWS)
     pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
-                              minimum=1)
-    remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS)
-    shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).")
-    split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.")
+                              minimum=1, group=ROWS)
+    remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS)
+    row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: rows overlap by one token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
+    shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
+    split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
 
     def __post_init__(self):
         from .objectives import REGISTRY
@@ -133,6 +135,8 @@ class TransformConfig:
         if self.output_format in WHOLE_DOCUMENT_FORMATS[1:] and self.packing != "none":
             raise ObjcliError(f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
                               f"its windows; it takes --packing none, not {self.packing}")
+        if self.row_tokens != "seq-len":
+            self._check_row_tokens()
         if self.remainder != "drop" and self.packing != "concat":
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
@@ -142,6 +146,21 @@ class TransformConfig:
                 flag = "--" + name.replace("_", "-")
                 raise ObjcliError(f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
                                   "the tokenizer's own")
+
+    def _check_row_tokens(self) -> None:
+        from .objectives import REGISTRY
+
+        if not REGISTRY.get(self.objective).next_token_rows:
+            raise ObjcliError(f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
+                              f"trainers shift labels; {self.objective}'s rows carry their own labels")
+        if self.output_format in WHOLE_DOCUMENT_FORMATS and self.packing == "none":
+            raise ObjcliError(f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
+                              "the trainer cuts its own windows of seq_len + 1; drop --row-tokens")
+
+    @property
+    def row_length(self) -> int:
+        """Tokens per row: ``seq_len``, or one more whose label is in the row (``--row-tokens seq-len+1``)."""
+        return self.seq_len + (self.row_tokens == "seq-len+1")
 
     def _options_hint(self) -> str:
         layout = getattr(self.objective_options, "layout", None) or getattr(self.objective_options, "fim_level", None)

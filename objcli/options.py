@@ -16,14 +16,19 @@ from typing import Any
 
 from .errors import ObjcliError
 
+# The sections of ``objcli transform --help``, in order; an objective's own options come after ROWS.
+INPUT, ROWS, ORDER, OUTPUT, RUN = "Input", "Objective and rows", "Order, splits and mixture", "Output", "Execution"
+HELP_SECTIONS = (INPUT, ROWS, ORDER, OUTPUT, RUN)
+
 
 def option(default: Any, help: str, *, choices: tuple | None = None, minimum: float | None = None,
            maximum: float | None = None, exclusive: bool = False, flag: str | None = None,
-           aliases: tuple[str, ...] = (), short: str | None = None, cli: bool = True) -> Any:
+           aliases: tuple[str, ...] = (), short: str | None = None, cli: bool = True, group: str = "") -> Any:
     """A dataclass field that is also a command-line option. ``exclusive``: the range excludes its
-    ends; ``aliases``: older spellings, accepted and hidden; ``cli=False``: recipe and API only."""
+    ends; ``aliases``: older spellings, accepted and hidden; ``cli=False``: recipe and API only;
+    ``group``: the section of ``--help`` that lists it."""
     metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "exclusive": exclusive,
-                "flag": flag, "aliases": aliases, "short": short, "cli": cli}
+                "flag": flag, "aliases": aliases, "short": short, "cli": cli, "group": group}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)

@@ -62,8 +62,9 @@ WHOLE = 1 << 62  # a row length no document reaches
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
     whole = config.output_format in WHOLE_DOCUMENT_FORMATS and config.packing == "none"
-    settings = PackSettings(WHOLE if whole else config.seq_len, tuple(objective.example_columns()), objective.pad_id,
-                            config.pack_window, objective.examples_are_documents)
+    overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
+    settings = PackSettings(WHOLE if whole else config.row_length, tuple(objective.example_columns()), objective.pad_id,
+                            config.pack_window, objective.examples_are_documents, overlap)
     return make_packer(config.packing, settings)
 
 

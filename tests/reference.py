@@ -15,15 +15,19 @@ def add_boundary_tokens(docs: list[list[int]], bos, eos) -> list[list[int]]:
     return out
 
 
-def pack_concat(docs: list[list[int]], seq_len: int, pad_id=None):
-    """Rows of (input_ids, segment_ids, positions) and the leftover tokens, one token at a time."""
+def pack_concat(docs: list[list[int]], seq_len: int, pad_id=None, overlap: int = 0):
+    """Rows of (input_ids, segment_ids, positions, documents started) and the leftover tokens, one
+    token at a time. With ``overlap``, each row starts with the last ``overlap`` tokens of the one
+    before (Megatron's windows of seq_len + 1), and a document is counted where it starts outside them."""
     stream = [(token, d, i == 0) for d, doc in enumerate(docs) for i, token in enumerate(doc)]
     rows = []
-    while len(stream) >= seq_len or (pad_id is not None and stream):
-        chunk, stream = stream[:seq_len], stream[seq_len:]
+    while len(stream) >= seq_len or (pad_id is not None and len(stream) > overlap):
+        chunk, stream = stream[:seq_len], stream[seq_len - overlap:]
+        if len(chunk) < seq_len:
+            stream = []
         ids, segs, pos, started = [], [], [], 0
         segment, position, previous_doc = 0, 0, None
-        for token, doc, first in chunk:
+        for column, (token, doc, first) in enumerate(chunk):
             if doc != previous_doc:
                 segment += 1
                 position = 0
@@ -32,7 +36,7 @@ def pack_concat(docs: list[list[int]], seq_len: int, pad_id=None):
             segs.append(segment)
             pos.append(position)
             position += 1
-            started += first
+            started += first and column < seq_len - overlap
         while len(ids) < seq_len:
             ids.append(pad_id)
             segs.append(0)

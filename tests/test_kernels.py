@@ -54,19 +54,19 @@ def test_split_long_items_matches_reference(docs, max_length):
     assert np.all(np.diff(new_offsets) <= max_length)
 
 
-def _pack(docs, seq_len, pad_id=None):
+def _pack(docs, seq_len, pad_id=None, overlap=0):
     tokens, offsets = ragged(docs)
     doc_ids = item_index(offsets)
     first = np.zeros(len(tokens), dtype=bool)
     first[offsets[:-1][np.diff(offsets) > 0]] = True
-    return pack_concat(tokens, doc_ids, first, seq_len, pad_id), tokens
+    return pack_concat(tokens, doc_ids, first, seq_len, pad_id, overlap), tokens
 
 
-@settings(max_examples=200)
-@given(docs_strategy, st.integers(2, 50), st.sampled_from([None, 3]))
-def test_pack_concat_matches_reference(docs, seq_len, pad_id):
-    packed, tokens = _pack(docs, seq_len, pad_id)
-    expected_rows, leftover = reference.pack_concat(docs, seq_len, pad_id)
+@settings(max_examples=300)
+@given(docs_strategy, st.integers(2, 50), st.sampled_from([None, 3]), st.sampled_from([0, 1]))
+def test_pack_concat_matches_reference(docs, seq_len, pad_id, overlap):
+    packed, tokens = _pack(docs, seq_len, pad_id, overlap)
+    expected_rows, leftover = reference.pack_concat(docs, seq_len, pad_id, overlap)
     got = list(
         zip(
             packed.input_ids.tolist(),
@@ -91,6 +91,27 @@ def test_pack_concat_properties(docs, seq_len):
         assert segments[0] == 1 and np.all(np.diff(segments) >= 0)
         for segment in np.unique(segments):
             assert positions[segments == segment].tolist() == list(range(np.sum(segments == segment)))
+
+
+@given(docs_strategy, st.integers(2, 50))
+def test_overlapping_rows_label_every_token_once(docs, seq_len):
+    """--row-tokens seq-len+1: rows of L + 1 sharing one token, so the (input, next token) pairs a
+    trainer takes from the rows are the stream's own pairs, each exactly once."""
+    packed, tokens = _pack(docs, seq_len + 1, overlap=1)
+    rows = packed.input_ids
+    pairs = [(a, b) for row in rows.tolist() for a, b in zip(row[:-1], row[1:])]
+    covered = packed.consumed + (1 if len(rows) else 0)
+    assert pairs == list(zip(tokens[: covered - 1].tolist(), tokens[1:covered].tolist()))
+    assert len(tokens) - packed.consumed <= seq_len  # the rest: less than a row's worth of new labels
+    assert np.array_equal(rows[1:, 0], rows[:-1, -1])
+
+
+def test_overlapping_rows_worked_example():
+    packed, _ = _pack([[10, 11, 12], [13, 14, 15, 16]], seq_len=3, pad_id=0, overlap=1)
+    assert packed.input_ids.tolist() == [[10, 11, 12], [12, 13, 14], [14, 15, 16]]
+    assert packed.segment_ids.tolist() == [[1, 1, 1], [1, 2, 2], [1, 1, 1]]
+    assert packed.documents_started.tolist() == [1, 1, 0]
+    assert packed.consumed == 6  # 16 stays: it was the last row's label, and no row needs it as input
 
 
 def test_pack_concat_pads_the_tail():

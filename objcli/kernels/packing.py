@@ -58,31 +58,48 @@ def pack_concat(
     first_token: np.ndarray,
     seq_len: int,
     pad_id: int | None = None,
+    overlap: int = 0,
 ) -> PackedRows:
     """Cut a stream of documents (already joined with EOS) into rows of ``seq_len``.
 
     ``doc_ids`` gives each token's document and ``first_token`` flags each document's first
     token. Only full rows are made, unless ``pad_id`` is given: then the tail becomes one last
-    row padded with ``pad_id`` and everything is consumed.
+    row padded with ``pad_id``. With ``overlap`` 1, consecutive rows share a token (the last of
+    one row is the first of the next), as Megatron-LM's ``seq_len + 1`` windows do, so every token
+    but the stream's first is a next-token label exactly once; the shared token stays unconsumed.
     """
-    num_full = len(tokens) // seq_len
-    tail = len(tokens) - num_full * seq_len
-    padded = pad_id is not None and tail > 0
+    stride = seq_len - overlap
+    num_full = max(len(tokens) - overlap, 0) // stride
+    tail = len(tokens) - num_full * stride
+    padded = pad_id is not None and tail > overlap
     if padded:
         pad = seq_len - tail
         tokens = np.concatenate([tokens, np.full(pad, pad_id, dtype=tokens.dtype)])
         doc_ids = np.concatenate([doc_ids, np.full(pad, PADDING_DOC, dtype=doc_ids.dtype)])
         first_token = np.concatenate([first_token, np.zeros(pad, dtype=bool)])
-        num_rows = num_full + 1
-    else:
-        num_rows = num_full
-    used = num_rows * seq_len
-    row_docs = doc_ids[:used].reshape(num_rows, seq_len)
+    num_rows = num_full + padded
+    # Row r is the stream's tokens [r * stride, r * stride + seq_len): a strided view, one copy.
+    row_docs = stream_rows(doc_ids, num_rows, seq_len, stride)
     segment_ids, positions = segments_and_positions(row_docs)
+    # A document is counted in the row holding its first token outside the shared one.
+    starts = stream_rows(first_token, num_rows, seq_len, stride)[:, : stride if overlap else seq_len]
     return PackedRows(
-        input_ids=tokens[:used].reshape(num_rows, seq_len),
+        input_ids=stream_rows(tokens, num_rows, seq_len, stride),
         segment_ids=segment_ids,
         positions=positions,
-        documents_started=first_token[:used].reshape(num_rows, seq_len).sum(axis=1),
-        consumed=num_full * seq_len + (tail if padded else 0),
+        documents_started=starts.sum(axis=1),
+        consumed=num_full * stride + (tail if padded else 0),
     )
+
+
+def stream_rows(values: np.ndarray, rows: int, seq_len: int, stride: int) -> np.ndarray:
+    """(rows, seq_len): row r is ``values[r * stride : r * stride + seq_len]``."""
+    if rows == 0:
+        return values[:0].reshape(0, seq_len)
+    needed = (rows - 1) * stride + seq_len
+    if len(values) < needed:  # a padded last row: zeros where the stream ran out
+        values = np.concatenate([values, np.zeros(needed - len(values), dtype=values.dtype)])
+    if stride == seq_len:
+        return values[: rows * seq_len].reshape(rows, seq_len)
+    windows = np.lib.stride_tricks.sliding_window_view
+    return np.ascontiguousarray(windows(values[: (rows - 1) * stride + seq_len], seq_len)[::stride])

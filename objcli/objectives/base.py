@@ -78,6 +78,8 @@ class Objective:
     # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row),
     # "pairs" (contrastive views: the loss compares rows, no token carries it).
     supervision: ClassVar[str] = "labels"
+    # Rows whose labels are their own tokens shifted (the trainer shifts): --row-tokens applies.
+    next_token_rows: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 

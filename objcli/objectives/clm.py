@@ -20,6 +20,7 @@ class CausalLM(Objective):
     options_type = NoOptions  # packing is the run's (--packing), not the objective's
     examples_are_documents = True
     supervision = "next-token"
+    next_token_rows = True
 
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)

@@ -80,6 +80,7 @@ class FillInTheMiddle(Objective):
     options_type = FimOptions
     examples_are_documents = True
     supervision = "next-token"
+    next_token_rows = True
 
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)
@@ -218,7 +219,7 @@ class _FimPartition(PartitionTransform):
         """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
         if rows is None:
             return None
-        o, seq_len, eos = self.o, self.o.config.seq_len, self.o.eos_id
+        o, seq_len, eos = self.o, self.o.config.row_length, self.o.eos_id
         ids = rows.columns["input_ids"]
         count = len(ids)
         flat = ids.ravel()

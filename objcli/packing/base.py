@@ -19,6 +19,7 @@ class PackSettings:
     pad_id: int | None = None  # None: no padding (concat then drops its remainder)
     window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
     documents: bool = True  # examples are documents, joined into a stream (else finished examples)
+    overlap: int = 0  # concat: tokens each row shares with the next (1: Megatron's seq_len + 1 windows)
 
     def spec(self, name: str) -> ColumnSpec:
         return next(c for c in self.columns if c.name == name)

@@ -1,5 +1,8 @@
 """``concat``: documents joined into one stream per partition and cut into rows of ``seq_len``.
 
+With ``overlap`` 1 (``--row-tokens seq-len+1``) consecutive rows share one token, as Megatron-LM's
+windows of ``seq_len + 1`` do: row r holds the stream's tokens ``[r * (L - 1), r * (L - 1) + L)``.
+
 The last partial row of a partition is dropped (counted as ``tokens_dropped``, and documents
 wholly in it as skipped ``remainder_dropped``) or, with a pad token, padded. Rows never carry
 tokens across partitions, so partitions stay independent and output does not depend on workers.
@@ -12,7 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..kernels import PADDING_DOC
-from ..kernels.packing import pack_concat
+from ..kernels.packing import pack_concat, stream_rows
 from ..kernels.ragged import item_index
 from ..rows import ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
@@ -21,7 +24,9 @@ from .base import PackSettings, count_empty, packed_columns, per_example_names, 
 class ConcatPacker:
     def __init__(self, settings: PackSettings):
         self.settings = settings
-        self.seq_len, self.pad_id = settings.seq_len, settings.pad_id
+        self.seq_len, self.pad_id, self.overlap = settings.seq_len, settings.pad_id, settings.overlap
+        self.stride = self.seq_len - self.overlap
+        self.rows_made = 0
         self.tag_names = per_example_names(settings)
         self.counters: Counter = Counter()
         self.carry_tokens = np.zeros(0, dtype=np.int32)
@@ -54,15 +59,16 @@ class ConcatPacker:
         return self._emit(pad=False)
 
     def finish(self) -> RowBatch | None:
-        if self.pad_id is None:
-            self.counters["tokens_dropped"] += len(self.carry_tokens)
-            self.counters["skipped:remainder_dropped"] += int(self.carry_first.sum())
-            return None
-        return self._emit(pad=True)
+        rows = None if self.pad_id is None else self._emit(pad=True)
+        # What is left was never written, but for a token shared with the last row.
+        shared = self.overlap if self.rows_made and len(self.carry_tokens) else 0
+        self.counters["tokens_dropped"] += len(self.carry_tokens) - shared
+        self.counters["skipped:remainder_dropped"] += int(self.carry_first.sum())
+        return rows
 
     def _emit(self, pad: bool) -> RowBatch | None:
         stream, stream_docs, stream_first = self.carry_tokens, self.carry_docs, self.carry_first
-        packed = pack_concat(stream, stream_docs, stream_first, self.seq_len, self.pad_id if pad else None)
+        packed = pack_concat(stream, stream_docs, stream_first, self.seq_len, self.pad_id if pad else None, self.overlap)
         rest = packed.consumed
         self.carry_tokens, self.carry_docs, self.carry_first = stream[rest:], stream_docs[rest:], stream_first[rest:]
         stream_tags = self.carry_tags
@@ -70,16 +76,17 @@ class ConcatPacker:
         rows = len(packed.input_ids)
         if rows == 0:
             return None
+        self.rows_made += rows
         self._count_split_documents(stream_docs, stream_first, rows)
         padding = np.sum(packed.segment_ids == 0, axis=1)
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
         for name, tags in stream_tags.items():
-            columns[name] = segment_values(packed.segment_ids, tags[: rows * self.seq_len])
+            columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
         return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
 
     def _count_split_documents(self, stream_docs, stream_first, rows) -> None:
         """A document is split when a row starts in its middle; count each document once."""
-        row_starts = np.arange(rows, dtype=np.int64) * self.seq_len
+        row_starts = np.arange(rows, dtype=np.int64) * self.stride
         continued = ~stream_first[row_starts] & (stream_docs[row_starts] != PADDING_DOC)
         split_docs = np.unique(stream_docs[row_starts[continued]])
         split_docs = split_docs[split_docs != self.last_split_doc]
