@@ -92,6 +92,8 @@ class TransformConfig:
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS)
     row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: rows overlap by one token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
+    shuffle_rows: bool = option(False, "Shuffle every row of the run across all shards (a second pass, bounded memory).",
+                                group=ORDER)
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
 
     def __post_init__(self):
@@ -127,6 +129,8 @@ class TransformConfig:
             if self.output_format == "hf" or self.output == "-":
                 raise ObjcliError("--split writes one set of shards per split; use --format arrow (load_dataset infers "
                                   "the splits from the names) and an output folder")
+        if self.shuffle_rows and self.output == "-":
+            raise ObjcliError("--shuffle-rows needs every row before it writes the first; write to a folder with -o")
         if self.shuffle_documents is not None:
             parse_bytes(self.shuffle_documents, "--shuffle-documents")
 

@@ -9,14 +9,13 @@ import json
 from .output import HF_FILES, data_args_name
 
 
-def format_files(output_format: str, results, columns, fingerprint: str) -> dict[str, str]:
+def format_files(output_format: str, shards, columns, fingerprint: str) -> dict[str, str]:
     if output_format == "megatron":
-        shards = [s for r in results for s in r.shards]
         # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
         return {data_args_name(split): megatron_data_args([s for s in shards if s.split == split])
                 for split in dict.fromkeys(s.split for s in shards)}
     if output_format == "hf":
-        return dict(zip(HF_FILES, hf_saved_dataset(results, columns, fingerprint)))
+        return dict(zip(HF_FILES, hf_saved_dataset(shards, columns, fingerprint)))
     return {}
 
 
@@ -34,9 +33,9 @@ def _feature(column) -> dict:
     return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
 
 
-def hf_saved_dataset(results, columns, fingerprint: str) -> tuple[str, str]:
+def hf_saved_dataset(shards, columns, fingerprint: str) -> tuple[str, str]:
     """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards."""
-    files = [{"filename": shard.files[0]} for result in results for shard in result.shards]
+    files = [{"filename": shard.files[0]} for shard in shards]
     state = {
         "_data_files": files,
         "_fingerprint": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],

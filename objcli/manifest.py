@@ -15,13 +15,12 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 
-def totals(results) -> dict:
+def totals(results, shards) -> dict:
     skipped: Counter = Counter()
     counters: Counter = Counter()
     for result in results:
         skipped.update(result.skipped)
         counters.update(result.counters)
-    shards = [s for r in results for s in r.shards]
     rows = sum(s.rows for s in shards)
     tokens = sum(s.tokens for s in shards)
     padding = sum(s.padding_tokens for s in shards)
@@ -46,10 +45,10 @@ def totals(results) -> dict:
     }
 
 
-def split_totals(results) -> dict:
+def split_totals(shards) -> dict:
     """With --split: rows, tokens, shards and documents (those starting in the split's rows) per split."""
     splits: dict[str, Counter] = {}
-    for shard in (s for r in results for s in r.shards):
+    for shard in shards:
         counter = splits.setdefault(shard.split, Counter())
         counter.update({"rows": shard.rows, "tokens": shard.tokens, "shards": 1, "documents": shard.documents})
     return {name: dict(counter) for name, counter in splits.items()}

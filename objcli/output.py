@@ -112,10 +112,9 @@ def output_error(error: OSError, folder: Path | str) -> ObjcliError:
     return ObjcliError(f"output {folder}: {error.strerror or error} ({error.filename or 'write'}); check the folder")
 
 
-def final_names(results: list[PartitionResult]) -> list[tuple[str, str]]:
-    """Give the shards their final names ``part-XXXXX-of-N`` (in partition order), in place, and
+def final_names(shards: list[ShardInfo]) -> list[tuple[str, str]]:
+    """Give the shards their final names ``part-XXXXX-of-N`` (in the order given), in place, and
     return the (work name, final name) pairs."""
-    shards = [s for r in sorted(results, key=lambda r: r.index) for s in r.shards]
     counts = Counter(s.split for s in shards)
     numbers: Counter = Counter()
     renames = []
@@ -291,8 +290,8 @@ class OutputFolder:
         # work folder under its partition name or, if all partitions are done, maybe already renamed.
         renamed = {}
         if len(results) == partitions:
-            copies = [PartitionResult.from_json(r.to_json()) for r in results.values()]
-            renamed = dict(final_names(copies))
+            copies = [PartitionResult.from_json(results[i].to_json()) for i in sorted(results)]
+            renamed = dict(final_names([s for r in copies for s in r.shards]))
         for index, result in results.items():
             if all(self._shard_file_ok(name, digest, renamed) for s in result.shards for name, digest in s.sha256.items()):
                 self.kept[index] = result

@@ -30,6 +30,7 @@ from .rows import ColumnSpec
 from .splits import assign_splits, parse_splits, split_names
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
+from .writers.arrow import RowsToShuffle
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,9 @@ class _Chain:
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, partition: int, work: Path, split: str) -> _Chain:
         objective = build_objective(config, tokenizer)
         packer = build_packer(config, objective)
-        sink = ShardSink(work, partition, WRITERS[config.output_format], objective.columns(packer.columns()),
+        # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
+        writer = RowsToShuffle if config.shuffle_rows else WRITERS[config.output_format]
+        sink = ShardSink(work, partition, writer, objective.columns(packer.columns()),
                          config.shard_limit.rows, config.shard_limit.bytes, split=split)
         return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False))
 

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from .kernels import IGNORE
+from .kernels.ragged import gather_ranges, lengths_to_offsets
 
 ColumnKind = Literal["fixed", "ragged", "scalar"]
 ROLES = ("tokens", "labels", "segment_ids", "positions", "attention_mask", "token_type_ids", "prefix_length",
@@ -85,6 +86,15 @@ class Ragged:
         lo, hi = self.offsets[start], self.offsets[stop]
         return Ragged(self.values[lo:hi], self.offsets[start : stop + 1] - lo)
 
+    def take(self, rows: np.ndarray) -> Ragged:
+        lengths = np.diff(self.offsets)[rows]
+        return Ragged(gather_ranges(self.values, self.offsets[:-1][rows], lengths), lengths_to_offsets(lengths))
+
+    @staticmethod
+    def concat(parts: list[Ragged]) -> Ragged:
+        lengths = np.concatenate([np.diff(p.offsets) for p in parts])
+        return Ragged(np.concatenate([p.values for p in parts]), lengths_to_offsets(lengths))
+
 
 Column = np.ndarray | Ragged
 
@@ -110,6 +120,19 @@ class RowBatch:
         return RowBatch(
             columns, self.tokens[start:stop], self.padding[start:stop], self.documents[start:stop]
         )
+
+    def take(self, rows: np.ndarray) -> RowBatch:
+        """These rows, in this order (a copy)."""
+        columns = {name: col.take(rows) if isinstance(col, Ragged) else col[rows] for name, col in self.columns.items()}
+        return RowBatch(columns, self.tokens[rows], self.padding[rows], self.documents[rows])
+
+    @staticmethod
+    def concat(batches: list[RowBatch]) -> RowBatch:
+        first = batches[0].columns
+        columns = {name: Ragged.concat([b.columns[name] for b in batches]) if isinstance(col, Ragged)
+                   else np.concatenate([b.columns[name] for b in batches]) for name, col in first.items()}
+        return RowBatch(columns, *(np.concatenate([getattr(b, f) for b in batches]) for f in ("tokens", "padding",
+                                                                                              "documents")))
 
     def segments(self) -> int:
         """Examples packed in these rows: segments where rows carry ``segment_ids``, else one per row."""

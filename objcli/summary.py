@@ -38,10 +38,13 @@ class Summary:
             f"{t['documents_skipped']:,} skipped{skipped}; {t['rows']:,} rows, {t['tokens']:,} tokens, "
             f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
             f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
-            f"{t['shards']} shards -> {where} in {self.seconds:.1f}s "
+            f"{t['shards']} shards{self._shuffled()} -> {where} in {self.seconds:.1f}s "
             f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
             + self._splits() + self._dropped() + self._boundaries() + self._resumed()
         )
+
+    def _shuffled(self) -> str:
+        return " of shuffled rows" if self.manifest["config"].get("shuffle_rows") else ""
 
     def _splits(self) -> str:
         splits = self.manifest.get("splits")

@@ -28,6 +28,7 @@ from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
+from .shuffle import shuffle_rows
 from .summary import Summary
 from .writers import WRITERS, arrow_schema
 
@@ -196,7 +197,8 @@ def column_json(column, disk_dtype) -> dict:
     return data
 
 
-def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) -> dict:
+def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_key: str) -> dict:
+    """The manifest of a finished run; ``shards`` are the run's, named as they will be."""
     config, tokenizer = plan.config, plan.tokenizer
     return {
         "objcli_version": __version__,
@@ -230,13 +232,14 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], run_key: str) 
                 "documents_skipped": r.documents_skipped,
                 "skipped_by_reason": r.skipped,
                 "counters": r.counters,
-                "shards": [s.files[0] for s in r.shards],
+                # With --shuffle-rows a partition's rows are spread over every shard.
+                "shards": [] if config.shuffle_rows else [s.files[0] for s in r.shards],
             }
             for p, r in zip(plan.partitions, results)
         ],
-        "shards": [s.to_json() for r in results for s in r.shards],
-        "totals": totals(results),
-        **({"splits": split_totals(results)} if config.split else {}),
+        "shards": [s.to_json() for s in shards],
+        "totals": totals(results, shards),
+        **({"splits": split_totals(shards)} if config.split else {}),
     }
 
 
@@ -314,8 +317,11 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     results.sort(key=lambda r: r.index)
     if warn:
         _warn_skips(results, warn)
-    renames = [] if to_stdout else final_names(results)  # gives the shards their final names
-    manifest = build_manifest(plan, results, run_key)
+    shards = [s for r in results for s in r.shards]
+    if config.shuffle_rows:
+        shards = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed)
+    renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
+    manifest = build_manifest(plan, results, shards, run_key)
     doubled = manifest["totals"].get("texts_starting_with_bos_text", 0)
     if warn and doubled:
         warn(f"{doubled:,} documents already start with the BOS text {manifest['special_tokens']['pieces']['bos']!r}, "
@@ -335,5 +341,5 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn and not t["rows"]:
         warn(why_no_rows(t, config.seq_len))
     if folder:
-        folder.finish(renames, manifest, format_files(config.output_format, results, plan.columns, plan.fingerprint))
+        folder.finish(renames, manifest, format_files(config.output_format, shards, plan.columns, plan.fingerprint))
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -16,6 +16,8 @@ import base64
 import json
 import math
 import os
+import resource
+import statistics
 import shutil
 import subprocess
 import sys
@@ -167,7 +169,8 @@ print(json.dumps({{"seconds": best, "text_bytes": sum(len(t) for b in batches fo
 
 
 def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
-    """Wall time, peak RSS of the whole process tree, stderr."""
+    """Wall time, peak RSS of the whole process tree, stderr (CPU time of the tree: ``_last_cpu``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = psutil.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
     peak = 0
@@ -179,10 +182,15 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
             pass
         time.sleep(0.25)  # sparse polling: the machine has few cores to spare
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # every reaped descendant, pool workers included
+    _last_cpu[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     stderr = process.stderr.read().decode()
     if process.returncode:
         raise SystemExit(f"{command[:3]} failed:\n{stderr}")
     return seconds, peak, stderr
+
+
+_last_cpu = [0.0]
 
 
 def datatrove_tokenize(paths: list[Path], tokenizer_path: Path, text_bytes: int) -> dict:
@@ -214,7 +222,8 @@ def objcli_transform(paths: list[Path], *extra: str) -> dict:
                "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
     seconds, peak, _ = _run_tree(command)
     totals = json.loads((OUT / "manifest.json").read_text())["totals"]
-    return {"seconds": seconds, "text_bytes": totals["text_bytes"], "tokens": totals["tokens"], "peak_rss": peak}
+    return {"seconds": seconds, "text_bytes": totals["text_bytes"], "tokens": totals["tokens"], "peak_rss": peak,
+            "cpu": _last_cpu[0]}
 
 
 def objcli_in_process(paths: list[Path]) -> dict:
@@ -247,13 +256,34 @@ def memory_table(paths: list[Path]) -> None:
     print(f"\nPeak RSS at defaults ({CORES} workers, clm, --seq-len 2048; whole process tree):")
     print(f"{'':44} {'MB in':>7} {'seconds':>8} {'peak RSS':>9} {'vs 1x':>6}")
     base = None
-    for name, inputs in (("1x corpus (8 files)", paths), ("10x corpus (one file)", [big]),
-                         ("one 200 MB document", [document])):
-        run = objcli_transform(inputs)
+    for name, inputs, extra in (("1x corpus (8 files)", paths, ()), ("10x corpus (one file)", [big], ()),
+                                ("one 200 MB document", [document], ()),
+                                ("1x corpus, --shuffle-rows", paths, ("--shuffle-rows",)),
+                                ("10x corpus, --shuffle-rows", [big], ("--shuffle-rows",))):
+        run = objcli_transform(inputs, *extra)
         base = base or run["peak_rss"]
         megabytes = sum(p.stat().st_size for p in inputs) / 1e6
         print(f"{name:44} {megabytes:7.0f} {run['seconds']:8.1f} {run['peak_rss'] / 2**20:6.0f} MiB "
               f"{run['peak_rss'] / base:5.2f}x")
+
+
+def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
+    """Issue 14: --shuffle-rows against the same run unshuffled, interleaved; goal <= 1.3x."""
+    runs: dict[str, list[dict]] = {"in order": [], "--shuffle-rows": []}
+    for _ in range(repeats):
+        runs["in order"].append(objcli_transform(paths))
+        runs["--shuffle-rows"].append(objcli_transform(paths, "--shuffle-rows"))
+    megabytes = runs["in order"][0]["text_bytes"] / 1e6
+    print(f"\n--shuffle-rows, clm --seq-len 2048, {CORES} workers ({repeats} interleaved runs each):")
+    print(f"{'':16} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'peak RSS':>9}")
+    for name, group in runs.items():
+        walls = [r["seconds"] for r in group]
+        cpu = statistics.median(r["cpu"] for r in group) / megabytes
+        print(f"{name:16} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
+              f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB")
+    ratio = [statistics.median(r["seconds"] for r in runs[n]) for n in runs]
+    cpu = [statistics.median(r["cpu"] for r in runs[n]) for n in runs]
+    print(f"cost of --shuffle-rows: {ratio[1] / ratio[0]:.2f}x the wall (median), {cpu[1] / cpu[0]:.2f}x the CPU")
 
 
 def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
@@ -680,6 +710,7 @@ def main() -> None:
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 
     peers_table(paths)
+    shuffle_table(paths)
     memory_table(paths)
 
     print("\nPacking at --seq-len 2048 (CLI, same corpus, same run):")

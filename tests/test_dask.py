@@ -82,6 +82,19 @@ def test_local_cluster_writes_the_bytes_of_the_local_executor(local_reference, t
         assert folder_bytes(out) == expected  # shards and manifest
 
 
+def test_shuffled_rows_are_the_bytes_of_the_local_executor(local_reference, tmp_path):
+    """--shuffle-rows: the global permutation is keyed to the data, never to who ran a partition."""
+    args, _ = local_reference
+    args = [*args, "--shuffle-rows", "--objective", "clm"]  # the last --objective given wins
+    outputs = []
+    for executor in ("local", "dask"):
+        done = objcli("transform", *args, "-o", tmp_path / executor, "--executor", executor, "--workers", "2")
+        assert done.returncode == 0, done.stderr
+        outputs.append(folder_bytes(tmp_path / executor))
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0]["manifest.json"])["config"]["shuffle_rows"] is True
+
+
 def test_external_scheduler_and_workers(local_reference, tmp_path):
     args, expected = local_reference
     cluster = DaskProcesses(tmp_path)

@@ -109,8 +109,10 @@ class ShardWriter(Protocol):
 
 
 def work_prefix(partition: int, split: str, ordinal: int) -> str:
-    """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``."""
-    return f"p{partition:05d}-{split}-s{ordinal:05d}" if split else f"p{partition:05d}-s{ordinal:05d}"
+    """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``; a shard
+    of ``--shuffle-rows`` (partition -1, rows from every partition): ``shuffled-s00001``."""
+    owner = "shuffled" if partition < 0 else f"p{partition:05d}"
+    return f"{owner}-{split}-s{ordinal:05d}" if split else f"{owner}-s{ordinal:05d}"
 
 
 @dataclass
