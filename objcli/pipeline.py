@@ -27,7 +27,7 @@ from .packing import Packer, PackSettings, make_packer
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rng import derive_rng
 from .rows import ColumnSpec
-from .splits import assign_splits, parse_splits, split_names
+from .splits import assign_splits, counted, plan_bounds, smallest, split_names, uniforms
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
 from .writers.arrow import RowsToShuffle
@@ -42,6 +42,7 @@ class PartitionTask:
     threads: int = 1  # tokenizer threads for this partition
     run_key: str = ""  # written into the completion marker; empty: no marker (stdout runs)
     config_sha256: str = ""
+    split_bounds: tuple = ()  # --split: (split index, upper bound of its interval of u), from split_bounds()
 
 
 @dataclass
@@ -153,6 +154,29 @@ def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
         start = cut
 
 
+def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> tuple:
+    """Where each held-out split's interval of ``u`` ends. Splits given as a count need the smallest
+    ``u`` of the whole corpus: a first pass reads every partition (as the run will: same records,
+    long ones cut alike) and keeps only the smallest values, so memory holds one batch and the count."""
+    if not config.split:
+        return ()
+    k = counted(config.split)
+    if not k:
+        return tuple(plan_bounds(config.split))
+    streams = [p.input.path for p in partitions if p.input.is_stream]
+    if streams:
+        raise ObjcliError(f"--split {config.split}: a count needs a first pass over the inputs, and {streams[0]} is a "
+                          "stream, read once; give the split as a fraction (test=0.1%), or save the stream to a file")
+    kept = np.zeros(0)
+    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
+    for partition in partitions:
+        log = RecordLog(strict=config.strict)
+        for texts in _cut_long_documents(read_documents(partition, options, log), config.max_document_chars,
+                                         tokenizer, log):
+            kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k)
+    return tuple(plan_bounds(config.split, kept))
+
+
 def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
     """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
     at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
@@ -233,9 +257,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer.adopt(task.special)
-    splits = parse_splits(config.split) if config.split else []
     chains = [_Chain.build(config, tokenizer, task.partition.index, work, name)
-              for name in (split_names(config.split) if splits else [""])]
+              for name in (split_names(config.split) if config.split else [""])]
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     text_bytes = 0
@@ -250,7 +273,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
         documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
                                      lambda window: derive_rng(config.seed, task.partition.index, window, "shuffle-documents"))
     for batch_index, texts in enumerate(documents):
-        groups = _route(texts, assign_splits(texts, splits, config.seed), len(chains)) if splits else [texts]
+        groups = (_route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains)) if config.split
+                  else [texts])
         tokens = sum(chain.feed(group, batch_index, encode) for chain, group in zip(chains, groups) if group)
         if bos_text:
             seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))

@@ -23,12 +23,13 @@ from .executors import POOLS, LocalExecutor, make_executor
 from .format_files import format_files
 from .manifest import MANIFEST_VERSION, split_totals, totals
 from .output import OutputFolder, PartitionResult, final_names
-from .pipeline import PartitionTask, Progress, plan_objective
+from .pipeline import PartitionTask, Progress, plan_objective, split_bounds
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
 from .shuffle import shuffle_rows
+from .splits import split_names
 from .summary import Summary
 from .writers import WRITERS, arrow_schema
 
@@ -88,6 +89,7 @@ class RunPlan:
     columns: list
     fingerprint: str
     pool: str
+    split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
 
 
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
@@ -150,8 +152,8 @@ def _run_partitions(plan: RunPlan, todo, work: Path, run_key: str, workers: int,
     pooled_count = sum(not p.input.is_stream for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
-    tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint)
-             for p in todo]
+    tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint,
+                           plan.split_bounds) for p in todo]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []
@@ -239,8 +241,14 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
         ],
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
-        **({"splits": split_totals(shards)} if config.split else {}),
+        **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
     }
+
+
+def _bounds_json(plan: RunPlan) -> dict:
+    """Each held-out split's upper bound on the keyed uniform of its documents (splits.py)."""
+    names = split_names(plan.config.split)
+    return {names[index]: bound for index, bound in plan.split_bounds}
 
 
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
@@ -308,6 +316,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     kept = folder.kept if folder else {}
     todo = [p for p in plan.partitions if p.index not in kept]
     stream = _StdoutStream(plan.columns, work) if to_stdout else None
+    plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
     try:
         results = list(kept.values()) + _run_partitions(plan, todo, work, run_key, workers, executor, scheduler,
                                                         stream, progress or (lambda _: None))

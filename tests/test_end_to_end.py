@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
-from conftest import folder_bytes, manifest_json, read_output, run_transform
+from conftest import folder_bytes, manifest_json, read_output, run_cli, run_transform
 
 from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
 
@@ -293,7 +293,47 @@ def test_splits_follow_the_document_not_the_layout(small_corpus, sample_tokenize
     assert manifest_json(tmp_path / "a")["splits"]["validation"]["rows"] == len(per_split[0]["validation"])
 
 
-@pytest.mark.parametrize("spec", ["train=5%", "validation=0", "validation=5%,validation=1%", "a=60%,b=50%", "v=x"])
+def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, sample_tokenizer, tmp_path):
+    """Issue 14: --split test=N takes the N documents of smallest keyed hash over the whole corpus (a
+    first pass), the same N whatever the layout and the workers; fractions share the rest."""
+    import json
+
+    lines = (small_corpus / "prose.jsonl").read_text().splitlines()
+    texts = list(dict.fromkeys(json.loads(line)["text"] for line in lines))  # no copies: the count is exact
+    one, three = tmp_path / "one.jsonl", tmp_path / "three"
+    one.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    three.mkdir()
+    for i in range(3):
+        (three / f"part{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::3]))
+    common = {"packing": "none", "seq_len": 1 << 20, "split": "validation=10%,test=25"}
+    first = run_transform([one], sample_tokenizer, tmp_path / "a", **common)
+    second = run_transform([three], sample_tokenizer, tmp_path / "b", workers=2, partition_size="16KiB", **common)
+    for summary in (first, second):
+        assert summary.manifest["splits"]["test"]["documents"] == 25
+        assert list(summary.manifest["split_bounds"]) == ["test", "validation"]  # counts own the lowest hashes
+    by_split = {}
+    for out in (tmp_path / "a", tmp_path / "b"):
+        manifest, table = read_output(out)
+        names = [s["split"] for s in manifest["shards"] for _ in range(s["rows"])]
+        by_split[out.name] = {n: sorted(map(tuple, (r for r, m in zip(table["input_ids"], names) if m == n)))
+                              for n in ("train", "validation", "test")}
+    assert by_split["a"] == by_split["b"]
+    assert first.manifest["splits"]["validation"]["documents"] > 0
+    # More documents asked than the corpus holds: all of them go to the split, none is lost.
+    greedy = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "c", packing="none",
+                           seq_len=1 << 20, split="test=100000")
+    assert greedy.manifest["splits"]["test"]["documents"] == len(lines)
+
+
+def test_a_count_split_refuses_standard_input(sample_tokenizer, tmp_path):
+    done = run_cli("transform", "-", "-t", sample_tokenizer, "-o", tmp_path / "out", "--split", "test=10",
+                   input='{"text": "one"}\n')
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: --split test=10: a count needs a first pass over the inputs")
+
+
+@pytest.mark.parametrize("spec", ["train=5%", "validation=0", "validation=5%,validation=1%", "a=60%,b=50%", "v=x",
+                                  "test=-3", "test=1.5"])
 def test_bad_split_specs_are_one_line_errors(spec):
     from objcli.errors import ObjcliError
     from objcli.splits import parse_splits
