@@ -57,8 +57,8 @@ def transform(**values):
         if runner.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)
             return
-        if not config.inputs or not config.tokenizer or not config.output:
-            missing = [n for n, v in (("INPUTS", config.inputs), ("--tokenizer", config.tokenizer),
+        if not (config.inputs or config.source) or not config.tokenizer or not config.output:
+            missing = [n for n, v in (("INPUTS", config.inputs or config.source), ("--tokenizer", config.tokenizer),
                                       ("--output", config.output)) if not v]
             raise ObjcliError(f"missing {', '.join(missing)}; give them on the command line or in the --recipe")
         if runner["scheduler"] and runner["workers"] is not None:

@@ -53,8 +53,9 @@ def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hid
             return click.Option([*names, dest], is_flag=True, default=None, hidden=bool(hidden_name), help=help_text)
         names[0] = f"{names[0]}/--no-{names[0][2:]}"
         return click.Option([*names, dest], default=None, hidden=bool(hidden_name), help=help_text)
+    multiple = tuple in (typing.get_origin(hint), hint)  # a repeatable option (--source)
     return click.Option([*names, dest], type=_click_type(f, hint), default=None, hidden=bool(hidden_name),
-                        help=help_text, show_default=False)
+                        help=help_text, show_default=False, multiple=multiple)
 
 
 def _options_of(fields: list[tuple[dataclasses.Field, object, set[str] | None]]) -> list[click.Option]:

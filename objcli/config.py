@@ -94,6 +94,10 @@ class TransformConfig:
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
     shuffle_rows: bool = option(False, "Shuffle every row of the run across all shards (a second pass, bounded memory).",
                                 group=ORDER)
+    source: tuple[str, ...] = option((), "NAME=PATH: one source of a mixture (repeat it); instead of INPUTS.",
+                                     group=ORDER)
+    weights: str = option("", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).",
+                          group=ORDER)
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
 
     def __post_init__(self):
@@ -122,6 +126,10 @@ class TransformConfig:
             raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
                               "with its own shards)")
         parse_bytes(self.batch_size, "--batch-size")
+        self._check_order_options()
+
+    def _check_order_options(self) -> None:
+        """Splits, mixtures and shuffles."""
         if self.split:
             from .splits import parse_splits
 
@@ -129,6 +137,8 @@ class TransformConfig:
             if self.output_format == "hf" or self.output == "-":
                 raise ObjcliError("--split writes one set of shards per split; use --format arrow (load_dataset infers "
                                   "the splits from the names) and an output folder")
+        if self.source or self.weights:
+            self._check_mixture()
         if self.shuffle_rows and self.output == "-":
             raise ObjcliError("--shuffle-rows needs every row before it writes the first; write to a folder with -o")
         if self.shuffle_documents is not None:
@@ -150,6 +160,18 @@ class TransformConfig:
                 flag = "--" + name.replace("_", "-")
                 raise ObjcliError(f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
                                   "the tokenizer's own")
+
+    def _check_mixture(self) -> None:
+        from .mixture import parse_sources, parse_weights
+
+        if not (self.source and self.weights):
+            raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
+        if self.inputs:
+            raise ObjcliError("--source names every input of a mixture; drop the INPUTS, or give them as one more --source")
+        if self.output_format in WHOLE_DOCUMENT_FORMATS:
+            raise ObjcliError(f"--format {self.output_format} stores input_ids only, so no row could say its source; "
+                              "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)")
+        parse_weights(self.weights, list(parse_sources(self.source)))
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

@@ -120,6 +120,7 @@ class Manifest(msgspec.Struct, frozen=True):
     seed: int = 0
     inputs: list[dict] = []
     partitions: list[dict] = []
+    mixture: dict = {}  # --source: per source, what was asked, the estimate and the rate
 
     def columns_with_role(self, role: str, family: str | None = None) -> list[ColumnInfo]:
         return [c for c in self.columns if c.role == role and (family is None or c.family == family)]

@@ -7,6 +7,7 @@ output of a partition is the same whichever process, worker count or executor ru
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import time
 from collections import Counter
@@ -20,14 +21,15 @@ import numpy as np
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .faults import crash_point
+from .mixture import NOT_SAMPLED, copies, parse_sources, passes
 from .objectives import REGISTRY, DocumentBatch
 from .objectives.base import Objective
 from .output import PartitionResult, clear_partition, output_error, write_marker
 from .packing import Packer, PackSettings, make_packer
 from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rng import derive_rng
-from .rows import ColumnSpec
-from .splits import assign_splits, counted, plan_bounds, smallest, split_names, uniforms
+from .rows import ColumnSpec, RowBatch
+from .splits import assign_splits, split_names
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
 from .writers.arrow import RowsToShuffle
@@ -42,7 +44,9 @@ class PartitionTask:
     threads: int = 1  # tokenizer threads for this partition
     run_key: str = ""  # written into the completion marker; empty: no marker (stdout runs)
     config_sha256: str = ""
-    split_bounds: tuple = ()  # --split: (split index, upper bound of its interval of u), from split_bounds()
+    split_bounds: tuple = ()  # --split: (split index, upper bound of its interval of u), from first_pass
+    mixture_rate: float = 1.0  # --source: copies per document of this partition's source, from first_pass
+    source_index: int = -1  # --source: the value of the rows' source column
 
 
 @dataclass
@@ -81,7 +85,17 @@ def plan_objective(config: TransformConfig, warn=None) -> tuple[TransformConfig,
         config = dataclasses.replace(config, bos=template_bos is not None)
     objective = build_objective(config, tokenizer)
     check_special_roles(tokenizer, warn)
-    return config, tokenizer, objective, objective.columns(build_packer(config, objective).columns())
+    return config, tokenizer, objective, run_columns(config, objective, build_packer(config, objective))
+
+
+def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
+    """The written columns: the objective's, then with ``--source`` the source of each row."""
+    columns = objective.columns(packer.columns())
+    if config.source:
+        names = tuple(parse_sources(config.source))
+        columns.append(ColumnSpec("source", "scalar", 0, len(names) - 1, "the mixture source of the row",
+                                  role="category", categories=names))
+    return columns
 
 
 def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:
@@ -154,30 +168,7 @@ def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
         start = cut
 
 
-def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> tuple:
-    """Where each held-out split's interval of ``u`` ends. Splits given as a count need the smallest
-    ``u`` of the whole corpus: a first pass reads every partition (as the run will: same records,
-    long ones cut alike) and keeps only the smallest values, so memory holds one batch and the count."""
-    if not config.split:
-        return ()
-    k = counted(config.split)
-    if not k:
-        return tuple(plan_bounds(config.split))
-    streams = [p.input.path for p in partitions if p.input.is_stream]
-    if streams:
-        raise ObjcliError(f"--split {config.split}: a count needs a first pass over the inputs, and {streams[0]} is a "
-                          "stream, read once; give the split as a fraction (test=0.1%), or save the stream to a file")
-    kept = np.zeros(0)
-    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
-    for partition in partitions:
-        log = RecordLog(strict=config.strict)
-        for texts in _cut_long_documents(read_documents(partition, options, log), config.max_document_chars,
-                                         tokenizer, log):
-            kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k)
-    return tuple(plan_bounds(config.split, kept))
-
-
-def _cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
+def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
     """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
     at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
     of its own: the memory a document needs downstream (tokens, the objective's arrays) stays
@@ -212,6 +203,12 @@ class _Chain:
     sink: ShardSink
     sentence_level: bool  # sentence-level objectives tokenize sentences themselves, not documents
     first_document: int = 0
+    source_index: int = -1  # --source: every row of the partition gets it in its source column
+
+    def _write(self, rows: RowBatch | None) -> None:
+        if rows is not None and self.source_index >= 0:
+            rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
+        self.sink.write(rows)
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, partition: int, work: Path, split: str) -> _Chain:
@@ -219,20 +216,20 @@ class _Chain:
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
         writer = RowsToShuffle if config.shuffle_rows else WRITERS[config.output_format]
-        sink = ShardSink(work, partition, writer, objective.columns(packer.columns()),
+        sink = ShardSink(work, partition, writer, run_columns(config, objective, packer),
                          config.shard_limit.rows, config.shard_limit.bytes, split=split)
         return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False))
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         tokens, offsets = encode([]) if self.sentence_level else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
-        self.sink.write(self.transform.rows(self.packer.process(self.transform.examples(batch))))
+        self._write(self.transform.rows(self.packer.process(self.transform.examples(batch))))
         self.first_document += len(texts)
         return len(tokens)
 
     def close(self) -> list:
-        self.sink.write(self.transform.rows(self.packer.process(self.transform.finish())))
-        self.sink.write(self.transform.rows(self.packer.finish()))
+        self._write(self.transform.rows(self.packer.process(self.transform.finish())))
+        self._write(self.transform.rows(self.packer.finish()))
         return self.sink.close()
 
 
@@ -249,6 +246,26 @@ def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:
     return [_take(texts, np.flatnonzero(index == split)) for split in range(count)]
 
 
+def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog, tokenizer: Tokenizer, j: int):
+    """Batches of the partition's documents for pass ``j``: read, long ones cut, shuffled in windows
+    (``--shuffle-documents``), and, with ``--source``, only those with more than ``j`` copies (the
+    rest counted as skipped: read = written + skipped holds over every pass)."""
+    config, index = task.config, task.partition.index
+    documents = cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
+    if config.shuffle_window_bytes:
+        stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
+        documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
+                                     lambda window: derive_rng(config.seed, index, window, stream))
+    if not config.source:
+        yield from documents
+        return
+    for texts in documents:
+        keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
+        log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
+        if len(keep):
+            yield _take(texts, keep)
+
+
 def _run_partition(task: PartitionTask, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
@@ -259,6 +276,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     tokenizer.adopt(task.special)
     chains = [_Chain.build(config, tokenizer, task.partition.index, work, name)
               for name in (split_names(config.split) if config.split else [""])]
+    for chain in chains:
+        chain.source_index = task.source_index
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     text_bytes = 0
@@ -268,10 +287,8 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     def encode(texts: list[str]):
         return tokenizer.encode(texts, task.threads)
 
-    documents = _cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
-    if config.shuffle_window_bytes:
-        documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
-                                     lambda window: derive_rng(config.seed, task.partition.index, window, "shuffle-documents"))
+    documents = itertools.chain.from_iterable(_documents_of_pass(task, options, log, tokenizer, j)
+                                    for j in range(passes(task.mixture_rate)))
     for batch_index, texts in enumerate(documents):
         groups = (_route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains)) if config.split
                   else [texts])

@@ -52,7 +52,7 @@ def config_from_values(values: dict[str, Any]) -> TransformConfig:
     run, own = {}, {}
     for name, value in values.items():
         if name in RUN_FIELDS:
-            run[name] = tuple(value) if name == "inputs" else value
+            run[name] = tuple(value) if name in ("inputs", "source") else value
         elif name in accepted:
             own[name] = value
         elif name not in owners:  # only through the library API: the CLI and recipes know their names

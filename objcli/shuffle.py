@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from .faults import crash_point
-from .rng import derive_rng
 from .kernels.ragged import lengths_to_offsets
+from .rng import derive_rng
 from .rows import ColumnSpec, Ragged, RowBatch
 from .writers import WRITERS, ShardInfo, ShardSink
 from .writers.arrow import BOOKKEEPING

@@ -83,6 +83,15 @@ def _count_categories(per_category: dict, categories: list, columns: dict, per_r
             counter["tokens"] += int(np.asarray(row_tokens)[members].sum())
 
 
+def _realised_mixture(per_source: dict[str, Counter], asked: dict[str, dict]) -> dict[str, dict]:
+    """Each source's share of the tokens written, beside its requested share (or budget)."""
+    total = sum(c["tokens"] for c in per_source.values()) or 1
+    budgets = sum(a.get("budget", 0) for a in asked.values()) or 1
+    return {name: {"tokens": c["tokens"], "rows": c["rows"], "share": c["tokens"] / total,
+                   "asked_share": asked.get(name, {}).get("share", asked.get(name, {}).get("budget", 0) / budgets)}
+            for name, c in per_source.items()}
+
+
 def _targets_per_head(columns: dict, manifest: Manifest) -> np.ndarray:
     """Multi-token prediction: targets of head k (1..K) in one shard, where heads_with_target >= k."""
     depth = manifest.columns_with_role("target_depth")
@@ -100,6 +109,8 @@ def compute_stats(folder: str | Path) -> dict:
     supervision = manifest.supervision or ("labels" if manifest.columns_with_role("labels") else "next-token")
     tokens_name = manifest.columns_with_role("tokens")[0].name
     categories = [c for c in manifest.columns_with_role("category") if c.kind == "scalar"]
+    sources, categories = [c for c in categories if c.name == "source"], [c for c in categories if c.name != "source"]
+    per_source: dict[str, Counter] = {}
     totals = Counter()
     seq_len = manifest.config["seq_len"]
     edges = np.linspace(0, max(seq_len, 1), HISTOGRAM_BINS + 1)
@@ -119,7 +130,8 @@ def compute_stats(folder: str | Path) -> dict:
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
         totals["tokens"] += shard.tokens
         totals["padding_tokens"] += shard.padding_tokens
-        _count_categories(per_category, categories, columns, per_row, row_tokens)
+        _count_categories(per_category, categories[:1], columns, per_row, row_tokens)
+        _count_categories(per_source, sources, columns, per_row, row_tokens)
     tokens, padding = totals["tokens"], totals["padding_tokens"]
     positions = tokens + padding
     stats = {
@@ -140,6 +152,8 @@ def compute_stats(folder: str | Path) -> dict:
     }
     if per_head:
         stats["targets_per_head"] = [int(per_head[k]) for k in sorted(per_head)]
+    if per_source:
+        stats["mixture"] = _realised_mixture(per_source, manifest.mixture)
     if per_category:
         stats["category_column"] = categories[0].name
         stats["categories"] = {
@@ -164,6 +178,9 @@ def render_text(stats: dict) -> list[str]:
     for name, d in stats.get("categories", {}).items():
         lines.append(f"  {stats['category_column']} {name:12} {d['rows']:>8,} rows, "
                      f"supervised {100 * d['supervised_fraction']:.1f}%")
+    for name, d in stats.get("mixture", {}).items():
+        lines.append(f"  source {name:12} {d['rows']:>8,} rows, {d['tokens']:,} tokens: {100 * d['share']:.1f}% "
+                     f"of the tokens (asked {100 * d['asked_share']:.1f}%)")
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,10 +21,12 @@ from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
+from .first_pass import mixture_rates, split_bounds
 from .format_files import format_files
 from .manifest import MANIFEST_VERSION, split_totals, totals
+from .mixture import mixture_totals, parse_sources
 from .output import OutputFolder, PartitionResult, final_names
-from .pipeline import PartitionTask, Progress, plan_objective, split_bounds
+from .pipeline import PartitionTask, Progress, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
@@ -90,6 +93,7 @@ class RunPlan:
     fingerprint: str
     pool: str
     split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
+    mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
 
 
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
@@ -111,7 +115,8 @@ def _check_output_outside_inputs(config: TransformConfig) -> None:
     if config.output == STDIN:
         return
     output = Path(os.path.realpath(config.output))
-    for spec in config.inputs:
+    sources = [path for paths in parse_sources(config.source).values() for path in paths]
+    for spec in [*config.inputs, *sources]:
         if spec != STDIN and os.path.isdir(spec):
             folder = Path(os.path.realpath(spec))
             if output == folder or folder in output.parents:
@@ -124,11 +129,16 @@ def _check_output_outside_inputs(config: TransformConfig) -> None:
 def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     _check_output_outside_inputs(config)
-    files = resolve_inputs(list(config.inputs), config.input_format, warn)
+    files, partitions = [], []
+    for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
+        source_files = resolve_inputs(paths, config.input_format, warn)
+        # Partitions never mix sources: each row then has one.
+        partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source)
+                       for i, p in enumerate(plan_partitions(source_files, config.partition_bytes, config.text_unit))]
+        files += source_files
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
-    partitions = plan_partitions(files, config.partition_bytes, config.text_unit)
     config, tokenizer, objective, columns = plan_objective(config, warn)
     if pool == "auto":
         # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
@@ -152,8 +162,10 @@ def _run_partitions(plan: RunPlan, todo, work: Path, run_key: str, workers: int,
     pooled_count = sum(not p.input.is_stream for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
+    sources = list(plan.mixture)
     tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint,
-                           plan.split_bounds) for p in todo]
+                           plan.split_bounds, plan.mixture[p.source]["rate"] if p.source else 1.0,
+                           sources.index(p.source) if p.source else -1) for p in todo]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []
@@ -242,6 +254,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
         **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
+        **({"mixture": mixture_totals(plan.mixture, plan.partitions, results)} if config.source else {}),
     }
 
 
@@ -317,6 +330,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     todo = [p for p in plan.partitions if p.index not in kept]
     stream = _StdoutStream(plan.columns, work) if to_stdout else None
     plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
+    plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
     try:
         results = list(kept.values()) + _run_partitions(plan, todo, work, run_key, workers, executor, scheduler,
                                                         stream, progress or (lambda _: None))

@@ -17,8 +17,8 @@ import json
 import math
 import os
 import resource
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import time

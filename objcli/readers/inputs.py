@@ -80,6 +80,7 @@ class Piece:
 class Partition:
     index: int
     pieces: tuple[Piece, ...]
+    source: str = ""  # with --source: the mixture source the pieces belong to
 
     @property
     def input(self) -> InputFile:
@@ -93,7 +94,7 @@ class Partition:
         return f"{self.pieces[0].label} … {self.pieces[-1].label} ({len(self.pieces)} files)"
 
     def to_json(self) -> dict:
-        return {"index": self.index, "pieces": [p.to_json() for p in self.pieces]}
+        return {"index": self.index, "pieces": [p.to_json() for p in self.pieces], **({"source": self.source} if self.source else {})}
 
 
 def sniff_compression(head: bytes) -> str | None:

@@ -1,0 +1,72 @@
+"""What a run reads before its partitions, when an option needs the whole corpus first: the bounds
+of splits given as a count (``--split test=1000``) and the rates of a mixture's sources
+(``--source``/``--weights``). Each pass reads the documents exactly as the partitions will (same
+records, long ones cut alike) and keeps only small summaries, so memory holds one batch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import TransformConfig
+from .errors import ObjcliError
+from .mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
+from .pipeline import cut_long_documents, utf8_bytes
+from .readers import Partition, ReadOptions, RecordLog, read_documents
+from .splits import counted, plan_bounds, smallest, uniforms
+from .tokenizers import Tokenizer
+
+
+def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):
+    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
+    log = RecordLog(strict=config.strict)
+    return cut_long_documents(read_documents(partition, options, log), config.max_document_chars, tokenizer, log)
+
+
+def _refuse_streams(option: str, partitions: list[Partition], hint: str) -> None:
+    streams = [p.input.path for p in partitions if p.input.is_stream]
+    if streams:
+        raise ObjcliError(f"{option} needs a first pass over the inputs, and {streams[0]} is a stream, read once; "
+                          f"{hint}")
+
+
+def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> tuple:
+    """Where each held-out split's interval of ``u`` ends. Splits given as a count need the smallest
+    ``u`` of the whole corpus: a first pass reads every partition (as the run will: same records,
+    long ones cut alike) and keeps only the smallest values, so memory holds one batch and the count."""
+    if not config.split:
+        return ()
+    k = counted(config.split)
+    if not k:
+        return tuple(plan_bounds(config.split))
+    _refuse_streams(f"--split {config.split}: a count", partitions, "give the split as a fraction (test=0.1%)")
+    kept = np.zeros(0)
+    for partition in partitions:
+        for texts in _documents(config, partition, tokenizer):
+            kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k)
+    return tuple(plan_bounds(config.split, kept))
+
+
+def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> dict[str, dict]:
+    """Each source's estimated tokens (its text bytes x tokens per byte of its first MiB, plus its
+    BOS/EOS) and the rate that gives it its share or budget."""
+    if not config.source:
+        return {}
+    _refuse_streams(f"--source {config.source[0]}: a mixture", partitions, "save the stream to a file first")
+    names = list(parse_sources(config.source))
+    kind, values = parse_weights(config.weights, names)
+    boundary = int(bool(config.bos)) + int(bool(config.eos))
+    estimated = {}
+    for name in names:
+        text_bytes = documents = 0
+        sample: list[str] = []
+        for partition in (p for p in partitions if p.source == name):
+            for texts in _documents(config, partition, tokenizer):
+                text_bytes += utf8_bytes(texts)
+                documents += len(texts)
+                if sum(map(len, sample)) < SAMPLE_CHARS:
+                    sample += texts
+        sample_bytes = utf8_bytes(sample)
+        per_byte = len(tokenizer.encode(sample, 1)[0]) / sample_bytes if sample_bytes else 0.0
+        estimated[name] = text_bytes * per_byte + documents * boundary
+    rates = plan_rates(kind, values, estimated)
+    return {name: {kind: values[name], "estimated_tokens": round(estimated[name]), "rate": rates[name]} for name in names}

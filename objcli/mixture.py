@@ -1,0 +1,103 @@
+"""Weighted sources: ``--source web=data/web/ --source code=data/code/ --weights web=0.7,code=0.3``.
+
+Each source is read in partitions of its own, so every row comes from one source, recorded in a
+``source`` column (role ``category``; ``stats`` shows the realised mixture). A source's *rate* is how
+many copies of each of its documents the output holds on average:
+
+- ``--weights web=0.7,code=0.3``: shares of the output's tokens; the output keeps about the size of
+  the inputs, so ``rate = weight x (all sources' tokens) / (this source's tokens)``;
+- ``--weights web=5B,code=2B``: token budgets; ``rate = budget / (this source's tokens)``.
+
+A source's tokens are estimated before the run: its text bytes (a first pass reads every document,
+without tokenizing) times its tokens per byte, measured by tokenizing its first MiB of text.
+
+Each document gets ``floor(rate)`` copies, plus one more when a uniform keyed to (seed, source, its
+text) falls below the fractional part: downsampling is a keyed selection, upsampling repeats whole
+documents. Copy j of a partition's documents is read in pass j over the partition (memory stays
+one batch), at later positions of the partition's stream, so its random draws (masks, spans, FIM
+points) are its own. Every pass reads the partition again: its documents count as read each time,
+and those not copied in that pass as skipped (``mixture_not_sampled``), so read = written + skipped
+still holds; the manifest's ``mixture`` gives each source's rate, documents and copies.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+
+import numpy as np
+
+from .errors import ObjcliError
+from .splits import NAME, uniforms
+
+BUDGET_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+SAMPLE_CHARS = 1 << 20  # text tokenized per source to measure its tokens per byte
+NOT_SAMPLED = "mixture_not_sampled"
+
+
+def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
+    """``("web=a/", "code=b/", "web=c.jsonl")`` -> {web: [a/, c.jsonl], code: [b/]}, in first-seen order."""
+    sources: dict[str, list[str]] = {}
+    for spec in specs:
+        name, equals, path = spec.partition("=")
+        if not equals or not NAME.fullmatch(name) or not path:
+            raise ObjcliError(f"--source {spec}: give NAME=PATH (web=data/web/) with a lower-case name; repeat "
+                              "--source for more sources or more paths of one source")
+        sources.setdefault(name, []).append(path)
+    return sources
+
+
+def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
+    """``web=0.7,code=0.3`` -> ("share", {…}) (normalised); ``web=5B,code=2B`` -> ("budget", tokens)."""
+    values: dict[str, float] = {}
+    kinds = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition("=")
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMbBtT]?)", value.strip())
+        if name not in names or name in values or not match or float(match.group(1)) <= 0:
+            raise ObjcliError(f"--weights {spec}: '{part}' must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B), "
+                              f"once for each source ({', '.join(names)})")
+        kinds.add("budget" if match.group(2) else "share")  # a budget has a unit: 2B, 500M
+        values[name] = float(match.group(1)) * BUDGET_UNITS[match.group(2).lower()]
+    if set(values) != set(names) or len(kinds) != 1:
+        raise ObjcliError(f"--weights {spec}: give every source ({', '.join(names)}) either a share of the output "
+                          "(web=0.7,code=0.3) or a token budget (web=5B,code=2B), not both")
+    kind = kinds.pop()
+    if kind == "share":
+        total = sum(values.values())
+        values = {name: v / total for name, v in values.items()}
+    return kind, values
+
+
+def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, float]) -> dict[str, float]:
+    """Each source's copies per document, from its estimated tokens."""
+    for name, tokens in natural_tokens.items():
+        if tokens <= 0:
+            raise ObjcliError(f"--source {name}: holds no text; check its paths, or leave it out of --weights")
+    if kind == "budget":
+        return {name: values[name] / natural_tokens[name] for name in values}
+    total = sum(natural_tokens.values())
+    return {name: values[name] * total / natural_tokens[name] for name in values}
+
+
+def mixture_totals(mixture: dict[str, dict], partitions, results) -> dict[str, dict]:
+    """The manifest's ``mixture``: per source, what was asked and estimated, the rate, and the documents
+    written (copies included) out of those read (every pass)."""
+    out = {}
+    for name, plan in mixture.items():
+        mine = [r for p, r in zip(partitions, results) if p.source == name]
+        out[name] = {**plan, "documents_read": sum(r.documents_read for r in mine),
+                     "documents_written": sum(r.documents_written for r in mine)}
+    return out
+
+
+def passes(rate: float) -> int:
+    return max(1, math.ceil(rate))
+
+
+def copies(texts: list[str], rate: float, seed: int, source: str) -> np.ndarray:
+    """Copies of each text: ``floor(rate)``, plus one where its keyed uniform is below the rest."""
+    whole, fraction = math.floor(rate), rate - math.floor(rate)
+    keyed_seed = zlib.crc32(f"{seed}:mixture:{source}".encode())
+    return whole + (uniforms(texts, keyed_seed) < fraction).astype(np.int64)
