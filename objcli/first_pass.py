@@ -43,6 +43,9 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
     for partition in partitions:
         for texts in _documents(config, partition, tokenizer):
             kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k)
+    if len(kept) < k:  # train would be empty: surely not what was meant
+        raise ObjcliError(f"--split {config.split}: the counts ask for {k:,} documents and the corpus has {len(kept):,}; "
+                          "ask for fewer, or give fractions (test=1%)")
     return tuple(plan_bounds(config.split, kept))
 
 

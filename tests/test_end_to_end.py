@@ -319,10 +319,12 @@ def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, 
                               for n in ("train", "validation", "test")}
     assert by_split["a"] == by_split["b"]
     assert first.manifest["splits"]["validation"]["documents"] > 0
-    # More documents asked than the corpus holds: all of them go to the split, none is lost.
-    greedy = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "c", packing="none",
-                           seq_len=1 << 20, split="test=100000")
-    assert greedy.manifest["splits"]["test"]["documents"] == len(lines)
+    # More documents asked than the corpus holds would leave train empty: one line, no output.
+    from objcli.errors import ObjcliError
+
+    with pytest.raises(ObjcliError, match=f"^--split test=100000: the counts ask for 100,000 documents and the corpus "
+                                          f"has {len(lines)};"):
+        run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "c", split="test=100000")
 
 
 def test_a_count_split_refuses_standard_input(sample_tokenizer, tmp_path):

@@ -1,0 +1,107 @@
+"""Weighted sources (issue 14): ``--source`` and ``--weights`` give the output the mixture asked for,
+by keyed selection and whole-document repeats, with each row's source in a column."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import folder_bytes, read_output, run_cli, run_transform
+
+from objcli.errors import ObjcliError
+from objcli.mixture import copies, parse_weights
+from objcli.stats import compute_stats
+from objcli.verify import verify_output
+
+
+@pytest.fixture(scope="module")
+def sources(sample_dir, tmp_path_factory):
+    """Two sources of many documents each (the real sample corpus: prose, and code cut into its
+    functions' paragraphs), so a share of the output is a sum over hundreds of keyed draws."""
+    folder = tmp_path_factory.mktemp("sources")
+    prose = (sample_dir / "prose.jsonl").read_text(encoding="utf-8").splitlines()[:3000]
+    code = [p for line in (sample_dir / "code.jsonl").read_text(encoding="utf-8").splitlines()
+            for p in json.loads(line)["text"].split("\n\n") if p.strip()]
+    (folder / "prose.jsonl").write_text("\n".join(prose) + "\n", encoding="utf-8")
+    (folder / "code.jsonl").write_text("".join(json.dumps({"text": p}) + "\n" for p in code), encoding="utf-8")
+    assert len(code) > 1000
+    return [f"prose={folder / 'prose.jsonl'}", f"code={folder / 'code.jsonl'}"]
+
+
+@pytest.mark.parametrize("weights", ["prose=0.3,code=0.7", "prose=0.8,code=0.2"])
+def test_the_output_holds_the_mixture_asked_for(weights, sources, sample_tokenizer, tmp_path):
+    out = tmp_path / "out"
+    summary = run_transform([], sample_tokenizer, out, source=sources, weights=weights, seq_len=128)
+    t = summary.manifest["totals"]
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    assert verify_output(out).ok
+    asked = dict(part.split("=") for part in weights.split(","))
+    stats = compute_stats(out)
+    for name, share in asked.items():
+        # Whole documents are kept or repeated, so a share moves by their lengths: over ~900 prose
+        # documents of very unequal lengths, its standard deviation is about 1.5 points.
+        assert abs(stats["mixture"][name]["share"] - float(share)) < 0.045, stats["mixture"]
+    # Every row says its source, and rows of a source hold only that source's documents.
+    manifest, table = read_output(out)
+    assert set(table["source"]) == {0, 1} and manifest["columns"][-1]["categories"] == ["prose", "code"]
+    mixture = manifest["mixture"]
+    upsampled = max(mixture, key=lambda n: mixture[n]["rate"])
+    assert mixture[upsampled]["rate"] > 1 and mixture[upsampled]["documents_written"] > 0
+
+
+def test_budgets_and_repeats(sources, sample_tokenizer, tmp_path):
+    """Token budgets: rate = budget / the source's tokens; a rate of 2.5 repeats every document 2 or
+    3 times, each repeat with draws of its own (MLM masks differ between copies)."""
+    plain = run_transform([], sample_tokenizer, tmp_path / "plain", source=sources, weights="prose=1M,code=1M",
+                          objective="mlm", seq_len=128)
+    mixture = plain.manifest["mixture"]
+    for entry in mixture.values():
+        assert entry["rate"] == pytest.approx(1e6 / entry["estimated_tokens"])
+        assert entry["documents_written"] > entry["documents_read"] / np.ceil(entry["rate"])  # copies were made
+    _, table = read_output(tmp_path / "plain")
+    rows = [tuple(r) for r in table["input_ids"]]
+    assert len(set(rows)) > 0.95 * len(rows)  # copies of one document are masked apart
+
+
+def test_copies_follow_the_text_not_its_place():
+    texts = [f"document {i}" for i in range(20_000)]
+    made = copies(texts, 2.25, seed=0, source="web")
+    assert set(np.unique(made)) == {2, 3} and abs(made.mean() - 2.25) < 0.02
+    again = copies(texts[::-1], 2.25, seed=0, source="web")[::-1]
+    assert np.array_equal(made, again)
+    assert not np.array_equal(made, copies(texts, 2.25, seed=0, source="code"))
+
+
+def test_the_same_bytes_for_any_workers(sources, sample_tokenizer, tmp_path):
+    outputs = []
+    for workers in (1, 2):
+        run_transform([], sample_tokenizer, tmp_path / str(workers), workers=workers, source=sources,
+                      weights="prose=0.5,code=0.5", seq_len=128, partition_size="16KiB", shuffle_rows=True)
+        outputs.append(folder_bytes(tmp_path / str(workers)))
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("weights, message", [
+    ("prose=0.5", "give every source (prose, code) either a share"),
+    ("prose=0.5,code=1B", "give every source (prose, code) either a share"),
+    ("prose=0.5,web=0.5", "must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B)"),
+    ("prose=-1,code=1", "must be SOURCE=SHARE"),
+])
+def test_bad_weights_are_one_line_errors(weights, message):
+    with pytest.raises(ObjcliError, match=f"^--weights {weights}: .*{message}".replace("(", r"\(").replace(")", r"\)")):
+        parse_weights(weights, ["prose", "code"])
+
+
+def test_the_command_line_and_its_refusals(sources, sample_tokenizer, tmp_path):
+    done = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights", "prose=0.6,code=0.4",
+                   "-t", sample_tokenizer, "--seq-len", "128", "-o", tmp_path / "out", "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["recipe"]["source"] == sources
+    for extra, error in ((["--format", "megatron"], "Error: --format megatron stores input_ids only"),
+                         ([], "Error: --source and --weights go together")):
+        weights = [] if not extra else ["--weights", "prose=0.6,code=0.4"]
+        done = run_cli("transform", "--source", sources[0], "--source", sources[1], *weights, *extra,
+                       "-t", sample_tokenizer, "-o", tmp_path / "bad")
+        assert done.returncode == 1 and done.stderr.startswith(error), done.stderr
+    done = run_cli("transform", sources[0].split("=")[1], "--source", sources[0], "--weights", "prose=1",
+                   "-t", sample_tokenizer, "-o", tmp_path / "bad")
+    assert done.stderr.startswith("Error: --source names every input of a mixture")
