@@ -60,14 +60,15 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     boundary = int(bool(config.bos)) + int(bool(config.eos))
     estimated = {}
     for name in names:
-        text_bytes = documents = 0
+        text_bytes = documents = sample_chars = 0
         sample: list[str] = []
         for partition in (p for p in partitions if p.source == name):
             for texts in _documents(config, partition, tokenizer):
                 text_bytes += utf8_bytes(texts)
                 documents += len(texts)
-                if sum(map(len, sample)) < SAMPLE_CHARS:
+                if sample_chars < SAMPLE_CHARS:
                     sample += texts
+                    sample_chars += sum(map(len, texts))
         sample_bytes = utf8_bytes(sample)
         per_byte = len(tokenizer.encode(sample, 1)[0]) / sample_bytes if sample_bytes else 0.0
         estimated[name] = text_bytes * per_byte + documents * boundary

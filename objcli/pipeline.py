@@ -211,14 +211,16 @@ class _Chain:
         self.sink.write(rows)
 
     @classmethod
-    def build(cls, config: TransformConfig, tokenizer: Tokenizer, partition: int, work: Path, split: str) -> _Chain:
+    def build(cls, config: TransformConfig, tokenizer: Tokenizer, task: PartitionTask, split: str) -> _Chain:
+        partition, work = task.partition.index, Path(task.folder)
         objective = build_objective(config, tokenizer)
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
         writer = RowsToShuffle if config.shuffle_rows else WRITERS[config.output_format]
         sink = ShardSink(work, partition, writer, run_columns(config, objective, packer),
                          config.shard_limit.rows, config.shard_limit.bytes, split=split)
-        return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False))
+        return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False),
+                   source_index=task.source_index)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         tokens, offsets = encode([]) if self.sentence_level else encode(texts)
@@ -274,10 +276,7 @@ def _run_partition(task: PartitionTask, report) -> PartitionResult:
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer.adopt(task.special)
-    chains = [_Chain.build(config, tokenizer, task.partition.index, work, name)
-              for name in (split_names(config.split) if config.split else [""])]
-    for chain in chains:
-        chain.source_index = task.source_index
+    chains = [_Chain.build(config, tokenizer, task, name) for name in (split_names(config.split) if config.split else [""])]
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     text_bytes = 0

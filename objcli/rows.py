@@ -128,11 +128,13 @@ class RowBatch:
 
     @staticmethod
     def concat(batches: list[RowBatch]) -> RowBatch:
-        first = batches[0].columns
-        columns = {name: Ragged.concat([b.columns[name] for b in batches]) if isinstance(col, Ragged)
-                   else np.concatenate([b.columns[name] for b in batches]) for name, col in first.items()}
-        return RowBatch(columns, *(np.concatenate([getattr(b, f) for b in batches]) for f in ("tokens", "padding",
-                                                                                              "documents")))
+        """The rows of every batch, in order (a copy)."""
+        columns = {}
+        for name, column in batches[0].columns.items():
+            parts = [b.columns[name] for b in batches]
+            columns[name] = Ragged.concat(parts) if isinstance(column, Ragged) else np.concatenate(parts)
+        counts = (np.concatenate([getattr(b, f) for b in batches]) for f in ("tokens", "padding", "documents"))
+        return RowBatch(columns, *counts)
 
     def segments(self) -> int:
         """Examples packed in these rows: segments where rows carry ``segment_ids``, else one per row."""

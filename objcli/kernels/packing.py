@@ -102,4 +102,4 @@ def stream_rows(values: np.ndarray, rows: int, seq_len: int, stride: int) -> np.
     if stride == seq_len:
         return values[: rows * seq_len].reshape(rows, seq_len)
     windows = np.lib.stride_tricks.sliding_window_view
-    return np.ascontiguousarray(windows(values[: (rows - 1) * stride + seq_len], seq_len)[::stride])
+    return np.ascontiguousarray(windows(values[:needed], seq_len)[::stride])
