@@ -80,6 +80,7 @@ class ShardRecord(msgspec.Struct, frozen=True):
     documents: int = 0
     segments: int = 0
     split: str = ""
+    bytes: dict[str, int] = {}  # each file's size in bytes (manifests written before it lack it)
 
 
 class TokenizerRecord(msgspec.Struct, frozen=True):

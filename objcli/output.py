@@ -10,32 +10,28 @@ A run writes everything into ``OUT/.objcli-tmp/`` first:
 When every partition is done, the shards are renamed to ``OUT/part-XXXXX-of-N.*`` and
 ``manifest.json`` is written last. A run that dies at any point leaves either a complete manifest
 or no manifest; a rerun of the same configuration keeps every partition whose marker and shards
-check out, redoes the rest, and finishes the renames, so its output is the same bytes.
+check out, redoes the rest, and finishes the renames, so its output is the same bytes. An output in
+object storage follows the same steps through ``stores.RemoteStore`` (uploads, copies, a lock object).
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
-import json
 import os
 import re
-import shutil
-import socket
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import ObjcliError
 from .faults import crash_point
-from .files import file_sha256, write_json_atomically
 from .manifest import MANIFEST_NAME, decode_manifest
+from .stores import LocalStore, RemoteStore
 from .writers import ShardInfo
 from .writers.base import work_prefix
 
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
-LOCK_FILE = ".objcli-lock"  # hidden: never an input, never a shard
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
 # Files that come with a format's shards (format_files.py): Megatron's data-args files, one per split
 # (megatron.txt for train), and HF's saved-dataset files. A rebuild removes them with the shards.
@@ -79,19 +75,20 @@ class PartitionResult:
         return cls(**{**data, "shards": [ShardInfo.from_json(s) for s in data["shards"]]})
 
 
-def marker_path(work: Path, partition: int) -> Path:
-    return work / f"p{partition:05d}.done.json"
+def marker_name(partition: int) -> str:
+    return f"p{partition:05d}.done.json"
 
 
-def clear_partition(work: Path, partition: int) -> None:
+def clear_partition(work: LocalStore | RemoteStore, partition: int) -> None:
     """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
-    for path in work.glob(f"p{partition:05d}[.-]*"):
-        path.unlink(missing_ok=True)
+    for name in work.names():
+        if name.startswith((f"p{partition:05d}.", f"p{partition:05d}-")):
+            work.delete(name)
 
 
-def write_marker(work: Path, result: PartitionResult, config_sha256: str, run_key: str) -> None:
+def write_marker(work: LocalStore | RemoteStore, result: PartitionResult, config_sha256: str, run_key: str) -> None:
     marker = {"config_sha256": config_sha256, "run_key": run_key, "result": result.to_json()}
-    write_json_atomically(marker_path(work, result.index), marker)
+    work.write_json(marker_name(result.index), marker)
     crash_point("partition-done")
 
 
@@ -129,52 +126,61 @@ def final_names(shards: list[ShardInfo]) -> list[tuple[str, str]]:
             renames.append((name, new_name))
             new_files.append(new_name)
         shard.sha256 = {final_prefix + k.removeprefix(prefix): v for k, v in shard.sha256.items()}
+        shard.bytes = {final_prefix + k.removeprefix(prefix): v for k, v in shard.bytes.items()}
         shard.files = new_files
     return renames
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 @dataclass
 class OutputFolder:
-    """What an output folder holds, and the decisions about it: start, resume, refuse or done."""
+    """What an output (a local folder or an object-storage prefix) holds, and the decisions about
+    it: start, resume, refuse or done."""
 
-    path: Path
+    store: LocalStore | RemoteStore
     config_sha256: str
     run_key: str
     kept: dict[int, PartitionResult] = field(default_factory=dict)
     complete_manifest: dict | None = None  # this configuration already finished here
     restarted: str = ""  # "interrupted" or "finished": an earlier run of this configuration read other inputs
 
+    def __post_init__(self):
+        self.work_store = self.store.child(WORK_FOLDER)
+        self._locked = False
+
     @property
     def work(self) -> Path:
-        return self.path / WORK_FOLDER
+        """Where this process writes work files: the work folder, or for object storage a local
+        staging folder whose finished files are uploaded to the work prefix."""
+        return self.work_store.staging()
+
+    @property
+    def task_folder(self) -> str:
+        """What partitions are told to write to: a local path, or the work prefix's URL."""
+        return self.work_store.url if self.store.remote else str(self.work)
 
     def open(self, partitions: int, overwrite: bool, resume: bool) -> None:
         """Check the folder, then clean it for a fresh run or keep what a resumable run finished."""
-        self._make_folder()
-        self._lock()
         try:
+            self._make_folder()
+            self.store.lock()
+            self._locked = True
             self._prepare(partitions, overwrite, resume)
+        except OSError as error:
+            self.close()
+            raise output_error(error, self.store.where) from None
         except BaseException:
             self.close()  # a refused or failed open leaves the folder free for the next try
             raise
 
     def _prepare(self, partitions: int, overwrite: bool, resume: bool) -> None:
-        manifest = _read_json(self.path / MANIFEST_NAME)
-        run = _read_json(self.work / RUN_FILE)
+        store, work = self.store, self.work_store
+        manifest = store.read_json(MANIFEST_NAME)
+        run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
-        leftovers = sorted(p.name for p in self.path.iterdir() if p.name == MANIFEST_NAME or is_shard_name(p.name))
-        leftovers += [f"{WORK_FOLDER}/{p.name}" for p in sorted(self.work.glob("p*.done.json"))]
+        leftovers = [n for n in store.names() if n == MANIFEST_NAME or is_shard_name(n)]
+        leftovers += [f"{WORK_FOLDER}/{n}" for n in work.names() if n.endswith(".done.json")]
         # A run killed before its first partition finished left only its run file: it is still
         # this configuration's run, and --resume may continue it.
         same = (bool(leftovers) or run is not None) and earlier == self.config_sha256
@@ -185,11 +191,11 @@ class OutputFolder:
         elif leftovers and not same:
             what = "a run of another configuration" if earlier else f"files of an unknown run ({leftovers[0]})"
             raise ObjcliError(
-                f"output {self.path}: already holds {what}; pass --overwrite to replace it or choose another folder"
+                f"output {store.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
             )
         if resume and not same:
             raise ObjcliError(
-                f"--resume: output {self.path} holds no earlier run of this configuration; drop --resume to start one"
+                f"--resume: output {store.where} holds no earlier run of this configuration; drop --resume to start one"
             )
         if same and manifest and manifest.get("complete"):
             if manifest.get("run_key") == self.run_key:
@@ -200,75 +206,58 @@ class OutputFolder:
             self._remove_everything()
             manifest = run = None
             self.restarted = "finished"
-        try:
-            self.work.mkdir(exist_ok=True)
-            for stale in [*self.work.glob("*.tmp"), self.path / (MANIFEST_NAME + ".tmp")]:
-                stale.unlink(missing_ok=True)
-            if run and run.get("run_key") != self.run_key:
-                # Another configuration that finished nothing, or the same options with input files
-                # that changed size or time since: nothing is reusable.
-                self.restarted = "interrupted" if same else ""
-                for path in [*self.work.iterdir(), *(p for p in self.path.iterdir() if is_shard_name(p.name))]:
-                    path.unlink()
-            write_json_atomically(self.work / RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
-        except OSError as error:
-            raise output_error(error, self.path) from None
+        self._start_run(run, same)
         self._keep_finished(partitions)
 
-    def _lock(self) -> None:
-        """One writer per output folder: an exclusive ``flock`` on a lock file inside it, held until
-        ``close`` (or the process ends; the kernel drops a dead run's lock)."""
-        path = self.path / LOCK_FILE
-        try:
-            self._lock_file = open(path, "a+")  # noqa: SIM115 - held for the run, closed in close()
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.seek(0)
-            holder = self._lock_file.read().strip() or "another process"
-            self._lock_file.close()
-            self._lock_file = None
-            raise ObjcliError(
-                f"output {self.path}: another run ({holder}) is writing it; wait for it to finish or choose another -o"
-            ) from None
-        except OSError as error:
-            raise output_error(error, self.path) from None
-        self._lock_file.truncate(0)
-        self._lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        self._lock_file.flush()
+    def _start_run(self, run: dict | None, same: bool) -> None:
+        store, work = self.store, self.work_store
+        for stale in [n for n in work.names() if n.endswith(".tmp")]:
+            work.delete(stale)
+        store.delete(MANIFEST_NAME + ".tmp")
+        if run and run.get("run_key") != self.run_key:
+            # Another configuration that finished nothing, or the same options with input files
+            # that changed size or time since: nothing is reusable.
+            self.restarted = "interrupted" if same else ""
+            work.remove()
+            for name in store.names():
+                if is_shard_name(name):
+                    store.delete(name)
+        self.work  # noqa: B018 - a local work folder is made here
+        work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
 
     def close(self) -> None:
-        if getattr(self, "_lock_file", None) is not None:
-            self._lock_file.truncate(0)  # an empty lock file: no writer (the same bytes after every run)
-            self._lock_file.close()  # releases the lock
-            self._lock_file = None
+        if self._locked:
+            self._locked = False
+            self.store.unlock()
+        self.work_store.close()
 
     def _make_folder(self) -> None:
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise output_error(error, self.path) from None
-        if not self.path.is_dir():
-            raise ObjcliError(f"output {self.path}: exists and is not a folder; choose another with -o")
-        if not os.access(self.path, os.W_OK | os.X_OK):
-            raise ObjcliError(f"output {self.path}: folder is not writable; choose another with -o")
+        if self.store.remote:
+            return  # a prefix needs no making; a missing bucket shows when the lock is taken
+        path = self.store.path
+        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            raise ObjcliError(f"output {path}: exists and is not a folder; choose another with -o")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
-        for path in self.path.iterdir():
-            if path.name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(path.name) or FORMAT_FILE.fullmatch(path.name):
-                path.unlink()
-        shutil.rmtree(self.work, ignore_errors=True)
+        for name in self.store.names():
+            if name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or FORMAT_FILE.fullmatch(name):
+                self.store.delete(name)
+        self.work_store.remove()
 
     def _check_complete(self, manifest: dict) -> None:
-        for shard in decode_manifest(manifest, str(self.path / MANIFEST_NAME)).shards:
+        for shard in decode_manifest(manifest, f"{self.store.where}/{MANIFEST_NAME}").shards:
             for name, digest in shard.sha256.items():
-                path = self.path / name
-                if not path.exists() or file_sha256(path) != digest:
-                    problem = "is missing" if not path.exists() else "does not match its sha256"
+                found = self.store.matches(name, digest, shard.bytes.get(name))
+                if not found:
+                    problem = "is missing" if found is None else "does not match what the manifest records"
                     raise ObjcliError(
-                        f"output {self.path}: {name} {problem} in the finished run of this configuration; "
+                        f"output {self.store.where}: {name} {problem} in the finished run of this configuration; "
                         "pass --overwrite to rebuild it"
                     )
-        shutil.rmtree(self.work, ignore_errors=True)  # left if the run died right after its manifest
+        self.work_store.remove()  # left if the run died right after its manifest
         self.complete_manifest = manifest
 
     def stamp(self) -> None:
@@ -276,14 +265,14 @@ class OutputFolder:
         with ``OUT/manifest.json`` as a Make target, a recipe whose prerequisites changed without
         changing the output (a touched Makefile, the same tokenizer copied anew) is then up to date."""
         try:
-            os.utime(self.path / MANIFEST_NAME)
+            self.store.stamp(MANIFEST_NAME)
         except OSError as error:
-            raise output_error(error, self.path) from None
+            raise output_error(error, self.store.where) from None
 
     def _keep_finished(self, partitions: int) -> None:
         results = {}
         for index in range(partitions):
-            marker = _read_json(marker_path(self.work, index))
+            marker = self.work_store.read_json(marker_name(index))
             if marker and (marker.get("config_sha256"), marker.get("run_key")) == (self.config_sha256, self.run_key):
                 results[index] = PartitionResult.from_json(marker["result"])
         # Final renames start only once every partition is done, so a shard is either still in the
@@ -293,32 +282,30 @@ class OutputFolder:
             copies = [PartitionResult.from_json(results[i].to_json()) for i in sorted(results)]
             renamed = dict(final_names([s for r in copies for s in r.shards]))
         for index, result in results.items():
-            if all(self._shard_file_ok(name, digest, renamed) for s in result.shards for name, digest in s.sha256.items()):
+            if all(self._shard_file_ok(name, digest, s.bytes.get(name), renamed)
+                   for s in result.shards for name, digest in s.sha256.items()):
                 self.kept[index] = result
             else:
-                clear_partition(self.work, index)
+                clear_partition(self.work_store, index)
 
-    def _shard_file_ok(self, name: str, digest: str, renamed: dict[str, str]) -> bool:
-        for path in (self.work / name, self.path / renamed.get(name, name)):
-            if path.exists():
-                return file_sha256(path) == digest
+    def _shard_file_ok(self, name: str, digest: str, size: int | None, renamed: dict[str, str]) -> bool:
+        for store, stored_name in ((self.work_store, name), (self.store, renamed.get(name, name))):
+            found = store.matches(stored_name, digest, size)
+            if found is not None:
+                return found
         return False
 
     def finish(self, renames: list[tuple[str, str]], manifest: dict, extra: dict[str, str] | None = None) -> None:
         """Move the shards to their final names, write the ``extra`` files (atomically), then the
         manifest (last), then clean up."""
+        store = self.store
         try:
             for name, text in (extra or {}).items():
-                temp = self.path / (name + ".tmp")
-                temp.write_text(text, encoding="utf-8")
-                os.replace(temp, self.path / name)
+                store.write_text(name, text)
             for old, new in renames:
-                if (self.work / old).exists():
-                    os.replace(self.work / old, self.path / new)
-                    crash_point("rename")
-                elif not (self.path / new).exists():
-                    raise ObjcliError(f"output {self.path}: shard {old} vanished while the run finished; rerun")
-            write_json_atomically(self.path / MANIFEST_NAME, manifest)
+                if not store.promote(self.work_store, old, new) and not store.exists(new):
+                    raise ObjcliError(f"output {store.where}: shard {old} vanished while the run finished; rerun")
+            store.write_json(MANIFEST_NAME, manifest)
         except OSError as error:
-            raise output_error(error, self.path) from None
-        shutil.rmtree(self.work, ignore_errors=True)
+            raise output_error(error, store.where) from None
+        self.work_store.remove()

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import repeat
-from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from .readers import Partition, ReadOptions, RecordLog, read_documents
 from .rng import derive_rng
 from .rows import ColumnSpec, RowBatch
 from .splits import assign_splits, split_names
+from .stores import open_store
 from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
 from .writers import WRITERS, ShardSink
 from .writers.arrow import RowsToShuffle
@@ -40,7 +40,7 @@ class PartitionTask:
     partition: Partition
     config: TransformConfig
     special: SpecialTokens
-    folder: str  # where the partition's shards are written
+    folder: str  # where its shards go: a local folder, or the URL of the work prefix in object storage
     threads: int = 1  # tokenizer threads for this partition
     run_key: str = ""  # written into the completion marker; empty: no marker (stdout runs)
     config_sha256: str = ""
@@ -122,13 +122,16 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     """Run one partition. On any failure its files are removed (a partition without its completion
     marker is never reused, and a disk that just filled up needs the space back); an OS error
     becomes one line naming the input or the output folder."""
+    work = open_store(task.folder)
     try:
-        return _run_partition(task, report)
+        return _run_partition(task, work, report)
     except BaseException as error:
-        clear_partition(Path(task.folder), task.partition.index)
+        clear_partition(work, task.partition.index)
         if isinstance(error, OSError):
             raise _os_error(task, error) from None
         raise
+    finally:
+        work.close()  # object storage: the local staging folder goes
 
 
 def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
@@ -137,7 +140,7 @@ def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
         # The file itself when it is one of the partition's pieces (a partition may group many).
         where = name if any(p.input.path == name for p in task.partition.pieces) else task.partition.label
         return ObjcliError(f"{where}: {error.strerror or error} ({name}); check that the input is still there and readable")
-    return output_error(error, Path(task.folder).parent)
+    return output_error(error, task.folder.removesuffix("/.objcli-tmp"))
 
 
 def shuffled_windows(batches, window_bytes: int, batch_bytes: int, rng_of) -> Iterator[list[str]]:
@@ -211,14 +214,15 @@ class _Chain:
         self.sink.write(rows)
 
     @classmethod
-    def build(cls, config: TransformConfig, tokenizer: Tokenizer, task: PartitionTask, split: str) -> _Chain:
-        partition, work = task.partition.index, Path(task.folder)
+    def build(cls, config: TransformConfig, tokenizer: Tokenizer, task: PartitionTask, split: str, work) -> _Chain:
+        partition = task.partition.index
         objective = build_objective(config, tokenizer)
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
         writer = RowsToShuffle if config.shuffle_rows else WRITERS[config.output_format]
-        sink = ShardSink(work, partition, writer, run_columns(config, objective, packer),
-                         config.shard_limit.rows, config.shard_limit.bytes, split=split)
+        sink = ShardSink(work.staging(), partition, writer, run_columns(config, objective, packer),
+                         config.shard_limit.rows, config.shard_limit.bytes, split=split,
+                         publish=work.publish if work.remote else None)
         return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False),
                    source_index=task.source_index)
 
@@ -268,15 +272,14 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
             yield _take(texts, keep)
 
 
-def _run_partition(task: PartitionTask, report) -> PartitionResult:
+def _run_partition(task: PartitionTask, work, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
-    work = Path(task.folder)
     clear_partition(work, task.partition.index)  # whatever a dead attempt left
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer.adopt(task.special)
-    chains = [_Chain.build(config, tokenizer, task, name) for name in (split_names(config.split) if config.split else [""])]
+    chains = [_Chain.build(config, tokenizer, task, name, work) for name in (split_names(config.split) if config.split else [""])]
     log = RecordLog(strict=config.strict)
     options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
     text_bytes = 0

@@ -41,15 +41,16 @@ STREAM = "shuffle-rows"
 
 
 def shuffle_rows(shards: list[ShardInfo], work: Path, columns: list[ColumnSpec], output_format: str,
-                 shard_limit, seed: int) -> list[ShardInfo]:
+                 shard_limit, seed: int, publish=None) -> list[ShardInfo]:
     """Replace the partitions' work shards (in partition order) by shuffled shards of the final
-    format, split by split; returns the new shards, written to ``work``."""
+    format, split by split; returns the new shards, written to ``work`` (and handed to ``publish``
+    as each is finished, when the output is in object storage)."""
     for stale in work.glob("shuffled-*"):  # what a killed pass 2 left
         stale.unlink()
     out: list[ShardInfo] = []
     for split in dict.fromkeys(s.split for s in shards):
         sink = ShardSink(work, SHUFFLED, WRITERS[output_format], columns, shard_limit.rows, shard_limit.bytes,
-                         split=split)
+                         split=split, publish=publish)
         for rows in _shuffled_buckets([s for s in shards if s.split == split], work, columns, seed, split):
             sink.write(rows)
         out += sink.close()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
 import sys
@@ -31,28 +29,13 @@ from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
+from .remote import is_url, public_url, tokenizer_location
+from .run_inputs import check_output_outside_inputs, make_run_key
 from .shuffle import shuffle_rows
 from .splits import split_names
+from .stores import open_store, share_tokenizer
 from .summary import Summary
 from .writers import WRITERS, arrow_schema
-
-
-def _run_key(fingerprint: str, files) -> str:
-    """The configuration plus the size and modification time of every input: an interrupted run's
-    finished partitions are reused only if this matches (an edited input invalidates them). What a
-    stream held cannot be compared with an earlier run, so a run that reads one has a key of its own."""
-    stats = []
-    for f in files:
-        if f.is_stream:
-            stats.append([f.path, os.urandom(16).hex()])
-            continue
-        try:
-            stat = os.stat(f.path)
-        except OSError as error:
-            raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
-        stats.append([f.path, stat.st_size, stat.st_mtime_ns])
-    payload = json.dumps({"config": fingerprint, "inputs": stats}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class _StdoutStream:
@@ -94,6 +77,7 @@ class RunPlan:
     pool: str
     split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
     mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
+    task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
 
 
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
@@ -109,26 +93,9 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
         raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
-def _check_output_outside_inputs(config: TransformConfig) -> None:
-    """An output folder inside an input folder would be read back by the next run (or by this one,
-    if it already holds data files)."""
-    if config.output == STDIN:
-        return
-    output = Path(os.path.realpath(config.output))
-    sources = [path for paths in parse_sources(config.source).values() for path in paths]
-    for spec in [*config.inputs, *sources]:
-        if spec != STDIN and os.path.isdir(spec):
-            folder = Path(os.path.realpath(spec))
-            if output == folder or folder in output.parents:
-                raise ObjcliError(
-                    f"output {config.output}: inside the input folder {spec}, whose files are all read; choose -o "
-                    f"outside it, or name the inputs with a glob that leaves the output out (e.g. {spec.rstrip('/')}/*.jsonl)"
-                )
-
-
 def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
-    _check_output_outside_inputs(config)
+    check_output_outside_inputs(config)
     files, partitions = [], []
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
         source_files = resolve_inputs(paths, config.input_format, warn)
@@ -156,14 +123,16 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     return RunPlan(config, files, partitions, tokenizer, objective, columns, config.fingerprint(tokenizer.sha256), pool)
 
 
-def _run_partitions(plan: RunPlan, todo, work: Path, run_key: str, workers: int, executor: str,
+def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str,
                     scheduler: str | None, stream, report) -> list[PartitionResult]:
-    """Run the partitions not yet done: standard input in this process, the rest in the pool."""
+    """Run the partitions not yet done (writing to ``work``, a folder or the URL of a work prefix):
+    standard input in this process, the rest in the pool."""
     pooled_count = sum(not p.input.is_stream for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
     sources = list(plan.mixture)
-    tasks = [PartitionTask(p, plan.config, plan.tokenizer.special, str(work), threads, run_key, plan.fingerprint,
+    config = dataclasses.replace(plan.config, tokenizer=plan.task_tokenizer) if plan.task_tokenizer else plan.config
+    tasks = [PartitionTask(p, config, plan.tokenizer.special, work, threads, run_key, plan.fingerprint,
                            plan.split_bounds, plan.mixture[p.source]["rate"] if p.source else 1.0,
                            sources.index(p.source) if p.source else -1) for p in todo]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
@@ -227,7 +196,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
         "seed": config.seed,
         "tokenizer": {
             "kind": tokenizer.kind,
-            "path": str(Path(config.tokenizer).resolve()),
+            "path": tokenizer_location(config.tokenizer),
             "sha256": tokenizer.sha256,
             "vocab_size": tokenizer.vocab_size,
             "total_vocab_size": tokenizer.total_vocab_size,
@@ -236,7 +205,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
         "format": config.output_format,
         "columns": [column_json(c, dtype) for c, dtype in WRITERS[config.output_format].stored_columns(plan.columns)],
         "inputs": [
-            {"path": f.path, "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
+            {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
         ],
         "partitions": [
             {
@@ -258,6 +227,17 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
     }
 
 
+def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
+    """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
+    are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
+    remote = folder is not None and folder.store.remote
+    for name in (n for s in shards for n in s.files) if remote else ():
+        folder.work_store.fetch(name, work)
+    config = plan.config
+    return shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
+                        publish=folder.work_store.publish if remote else None)
+
+
 def _bounds_json(plan: RunPlan) -> dict:
     """Each held-out split's upper bound on the keyed uniform of its documents (splits.py)."""
     names = split_names(plan.config.split)
@@ -265,7 +245,7 @@ def _bounds_json(plan: RunPlan) -> dict:
 
 
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
-    """(the output folder, or None for stdout; the run key; where partitions write)."""
+    """(the output folder, or None for stdout; the run key; where this process writes work files)."""
     config = plan.config
     if config.output == STDIN:
         return None, "", Path(tempfile.mkdtemp(prefix="objcli-"))
@@ -275,15 +255,15 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[Ou
             f"--resume: input {streams[0]} is a stream, read once, so what an earlier run read from it cannot be "
             "checked; drop --resume to build the output again"
         )
-    run_key = _run_key(plan.fingerprint, plan.files)
-    folder = OutputFolder(Path(config.output), plan.fingerprint, run_key)
+    run_key = make_run_key(plan.fingerprint, plan.files)
+    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key)
     folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
     if folder.restarted and warn:
         changed = "inputs changed since"
         if streams:
             name = "standard input" if streams[0] == STDIN else f"input {streams[0]}"
             changed = f"{name} is a stream that cannot be compared with"
-        warn(f"{changed} the {folder.restarted} run in {config.output}; starting it again")
+        warn(f"{changed} the {folder.restarted} run in {folder.store.where}; starting it again")
     return folder, run_key, folder.work
 
 
@@ -331,8 +311,12 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     stream = _StdoutStream(plan.columns, work) if to_stdout else None
     plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
     plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
+    task_folder = folder.task_folder if folder else str(work)
+    if folder and folder.store.remote and executor == "dask" and not is_url(config.tokenizer):
+        # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.
+        plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_store)
     try:
-        results = list(kept.values()) + _run_partitions(plan, todo, work, run_key, workers, executor, scheduler,
+        results = list(kept.values()) + _run_partitions(plan, todo, task_folder, run_key, workers, executor, scheduler,
                                                         stream, progress or (lambda _: None))
     finally:
         if to_stdout:
@@ -342,7 +326,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         _warn_skips(results, warn)
     shards = [s for r in results for s in r.shards]
     if config.shuffle_rows:
-        shards = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed)
+        shards = _shuffle(shards, folder, work, plan)
     renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
     manifest = build_manifest(plan, results, shards, run_key)
     doubled = manifest["totals"].get("texts_starting_with_bos_text", 0)

@@ -2,7 +2,9 @@
 
 Without a scheduler address this starts a ``LocalCluster`` on 127.0.0.1 (worker processes with
 one thread each, no dashboard); with one it joins that scheduler, which may run anywhere the
-inputs and the output folder are reachable at the same paths (a shared filesystem).
+inputs and the output folder are reachable at the same paths (a shared filesystem), or where the
+output (and the inputs) are in object storage: workers then write their shards to the bucket, and
+fetch the tokenizer from it.
 """
 
 from __future__ import annotations
@@ -15,20 +17,25 @@ from collections.abc import Callable, Iterator
 from .. import __version__
 from ..errors import ObjcliError
 from ..pipeline import PartitionResult, PartitionTask, Progress, run_partition
+from ..remote import is_url
 from .base import partition_failed
 
 
 def _absolute(task: PartitionTask) -> PartitionTask:
     """Workers may run in another directory: send them absolute paths."""
     partition = task.partition
-    pieces = tuple(dataclasses.replace(p, input=dataclasses.replace(p.input, path=os.path.abspath(p.input.path)))
+    pieces = tuple(dataclasses.replace(p, input=dataclasses.replace(p.input, path=_absolute_path(p.input.path)))
                    for p in partition.pieces)
     return dataclasses.replace(
         task,
         partition=dataclasses.replace(partition, pieces=pieces),
-        config=dataclasses.replace(task.config, tokenizer=os.path.abspath(task.config.tokenizer)),
-        folder=os.path.abspath(task.folder),
+        config=dataclasses.replace(task.config, tokenizer=_absolute_path(task.config.tokenizer)),
+        folder=_absolute_path(task.folder),
     )
+
+
+def _absolute_path(path: str) -> str:
+    return path if is_url(path) else os.path.abspath(path)
 
 
 class DaskExecutor:

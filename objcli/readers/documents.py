@@ -17,7 +17,9 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import ObjcliError
+from ..remote import is_url, open_input, storage_error, storage_errors
 from .inputs import STDIN, Partition, Piece, open_piece, sniff_format
+from .parquet import parquet_texts
 from .records import RecordLog
 
 PARAGRAPH_BREAK = re.compile(rb"\n[ \t\r\f\v]*\n")
@@ -43,7 +45,7 @@ class _Locator:
 
     def __call__(self, line_index: int) -> str:
         if self._base is None:
-            with open(self.piece.input.path, "rb") as f:
+            with open_input(self.piece.input.path) as f:
                 remaining, self._base = self.data_start, 0
                 while remaining > 0:
                     block = f.read(min(remaining, 1 << 24))
@@ -224,54 +226,6 @@ def _whole_file(stream, piece, options, log, locator) -> Iterator[list[str]]:
         log.skip("invalid_utf8", locator(line), f"invalid UTF-8 ({error.reason})")
 
 
-def _parquet_text_path(schema, key: str, path: str) -> list[str]:
-    """Check that ``key`` names a text column, or a text field of struct columns (``meta.body.text``;
-    a column whose own name has dots wins); returns the field names inside the top-level column."""
-    import pyarrow as pa
-
-    names = [key] if key in schema.names else key.split(".")
-    if names[0] not in schema.names:
-        raise ObjcliError(f"input {path}: no column '{names[0]}' (columns: {', '.join(schema.names)}); "
-                          "choose the text column with --text-key")
-    field_type = schema.field(names[0]).type
-    for depth, name in enumerate(names[1:], start=1):
-        fields = [field_type.field(i).name for i in range(field_type.num_fields)] if pa.types.is_struct(field_type) else []
-        if name not in fields:
-            parent = ".".join(names[:depth])
-            what = f"fields: {', '.join(fields)}" if fields else f"it is {field_type}, not a struct"
-            raise ObjcliError(f"input {path}: column '{parent}' has no field '{name}' ({what}); fix --text-key")
-        field_type = field_type.field(name).type
-    if not (pa.types.is_string(field_type) or pa.types.is_large_string(field_type)):
-        raise ObjcliError(f"input {path}: column '{key}' is {field_type}, not text; choose a string column with --text-key")
-    return names[1:]
-
-
-def _parquet(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    path, key = piece.input.path, options.text_key
-    source = io.BytesIO(open_piece(piece).read()) if piece.input.is_stream else path
-    try:
-        parquet_file = pq.ParquetFile(source)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise ObjcliError(f"input {path}: not a readable Parquet file ({error})") from None
-    inner = _parquet_text_path(parquet_file.schema_arrow, key, path)
-    row = 0
-    for batch in parquet_file.iter_batches(batch_size=8192, columns=[key]):
-        column = pc.struct_field(batch.column(0), inner) if inner else batch.column(0)
-        log.read += len(column)
-        if column.null_count:
-            first_null = int(pc.index(pc.is_null(column), True).as_py())
-            for _ in range(column.null_count):
-                log.skip("null_text", f"{path}: row {row + first_null}", f"column '{key}' is null")
-            column = column.drop_null()
-        texts = column.to_pylist()
-        row += len(batch)
-        yield texts
-
-
 def _json_lines(stream, piece, options, log, locator) -> Iterator[list[str]]:
     jsonl = _JsonLines(options.text_key)
     for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
@@ -314,7 +268,7 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
     """Batches of document texts from one piece (a file, or a byte range of one)."""
     fmt = piece.input.format
     if fmt == "parquet":
-        yield from _parquet(piece, options, log)
+        yield from parquet_texts(piece, options.text_key, log)
         return
     locator = _Locator(piece)
     with _open_for_reading(piece) as stream:
@@ -382,6 +336,8 @@ class _open_for_reading:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self.piece.input.path != STDIN:
             self.stream.close()
+        if exc is not None and is_url(self.piece.input.path) and _is_storage_failure(exc):
+            raise storage_error(exc, self.piece.input.path, "reading it") from None
         if exc is not None and isinstance(exc, _decompression_errors()):
             kind = self.piece.input.compression or "file"
             raise ObjcliError(
@@ -389,6 +345,14 @@ class _open_for_reading:
                 "re-create or remove the file"
             ) from None
         return False
+
+
+def _is_storage_failure(error: BaseException) -> bool:
+    """A failure of the storage client while reading, not of the data: plain OSErrors (s3fs maps
+    S3's errors onto OSError, FileNotFoundError, PermissionError) and the client's own errors;
+    never a decompressor's (gzip's BadGzipFile is an OSError subclass of its own)."""
+    plain = (OSError, FileNotFoundError, PermissionError, ConnectionError, TimeoutError)
+    return type(error) in plain or (isinstance(error, storage_errors()) and not isinstance(error, OSError))
 
 
 def _decompression_errors() -> tuple[type[BaseException], ...]:

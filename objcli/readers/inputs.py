@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
+from ..remote import is_url, open_input, read_range
+from .objects import list_objects
 
 STDIN = "-"
 MAGIC = {
@@ -204,6 +206,19 @@ def _describe_file(path: str, requested_format: str) -> InputFile:
     return InputFile(path, fmt, compression, os.path.getsize(path))
 
 
+def _describe_object(url: str, size: int, requested_format: str) -> InputFile:
+    """As ``_describe_file``, for an object: its first bytes come from one ranged read."""
+    compression = sniff_compression(read_range(url, 0, 8)) if size else None
+    fmt = requested_format if requested_format != "auto" else _format_from_name(url)
+    if fmt is None:
+        with open_input(url) as raw, decompressing_reader(raw, compression) as f:
+            fmt = sniff_format(_read_head(f, url))
+    if fmt == "parquet" and compression is not None:
+        raise ObjcliError(f"input {url}: Parquet inside {compression} compression cannot be read in place; "
+                          "decompress it first (Parquet compresses its own pages)")
+    return InputFile(url, fmt, compression, size)
+
+
 def _read_head(f: BinaryIO, path: str) -> bytes:
     try:
         return f.read(64)
@@ -252,7 +267,7 @@ def _unique(files: list[InputFile], warn) -> list[InputFile]:
     is read once, at its first place."""
     seen, unique = set(), []
     for f in files:
-        key = f.path if f.path == STDIN else os.path.realpath(f.path)
+        key = f.path if f.path == STDIN or is_url(f.path) else os.path.realpath(f.path)
         if key in seen:
             if warn:
                 warn(f"input {f.path} is named more than once; reading it once")
@@ -270,6 +285,10 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
     for spec in specs:
         if spec == STDIN:
             files.append(InputFile(STDIN, requested_format, None, None))
+            continue
+        if is_url(spec):
+            objects = list_objects(spec, lambda name: _format_from_name(name) is not None)
+            files.extend(_describe_object(url, info.get("size") or 0, requested_format) for url, info in objects)
             continue
         if glob.has_magic(spec):
             matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
@@ -334,7 +353,7 @@ def open_piece(piece: Piece) -> BinaryIO:
         raw = sys.stdin.buffer if input_file.path == STDIN else open(input_file.path, "rb")  # noqa: SIM115
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
         return decompressing_reader(raw, sniff_compression(head))
-    raw = open(input_file.path, "rb")  # noqa: SIM115 - closed by the caller via the wrapper
+    raw = open_input(input_file.path)  # closed by the caller via the wrapper
     if piece.start:
         raw.seek(piece.start)
     return decompressing_reader(raw, input_file.compression)

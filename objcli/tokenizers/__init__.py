@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ObjcliError
+from ..remote import is_url, local_copy
 from .base import LONG_TEXT_CHARS, SpecialTokens, Tokenizer
 
 __all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "open_tokenizer"]
@@ -18,6 +19,8 @@ __all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "o
 
 def open_tokenizer(path: str | Path) -> Tokenizer:
     """A SentencePiece ``.model``, or a Hugging Face ``tokenizer.json`` (or a folder holding one)."""
+    if is_url(str(path)):
+        path = local_copy(str(path))  # cached by URL and version: each worker downloads it once
     path = Path(path)
     if path.is_dir():
         if not (path / "tokenizer.json").is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -127,6 +128,7 @@ class ShardInfo:
     documents: int = 0  # documents whose first token is in this shard
     segments: int = 0  # examples in this shard (packed segments, or rows)
     split: str = ""  # with --split: train, validation, ...
+    bytes: dict[str, int] = field(default_factory=dict)  # each file's size (how object storage checks it)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -147,6 +149,7 @@ class ShardSink:
     shard_rows: int | None = None
     shard_bytes: int | None = None
     split: str = ""  # with --split: the split, in the work file names
+    publish: Callable[[Path], None] | None = None  # object storage: uploads each finished file
     shards: list[ShardInfo] = field(default_factory=list)
 
     def __post_init__(self):
@@ -201,6 +204,9 @@ class ShardSink:
         files = self._writer.close()
         self._info.files = [path.name for path, _ in files]
         self._info.sha256 = {path.name: digest for path, digest in files}
+        self._info.bytes = {path.name: path.stat().st_size for path, _ in files}
+        for path, _ in files if self.publish else ():
+            self.publish(path)
         self.shards.append(self._info)
         self._writer = None
         self._info = None

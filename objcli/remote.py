@@ -1,0 +1,166 @@
+"""Object storage and other fsspec filesystems: telling URLs from local paths, opening them, and
+turning their failures into one line a user can act on.
+
+objcli reaches ``s3://``, ``gs://``, ``hf://`` and every other protocol through fsspec, the layer
+that Hugging Face ``datasets``, datatrove and Dask already use: one interface for listing, ranged
+reads and uploads, with the protocol's own package (s3fs, gcsfs, huggingface_hub) as an extra.
+Credentials come only from each package's standard chain (environment, config files, instance
+roles); objcli never takes, logs or records them, and ``public_url`` strips what a URL may carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ObjcliError
+
+URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+# The extra that brings each well-known protocol's package (pip install 'objcli[s3]').
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
+READ_BLOCK = 8 << 20  # one ranged GET per 8 MiB read ahead: bounded memory, few requests
+THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "503", "429")
+
+
+def is_url(spec: str | os.PathLike) -> bool:
+    return isinstance(spec, str) and URL.match(spec) is not None
+
+
+def public_url(url: str) -> str:
+    """The URL without credentials or a signed query string: what manifests and messages show."""
+    if not is_url(url):
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path without the protocol) for a URL; one line when the protocol is
+    unknown or its package is not installed."""
+    protocol = url.split("://", 1)[0].lower()
+    try:
+        import fsspec.core
+
+        return fsspec.core.url_to_fs(url)
+    except ImportError:
+        extra = EXTRAS.get(protocol)
+        how = f"pip install 'objcli[{extra}]'" if extra else f"install the fsspec package that provides {protocol}://"
+        raise ObjcliError(f"{public_url(url)}: {protocol}:// needs a package that is not installed; {how}") from None
+    except ValueError as error:
+        if "Protocol not known" not in str(error):
+            raise storage_error(error, url) from None
+        raise ObjcliError(
+            f"{public_url(url)}: unknown protocol {protocol}://; use a local path, or s3://, gs://, hf:// "
+            "(pip install 'objcli[s3]', 'objcli[gcs]' or 'objcli[hf]') or another fsspec protocol"
+        ) from None
+
+
+def join(url: str, name: str) -> str:
+    return url.rstrip("/") + "/" + name
+
+
+def storage_error(error: BaseException, url: str, action: str = "") -> ObjcliError:
+    """An error of the storage client, as one line naming the object and what to do."""
+    where = public_url(url)
+    name = type(error).__name__
+    text = str(error).splitlines()[0] if str(error) else name
+    doing = f" ({action})" if action else ""
+    if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError") or "credentials" in text.lower():
+        return ObjcliError(
+            f"{where}: no credentials found{doing}; set them the standard way (AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials, an instance role; gcloud auth for gs://)"
+        )
+    if isinstance(error, FileNotFoundError) and "bucket" in text.lower():
+        bucket = urlsplit(where).netloc
+        return ObjcliError(f"{where}: no such bucket {bucket!r}{doing}; check the name, or create the bucket")
+    if isinstance(error, FileNotFoundError):
+        return ObjcliError(f"{where}: no such object{doing}; check the URL")
+    if isinstance(error, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
+        return ObjcliError(f"{where}: access denied{doing} ({text}); check the credentials' permissions on it")
+    if any(code in text or code in name for code in THROTTLED):
+        return ObjcliError(
+            f"{where}: the storage service is throttling requests and retries did not get through{doing} ({text}); "
+            "rerun later or with fewer --workers (finished partitions are kept)"
+        )
+    return ObjcliError(f"{where}: {text}{doing}; check the URL and the connection, then rerun the same command")
+
+
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What a storage client raises: OSError (s3fs maps S3's error codes onto it) and botocore's
+    own errors where botocore is installed."""
+    try:
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        return (OSError,)
+    return (OSError, BotoCoreError)
+
+
+def open_input(path: str) -> BinaryIO:
+    """A local file or an object, opened for reading in blocks (an object is read with ranged
+    requests of ``READ_BLOCK`` bytes, never downloaded whole)."""
+    if not is_url(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    fs, inner = filesystem(path)
+    try:
+        return fs.open(inner, "rb", block_size=READ_BLOCK, cache_type="readahead")
+    except storage_errors() as error:
+        raise storage_error(error, path, "opening it") from None
+
+
+def read_range(path: str, start: int, end: int) -> bytes:
+    fs, inner = filesystem(path)
+    try:
+        return fs.cat_file(inner, start=start, end=end)
+    except storage_errors() as error:
+        raise storage_error(error, path, "reading it") from None
+
+
+def version_of(info: dict) -> str:
+    """What changes when an object is replaced: its ETag (S3, GCS), else its modification time."""
+    for key in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "updated", "last_commit"):
+        if info.get(key) is not None:
+            return str(info[key])
+    return ""
+
+
+def input_version(path: str) -> list:
+    """(size, version) of an object for the run key: an object replaced since an interrupted run
+    invalidates that run's partitions, as a local file's size and mtime do."""
+    fs, inner = filesystem(path)
+    try:
+        info = fs.info(inner)
+    except storage_errors() as error:
+        raise storage_error(error, path, "checking it") from None
+    return [public_url(path), info.get("size"), version_of(info)]
+
+
+def local_copy(url: str) -> Path:
+    """A local copy of a small object (a tokenizer), cached by URL and version, so that every
+    worker loads it from disk; a folder URL yields the folder's ``tokenizer.json``."""
+    fs, inner = filesystem(url)
+    try:
+        if fs.isdir(inner):
+            inner = inner.rstrip("/") + "/tokenizer.json"
+        info = fs.info(inner)
+        key = hashlib.sha256(f"{public_url(url)}|{info.get('size')}|{version_of(info)}".encode()).hexdigest()[:24]
+        folder = Path(tempfile.gettempdir()) / "objcli-cache" / key
+        target = folder / inner.rstrip("/").rsplit("/", 1)[-1]
+        if not target.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            fs.get_file(inner, str(temp))
+            os.replace(temp, target)
+    except storage_errors() as error:
+        raise storage_error(error, url, "downloading it") from None
+    return target
+
+
+def tokenizer_location(path: str) -> str:
+    """The tokenizer as the manifest records it: an absolute path, or the URL it was read from."""
+    return public_url(path) if is_url(path) else str(Path(path).resolve())

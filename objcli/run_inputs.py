@@ -1,0 +1,63 @@
+"""Checks of a run's inputs against its output: the run key (what a resumed run must match) and an
+output placed where the inputs would read it back."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .config import TransformConfig
+from .errors import ObjcliError
+from .mixture import parse_sources
+from .readers.inputs import STDIN
+from .remote import input_version, is_url, public_url
+
+
+def make_run_key(fingerprint: str, files) -> str:
+    """The configuration plus the size and modification time (an object's ETag) of every input: an
+    interrupted run's finished partitions are reused only if this matches (an edited input
+    invalidates them). What a stream held cannot be compared with an earlier run, so a run that
+    reads one has a key of its own."""
+    stats = []
+    for f in files:
+        if f.is_stream:
+            stats.append([f.path, os.urandom(16).hex()])
+            continue
+        if is_url(f.path):
+            stats.append(input_version(f.path))
+            continue
+        try:
+            stat = os.stat(f.path)
+        except OSError as error:
+            raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
+        stats.append([f.path, stat.st_size, stat.st_mtime_ns])
+    payload = json.dumps({"config": fingerprint, "inputs": stats}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def check_output_outside_inputs(config: TransformConfig) -> None:
+    """An output folder inside an input folder (or prefix) would be read back by the next run (or by
+    this one, if it already holds data files)."""
+    if config.output == STDIN:
+        return
+    sources = [path for paths in parse_sources(config.source).values() for path in paths]
+    for spec in [*config.inputs, *sources]:
+        if spec != STDIN and _inside(config.output, spec):
+            raise ObjcliError(
+                f"output {public_url(config.output)}: inside the input folder {public_url(spec)}, whose files are all "
+                f"read; choose -o outside it, or name the inputs with a glob that leaves the output out "
+                f"(e.g. {public_url(spec).rstrip('/')}/*.jsonl)"
+            )
+
+
+def _inside(output: str, spec: str) -> bool:
+    if is_url(output) or is_url(spec):
+        prefix = spec.rstrip("/")
+        return not glob.has_magic(spec) and (output.rstrip("/") == prefix or output.startswith(prefix + "/"))
+    if not os.path.isdir(spec):
+        return False
+    output_path, folder = Path(os.path.realpath(output)), Path(os.path.realpath(spec))
+    return output_path == folder or folder in output_path.parents

@@ -1,0 +1,312 @@
+"""Where an output lives: a local folder, or a prefix in object storage, behind one small interface.
+
+The output protocol (output.py) is the same on both: shards are written to a work folder under
+names of their own, promoted to their final names once every partition is done, and
+``manifest.json``, written last, marks the run complete. What differs is only how each step is
+made safe:
+
+==================  ===================================  ===========================================
+step                local folder                         object storage
+==================  ===================================  ===========================================
+write a shard       temp file, fsync, rename             written on local disk (a staging folder on
+                                                         whatever machine runs the partition), then
+                                                         uploaded (multipart when large): an object
+                                                         exists only once its upload completed
+promote a shard     rename                               server-side copy from the work prefix
+one writer          ``flock`` on ``.objcli-lock``        a ``.objcli-lock`` object created only if
+                                                         absent (S3's conditional put), removed at
+                                                         the end; a dead run's lock on this host is
+                                                         taken over
+check a kept file   sha256 of its bytes                  its size (reading it back would cost a
+                                                         download of the whole output)
+==================  ===================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import ObjcliError
+from .faults import crash_point
+from .files import file_sha256, write_json_atomically
+from .remote import filesystem, is_url, join, public_url, storage_error, storage_errors
+
+LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
+
+
+def open_store(location: str | Path) -> LocalStore | RemoteStore:
+    return RemoteStore(str(location)) if is_url(str(location)) else LocalStore(Path(location))
+
+
+class LocalStore:
+    """A folder on this machine."""
+
+    remote = False
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.where = str(path)
+
+    def child(self, folder: str) -> LocalStore:
+        return LocalStore(self.path / folder)
+
+    def staging(self) -> Path:
+        """Where writers put this store's files: the folder itself."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self.path
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir() if p.is_file()) if self.path.is_dir() else []
+
+    def read_json(self, name: str) -> dict | None:
+        try:
+            with open(self.path / name, encoding="utf-8") as f:
+                data = json.load(f)
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_json(self, name: str, data: dict) -> None:
+        write_json_atomically(self.path / name, data)
+
+    def write_text(self, name: str, text: str) -> None:
+        temp = self.path / (name + ".tmp")
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, self.path / name)
+
+    def delete(self, name: str) -> None:
+        (self.path / name).unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def matches(self, name: str, sha256: str, size: int | None) -> bool | None:
+        """Whether the file holds what was recorded; None if it is missing."""
+        path = self.path / name
+        return file_sha256(path) == sha256 if path.exists() else None
+
+    def publish(self, path: Path) -> None:
+        """A finished file in ``staging()`` is already in place."""
+
+    def fetch(self, name: str, folder: Path) -> None:
+        """A file of this store into ``folder`` (the staging folder: already there)."""
+
+    def promote(self, work: LocalStore, old: str, new: str) -> bool:
+        """Move a work file to its final name here; False if it is gone (moved by an earlier try)."""
+        if not (work.path / old).exists():
+            return False
+        os.replace(work.path / old, self.path / new)
+        crash_point("rename")
+        return True
+
+    def exists(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def stamp(self, name: str) -> None:
+        os.utime(self.path / name)
+
+    def lock(self) -> None:
+        """An exclusive ``flock`` on ``.objcli-lock``, held until ``unlock`` (or the process ends:
+        the kernel drops a dead run's lock)."""
+        try:
+            self._lock_file = open(self.path / LOCK_NAME, "a+")  # noqa: SIM115 - closed in unlock()
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.seek(0)
+            holder = self._lock_file.read().strip() or "another process"
+            self._lock_file.close()
+            self._lock_file = None
+            raise ObjcliError(
+                f"output {self.path}: another run ({holder}) is writing it; wait for it to finish or choose another -o"
+            ) from None
+        self._lock_file.truncate(0)
+        self._lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        self._lock_file.flush()
+
+    def unlock(self) -> None:
+        if getattr(self, "_lock_file", None) is not None:
+            self._lock_file.truncate(0)  # an empty lock file: no writer (the same bytes after every run)
+            self._lock_file.close()  # releases the lock
+            self._lock_file = None
+
+    def close(self) -> None:
+        """Nothing staged elsewhere."""
+
+
+class RemoteStore:
+    """A prefix in object storage (or any fsspec filesystem)."""
+
+    remote = True
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.where = public_url(self.url)
+        if any(part in (".", "..") for part in self.url.split("://", 1)[1].split("/")):
+            raise ObjcliError(f"output {self.where}: '.' and '..' are not followed in object keys; name the prefix plainly")
+        self.fs, self.root = filesystem(self.url)
+        self._staging: Path | None = None
+
+    def child(self, folder: str) -> RemoteStore:
+        return RemoteStore(join(self.url, folder))
+
+    def key(self, name: str) -> str:
+        """The object key of a name in this prefix; a name that would leave it is refused."""
+        if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+            raise ObjcliError(f"output {self.where}: the name {name!r} would escape the output prefix; "
+                              "the manifest or marker naming it is not objcli's, so pass --overwrite")
+        return f"{self.root}/{name}"
+
+    def _call(self, action: str, name: str, function, *args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except storage_errors() as error:
+            raise storage_error(error, join(self.url, name) if name else self.url, action) from None
+
+    def staging(self) -> Path:
+        """A local folder of this run's own for the files on their way up (removed by ``close``)."""
+        if self._staging is None:
+            self._staging = Path(tempfile.mkdtemp(prefix="objcli-staging-"))
+        return self._staging
+
+    def close(self) -> None:
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+
+    def names(self) -> list[str]:
+        self.fs.invalidate_cache(self.root)  # listings are cached by the client; a resume needs them fresh
+        try:
+            entries = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return []
+        except storage_errors() as error:
+            raise storage_error(error, self.url, "listing it") from None
+        return sorted(e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file")
+
+    def read_json(self, name: str) -> dict | None:
+        try:
+            data = json.loads(self.fs.cat_file(self.key(name)))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        except storage_errors() as error:
+            raise storage_error(error, join(self.url, name), "reading it") from None
+        return data if isinstance(data, dict) else None
+
+    def write_json(self, name: str, data: dict) -> None:
+        crash_point(name)  # the resume tests kill a run here: one PUT, so the object is whole or absent
+        self.write_bytes(name, (json.dumps(data, indent=2, sort_keys=False) + "\n").encode())
+
+    def write_text(self, name: str, text: str) -> None:
+        self.write_bytes(name, text.encode())
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self._call("writing it", name, self.fs.pipe_file, self.key(name), data)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.fs.rm_file(self.key(name))
+        except FileNotFoundError:
+            pass
+        except storage_errors() as error:
+            raise storage_error(error, join(self.url, name), "deleting it") from None
+
+    def remove(self) -> None:
+        for name in self.names():
+            self.delete(name)
+
+    def matches(self, name: str, sha256: str, size: int | None) -> bool | None:
+        try:
+            info = self.fs.info(self.key(name))
+        except FileNotFoundError:
+            return None
+        except storage_errors() as error:
+            raise storage_error(error, join(self.url, name), "checking it") from None
+        return info.get("size") == size
+
+    def publish(self, path: Path) -> None:
+        """Upload a finished file from the staging folder (s3fs uploads large files in parts and
+        completes them last), then free its local space."""
+        self._call("uploading it", path.name, self.fs.put_file, str(path), self.key(path.name))
+        crash_point("upload")
+        path.unlink()
+
+    def fetch(self, name: str, folder: Path) -> None:
+        if not (folder / name).exists():
+            temp = folder / (name + ".download")
+            self._call("downloading it", name, self.fs.get_file, self.key(name), str(temp))
+            os.replace(temp, folder / name)
+
+    def promote(self, work: RemoteStore, old: str, new: str) -> bool:
+        """Copy a work object to its final key (a server-side copy; the work prefix is removed only
+        after the manifest, so a finish that died halfway copies again)."""
+        if not work.exists(old):
+            return False
+        self._call("copying it into place", new, self.fs.copy, work.key(old), self.key(new))
+        crash_point("rename")
+        return True
+
+    def exists(self, name: str) -> bool:
+        return self.matches(name, "", None) is not None
+
+    def stamp(self, name: str) -> None:
+        """Objects keep the time they were written; Make targets are local files anyway."""
+
+    def lock(self) -> None:
+        """Create ``.objcli-lock`` only if absent. A lock left by a dead run on this host is taken over;
+        one from another host is named, with how to remove it if that run is gone."""
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}).encode()
+        for _ in range(2):
+            try:
+                self.fs.pipe_file(self.key(LOCK_NAME), body, **self._if_absent())
+                return
+            except FileExistsError:
+                holder = self.read_json(LOCK_NAME) or {}
+                if holder.get("host") != socket.gethostname() or _alive(holder.get("pid")):
+                    raise ObjcliError(
+                        f"output {self.where}: another run (pid {holder.get('pid')} on {holder.get('host')}) is writing "
+                        f"it; wait for it to finish, or if that run is gone, delete {self.where}/{LOCK_NAME}"
+                    ) from None
+                self.delete(LOCK_NAME)
+            except storage_errors() as error:
+                raise storage_error(error, self.url, "taking the output's lock") from None
+
+    def _if_absent(self) -> dict:
+        """S3's conditional put; other filesystems check first (a narrow race, said in the README)."""
+        if "s3" in self.fs.protocol:
+            return {"IfNoneMatch": "*"}
+        if self.fs.exists(self.key(LOCK_NAME)):
+            raise FileExistsError(LOCK_NAME)
+        return {}
+
+    def unlock(self) -> None:
+        self.delete(LOCK_NAME)
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def share_tokenizer(path: str, work: RemoteStore) -> str:
+    """Upload a local tokenizer (a file, or a folder's ``tokenizer.json``) into the work prefix, for
+    workers that share no folder with this machine; returns its URL."""
+    source = Path(path)
+    if source.is_dir():
+        source = source / "tokenizer.json"
+    name = f"tokenizer.{source.name}"
+    work._call("uploading the tokenizer", name, work.fs.put_file, str(source), work.key(name))
+    return join(work.url, name)
