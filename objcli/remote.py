@@ -80,7 +80,7 @@ def storage_error(error: BaseException, url: str, action: str = "") -> ObjcliErr
         bucket = urlsplit(where).netloc
         return ObjcliError(f"{where}: no such bucket {bucket!r}{doing}; check the name, or create the bucket")
     if isinstance(error, FileNotFoundError):
-        return ObjcliError(f"{where}: no such object{doing}; check the URL")
+        return ObjcliError(f"{where}: no such object or prefix{doing}; check the URL")
     if isinstance(error, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
         return ObjcliError(f"{where}: access denied{doing} ({text}); check the credentials' permissions on it")
     if any(code in text or code in name for code in THROTTLED):

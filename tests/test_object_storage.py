@@ -1,0 +1,288 @@
+"""Inputs and outputs in object storage, against a real S3 endpoint: a moto server on 127.0.0.1,
+reached through the standard endpoint and credential variables, as any S3 service would be."""
+
+import gzip
+import json
+import logging
+import os
+
+import pytest
+from conftest import folder_bytes, run_cli, run_transform
+
+s3fs = pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+from objcli.config import WHOLE_DOCUMENT_FORMATS  # noqa: E402
+from objcli.writers import WRITERS  # noqa: E402
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "objcli-test", "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                  "AWS_CONFIG_FILE": "/nonexistent", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on a free loopback port; this process and every child reach it through
+    AWS_ENDPOINT_URL. Yields an s3fs client of the tests' own (listings not cached)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    saved = dict(os.environ)
+    os.environ.update({**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+                       "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"})
+    try:
+        yield s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        server.stop()
+
+
+@pytest.fixture
+def bucket(s3, request):
+    name = "b" + str(abs(hash(request.node.nodeid)) % 10**10)
+    s3.mkdir(name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def corpus(small_corpus, tmp_path_factory):
+    """Prose and plain text from the sample corpus, a gzip copy (streamed through the decompressor)
+    and a JSONL large enough to be cut into byte ranges, in a subfolder."""
+    folder = tmp_path_factory.mktemp("s3corpus")
+    prose = b"".join((small_corpus / "prose.jsonl").read_bytes().splitlines(keepends=True)[:40])
+    (folder / "prose.jsonl").write_bytes(prose)
+    (folder / "reference.txt").write_bytes((small_corpus / "reference.txt").read_bytes())
+    (folder / "more").mkdir()
+    (folder / "more" / "prose-copy.jsonl.gz").write_bytes(gzip.compress(prose))
+    (folder / "more" / "big.jsonl").write_bytes(prose * 2)
+    (folder / ".hidden.jsonl").write_bytes(prose)  # skipped, as in a local folder
+    return folder
+
+
+def local_bytes(folder) -> dict[str, bytes]:
+    """A local output's files but its lock file (empty when no run holds it; a bucket's is removed)."""
+    return {k: v for k, v in folder_bytes(folder).items() if k != ".objcli-lock"}
+
+
+def upload(s3, folder, prefix):
+    s3.put(f"{folder}/", f"{prefix}/", recursive=True)
+    return f"s3://{prefix}/"
+
+
+def objects(s3, prefix) -> dict[str, bytes]:
+    """Every object under a prefix (not below it), by name: the remote twin of folder_bytes."""
+    return {path.rsplit("/", 1)[-1]: s3.cat_file(path) for path in sorted(s3.find(prefix)) if path.count("/") == prefix.count("/") + 1}
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sample_tokenizer, tmp_path, fmt):
+    """Same sorted listing, same partitions (byte ranges included), same shards, in every format;
+    written to the bucket, they are the bytes a local run writes."""
+    url = upload(s3, corpus, f"{bucket}/corpus")
+    options = {"output_format": fmt, "partition_size": "100000", "seq_len": 128, "objective": "clm",
+               **({"packing": "none"} if fmt in WHOLE_DOCUMENT_FORMATS else {})}
+    local = run_transform([corpus], sample_tokenizer, tmp_path / "local", workers=2, **options)
+    remote = run_transform([url], sample_tokenizer, f"s3://{bucket}/out", workers=2, **options)
+    expected = local_bytes(tmp_path / "local")
+    written = objects(s3, f"{bucket}/out")
+    assert written.keys() == expected.keys()  # no lock, no work prefix left behind
+    # The manifest and HF's state.json carry the configuration's fingerprint, and the inputs differ.
+    same = [k for k in written if k not in ("manifest.json", "state.json")]
+    assert [written[k] for k in same] == [expected[k] for k in same]
+    manifest, local_manifest = json.loads(written["manifest.json"]), json.loads(expected["manifest.json"])
+    assert manifest["shards"] == local_manifest["shards"]
+    assert remote.totals == local.totals
+    assert [p["path"].removeprefix(url) for p in manifest["inputs"]] == [
+        os.path.relpath(p["path"], corpus) for p in local_manifest["inputs"]]
+    ranges = [p["byte_range"] for part in manifest["partitions"] for p in part["pieces"] if p["byte_range"]]
+    assert len(ranges) >= 3  # big.jsonl was read in ranged pieces
+
+
+def test_shuffled_and_split_output_in_a_bucket_is_the_local_bytes(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    url = upload(s3, corpus, f"{bucket}/corpus")
+    options = {"shuffle_rows": True, "split": "validation=0.2", "partition_size": "100000", "seq_len": 128}
+    run_transform([corpus], sample_tokenizer, tmp_path / "local", workers=2, **options)
+    run_transform([url], sample_tokenizer, f"s3://{bucket}/out", workers=2, **options)
+    expected = local_bytes(tmp_path / "local")
+    written = objects(s3, f"{bucket}/out")
+    assert sorted(written) == sorted(expected) and any(name.startswith("validation-") for name in written)
+    assert all(written[name] == expected[name] for name in written if name != "manifest.json")
+
+
+def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sample_tokenizer):
+    """pyarrow and Hugging Face datasets read the shards straight from s3:// (through s3fs)."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    out = f"s3://{bucket}/parquet"
+    summary = run_transform([corpus], sample_tokenizer, out, workers=2, output_format="parquet", seq_len=128)
+    manifest = json.loads(s3.cat_file(f"{bucket}/parquet/manifest.json"))
+    first = manifest["shards"][0]["files"][0]
+    table = pq.read_table(f"{bucket}/parquet/{first}", filesystem=s3)
+    assert table.num_rows == manifest["shards"][0]["rows"]
+    lengths = [len(row) for row in table.column("input_ids").to_pylist()]
+    assert lengths == [128] * table.num_rows  # packed rows of --seq-len
+    loaded = datasets.load_dataset("parquet", data_files=f"{out}/part-*.parquet", split="train",
+                                   storage_options={"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}})
+    assert len(loaded) == summary.totals["rows"]
+    run_transform([corpus], sample_tokenizer, f"s3://{bucket}/hf", workers=2, output_format="hf", seq_len=128)
+    saved = datasets.load_from_disk(f"s3://{bucket}/hf")
+    assert len(saved) == summary.totals["rows"]
+
+
+@pytest.fixture(scope="module")
+def clean_remote_run(s3, corpus, sample_tokenizer):
+    """(arguments, bucket, objects) of an uninterrupted CLI run from a bucket into it."""
+    s3.mkdir("clean-run")
+    url = upload(s3, corpus, "clean-run/corpus")
+    args = [url, "-t", sample_tokenizer, "--seq-len", "128", "--partition-size", "100000", "--workers", "1"]
+    clean = run_cli("transform", *args, "-q", "-o", "s3://clean-run/clean")
+    assert clean.returncode == 0, clean.stderr
+    return args, objects(s3, "clean-run/clean")
+
+
+@pytest.mark.parametrize("crash_at, kept", [("upload:1", False), ("upload:3", True), ("partition-done:2", True),
+                                            ("rename:2", True), ("manifest.json:1", True)])
+def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run, crash_at, kept):
+    """SIGKILL while shards go up, between partitions, while they are copied into place, and just
+    before the manifest: never a manifest without its shards; the rerun (its lock taken over from
+    the dead run) keeps the finished partitions and ends with the bytes of an uninterrupted run."""
+    args, expected = clean_remote_run
+    out = f"clean-run/{crash_at.replace(':', '-')}"
+    killed = run_cli("transform", *args, "-q", "-o", f"s3://{out}", env={"OBJCLI_CRASH_AT": crash_at})
+    assert killed.returncode == -9, killed.stderr
+    assert not s3.exists(f"{out}/manifest.json")
+    assert s3.exists(f"{out}/.objcli-lock")  # the dead run's
+    rerun = run_cli("transform", *args, "-o", f"s3://{out}")
+    assert rerun.returncode == 0, rerun.stderr
+    assert ("partitions kept from the interrupted run" in rerun.stderr) == kept, rerun.stderr
+    written = objects(s3, out)
+    assert written.keys() == expected.keys()
+    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+    assert json.loads(written["manifest.json"])["shards"] == json.loads(expected["manifest.json"])["shards"]
+
+
+def test_a_live_run_holds_the_output(s3, bucket, corpus, sample_tokenizer):
+    s3.pipe_file(f"{bucket}/out/.objcli-lock", json.dumps({"host": "elsewhere", "pid": 1, "since": 0}).encode())
+    done = run_cli("transform", corpus, "-t", sample_tokenizer, "-o", f"s3://{bucket}/out", "-q")
+    assert done.returncode == 1
+    assert done.stderr == (f"Error: output s3://{bucket}/out: another run (pid 1 on elsewhere) is writing it; wait for it "
+                           f"to finish, or if that run is gone, delete s3://{bucket}/out/.objcli-lock\n")
+
+
+PRELOAD = '''
+import os, sys
+FORBIDDEN = os.environ["OBJCLI_TEST_FORBIDDEN"]
+def refuse(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        if os.path.abspath(os.fsdecode(args[0])).startswith(FORBIDDEN):
+            raise PermissionError(f"a worker touched the client's folder: {os.fsdecode(args[0])}")
+sys.addaudithook(refuse)
+'''
+
+
+def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    """Workers whose every open of the client's folder fails (an audit hook, preloaded) read the
+    bucket, fetch the tokenizer from it and write their shards there; the client writes the manifest."""
+    pytest.importorskip("distributed")
+    from clusters import DaskProcesses
+
+    client, cluster_folder = tmp_path / "client", tmp_path / "cluster"
+    client.mkdir()
+    cluster_folder.mkdir()
+    tokenizer = client / "tokenizer.model"
+    tokenizer.write_bytes(open(sample_tokenizer, "rb").read())
+    preload = cluster_folder / "refuse_client_folder.py"
+    preload.write_text(PRELOAD)
+    url = upload(s3, corpus, f"{bucket}/corpus")
+    args = [url, "-t", tokenizer, "--seq-len", "128", "--partition-size", "100000", "-q"]
+    local = run_cli("transform", *args, "-o", client / "local", "--workers", "2")
+    assert local.returncode == 0, local.stderr
+    env = {"OBJCLI_TEST_FORBIDDEN": str(client), "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])}
+    cluster = DaskProcesses(cluster_folder, workers=2, env=env)
+    try:
+        done = run_cli("transform", *args, "-o", f"s3://{bucket}/out", "--executor", "dask", "--scheduler",
+                       cluster.address, cwd=client)
+        shared = run_cli("transform", *args, "-o", client / "shared", "--executor", "dask", "--scheduler", cluster.address)
+    finally:
+        cluster.stop()
+    assert done.returncode == 0, done.stderr
+    assert shared.returncode == 1 and "client's folder" in shared.stderr  # the hook does bite
+    expected = local_bytes(client / "local")
+    written = objects(s3, f"{bucket}/out")
+    assert written.keys() == expected.keys()
+    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+
+
+@pytest.mark.parametrize("case", ["no credentials", "no bucket (input)", "no bucket (output)", "nothing at the prefix",
+                                  "unknown protocol", "prefix with ..", "gs:// without gcsfs"])
+def test_storage_failures_are_one_line(s3, bucket, corpus, sample_tokenizer, case):
+    url = f"s3://{bucket}/corpus/"
+    inputs, output, env, expected = corpus, f"s3://{bucket}/out", {}, ""
+    if case == "no credentials":
+        inputs, env = url, NO_CREDENTIALS
+        expected = f"Error: {url}: no credentials found (listing it); set them the standard way (AWS_ACCESS_KEY_ID"
+    elif case == "no bucket (input)":
+        inputs = "s3://no-such-bucket-here/corpus/"
+        expected = "Error: s3://no-such-bucket-here/corpus/: no such bucket 'no-such-bucket-here' (listing it); check the name"
+    elif case == "no bucket (output)":
+        output = "s3://no-such-bucket-here/out"
+        expected = "Error: s3://no-such-bucket-here/out: no such bucket 'no-such-bucket-here' (taking the output's lock)"
+    elif case == "nothing at the prefix":
+        inputs = url
+        expected = f"Error: {url}: no such object or prefix (listing it); check the URL"
+    elif case == "unknown protocol":
+        inputs = "nosuch://b/corpus/"
+        expected = "Error: nosuch://b/corpus/: unknown protocol nosuch://; use a local path, or s3://, gs://, hf://"
+    elif case == "prefix with ..":
+        output = f"s3://{bucket}/a/../b"
+        expected = f"Error: output s3://{bucket}/a/../b: '.' and '..' are not followed in object keys"
+    else:
+        if _installed("gcsfs"):
+            pytest.skip("gcsfs is installed")
+        inputs = "gs://b/corpus/"
+        expected = "Error: gs://b/corpus/: gs:// needs a package that is not installed; pip install 'objcli[gcs]'"
+    done = run_cli("transform", inputs, "-t", sample_tokenizer, "-o", output, "-q", env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith(expected), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def _installed(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_a_name_leaving_the_prefix_is_refused(s3, bucket):
+    """A marker or manifest in the bucket that names ``../x`` is not followed out of the prefix."""
+    from objcli.errors import ObjcliError
+    from objcli.stores import RemoteStore
+
+    store = RemoteStore(f"s3://{bucket}/out")
+    for name in ("../x", "/x", "a/../../x", ""):
+        with pytest.raises(ObjcliError, match="would escape the output prefix"):
+            store.key(name)
+    assert store.key("part-00000-of-00001.arrow") == f"{bucket}/out/part-00000-of-00001.arrow"
+
+
+def test_any_fsspec_protocol_works_in_and_out(corpus, sample_tokenizer, tmp_path):
+    """The generic path, with fsspec's in-memory filesystem standing in for hf:// (no hub is
+    reachable from the tests): listing, ranged reads, the lock by existence, uploads and copies."""
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.put(f"{corpus}/", "/objcli-test/corpus/", recursive=True)
+    options = {"partition_size": "100000", "seq_len": 128}
+    run_transform([corpus], sample_tokenizer, tmp_path / "local", workers=1, **options)
+    run_transform(["memory://objcli-test/corpus/"], sample_tokenizer, "memory://objcli-test/out", workers=1, **options)
+    expected = local_bytes(tmp_path / "local")
+    written = {path.rsplit("/", 1)[-1]: memory.cat_file(path) for path in memory.find("/objcli-test/out")}
+    assert written.keys() == expected.keys()
+    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+    memory.rm("/objcli-test", recursive=True)
