@@ -14,6 +14,7 @@ from . import __version__
 from .cli_options import TransformCommand, collect_values
 from .errors import INTERRUPTED, ObjcliError
 from .readers.inputs import TEXT_UNITS
+from .remote import readable_output
 
 
 class _Fail(click.ClickException):
@@ -163,8 +164,9 @@ def inspect_command(folder, rows, tokenizer, color):
 
     colour = sys.stdout.isatty() if color is None else color
     try:
-        for line in inspect_output(folder, rows, tokenizer, colour):
-            click.echo(line, color=colour)
+        with readable_output(folder) as local:
+            for line in inspect_output(local, rows, tokenizer, colour):
+                click.echo(line, color=colour)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
 
@@ -180,12 +182,13 @@ def verify_command(folder):
     from .verify import verify_output
 
     try:
-        report = verify_output(folder)
+        with readable_output(folder) as local:
+            report = verify_output(local)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
-    for problem in report.problems:
-        click.echo(f"objcli verify: {problem}", err=True)
-    click.echo(report.line(), err=True)
+    for problem in report.problems:  # named as given, not as the copy of an output in object storage
+        click.echo(f"objcli verify: {problem.replace(local, folder.rstrip('/'))}", err=True)
+    click.echo(report.line().replace(local, folder.rstrip("/")), err=True)
     sys.exit(0 if report.ok else 1)
 
 
@@ -206,7 +209,8 @@ def stats_command(folder, plot_path, as_json):
     if plot_path and not Path(plot_path).resolve().parent.is_dir():
         raise _Fail(f"--plot {plot_path}: the folder {Path(plot_path).parent} does not exist; create it or choose another")
     try:
-        stats = compute_stats(folder)
+        with readable_output(folder) as local:
+            stats = compute_stats(local)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     if as_json:

@@ -14,6 +14,8 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
@@ -164,3 +166,26 @@ def local_copy(url: str) -> Path:
 def tokenizer_location(path: str) -> str:
     """The tokenizer as the manifest records it: an absolute path, or the URL it was read from."""
     return public_url(path) if is_url(path) else str(Path(path).resolve())
+
+
+@contextmanager
+def readable_output(folder: str) -> Iterator[str]:
+    """A finished output to read (``inspect``, ``stats``, ``verify``): a local folder as it is, or an
+    output in object storage copied to a temporary folder first (every file of it is read anyway);
+    errors name the URL, not the copy."""
+    if not is_url(folder):
+        yield folder
+        return
+    fs, inner = filesystem(folder)
+    with tempfile.TemporaryDirectory(prefix="objcli-read-") as copy:
+        try:
+            names = [e["name"] for e in fs.ls(inner.rstrip("/"), detail=True) if e.get("type") == "file"]
+            for name in names:
+                if not name.rsplit("/", 1)[-1].startswith("."):
+                    fs.get_file(name, os.path.join(copy, name.rsplit("/", 1)[-1]))
+        except storage_errors() as error:
+            raise storage_error(error, folder, "downloading it") from None
+        try:
+            yield copy
+        except ObjcliError as error:
+            raise ObjcliError(str(error).replace(copy, public_url(folder.rstrip("/")))) from None

@@ -6,6 +6,8 @@ import json
 import logging
 import os
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import folder_bytes, run_cli, run_transform
 
@@ -51,8 +53,8 @@ def bucket(s3, request):
 
 @pytest.fixture(scope="module")
 def corpus(small_corpus, tmp_path_factory):
-    """Prose and plain text from the sample corpus, a gzip copy (streamed through the decompressor)
-    and a JSONL large enough to be cut into byte ranges, in a subfolder."""
+    """Prose and plain text from the sample corpus, a gzip copy (streamed through the decompressor),
+    a JSONL large enough to be cut into byte ranges and a Parquet file, in a subfolder."""
     folder = tmp_path_factory.mktemp("s3corpus")
     prose = b"".join((small_corpus / "prose.jsonl").read_bytes().splitlines(keepends=True)[:40])
     (folder / "prose.jsonl").write_bytes(prose)
@@ -60,6 +62,8 @@ def corpus(small_corpus, tmp_path_factory):
     (folder / "more").mkdir()
     (folder / "more" / "prose-copy.jsonl.gz").write_bytes(gzip.compress(prose))
     (folder / "more" / "big.jsonl").write_bytes(prose * 2)
+    texts = [json.loads(line)["text"] for line in prose.splitlines()[:10]]
+    pq.write_table(pa.table({"text": texts}), folder / "more" / "some.parquet", row_group_size=4)  # read by ranges
     (folder / ".hidden.jsonl").write_bytes(prose)  # skipped, as in a local folder
     return folder
 
@@ -115,9 +119,9 @@ def test_shuffled_and_split_output_in_a_bucket_is_the_local_bytes(s3, bucket, co
 
 
 def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sample_tokenizer):
-    """pyarrow and Hugging Face datasets read the shards straight from s3:// (through s3fs)."""
+    """pyarrow and Hugging Face datasets read the shards straight from s3:// (through s3fs); objcli's
+    own verify reads it back too, and names the damaged object."""
     import datasets
-    import pyarrow.parquet as pq
 
     out = f"s3://{bucket}/parquet"
     summary = run_transform([corpus], sample_tokenizer, out, workers=2, output_format="parquet", seq_len=128)
@@ -133,6 +137,11 @@ def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sampl
     run_transform([corpus], sample_tokenizer, f"s3://{bucket}/hf", workers=2, output_format="hf", seq_len=128)
     saved = datasets.load_from_disk(f"s3://{bucket}/hf")
     assert len(saved) == summary.totals["rows"]
+    verified = run_cli("verify", out)
+    assert verified.returncode == 0 and verified.stderr.startswith(f"objcli verify: {out}: "), verified.stderr
+    s3.pipe_file(f"{bucket}/parquet/{first}", b"PAR1 damaged")
+    damaged = run_cli("verify", out)
+    assert damaged.returncode == 1 and f"objcli verify: {out}: 1 problem(s)" in damaged.stderr, damaged.stderr
 
 
 @pytest.fixture(scope="module")
