@@ -302,9 +302,9 @@ class OutputFolder:
         try:
             for name, text in (extra or {}).items():
                 store.write_text(name, text)
-            for old, new in renames:
-                if not store.promote(self.work_store, old, new) and not store.exists(new):
-                    raise ObjcliError(f"output {store.where}: shard {old} vanished while the run finished; rerun")
+            missing = store.promote(self.work_store, renames)
+            if missing:
+                raise ObjcliError(f"output {store.where}: shard {missing[0]} vanished while the run finished; rerun")
             store.write_json(MANIFEST_NAME, manifest)
         except OSError as error:
             raise output_error(error, store.where) from None

@@ -126,6 +126,7 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     try:
         return _run_partition(task, work, report)
     except BaseException as error:
+        work.close()  # uploads still on their way stop first, so none lands after the clearing
         clear_partition(work, task.partition.index)
         if isinstance(error, OSError):
             raise _os_error(task, error) from None
@@ -304,6 +305,7 @@ def _run_partition(task: PartitionTask, work, report) -> PartitionResult:
     shards = [shard for chain in chains for shard in chain.close()]
     counters = [c for chain in chains for c in (chain.transform.counters, chain.packer.counters)]
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
+    work.flush()  # every shard uploaded before the marker says the partition is done
     if task.run_key:
         write_marker(work, result, task.config_sha256, task.run_key)
     return result

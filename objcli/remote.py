@@ -115,31 +115,12 @@ def open_input(path: str) -> BinaryIO:
         raise storage_error(error, path, "opening it") from None
 
 
-def read_range(path: str, start: int, end: int) -> bytes:
-    fs, inner = filesystem(path)
-    try:
-        return fs.cat_file(inner, start=start, end=end)
-    except storage_errors() as error:
-        raise storage_error(error, path, "reading it") from None
-
-
 def version_of(info: dict) -> str:
     """What changes when an object is replaced: its ETag (S3, GCS), else its modification time."""
     for key in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "updated", "last_commit"):
         if info.get(key) is not None:
             return str(info[key])
     return ""
-
-
-def input_version(path: str) -> list:
-    """(size, version) of an object for the run key: an object replaced since an interrupted run
-    invalidates that run's partitions, as a local file's size and mtime do."""
-    fs, inner = filesystem(path)
-    try:
-        info = fs.info(inner)
-    except storage_errors() as error:
-        raise storage_error(error, path, "checking it") from None
-    return [public_url(path), info.get("size"), version_of(info)]
 
 
 def local_copy(url: str) -> Path:

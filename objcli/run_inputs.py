@@ -13,7 +13,7 @@ from .config import TransformConfig
 from .errors import ObjcliError
 from .mixture import parse_sources
 from .readers.inputs import STDIN
-from .remote import input_version, is_url, public_url
+from .remote import is_url, public_url
 
 
 def make_run_key(fingerprint: str, files) -> str:
@@ -27,7 +27,7 @@ def make_run_key(fingerprint: str, files) -> str:
             stats.append([f.path, os.urandom(16).hex()])
             continue
         if is_url(f.path):
-            stats.append(input_version(f.path))
+            stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
             continue
         try:
             stat = os.stat(f.path)

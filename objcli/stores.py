@@ -31,6 +31,7 @@ import shutil
 import socket
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .errors import ObjcliError
@@ -39,6 +40,8 @@ from .files import file_sha256, write_json_atomically
 from .remote import filesystem, is_url, join, public_url, storage_error, storage_errors
 
 LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
+UPLOADS_AHEAD = 2  # finished shards waiting for their upload, per partition
+COPIES_AT_ONCE = 16  # server-side copies in flight when shards get their final names
 
 
 def open_store(location: str | Path) -> LocalStore | RemoteStore:
@@ -98,16 +101,20 @@ class LocalStore:
     def fetch(self, name: str, folder: Path) -> None:
         """A file of this store into ``folder`` (the staging folder: already there)."""
 
-    def promote(self, work: LocalStore, old: str, new: str) -> bool:
-        """Move a work file to its final name here; False if it is gone (moved by an earlier try)."""
-        if not (work.path / old).exists():
-            return False
-        os.replace(work.path / old, self.path / new)
-        crash_point("rename")
-        return True
+    def promote(self, work: LocalStore, renames: list[tuple[str, str]]) -> list[str]:
+        """Move work files to their final names here; returns the work names found nowhere (a file
+        already moved by an earlier try is where it belongs)."""
+        missing = []
+        for old, new in renames:
+            if (work.path / old).exists():
+                os.replace(work.path / old, self.path / new)
+                crash_point("rename")
+            elif not (self.path / new).exists():
+                missing.append(old)
+        return missing
 
-    def exists(self, name: str) -> bool:
-        return (self.path / name).exists()
+    def flush(self) -> None:
+        """Files are in place as soon as they are written."""
 
     def stamp(self, name: str) -> None:
         os.utime(self.path / name)
@@ -152,6 +159,8 @@ class RemoteStore:
             raise ObjcliError(f"output {self.where}: '.' and '..' are not followed in object keys; name the prefix plainly")
         self.fs, self.root = filesystem(self.url)
         self._staging: Path | None = None
+        self._uploader: ThreadPoolExecutor | None = None
+        self._uploads: list[Future] = []
 
     def child(self, folder: str) -> RemoteStore:
         return RemoteStore(join(self.url, folder))
@@ -176,6 +185,9 @@ class RemoteStore:
         return self._staging
 
     def close(self) -> None:
+        if self._uploader is not None:
+            self._uploader.shutdown(wait=True, cancel_futures=True)
+            self._uploader, self._uploads = None, []
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
@@ -231,11 +243,24 @@ class RemoteStore:
         return info.get("size") == size
 
     def publish(self, path: Path) -> None:
-        """Upload a finished file from the staging folder (s3fs uploads large files in parts and
-        completes them last), then free its local space."""
+        """Upload a finished file from the staging folder on a thread of its own, so the partition
+        goes on meanwhile; at most ``UPLOADS_AHEAD`` wait, which bounds the staging folder's size."""
+        if self._uploader is None:
+            self._uploader = ThreadPoolExecutor(1, thread_name_prefix="objcli-upload")
+        if len(self._uploads) >= UPLOADS_AHEAD:
+            self._uploads.pop(0).result()
+        self._uploads.append(self._uploader.submit(self._upload, path))
+
+    def _upload(self, path: Path) -> None:
+        """s3fs uploads a large file in parts and completes the upload last: the object appears whole."""
         self._call("uploading it", path.name, self.fs.put_file, str(path), self.key(path.name))
         crash_point("upload")
         path.unlink()
+
+    def flush(self) -> None:
+        """Wait for every upload; the first failure is raised here."""
+        while self._uploads:
+            self._uploads.pop(0).result()
 
     def fetch(self, name: str, folder: Path) -> None:
         if not (folder / name).exists():
@@ -243,14 +268,20 @@ class RemoteStore:
             self._call("downloading it", name, self.fs.get_file, self.key(name), str(temp))
             os.replace(temp, folder / name)
 
-    def promote(self, work: RemoteStore, old: str, new: str) -> bool:
-        """Copy a work object to its final key (a server-side copy; the work prefix is removed only
-        after the manifest, so a finish that died halfway copies again)."""
-        if not work.exists(old):
-            return False
-        self._call("copying it into place", new, self.fs.copy, work.key(old), self.key(new))
-        crash_point("rename")
-        return True
+    def promote(self, work: RemoteStore, renames: list[tuple[str, str]]) -> list[str]:
+        """Copy work objects to their final keys, server-side and many at a time (the work prefix
+        is removed only after the manifest, so a finish that died halfway copies again); returns
+        the work names found nowhere."""
+        present = set(work.names())
+        todo = [(old, new) for old, new in renames if old in present]
+        missing = [old for old, new in renames if old not in present and not self.exists(new)]
+        for start in range(0, len(todo), COPIES_AT_ONCE):
+            chunk = todo[start : start + COPIES_AT_ONCE]
+            self._call("copying it into place", chunk[0][1], self.fs.copy,
+                       [work.key(old) for old, _ in chunk], [self.key(new) for _, new in chunk])
+            for _ in chunk:
+                crash_point("rename")
+        return missing
 
     def exists(self, name: str) -> bool:
         return self.matches(name, "", None) is not None

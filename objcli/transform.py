@@ -234,8 +234,11 @@ def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
     for name in (n for s in shards for n in s.files) if remote else ():
         folder.work_store.fetch(name, work)
     config = plan.config
-    return shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
-                        publish=folder.work_store.publish if remote else None)
+    shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
+                            publish=folder.work_store.publish if remote else None)
+    if remote:
+        folder.work_store.flush()
+    return shuffled
 
 
 def _bounds_json(plan: RunPlan) -> dict:

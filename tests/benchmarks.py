@@ -215,12 +215,15 @@ LocalPipelineExecutor(
     return {"seconds": seconds, "text_bytes": text_bytes, "tokens": tokens, "peak_rss": peak}
 
 
-def objcli_transform(paths: list[Path], *extra: str) -> dict:
+def objcli_transform(paths: list, *extra: str, output: str | None = None) -> dict:
+    """One CLI run into OUT (or ``output``, a URL: then the manifest is not read back)."""
     shutil.rmtree(OUT, ignore_errors=True)
     tokenizer = [] if "-t" in extra else ["-t", str(TOKENIZER)]
     command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), *tokenizer,
-               "--seq-len", "2048", "-o", str(OUT), "--quiet", *extra]
+               "--seq-len", "2048", "-o", str(output or OUT), "--quiet", *extra]
     seconds, peak, _ = _run_tree(command)
+    if output:
+        return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0]}
     totals = json.loads((OUT / "manifest.json").read_text())["totals"]
     return {"seconds": seconds, "text_bytes": totals["text_bytes"], "tokens": totals["tokens"], "peak_rss": peak,
             "cpu": _last_cpu[0]}
@@ -710,6 +713,9 @@ def main() -> None:
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
 
     peers_table(paths)
+    from bench_storage import storage_table
+
+    storage_table(paths, objcli_transform)
     shuffle_table(paths)
     memory_table(paths)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
-from ..remote import is_url, open_input, read_range
+from ..remote import is_url, open_input, version_of
 from .objects import list_objects
 
 STDIN = "-"
@@ -50,6 +50,7 @@ class InputFile:
     format: str  # text | jsonl | parquet; "auto" for a stream: decided from its first bytes
     compression: str | None
     size: int | None  # bytes on disk; None for a stream
+    version: str = ""  # an object's ETag or modification time, from its listing (for the run key)
 
     @property
     def is_stream(self) -> bool:
@@ -206,9 +207,10 @@ def _describe_file(path: str, requested_format: str) -> InputFile:
     return InputFile(path, fmt, compression, os.path.getsize(path))
 
 
-def _describe_object(url: str, size: int, requested_format: str) -> InputFile:
-    """As ``_describe_file``, for an object: its first bytes come from one ranged read."""
-    compression = sniff_compression(read_range(url, 0, 8)) if size else None
+def _describe_object(url: str, info: dict, requested_format: str) -> InputFile:
+    """As ``_describe_file``, for a listed object (its size, version and first bytes)."""
+    size = info.get("size") or 0
+    compression = sniff_compression(info["head"]) if size else None
     fmt = requested_format if requested_format != "auto" else _format_from_name(url)
     if fmt is None:
         with open_input(url) as raw, decompressing_reader(raw, compression) as f:
@@ -216,7 +218,7 @@ def _describe_object(url: str, size: int, requested_format: str) -> InputFile:
     if fmt == "parquet" and compression is not None:
         raise ObjcliError(f"input {url}: Parquet inside {compression} compression cannot be read in place; "
                           "decompress it first (Parquet compresses its own pages)")
-    return InputFile(url, fmt, compression, size)
+    return InputFile(url, fmt, compression, size, version_of(info))
 
 
 def _read_head(f: BinaryIO, path: str) -> bytes:
@@ -288,7 +290,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
             continue
         if is_url(spec):
             objects = list_objects(spec, lambda name: _format_from_name(name) is not None)
-            files.extend(_describe_object(url, info.get("size") or 0, requested_format) for url, info in objects)
+            files.extend(_describe_object(url, info, requested_format) for url, info in objects)
             continue
         if glob.has_magic(spec):
             matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))

@@ -14,7 +14,8 @@ OUTPUT_MARKERS = (".objcli-tmp", "manifest.json")
 
 
 def list_objects(spec: str, is_data_name: Callable[[str], bool]) -> list[tuple[str, dict]]:
-    """(URL, info) of every data object the spec names, sorted by key."""
+    """(URL, info) of every data object the spec names, sorted by key; each info also holds the
+    object's first 8 bytes (``head``)."""
     fs, inner = filesystem(spec)
     try:
         if glob.has_magic(inner):
@@ -32,7 +33,13 @@ def list_objects(spec: str, is_data_name: Callable[[str], bool]) -> list[tuple[s
             raise FileNotFoundError(inner)
     except storage_errors() as error:
         raise storage_error(error, spec, "listing it") from None
-    return [(fs.unstrip_protocol(path), found[path]) for path in sorted(found)]
+    paths = sorted(found)
+    try:
+        # Every object's first bytes (its compression's magic) in one concurrent batch of ranged reads.
+        heads = fs.cat_ranges(paths, [0] * len(paths), [8] * len(paths)) if paths else []
+    except storage_errors() as error:
+        raise storage_error(error, spec, "reading the first bytes of its objects") from None
+    return [(fs.unstrip_protocol(path), {**found[path], "head": head}) for path, head in zip(paths, heads)]
 
 
 def _folder_objects(fs, root: str, is_data_name) -> dict[str, dict]:
