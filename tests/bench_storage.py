@@ -50,43 +50,56 @@ def moto_endpoint():
         server.wait()
 
 
-def storage_table(paths: list[Path], transform, repeats: int = 3) -> None:
-    """``transform(inputs, *extra, output=...)`` is benchmarks.objcli_transform."""
+def storage_table(paths: list[Path], big: Path, transform, repeats: int = 3) -> None:
+    """``transform(inputs, *extra, output=...)`` is benchmarks.objcli_transform; ``big`` is the
+    corpus ten times over in one file, read from the bucket and from disk (2 runs each): with
+    start-up a smaller share, the steady-state ratio."""
     import s3fs
 
-    megabytes = sum(p.stat().st_size for p in paths) / 1e6
+    local_out = str(Path(__file__).resolve().parent.parent / "bench_out")
     with moto_endpoint() as server:
         fs = s3fs.S3FileSystem(skip_instance_cache=True)
         fs.mkdir("bench")
-        for path in paths:
-            fs.put_file(str(path), f"bench/corpus/{path.name}")
-        local_out = str(Path(__file__).resolve().parent.parent / "bench_out")
+        for path in [*paths, big]:
+            fs.put_file(str(path), f"bench/{'big' if path == big else 'corpus'}/{path.name}")
         variants = {
             "local disk -> local disk": (paths, local_out),
             "s3 -> local disk": (["s3://bench/corpus/"], local_out),
             "local disk -> s3": (paths, "s3://bench/out"),
             "s3 -> s3": (["s3://bench/corpus/"], "s3://bench/out"),
         }
-        runs: dict[str, list[dict]] = {name: [] for name in variants}
-        for _ in range(repeats):
-            for name, (inputs, output) in variants.items():
-                before = sum(server.cpu_times()[:2])
-                run = transform(inputs, "--overwrite", output=output)
-                run["endpoint_cpu"] = sum(server.cpu_times()[:2]) - before
-                runs[name].append(run)
-        shutil.rmtree(local_out, ignore_errors=True)
+        runs = _interleaved(variants, transform, server, repeats)
+        ten = _interleaved({"10x, one file, local disk": ([big], local_out),
+                            "10x, one object, s3": (["s3://bench/big/"], local_out)}, transform, server, 2)
+    shutil.rmtree(local_out, ignore_errors=True)
+    _print(runs, sum(p.stat().st_size for p in paths) / 1e6, repeats)
+    _print(ten, big.stat().st_size / 1e6, 2)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import s3fs; s3fs.S3FileSystem().ls('bench')"], check=False,
+                   capture_output=True)
+    print(f"start-up that S3 adds (import s3fs, a client, one listing; a process of its own): "
+          f"{time.perf_counter() - started:.2f} s")
+
+
+def _interleaved(variants: dict, transform, server, repeats: int) -> dict[str, list[dict]]:
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, (inputs, output) in variants.items():
+            before = sum(server.cpu_times()[:2])
+            run = transform(inputs, "--overwrite", output=output)
+            run["endpoint_cpu"] = sum(server.cpu_times()[:2]) - before
+            runs[name].append(run)
+    return runs
+
+
+def _print(runs: dict[str, list[dict]], megabytes: float, repeats: int) -> None:
     print(f"\nObject storage (moto S3 on 127.0.0.1), clm --seq-len 2048, {megabytes:.0f} MB, "
           f"({repeats} interleaved runs each):")
     print(f"{'':26} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'moto CPU s':>11} {'vs local':>9}")
-    base = statistics.median(r["seconds"] for r in runs["local disk -> local disk"])
+    base = statistics.median(r["seconds"] for r in next(iter(runs.values())))
     for name, group in runs.items():
         walls = [r["seconds"] for r in group]
         cpu = statistics.median(r["cpu"] for r in group) / megabytes
         endpoint = statistics.median(r["endpoint_cpu"] for r in group)
         print(f"{name:26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} {endpoint:11.2f} "
               f"{base / statistics.median(walls):8.2f}x")
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import s3fs; s3fs.S3FileSystem().ls('bench')"], check=False,
-                   capture_output=True)
-    print(f"start-up that S3 adds (import s3fs, a client, one listing; a process of its own): "
-          f"{time.perf_counter() - started:.2f} s")
