@@ -25,7 +25,7 @@ from .errors import ObjcliError
 URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # The extra that brings each well-known protocol's package (pip install 'objcli[s3]').
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
-READ_BLOCK = 8 << 20  # one ranged GET per 8 MiB read ahead: bounded memory, few requests
+READ_BLOCK = 16 << 20  # one ranged GET per 16 MiB read ahead: bounded memory, few requests and round trips
 THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "503", "429")
 
 

@@ -242,8 +242,9 @@ def objcli_in_process(paths: list[Path]) -> dict:
     return {"seconds": seconds, "text_bytes": summary.totals["text_bytes"], "tokens": summary.totals["tokens"]}
 
 
-def ten_times_corpus(paths: list[Path]) -> Path:
-    """The corpus ten times over, in one file."""
+def memory_table(paths: list[Path]) -> None:
+    """Peak RSS of the whole process tree at defaults: the corpus, 10x the corpus in one file, and
+    one 200 MB document. The goal: 10x within 10 % of 1x, all under 1 GiB."""
     big = DATA / "memory" / "corpus-x10.jsonl"  # not beside the corpus: peers read that folder
     one = b"".join(p.read_bytes() for p in paths)
     if not big.exists() or big.stat().st_size != 10 * len(one):
@@ -251,13 +252,6 @@ def ten_times_corpus(paths: list[Path]) -> Path:
         with open(big, "wb") as f:
             for _ in range(10):
                 f.write(one)
-    return big
-
-
-def memory_table(paths: list[Path]) -> None:
-    """Peak RSS of the whole process tree at defaults: the corpus, 10x the corpus in one file, and
-    one 200 MB document. The goal: 10x within 10 % of 1x, all under 1 GiB."""
-    big = ten_times_corpus(paths)
     document = DATA / "memory" / "one-200MB-document.jsonl"
     if not document.exists():
         text = (ROOT / "sample_data" / "reference.txt").read_text(encoding="utf-8")
@@ -721,7 +715,7 @@ def main() -> None:
     peers_table(paths)
     from bench_storage import storage_table
 
-    storage_table(paths, ten_times_corpus(paths), objcli_transform)
+    storage_table(paths, objcli_transform)
     shuffle_table(paths)
     memory_table(paths)
 
