@@ -81,7 +81,7 @@ def marker_name(partition: int) -> str:
 
 def clear_partition(work: LocalStore | RemoteStore, partition: int) -> None:
     """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
-    for name in work.names():
+    for name in work.names(f"p{partition:05d}"):
         if name.startswith((f"p{partition:05d}.", f"p{partition:05d}-")):
             work.delete(name)
 
@@ -222,7 +222,7 @@ class OutputFolder:
             for name in store.names():
                 if is_shard_name(name):
                     store.delete(name)
-        self.work  # noqa: B018 - a local work folder is made here
+        work.staging()  # a local work folder is made here
         work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ check a kept file   sha256 of its bytes                  its size (reading it ba
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -65,8 +66,11 @@ class LocalStore:
         self.path.mkdir(parents=True, exist_ok=True)
         return self.path
 
-    def names(self) -> list[str]:
-        return sorted(p.name for p in self.path.iterdir() if p.is_file()) if self.path.is_dir() else []
+    def names(self, prefix: str = "") -> list[str]:
+        """Names of the files directly in the folder (those starting with ``prefix``)."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.glob(f"{glob.escape(prefix)}*") if p.is_file())
 
     def read_json(self, name: str) -> dict | None:
         try:
@@ -192,10 +196,15 @@ class RemoteStore:
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
 
-    def names(self) -> list[str]:
+    def names(self, prefix: str = "") -> list[str]:
+        """Names of the objects directly under the prefix (those starting with ``prefix``: one
+        listing of just those keys)."""
         self.fs.invalidate_cache(self.root)  # listings are cached by the client; a resume needs them fresh
         try:
-            entries = self.fs.ls(self.root, detail=True)
+            if prefix:
+                entries = self.fs.glob(f"{self.root}/{glob.escape(prefix)}*", detail=True).values()
+            else:
+                entries = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
             return []
         except storage_errors() as error:
@@ -230,8 +239,10 @@ class RemoteStore:
             raise storage_error(error, join(self.url, name), "deleting it") from None
 
     def remove(self) -> None:
-        for name in self.names():
-            self.delete(name)
+        """Delete every object directly under the prefix (S3 deletes up to 1,000 in one request)."""
+        names = self.names()
+        if names:
+            self._call("deleting it", "", self.fs.rm, [self.key(name) for name in names])
 
     def matches(self, name: str, sha256: str, size: int | None) -> bool | None:
         try:
@@ -252,10 +263,15 @@ class RemoteStore:
         self._uploads.append(self._uploader.submit(self._upload, path))
 
     def _upload(self, path: Path) -> None:
-        """s3fs uploads a large file in parts and completes the upload last: the object appears whole."""
-        self._call("uploading it", path.name, self.fs.put_file, str(path), self.key(path.name))
+        self.upload(path, path.name)
         crash_point("upload")
         path.unlink()
+
+    def upload(self, path: Path, name: str) -> str:
+        """Upload a local file as ``name`` (s3fs uploads a large file in parts and completes the
+        upload last: the object appears whole); returns its URL."""
+        self._call("uploading it", name, self.fs.put_file, str(path), self.key(name))
+        return join(self.url, name)
 
     def flush(self) -> None:
         """Wait for every upload; the first failure is raised here."""
@@ -338,6 +354,4 @@ def share_tokenizer(path: str, work: RemoteStore) -> str:
     source = Path(path)
     if source.is_dir():
         source = source / "tokenizer.json"
-    name = f"tokenizer.{source.name}"
-    work._call("uploading the tokenizer", name, work.fs.put_file, str(source), work.key(name))
-    return join(work.url, name)
+    return work.upload(source, f"tokenizer.{source.name}")
