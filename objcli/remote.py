@@ -10,6 +10,7 @@ roles); objcli never takes, logs or records them, and ``public_url`` strips what
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -26,7 +27,9 @@ URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # The extra that brings each well-known protocol's package (pip install 'objcli[s3]').
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
 READ_BLOCK = 16 << 20  # one ranged GET per 16 MiB read ahead: bounded memory, few requests and round trips
-THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "503", "429")
+# How throttling shows once the client's own retries are spent (s3fs turns S3's SlowDown into EBUSY).
+THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "reduce your request rate",
+             "Rate exceeded", "Service Unavailable", "503", "429")
 
 
 def is_url(spec: str | os.PathLike) -> bool:
@@ -85,7 +88,7 @@ def storage_error(error: BaseException, url: str, action: str = "") -> ObjcliErr
         return ObjcliError(f"{where}: no such object or prefix{doing}; check the URL")
     if isinstance(error, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
         return ObjcliError(f"{where}: access denied{doing} ({text}); check the credentials' permissions on it")
-    if any(code in text or code in name for code in THROTTLED):
+    if getattr(error, "errno", None) == errno.EBUSY or any(code in text or code in name for code in THROTTLED):
         return ObjcliError(
             f"{where}: the storage service is throttling requests and retries did not get through{doing} ({text}); "
             "rerun later or with fewer --workers (finished partitions are kept)"

@@ -295,3 +295,21 @@ def test_any_fsspec_protocol_works_in_and_out(corpus, sample_tokenizer, tmp_path
     assert written.keys() == expected.keys()
     assert all(written[k] == expected[k] for k in written if k != "manifest.json")
     memory.rm("/objcli-test", recursive=True)
+
+
+@pytest.mark.parametrize("code, message, expected", [
+    ("AccessDenied", "Access Denied", "s3://b/k: access denied (reading it) (Access Denied); check the credentials' permissions"),
+    ("SlowDown", "Please reduce your request rate.", "s3://b/k: the storage service is throttling requests and retries did not"),
+    ("Throttling", "Rate exceeded", "s3://b/k: the storage service is throttling requests"),
+    ("NoSuchBucket", "The specified bucket does not exist", "s3://b/k: no such bucket 'b' (reading it)"),
+])
+def test_service_errors_as_the_client_raises_them_are_one_line(code, message, expected):
+    """Errors moto does not produce on demand, built as botocore raises them and translated by s3fs
+    itself, then by objcli."""
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    from objcli.remote import storage_error
+
+    raised = translate_boto_error(ClientError({"Error": {"Code": code, "Message": message}}, "GetObject"))
+    assert str(storage_error(raised, "s3://b/k", "reading it")).startswith(expected)
