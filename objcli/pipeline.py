@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -47,6 +49,7 @@ class PartitionTask:
     split_bounds: tuple = ()  # --split: (split index, upper bound of its interval of u), from first_pass
     mixture_rate: float = 1.0  # --source: copies per document of this partition's source, from first_pass
     source_index: int = -1  # --source: the value of the rows' source column
+    process_threads: int = 1  # tokenizer threads shared by the partitions running in this process
 
 
 @dataclass
@@ -273,7 +276,36 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
             yield _take(texts, keep)
 
 
+class _Running:
+    """The partitions running in this process now."""
+
+    count = 0
+    lock = threading.Lock()
+
+
+@contextmanager
+def _running_partition() -> Iterator[None]:
+    with _Running.lock:
+        _Running.count += 1
+    try:
+        yield
+    finally:
+        with _Running.lock:
+            _Running.count -= 1
+
+
+def encode_threads(task: PartitionTask) -> int:
+    """Tokenizer threads for the next batch: this process's threads shared among the partitions
+    running in it now, never fewer than the task's own share. Tokens never depend on it."""
+    return max(task.threads, task.process_threads // max(1, _Running.count))
+
+
 def _run_partition(task: PartitionTask, work, report) -> PartitionResult:
+    with _running_partition():
+        return _run_partition_counted(task, work, report)
+
+
+def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
     clear_partition(work, task.partition.index)  # whatever a dead attempt left
@@ -288,7 +320,7 @@ def _run_partition(task: PartitionTask, work, report) -> PartitionResult:
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()
 
     def encode(texts: list[str]):
-        return tokenizer.encode(texts, task.threads)
+        return tokenizer.encode(texts, encode_threads(task))
 
     documents = itertools.chain.from_iterable(_documents_of_pass(task, options, log, tokenizer, j)
                                     for j in range(passes(task.mixture_rate)))

@@ -130,11 +130,14 @@ def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, 
     pooled_count = sum(not p.input.is_stream for p in todo)
     processes = max(1, min(workers, pooled_count))
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
+    # Partitions on threads of this process share its cores: one left running alone (a run's tail,
+    # the last range of one big file) takes them all (pipeline.encode_threads).
+    shared = workers if executor == "local" and plan.pool == "threads" else threads
     sources = list(plan.mixture)
     config = dataclasses.replace(plan.config, tokenizer=plan.task_tokenizer) if plan.task_tokenizer else plan.config
     tasks = [PartitionTask(p, config, plan.tokenizer.special, work, threads, run_key, plan.fingerprint,
                            plan.split_bounds, plan.mixture[p.source]["rate"] if p.source else 1.0,
-                           sources.index(p.source) if p.source else -1) for p in todo]
+                           sources.index(p.source) if p.source else -1, shared) for p in todo]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []

@@ -342,3 +342,24 @@ def test_bad_split_specs_are_one_line_errors(spec):
 
     with pytest.raises(ObjcliError, match=f"--split {spec}"):
         parse_splits(spec)
+
+
+def test_a_partition_running_alone_gets_the_process_threads(small_corpus, sample_tokenizer, tmp_path):
+    """Threads of one process share its tokenizer threads among the partitions running now; the
+    shares change the schedule, never the tokens (the bytes match a one-worker run)."""
+    from objcli import pipeline
+
+    seen = []
+    original = pipeline.encode_threads
+    pipeline.encode_threads = lambda task: seen.append((original(task), pipeline._Running.count)) or seen[-1][0]
+    try:
+        run_transform([small_corpus], sample_tokenizer, tmp_path / "two", workers=2, pool="threads",
+                      partition_size="20000")
+    finally:
+        pipeline.encode_threads = original
+    assert {threads for threads, running in seen if running == 1} == {2}  # the tail, alone
+    assert {threads for threads, running in seen if running == 2} == {1}  # two at once: one each
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "one", workers=1, partition_size="20000")
+    assert {k: v for k, v in folder_bytes(tmp_path / "two").items() if k != "manifest.json"} == {
+        k: v for k, v in folder_bytes(tmp_path / "one").items() if k != "manifest.json"}
+    assert pipeline._Running.count == 0
