@@ -1,5 +1,6 @@
 """The real sample tokenizer, real corpora, every output format read back by real readers."""
 
+import dataclasses
 import json
 import struct
 import subprocess
@@ -344,22 +345,16 @@ def test_bad_split_specs_are_one_line_errors(spec):
         parse_splits(spec)
 
 
-def test_a_partition_running_alone_gets_the_process_threads(small_corpus, sample_tokenizer, tmp_path):
-    """Threads of one process share its tokenizer threads among the partitions running now; the
-    shares change the schedule, never the tokens (the bytes match a one-worker run)."""
-    from objcli import pipeline
+def test_a_partition_running_alone_gets_the_process_threads():
+    """Threads of one process share its tokenizer threads among the partitions running now, never
+    fewer than a task's own share (that the tokens never depend on it: the workers tests above)."""
+    from objcli.pipeline import PartitionTask, _running_partition, encode_threads
 
-    seen = []
-    original = pipeline.encode_threads
-    pipeline.encode_threads = lambda task: seen.append((original(task), pipeline._Running.count)) or seen[-1][0]
-    try:
-        run_transform([small_corpus], sample_tokenizer, tmp_path / "two", workers=2, pool="threads",
-                      partition_size="20000")
-    finally:
-        pipeline.encode_threads = original
-    assert {threads for threads, running in seen if running == 1} == {2}  # the tail, alone
-    assert {threads for threads, running in seen if running == 2} == {1}  # two at once: one each
-    run_transform([small_corpus], sample_tokenizer, tmp_path / "one", workers=1, partition_size="20000")
-    assert {k: v for k, v in folder_bytes(tmp_path / "two").items() if k != "manifest.json"} == {
-        k: v for k, v in folder_bytes(tmp_path / "one").items() if k != "manifest.json"}
-    assert pipeline._Running.count == 0
+    task = PartitionTask(partition=None, config=None, special=None, folder="", threads=1, process_threads=4)
+    with _running_partition():
+        assert encode_threads(task) == 4  # alone: a run's tail
+        with _running_partition(), _running_partition():
+            assert encode_threads(task) == 1  # three running: 4 // 3
+            assert encode_threads(dataclasses.replace(task, threads=3)) == 3  # never below its own share
+        with _running_partition():
+            assert encode_threads(task) == 2

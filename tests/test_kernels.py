@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.kernels.packing import pack_concat, segments_and_positions
-from objcli.kernels.ragged import add_boundary_tokens, item_index, lengths_to_offsets, split_long_items
+from objcli.kernels.ragged import add_boundary_tokens, lengths_to_offsets, split_long_items
 
 docs_strategy = st.lists(st.lists(st.integers(0, 30_000), max_size=40), max_size=25)
 
@@ -56,10 +56,9 @@ def test_split_long_items_matches_reference(docs, max_length):
 
 def _pack(docs, seq_len, pad_id=None, overlap=0):
     tokens, offsets = ragged(docs)
-    doc_ids = item_index(offsets)
     first = np.zeros(len(tokens), dtype=bool)
     first[offsets[:-1][np.diff(offsets) > 0]] = True
-    return pack_concat(tokens, doc_ids, first, seq_len, pad_id, overlap), tokens
+    return pack_concat(tokens, first, seq_len, pad_id, overlap), tokens
 
 
 @settings(max_examples=300)

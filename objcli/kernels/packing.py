@@ -33,20 +33,25 @@ def segments_and_positions(doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
     Padding is marked by ``PADDING_DOC`` and gets segment 0 and position 0.
     """
-    rows, seq_len = doc_ids.shape
     starts = np.empty(doc_ids.shape, dtype=bool)
-    starts[:, 0] = True
     np.not_equal(doc_ids[:, 1:], doc_ids[:, :-1], out=starts[:, 1:])
-    has_padding = rows > 0 and bool(np.any(doc_ids[:, -1] == PADDING_DOC))  # padding only ever ends a row
-    if has_padding:
-        padding = doc_ids == PADDING_DOC
+    has_padding = len(doc_ids) > 0 and bool(np.any(doc_ids[:, -1] == PADDING_DOC))  # padding only ever ends a row
+    return segments_from_starts(starts, doc_ids == PADDING_DOC if has_padding else None)
+
+
+def segments_from_starts(starts: np.ndarray, padding: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Segment ids and positions from a (rows, seq_len) boolean array marking where documents
+    start (modified in place: every row starts a segment); ``padding`` marks padding, if any."""
+    rows, seq_len = starts.shape
+    starts[:, 0] = True
+    if padding is not None:
         starts &= ~padding
     segment_ids = np.cumsum(starts, axis=1, dtype=np.int32)
     column = np.arange(seq_len, dtype=np.int32)
     segment_start = np.where(starts, column, np.int32(0))
     np.maximum.accumulate(segment_start, axis=1, out=segment_start)
     positions = np.subtract(column, segment_start, out=segment_start)
-    if has_padding:
+    if padding is not None:
         segment_ids[padding] = 0
         positions[padding] = 0
     return segment_ids, positions
@@ -54,7 +59,6 @@ def segments_and_positions(doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def pack_concat(
     tokens: np.ndarray,
-    doc_ids: np.ndarray,
     first_token: np.ndarray,
     seq_len: int,
     pad_id: int | None = None,
@@ -62,11 +66,12 @@ def pack_concat(
 ) -> PackedRows:
     """Cut a stream of documents (already joined with EOS) into rows of ``seq_len``.
 
-    ``doc_ids`` gives each token's document and ``first_token`` flags each document's first
-    token. Only full rows are made, unless ``pad_id`` is given: then the tail becomes one last
-    row padded with ``pad_id``. With ``overlap`` 1, consecutive rows share a token (the last of
-    one row is the first of the next), as Megatron-LM's ``seq_len + 1`` windows do, so every token
-    but the stream's first is a next-token label exactly once; the shared token stays unconsumed.
+    ``first_token`` flags each document's first token: segments are read from it, so no
+    per-token array of document ids is ever built. Only full rows are made, unless ``pad_id`` is
+    given: then the tail becomes one last row padded with ``pad_id``. With ``overlap`` 1,
+    consecutive rows share a token (the last of one row is the first of the next), as
+    Megatron-LM's ``seq_len + 1`` windows do, so every token but the stream's first is a next-token
+    label exactly once; the shared token stays unconsumed.
     """
     stride = seq_len - overlap
     num_full = max(len(tokens) - overlap, 0) // stride
@@ -75,19 +80,22 @@ def pack_concat(
     if padded:
         pad = seq_len - tail
         tokens = np.concatenate([tokens, np.full(pad, pad_id, dtype=tokens.dtype)])
-        doc_ids = np.concatenate([doc_ids, np.full(pad, PADDING_DOC, dtype=doc_ids.dtype)])
         first_token = np.concatenate([first_token, np.zeros(pad, dtype=bool)])
     num_rows = num_full + padded
     # Row r is the stream's tokens [r * stride, r * stride + seq_len): a strided view, one copy.
-    row_docs = stream_rows(doc_ids, num_rows, seq_len, stride)
-    segment_ids, positions = segments_and_positions(row_docs)
+    row_starts = stream_rows(first_token, num_rows, seq_len, stride)
     # A document is counted in the row holding its first token outside the shared one.
-    starts = stream_rows(first_token, num_rows, seq_len, stride)[:, : stride if overlap else seq_len]
+    documents_started = row_starts[:, : stride if overlap else seq_len].sum(axis=1)
+    padding = None
+    if padded:
+        padding = np.zeros(row_starts.shape, dtype=bool)
+        padding[-1, tail:] = True
+    segment_ids, positions = segments_from_starts(np.array(row_starts, dtype=bool, copy=True), padding)
     return PackedRows(
         input_ids=stream_rows(tokens, num_rows, seq_len, stride),
         segment_ids=segment_ids,
         positions=positions,
-        documents_started=starts.sum(axis=1),
+        documents_started=documents_started,
         consumed=num_full * stride + (tail if padded else 0),
     )
 

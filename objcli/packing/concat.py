@@ -14,9 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..kernels import PADDING_DOC
 from ..kernels.packing import pack_concat, stream_rows
-from ..kernels.ragged import item_index
 from ..rows import ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
@@ -30,11 +28,10 @@ class ConcatPacker:
         self.tag_names = per_example_names(settings)
         self.counters: Counter = Counter()
         self.carry_tokens = np.zeros(0, dtype=np.int32)
-        self.carry_docs = np.zeros(0, dtype=np.int64)
-        self.carry_first = np.zeros(0, dtype=bool)
+        self.carry_first = np.zeros(0, dtype=bool)  # each document's first token
         self.carry_tags = {name: np.zeros(0, dtype=np.int32) for name in self.tag_names}
-        self.documents_seen = 0
-        self.last_split_doc = PADDING_DOC
+        self.firsts_consumed = 0  # documents that started before the carry (their ordinals come first)
+        self.last_split_doc = -1
 
     def columns(self) -> list[ColumnSpec]:
         return packed_columns(self.settings, "fixed")
@@ -45,13 +42,10 @@ class ConcatPacker:
         ids = examples.columns["input_ids"]
         tokens, offsets = ids.values, ids.offsets
         lengths = np.diff(offsets)
-        docs = self.documents_seen + item_index(offsets)
-        self.documents_seen += len(lengths)
         first = np.zeros(len(tokens), dtype=bool)
         first[offsets[:-1][lengths > 0]] = True
         count_empty(lengths, self.counters)
         self.carry_tokens = np.concatenate([self.carry_tokens, tokens])
-        self.carry_docs = np.concatenate([self.carry_docs, docs])
         self.carry_first = np.concatenate([self.carry_first, first])
         for name in self.tag_names:
             token_tags = np.repeat(examples.columns[name].astype(np.int32), lengths)
@@ -67,28 +61,32 @@ class ConcatPacker:
         return rows
 
     def _emit(self, pad: bool) -> RowBatch | None:
-        stream, stream_docs, stream_first = self.carry_tokens, self.carry_docs, self.carry_first
-        packed = pack_concat(stream, stream_docs, stream_first, self.seq_len, self.pad_id if pad else None, self.overlap)
+        stream, stream_first = self.carry_tokens, self.carry_first
+        packed = pack_concat(stream, stream_first, self.seq_len, self.pad_id if pad else None, self.overlap)
         rest = packed.consumed
-        self.carry_tokens, self.carry_docs, self.carry_first = stream[rest:], stream_docs[rest:], stream_first[rest:]
+        self.carry_tokens, self.carry_first = stream[rest:], stream_first[rest:]
         stream_tags = self.carry_tags
         self.carry_tags = {name: tags[rest:] for name, tags in stream_tags.items()}
         rows = len(packed.input_ids)
         if rows == 0:
             return None
         self.rows_made += rows
-        self._count_split_documents(stream_docs, stream_first, rows)
+        self._count_split_documents(stream_first, rows)
+        self.firsts_consumed += int(np.count_nonzero(stream_first[:rest]))
         padding = np.sum(packed.segment_ids == 0, axis=1)
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
         for name, tags in stream_tags.items():
             columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
         return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
 
-    def _count_split_documents(self, stream_docs, stream_first, rows) -> None:
-        """A document is split when a row starts in its middle; count each document once."""
+    def _count_split_documents(self, stream_first, rows) -> None:
+        """A document is split when a row starts in its middle; count each document once. A
+        document is known by its ordinal: the firsts up to a row's start, counted from the
+        partition's beginning."""
         row_starts = np.arange(rows, dtype=np.int64) * self.stride
-        continued = ~stream_first[row_starts] & (stream_docs[row_starts] != PADDING_DOC)
-        split_docs = np.unique(stream_docs[row_starts[continued]])
+        firsts = np.flatnonzero(stream_first[: row_starts[-1] + 1])
+        ordinals = self.firsts_consumed + np.searchsorted(firsts, row_starts, side="right") - 1
+        split_docs = np.unique(ordinals[~stream_first[row_starts]])
         split_docs = split_docs[split_docs != self.last_split_doc]
         if len(split_docs):
             self.last_split_doc = int(split_docs[-1])
