@@ -195,30 +195,29 @@ def _describe_file(path: str, requested_format: str) -> InputFile:
             f"input {path}: cannot read ({error.strerror}); check the path and its permissions"
         ) from None
     compression = sniff_compression(head)
-    fmt = requested_format if requested_format != "auto" else _format_from_name(path)
-    if fmt is None:
-        with open(path, "rb") as raw, decompressing_reader(raw, compression) as f:
-            fmt = sniff_format(_read_head(f, path))
-    if fmt == "parquet" and compression is not None:
-        raise ObjcliError(
-            f"input {path}: Parquet inside {compression} compression cannot be read in place; "
-            "decompress it first (Parquet compresses its own pages)"
-        )
-    return InputFile(path, fmt, compression, os.path.getsize(path))
+    return InputFile(path, _content_format(path, compression, requested_format), compression, os.path.getsize(path))
 
 
 def _describe_object(url: str, info: dict, requested_format: str) -> InputFile:
     """As ``_describe_file``, for a listed object (its size, version and first bytes)."""
     size = info.get("size") or 0
     compression = sniff_compression(info["head"]) if size else None
-    fmt = requested_format if requested_format != "auto" else _format_from_name(url)
+    return InputFile(url, _content_format(url, compression, requested_format), compression, size, version_of(info))
+
+
+def _content_format(path: str, compression: str | None, requested_format: str) -> str:
+    """The format asked for, else the one the name says, else the one the decompressed first bytes
+    show; Parquet inside a compression stream is refused (it cannot be read by ranges)."""
+    fmt = requested_format if requested_format != "auto" else _format_from_name(path)
     if fmt is None:
-        with open_input(url) as raw, decompressing_reader(raw, compression) as f:
-            fmt = sniff_format(_read_head(f, url))
+        with open_input(path) as raw, decompressing_reader(raw, compression) as f:
+            fmt = sniff_format(_read_head(f, path))
     if fmt == "parquet" and compression is not None:
-        raise ObjcliError(f"input {url}: Parquet inside {compression} compression cannot be read in place; "
-                          "decompress it first (Parquet compresses its own pages)")
-    return InputFile(url, fmt, compression, size, version_of(info))
+        raise ObjcliError(
+            f"input {path}: Parquet inside {compression} compression cannot be read in place; "
+            "decompress it first (Parquet compresses its own pages)"
+        )
+    return fmt
 
 
 def _read_head(f: BinaryIO, path: str) -> bytes:
