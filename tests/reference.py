@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def add_boundary_tokens(docs: list[list[int]], bos, eos) -> list[list[int]]:
     out = []
@@ -346,3 +348,48 @@ def augment_view(view: list[int], crop_key: float, delete_keys: list[float], swa
             out[i], out[i + 1] = out[i + 1], out[i]
         swapped_left = drew
     return out
+
+
+SENTENCE_CANDIDATE = re.compile(r"""[.!?]["')\]]*(?=\s+["'(\[]?[A-Z0-9])""")
+PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
+
+
+def _is_letter(character: str) -> bool:
+    return re.fullmatch(r"[^\W\d_]", character) is not None
+
+
+def split_prose(text: str, abbreviations) -> list[str]:
+    """Paragraph by paragraph, candidate by candidate: a '.' ends no sentence when the word before
+    it (its run of letters and dots), lower-cased, is an abbreviation or a single letter."""
+    sentences = []
+    for paragraph in PARAGRAPH.split(text):
+        start = 0
+        for match in SENTENCE_CANDIDATE.finditer(paragraph):
+            end = match.start()
+            if paragraph[end] == ".":
+                word_start = end
+                while word_start > 0 and (_is_letter(paragraph[word_start - 1]) or paragraph[word_start - 1] == "."):
+                    word_start -= 1
+                word = paragraph[word_start:end]
+                if word.lower() in abbreviations or (len(word) == 1 and _is_letter(word)):
+                    continue
+            sentence = paragraph[start : match.end()].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = match.end()
+        rest = paragraph[start:].strip()
+        if rest:
+            sentences.append(rest)
+    return sentences
+
+
+def split_lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def pair_row(tokens_a: list[int], tokens_b: list[int], seq_len: int, cls: int, sep: int, pad: int):
+    """BERT's row, as ``create_instances_from_document`` lays it out: [CLS] A [SEP] (B [SEP]), padded."""
+    ids = [cls, *tokens_a, sep] + ([*tokens_b, sep] if tokens_b else [])
+    types = [0] * (len(tokens_a) + 2) + ([1] * (len(tokens_b) + 1) if tokens_b else [])
+    padding = seq_len - len(ids)
+    return ids + [pad] * padding, types + [0] * padding, [1] * len(ids) + [0] * padding

@@ -13,20 +13,37 @@ from objcli.kernels.masking import draw_with_replacement
 from objcli.kernels.pairs import Pairs, assemble_rows, electra_first_segment, truncate_pair
 from objcli.objectives.pairs import bert_pairs
 from objcli.rng import derive_rng
-from objcli.sentences import split_lines, split_prose
+from objcli.sentences import ABBREVIATIONS, SENTINEL, split_batch, split_sentences
 
 
 def test_prose_splitting_rules():
     text = 'Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday. "Really?" she asked. (Yes.) It was e.g. fine!\n\nNew paragraph 2 here'
-    assert split_prose(text) == [
+    assert split_sentences(text, "prose") == [
         "Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday.",
         '"Really?" she asked.',
         "(Yes.)",
         "It was e.g. fine!",
         "New paragraph 2 here",
     ]
-    assert split_prose("version 3.11 is out. Next") == ["version 3.11 is out.", "Next"]
-    assert split_lines("def f():\n\n    return 1\n") == ["def f():", "    return 1"]
+    assert split_sentences("version 3.11 is out. Next", "prose") == ["version 3.11 is out.", "Next"]
+    assert split_sentences("def f():\n\n    return 1\n", "lines") == ["def f():", "    return 1"]
+
+
+# Texts built from the characters the rules turn on: terminators, closers, openers, abbreviations'
+# letters in both cases, digits, a non-letter word character, whitespace of every kind, the sentinel.
+SPLIT_ALPHABET = st.sampled_from(list(".!?\"')([] \n\t\r\x0b\x1c\xa0" "aAdDrReEgGiIsStTxX19_\u00bd\u00e9\u00c9" + SENTINEL)
+                                 + ["Dr. ", "e.g. ", "i.e.", " J. ", "St.", "\n\n", "\n \n", ". A", "? (B", '." C'])
+
+
+@given(st.lists(st.lists(SPLIT_ALPHABET, max_size=40).map("".join), max_size=6), st.sampled_from(["prose", "lines"]))
+def test_batch_splitting_matches_text_by_text_reference(texts, mode):
+    """One regular expression over the joined batch cuts exactly where the reference's candidate
+    loop does, text by text, sentinel or not."""
+    slow = {"prose": lambda t: reference.split_prose(t, set(ABBREVIATIONS)), "lines": reference.split_lines}[mode]
+    expected = [slow(text) for text in texts]
+    sentences, counts = split_batch(texts, mode)
+    assert counts.tolist() == [len(e) for e in expected]
+    assert sentences == [s for e in expected for s in e]
 
 
 @given(st.integers(0, 60), st.integers(0, 60), st.integers(1, 80))
@@ -43,6 +60,22 @@ def test_row_layout():
     assert ids.tolist() == [[1, 100, 101, 102, 2, 110, 111, 2, 0, 0], [1, 105, 106, 2, 0, 0, 0, 0, 0, 0]]
     assert types.tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0] * 10]
     assert attention.tolist() == [[1] * 8 + [0, 0], [1] * 4 + [0] * 6]
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 6), st.integers(0, 30), st.integers(0, 6)), max_size=12))
+def test_rows_match_the_reference_layout(ranges):
+    """Every row against BERT's layout built token by token (A of 1-6 tokens, B of 0-6)."""
+    tokens = np.arange(1000, 1040, dtype=np.int32)
+    seq_len = 16
+    columns = [np.array([r[k] for r in ranges], dtype=np.int64).reshape(-1) for k in range(4)]
+    a_start, a_len, b_start, b_len = columns
+    pairs = Pairs(np.zeros(len(ranges), np.int64), a_start, a_start + a_len, b_start, b_start + b_len,
+                  np.zeros(len(ranges), np.int64))
+    ids, types, attention = assemble_rows(tokens, pairs, seq_len, cls_id=1, sep_id=2, pad_id=0)
+    for i, (a, la, b, lb) in enumerate(ranges):
+        expected = reference.pair_row(tokens[a:a + la].tolist(), tokens[b:b + lb].tolist(), seq_len, 1, 2, 0)
+        assert (ids[i].tolist(), types[i].tolist(), attention[i].tolist()) == expected
+    assert ids.dtype == types.dtype == attention.dtype == np.int32
 
 
 def synthetic(documents=300, seed=0):

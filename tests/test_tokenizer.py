@@ -54,6 +54,20 @@ def test_batched_encode_equals_one_call_per_document(sample_tokenizer, small_cor
         assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == [sp.encode(t) for t in texts]
 
 
+def test_joined_buffers_equal_the_public_encode(sample_tokenizer, small_corpus):
+    """The private buffer encode (joined once) is taken on SentencePiece 0.2 and gives the public
+    call's tokens; without it the public call is used."""
+    texts = ["", "x", *(small_corpus / "reference.txt").read_text().split("\n")[:300]]
+    tok = open_tokenizer(sample_tokenizer)
+    assert (tok._buffers is not None) == spm.__version__.startswith("0.2.")
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    expected = [sp.encode(t) for t in texts]
+    for buffers in (tok._buffers, None):
+        tok._buffers = buffers
+        tokens, offsets = tok.encode(texts)
+        assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+
+
 def test_decode_shows_specials_by_name(sample_tokenizer):
     tok = open_tokenizer(sample_tokenizer)
     ids = tok.encode(["Hello"])[0].tolist() + [2, 3]

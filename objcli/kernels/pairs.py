@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ragged import gather_ranges
+
 
 @dataclass
 class Pairs:
@@ -65,24 +67,29 @@ def assemble_rows(
     """``[CLS] A [SEP] B [SEP]`` padded to ``seq_len`` (B may be empty: ``[CLS] A [SEP]``).
 
     Returns (input_ids, token_type_ids, attention_mask): type 0 for [CLS], A and the first [SEP],
-    1 for B and its [SEP].
+    1 for B and its [SEP]. The A and B tokens of every row are gathered in row order and placed
+    through a boolean mask of their cells, one pass over the rows; the special tokens go in by row.
     """
+    rows = len(pairs.a_start)
     length_a = pairs.a_end - pairs.a_start
     length_b = pairs.b_end - pairs.b_start
     has_b = length_b > 0
-    column = np.arange(seq_len)[None, :]
-    a_len, b_len = length_a[:, None], length_b[:, None]
-    in_a = (column >= 1) & (column <= a_len)
-    first_sep = column == a_len + 1
-    in_b = (column >= a_len + 2) & (column < a_len + 2 + b_len)
-    second_sep = has_b[:, None] & (column == a_len + 2 + b_len)
+    b_from = (length_a + 2)[:, None]
     total = 2 + length_a + np.where(has_b, length_b + 1, 0)
-    source = np.where(in_a, pairs.a_start[:, None] + column - 1, np.where(in_b, pairs.b_start[:, None] + column - a_len - 2, 0))
-    input_ids = np.where(in_a | in_b, tokens[np.minimum(source, len(tokens) - 1)] if len(tokens) else 0, pad_id)
-    input_ids = np.where(column == 0, cls_id, np.where(first_sep | second_sep, sep_id, input_ids)).astype(np.int32)
-    token_type_ids = (in_b | second_sep).astype(np.int32)
-    attention_mask = (column < total[:, None]).astype(np.int32)
-    return input_ids, token_type_ids, attention_mask
+    column = np.arange(seq_len)
+    in_b = (column >= b_from) & (column < b_from + length_b[:, None])
+    body = ((column >= 1) & (column <= length_a[:, None])) | in_b
+    starts = np.stack([pairs.a_start, pairs.b_start], axis=1).ravel()
+    lengths = np.stack([length_a, length_b], axis=1).ravel()
+    input_ids = np.full((rows, seq_len), pad_id, dtype=np.int32)
+    input_ids[body] = gather_ranges(tokens, starts, lengths)
+    row = np.arange(rows)
+    input_ids[:, 0] = cls_id
+    input_ids[row, length_a + 1] = sep_id
+    input_ids[row[has_b], total[has_b] - 1] = sep_id
+    attention = column < total[:, None]
+    token_type_ids = (attention & (column >= b_from)).astype(np.int32)
+    return input_ids, token_type_ids, attention.astype(np.int32)
 
 
 def electra_first_segment(lengths: np.ndarray, counts: np.ndarray, first_target: np.ndarray,

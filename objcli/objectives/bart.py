@@ -25,7 +25,7 @@ from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offs
 from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..sentences import split_sentences
+from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
 
@@ -108,9 +108,8 @@ class _BartPartition(PartitionTransform):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, opts = self.o, self.o.options
-        per_document = [split_sentences(text, opts.sentences) for text in batch.texts]
-        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
-        tokens, sentence_offsets = batch.encode([s for sentences in per_document for s in sentences])
+        sentences, counts = split_batch(batch.texts, opts.sentences)
+        tokens, sentence_offsets = batch.encode(sentences)
         # Sentences longer than an example are cut; pieces keep their document.
         budget = o.config.seq_len - 2
         sentence_offsets, source = split_long_items(sentence_offsets, budget)

@@ -37,7 +37,7 @@ from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_item
 from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..sentences import split_sentences
+from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
 
@@ -182,9 +182,8 @@ class _ContrastivePartition(PartitionTransform):
             lengths = np.diff(offsets)
             keep = lengths > 0
             return _Units(batch.tokens, offsets[:-1][keep], lengths[keep], source[keep])
-        per_document = [split_sentences(text, o.sentences) for text in batch.texts]
-        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
-        tokens, cumulative = batch.encode([s for sentences in per_document for s in sentences])
+        sentences, counts = split_batch(batch.texts, o.sentences)
+        tokens, cumulative = batch.encode(sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         if o.pairs == "adjacent":
             return _windows(tokens, cumulative, document_sentences, o.window_sentences)

@@ -45,7 +45,7 @@ from ..kernels.ragged import gather_ranges
 from ..options import Options, option
 from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
-from ..sentences import split_sentences
+from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
@@ -237,9 +237,8 @@ class _PairPartition(PartitionTransform):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o = self.o
-        per_document = [split_sentences(text, o.options.sentences) for text in batch.texts]
-        counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
-        tokens, cumulative = batch.encode([s for sentences in per_document for s in sentences])
+        sentences, counts = split_batch(batch.texts, o.options.sentences)
+        tokens, cumulative = batch.encode(sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         key = batch.first_document
         rng = {step: derive_rng(o.config.seed, self.partition, key, f"{o.name}/{step}")
