@@ -208,7 +208,7 @@ class _Chain:
     transform: object
     packer: Packer
     sink: ShardSink
-    sentence_level: bool  # sentence-level objectives tokenize sentences themselves, not documents
+    tokenizes_itself: bool  # the objective tokenizes its own pieces (sentences, FIM's), not documents
     first_document: int = 0
     source_index: int = -1  # --source: every row of the partition gets it in its source column
 
@@ -227,11 +227,11 @@ class _Chain:
         sink = ShardSink(work.staging(), partition, writer, run_columns(config, objective, packer),
                          config.shard_limit.rows, config.shard_limit.bytes, split=split,
                          publish=work.publish if work.remote else None)
-        return cls(objective.partition_transform(partition), packer, sink, getattr(objective, "sentence_level", False),
+        return cls(objective.partition_transform(partition), packer, sink, objective.tokenizes_itself,
                    source_index=task.source_index)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        tokens, offsets = encode([]) if self.sentence_level else encode(texts)
+        tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
         self._write(self.transform.rows(self.packer.process(self.transform.examples(batch))))
         self.first_document += len(texts)

@@ -11,7 +11,7 @@ from conftest import SAMPLE, read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 
-from objcli.kernels.fim import NONE, PSM, SPM, assemble
+from objcli.kernels.fim import NONE, PSM, SPM, assemble, first_units
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
 
 CODE_MODEL = str(SAMPLE / "code.model")
@@ -23,20 +23,28 @@ def test_gather_ranges_worked_example():
     assert gather_ranges(np.array([10, 11, 12, 13]), np.array([2, 0]), np.array([2, 1])).tolist() == [12, 13, 10]
 
 
-@given(pieces_strategy, st.sampled_from(["starcoder", "naive"]))
-def test_assemble_matches_reference(documents, order):
+@given(pieces_strategy, st.sampled_from(["starcoder", "naive"]), st.booleans())
+def test_assemble_matches_reference(documents, order, every_document):
+    """Units as the objective tokenizes them (plain texts, or every document's, then each
+    transformed document's three pieces), laid out against the reference."""
     docs = [p + m + s for p, m, s, _ in documents]
-    doc_tokens = np.array([t for d in docs for t in d], dtype=np.int32)
-    doc_offsets = lengths_to_offsets(np.array([len(d) for d in docs], dtype=np.int64))
     modes = np.array([mode for *_, mode in documents], dtype=np.int64)
-    pieces = [piece for p, m, s, mode in documents if mode != NONE for piece in (p, m, s)]
-    piece_tokens = np.array([t for piece in pieces for t in piece], dtype=np.int32)
-    piece_offsets = lengths_to_offsets(np.array([len(piece) for piece in pieces], dtype=np.int64))
-    tokens, offsets = assemble(doc_tokens, doc_offsets, modes, piece_tokens, piece_offsets, np.array([97, 98, 99]), order)
+    whole = [d for d, mode in zip(docs, modes) if every_document or mode == NONE]
+    units = whole + [piece for p, m, s, mode in documents if mode != NONE for piece in (p, m, s)]
+    unit_tokens = np.array([t for unit in units for t in unit], dtype=np.int32)
+    unit_offsets = lengths_to_offsets(np.array([len(unit) for unit in units], dtype=np.int64))
+    first = first_units(modes, every_document)
+    tokens, offsets = assemble(unit_tokens, unit_offsets, modes, first, np.array([97, 98, 99]), order)
     got = [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(docs))]
     expected = [d if mode == NONE else reference.fim_document(p, m, s, mode, order, 97, 98, 99)
                 for d, (p, m, s, mode) in zip(docs, documents)]
     assert got == expected
+
+
+def test_first_units_worked_example():
+    modes = np.array([PSM, NONE, SPM, NONE])
+    assert first_units(modes, every_document=False).tolist() == [2, 0, 5, 1]
+    assert first_units(modes, every_document=True).tolist() == [4, 1, 7, 3]
 
 
 def stream_documents(folder):

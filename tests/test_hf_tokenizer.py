@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 from conftest import SAMPLE, read_output, run_transform
+from test_tokenizer import check_decode_ranges
 
 from objcli.errors import ObjcliError
 from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer
@@ -155,3 +156,7 @@ def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path)
     quiet = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "p"),
                                       "--seq-len", "8", "--remainder", "pad"])
     assert "already start with the BOS text" not in quiet.output  # no BOS added (SentencePiece: no template)
+
+
+def test_decode_ranges_equals_decoding_each_item(hf_folder):
+    check_decode_ranges(open_tokenizer(hf_folder / "tokenizer.json"))

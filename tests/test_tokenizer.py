@@ -126,3 +126,18 @@ def test_long_texts_are_encoded_in_pieces_with_the_same_tokens(sample_dir, model
     tokens, offsets = tokenizer.encode(["short one", long_text, "another"])
     _assert_same_or_tied(tokenizer, tokens[offsets[1] : offsets[2]].tolist(), tokenizer.processor.encode(long_text))
     assert np.diff(offsets)[[0, 2]].tolist() == [len(tokenizer.processor.encode(t)) for t in ("short one", "another")]
+
+
+def test_decode_ranges_equals_decoding_each_item(sample_tokenizer):
+    """Items of a ragged batch, a slice of it included (offsets not starting at 0), decode as each
+    item alone does."""
+    check_decode_ranges(open_tokenizer(sample_tokenizer))
+
+
+def check_decode_ranges(tok):
+    texts = ["def f(x):\n    return x", "", "naïve café", "  two  spaces"]
+    tokens, offsets = tok.encode(texts)
+    expected = [tok.decode_batch([tokens[a:b].tolist()])[0] for a, b in zip(offsets[:-1], offsets[1:])]
+    assert tok.decode_ranges(tokens, offsets) == expected
+    assert tok.decode_ranges(tokens, offsets[1:]) == expected[1:]
+    assert tok.decode_ranges(tokens, offsets[:1]) == []

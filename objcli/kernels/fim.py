@@ -34,42 +34,49 @@ def draw_cuts(rng: np.random.Generator, lengths: np.ndarray) -> tuple[np.ndarray
     return np.minimum(first, second), np.maximum(first, second)
 
 
+def first_units(modes: np.ndarray, every_document: bool) -> np.ndarray:
+    """Each document's first unit, for ``assemble``, when the units are the plain documents' texts
+    in order (or, with ``every_document``, all documents' texts) followed by the prefix, middle
+    and suffix of each transformed document in order. modes [PSM, NONE, SPM] -> [1, 0, 4]."""
+    plain = modes == NONE
+    transformed_rank = np.cumsum(~plain) - 1
+    if every_document:
+        return np.where(plain, np.arange(len(modes)), len(modes) + 3 * transformed_rank)
+    return np.where(plain, np.cumsum(plain) - 1, int(plain.sum()) + 3 * transformed_rank)
+
+
 def assemble(
-    doc_tokens: np.ndarray,
-    doc_offsets: np.ndarray,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
     modes: np.ndarray,
-    piece_tokens: np.ndarray,
-    piece_offsets: np.ndarray,
+    first_unit: np.ndarray,
     sentinel_ids: np.ndarray,
     spm_order: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, offsets) of every document, FIM-transformed where ``modes`` is PSM or SPM.
 
-    ``piece_offsets`` holds prefix, middle, suffix of each transformed document in turn (in
-    document order); ``sentinel_ids`` = [PRE, SUF, MID] ids.
+    ``tokens``/``offsets`` hold tokenized units in any order; ``first_unit[d]`` is the unit of
+    document d's whole text when it stays plain, or of its prefix, followed by its middle and
+    suffix units, when it is transformed. ``sentinel_ids`` = [PRE, SUF, MID] ids.
     """
     documents = len(modes)
-    piece_base = len(doc_tokens)
-    special_base = piece_base + len(piece_tokens)
-    source = np.concatenate([doc_tokens, piece_tokens, np.asarray(sentinel_ids, dtype=doc_tokens.dtype)])
+    special_base = len(tokens)
+    source = np.concatenate([tokens, np.asarray(sentinel_ids, dtype=tokens.dtype)])
+    unit_lengths = np.diff(offsets)
     starts = np.zeros((documents, 6), dtype=np.int64)
     lengths = np.zeros((documents, 6), dtype=np.int64)
-    plain = modes == NONE
-    starts[plain, 0] = doc_offsets[:-1][plain]
-    lengths[plain, 0] = np.diff(doc_offsets)[plain]
-    transformed_index = np.cumsum(~plain) - 1  # rank among transformed documents
+    plain = np.flatnonzero(modes == NONE)
+    starts[plain, 0] = offsets[first_unit[plain]]
+    lengths[plain, 0] = unit_lengths[first_unit[plain]]
     for mode, layout in ((PSM, LAYOUTS["psm"]), (SPM, LAYOUTS[spm_order])):
         rows = np.flatnonzero(modes == mode)
-        if not len(rows):
-            continue
-        first_piece = 3 * transformed_index[rows]
         for slot, (kind, which) in enumerate(layout):
             if kind == "special":
                 starts[rows, slot] = special_base + which
                 lengths[rows, slot] = 1
             else:
-                piece = first_piece + which
-                starts[rows, slot] = piece_base + piece_offsets[piece]
-                lengths[rows, slot] = piece_offsets[piece + 1] - piece_offsets[piece]
+                unit = first_unit[rows] + which
+                starts[rows, slot] = offsets[unit]
+                lengths[rows, slot] = unit_lengths[unit]
     tokens = gather_ranges(source, starts.ravel(), lengths.ravel())
     return tokens, lengths_to_offsets(lengths.sum(axis=1))

@@ -103,7 +103,7 @@ class Contrastive(Objective):
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)
         o = self.options
-        self.sentence_level = o.pairs in ("ict", "adjacent")
+        self.sentence_level = self.tokenizes_itself = o.pairs in ("ict", "adjacent")
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
         self.eos_id = tokenizer.resolve("eos") if config.eos else None
         self.pad_id = tokenizer.resolve("pad") if o.views == "padded" else None

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels import PADDING_DOC
-from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts
+from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts, first_units
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
@@ -97,6 +97,8 @@ class FillInTheMiddle(Objective):
         self.pad_id = self.fim_pad_id if config.packing == "best-fit" else None  # context level drops its remainder
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
         self.vocab_size = tokenizer.total_vocab_size
+        # At document level each text is tokenized once, whole or as its three pieces.
+        self.tokenizes_itself = o.fim_level == "document"
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
@@ -128,13 +130,16 @@ class _FimPartition(PartitionTransform):
     def _rng(self, key: int, step: str) -> np.random.Generator:
         return derive_rng(self.o.config.seed, self.partition, key, f"fim/{step}")
 
-    def _transform(self, texts: list[str], tokens, offsets, encode, key: int, eligible=None):
+    def _transform(self, texts: list[str], key: int, eligible=None, tokens=None, offsets=None):
         """FIM-transform a batch of units (documents, fragments or segments): (tokens, offsets, modes).
 
-        Units outside ``eligible`` (a boolean mask) pass through unchanged.
+        Units outside ``eligible`` (a boolean mask) pass through unchanged. Without ``tokens``, the
+        units are tokenized here, each text once, in one call: a plain unit whole, a transformed one
+        as its prefix, middle and suffix. With them (segments of packed rows), only pieces are.
         """
         o = self.o.options
         count = len(texts)
+        every_document = tokens is not None
         apply = self._rng(key, "apply").random(count) < o.fim_rate
         if eligible is not None:
             apply &= eligible
@@ -144,20 +149,27 @@ class _FimPartition(PartitionTransform):
         lengths = np.fromiter((len(texts[i]) for i in chosen), dtype=np.int64, count=len(chosen))
         start, end = draw_cuts(self._rng(key, "cut"), lengths)
         pieces = [part for i, a, b in zip(chosen, start, end) for part in (texts[i][:a], texts[i][a:b], texts[i][b:])]
-        piece_tokens, piece_offsets = encode(pieces)
+        if tokens is None:
+            whole = [texts[i] for i in np.flatnonzero(~apply)]
+            tokens, offsets = self.encode(whole + pieces)
+        else:
+            whole = texts
+            piece_tokens, piece_offsets = self.encode(pieces)
+            tokens = np.concatenate([tokens, piece_tokens])
+            offsets = np.concatenate([offsets[:-1], piece_offsets + offsets[-1]])
         if len(pieces):
-            self._count_lossy_pieces(pieces, piece_tokens, piece_offsets)
+            self._count_lossy_pieces(pieces, tokens, offsets[len(whole):])
         for mode, name in ((NONE, "none"), (PSM, "psm"), (SPM, "spm")):
             self.counters[f"fim {name}"] += int(np.sum(modes == mode))
-        out_tokens, out_offsets = assemble(tokens, offsets, modes, piece_tokens, piece_offsets, self.o.sentinels, o.spm_order)
+        first = first_units(modes, every_document)
+        out_tokens, out_offsets = assemble(tokens, offsets, modes, first, self.o.sentinels, o.spm_order)
         return out_tokens, out_offsets, modes
 
     def _count_lossy_pieces(self, pieces, piece_tokens, piece_offsets) -> None:
         """Count transformed units whose pieces do not decode back to their text (a tokenizer that
         normalizes whitespace or adds a dummy prefix damages code cut into pieces)."""
-        ids = [piece_tokens[piece_offsets[i] : piece_offsets[i + 1]].tolist() for i in range(len(pieces))]
-        decoded = self.o.tokenizer.decode_batch(ids)
-        lossy = np.array([a != b for a, b in zip(decoded, pieces)]).reshape(-1, 3).any(axis=1)
+        decoded = self.o.tokenizer.decode_ranges(piece_tokens, piece_offsets)
+        lossy = np.fromiter(map(str.__ne__, decoded, pieces), dtype=bool, count=len(pieces)).reshape(-1, 3).any(axis=1)
         self.counters["fim_units_not_round_trip"] += int(lossy.sum())
 
     def examples(self, batch: DocumentBatch) -> RowBatch:
@@ -166,7 +178,7 @@ class _FimPartition(PartitionTransform):
             return document_examples(batch, self.o.bos_id, self.join_eos)
         key = batch.first_document
         if self.o.split_id is None:
-            tokens, offsets, modes = self._transform(batch.texts, batch.tokens, batch.offsets, batch.encode, key)
+            tokens, offsets, modes = self._transform(batch.texts, key)
         else:
             tokens, offsets, modes = self._fragments(batch, key)
         transformed = DocumentBatch(batch.texts, tokens, offsets, batch.first_document, batch.batch_index)
@@ -185,8 +197,7 @@ class _FimPartition(PartitionTransform):
         per_document = [text.split(separator) for text in batch.texts]
         counts = np.fromiter(map(len, per_document), dtype=np.int64, count=len(per_document))
         fragments = [f for parts in per_document for f in parts]
-        tokens, offsets = batch.encode(fragments)
-        out_tokens, out_offsets, modes = self._transform(fragments, tokens, offsets, batch.encode, key)
+        out_tokens, out_offsets, modes = self._transform(fragments, key)
         # Each fragment is followed by the separator, except the last of its document.
         last = np.zeros(len(fragments), dtype=bool)
         last[np.cumsum(counts) - 1] = True
@@ -201,9 +212,7 @@ class _FimPartition(PartitionTransform):
     def _round_trip(self, unit_tokens, unit_offsets, unit_lengths):
         """(decoded texts, whether each unit re-encodes to the same tokens): what does not stays
         plain CLM."""
-        units = len(unit_lengths)
-        ids_per_unit = [unit_tokens[unit_offsets[i] : unit_offsets[i + 1]].tolist() for i in range(units)]
-        texts = self.o.tokenizer.decode_batch(ids_per_unit)
+        texts = self.o.tokenizer.decode_ranges(unit_tokens, unit_offsets)
         again, again_offsets = self.encode(texts)
         same = np.diff(again_offsets) == unit_lengths
         # Among units of unchanged length, any differing token makes the unit differ.
@@ -238,11 +247,10 @@ class _FimPartition(PartitionTransform):
         unit_tokens = flat[body]
         followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
         texts, same = self._round_trip(unit_tokens, unit_offsets, unit_lengths)
-        encode = self.encode
         self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
         key = batch_index  # context level keys randomness to the batch of rows
         out_tokens, out_offsets, modes = self._transform(
-            texts, unit_tokens, unit_offsets, encode, key, eligible=same & (unit_lengths > 0)
+            texts, key, eligible=same & (unit_lengths > 0), tokens=unit_tokens, offsets=unit_offsets
         )
         # Rows again: each unit's output, then EOS where it had one; cut or pad to seq_len.
         source = np.concatenate([out_tokens, np.array([eos], dtype=out_tokens.dtype)])

@@ -74,6 +74,10 @@ class Tokenizer:
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         raise NotImplementedError
 
+    def decode_ranges(self, tokens: np.ndarray, offsets: np.ndarray) -> list[str]:
+        """The text of every item of a ragged batch (``tokens[offsets[i]:offsets[i + 1]]``)."""
+        return self.decode_batch([tokens[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])])
+
     def model_id(self, piece: str) -> int | None:
         """The model's id for ``piece``, or None when the model has no such piece."""
         raise NotImplementedError
