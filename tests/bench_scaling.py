@@ -2,7 +2,7 @@
 
 Run by `make bench` (up to this machine's cores) and, alone, on a many-core machine:
 
-    python tests/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--json out.json]
+    python tests/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--runs clm/threads,…] [--json F]
 
 Each row is the same corpus at the same core count: raw SentencePiece batched encode with that
 many threads over texts already in memory (the ceiling), then the CLI with that many workers, cold
@@ -80,10 +80,10 @@ def cli_run(paths: list[Path], out: Path, workers: int, pool: str, objective: st
     return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
 
-RUNS = (("clm", "threads"), ("clm", "processes"), ("nsp", "processes"))
+RUNS = "clm/threads,clm/processes,nsp/processes"
 
 
-def measure(paths: list[Path], cores: list[int], repeats: int, out: Path) -> list[dict]:
+def measure(paths: list[Path], cores: list[int], repeats: int, out: Path, runs: str = RUNS) -> list[dict]:
     rows = []
     for count in cores:
         walls: dict[str, list[float]] = {"ceiling": []}
@@ -92,7 +92,7 @@ def measure(paths: list[Path], cores: list[int], repeats: int, out: Path) -> lis
         for _ in range(repeats if count > 2 else 1):  # one core count's runs interleaved
             seconds, text_bytes = ceiling_seconds(paths, count)
             walls["ceiling"].append(seconds)
-            for objective, pool in RUNS:
+            for objective, pool in (run.split("/") for run in runs.split(",")):
                 wall, used = cli_run(paths, out, count, pool, objective)
                 walls.setdefault(f"{objective}/{pool}", []).append(wall)
                 cpu.setdefault(f"{objective}/{pool}", []).append(used)
@@ -105,12 +105,12 @@ def print_row(row: dict) -> None:
     megabytes, ceiling = row["text_mb"], min(row["walls"]["ceiling"])
     if row["cores"] == 1 or not hasattr(print_row, "header"):
         print_row.header = True
-        print(f"{'cores':>5} {'run':>14} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'ratio (min)':>12} {'(median)':>9}")
+        print(f"{'cores':>5} {'run':>26} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'ratio (min)':>12} {'(median)':>9}")
     for name, walls in row["walls"].items():
         cpu = f"{min(row['cpu'][name]) / megabytes:9.4f}" if name in row["cpu"] else f"{'':9}"
         ratio = ceiling / min(walls)
         median_ratio = statistics.median(row["walls"]["ceiling"]) / statistics.median(walls)
-        print(f"{row['cores']:5} {name:>14} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu} "
+        print(f"{row['cores']:5} {name:>26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu} "
               f"{ratio:11.2f}x {median_ratio:8.2f}x", flush=True)
 
 
@@ -119,11 +119,12 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=400)
     parser.add_argument("--cores", default="1,2,4,8,16")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs", default=RUNS, help="objective/pool pairs (pool: threads, processes or auto)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     paths = build_corpus(ROOT / "bench_data" / "scaling", args.megabytes)
     print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.0f} MB, {os.cpu_count()} cores")
-    rows = measure(paths, [int(c) for c in args.cores.split(",")], args.repeats, ROOT / "bench_out" / "scaling")
+    rows = measure(paths, [int(c) for c in args.cores.split(",")], args.repeats, ROOT / "bench_out" / "scaling", args.runs)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -393,3 +393,26 @@ def pair_row(tokens_a: list[int], tokens_b: list[int], seq_len: int, cls: int, s
     types = [0] * (len(tokens_a) + 2) + ([1] * (len(tokens_b) + 1) if tokens_b else [])
     padding = seq_len - len(ids)
     return ids + [pad] * padding, types + [0] * padding, [1] * len(ids) + [0] * padding
+
+
+# ---- per-token forms: list slicing above runs in C; these say what each token does ----
+
+def prefix_split_per_token(tokens, k, eos):
+    """``prefix_split`` token by token: before k to the encoder (no loss), from k to the targets."""
+    inputs, targets, decoder = [], [], []
+    for i, token in enumerate(tokens):
+        if i < k:
+            inputs.append(token)
+            decoder.append(-100)
+        else:
+            targets.append(token)
+            decoder.append(token)
+    return inputs + [eos], targets + [eos], decoder
+
+
+def fim_document_per_token(document, a, b, mode, order, pre, suf, mid):
+    """``fim_document`` from a whole document cut at token positions a <= b, token by token."""
+    pieces = ([], [], [])
+    for i, token in enumerate(document):
+        pieces[(i >= a) + (i >= b)].append(token)
+    return fim_document(*pieces, mode, order, pre, suf, mid)

@@ -120,3 +120,14 @@ def test_pack_concat_pads_the_tail():
     assert packed.positions.tolist() == [[0, 1, 2, 0], [0, 0, 0, 0]]
     assert packed.documents_started.tolist() == [2, 0]
     assert packed.consumed == 5
+
+
+@given(st.lists(st.integers(0, 9), max_size=30), st.data())
+def test_per_token_references_equal_the_slicing_ones(tokens, data):
+    """The per-token reference forms the bench compares kernels with say what the slicing ones say."""
+    a = data.draw(st.integers(0, len(tokens)))
+    b = data.draw(st.integers(a, len(tokens)))
+    assert reference.prefix_split_per_token(tokens, a, 1) == reference.prefix_split(tokens, a, 1)
+    for mode, order in ((1, "starcoder"), (2, "starcoder"), (2, "naive")):
+        assert reference.fim_document_per_token(tokens, a, b, mode, order, 97, 98, 99) == reference.fim_document(
+            tokens[:a], tokens[a:b], tokens[b:], mode, order, 97, 98, 99)

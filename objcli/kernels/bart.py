@@ -25,11 +25,13 @@ from .ragged import item_index, lengths_to_offsets
 def rank_within(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Rank of each element among those of its group, by increasing key in [0, 1).
 
-    One stable sort of ``group + key`` (group ids are small integers, keys uniform floats).
+    One stable sort of ``group + key`` (group ids are small non-negative integers, keys uniform
+    floats); in that order the groups are consecutive, so each group starts where the counts of the
+    groups before it end.
     """
     order = np.argsort(groups + keys, kind="stable")
-    sorted_groups = groups[order]
-    group_start = np.searchsorted(sorted_groups, sorted_groups, side="left")
+    counts = np.bincount(groups)
+    group_start = np.repeat(lengths_to_offsets(counts)[:-1], counts)
     ranks = np.empty(len(keys), dtype=np.int64)
     ranks[order] = np.arange(len(keys)) - group_start
     return ranks
