@@ -89,7 +89,7 @@ def measure(paths: list[Path], cores: list[int], repeats: int, out: Path, runs: 
         walls: dict[str, list[float]] = {"ceiling": []}
         cpu: dict[str, list[float]] = {}
         text_bytes = 0
-        for _ in range(repeats if count > 2 else 1):  # one core count's runs interleaved
+        for _ in range(repeats):  # one core count's runs interleaved
             seconds, text_bytes = ceiling_seconds(paths, count)
             walls["ceiling"].append(seconds)
             for objective, pool in (run.split("/") for run in runs.split(",")):
@@ -114,6 +114,79 @@ def print_row(row: dict) -> None:
               f"{ratio:11.2f}x {median_ratio:8.2f}x", flush=True)
 
 
+def _probe(stop, counts: list) -> None:
+    """Pure Python that needs the GIL for every step: its rate is the GIL's free share."""
+    steps = 0
+    while not stop.is_set():
+        for _ in range(200):
+            pass
+        steps += 1
+    counts.append(steps)
+
+
+def gil_held_seconds(run) -> tuple[float, float]:
+    """(wall, GIL-held seconds) of ``run()`` in this thread: a probe thread on another core counts
+    its steps alone and then beside the run; the steps it lost are the seconds the run held the GIL."""
+    import threading
+
+    rates = []
+    for beside in (None, run):
+        stop, counts = threading.Event(), []
+        probe = threading.Thread(target=_probe, args=(stop, counts))
+        started = time.perf_counter()
+        probe.start()
+        beside() if beside else time.sleep(1.0)
+        wall = time.perf_counter() - started
+        stop.set()
+        probe.join()
+        rates.append(counts[0] / wall)
+    return wall, max(0.0, 1 - rates[1] / rates[0]) * wall
+
+
+def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[str, float]]:
+    """The expected ratio to the tokenizer's ceiling at many cores, from this machine's one-core
+    figures: tokenizer CPU (T), the pipeline's CPU (P, tokenizer included) and the seconds of it that
+    hold the GIL (G), measured beside a probe thread (needs 2 cores). Threads at N cores run at best
+    max(P / N, G) against the ceiling's T / N (taken as linear: SentencePiece's own scaling is not
+    counted against us); processes pay a spawned worker's start-up CPU (S) each, at 1 GB of text."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import run_transform
+
+    out = ROOT / "bench_out" / "model"
+    tokenizer_cpu = _cpu(lambda: ceiling_seconds(paths, 1)) / 2  # ceiling_seconds encodes twice
+    pipeline_cpu = min(_cpu(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048)) for _ in range(2))
+    sys.setswitchinterval(1e-4)  # the probe gives the GIL back at once when the run wants it
+    _, held = gil_held_seconds(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048))
+    sys.setswitchinterval(0.005)
+    spawn = _cpu_of([sys.executable, "-c", "import objcli.pipeline, objcli.writers, objcli.objectives, pyarrow; "
+                     f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
+    megabytes = sum(p.stat().st_size for p in paths) / 1e6
+    scale = megabytes_at_scale / megabytes
+    rows = [("T: tokenizer CPU s/MB, one thread", tokenizer_cpu / megabytes),
+            ("P: pipeline CPU s/MB, one worker", pipeline_cpu / megabytes),
+            ("G: of which holding the GIL, s/MB", held / megabytes),
+            ("S: a spawned worker's start-up CPU, s", spawn)]
+    for cores in (2, 16, 64):
+        rows.append((f"threads at {cores} cores: T / max(P, N G)", tokenizer_cpu / max(pipeline_cpu, cores * held)))
+    for cores in (16, 64):
+        rows.append((f"processes at {cores} cores, {megabytes_at_scale} MB: T / (P + N S)",
+                     tokenizer_cpu * scale / (pipeline_cpu * scale + cores * spawn)))
+    return rows
+
+
+def _cpu(function) -> float:
+    before = time.process_time()
+    function()
+    return time.process_time() - before
+
+
+def _cpu_of(command: list[str]) -> float:
+    before = os.times()
+    subprocess.run(command, check=True, cwd=ROOT)
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=400)
@@ -121,7 +194,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runs", default=RUNS, help="objective/pool pairs (pool: threads, processes or auto)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--model", action="store_true", help="print the many-core model only")
     args = parser.parse_args()
+    if args.model:
+        for name, value in model_rows(build_corpus(ROOT / "bench_data" / "scaling", args.megabytes, files=8)):
+            print(f"{name:52} {value:8.4f}")
+        return
     paths = build_corpus(ROOT / "bench_data" / "scaling", args.megabytes)
     print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.0f} MB, {os.cpu_count()} cores")
     rows = measure(paths, [int(c) for c in args.cores.split(",")], args.repeats, ROOT / "bench_out" / "scaling", args.runs)

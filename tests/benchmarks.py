@@ -340,6 +340,22 @@ def peers_table(paths: list[Path]) -> None:
     print("dolma: not installed here (pip's resolver backtracks through boto3 releases for over 6 minutes).")
 
 
+def objectives_table(megabytes: int = 200) -> None:
+    """Every objective against the tokenizer's ceiling at this machine's cores, on a 200 MB corpus
+    (start-up is then a small part, as in real runs), interleaved repeats; then the many-core model."""
+    from bench_scaling import build_corpus as scaling_corpus
+    from bench_scaling import measure, model_rows
+
+    objectives = ("clm", "span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "sop", "electra", "fim", "bart")
+    paths = scaling_corpus(DATA / "scaling", megabytes)
+    print(f"\nEvery objective, {megabytes} MB in {len(paths)} files, default pool, --seq-len 2048 (clm) or 512, "
+          "ratio = the ceiling's wall / objcli's (CLI, cold):")
+    measure(paths, [CORES], 2, OUT, ",".join(f"{o}/auto" for o in objectives))
+    print("\nMany-core model (clm, bench corpus; the README gives a 16-core machine's measurements):")
+    for name, value in model_rows(build_corpus()):
+        print(f"{name:56} {value:8.4f}")
+
+
 def main() -> None:
     paths = build_corpus()
     size = sum(p.stat().st_size for p in paths)
@@ -352,9 +368,8 @@ def main() -> None:
     rows = [(f"SentencePiece batched encode, {CORES} threads", raw_sentencepiece(paths, CORES))]
     for workers in (1, CORES):
         rows.append((f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers))))
-    for objective in ("span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "fim", "bart"):
-        rows.append((f"objcli transform {objective} --seq-len 512 (CLI)", objcli_transform(paths, "--objective", objective, "--seq-len", "512")))
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
+    objectives_table()
 
     peers_table(paths)
     from bench_storage import storage_table
