@@ -38,8 +38,9 @@ def build_corpus(folder: Path, megabytes: int, files: int = 16) -> list[Path]:
     return paths
 
 
-def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20) -> tuple[float, int]:
-    """Best of two: SentencePiece batched encode of every text, ``threads`` threads, 1 MiB batches."""
+def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20, cpu: list | None = None) -> tuple[float, int]:
+    """Best of two: SentencePiece batched encode of every text, ``threads`` threads, 1 MiB batches
+    (with ``cpu``, the CPU seconds of the encoding alone are appended to it)."""
     import msgspec
     import sentencepiece as spm
 
@@ -55,12 +56,15 @@ def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20)
                 batch, size = [], 0
     batches.append(batch)
     total += size
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(2):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         for b in batches:
             sp.encode(b, return_type="numpy", num_threads=threads)
         best = min(best, time.perf_counter() - started)
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    if cpu is not None:
+        cpu.append(best_cpu)
     return best, total
 
 
@@ -114,33 +118,40 @@ def print_row(row: dict) -> None:
               f"{ratio:11.2f}x {median_ratio:8.2f}x", flush=True)
 
 
-def _probe(stop, counts: list) -> None:
-    """Pure Python that needs the GIL for every step: its rate is the GIL's free share."""
-    steps = 0
+def _probe(stop, cpu: list) -> None:
+    """Pure Python that needs the GIL for every step: its thread's CPU time is the time it held it."""
+    started = time.thread_time()
     while not stop.is_set():
         for _ in range(200):
             pass
-        steps += 1
-    counts.append(steps)
+    cpu.append(time.thread_time() - started)
 
 
-def gil_held_seconds(run) -> tuple[float, float]:
-    """(wall, GIL-held seconds) of ``run()`` in this thread: a probe thread on another core counts
-    its steps alone and then beside the run; the steps it lost are the seconds the run held the GIL."""
+def _probe_gap(beside) -> float:
+    """Seconds a probe thread went without CPU while ``beside()`` ran in this thread (or it slept)."""
     import threading
 
-    rates = []
-    for beside in (None, run):
-        stop, counts = threading.Event(), []
-        probe = threading.Thread(target=_probe, args=(stop, counts))
-        started = time.perf_counter()
-        probe.start()
-        beside() if beside else time.sleep(1.0)
-        wall = time.perf_counter() - started
-        stop.set()
-        probe.join()
-        rates.append(counts[0] / wall)
-    return wall, max(0.0, 1 - rates[1] / rates[0]) * wall
+    stop, cpu = threading.Event(), []
+    probe = threading.Thread(target=_probe, args=(stop, cpu))
+    started = time.perf_counter()
+    probe.start()
+    beside() if beside else time.sleep(0.5)
+    wall = time.perf_counter() - started
+    stop.set()
+    probe.join()
+    return wall - cpu[0], wall
+
+
+def gil_held_seconds(run, repeats: int = 3) -> float:
+    """Seconds ``run()`` holds the GIL. A probe thread on another core runs Python non-stop: beside the
+    run it gets no CPU exactly while the run holds the GIL (and while the system takes its core, which
+    the same probe beside a sleeping thread measures: that share is subtracted). Median of ``repeats``."""
+    held = []
+    for _ in range(repeats):
+        idle, idle_wall = _probe_gap(None)
+        gap, wall = _probe_gap(run)
+        held.append(max(0.0, gap - idle / idle_wall * wall))
+    return statistics.median(held)
 
 
 def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[str, float]]:
@@ -153,10 +164,12 @@ def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[
     from conftest import run_transform
 
     out = ROOT / "bench_out" / "model"
-    tokenizer_cpu = _cpu(lambda: ceiling_seconds(paths, 1)) / 2  # ceiling_seconds encodes twice
+    encoding: list[float] = []
+    ceiling_seconds(paths, 1, cpu=encoding)
+    tokenizer_cpu = encoding[0]
     pipeline_cpu = min(_cpu(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048)) for _ in range(2))
     sys.setswitchinterval(1e-4)  # the probe gives the GIL back at once when the run wants it
-    _, held = gil_held_seconds(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048))
+    held = gil_held_seconds(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048))
     sys.setswitchinterval(0.005)
     spawn = _cpu_of([sys.executable, "-c", "import objcli.pipeline, objcli.writers, objcli.objectives, pyarrow; "
                      f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
