@@ -41,21 +41,12 @@ def build_corpus(folder: Path, megabytes: int, files: int = 16) -> list[Path]:
 def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20, cpu: list | None = None) -> tuple[float, int]:
     """Best of two: SentencePiece batched encode of every text, ``threads`` threads, 1 MiB batches
     (with ``cpu``, the CPU seconds of the encoding alone are appended to it)."""
-    import msgspec
     import sentencepiece as spm
+    from benchmarks import text_batches
 
     sp = spm.SentencePieceProcessor(model_file=str(TOKENIZER))
-    batches, batch, size, total = [], [], 0, 0
-    for path in paths:
-        for record in msgspec.json.Decoder().decode_lines(path.read_bytes()):
-            batch.append(record["text"])
-            size += len(record["text"])
-            if size >= batch_bytes:
-                batches.append(batch)
-                total += size
-                batch, size = [], 0
-    batches.append(batch)
-    total += size
+    batches = text_batches(paths, batch_bytes)
+    total = sum(len(text) for batch in batches for text in batch)
     best, best_cpu = float("inf"), float("inf")
     for _ in range(2):
         started, started_cpu = time.perf_counter(), time.process_time()
