@@ -24,7 +24,7 @@ class Execution:
     workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1, group=RUN)
     executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
                            choices=("local", "dask"), group=RUN)
-    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives and tokenizer.json.",
+    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives, document-level fim and tokenizer.json.",
                        choices=("auto", "threads", "processes"), group=RUN)
     scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].", group=RUN)
     overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.", group=RUN)
