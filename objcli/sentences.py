@@ -87,6 +87,3 @@ def split_batch(texts: list[str], mode: str) -> tuple[list[str], np.ndarray]:
     counts = ends - np.concatenate([[0], ends[:-1] + 1])
     return [piece for piece in found if piece != SENTINEL], counts
 
-
-def split_sentences(text: str, mode: str) -> list[str]:
-    return PIECES[mode](text)

@@ -13,7 +13,7 @@ from objcli.cli import main
 from objcli.kernels.contrastive import augment, crop, other_documents
 from objcli.kernels.ragged import lengths_to_offsets
 from objcli.objectives.contrastive import PAIR_KINDS
-from objcli.sentences import split_sentences
+from objcli.sentences import split_batch
 from objcli.tokenizers import open_tokenizer
 
 
@@ -93,7 +93,7 @@ def _document_streams(corpus, tokenizer_path, sentences: bool) -> list[str]:
     texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines() if line.strip()]
     streams = []
     for text in texts:
-        pieces = split_sentences(text, "prose") if sentences else [text]
+        pieces = split_batch([text], "prose")[0] if sentences else [text]
         tokens, offsets = tokenizer.encode(pieces, 1)
         streams.append(_as_text(tokens))
     return streams

@@ -13,20 +13,20 @@ from objcli.kernels.masking import draw_with_replacement
 from objcli.kernels.pairs import Pairs, assemble_rows, electra_first_segment, truncate_pair
 from objcli.objectives.pairs import bert_pairs
 from objcli.rng import derive_rng
-from objcli.sentences import ABBREVIATIONS, SENTINEL, split_batch, split_sentences
+from objcli.sentences import ABBREVIATIONS, SENTINEL, split_batch
 
 
 def test_prose_splitting_rules():
     text = 'Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday. "Really?" she asked. (Yes.) It was e.g. fine!\n\nNew paragraph 2 here'
-    assert split_sentences(text, "prose") == [
+    assert split_batch([text], "prose")[0] == [
         "Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday.",
         '"Really?" she asked.',
         "(Yes.)",
         "It was e.g. fine!",
         "New paragraph 2 here",
     ]
-    assert split_sentences("version 3.11 is out. Next", "prose") == ["version 3.11 is out.", "Next"]
-    assert split_sentences("def f():\n\n    return 1\n", "lines") == ["def f():", "    return 1"]
+    assert split_batch(["version 3.11 is out. Next"], "prose")[0] == ["version 3.11 is out.", "Next"]
+    assert split_batch(["def f():\n\n    return 1\n"], "lines")[0] == ["def f():", "    return 1"]
 
 
 # Texts built from the characters the rules turn on: terminators, closers, openers, abbreviations'

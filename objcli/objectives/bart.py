@@ -70,7 +70,7 @@ class Bart(Objective):
     options_type = BartOptions
     took_pack = True
     default_eos = False
-    sentence_level = True
+    tokenizes_itself = True
 
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)

@@ -71,7 +71,10 @@ class Objective:
     name: ClassVar[str]
     options_type: ClassVar[type]
     default_eos: ClassVar[bool] = True  # EOS between documents unless --eos/--no-eos says
-    sentence_level: ClassVar[bool] = False  # splits sentences in Python (the pool then defaults to processes)
+    # Tokenizes its own pieces (sentences, FIM's prefix/middle/suffix) with DocumentBatch.encode, so
+    # the pipeline hands it texts untokenized; Python then does much of the work (the pool defaults
+    # to processes).
+    tokenizes_itself: ClassVar[bool] = False
     # Whether examples are documents (packers join, cut and split them) or finished examples.
     examples_are_documents: ClassVar[bool] = False
     # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
@@ -86,9 +89,6 @@ class Objective:
     def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None:
         self.config = config
         self.options = config.objective_options
-        # Tokenizes its own pieces (sentences, FIM's prefix/middle/suffix) with DocumentBatch.encode,
-        # so the pipeline hands it texts untokenized.
-        self.tokenizes_itself = self.sentence_level
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:

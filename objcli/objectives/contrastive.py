@@ -103,7 +103,7 @@ class Contrastive(Objective):
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)
         o = self.options
-        self.sentence_level = self.tokenizes_itself = o.pairs in ("ict", "adjacent")
+        self.tokenizes_itself = o.pairs in ("ict", "adjacent")  # units are sentences
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
         self.eos_id = tokenizer.resolve("eos") if config.eos else None
         self.pad_id = tokenizer.resolve("pad") if o.views == "padded" else None
@@ -177,7 +177,7 @@ class _ContrastivePartition(PartitionTransform):
 
     def _units(self, batch: DocumentBatch) -> _Units:
         o, room = self.o.options, self.o.room
-        if not self.o.sentence_level:
+        if not self.o.tokenizes_itself:
             offsets, source = split_long_items(batch.offsets, room)
             lengths = np.diff(offsets)
             keep = lengths > 0

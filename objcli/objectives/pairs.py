@@ -193,7 +193,7 @@ class _PairObjective(Objective):
     """What nsp, sop and electra share: special tokens, columns, the partition transform."""
 
     default_eos = False  # sentences are joined by [SEP], not EOS
-    sentence_level = True
+    tokenizes_itself = True
     label_column: str | None = None
 
     def __init__(self, config, tokenizer):
