@@ -65,14 +65,18 @@ def cli_run(paths: list[Path], out: Path, workers: int, pool: str, objective: st
     seq_len = "2048" if objective == "clm" else "512"
     command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(TOKENIZER), "--objective",
                objective, "--seq-len", seq_len, "-o", str(out), "--quiet", "--workers", str(workers), "--pool", pool]
-    before = os.times()
+    before = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     if done.returncode:
         raise SystemExit(f"{' '.join(command[2:4])} failed:\n{done.stderr}")
-    wall = time.perf_counter() - started
-    after = os.times()
-    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return time.perf_counter() - started, _children_cpu() - before
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every child process this one has reaped (and of their reaped children)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 RUNS = "clm/threads,clm/processes,nsp/processes"
@@ -185,10 +189,9 @@ def _cpu(function) -> float:
 
 
 def _cpu_of(command: list[str]) -> float:
-    before = os.times()
+    before = _children_cpu()
     subprocess.run(command, check=True, cwd=ROOT)
-    after = os.times()
-    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return _children_cpu() - before
 
 
 def main() -> None:

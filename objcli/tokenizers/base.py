@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..files import file_sha256
+from ..kernels.ragged import lengths_to_offsets
 
 # Roles a model may define itself, and the piece names allocated for them when it does not.
 MODEL_ROLES = ("bos", "eos", "pad", "unk")
@@ -255,8 +256,6 @@ def cut_before_line_break(window: str) -> int:
 
 
 def flatten_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = lengths_to_offsets(np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays)))
     tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
     return tokens, offsets

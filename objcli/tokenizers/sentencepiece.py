@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..kernels.ragged import lengths_to_offsets
 from .base import Tokenizer, flatten_arrays
 
 # SentencePiece's own accessors for the roles it knows.
@@ -46,8 +47,7 @@ def _buffer_encoder(processor):
 def join_buffers(buffers: list) -> tuple[np.ndarray, np.ndarray]:
     """One token array and the offsets of each text's tokens from per-text int32 buffers (the
     memoryview of a buffer counts its int32 items)."""
-    offsets = np.zeros(len(buffers) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, map(memoryview, buffers)), dtype=np.int64, count=len(buffers)), out=offsets[1:])
+    offsets = lengths_to_offsets(np.fromiter(map(len, map(memoryview, buffers)), dtype=np.int64, count=len(buffers)))
     return np.frombuffer(b"".join(buffers), dtype=np.int32), offsets
 
 
