@@ -13,8 +13,13 @@ $(VENV)/.installed-core: pyproject.toml
 	$(PIP) install -q -e .
 	touch $@
 
+# The tests run the stable `tokenizers` (the reference) and, in processes of their own with this
+# folder first on PYTHONPATH, the pre-release that objcli[fast] pins (both are called `tokenizers`).
+PRERELEASE_TOKENIZERS := tokenizers==1.0.0rc3
+
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-core
 	$(PIP) install -q -e '.[test,bench,dask]'
+	$(PIP) install -q --no-deps --upgrade --target $(VENV)/prerelease-tokenizers '$(PRERELEASE_TOKENIZERS)'
 	touch $@
 
 demo: $(VENV)/.installed-core

@@ -12,6 +12,7 @@ from typing import Any
 from .errors import ObjcliError
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
+from .tokenizers.engines import ENGINE_CHOICES
 
 OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
 # Formats that store whole documents, only their tokens, one after another: the trainer cuts windows.
@@ -99,6 +100,8 @@ class TransformConfig:
     weights: str = option("", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).",
                           group=ORDER)
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
+    engine: str = option("auto", "What encodes: auto (the fastest installed engine that passes the parity probe), "
+                         "reference (the file's own library), or one by name.", choices=ENGINE_CHOICES, group=INPUT)
 
     def __post_init__(self):
         from .objectives import REGISTRY
@@ -209,11 +212,13 @@ class TransformConfig:
         return parse_bytes(self.batch_size, "--batch-size")
 
     def to_json(self) -> dict:
-        """Every setting that shapes the output (not where it goes or how many workers run)."""
+        """Every setting that shapes the output (not where it goes, how many workers run, or which
+        exact engine encodes)."""
         data = dataclasses.asdict(self)
         data["objective_options"] = dataclasses.asdict(self.objective_options)
         data["inputs"] = list(self.inputs)
         del data["output"]
+        del data["engine"]  # every engine writes the same tokens (the parity probe sees to it)
         return data
 
     def fingerprint(self, tokenizer_sha256: str) -> str:

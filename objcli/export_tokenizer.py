@@ -5,7 +5,7 @@ vocabulary added at its id, so a trainer's embedding size and any decoder downst
   A ``ModelProto`` keeps its pieces in a repeated field, and protobuf appends repeated entries in the
   order they appear, so the new entries are encoded by hand after the original bytes (no protobuf
   dependency).
-- ``tokenizer.json``: the pieces added as special tokens, in id order (the library numbers them on).
+- ``tokenizer.json``: the pieces added as special tokens at their ids, in the file's own JSON.
 - tiktoken: the rank file as it is, and its side file with every special, the allocated ones included.
 """
 
@@ -69,15 +69,17 @@ def _sentencepiece(tokenizer, pieces, added, out: Path) -> Path:
 
 
 def _huggingface(tokenizer, pieces, added, out: Path) -> Path:
-    from tokenizers import AddedToken
-
-    library = tokenizer.library
-    library.add_special_tokens([AddedToken(p, special=True, normalized=False) for p in pieces])
+    """The file's own JSON with the pieces appended to ``added_tokens`` at their ids (every release
+    of the library reads that; 1.0 has no method to add tokens)."""
+    document = json.loads(tokenizer.path.read_text(encoding="utf-8"))
+    tokens = document.setdefault("added_tokens", [])
     for piece, token_id in added:
-        if library.token_to_id(piece) != token_id:
-            raise ObjcliError(f"tokenizer.json: {piece!r} took id {library.token_to_id(piece)}, not {token_id}")
+        if piece in tokenizer.ids:
+            raise ObjcliError(f"tokenizer.json: {piece!r} is already id {tokenizer.ids[piece]}, not {token_id}")
+        tokens.append({"id": token_id, "content": piece, "single_word": False, "lstrip": False, "rstrip": False,
+                       "normalized": False, "special": True})
     path = out / "tokenizer.json"
-    library.save(str(path))
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     config = tokenizer.path.with_name("tokenizer_config.json")
     if config.is_file():
         shutil.copyfile(config, out / config.name)

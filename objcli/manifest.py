@@ -89,6 +89,8 @@ class TokenizerRecord(msgspec.Struct, frozen=True):
     sha256: str
     vocab_size: int
     total_vocab_size: int
+    engine: dict = {}  # name, version, and how the parity probe proved it exact
+
 
 
 class SpecialTokenRecord(msgspec.Struct, frozen=True):

@@ -32,7 +32,8 @@ from .rng import derive_rng
 from .rows import ColumnSpec, RowBatch
 from .splits import assign_splits, split_names
 from .stores import open_store
-from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer
+from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer, remember_tokenizer
+from .tokenizers.engines import choose_engine
 from .writers import WRITERS, ShardSink
 from .writers.arrow import RowsToShuffle
 
@@ -77,11 +78,17 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     return make_packer(config.packing, settings)
 
 
-def plan_objective(config: TransformConfig, warn=None) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
-    """Load the tokenizer and build the objective in the main process: this fixes the special
-    tokens (and the order they are allocated in) before any worker starts. The configuration comes
-    back with the BOS policy resolved (``--bos`` not given: the tokenizer's own template)."""
+def plan_objective(config: TransformConfig, warn=None,
+                   sample: list[str] = ()) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
+    """Load the tokenizer, choose its engine and build the objective in the main process: this
+    fixes the special tokens (and the order they are allocated in) and the engine (probed on
+    ``sample``, the run's first batch) before any worker starts. The configuration comes back with
+    the BOS policy (``--bos`` not given: the tokenizer's own template) and the engine resolved."""
     tokenizer = open_tokenizer(config.tokenizer)
+    tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
+    tokenizer.use_engine(tokenizer.engine_choice.engine)
+    config = dataclasses.replace(config, engine=tokenizer.engine.name)
+    remember_tokenizer(config.tokenizer, config.engine, tokenizer)  # threads of this process reuse it
     template_bos = tokenizer.template_bos()
     tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token or template_bos), ("eos", config.eos_token)) if p}
     if config.bos is None:
@@ -89,6 +96,17 @@ def plan_objective(config: TransformConfig, warn=None) -> tuple[TransformConfig,
     objective = build_objective(config, tokenizer)
     check_special_roles(tokenizer, warn)
     return config, tokenizer, objective, run_columns(config, objective, build_packer(config, objective))
+
+
+def first_texts(partitions, config: TransformConfig) -> list[str]:
+    """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
+    if not partitions or partitions[0].input.is_stream:
+        return []
+    options = ReadOptions(config.text_key, config.text_unit, False, config.batch_bytes)
+    try:
+        return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])
+    except (ObjcliError, OSError):
+        return []  # the partition itself reports what is wrong with its input
 
 
 def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
@@ -310,7 +328,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     crash_point("partition-start")
     clear_partition(work, task.partition.index)  # whatever a dead attempt left
     config = task.config
-    tokenizer = load_tokenizer(config.tokenizer)
+    tokenizer = load_tokenizer(config.tokenizer, config.engine)
     tokenizer.adopt(task.special)
     chains = [_Chain.build(config, tokenizer, task, name, work) for name in (split_names(config.split) if config.split else [""])]
     log = RecordLog(strict=config.strict)

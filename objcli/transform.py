@@ -24,7 +24,7 @@ from .format_files import format_files
 from .manifest import MANIFEST_VERSION, split_totals, totals
 from .mixture import mixture_totals, parse_sources
 from .output import OutputFolder, PartitionResult, final_names
-from .pipeline import PartitionTask, Progress, plan_objective
+from .pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
@@ -106,13 +106,13 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
-    config, tokenizer, objective, columns = plan_objective(config, warn)
+    config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
     if pool == "auto":
         # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
         # token-level objectives); processes where Python holds it: objectives that cut their own
         # pieces to tokenize (sentences, FIM's prefix/middle/suffix; on 16 cores nsp ran 2.8x and
-        # fim 1.3x faster in processes), and the `tokenizers` library, whose batches scale better apart.
-        python_bound = objective.tokenizes_itself or tokenizer.kind == "huggingface"
+        # fim 1.3x faster in processes), and `tokenizers` 0.x, whose batches scale better apart.
+        python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
         pool = "processes" if python_bound else "threads"
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
@@ -204,6 +204,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
             "sha256": tokenizer.sha256,
             "vocab_size": tokenizer.vocab_size,
             "total_vocab_size": tokenizer.total_vocab_size,
+            "engine": tokenizer.engine_choice.to_json(),
         },
         "special_tokens": tokenizer.special.to_json(),
         "format": config.output_format,

@@ -192,7 +192,8 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
 _last_cpu = [0.0]
 
 
-def datatrove_tokenize(paths: list[Path], tokenizer_path: Path, text_bytes: int) -> dict:
+def datatrove_tokenize(paths: list[Path], tokenizer_path: Path, text_bytes: int, eos: str = "<|endoftext|>",
+                       token_bytes: int = 2) -> dict:
     """Hugging Face datatrove's DocumentTokenizer on the same files, tokenizer and cores."""
     out = ROOT / "bench_out_datatrove"
     shutil.rmtree(out, ignore_errors=True)
@@ -203,13 +204,13 @@ from datatrove.pipeline.tokens import DocumentTokenizer
 LocalPipelineExecutor(
     pipeline=[JsonlReader({str(DATA)!r}, glob_pattern="*.jsonl"),
               DocumentTokenizer({str(out / "tokens")!r}, tokenizer_name_or_path={str(tokenizer_path)!r},
-                                eos_token="<|endoftext|>", shuffle_documents=False)],
+                                eos_token={eos!r}, shuffle_documents=False)],
     tasks={len(paths)}, workers={CORES}, logging_dir={str(out / "logs")!r},
 ).run()
 """
     env = {**os.environ, "RAYON_NUM_THREADS": "1"}
     seconds, peak, _ = _run_tree([sys.executable, "-c", code], env)
-    tokens = sum(p.stat().st_size for p in (out / "tokens").rglob("*.ds")) // 2  # uint16 tokens
+    tokens = sum(p.stat().st_size for p in (out / "tokens").rglob("*.ds")) // token_bytes  # uint16, or uint32 past 64k
     shutil.rmtree(out, ignore_errors=True)
     return {"seconds": seconds, "text_bytes": text_bytes, "tokens": tokens, "peak_rss": peak}
 

@@ -75,15 +75,16 @@ def test_long_documents_are_encoded_in_pieces_with_the_same_tokens(hf_folder):
     paragraph = "The quick brown fox jumps over the lazy dog.\nAnd again, twice.\n\n"
     text = paragraph * 6000  # about 400,000 characters
     pieces = tokenizer.split_text(text, LONG_TEXT_CHARS)
-    assert len(pieces) > 1 and "".join(pieces) == text and all(p.startswith("\n") for p in pieces[1:])
+    assert len(pieces) > 1 and "".join(pieces) == text
+    library = tokenizers.Tokenizer.from_file(str(hf_folder / "tokenizer.json"))
     tokens, offsets = tokenizer.encode([text, "short"])
-    whole = tokenizer.library.encode(text, add_special_tokens=False).ids
+    whole = library.encode(text, add_special_tokens=False).ids
     assert tokens[offsets[0] : offsets[1]].tolist() == whole
-    assert np.diff(offsets).tolist() == [len(whole), len(tokenizer.library.encode("short", add_special_tokens=False).ids)]
+    assert np.diff(offsets).tolist() == [len(whole), len(library.encode("short", add_special_tokens=False).ids)]
     code = "def f(x):  \n    return x\n\n\n    # trailing spaces and blank lines  \n" * 5000
     tokens, offsets = tokenizer.encode([code])
     assert len(tokenizer.split_text(code, LONG_TEXT_CHARS)) > 1
-    assert tokens.tolist() == tokenizer.library.encode(code, add_special_tokens=False).ids
+    assert tokens.tolist() == library.encode(code, add_special_tokens=False).ids
 
 
 def test_a_file_that_is_neither_format(tmp_path):

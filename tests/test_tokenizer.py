@@ -59,11 +59,11 @@ def test_joined_buffers_equal_the_public_encode(sample_tokenizer, small_corpus):
     call's tokens; without it the public call is used."""
     texts = ["", "x", *(small_corpus / "reference.txt").read_text().split("\n")[:300]]
     tok = open_tokenizer(sample_tokenizer)
-    assert (tok._buffers is not None) == spm.__version__.startswith("0.2.")
+    assert (tok.engine._buffers is not None) == spm.__version__.startswith("0.2.")
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     expected = [sp.encode(t) for t in texts]
-    for buffers in (tok._buffers, None):
-        tok._buffers = buffers
+    for buffers in (tok.engine._buffers, None):
+        tok.engine._buffers = buffers
         tokens, offsets = tok.encode(texts)
         assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected
 

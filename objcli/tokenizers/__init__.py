@@ -7,14 +7,15 @@ is one); anything else is tried as a SentencePiece model.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 from pathlib import Path
 
 from ..errors import ObjcliError
 from ..remote import is_url, local_copy
 from .base import LONG_TEXT_CHARS, SpecialTokens, Tokenizer
+from .bpe_spec import Unsupported
 
-__all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "open_tokenizer"]
+__all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "open_tokenizer", "remember_tokenizer"]
 
 
 def open_tokenizer(path: str | Path) -> Tokenizer:
@@ -43,7 +44,29 @@ def open_tokenizer(path: str | Path) -> Tokenizer:
     return SentencePieceTokenizer(path)
 
 
-@lru_cache(maxsize=4)
-def load_tokenizer(path: str) -> Tokenizer:
-    """One loaded tokenizer per worker process and path."""
-    return open_tokenizer(path)
+_LOADED: dict[tuple[str, str], Tokenizer] = {}
+_LOCK = threading.Lock()
+
+
+def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
+    """One loaded tokenizer per process, path and engine. The engine is the one the main process
+    chose and probed (``engines.choose_engine``): workers take it as named. A pool of threads
+    shares the tokenizer the main process planned with (``remember_tokenizer``): a 128k-token
+    tokenizer.json takes most of a second to load."""
+    with _LOCK:
+        if (path, engine) not in _LOADED:
+            if len(_LOADED) >= 4:
+                _LOADED.pop(next(iter(_LOADED)))
+            tokenizer = open_tokenizer(path)
+            if engine not in ("auto", "reference"):
+                try:
+                    tokenizer.use_engine(tokenizer.make_engine(engine))
+                except Unsupported as why:
+                    raise ObjcliError(f"--engine {engine}: cannot encode {Path(path).name} here ({why})") from None
+            _LOADED[path, engine] = tokenizer
+        return _LOADED[path, engine]
+
+
+def remember_tokenizer(path: str, engine: str, tokenizer: Tokenizer) -> None:
+    with _LOCK:
+        _LOADED[path, engine] = tokenizer

@@ -61,16 +61,65 @@ class Tokenizer:
         self.special = SpecialTokens()
         self.vocab_size = 0
         self.role_pieces: dict[str, str] = {}  # --bos-token / --eos-token overrides
+        self.engine = None  # what encodes (engines.py); each kind starts with its reference
+        self.engine_choice = None  # how the run chose it (engines.EngineChoice), in the main process
 
-    # ---- what each kind provides ----
+    # ---- engines (engines.choose_engine picks one per run) ----
+    def engine_order(self) -> list[str]:
+        """Engine names for ``--engine auto``, fastest first; the last one is a reference."""
+        return [self.reference_engine_name()]
+
+    def reference_engine_name(self) -> str:
+        raise NotImplementedError
+
+    def make_engine(self, name: str):
+        """The engine ``name`` for this file, or ``bpe_spec.Unsupported`` saying why not."""
+        raise NotImplementedError
+
+    def probe_reference(self, engine):
+        """An engine independent of ``engine`` that is trusted as it is, to probe it against; or None."""
+        return None
+
+    def special_texts(self) -> list[str]:
+        """The texts of the model's own special tokens (the probe encodes them as plain text)."""
+        return []
+
+    def use_engine(self, engine) -> None:
+        self.engine = engine
+
     def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         """Batched encode of texts no longer than LONG_TEXT_CHARS into (int32 tokens, int64 offsets)."""
-        raise NotImplementedError
+        return self.engine.encode_batch(texts, num_threads)
+
+    # ---- where a text may be cut without changing its tokens ----
+    cut_pattern = None  # byte-level BPE: the file's first split pattern (compiled), where it is exact
+    # A window with no boundary: the rest is encoded whole (exact), or, where one input's memory grows
+    # faster than its length (SentencePiece's lattice on unspaced text), cut at the limit.
+    whole_without_boundary = True
 
     def cut_point(self, window: str) -> int:
         """Where to cut ``window`` (an index > 0) so that encoding the two sides separately gives
         the tokens of encoding them together; 0 when there is no such place."""
-        raise NotImplementedError
+        return 0
+
+    def boundary(self, text: str, start: int, limit: int) -> int:
+        """The last place in ``text[start : start + limit]`` (as an offset > 0 from ``start``) where
+        the tokens of ``text[start:]`` split; 0 when there is none. With a split pattern: the start
+        of a piece it matches there (scanning the whole text from ``start``, itself such a place)
+        such that the text before it, alone, splits into the same pieces: a lookahead at the end
+        (``\\s+(?!\\S)``) or an end anchor (``\\s++$``) would otherwise see the cut as the text's end."""
+        if self.cut_pattern is None:
+            return self.cut_point(text[start : start + limit])
+        spans = []
+        for match in self.cut_pattern.finditer(text, start):
+            if match.start() - start > limit:
+                break
+            spans.append(match.span())
+        for k in range(len(spans) - 1, max(0, len(spans) - 17), -1):  # the last places first
+            cut = spans[k][0]
+            if [m.span() for m in self.cut_pattern.finditer(text, start, cut)] == spans[:k]:
+                return cut - start
+        return 0
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         raise NotImplementedError
@@ -114,7 +163,7 @@ class Tokenizer:
             return self._encode_texts(texts, num_threads)
         pieces, owners = [], []
         for index, text in enumerate(texts):
-            parts = self.split_text(text, LONG_TEXT_CHARS)
+            parts = list(self.exact_pieces(text, LONG_TEXT_CHARS)) if len(text) > LONG_TEXT_CHARS else [text]
             pieces += parts
             owners += [index] * len(parts)
         tokens, offsets = self._encode_texts(pieces, num_threads)
@@ -124,12 +173,24 @@ class Tokenizer:
     def split_text(self, text: str, limit: int) -> list[str]:
         return list(self.iter_pieces(text, limit))
 
-    def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
-        """``text`` in pieces of at most ``limit`` characters, cut at ``cut_point``s (or, where a
-        window has none, at the limit, which may change the tokens at that one place)."""
+    def exact_pieces(self, text: str, limit: int) -> Iterator[str]:
+        """``text`` in pieces whose tokens, joined, are the whole text's: cut at ``boundary``s,
+        mostly ``limit`` characters or fewer; where a window has none, see ``whole_without_boundary``."""
         start = 0
         while len(text) - start > limit:
-            cut = self.cut_point(text[start : start + limit]) or limit
+            cut = self.boundary(text, start, limit) or (0 if self.whole_without_boundary else limit)
+            if cut <= 0:
+                break
+            yield text[start : start + cut]
+            start += cut
+        yield text[start:]
+
+    def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
+        """``text`` in pieces of at most ``limit`` characters (``--max-document-chars``), cut at
+        ``boundary``s, or where a window has none at the limit, which may change the tokens there."""
+        start = 0
+        while len(text) - start > limit:
+            cut = self.boundary(text, start, limit) or limit
             yield text[start : start + cut]
             start += cut
         yield text[start:]
@@ -243,16 +304,6 @@ class Tokenizer:
     def _decode_run(self, run: list[int], first: bool) -> str:
         """A run of ordinary ids as the whole sequence decodes it (``first``: at the start of it)."""
         return self.decode_batch([run])[0]
-
-
-def cut_before_line_break(window: str) -> int:
-    """Just before the whitespace run that holds the last line break, so the next piece starts with
-    the whole run and this one ends with non-space text (byte-level BPE split patterns never join
-    non-space text with the whitespace after it)."""
-    cut = window.rfind("\n")
-    while cut > 0 and window[cut - 1].isspace():
-        cut -= 1
-    return max(cut, 0)
 
 
 def flatten_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:

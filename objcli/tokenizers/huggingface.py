@@ -1,30 +1,34 @@
-"""Hugging Face ``tokenizer.json`` (byte-level BPE and friends), through the ``tokenizers`` library.
+"""Hugging Face ``tokenizer.json`` (byte-level BPE and friends).
 
+- The vocabulary, added tokens and templates are read from the file itself, so every engine and
+  every release of the ``tokenizers`` library (0.x, and 1.0, which has no vocabulary methods) sees
+  the same ones; the library decodes.
+- Engines (``engines.py``), fastest first: ``tokenizers`` 1.0 where it is installed, quicktok where
+  the split pattern is one it compiles (Llama 3, Qwen, cl100k, o200k) and the merges are rank BPE's,
+  ``tokenizers`` 0.x (the reference), and objcli's readable byte-level BPE.
 - BOS/EOS/PAD/UNK come from ``tokenizer_config.json`` beside the file when it names them, else from
   the usual special-token names the model has (``<|endoftext|>``, ``</s>``, …); ``--bos-token`` and
   ``--eos-token`` override both.
 - Text that spells a special token stays text (``encode_special_tokens``), as with SentencePiece.
-- Batches are encoded with the library's own thread pool, sized to objcli's per-worker thread
-  count (``RAYON_NUM_THREADS``) so processes and threads never oversubscribe the cores.
-- Documents longer than ``LONG_TEXT_CHARS`` are encoded in pieces (``Tokenizer.encode``), because
-  some BPE implementations slow down sharply on very long inputs. Each cut is placed just before a
-  whitespace run holding a line break, so the next piece starts with the whole run. The tokens are
-  the same as for the whole text whenever the pre-tokenizer never joins non-space text with the
-  whitespace that follows it (the GPT-2 and Llama-3 byte-level patterns and Metaspace do not); a
-  document with no line break in 200,000 characters is cut at the limit, which can change the
-  tokens at that one point.
+- Documents longer than ``LONG_TEXT_CHARS`` are encoded in pieces cut at the start of a piece of the
+  file's own first split pattern (``bpe_spec``), where the tokens cannot change; a file whose
+  pipeline could join text across such a place (a normalizer, a prefix space, non-special added
+  tokens, a pre-tokenizer other than regular expressions) is encoded whole.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from functools import cached_property
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
-from .base import Tokenizer, cut_before_line_break, flatten_arrays
+from .base import Tokenizer
+from .bpe_spec import BPESpec, Unsupported, spec_from_tokenizer_json
+from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -40,23 +44,36 @@ class HuggingFaceTokenizer(Tokenizer):
     def __init__(self, path: str | Path):
         super().__init__(path)
         try:
-            from tokenizers import Tokenizer as LibraryTokenizer
-        except ImportError:
-            raise ObjcliError(
-                f"tokenizer {self.path} is a Hugging Face tokenizer.json; install support with: pip install 'objcli[hf]'"
-            ) from None
-        try:
-            self.library = LibraryTokenizer.from_file(str(self.path))
-        except Exception as error:  # the library raises a bare Exception for malformed files
-            raise ObjcliError(
-                f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
-            ) from None
-        self.library.encode_special_tokens = True
-        self.vocab_size = self.library.get_vocab_size(with_added_tokens=True)
+            self.document = msgspec.json.decode(self.path.read_bytes())
+            model = self.document["model"]
+            self.ids = {**model.get("vocab", {}), **{t["content"]: t["id"] for t in self.document.get("added_tokens", [])}}
+        except (msgspec.DecodeError, KeyError, TypeError, AttributeError) as error:
+            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
+                              f"({error})") from None
+        if not isinstance(self.ids, dict) or not all(isinstance(i, int) for i in self.ids.values()):
+            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
+                              "(its vocabulary is not a table of ids)")
+        self.vocab_size = max(self.ids.values(), default=-1) + 1
         self.add_bos = False
         self.config = self._read_config()
-        self._pieces: list[str] | None = None
-        self._threads: int | None = None
+        try:  # the library decodes, whichever engine encodes; it also checks the whole file
+            self.use_engine(self.library_engine)  # until the run chooses (engines.choose_engine)
+        except Missing as why:
+            raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
+        except Exception as error:  # the library raises a bare Exception for malformed files
+            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
+                              f"({error})") from None
+
+    @cached_property
+    def library_engine(self) -> TokenizersEngine:
+        return TokenizersEngine(self.path)
+
+    @cached_property
+    def spec(self) -> BPESpec | None:
+        try:
+            return spec_from_tokenizer_json(self.document)
+        except Unsupported:
+            return None
 
     def _read_config(self) -> dict:
         config_path = self.path.with_name("tokenizer_config.json")
@@ -75,33 +92,59 @@ class HuggingFaceTokenizer(Tokenizer):
                 roles[role] = value
         return roles
 
-    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._threads is None:  # the library sizes its pool on first use
-            os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
-            self._threads = num_threads
-        encodings = self.library.encode_batch_fast(texts, add_special_tokens=False)
-        return flatten_arrays([np.asarray(e.ids, dtype=np.int32) for e in encodings])
+    # ---- engines ----
+    def engine_order(self) -> list[str]:
+        fast_library = not self.library_engine.reference  # tokenizers 1.0 outruns quicktok here
+        return ["tokenizers", "quicktok", "python"] if fast_library else ["quicktok", "tokenizers", "python"]
 
-    def cut_point(self, window: str) -> int:
-        return cut_before_line_break(window)
+    def reference_engine_name(self) -> str:
+        return "tokenizers" if self.library_engine.reference else "python"
 
+    def make_engine(self, name: str):
+        if name == "tokenizers":
+            return self.library_engine
+        if name not in ("quicktok", "python"):
+            raise Unsupported("a tokenizer.json is encoded by tokenizers, quicktok or python")
+        if self.spec is None:
+            spec_from_tokenizer_json(self.document)  # raises with the reason
+        return QuicktokEngine(self.spec, self.sha256) if name == "quicktok" else PythonEngine(self.spec)
+
+    def probe_reference(self, engine):
+        if engine is not self.library_engine and self.library_engine.reference:
+            return self.library_engine
+        try:
+            return None if engine.name == "python" else self.make_engine("python")
+        except Unsupported:
+            return None
+
+    def special_texts(self) -> list[str]:
+        return [t["content"] for t in self.document.get("added_tokens", [])]
+
+    @cached_property
+    def cut_pattern(self):
+        if self.spec is None or not self.spec.cuttable:
+            return None
+        import regex
+
+        return regex.compile(self.spec.patterns[0])
+
+    # ---- vocabulary ----
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
-        return self.library.decode_batch(ids, skip_special_tokens=False) if ids else []
+        return self.library_engine.decode(ids) if ids else []
 
     def model_id(self, piece: str) -> int | None:
-        return self.library.token_to_id(piece)
+        return self.ids.get(piece)
 
     def model_role_id(self, role: str) -> int | None:
         for name in ((self.config[role],) if role in self.config else ROLE_NAMES[role]):
-            token_id = self.library.token_to_id(name)
-            if token_id is not None:
-                return token_id
+            if name in self.ids:
+                return self.ids[name]
         return None
 
     def template_bos(self) -> str | None:
         """The special token that the post-processor's single-text template starts with (Llama 3's
         ``<|begin_of_text|>``), or the BOS of a ``tokenizer_config.json`` with ``add_bos_token``."""
-        post = json.loads(self.library.to_str()).get("post_processor") or {}
+        post = self.document.get("post_processor") or {}
         steps = post.get("processors", []) if post.get("type") == "Sequence" else [post]
         for step in steps:
             first = (step.get("single") or [{}])[0] if step.get("type") == "TemplateProcessing" else {}
@@ -112,15 +155,21 @@ class HuggingFaceTokenizer(Tokenizer):
         return None
 
     def pieces(self) -> list[str]:
-        if self._pieces is None:
-            self._pieces = [self.library.id_to_token(i) or "" for i in range(self.vocab_size)]
         return self._pieces
+
+    @cached_property
+    def _pieces(self) -> list[str]:
+        pieces = [""] * self.vocab_size
+        for piece, token_id in self.ids.items():
+            if 0 <= token_id < self.vocab_size:
+                pieces[token_id] = piece
+        return pieces
 
     def control_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)
-        for token_id, token in self.library.get_added_tokens_decoder().items():
-            if token.special and token_id < self.vocab_size:
-                mask[token_id] = True
+        for token in self.document.get("added_tokens", []):
+            if token.get("special") and 0 <= token["id"] < self.vocab_size:
+                mask[token["id"]] = True
         return mask
 
     def unusable_mask(self) -> np.ndarray:

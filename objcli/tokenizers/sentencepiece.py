@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels.ragged import lengths_to_offsets
 from .base import Tokenizer, flatten_arrays
+from .bpe_spec import Unsupported
 
 # SentencePiece's own accessors for the roles it knows.
 MODEL_ROLE_ACCESSORS = {"bos": "bos_id", "eos": "eos_id", "pad": "pad_id", "unk": "unk_id"}
@@ -51,6 +52,23 @@ def join_buffers(buffers: list) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(buffers), dtype=np.int32), offsets
 
 
+class SentencePieceEngine:
+    name = "sentencepiece"
+    reference = True
+
+    def __init__(self, processor):
+        import sentencepiece as spm
+
+        self.version = spm.__version__
+        self.processor = processor
+        self._buffers = _buffer_encoder(processor)
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._buffers is None:
+            return flatten_arrays(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
+        return join_buffers(self._buffers(texts, num_threads))
+
+
 class SentencePieceTokenizer(Tokenizer):
     """A SentencePiece ``.model``: batched encode with NumPy output and the library's threads."""
 
@@ -70,12 +88,17 @@ class SentencePieceTokenizer(Tokenizer):
             ) from None
         self.vocab_size = self.processor.get_piece_size()
         self._pieces: list[str] | None = None
-        self._buffers = _buffer_encoder(self.processor)
+        self.use_engine(SentencePieceEngine(self.processor))
 
-    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._buffers is None:
-            return flatten_arrays(self.processor.encode(texts, return_type="numpy", num_threads=num_threads))
-        return join_buffers(self._buffers(texts, num_threads))
+    whole_without_boundary = False  # unspaced text (CJK) would build one lattice for all of it
+
+    def reference_engine_name(self) -> str:
+        return "sentencepiece"  # no other engine reproduces a .model exactly and faster
+
+    def make_engine(self, name: str):
+        if name != "sentencepiece":
+            raise Unsupported("a SentencePiece .model is encoded by sentencepiece alone")
+        return self.engine
 
     def cut_point(self, window: str) -> int:
         """Before a space that follows non-space text. SentencePiece splits at whitespace before

@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from .base import Tokenizer, cut_before_line_break, flatten_arrays
+from .base import Tokenizer
+from .bpe_spec import Unsupported, spec_from_ranks
+from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
                   r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
@@ -84,15 +86,46 @@ class TiktokenTokenizer(Tokenizer):
     def __init__(self, path: str | Path):
         super().__init__(path)
         try:
-            import tiktoken
+            import tiktoken  # noqa: F401 (decodes, and is the reference engine)
         except ImportError:
             raise ObjcliError(f"tokenizer {self.path} is a tiktoken rank file; install support with: "
                               "pip install 'objcli[tiktoken]'") from None
-        ranks = _read_ranks(self.path)
-        name, pattern, specials, self.bos, self.eos = self._settings(len(ranks))
-        self.encoding = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        self.ranks = _read_ranks(self.path)
+        name, self.pattern, specials, self.bos, self.eos = self._settings(len(self.ranks))
+        self.reference = TiktokenEngine(self.ranks, self.pattern, specials, name)
+        self.encoding = self.reference.encoding  # decodes, whichever engine encodes
         self.specials = specials
         self.vocab_size = self.encoding.n_vocab
+        self.use_engine(self.reference)  # until the run chooses (engines.choose_engine)
+
+    # ---- engines ----
+    def engine_order(self) -> list[str]:
+        return ["quicktok", "tiktoken", "python"]
+
+    def reference_engine_name(self) -> str:
+        return "tiktoken"
+
+    def make_engine(self, name: str):
+        spec = spec_from_ranks(self.ranks, self.pattern, self.specials)
+        if name == "quicktok":
+            return QuicktokEngine(spec, self.sha256)
+        if name == "python":
+            return PythonEngine(spec)
+        if name == "tiktoken":
+            return self.reference
+        raise Unsupported("a rank file is encoded by tiktoken, quicktok or python")
+
+    def probe_reference(self, engine):
+        return self.reference
+
+    def special_texts(self) -> list[str]:
+        return list(self.specials)
+
+    @cached_property
+    def cut_pattern(self):
+        import regex
+
+        return regex.compile(self.pattern)
 
     def _settings(self, count: int):
         side = self.path.with_name(self.path.name + ".json")
@@ -116,13 +149,6 @@ class TiktokenTokenizer(Tokenizer):
         if side.is_file():
             digest.update(side.read_bytes())
         return digest.hexdigest()
-
-    def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
-        ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))
-        return flatten_arrays([np.asarray(i, dtype=np.int32) for i in ids])
-
-    def cut_point(self, window: str) -> int:
-        return cut_before_line_break(window)
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.encoding.decode_batch(ids) if ids else []

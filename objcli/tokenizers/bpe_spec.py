@@ -1,0 +1,128 @@
+"""What a byte-level BPE ``tokenizer.json`` or tiktoken rank file means, read once into plain data.
+
+Every byte-level BPE in use (GPT-2, Llama 3, Qwen, cl100k, o200k) is the same pipeline: an optional
+NFC normalizer, one or more regular expressions that split the text into pieces, the bytes of each
+piece written as GPT-2's byte characters, then merges by rank inside each piece. ``BPESpec`` holds
+that pipeline; the engines (``engines.py``), the readable reference (``python_bpe.py``) and the cut
+points of long texts all read it, so they agree on what the file says. A file whose pipeline has a
+step outside this shape (Metaspace, byte fallback, a normalizer other than NFC) is
+``Unsupported``, with the reason: those stay with the ``tokenizers`` library alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# GPT-2's split pattern: ByteLevel's own when ``use_regex`` is on.
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+class Unsupported(ValueError):
+    """The file holds a step that this reading of byte-level BPE does not cover."""
+
+
+def byte_characters() -> list[str]:
+    """GPT-2's byte-to-character table: byte-level vocabularies are written in these characters."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = [], 0
+    for b in range(256):
+        if b in printable:
+            chars.append(chr(b))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    return chars
+
+
+@dataclass
+class BPESpec:
+    """A byte-level BPE: ``patterns`` split in turn (each piece of one split by the next);
+    ``isolated``: text between matches is a piece too (Hugging Face's Split) or dropped (tiktoken);
+    ``merges``: pair -> priority (lower merges first) or None, where any two pieces whose join is a
+    token merge at that token's rank (tiktoken); ``plain_added``: added tokens that are not special,
+    which Hugging Face matches in the text before anything else."""
+
+    vocab: dict[bytes, int]
+    patterns: list[str]
+    merges: dict[tuple[bytes, bytes], int] | None = None
+    nfc: bool = False
+    add_prefix_space: bool = False
+    ignore_merges: bool = True
+    isolated: bool = True
+    plain_added: dict[str, int] = field(default_factory=dict)
+    special: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cuttable(self) -> bool:
+        """Pieces of the first pattern are encoded independently of each other: a long text can be
+        cut at the start of any of them (no normalizer joins across, no prefix space is added)."""
+        return not (self.nfc or self.add_prefix_space or self.plain_added)
+
+
+def spec_from_ranks(ranks: dict[bytes, int], pattern: str, special: dict[str, int]) -> BPESpec:
+    return BPESpec(vocab=ranks, patterns=[pattern], merges=None, isolated=False, special=special)
+
+
+def spec_from_tokenizer_json(document: dict) -> BPESpec:
+    """The pipeline of a parsed ``tokenizer.json``, or ``Unsupported`` naming the first step outside it."""
+    model = document.get("model") or {}
+    if model.get("type") != "BPE":
+        raise Unsupported(f"model {model.get('type')!r} is not BPE")
+    for key in ("byte_fallback", "continuing_subword_prefix", "end_of_word_suffix", "dropout"):
+        if model.get(key):
+            raise Unsupported(f"BPE with {key}")
+    nfc = _normalizer_is_nfc(document.get("normalizer"))
+    patterns, add_prefix_space = _pre_tokenizer(document.get("pre_tokenizer"))
+    to_latin1 = {ord(c): b for b, c in enumerate(byte_characters())}  # each byte character -> that byte
+
+    def raw(piece: str) -> bytes:
+        try:
+            return piece.translate(to_latin1).encode("latin-1")
+        except UnicodeEncodeError:
+            raise Unsupported(f"vocabulary piece {piece!r} is not written in byte-level characters") from None
+
+    added = {t["content"]: t["id"] for t in document.get("added_tokens", [])}
+    raw_of = {p: raw(p) for p in model.get("vocab", {}) if p not in added}  # merges name vocabulary pieces
+    vocab = {raw_of[p]: i for p, i in model.get("vocab", {}).items() if p not in added}
+    if len(vocab) < 256 or any(bytes([b]) not in vocab for b in range(256)):
+        raise Unsupported("the vocabulary lacks some of the 256 byte tokens")
+    merges = {}
+    for rank, merge in enumerate(model.get("merges", [])):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        # a repeated pair keeps its last rank, as the library builds its map
+        merges[raw_of.get(left) or raw(left), raw_of.get(right) or raw(right)] = rank
+    plain = [t for t in document.get("added_tokens", []) if not t.get("special")]
+    if any(t.get(k) for t in plain for k in ("lstrip", "rstrip", "single_word")):
+        raise Unsupported("an added token strips or matches single words")
+    return BPESpec(vocab=vocab, patterns=patterns, merges=merges, nfc=nfc, add_prefix_space=add_prefix_space,
+                   ignore_merges=bool(model.get("ignore_merges")), plain_added={t["content"]: t["id"] for t in plain},
+                   special={t["content"]: t["id"] for t in document.get("added_tokens", []) if t.get("special")})
+
+
+def _normalizer_is_nfc(normalizer: dict | None) -> bool:
+    steps = normalizer.get("normalizers", []) if normalizer and normalizer.get("type") == "Sequence" else [normalizer]
+    kinds = [s.get("type") for s in steps if s]
+    if any(k != "NFC" for k in kinds):
+        raise Unsupported(f"normalizer {', '.join(kinds)}")
+    return bool(kinds)
+
+
+def _pre_tokenizer(pre: dict | None) -> tuple[list[str], bool]:
+    steps = pre.get("pretokenizers", []) if pre and pre.get("type") == "Sequence" else [pre]
+    patterns, byte_level, add_prefix_space = [], False, False
+    for step in steps:
+        kind = (step or {}).get("type")
+        if kind == "Split":
+            regex = (step.get("pattern") or {}).get("Regex")
+            if regex is None or step.get("behavior") != "Isolated" or step.get("invert"):
+                raise Unsupported("a Split that is not an isolated regular expression")
+            patterns.append(regex)
+        elif kind == "ByteLevel" and not byte_level:
+            byte_level, add_prefix_space = True, bool(step.get("add_prefix_space"))
+            if step.get("use_regex", True):
+                patterns.append(GPT2_PATTERN)
+        else:
+            raise Unsupported(f"pre-tokenizer {kind}")
+    if not byte_level:
+        raise Unsupported("no ByteLevel pre-tokenizer: not a byte-level BPE")
+    return patterns, add_prefix_space

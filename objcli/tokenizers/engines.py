@@ -1,0 +1,301 @@
+"""Engines: what encodes a batch under a ``Tokenizer``, chosen for speed and proven exact.
+
+A tokenizer file says what the tokens are; an engine computes them. Several exact engines read the
+same file at very different speeds (a byte-level BPE ``tokenizer.json``: ``tokenizers`` 1.0 or
+quicktok at 20-80x ``tokenizers`` 0.2x). Each engine gives one flat int32 array and int64 offsets.
+
+- A **reference** engine is the file's own stable library (SentencePiece, ``tokenizers`` 0.x,
+  tiktoken) or, where that cannot be installed beside a pre-release of the same name, objcli's
+  readable byte-level BPE (``python_bpe.py``). It is trusted as it is.
+- Any other engine must pass the **parity probe** first: it encodes the probe text shipped in the
+  package (``probe.txt``: every script the tests cover, whitespace runs, digits, emoji, combining
+  marks, long words), the model's own special-token texts and the run's first batch, and an
+  independent reference encodes the same; one differing text and the run falls back to the
+  reference with a one-line warning naming that text.
+
+The choice is made once, in the main process (``choose_engine``); workers load the engine named in
+the run's configuration and never probe again, so every partition encodes alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .bpe_spec import BPESpec, Unsupported
+
+ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
+PROBE_SAMPLE_CHARS = 256 * 1024  # of the run's first batch: the readable reference runs at about 5 MB/s
+
+
+class Missing(Unsupported):
+    """The engine's library is not installed here."""
+
+
+def is_prerelease(version: str) -> bool:
+    """``1.0.0-rc.3``, ``1.0.0rc3``, ``0.24.0.dev0``: a letter in the version."""
+    return re.search(r"[a-z]", version.lower()) is not None
+
+
+class TokenizersEngine:
+    """The ``tokenizers`` library: 0.x through ``encode_batch_fast``, 1.0 through ``encode_batch``
+    with ``encode_special_tokens`` per call and NumPy ids (1.0 has no other encode)."""
+
+    name = "tokenizers"
+
+    def __init__(self, path: Path):
+        try:
+            import tokenizers
+        except ImportError:
+            raise Missing("install it with: pip install 'objcli[hf]'") from None
+        self.library = tokenizers.Tokenizer.from_file(str(path))
+        self.version = tokenizers.__version__
+        self.reference = not is_prerelease(self.version)
+        self.legacy = hasattr(self.library, "encode_batch_fast")
+        if self.legacy:
+            self.library.encode_special_tokens = True
+        self._threads: int | None = None
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._threads is None:  # the library sizes its pool on first use
+            os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
+            self._threads = num_threads
+        if self.legacy:
+            arrays = [np.asarray(e.ids, dtype=np.int32) for e in self.library.encode_batch_fast(texts, add_special_tokens=False)]
+        else:
+            arrays = [e.ids_array for e in self.library.encode_batch(texts, add_special_tokens=False, encode_special_tokens=True)]
+        return join_arrays(arrays)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        if self.legacy:
+            return self.library.decode_batch(ids, skip_special_tokens=False)
+        return [self.library.decode(i, skip_special_tokens=False) for i in ids]
+
+
+# Split patterns quicktok has scanners for: its own table, and tiktoken's spelling of cl100k.
+def quicktok_scanners() -> dict[str, str]:
+    from quicktok import _import_core
+
+    from .tiktoken_bpe import CL100K_PATTERN
+
+    return {**_import_core.KNOWN_PATTERNS, CL100K_PATTERN: "cl100k"}
+
+
+class QuicktokEngine:
+    """quicktok-v1 (C++, exact backtracking BPE) for the split patterns it has compiled scanners for:
+    cl100k, o200k, Llama 3, Qwen. Its data files are written once per tokenizer digest into a cache."""
+
+    name = "quicktok"
+    reference = False
+
+    def __init__(self, spec: BPESpec, digest: str):
+        try:
+            import quicktok
+        except ImportError:
+            raise Missing("install it with: pip install 'objcli[fast]'") from None
+        scanner = quicktok_scanners().get(spec.patterns[0]) if len(spec.patterns) == 1 else None
+        if scanner is None:
+            raise Unsupported("quicktok has no scanner for this split pattern")
+        if spec.add_prefix_space or spec.plain_added:
+            raise Unsupported("quicktok takes no prefix space and no non-special added tokens")
+        if spec.merges is not None:
+            check_merges_are_ranks(spec)
+        if max(spec.vocab.values()) >= 1 << 18:
+            raise Unsupported("quicktok takes ids below 262,144")
+        self.version = quicktok.__version__
+        folder = _quicktok_data(spec, scanner, digest, self.version)
+        self.encoding = quicktok.Tokenizer("objcli", str(folder))
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        tokens, offsets = self.encoding.encode_batch(texts, max(1, num_threads), False)
+        return tokens.view(np.int32), offsets  # ids are below 2**18: the same bits
+
+
+def _quicktok_data(spec: BPESpec, scanner: str, digest: str, version: str) -> Path:
+    """quicktok's data files for this tokenizer, written once into the user's cache (atomically:
+    a folder renamed into place), keyed by the tokenizer's digest and quicktok's version."""
+    from quicktok import _import_core
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "quicktok"
+    folder = cache / f"{digest[:24]}-{version}"
+    if (folder / "objcli.enc").is_file():
+        return folder
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
+    try:
+        specials = {s: i for s, i in spec.special.items() if 0 < len(s.encode()) <= 64}
+        _import_core.write_files(str(work), "objcli", spec.vocab, specials, scanner, spec.nfc)
+        _import_core.ensure_tables(str(work), str(Path(_import_core.__file__).parent / "data"), scanner, spec.nfc)
+        os.replace(work, folder)
+    except OSError:
+        if not (folder / "objcli.enc").is_file():
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return folder
+
+
+def check_merges_are_ranks(spec: BPESpec) -> None:
+    """Merges by their order in the file give rank BPE's tokens (quicktok's, tiktoken's) only when
+    every split of a token into two tokens is a merge, later merges never make earlier tokens, and no
+    token is made by two merges that can overlap ([x, q, y] with x+q = q+y) in the opposite order of
+    leftmost-first. Files converted from rank files (Llama 3, Qwen) satisfy all three."""
+    if not spec.ignore_merges:
+        raise Unsupported("merges without ignore_merges can split a piece that is itself a token")
+    vocab, merges = spec.vocab, spec.merges
+    made: dict[bytes, dict[tuple[bytes, bytes], int]] = {}
+    last = -1
+    for (left, right), rank in sorted(merges.items(), key=lambda m: m[1]):
+        token = vocab.get(left + right)
+        if token is None or token < last:
+            raise Unsupported("the merges are not in the order of the tokens they make")
+        last = token
+        made.setdefault(left + right, {})[left, right] = rank
+    for token in vocab:
+        splits = [(token[:k], token[k:]) for k in range(1, len(token)) if token[:k] in vocab and token[k:] in vocab]
+        own = made.get(token, {})
+        if any(s not in own for s in splits):
+            raise Unsupported("a token can be split into two tokens that no merge joins")
+        for (_left, middle), rank in own.items():
+            right = token[len(middle):] if token.startswith(middle) else None
+            if right is not None and own.get((middle, right), rank) < rank:
+                raise Unsupported("two merges make one token in an order rank BPE does not follow")
+
+
+class TiktokenEngine:
+    name = "tiktoken"
+    reference = True
+
+    def __init__(self, ranks: dict[bytes, int], pattern: str, specials: dict[str, int], label: str):
+        try:
+            import tiktoken
+        except ImportError:
+            raise Missing("install it with: pip install 'objcli[tiktoken]'") from None
+        self.version = tiktoken.__version__
+        self.encoding = tiktoken.Encoding(name=label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))
+        return join_arrays([np.asarray(i, dtype=np.int32) for i in ids])
+
+
+class PythonEngine:
+    """objcli's readable byte-level BPE (``python_bpe.py``): the reference of last resort."""
+
+    name = "python"
+    reference = True
+
+    def __init__(self, spec: BPESpec):
+        try:
+            import regex  # noqa: F401
+        except ImportError:
+            raise Missing("it needs the regex module: pip install 'objcli[fast]'") from None
+        from .. import __version__
+        from .python_bpe import PythonBPE
+
+        self.version = __version__
+        self.bpe = PythonBPE(spec)
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.bpe.encode_batch(texts)
+
+
+def join_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays)), out=offsets[1:])
+    tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
+    return tokens, offsets
+
+
+@dataclass
+class EngineChoice:
+    """The engine a run encodes with, and how it was proven exact (recorded in the manifest)."""
+
+    engine: object
+    probe: str
+
+    def to_json(self) -> dict:
+        return {"name": self.engine.name, "version": self.engine.version, "probe": self.probe}
+
+
+def probe_texts(special_texts: list[str], sample: list[str]) -> list[str]:
+    """The shipped probe text by paragraph, the model's special-token texts alone and in context,
+    and up to PROBE_SAMPLE_CHARS of the run's first batch."""
+    shipped = resources.files("objcli.tokenizers").joinpath("probe.txt").read_bytes().decode("utf-8")  # \r\n kept
+    texts = [shipped, *shipped.split("\n\n")]
+    texts += [f"{s}{t}x {t}\n{t}{t}" for t, s in zip(special_texts, ["", " ", "a", "\n"] * len(special_texts))]
+    budget = PROBE_SAMPLE_CHARS
+    for text in sample:
+        if budget <= 0:
+            break
+        texts.append(text[:budget])
+        budget -= len(text)
+    return texts
+
+
+def first_difference(engine, reference, texts: list[str]) -> str | None:
+    """The first text the two engines encode differently, or None."""
+    a_tokens, a_offsets = engine.encode_batch(texts, 1)
+    b_tokens, b_offsets = reference.encode_batch(texts, 1)
+    for i, text in enumerate(texts):
+        a = a_tokens[a_offsets[i] : a_offsets[i + 1]]
+        b = b_tokens[b_offsets[i] : b_offsets[i + 1]]
+        if len(a) != len(b) or not np.array_equal(a, b):
+            return text
+    return None
+
+
+def describe(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    shown = repr(text[:60]) + ("…" if len(text) > 60 else "")
+    return f"{shown} ({len(text):,} characters, sha256 {digest})"
+
+
+def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> EngineChoice:
+    """The engine for a run: ``auto``, the fastest of ``tokenizer.engine_order()`` that takes the
+    file and passes the probe; ``reference``, the family's reference; a name, that engine (probed,
+    falling back to the reference on a difference)."""
+    from ..errors import ObjcliError
+
+    say = warn or (lambda message: None)
+    names = tokenizer.engine_order() if requested == "auto" else [requested]
+    if requested == "reference":
+        names = [tokenizer.reference_engine_name()]
+    unprobed = None
+    for name in names:
+        try:
+            engine = tokenizer.make_engine(name)
+        except Unsupported as why:
+            if requested != "auto":
+                raise ObjcliError(f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); "
+                                  "pass --engine auto") from None
+            continue
+        if engine.reference:
+            return EngineChoice(engine, "not needed: the reference engine")
+        oracle = tokenizer.probe_reference(engine)
+        if oracle is None:
+            unprobed = unprobed or engine
+            continue
+        texts = probe_texts(tokenizer.special_texts(), sample)
+        difference = first_difference(engine, oracle, texts)
+        label = f"{oracle.name} {oracle.version}"
+        if difference is None:
+            return EngineChoice(engine, f"identical to {label} on {len(texts)} texts, {sum(map(len, texts)):,} characters")
+        say(f"engine {engine.name} {engine.version} encodes {describe(difference)} differently from {label}; "
+            "falling back to " + ("the next engine" if requested == "auto" else "the reference"))
+        if requested != "auto":
+            return choose_engine(tokenizer, "reference", sample, warn)
+    if unprobed is None:
+        raise ObjcliError(f"tokenizer {tokenizer.path}: no installed engine can encode it; "
+                          "install one with: pip install 'objcli[hf]'")
+    say(f"engine {unprobed.name} {unprobed.version} is a pre-release and no independent reference reads "
+        f"{tokenizer.path.name}; its tokens are unchecked (install the stable release beside it for a checked run)")
+    return EngineChoice(unprobed, "not probed: no independent reference reads this file")

@@ -1,0 +1,254 @@
+"""Engines (issue 25): every engine × tokenizer the tests cover writes the reference library's tokens on
+every document of a multilingual corpus; the pre-release `tokenizers` 1.0 (run in processes of its
+own, beside the stable release) writes the same bytes; a parity failure falls back with a warning."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, write_rank_file
+from conftest import ROOT, SAMPLE, read_output, run_transform
+from multilingual import documents
+
+from objcli.errors import ObjcliError
+from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer
+from objcli.tokenizers.bpe_spec import BPESpec, Unsupported
+from objcli.tokenizers.engines import QuicktokEngine, check_merges_are_ranks, choose_engine, is_prerelease, probe_texts
+from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN, _llama3_specials
+
+tokenizers = pytest.importorskip("tokenizers")
+tiktoken = pytest.importorskip("tiktoken")
+pytest.importorskip("quicktok")
+PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"  # the Makefile installs the pinned pre-release here
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return documents(random_count=250, source_count=15, most=20_000)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    """The tokenizer files the engines are tested on: Llama 3's 128k ranks as a rank file and as a
+    tokenizer.json (converted as transformers converts it), and a GPT-2-style byte-level BPE trained
+    here with the stable library."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    folder = tmp_path_factory.mktemp("engines")
+    ranks = llama3_ranks()
+    paths = {"llama3.json": rank_file_to_tokenizer_json(ranks, LLAMA3_PATTERN, _llama3_specials(128_000),
+                                                        folder / "llama3" / "tokenizer.json"),
+             "llama3.tiktoken": write_rank_file(ranks, folder / "llama3.tiktoken")}
+    trained = Tokenizer(models.BPE())
+    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trained.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trained.train_from_iterator([json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()], trainer)
+    (folder / "gpt2").mkdir()
+    trained.save(str(folder / "gpt2" / "tokenizer.json"))
+    paths["gpt2.json"] = folder / "gpt2" / "tokenizer.json"
+    return paths
+
+
+def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
+    """The reference library's own encoding, special-token text kept plain as objcli keeps it."""
+    if path.suffix == ".json":
+        library = tokenizers.Tokenizer.from_file(str(path))
+        library.encode_special_tokens = True
+        return [e.ids for e in library.encode_batch_fast(texts, add_special_tokens=False)]
+    return open_tokenizer(path).encoding.encode_ordinary_batch(texts)
+
+
+CASES = [(name, engine) for name, engines in (("llama3.json", ("tokenizers", "python")),
+                                               ("gpt2.json", ("tokenizers", "python")),
+                                               ("llama3.tiktoken", ("quicktok", "tiktoken", "python")))
+         for engine in engines]
+
+
+@pytest.mark.parametrize(("name", "engine"), CASES)
+def test_every_engine_writes_the_reference_tokens_on_every_document(files, corpus, name, engine):
+    tokenizer = open_tokenizer(files[name])
+    assert engine in tokenizer.engine_order()
+    tokenizer.use_engine(tokenizer.make_engine(engine))
+    tokens, offsets = tokenizer.encode(corpus, 2)
+    expected = reference_ids(files[name], corpus)
+    differing = [i for i in range(len(corpus)) if tokens[offsets[i] : offsets[i + 1]].tolist() != expected[i]]
+    assert differing == [], f"{len(differing)} documents differ, first {corpus[differing[0]][:80]!r}"
+    assert max(map(len, corpus)) > LONG_TEXT_CHARS  # _pydecimal.py: encoded in pieces
+
+
+def test_long_texts_are_cut_where_the_files_own_pattern_starts_a_piece(files):
+    """Issue 25's example: Llama 3's pattern joins a punctuation run with the line breaks after it, so
+    `'))` + `\\n` at a cut before the line break gave other tokens than the library's `'))\\n`."""
+    line = "        self.assertEqual(str(Decimal('10E+5')),\n        Decimal"
+    text = (line * (LONG_TEXT_CHARS // len(line) + 1))[: LONG_TEXT_CHARS + 5_000] + "('10E+5'))\n  x"
+    for name in ("llama3.json", "llama3.tiktoken", "gpt2.json"):
+        tokenizer = open_tokenizer(files[name])
+        pieces = list(tokenizer.exact_pieces(text, 20_000))
+        assert len(pieces) > 10 and "".join(pieces) == text
+        tokens, offsets = tokenizer.encode([text, "short"])
+        assert tokens[: offsets[1]].tolist() == reference_ids(files[name], [text])[0]
+
+
+def test_a_file_that_joins_across_pieces_is_encoded_whole(tmp_path, files):
+    """NFC joins a letter with a combining mark after it: such a file is never cut."""
+    document = json.loads(files["gpt2.json"].read_text())
+    document["normalizer"] = {"type": "NFC"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(document))
+    tokenizer = open_tokenizer(tmp_path / "tokenizer.json")
+    text = "e\u0301 " * (LONG_TEXT_CHARS // 2)
+    assert tokenizer.cut_pattern is None and list(tokenizer.exact_pieces(text, 1000)) == [text]
+    tokens, offsets = tokenizer.encode([text])
+    assert tokens.tolist() == reference_ids(tmp_path / "tokenizer.json", [text])[0]
+
+
+def test_auto_takes_the_fastest_engine_that_passes_the_probe(files, corpus):
+    ranks = open_tokenizer(files["llama3.tiktoken"])
+    choice = choose_engine(ranks, "auto", corpus[:20])
+    assert choice.engine.name == "quicktok" and choice.probe.startswith("identical to tiktoken")
+    json_file = open_tokenizer(files["llama3.json"])
+    # With the stable library installed, quicktok is refused for Llama 3's tokenizer.json (two merges
+    # make one token in an order that rank BPE does not follow), and the library is the reference.
+    with pytest.raises(Unsupported, match="order rank BPE does not follow"):
+        json_file.make_engine("quicktok")
+    choice = choose_engine(json_file, "auto", corpus[:20])
+    assert (choice.engine.name, choice.probe) == ("tokenizers", "not needed: the reference engine")
+
+
+def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypatch):
+    """The probe compares every text; one token off in one text is a fallback naming that text."""
+    original = QuicktokEngine.encode_batch
+
+    def off_by_one(self, texts, threads):
+        tokens, offsets = original(self, texts, threads)
+        tokens = tokens.copy()
+        for i, text in enumerate(texts):
+            if "Ærøskøbing" in text and offsets[i + 1] > offsets[i]:
+                tokens[offsets[i]] += 1
+        return tokens, offsets
+
+    monkeypatch.setattr(QuicktokEngine, "encode_batch", off_by_one)
+    warnings = []
+    for requested in ("auto", "quicktok"):
+        tokenizer = open_tokenizer(files["llama3.tiktoken"])
+        choice = choose_engine(tokenizer, requested, [], warnings.append)
+        assert choice.engine.name == "tiktoken"
+        assert re.search(r"engine quicktok 0\.4\.0 encodes .+ \(\d[\d,]* characters, sha256 [0-9a-f]{12}\) "
+                         r"differently from tiktoken", warnings[-1])
+    assert len(warnings) == 2
+
+
+@pytest.mark.parametrize(("name", "engine", "message"), [
+    ("gpt2.json", "quicktok", "no scanner for this split pattern"),
+    ("gpt2.json", "sentencepiece", "encoded by tokenizers, quicktok or python"),
+    ("llama3.tiktoken", "tokenizers", "encoded by tiktoken, quicktok or python"),
+])
+def test_an_engine_that_cannot_take_the_file_is_a_one_line_error(files, name, engine, message):
+    with pytest.raises(ObjcliError, match=f"--engine {engine}: .*{message}"):
+        choose_engine(open_tokenizer(files[name]), engine, [])
+
+
+def test_the_manifest_records_the_engine_and_the_recipe_replays_it(files, small_corpus, tmp_path):
+    inputs = [small_corpus / "prose.jsonl"]
+    run_transform(inputs, files["llama3.tiktoken"], tmp_path / "a", seq_len=256, workers=2)
+    manifest, rows = read_output(tmp_path / "a")
+    assert manifest["tokenizer"]["engine"]["name"] == "quicktok" and manifest["recipe"]["engine"] == "quicktok"
+    assert "engine" not in manifest["config"]  # not part of the fingerprint: every engine writes these bytes
+    run_transform(inputs, files["llama3.tiktoken"], tmp_path / "b", seq_len=256, workers=2, engine="reference")
+    manifest_b, rows_b = read_output(tmp_path / "b")
+    assert manifest_b["tokenizer"]["engine"]["name"] == "tiktoken" and rows_b == rows
+    assert manifest_b["config_sha256"] == manifest["config_sha256"]
+    replay = subprocess.run([sys.executable, "-m", "objcli", "transform", "--recipe", str(tmp_path / "a" / "manifest.json"),
+                             "-o", str(tmp_path / "c"), "--quiet"], capture_output=True, text=True)
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads((tmp_path / "c" / "manifest.json").read_text())["tokenizer"]["engine"]["name"] == "quicktok"
+
+
+def test_the_probe_holds_every_script_and_the_models_special_texts():
+    texts = probe_texts(["<|eot_id|>"], ["first batch " * 10, "x" * 10**6])
+    whole = texts[0]
+    for sample in ("中文", "日本語", "한국어", "हिन्दी", "العربية", "עברית", "Съешь", "👩‍👩‍👧‍👦", "a\u0301",
+                   "\u3000", "\u2028", "\r\n", "123456789012", "Donaudampfschifffahrts"):
+        assert sample in whole, sample
+    assert any("<|eot_id|>" in t for t in texts) and "first batch " * 10 in texts
+    assert sum(map(len, texts[-2:])) <= 256 * 1024 + 120  # the run's batch, capped
+
+
+def spec(vocab: list[bytes], merges: list[tuple[bytes, bytes]]) -> BPESpec:
+    return BPESpec(vocab={t: i for i, t in enumerate(vocab)}, patterns=["x"],
+                   merges={m: r for r, m in enumerate(merges)}, ignore_merges=True)
+
+
+BYTES = [bytes([b]) for b in range(256)]
+
+
+def test_merges_are_ranks_only_when_rank_bpe_gives_their_tokens():
+    a, b = b"a", b"b"
+    check_merges_are_ranks(spec([*BYTES, a + b, a + b + a], [(a, b), (a + b, a)]))  # one way to make each token
+    with pytest.raises(Unsupported, match="no merge joins"):  # "aba" is also a + "ba"... once "ba" is a token
+        check_merges_are_ranks(spec([*BYTES, a + b, b + a, a + b + a], [(a, b), (b, a), (a + b, a)]))
+    with pytest.raises(Unsupported, match="not in the order"):
+        check_merges_are_ranks(spec([*BYTES, a + b, b + a], [(b, a), (a, b)]))
+    with pytest.raises(Unsupported, match="order rank BPE does not follow"):  # [aa, a, aa]: leftmost vs lowest
+        aa = a + a
+        check_merges_are_ranks(spec([*BYTES, aa, aa + a], [(a, a), (a, aa), (aa, a)]))
+    assert is_prerelease("1.0.0-rc.3") and is_prerelease("1.0.0rc3") and not is_prerelease("0.23.3")
+
+
+def test_the_pinned_prerelease_is_the_one_the_makefile_installs():
+    pin = re.search(r'"(tokenizers==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert f"PRERELEASE_TOKENIZERS := {pin}" in (ROOT / "Makefile").read_text()
+
+
+def prerelease_env() -> dict:
+    if not (PRERELEASE / "tokenizers").is_dir():
+        pytest.skip("the pre-release is not installed beside the stable release (make test installs it)")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PRERELEASE), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_the_prerelease_encodes_as_the_stable_release(files, corpus, tmp_path):
+    """tokenizers 1.0's own batched encode equals 0.x's on every document, for both files."""
+    (tmp_path / "corpus.json").write_text(json.dumps(corpus))
+    code = """
+import json, sys, numpy as np, tokenizers
+assert tokenizers.__version__.startswith("1."), tokenizers.__version__
+texts = json.load(open(sys.argv[1]))
+for path in sys.argv[3:]:
+    library = tokenizers.Tokenizer.from_file(path)
+    ids = [e.ids_array for e in library.encode_batch(texts, add_special_tokens=False, encode_special_tokens=True)]
+    np.save(f"{sys.argv[2]}/{len(sys.argv)}-{path.split('/')[-2]}.npy", np.array(ids, dtype=object), allow_pickle=True)
+"""
+    names = ["llama3.json", "gpt2.json"]
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "corpus.json"), str(tmp_path),
+                          *(str(files[n]) for n in names)], env=prerelease_env(), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    for name in names:
+        got = np.load(tmp_path / f"{len(names) + 3}-{files[name].parent.name}.npy", allow_pickle=True)
+        expected = reference_ids(files[name], corpus)
+        assert [g.tolist() for g in got] == expected
+
+
+@pytest.mark.parametrize("name", ["llama3.json", "gpt2.json"])
+def test_objcli_on_the_prerelease_writes_the_stable_releases_bytes(files, small_corpus, tmp_path, name):
+    inputs = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
+    run_transform(inputs, files[name], tmp_path / "stable", seq_len=256, workers=2)
+    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *map(str, inputs), "-t", str(files[name]),
+                          "--seq-len", "256", "--workers", "2", "-o", str(tmp_path / "fast"), "--quiet"],
+                         env=prerelease_env(), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    manifest, rows = read_output(tmp_path / "fast")
+    engine = manifest["tokenizer"]["engine"]
+    assert engine["name"] == "tokenizers" and is_prerelease(engine["version"])
+    assert engine["probe"].startswith("identical to python")
+    stable_manifest, stable_rows = read_output(tmp_path / "stable")
+    assert rows == stable_rows and manifest["config_sha256"] == stable_manifest["config_sha256"]
+    for shard in manifest["shards"]:
+        assert (tmp_path / "fast" / shard["files"][0]).read_bytes() == (tmp_path / "stable" / shard["files"][0]).read_bytes()
