@@ -33,7 +33,7 @@ PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"
 OBJECTIVES = ("clm", "mlm", "span-corruption", "prefix-lm", "ul2")
 
 
-def fresh_corpus(megabytes: int = 50, files: int = 8) -> list[Path]:
+def fresh_corpus(megabytes: int = 150, files: int = 8) -> list[Path]:
     """Text that does not repeat (the bench corpus repeats the sample, so an engine's caches see
     every word again and again): the sample prose once, then the Python sources installed in this
     environment, in path order, until ``megabytes``; one document per file, in ``files`` JSONL files."""

@@ -373,6 +373,9 @@ def main() -> None:
     objectives_table()
 
     peers_table(paths)
+    from bench_engines import engines_table, fresh_corpus
+
+    engines_table(fresh_corpus())
     from bench_storage import storage_table
 
     storage_table(paths, objcli_transform)

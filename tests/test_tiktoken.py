@@ -82,3 +82,67 @@ def test_export_writes_every_special_into_the_side_file(rank_file, small_corpus,
     added = json.loads((out / "manifest.json").read_text())["special_tokens"]["added"]
     assert added and all(exported.model_id(piece) == token_id for piece, token_id in added.items())
     assert exported.vocab_size == 401 + len(added)
+
+
+def _rank_lines(ranks) -> str:
+    return "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks)
+
+
+BYTE_RANKS = [(bytes([b]), b) for b in range(256)]
+GOOD_SIDE = {"pattern": r"\S+|\s+", "special_tokens": {"<|eos|>": 300}, "bos": None, "eos": "<|eos|>"}
+
+
+@pytest.mark.parametrize(("side", "message"), [
+    # every field with each wrong type or value (issue 30: a Rust panic, tracebacks, or accepted silently)
+    *[({**GOOD_SIDE, "pattern": p}, "'pattern' must be a non-empty string") for p in ("", None, 5, ["x"], True)],
+    *[({**GOOD_SIDE, "pattern": p}, "not a valid regular expression") for p in ("(", "[a-", "x{2,1}")],
+    *[({**GOOD_SIDE, "special_tokens": v}, "'special_tokens' must be an object") for v in ([], "x", 5, True)],
+    *[({**GOOD_SIDE, "special_tokens": {"<|eos|>": v}}, "give a non-empty text an integer id")
+      for v in (-1, 2**31, 2**64, "300", 3.5, True, None)],
+    ({**GOOD_SIDE, "special_tokens": {"": 300}, "eos": None}, "give a non-empty text an integer id"),
+    ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 5}}, "which the rank file gives a token"),
+    ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 300, "<|x|>": 300}}, "two specials share an id"),
+    *[({**GOOD_SIDE, "eos": v}, "'eos' is .* not one of its special_tokens") for v in ("<|other|>", 300, [])],
+    ({**GOOD_SIDE, "bos": "<s>"}, "'bos' is '<s>', which is not one of its special_tokens"),
+    ([GOOD_SIDE], "holds list, not an object"),
+])
+def test_a_bad_side_file_is_one_line(tmp_path, side, message):
+    path = tmp_path / "tok.tiktoken"
+    path.write_text(_rank_lines(BYTE_RANKS))
+    path.with_name(path.name + ".json").write_text(json.dumps(side))
+    with pytest.raises(ObjcliError, match=message):
+        open_tokenizer(path)
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWI= 257\n", "line 258 repeats token b'ab' 256"),
+    (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWJj 256\n", "line 258 repeats rank 256"),
+    (_rank_lines(BYTE_RANKS[1:]), r"no rank for the byte b'\\x00' \(1 of 256"),
+    (_rank_lines(BYTE_RANKS) + "YWI= -1\n", "has rank -1"),
+    (_rank_lines(BYTE_RANKS) + f"YWI= {2**31}\n", "ranks are 0 to 2,147,483,647"),
+    (_rank_lines(BYTE_RANKS) + "YW", "line 257 is not 'base64-token rank'"),  # cut mid-line
+    (_rank_lines(BYTE_RANKS) + "YW 300\n", "line 257 is not 'base64-token rank'"),  # truncated base64
+])
+def test_a_bad_rank_file_is_one_line(tmp_path, lines, message):
+    path = tmp_path / "tok.tiktoken"
+    path.write_text(lines)
+    path.with_name(path.name + ".json").write_text(json.dumps(GOOD_SIDE))
+    with pytest.raises(ObjcliError, match=message):
+        open_tokenizer(path)
+
+
+def test_a_pattern_only_python_accepts_is_one_line(tmp_path):
+    """Recursion compiles in Python's regex module but not in tiktoken's engine."""
+    path = tmp_path / "tok.tiktoken"
+    path.write_text(_rank_lines(BYTE_RANKS))
+    path.with_name(path.name + ".json").write_text(json.dumps({**GOOD_SIDE, "pattern": "a(?R)?b"}))
+    with pytest.raises(ObjcliError, match="tiktoken refuses it: Parsing error at position 5.*fix the pattern"):
+        open_tokenizer(path)
+
+
+def test_a_good_side_file_is_read(tmp_path):
+    path = tmp_path / "tok.tiktoken"
+    path.write_text(_rank_lines(BYTE_RANKS))
+    path.with_name(path.name + ".json").write_text(json.dumps(GOOD_SIDE))
+    tokenizer = open_tokenizer(path)
+    assert tokenizer.resolve("eos") == 300 and tokenizer.encode(["ab <|eos|>"])[0].tolist() == list(b"ab <|eos|>")

@@ -34,29 +34,46 @@ def byte_characters() -> list[str]:
     return chars
 
 
+TO_BYTE_CHARS = dict(enumerate(byte_characters()))  # latin-1 character (a byte) -> its byte character
+FROM_BYTE_CHARS = {ord(c): b for b, c in enumerate(byte_characters())}
+
+
 @dataclass
 class BPESpec:
     """A byte-level BPE: ``patterns`` split in turn (each piece of one split by the next);
     ``isolated``: text between matches is a piece too (Hugging Face's Split) or dropped (tiktoken);
     ``merges``: pair -> priority (lower merges first) or None, where any two pieces whose join is a
     token merge at that token's rank (tiktoken); ``plain_added``: added tokens that are not special,
-    which Hugging Face matches in the text before anything else."""
+    which Hugging Face matches in the text before anything else. Tokens are written as the file
+    writes them: ``bytes`` (a rank file) or GPT-2's byte characters (``byte_chars``, a
+    tokenizer.json), so that reading a 128k file converts nothing."""
 
-    vocab: dict[bytes, int]
+    vocab: dict
     patterns: list[str]
-    merges: dict[tuple[bytes, bytes], int] | None = None
+    merges: dict | None = None
     nfc: bool = False
     add_prefix_space: bool = False
     ignore_merges: bool = True
     isolated: bool = True
     plain_added: dict[str, int] = field(default_factory=dict)
     special: dict[str, int] = field(default_factory=dict)
+    byte_chars: bool = False
 
     @property
     def cuttable(self) -> bool:
         """Pieces of the first pattern are encoded independently of each other: a long text can be
         cut at the start of any of them (no normalizer joins across, no prefix space is added)."""
         return not (self.nfc or self.add_prefix_space or self.plain_added)
+
+    def symbols(self, raw: bytes):
+        """A piece's bytes as the vocabulary writes them."""
+        return raw.decode("latin-1").translate(TO_BYTE_CHARS) if self.byte_chars else raw
+
+    def byte_vocab(self) -> dict[bytes, int]:
+        """The vocabulary as bytes (what rank engines load)."""
+        if not self.byte_chars:
+            return self.vocab
+        return {piece.translate(FROM_BYTE_CHARS).encode("latin-1"): i for piece, i in self.vocab.items()}
 
 
 def spec_from_ranks(ranks: dict[bytes, int], pattern: str, special: dict[str, int]) -> BPESpec:
@@ -73,30 +90,21 @@ def spec_from_tokenizer_json(document: dict) -> BPESpec:
             raise Unsupported(f"BPE with {key}")
     nfc = _normalizer_is_nfc(document.get("normalizer"))
     patterns, add_prefix_space = _pre_tokenizer(document.get("pre_tokenizer"))
-    to_latin1 = {ord(c): b for b, c in enumerate(byte_characters())}  # each byte character -> that byte
-
-    def raw(piece: str) -> bytes:
-        try:
-            return piece.translate(to_latin1).encode("latin-1")
-        except UnicodeEncodeError:
-            raise Unsupported(f"vocabulary piece {piece!r} is not written in byte-level characters") from None
-
-    added = {t["content"]: t["id"] for t in document.get("added_tokens", [])}
-    raw_of = {p: raw(p) for p in model.get("vocab", {}) if p not in added}  # merges name vocabulary pieces
-    vocab = {raw_of[p]: i for p, i in model.get("vocab", {}).items() if p not in added}
-    if len(vocab) < 256 or any(bytes([b]) not in vocab for b in range(256)):
+    added = {t["content"] for t in document.get("added_tokens", [])}
+    vocab = {p: i for p, i in model.get("vocab", {}).items() if p not in added}
+    if any(TO_BYTE_CHARS[b] not in vocab for b in range(256)):
         raise Unsupported("the vocabulary lacks some of the 256 byte tokens")
     merges = {}
     for rank, merge in enumerate(model.get("merges", [])):
-        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
         # a repeated pair keeps its last rank, as the library builds its map
-        merges[raw_of.get(left) or raw(left), raw_of.get(right) or raw(right)] = rank
+        merges[tuple(merge.split(" ", 1)) if isinstance(merge, str) else tuple(merge)] = rank
     plain = [t for t in document.get("added_tokens", []) if not t.get("special")]
     if any(t.get(k) for t in plain for k in ("lstrip", "rstrip", "single_word")):
         raise Unsupported("an added token strips or matches single words")
     return BPESpec(vocab=vocab, patterns=patterns, merges=merges, nfc=nfc, add_prefix_space=add_prefix_space,
                    ignore_merges=bool(model.get("ignore_merges")), plain_added={t["content"]: t["id"] for t in plain},
-                   special={t["content"]: t["id"] for t in document.get("added_tokens", []) if t.get("special")})
+                   special={t["content"]: t["id"] for t in document.get("added_tokens", []) if t.get("special")},
+                   byte_chars=True)
 
 
 def _normalizer_is_nfc(normalizer: dict | None) -> bool:

@@ -60,6 +60,7 @@ class TokenizersEngine:
         self.version = tokenizers.__version__
         self.reference = not is_prerelease(self.version)
         self.legacy = hasattr(self.library, "encode_batch_fast")
+        self.whole_texts = not self.legacy  # 1.0 is linear in a text's length; 0.x's encodings are heavy
         if self.legacy:
             self.library.encode_special_tokens = True
         self._threads: int | None = None
@@ -95,6 +96,7 @@ class QuicktokEngine:
 
     name = "quicktok"
     reference = False
+    whole_texts = True  # flat arrays, linear time
 
     def __init__(self, spec: BPESpec, digest: str):
         try:
@@ -108,7 +110,7 @@ class QuicktokEngine:
             raise Unsupported("quicktok takes no prefix space and no non-special added tokens")
         if spec.merges is not None:
             check_merges_are_ranks(spec)
-        if max(spec.vocab.values()) >= 1 << 18:
+        if max(spec.vocab.values(), default=0) >= 1 << 18:
             raise Unsupported("quicktok takes ids below 262,144")
         self.version = quicktok.__version__
         folder = _quicktok_data(spec, scanner, digest, self.version)
@@ -132,7 +134,7 @@ def _quicktok_data(spec: BPESpec, scanner: str, digest: str, version: str) -> Pa
     work = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
     try:
         specials = {s: i for s, i in spec.special.items() if 0 < len(s.encode()) <= 64}
-        _import_core.write_files(str(work), "objcli", spec.vocab, specials, scanner, spec.nfc)
+        _import_core.write_files(str(work), "objcli", spec.byte_vocab(), specials, scanner, spec.nfc)
         _import_core.ensure_tables(str(work), str(Path(_import_core.__file__).parent / "data"), scanner, spec.nfc)
         os.replace(work, folder)
     except OSError:
@@ -180,7 +182,12 @@ class TiktokenEngine:
         except ImportError:
             raise Missing("install it with: pip install 'objcli[tiktoken]'") from None
         self.version = tiktoken.__version__
-        self.encoding = tiktoken.Encoding(name=label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        try:
+            self.encoding = tiktoken.Encoding(name=label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # a pattern its regex engine refuses; a Rust panic is a BaseException
+            raise Unsupported(f"tiktoken refuses it: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))

@@ -38,16 +38,41 @@ ROLE_NAMES = {
 }
 
 
+class _Model(msgspec.Struct):
+    """What objcli reads of a tokenizer.json's model; its merges (a third of a 128k file) stay
+    undecoded until an engine needs them."""
+
+    type: str | None = None
+    vocab: dict[str, int] | list = {}  # BPE and WordPiece: piece -> id; Unigram: [piece, score] by id
+    merges: msgspec.Raw = msgspec.Raw(b"[]")
+    ignore_merges: bool | None = None
+    byte_fallback: bool | None = None
+    dropout: float | None = None
+    continuing_subword_prefix: str | None = None
+    end_of_word_suffix: str | None = None
+
+
+def _read_document(data: bytes) -> tuple[dict, bytes]:
+    """The file as a dict (its model's merges left out) and the merges' undecoded JSON."""
+    top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    document = {key: msgspec.json.decode(raw) for key, raw in top.items() if key != "model"}
+    model = msgspec.json.decode(top["model"], type=_Model)
+    fields = {f: getattr(model, f) for f in model.__struct_fields__ if f != "merges"}
+    if isinstance(model.vocab, list):
+        fields["vocab"] = {entry[0]: i for i, entry in enumerate(model.vocab)}
+    return {**document, "model": fields}, bytes(model.merges)
+
+
 class HuggingFaceTokenizer(Tokenizer):
     kind = "huggingface"
 
     def __init__(self, path: str | Path):
         super().__init__(path)
         try:
-            self.document = msgspec.json.decode(self.path.read_bytes())
+            self.document, self._merges = _read_document(self.path.read_bytes())
             model = self.document["model"]
             self.ids = {**model.get("vocab", {}), **{t["content"]: t["id"] for t in self.document.get("added_tokens", [])}}
-        except (msgspec.DecodeError, KeyError, TypeError, AttributeError) as error:
+        except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, AttributeError) as error:
             raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
                               f"({error})") from None
         if not isinstance(self.ids, dict) or not all(isinstance(i, int) for i in self.ids.values()):
@@ -69,9 +94,15 @@ class HuggingFaceTokenizer(Tokenizer):
         return TokenizersEngine(self.path)
 
     @cached_property
+    def full_document(self) -> dict:
+        """The document with the model's merges (decoded only when an engine needs them)."""
+        merges = msgspec.json.decode(self._merges)
+        return {**self.document, "model": {**self.document["model"], "merges": merges}}
+
+    @cached_property
     def spec(self) -> BPESpec | None:
         try:
-            return spec_from_tokenizer_json(self.document)
+            return spec_from_tokenizer_json(self.full_document)
         except Unsupported:
             return None
 
@@ -106,7 +137,7 @@ class HuggingFaceTokenizer(Tokenizer):
         if name not in ("quicktok", "python"):
             raise Unsupported("a tokenizer.json is encoded by tokenizers, quicktok or python")
         if self.spec is None:
-            spec_from_tokenizer_json(self.document)  # raises with the reason
+            spec_from_tokenizer_json(self.full_document)  # raises with the reason
         return QuicktokEngine(self.spec, self.sha256) if name == "quicktok" else PythonEngine(self.spec)
 
     def probe_reference(self, engine):

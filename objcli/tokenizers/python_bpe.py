@@ -28,7 +28,7 @@ class PythonBPE:
         self.patterns = [regex.compile(p) for p in spec.patterns]
         added = sorted(spec.plain_added, key=len, reverse=True)  # the longest match wins
         self.added = regex.compile("|".join(map(regex.escape, added))) if added else None
-        self.cache: dict[bytes, list[int]] = {}
+        self.cache: dict[str, list[int]] = {}
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -57,10 +57,9 @@ class PythonBPE:
             pieces = [part for piece in pieces for part in self._split(pattern, piece)]
         ids = []
         for piece in pieces:
-            raw = piece.encode("utf-8")
-            if raw not in self.cache:
-                self.cache[raw] = self._merge(raw)
-            ids += self.cache[raw]
+            if piece not in self.cache:
+                self.cache[piece] = self._merge(self.spec.symbols(piece.encode("utf-8")))
+            ids += self.cache[piece]
         return ids
 
     def _split(self, pattern, text: str) -> list[str]:
@@ -80,7 +79,8 @@ class PythonBPE:
             return self.spec.vocab.get(left + right)
         return self.spec.merges.get((left, right))
 
-    def _merge(self, raw: bytes) -> list[int]:
+    def _merge(self, raw) -> list[int]:
+        """BPE over one piece, written as the vocabulary writes tokens (bytes, or byte characters)."""
         vocab = self.spec.vocab
         if (self.spec.ignore_merges or self.spec.merges is None) and raw in vocab:
             return [vocab[raw]]

@@ -67,17 +67,69 @@ def looks_like_ranks(head: bytes) -> bool:
     return bool(token) and rank.isdigit()
 
 
+MAX_ID = 2**31 - 1  # token ids are written as int32
+
+
 def _read_ranks(path: Path) -> dict[bytes, int]:
-    ranks = {}
+    """Every ``base64 rank`` line; a token or a rank given twice, or a single byte without a rank
+    (tiktoken would stop the process on such text), is a one-line error."""
+    ranks, tokens_of = {}, {}
     for number, line in enumerate(path.read_bytes().splitlines(), 1):
         if not line.strip():
             continue
         try:
             token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
+            token, rank = base64.b64decode(token, validate=True), int(rank)
         except ValueError:
             raise ObjcliError(f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file") from None
+        if not 0 <= rank <= MAX_ID or not token:
+            raise ObjcliError(f"tokenizer {path}: line {number} has rank {rank} for {token!r}; ranks are 0 to {MAX_ID:,} "
+                              "for non-empty tokens")
+        if token in ranks or rank in tokens_of:
+            first = ranks.get(token, rank)
+            raise ObjcliError(f"tokenizer {path}: line {number} repeats {'token ' + repr(token) if token in ranks else 'rank'} "
+                              f"{first}; pass an intact rank file")
+        ranks[token], tokens_of[rank] = rank, token
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise ObjcliError(f"tokenizer {path}: no rank for the byte {bytes([missing[0]])!r} ({len(missing)} of 256 "
+                          "bytes missing); a byte-level rank file ranks every single byte")
     return ranks
+
+
+def _check_side(side: Path, spec, ranks: dict[bytes, int]) -> tuple[str, dict[str, int], str | None, str | None]:
+    """A side file's pattern, specials, BOS and EOS, each checked: the pattern must compile, specials
+    map non-empty texts to ids outside the ranks, BOS/EOS name one of them."""
+    import regex
+
+    if not isinstance(spec, dict):
+        raise ObjcliError(f"{side}: holds {type(spec).__name__}, not an object; write "
+                          '{"pattern": …, "special_tokens": {…}, "bos": …, "eos": …}')
+    pattern, specials = spec.get("pattern"), spec.get("special_tokens", {})
+    if not isinstance(pattern, str) or not pattern:
+        raise ObjcliError(f"{side}: 'pattern' must be a non-empty string (the split pattern), not {pattern!r}")
+    try:
+        regex.compile(pattern)
+    except regex.error as error:
+        raise ObjcliError(f"{side}: 'pattern' is not a valid regular expression ({error}); fix it") from None
+    if not isinstance(specials, dict):
+        raise ObjcliError(f"{side}: 'special_tokens' must be an object of text -> id, not {type(specials).__name__}")
+    ranked, seen = set(ranks.values()), set()
+    for text, token_id in specials.items():
+        if not text or isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= MAX_ID:
+            raise ObjcliError(f"{side}: special {text!r} has id {token_id!r}; give a non-empty text an integer id "
+                              f"from 0 to {MAX_ID:,}")
+        if token_id in ranked:
+            raise ObjcliError(f"{side}: special {text!r} has id {token_id}, which the rank file gives a token; "
+                              "give it an id past the ranks")
+        if token_id in seen:
+            raise ObjcliError(f"{side}: two specials share an id ({token_id}); give each its own")
+        seen.add(token_id)
+    for role in ("bos", "eos"):
+        value = spec.get(role)
+        if value is not None and (not isinstance(value, str) or value not in specials):
+            raise ObjcliError(f"{side}: '{role}' is {value!r}, which is not one of its special_tokens; name one, or null")
+    return pattern, specials, spec.get("bos"), spec.get("eos")
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -91,8 +143,11 @@ class TiktokenTokenizer(Tokenizer):
             raise ObjcliError(f"tokenizer {self.path} is a tiktoken rank file; install support with: "
                               "pip install 'objcli[tiktoken]'") from None
         self.ranks = _read_ranks(self.path)
-        name, self.pattern, specials, self.bos, self.eos = self._settings(len(self.ranks))
-        self.reference = TiktokenEngine(self.ranks, self.pattern, specials, name)
+        name, self.pattern, specials, self.bos, self.eos = self._settings(self.ranks)
+        try:
+            self.reference = TiktokenEngine(self.ranks, self.pattern, specials, name)
+        except Unsupported as why:
+            raise ObjcliError(f"tokenizer {self.path}: {why}; fix the pattern in its side file") from None
         self.encoding = self.reference.encoding  # decodes, whichever engine encodes
         self.specials = specials
         self.vocab_size = self.encoding.n_vocab
@@ -127,19 +182,18 @@ class TiktokenTokenizer(Tokenizer):
 
         return regex.compile(self.pattern)
 
-    def _settings(self, count: int):
+    def _settings(self, ranks: dict[bytes, int]):
         side = self.path.with_name(self.path.name + ".json")
         if side.is_file():
             try:
                 spec = json.loads(side.read_text(encoding="utf-8"))
-                return (self.path.stem, spec["pattern"], {k: int(v) for k, v in spec.get("special_tokens", {}).items()},
-                        spec.get("bos"), spec.get("eos"))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-                raise ObjcliError(f"{side}: needs 'pattern' and 'special_tokens' ({error}); fix it") from None
-        if count not in PRESETS:
-            raise ObjcliError(f"tokenizer {self.path}: a rank file of {count:,} tokens matches no published encoding; "
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise ObjcliError(f"{side}: not valid JSON ({error}); fix it") from None
+            return (self.path.stem, *_check_side(side, spec, ranks))
+        if len(ranks) not in PRESETS:
+            raise ObjcliError(f"tokenizer {self.path}: a rank file of {len(ranks):,} tokens matches no published encoding; "
                               f"give its split pattern and special tokens in {side.name}")
-        return PRESETS[count]
+        return PRESETS[len(ranks)]
 
     @cached_property
     def sha256(self) -> str:
