@@ -21,7 +21,8 @@ from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, opt
 class Execution:
     """How a run executes: never part of its output, its fingerprint or its recipe."""
 
-    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1, group=RUN)
+    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1, maximum=4096,
+                                 group=RUN)
     executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
                            choices=("local", "dask"), group=RUN)
     pool: str = option("auto", "[--executor local] auto: processes for sentence objectives, document-level fim and tokenizer.json.",

@@ -70,7 +70,8 @@ class TransformConfig:
     objective: str = option("clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive.", group=ROWS)
     objective_options: Any = None
     output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
-    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2, group=ROWS)
+    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2, maximum=2**24,
+                          group=ROWS)
     output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format", group=OUTPUT)
     shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).", group=OUTPUT)
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
@@ -80,7 +81,8 @@ class TransformConfig:
     strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.", group=INPUT)
     bos: bool | None = option(None, "Put BOS before every document [default: as the tokenizer's own template].", group=ROWS)
     eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].", group=ROWS)
-    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0, group=ROWS)
+    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0, maximum=2**64 - 1,
+                       group=ROWS)  # keyed hashes take it as an unsigned 64-bit integer
     bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
     eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
     partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.", group=RUN)
@@ -89,7 +91,7 @@ class TransformConfig:
     packing: str | None = option(None, "How examples become rows [default: the objective's first; see --help].",
                                  choices=PACKERS, group=ROWS)
     pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
-                              minimum=1, group=ROWS)
+                              minimum=1, maximum=2**31 - 1, group=ROWS)
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS)
     row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: rows overlap by one token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)

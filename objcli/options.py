@@ -38,6 +38,9 @@ def flag_of(f: dataclasses.Field) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
+INT_LIMIT = 2**63 - 1  # an integer option with no maximum of its own still fits NumPy's int64
+
+
 def check_field(f: dataclasses.Field, value: Any) -> None:
     """Choices and range of one option value, with the one-line error the CLI prints."""
     meta, name = f.metadata, flag_of(f)
@@ -46,6 +49,10 @@ def check_field(f: dataclasses.Field, value: Any) -> None:
     if meta["choices"] and value not in meta["choices"]:
         raise ObjcliError(f"{name} {value}: choose one of {', '.join(map(str, meta['choices']))}")
     low, high = meta["minimum"], meta["maximum"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        if (low is not None and value < low) or value > (INT_LIMIT if high is None else high):
+            raise ObjcliError(f"{name} {value}: {_int_range(low, high)}")
+        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (low is None and high is None):
         return
     if meta["exclusive"]:
@@ -56,6 +63,15 @@ def check_field(f: dataclasses.Field, value: Any) -> None:
             raise ObjcliError(f"{name} {value}: must be at least {low:g}")
     elif not (low <= value <= high):
         raise ObjcliError(f"{name} {value}: must be between {low:g} and {high:g}")
+
+
+def _int_range(low, high) -> str:
+    def shown(x):
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    if high is None:
+        return f"must be at least {shown(low)} (and at most {INT_LIMIT})" if low is not None else f"must be at most {INT_LIMIT}"
+    return f"must be between {shown(low)} and {shown(high)}" if low is not None else f"must be at most {shown(high)}"
 
 
 @dataclass(frozen=True)

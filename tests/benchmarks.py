@@ -202,7 +202,7 @@ from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.tokens import DocumentTokenizer
 LocalPipelineExecutor(
-    pipeline=[JsonlReader({str(DATA)!r}, glob_pattern="*.jsonl"),
+    pipeline=[JsonlReader({str(paths[0].parent)!r}, glob_pattern={paths[0].name.split("-")[0] + "-*.jsonl"!r}),
               DocumentTokenizer({str(out / "tokens")!r}, tokenizer_name_or_path={str(tokenizer_path)!r},
                                 eos_token={eos!r}, shuffle_documents=False)],
     tasks={len(paths)}, workers={CORES}, logging_dir={str(out / "logs")!r},

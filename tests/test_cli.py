@@ -108,7 +108,7 @@ def test_bad_option_values(tmp_path, small_corpus, sample_tokenizer):
     assert invoke(*base, "--shard-size", "12parsecs").output == (
         "Error: --shard-size 12parsecs: unknown unit 'parsecs'; use rows, KB, MB, GB, KiB, MiB or GiB\n"
     )
-    assert invoke(*base, "--seq-len", "1").output == "Error: --seq-len 1: must be at least 2\n"
+    assert invoke(*base, "--seq-len", "1").output == "Error: --seq-len 1: must be between 2 and 16777216\n"
     from objcli.objectives import REGISTRY
 
     assert invoke(*base, "--objective", "clmm").output == (

@@ -161,7 +161,7 @@ def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_pat
     _docs(corpus, 3, "few")
     zero = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
                                      "--workers", "0"])
-    assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be at least 1\n"
+    assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be between 1 and 4096\n"
     tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
     assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
 

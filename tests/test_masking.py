@@ -171,7 +171,7 @@ def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tm
         (["--random-replace", "-0.1"], "Error: --random-replace -0.1: must be between 0 and 1\n"),
         (["--mask-replace", "0.8", "--random-replace", "0.3"],
          "Error: --mask-replace 0.8 + --random-replace 0.3 = 1.1: must not exceed 1 (the rest stay unchanged)\n"),
-        (["--dupe-factor", "0"], "Error: --dupe-factor 0: must be at least 1\n"),
+        (["--dupe-factor", "0"], "Error: --dupe-factor 0: must be between 1 and 1000\n"),
     ],
 )
 def test_bad_probabilities(small_corpus, sample_tokenizer, tmp_path, args, message):

@@ -255,3 +255,14 @@ def test_stdin_is_sniffed_and_decompressed(monkeypatch):
     log = RecordLog()
     texts = [t for batch in read_documents(partition, ReadOptions(), log) for t in batch]
     assert texts == DOCS
+
+
+def test_empty_texts_are_named_by_their_line_in_a_block_that_decodes_whole(tmp_path):
+    """Empty texts in an otherwise good block are located without decoding any line again: the k-th
+    record is the k-th non-blank line (blank lines, at the start too, are no records)."""
+    lines = ["", '{"text": "a"}', '{"text": ""}', "  ", '{"text": "b"}', "", '{"text": ""}', '{"text": "c"}']
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    texts, log = read_all(path, text_key="text")
+    assert texts == ["a", "b", "c"] and log.read == 5 and log.skipped == {"empty_text": 2}
+    assert log.first_example["empty_text"] == f"{path}:3: field 'text' is empty"

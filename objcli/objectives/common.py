@@ -31,7 +31,7 @@ def final_chunk_option():
 
 def extra_ids_option():
     return option(None, "Sentinels appended when the model has no <extra_id_N> [default: 100, or as many as a row needs].",
-                  minimum=1)
+                  minimum=1, maximum=2**24)
 
 
 def check_probabilities(mask_prob: float, mask_replace: float, random_replace: float) -> None:

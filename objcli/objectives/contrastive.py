@@ -56,11 +56,12 @@ class ContrastiveOptions(Options):
     max_crop: float = option(0.5, "[crop] Longest crop, a fraction of the unit.", minimum=0, maximum=1)
     ict_keep: float = option(0.1, "[ict] Probability that the anchor sentence stays in the passage.", minimum=0,
                              maximum=1)
-    window_sentences: int = option(2, "[adjacent] Sentences per window.", minimum=1)
+    window_sentences: int = option(2, "[adjacent] Sentences per window.", minimum=1, maximum=10_000)
     sentences: str = sentences_option()
     augment: str = option("", "Token augmentations of every view, e.g. delete:0.1,swap:0.1,crop:0.9.")
     negatives: int = option(0, "Negatives per pair, from other documents of the same batch.", minimum=0, maximum=64)
-    pairs_per_document: int = option(1, "Pairs per unit of --seq-len tokens, with distinct anchors.", minimum=1)
+    pairs_per_document: int = option(1, "Pairs per unit of --seq-len tokens, with distinct anchors.", minimum=1,
+                                     maximum=1000)
     views: str = option("ragged", "Views of their own lengths, or padded to --seq-len with a mask each.",
                         choices=VIEW_LAYOUTS)
 

@@ -24,9 +24,10 @@ class MaskingOptions(Options):
     random_replace: float = option(0.1, "Selected tokens that become a random ordinary token.", minimum=0, maximum=1)
     count: str = option("bernoulli", "Bernoulli per token (HF), or exactly min(max-predictions, round(n*p)) (BERT).",
                         choices=COUNTS)
-    max_predictions: int | None = option(None, "Cap on selected tokens per row with --count exact.", minimum=1)
+    max_predictions: int | None = option(None, "Cap on selected tokens per row with --count exact.", minimum=1,
+                                         maximum=2**24)
     whole_word: bool = option(False, "Select whole words (a word starts at a piece beginning with U+2581).")
-    dupe_factor: int = option(1, "Write K differently-masked copies of each row.", minimum=1)
+    dupe_factor: int = option(1, "Write K differently-masked copies of each row.", minimum=1, maximum=1000)
 
     def __post_init__(self):
         super().__post_init__()

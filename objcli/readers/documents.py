@@ -132,25 +132,20 @@ class _JsonLines:
         try:
             texts = self._texts(self.decoder.decode_lines(block))
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            texts = self._decode_line_by_line(block, first_line, log, locate)
-        else:
-            log.read += len(texts)
+            return self._decode_line_by_line(block, first_line, log, locate)
+        log.read += len(texts)
         return self._drop_empty(texts, block, first_line, log, locate)
 
     def _drop_empty(self, texts, block, first_line, log, locate) -> list[str]:
         if all(texts):
             return texts
-        # Rare: find the lines to name them. Each empty text is exactly one such line.
-        for i, raw in enumerate(block.split(b"\n")):
-            if raw.strip() and self._text_or_none(raw) == "":
-                log.skip("empty_text", locate(first_line + i), f"field '{self.text_key}' is empty")
+        # Name the lines: records are the block's non-blank lines in order (decode_lines skips blank
+        # ones), so the k-th text is the k-th non-blank line; nothing is decoded again.
+        lines = [i for i, raw in enumerate(block.split(b"\n")) if raw.strip()]
+        for k, text in enumerate(texts):
+            if not text:
+                log.skip("empty_text", locate(first_line + lines[k]), f"field '{self.text_key}' is empty")
         return [t for t in texts if t]
-
-    def _text_or_none(self, raw: bytes) -> str | None:
-        try:
-            return self.text_of(self.decoder.decode(raw))
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            return None
 
     def _decode_line_by_line(self, block, first_line, log, locate) -> list[str]:
         texts = []
@@ -161,7 +156,11 @@ class _JsonLines:
             log.read += 1
             where = locate(first_line + i)
             try:
-                texts.append(self.text_of(self.decoder.decode(raw)))
+                text = self.text_of(self.decoder.decode(raw))
+                if text:
+                    texts.append(text)
+                else:
+                    log.skip("empty_text", where, f"field '{key}' is empty")
             except UnicodeDecodeError as error:
                 log.skip("invalid_utf8", where, f"invalid UTF-8 ({error.reason})")
             except msgspec.ValidationError as error:
