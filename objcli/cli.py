@@ -6,7 +6,6 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -134,7 +133,8 @@ def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, spec
 @click.argument("folder")
 @click.option("-o", "--output", required=True, help="Folder to write the tokenizer into.")
 @click.option("-t", "--tokenizer", default=None, help="Tokenizer, if it moved since the run.")
-def export_tokenizer_command(folder, output, tokenizer):
+@click.option("--overwrite", is_flag=True, help="Replace tokenizer files already in the output folder.")
+def export_tokenizer_command(folder, output, tokenizer, overwrite):
     """Write the tokenizer of an output FOLDER with every special objcli allocated added at its id,
     so vocabulary size and decoding downstream match the shards. Example:
 
@@ -143,7 +143,8 @@ def export_tokenizer_command(folder, output, tokenizer):
     from .export_tokenizer import export_tokenizer
 
     try:
-        result = export_tokenizer(folder, output, tokenizer)
+        with readable_output(folder, only=("manifest.json",)) as local:  # a URL too, as stats and verify read
+            result = export_tokenizer(local, output, tokenizer, overwrite)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     click.echo(f"objcli: wrote {result['path']} ({result['kind']}, {result['vocab_size']:,} ids, "
@@ -204,10 +205,13 @@ def stats_command(folder, plot_path, as_json):
     """
     import json
 
-    from .stats import compute_stats, plot, render_text
+    from .stats import check_plot_path, compute_stats, plot, render_text
 
-    if plot_path and not Path(plot_path).resolve().parent.is_dir():
-        raise _Fail(f"--plot {plot_path}: the folder {Path(plot_path).parent} does not exist; create it or choose another")
+    if plot_path:
+        try:
+            check_plot_path(plot_path)
+        except ObjcliError as error:
+            raise _Fail(str(error)) from None
     try:
         with readable_output(folder) as local:
             stats = compute_stats(local)

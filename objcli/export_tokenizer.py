@@ -12,7 +12,7 @@ vocabulary added at its id, so a trainer's embedding size and any decoder downst
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import struct
 from pathlib import Path
 
@@ -45,7 +45,33 @@ def sentencepiece_with_pieces(model: bytes, pieces: list[str]) -> bytes:
     return model + extra
 
 
-def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None = None) -> dict:
+class _Targets:
+    """The files an export writes: each is refused if it exists (unless ``overwrite``), and always if
+    it is one of the run's own tokenizer files (the output would no longer verify, nor the run
+    repeat); each is written under a temporary name and renamed."""
+
+    def __init__(self, tokenizer, overwrite: bool):
+        own = [tokenizer.path, tokenizer.path.with_name(tokenizer.path.name + ".json"),
+               tokenizer.path.with_name("tokenizer_config.json")]
+        self.own = {p.resolve() for p in own if p.exists()}
+        self.overwrite = overwrite
+
+    def write(self, path: Path, data: bytes) -> Path:
+        if path.resolve() in self.own:
+            raise ObjcliError(f"output {path}: is the run's own tokenizer file; write the export to another folder")
+        if path.exists() and not self.overwrite:
+            raise ObjcliError(f"output {path}: exists; pass --overwrite to replace it, or choose another folder")
+        temporary = path.with_name(f".{path.name}.objcli-tmp")
+        try:
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            raise ObjcliError(f"output {path}: {error.strerror or error}; free space or choose another folder") from None
+        return path
+
+
+def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None = None, overwrite: bool = False) -> dict:
     manifest = read_manifest(folder)
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
     added = sorted(manifest.special_tokens.added.items(), key=lambda item: item[1])
@@ -57,18 +83,16 @@ def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None =
         raise ObjcliError(f"output {destination}: exists and is not a folder; choose a folder with -o")
     out.mkdir(parents=True, exist_ok=True)
     pieces = [piece for piece, _ in added]
-    written = _WRITERS[tokenizer.kind](tokenizer, pieces, added, out)
+    written = _WRITERS[tokenizer.kind](tokenizer, pieces, added, _Targets(tokenizer, overwrite), out)
     return {"path": str(written), "kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size + len(added),
             "added": len(added)}
 
 
-def _sentencepiece(tokenizer, pieces, added, out: Path) -> Path:
-    path = out / "tokenizer.model"
-    path.write_bytes(sentencepiece_with_pieces(tokenizer.path.read_bytes(), pieces))
-    return path
+def _sentencepiece(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:
+    return targets.write(out / "tokenizer.model", sentencepiece_with_pieces(tokenizer.path.read_bytes(), pieces))
 
 
-def _huggingface(tokenizer, pieces, added, out: Path) -> Path:
+def _huggingface(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:
     """The file's own JSON with the pieces appended to ``added_tokens`` at their ids (every release
     of the library reads that; 1.0 has no method to add tokens)."""
     document = json.loads(tokenizer.path.read_text(encoding="utf-8"))
@@ -78,20 +102,18 @@ def _huggingface(tokenizer, pieces, added, out: Path) -> Path:
             raise ObjcliError(f"tokenizer.json: {piece!r} is already id {tokenizer.ids[piece]}, not {token_id}")
         tokens.append({"id": token_id, "content": piece, "single_word": False, "lstrip": False, "rstrip": False,
                        "normalized": False, "special": True})
-    path = out / "tokenizer.json"
-    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     config = tokenizer.path.with_name("tokenizer_config.json")
+    path = targets.write(out / "tokenizer.json", (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode())
     if config.is_file():
-        shutil.copyfile(config, out / config.name)
+        targets.write(out / config.name, config.read_bytes())
     return path
 
 
-def _tiktoken(tokenizer, pieces, added, out: Path) -> Path:
-    path = out / tokenizer.path.name
-    shutil.copyfile(tokenizer.path, path)
-    side = {"pattern": tokenizer.encoding._pat_str, "special_tokens": {**tokenizer.specials, **dict(added)},
+def _tiktoken(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:
+    side = {"pattern": tokenizer.pattern, "special_tokens": {**tokenizer.specials, **dict(added)},
             "bos": tokenizer.bos, "eos": tokenizer.eos}
-    path.with_name(path.name + ".json").write_text(json.dumps(side, indent=2) + "\n", encoding="utf-8")
+    path = targets.write(out / tokenizer.path.name, tokenizer.path.read_bytes())
+    targets.write(path.with_name(path.name + ".json"), (json.dumps(side, indent=2) + "\n").encode())
     return path
 
 

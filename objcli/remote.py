@@ -153,10 +153,11 @@ def tokenizer_location(path: str) -> str:
 
 
 @contextmanager
-def readable_output(folder: str) -> Iterator[str]:
+def readable_output(folder: str, only: tuple[str, ...] | None = None) -> Iterator[str]:
     """A finished output to read (``inspect``, ``stats``, ``verify``): a local folder as it is, or an
-    output in object storage copied to a temporary folder first (every file of it is read anyway);
-    errors name the URL, not the copy."""
+    output in object storage copied to a temporary folder first (every file of it is read anyway;
+    ``only``: just these names, as ``export-tokenizer`` reads the manifest alone); errors name the
+    URL, not the copy."""
     if not is_url(folder):
         yield folder
         return
@@ -165,7 +166,8 @@ def readable_output(folder: str) -> Iterator[str]:
         try:
             names = [e["name"] for e in fs.ls(inner.rstrip("/"), detail=True) if e.get("type") == "file"]
             for name in names:
-                if not name.rsplit("/", 1)[-1].startswith("."):
+                base = name.rsplit("/", 1)[-1]
+                if not base.startswith(".") and (only is None or base in only):
                     fs.get_file(name, os.path.join(copy, name.rsplit("/", 1)[-1]))
         except storage_errors() as error:
             raise storage_error(error, folder, "downloading it") from None

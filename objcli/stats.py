@@ -17,11 +17,13 @@ A format that does not store segment ids (Megatron's) leaves examples per row "n
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
+from .errors import ObjcliError
 from .kernels import IGNORE
 from .manifest import Manifest, read_manifest
 from .shards import read_shard_columns
@@ -195,6 +197,23 @@ def _supervised_line(stats: dict) -> str:
             f"({100 * stats['supervised_fraction']:.1f}% of all positions)")
 
 
+PLOT_FORMATS = ("png", "pdf", "svg")  # what matplotlib's Agg backend writes with no other package
+
+
+def check_plot_path(path: str) -> str:
+    """The format of a ``--plot`` file, or a one-line error: a folder, a name with no extension (a
+    hidden ``.png``), an extension matplotlib cannot write, a folder that does not exist."""
+    target = Path(path)
+    if path.endswith(("/", "\\")) or target.is_dir():
+        raise ObjcliError(f"--plot {path}: is a folder; name the file to write, such as {target / 'stats.png'}")
+    fmt = target.suffix.lower().removeprefix(".")
+    if not target.stem or fmt not in PLOT_FORMATS:
+        raise ObjcliError(f"--plot {path}: name a .png, .pdf or .svg file (the extension picks the format)")
+    if not target.resolve().parent.is_dir():
+        raise ObjcliError(f"--plot {path}: the folder {target.parent} does not exist; create it or choose another")
+    return fmt
+
+
 def plot(stats: dict, path: str) -> None:
     import matplotlib
 
@@ -214,5 +233,10 @@ def plot(stats: dict, path: str) -> None:
     fractions.barh(names, values, color=["#58a05a", "#c0504d"] + ["#8064a2"] * (len(names) - 2))
     fractions.set(xlim=(0, 1), title="Fraction of positions")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    temporary = Path(path).with_name(f".{Path(path).name}.objcli-tmp")
+    try:  # written whole, then renamed: a failure never leaves half a picture under the name
+        figure.savefig(temporary, dpi=100, format=check_plot_path(path))
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+        plt.close(figure)

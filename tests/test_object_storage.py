@@ -313,3 +313,20 @@ def test_service_errors_as_the_client_raises_them_are_one_line(code, message, ex
 
     raised = translate_boto_error(ClientError({"Error": {"Code": code, "Message": message}}, "GetObject"))
     assert str(storage_error(raised, "s3://b/k", "reading it")).startswith(expected)
+
+
+def test_export_tokenizer_reads_an_output_in_a_bucket(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    """Issue 30, item 10: export-tokenizer said "no manifest.json" for a URL that verify, stats and
+    inspect read; it now reads the manifest alone (not the shards) from the bucket."""
+    out = f"s3://{bucket}/mlm"
+    run_transform([corpus], sample_tokenizer, out, workers=1, objective="mlm", seq_len=64)
+    exported = run_cli("export-tokenizer", out, "-o", tmp_path / "tok")
+    assert exported.returncode == 0, exported.stderr
+    import sentencepiece as spm
+
+    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "tok" / "tokenizer.model"))
+    manifest = json.loads(s3.cat_file(f"{bucket}/mlm/manifest.json"))
+    for piece, token_id in manifest["special_tokens"]["added"].items():
+        assert model.piece_to_id(piece) == token_id
+    missing = run_cli("export-tokenizer", f"s3://{bucket}/nothing-here", "-o", tmp_path / "tok2")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no such object or prefix" in missing.stderr
