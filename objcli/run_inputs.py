@@ -61,3 +61,19 @@ def _inside(output: str, spec: str) -> bool:
         return False
     output_path, folder = Path(os.path.realpath(output)), Path(os.path.realpath(spec))
     return output_path == folder or folder in output_path.parents
+
+
+def check_sources_disjoint(files_by_source: dict[str, list]) -> None:
+    """A file belongs to one source: the same file under two ``--source``s (or a folder of one that
+    holds another's) would be read and written twice, silently weighting it twice."""
+    owner: dict[str, tuple[str, str]] = {}  # the file -> (its source, the path it was reached by)
+    for source, files in files_by_source.items():
+        for f in files:
+            if f.is_stream:
+                continue
+            key = public_url(f.path) if is_url(f.path) else os.path.realpath(f.path)
+            first, path = owner.setdefault(key, (source, f.path))
+            if first != source:
+                also = "" if path == f.path else f" (as {path})"
+                raise ObjcliError(f"--source {first} and --source {source} both hold {f.path}{also}; a file belongs to "
+                                  "one source: narrow one of them (a glob, or another folder)")

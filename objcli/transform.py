@@ -30,7 +30,7 @@ from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
 from .remote import is_url, public_url, tokenizer_location
-from .run_inputs import check_output_outside_inputs, make_run_key
+from .run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .shuffle import shuffle_rows
 from .splits import split_names
 from .stores import open_store, share_tokenizer
@@ -96,13 +96,14 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
 def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     check_output_outside_inputs(config)
-    files, partitions = [], []
+    files, partitions, by_source = [], [], {}
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
-        source_files = resolve_inputs(paths, config.input_format, warn)
+        source_files = by_source[source] = resolve_inputs(paths, config.input_format, warn)
         # Partitions never mix sources: each row then has one.
         partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source)
                        for i, p in enumerate(plan_partitions(source_files, config.partition_bytes, config.text_unit))]
         files += source_files
+    check_sources_disjoint(by_source)
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")

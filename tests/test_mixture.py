@@ -105,3 +105,17 @@ def test_the_command_line_and_its_refusals(sources, sample_tokenizer, tmp_path):
     done = run_cli("transform", sources[0].split("=")[1], "--source", sources[0], "--weights", "prose=1",
                    "-t", sample_tokenizer, "-o", tmp_path / "bad")
     assert done.stderr.startswith("Error: --source names every input of a mixture")
+
+
+def test_a_file_in_two_sources_is_refused_naming_it_and_both(sources, sample_tokenizer, tmp_path):
+    """Issue 30, item 2: the same file in two sources was read and written twice (124 documents for
+    62); so was a folder of one source holding another source's file, or the same file reached
+    through a symbolic link. Each is one line naming the file and both sources."""
+    folder = sources[0].split("=", 1)[1].rsplit("/", 1)[0]
+    (tmp_path / "link.jsonl").symlink_to(f"{folder}/prose.jsonl")
+    for second in (f"web={folder}/prose.jsonl", f"web={folder}", f"web={folder}/*.jsonl", f"web={tmp_path / 'link.jsonl'}"):
+        done = run_cli("transform", "--source", sources[0], "--source", second, "--weights", "prose=0.5,web=0.5",
+                       "-t", sample_tokenizer, "-o", tmp_path / "out", "-q")
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("Error: --source prose and --source web both hold ") and "prose.jsonl" in done.stderr
+        assert not (tmp_path / "out").exists()
