@@ -12,6 +12,7 @@ from typing import Any
 from .errors import ObjcliError
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
+from .remote import check_url_path
 from .tokenizers.engines import ENGINE_CHOICES
 
 OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
@@ -124,6 +125,10 @@ class TransformConfig:
             raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
                               + self._options_hint())
         self._check_ignored_options()
+        check_url_path(self.output, "-o")
+        for where in (*self.inputs, *(s.partition("=")[2] for s in self.source)):
+            check_url_path(where, "input")
+        check_url_path(self.tokenizer, "--tokenizer")
         if self.output == "-" and self.output_format != "arrow":
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
         ShardSize.parse(self.shard_size)

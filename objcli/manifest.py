@@ -134,11 +134,20 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
     from .errors import ObjcliError
 
     try:
-        if isinstance(data, dict):
-            return msgspec.convert(data, Manifest)
-        return msgspec.json.decode(data, type=Manifest)
+        manifest = msgspec.convert(data, Manifest) if isinstance(data, dict) else msgspec.json.decode(data, type=Manifest)
     except msgspec.DecodeError as error:  # ValidationError is one
         raise ObjcliError(f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote") from None
+    for shard in manifest.shards:
+        for name in (*shard.files, *shard.sha256):
+            if not is_plain_name(name):
+                raise ObjcliError(f"{where}: shard file {name!r} is not a file name inside the output folder; the "
+                                  "manifest was edited (objcli reads nothing outside the folder)")
+    return manifest
+
+
+def is_plain_name(name: str) -> bool:
+    """A file directly inside the output folder: no folder part, not empty, not '.' or '..'."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
 
 
 def read_manifest(folder: str | Path) -> Manifest:

@@ -36,6 +36,23 @@ def is_url(spec: str | os.PathLike) -> bool:
     return isinstance(spec, str) and URL.match(spec) is not None
 
 
+def check_url_path(url: str, what: str) -> None:
+    """An object-store URL whose path has an empty (``//``), ``.`` or ``..`` component names keys
+    that listings do not give back as written (``s3://b//a//``: every shard "vanished" after a whole
+    run): refused before any work, with the URL as it should be written."""
+    if not is_url(url) or url.split("://", 1)[0].lower() in ("file", "local", "memory"):
+        return
+    path = urlsplit(url).path
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    if any(p in ("", ".", "..") for p in parts) or path.startswith("//"):
+        clean = "/".join(p for p in parts if p not in ("", "."))
+        host = urlsplit(url).netloc.rpartition("@")[2]
+        fix = ("name the key without '..'" if ".." in parts else
+               f"write {url.split('://', 1)[0]}://{host}/{clean}{'/' if clean and path.endswith('/') else ''}")
+        raise ObjcliError(f"{what} {public_url(url)}: the path has an empty, '.' or '..' part, which object storage "
+                          f"keeps as written; {fix}")
+
+
 def public_url(url: str) -> str:
     """The URL without credentials or a signed query string: what manifests and messages show."""
     if not is_url(url):

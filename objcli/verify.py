@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .files import file_sha256
+from .format_files import format_files
 from .kernels import IGNORE
 from .manifest import Manifest, ShardRecord, read_manifest
 from .output import is_shard_name
@@ -86,12 +87,28 @@ def verify_output(folder: str | Path) -> Report:
                 problems = _check_columns(manifest, shard, columns)
                 report.rows += shard.rows
         report.problems += [f"{shard.files[0]}: {p}" for p in problems]
+    report.problems += _check_format_files(folder, manifest)
     totals = manifest.totals
     if totals["shards"] != len(manifest.shards):
         report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")
     if totals["rows"] != sum(s.rows for s in manifest.shards):
         report.problems.append("manifest: totals.rows is not the sum of the shards' rows")
     return report
+
+
+def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
+    """The files a format's loader opens besides the shards (Megatron's data-args lists, the HF
+    saved-dataset files) follow from the manifest: each must be there, byte for byte (an edited
+    ``megatron.txt`` could send a trainer anywhere)."""
+    expected = format_files(manifest.format, manifest.shards, manifest.columns, manifest.config_sha256)
+    problems = []
+    for name, text in expected.items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{name} is missing (the format's loader opens it)")
+        elif path.read_bytes() != text.encode():
+            problems.append(f"{name}: differs from what the manifest's shards make it (edited after the run?)")
+    return problems
 
 
 def _check_files(folder: Path, shard: ShardRecord) -> list[str]:

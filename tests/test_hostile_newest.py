@@ -74,3 +74,48 @@ def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(mlm_o
     verified = runner.invoke(main, ["verify", str(tmp_path / "run")])
     assert verified.exit_code == 0, verified.output
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["tokenizer"]["path"].endswith("tokenizer.model")
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "stats"])
+@pytest.mark.parametrize("escape", ["../outside.arrow", "/tmp/outside.arrow", "sub/../../outside.arrow", ".."])
+def test_a_manifest_cannot_send_reads_outside_its_folder(small_corpus, sample_tokenizer, tmp_path, command, escape):
+    """Item 9: a shard listed as ../outside.arrow or an absolute path, with a matching sha256, was read
+    by verify ("every check passed") and inspect. Local outputs now refuse what object storage refuses."""
+    import hashlib
+    import shutil
+
+    out = tmp_path / "deep" / "out"
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, out, seq_len=64)
+    manifest = json.loads((out / "manifest.json").read_text())
+    first = manifest["shards"][0]["files"][0]
+    target = (out / escape).resolve() if not escape.startswith("/") else tmp_path / "abs" / "outside.arrow"
+    if escape != "..":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / first, target)
+    name = str(target) if escape.startswith("/") else escape
+    digest = hashlib.sha256((out / first).read_bytes()).hexdigest()
+    manifest["shards"][0]["files"][0] = name
+    manifest["shards"][0]["sha256"] = {name: digest}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, [command, str(out)])
+    assert result.exit_code == 1 and "is not a file name inside the output folder" in result.output, result.output
+    assert result.output.startswith("Error:") and result.output.count("\n") == 1
+
+
+@pytest.mark.parametrize(("fmt", "name", "damage"), [
+    ("megatron", "megatron.txt", "edit"), ("megatron", "megatron.txt", "delete"),
+    ("hf", "state.json", "delete"), ("hf", "dataset_info.json", "edit"),
+])
+def test_verify_checks_the_files_a_formats_loader_opens(small_corpus, sample_tokenizer, tmp_path, fmt, name, damage):
+    """Item 9: a deleted or edited megatron.txt (pointing at ../../etc/passwd) or a deleted HF
+    state.json passed verify."""
+    out = tmp_path / "out"
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, out, seq_len=64, output_format=fmt)
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
+    if damage == "delete":
+        (out / name).unlink()
+    else:
+        (out / name).write_text("100 ../../etc/passwd\n" if fmt == "megatron" else "{}\n")
+    result = CliRunner().invoke(main, ["verify", str(out)])
+    assert result.exit_code == 1 and name in result.output
+    assert ("is missing" if damage == "delete" else "differs from what the manifest's shards make it") in result.output

@@ -330,3 +330,14 @@ def test_export_tokenizer_reads_an_output_in_a_bucket(s3, bucket, corpus, sample
         assert model.piece_to_id(piece) == token_id
     missing = run_cli("export-tokenizer", f"s3://{bucket}/nothing-here", "-o", tmp_path / "tok2")
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no such object or prefix" in missing.stderr
+
+
+@pytest.mark.parametrize(("url", "fix"), [("s3://{b}//a//", "write s3://{b}/a/"), ("s3://{b}/a/./c", "write s3://{b}/a/c"),
+                                         ("s3://{b}/a/../c", "name the key without '..'")])
+def test_an_output_url_with_an_empty_or_dot_part_is_refused_before_any_work(s3, bucket, corpus, sample_tokenizer, url, fix):
+    """Issue 30, item 8: s3://bucket//a// processed everything, then failed with "shard … vanished" on
+    every rerun, leaving .objcli-tmp behind."""
+    done = run_cli("transform", corpus, "-t", sample_tokenizer, "-o", url.format(b=bucket), "-q")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"Error: -o {url.format(b=bucket)}: the path has an empty") and fix.format(b=bucket) in done.stderr
+    assert s3.ls(bucket) == []
