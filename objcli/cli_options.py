@@ -155,7 +155,8 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     execution_names = {f.name for f in dataclasses.fields(Execution)}
     runner = {n: given.pop(n, None) for n in execution_names}
     recipe_path = runner.pop("recipe")
-    recipe = load_recipe(recipe_path) if recipe_path else {}
+    warn = lambda message: click.echo(f"objcli: warning: {message}", err=True)  # noqa: E731
+    recipe = load_recipe(recipe_path, warn) if recipe_path else {}
     values_out = {**recipe, **given}
     if values.get("legacy_pack"):  # --pack: the packer it meant for this objective
         objective = REGISTRY.get(values_out.get("objective", "clm"))

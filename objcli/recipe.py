@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +40,49 @@ def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
     return fields
 
 
-def _by_key() -> dict[str, str]:
-    keys = {key_of(f): name for name, f in RUN_FIELDS.items()}
-    keys.update({key_of(f): name for name, (f, _) in objective_fields().items()})
+def _by_key() -> dict[str, tuple[str, object]]:
+    """Recipe key -> (field name, its type): every option's name and the old spellings the command
+    line still accepts (``preset``, ``mask``)."""
+    hints = typing.get_type_hints(TransformConfig)
+    keys = {key_of(f): (name, hints[name]) for name, f in RUN_FIELDS.items()}
+    for name, (f, owners) in objective_fields().items():
+        hint = typing.get_type_hints(REGISTRY.get(sorted(owners)[0]).options_type)[name]
+        for key in (key_of(f), *(alias.removeprefix("--") for alias in f.metadata["aliases"])):
+            keys.setdefault(key, (name, hint))
     return keys
+
+
+def _typed(value: Any, hint, where: str) -> Any:
+    """``value`` as the option's type, or one line naming the key: TOML and JSON give strings, numbers,
+    booleans and lists, and a wrong one must never be misread (``strict = "false"`` is not false)."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = typing.get_args(hint) if union else (hint,)
+    kind = next(k for k in options if k is not type(None))
+    if value is None and type(None) in options:
+        return None
+    if typing.get_origin(kind) is tuple or kind is tuple:
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list) and all(isinstance(v, str) for v in items):
+            return tuple(items)
+        expected = "a list of strings"
+    elif kind is bool:
+        if isinstance(value, bool):
+            return value
+        expected = "true or false"
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        expected = "an integer"
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        expected = "a number"
+    else:
+        if isinstance(value, str):
+            return value
+        expected = "a string"
+    shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    raise ObjcliError(f"{where} must be {expected}, not {shown} ({type(value).__name__})")
 
 
 def config_from_values(values: dict[str, Any]) -> TransformConfig:
@@ -80,30 +121,46 @@ def recipe_of(config: TransformConfig, with_output: bool = True) -> dict[str, An
     return {k: v for k, v in table.items() if v is not None}
 
 
-def load_recipe(path: str) -> dict[str, Any]:
+def load_recipe(path: str, warn=None) -> dict[str, Any]:
     """Option values by field name from a TOML recipe or a ``manifest.json``; unknown keys fail,
     naming the closest valid one."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
-        table = json.loads(text).get("recipe") if file.suffix == ".json" else tomllib.loads(text)
+        document = json.loads(text) if file.suffix == ".json" else None
+        table = document.get("recipe") if file.suffix == ".json" else tomllib.loads(text)
     except OSError as error:
         raise ObjcliError(f"--recipe {path}: {error.strerror}; pass a TOML recipe or a manifest.json") from None
     except (ValueError, AttributeError) as error:
         raise ObjcliError(f"--recipe {path}: not a valid recipe ({error}); pass a TOML file or a manifest.json") from None
     if not isinstance(table, dict):
         raise ObjcliError(f"--recipe {path}: holds no recipe; pass a TOML file or a manifest.json written by objcli")
+    _warn_other_version(path, document, warn)
     by_key, values = _by_key(), {}
     for key, value in table.items():
         if key == "inputs":
-            values["inputs"] = [value] if isinstance(value, str) else value
+            values["inputs"] = list(_typed(value, tuple[str, ...], f"--recipe {path}: 'inputs'"))
             continue
         if key not in by_key:
             close = difflib.get_close_matches(key, [*by_key, "inputs"], n=1)
             hint = f"did you mean '{close[0]}'?" if close else "see 'objcli transform --help'"
             raise ObjcliError(f"--recipe {path}: unknown key '{key}'; {hint}")
-        values[by_key[key]] = value
+        name, hint = by_key[key]
+        values[name] = _typed(value, hint, f"--recipe {path}: '{key}'")
     return values
+
+
+def _warn_other_version(path: str, document: dict | None, warn) -> None:
+    """A manifest written by another objcli (or manifest version) may mean other defaults: say so."""
+    from . import __version__
+    from .manifest import MANIFEST_VERSION
+
+    if warn is None or not isinstance(document, dict):
+        return
+    written = (document.get("objcli_version"), document.get("manifest_version"))
+    if written != (__version__, MANIFEST_VERSION):
+        warn(f"--recipe {path}: written by objcli {written[0]} (manifest version {written[1]}), this is {__version__} "
+             f"(manifest version {MANIFEST_VERSION}); options it does not name take this version's defaults")
 
 
 def to_toml(table: dict[str, Any]) -> str:
