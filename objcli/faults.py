@@ -1,11 +1,13 @@
 """Crash points for the resume tests: a real ``SIGKILL`` at a named moment of a run.
 
-``OBJCLI_CRASH_AT=shard-write:3`` kills the process the third time it reaches ``shard-write``.
-Unset (always, outside the tests), ``crash_point`` is one dictionary lookup.
+``OBJCLI_CRASH_AT=shard-write:3`` kills the process the third time it reaches ``shard-write``;
+``OBJCLI_CRASH_AT=shuffle-bucket:1:ENOSPC`` raises that OS error there instead (a disk that fills up
+at that moment). Unset (always, outside the tests), ``crash_point`` is one dictionary lookup.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from collections import Counter
@@ -17,9 +19,13 @@ def crash_point(name: str) -> None:
     wanted = os.environ.get("OBJCLI_CRASH_AT")
     if not wanted:
         return
-    point, _, nth = wanted.partition(":")
+    point, _, rest = wanted.partition(":")
     if point != name:
         return
+    nth, _, error = rest.partition(":")
     _reached[name] += 1
     if _reached[name] == int(nth or 1):
+        if error:
+            number = getattr(errno, error)
+            raise OSError(number, os.strerror(number))
         os.kill(os.getpid(), signal.SIGKILL)

@@ -21,12 +21,16 @@ def file_sha256(path: str | Path) -> str:
 def write_json_atomically(path: Path, data: dict) -> None:
     temp = path.with_name(path.name + ".tmp")
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    with open(temp, "w", encoding="utf-8") as f:
-        half = len(text) // 2
-        f.write(text[:half])
-        f.flush()
-        crash_point(path.name)  # the resume tests kill a run halfway through writing this file
-        f.write(text[half:])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            half = len(text) // 2
+            f.write(text[:half])
+            f.flush()
+            crash_point(path.name)  # the resume tests kill a run halfway through writing this file
+            f.write(text[half:])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise

@@ -85,8 +85,12 @@ class LocalStore:
 
     def write_text(self, name: str, text: str) -> None:
         temp = self.path / (name + ".tmp")
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, self.path / name)
+        try:
+            temp.write_text(text, encoding="utf-8")
+            crash_point("format-file")
+            os.replace(temp, self.path / name)
+        finally:
+            temp.unlink(missing_ok=True)
 
     def delete(self, name: str) -> None:
         (self.path / name).unlink(missing_ok=True)

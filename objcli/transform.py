@@ -23,7 +23,7 @@ from .first_pass import mixture_rates, split_bounds
 from .format_files import format_files
 from .manifest import MANIFEST_VERSION, split_totals, totals
 from .mixture import mixture_totals, parse_sources
-from .output import OutputFolder, PartitionResult, final_names
+from .output import OutputFolder, PartitionResult, final_names, output_error
 from .pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
@@ -237,11 +237,16 @@ def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
     """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
     are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
     remote = folder is not None and folder.store.remote
-    for name in (n for s in shards for n in s.files) if remote else ():
-        folder.work_store.fetch(name, work)
     config = plan.config
-    shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
-                            publish=folder.work_store.publish if remote else None)
+    try:
+        for name in (n for s in shards for n in s.files) if remote else ():
+            folder.work_store.fetch(name, work)
+        shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
+                                publish=folder.work_store.publish if remote else None)
+    except OSError as error:  # a full disk in the second pass is the same one line as in the first
+        for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
+            partial.unlink(missing_ok=True)
+        raise output_error(error, folder.store.where if folder else work) from None
     if remote:
         folder.work_store.flush()
     return shuffled

@@ -119,3 +119,39 @@ def test_verify_checks_the_files_a_formats_loader_opens(small_corpus, sample_tok
     result = CliRunner().invoke(main, ["verify", str(out)])
     assert result.exit_code == 1 and name in result.output
     assert ("is missing" if damage == "delete" else "differs from what the manifest's shards make it") in result.output
+
+
+@pytest.mark.parametrize(("extra", "point"), [
+    ([], "shard-write:1"),                                      # the first pass
+    (["--shuffle-rows"], "shuffle-bucket:1"),                   # the second pass (a 48-56 line traceback before)
+    (["--shuffle-rows"], "shard-write:3"),                      # a shard written by the second pass
+    (["--format", "megatron"], "format-file:1"),                # megatron.txt
+    (["--format", "hf"], "format-file:2"),                      # dataset_info.json
+    ([], "manifest.json:1"),                                    # the manifest, last
+    (["--split", "validation=20%"], "rename:1"),                # a shard renamed to its final name
+])
+def test_a_full_disk_on_every_write_path_is_one_line_and_a_rerun_finishes(small_corpus, sample_tokenizer, tmp_path,
+                                                                          extra, point):
+    """Item 1: every write path turns an OS error into the one-line output error, leaves no manifest
+    and no half-written file, and the same command then finishes with the bytes of a clean run."""
+    import os
+    import subprocess
+    import sys
+
+    def run(out, fault=None):
+        env = {**os.environ, **({"OBJCLI_CRASH_AT": fault} if fault else {})}
+        return subprocess.run([sys.executable, "-m", "objcli", "transform", str(small_corpus / "prose.jsonl"), "-t",
+                               sample_tokenizer, "--seq-len", "64", "--shard-size", "200", "--workers", "1", "-o",
+                               str(out), "-q", *extra], env=env, capture_output=True, text=True)
+
+    failed = run(tmp_path / "out", f"{point}:ENOSPC")
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr == (f"Error: output {tmp_path / 'out'}: no space left on the device; free some space and rerun "
+                             "the same command (finished partitions are kept)\n")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.name.endswith(".tmp") and p.is_file()]
+    assert run(tmp_path / "out").returncode == 0 and run(tmp_path / "clean").returncode == 0
+    listed = json.loads((tmp_path / "clean" / "manifest.json").read_text())
+    for shard in listed["shards"]:
+        for name in shard["files"]:
+            assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()

@@ -94,10 +94,10 @@ def spec_from_tokenizer_json(document: dict) -> BPESpec:
     vocab = {p: i for p, i in model.get("vocab", {}).items() if p not in added}
     if any(TO_BYTE_CHARS[b] not in vocab for b in range(256)):
         raise Unsupported("the vocabulary lacks some of the 256 byte tokens")
-    merges = {}
-    for rank, merge in enumerate(model.get("merges", [])):
-        # a repeated pair keeps its last rank, as the library builds its map
-        merges[tuple(merge.split(" ", 1)) if isinstance(merge, str) else tuple(merge)] = rank
+    pairs = model.get("merges", [])
+    if not all(type(p) is tuple for p in pairs):
+        pairs = [tuple(p.split(" ", 1)) if isinstance(p, str) else tuple(p) for p in pairs]
+    merges = dict(zip(pairs, range(len(pairs))))  # a repeated pair keeps its last rank, as the library's map
     plain = [t for t in document.get("added_tokens", []) if not t.get("special")]
     if any(t.get(k) for t in plain for k in ("lstrip", "rstrip", "single_word")):
         raise Unsupported("an added token strips or matches single words")

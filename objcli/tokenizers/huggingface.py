@@ -96,7 +96,10 @@ class HuggingFaceTokenizer(Tokenizer):
     @cached_property
     def full_document(self) -> dict:
         """The document with the model's merges (decoded only when an engine needs them)."""
-        merges = msgspec.json.decode(self._merges)
+        try:  # pairs as two-item lists (tokenizers >= 0.20): typed, three times faster to decode
+            merges = msgspec.json.decode(self._merges, type=list[tuple[str, str]])
+        except msgspec.ValidationError:  # "left right" strings (older files)
+            merges = msgspec.json.decode(self._merges)
         return {**self.document, "model": {**self.document["model"], "merges": merges}}
 
     @cached_property
