@@ -164,6 +164,7 @@ class OutputFolder:
             self._make_folder()
             self.store.lock()
             self._locked = True
+            crash_point("locked")  # the resume tests kill a run here: only its lock is left
             self._prepare(partitions, overwrite, resume)
         except OSError as error:
             self.close()
@@ -193,7 +194,9 @@ class OutputFolder:
             raise ObjcliError(
                 f"output {store.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
             )
-        if resume and not same:
+        # --resume over a folder that holds only the lock of a run killed before it wrote anything: that
+        # run is started, as the same command without --resume would (nothing of it can be lost).
+        if resume and not same and not (store.took_over and not leftovers and run is None):
             raise ObjcliError(
                 f"--resume: output {store.where} holds no earlier run of this configuration; drop --resume to start one"
             )

@@ -53,6 +53,7 @@ class LocalStore:
     """A folder on this machine."""
 
     remote = False
+    took_over = False  # the lock file named a writer: a run killed before it could unlock
 
     def __init__(self, path: Path):
         self.path = path
@@ -141,6 +142,8 @@ class LocalStore:
             raise ObjcliError(
                 f"output {self.path}: another run ({holder}) is writing it; wait for it to finish or choose another -o"
             ) from None
+        self._lock_file.seek(0)
+        self.took_over = bool(self._lock_file.read().strip())  # a writer's pid left behind: that run was killed
         self._lock_file.truncate(0)
         self._lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}")
         self._lock_file.flush()
@@ -159,6 +162,7 @@ class RemoteStore:
     """A prefix in object storage (or any fsspec filesystem)."""
 
     remote = True
+    took_over = False  # the lock was a dead run's
 
     def __init__(self, url: str):
         self.url = url.rstrip("/")
@@ -313,20 +317,27 @@ class RemoteStore:
         """Create ``.objcli-lock`` only if absent. A lock left by a dead run on this host is taken over;
         one from another host is named, with how to remove it if that run is gone."""
         body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}).encode()
-        for _ in range(2):
+        for attempt in range(3):
             try:
                 self.fs.pipe_file(self.key(LOCK_NAME), body, **self._if_absent())
                 return
             except FileExistsError:
                 holder = self.read_json(LOCK_NAME) or {}
-                if holder.get("host") != socket.gethostname() or _alive(holder.get("pid")):
+                if not holder.get("pid") and attempt < 2:
+                    time.sleep(0.2)  # the winner of a race is still writing its lock: read it again
+                    continue
+                if holder.get("host") != socket.gethostname() or _alive(holder.get("pid")) or not holder.get("pid"):
+                    who = f"pid {holder['pid']} on {holder.get('host')}" if holder.get("pid") else "another process"
                     raise ObjcliError(
-                        f"output {self.where}: another run (pid {holder.get('pid')} on {holder.get('host')}) is writing "
-                        f"it; wait for it to finish, or if that run is gone, delete {self.where}/{LOCK_NAME}"
+                        f"output {self.where}: another run ({who}) is writing it; wait for it to finish, or if that "
+                        f"run is gone, delete {self.where}/{LOCK_NAME}"
                     ) from None
                 self.delete(LOCK_NAME)
+                self.took_over = True  # a dead run of this host: its lock is taken over
             except storage_errors() as error:
                 raise storage_error(error, self.url, "taking the output's lock") from None
+        raise ObjcliError(f"output {self.where}: another run keeps taking the lock; wait for it to finish or choose "
+                          "another -o")
 
     def _if_absent(self) -> dict:
         """S3's conditional put; other filesystems check first (a narrow race, said in the README)."""

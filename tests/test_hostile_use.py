@@ -107,6 +107,28 @@ def test_resume_after_a_kill_before_the_first_partition_finished(sample_tokenize
     assert manifest_json(out)["totals"]["documents_read"] == 200
 
 
+@pytest.mark.parametrize("where", ["local", "fresh"])
+def test_resume_after_a_kill_before_anything_was_written(sample_tokenizer, tmp_path, where):
+    """Issue 30: killed in its first half second, a run left only its lock (no run file), and --resume
+    was refused ("holds no earlier run"). A folder with only a dead run's lock now starts the run;
+    a folder that never held a run is still refused with --resume."""
+    corpus = tmp_path / "corpus.jsonl"
+    _docs(corpus, 50, "few")
+    out = tmp_path / "out"
+    args = ["transform", corpus, "-t", sample_tokenizer, "--seq-len", "16", "--workers", "1", "-q", "-o", out]
+    if where == "local":
+        killed = run_cli(*args, env={"OBJCLI_CRASH_AT": "locked:1"})
+        assert killed.returncode == -signal.SIGKILL
+        assert sorted(p.name for p in out.iterdir()) == [".objcli-lock"]
+        resumed = run_cli(*args, "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert manifest_json(out)["totals"]["documents_read"] == 50
+    else:
+        out.mkdir()
+        refused = run_cli(*args, "--resume")
+        assert refused.returncode == 1 and "holds no earlier run of this configuration" in refused.stderr
+
+
 def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_tokenizer, tmp_path):
     """Item 12: after SIGKILL of the main process, spawned workers stayed alive for minutes."""
     import subprocess

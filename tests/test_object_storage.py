@@ -341,3 +341,15 @@ def test_an_output_url_with_an_empty_or_dot_part_is_refused_before_any_work(s3, 
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"Error: -o {url.format(b=bucket)}: the path has an empty") and fix.format(b=bucket) in done.stderr
     assert s3.ls(bucket) == []
+
+
+def test_a_lock_that_names_no_writer_is_never_pid_none(s3, bucket):
+    """Issue 30: the loser of a lock race read the winner's lock before it was whole and reported
+    "pid None on None"; it now reads again, and names a lock it cannot read as another process."""
+    from objcli.errors import ObjcliError
+    from objcli.stores import RemoteStore
+
+    s3.pipe_file(f"{bucket}/out/.objcli-lock", b"")
+    with pytest.raises(ObjcliError, match=r"another run \(another process\) is writing it") as raised:
+        RemoteStore(f"s3://{bucket}/out").lock()
+    assert "None" not in str(raised.value)
