@@ -5,6 +5,7 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -24,13 +25,31 @@ class _Interrupted(click.ClickException):
     exit_code = 130  # as a shell reports a command stopped by SIGINT
 
 
+class _Terminated(click.ClickException):
+    exit_code = 143  # as a shell reports a command stopped by SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, ``kill``), handled as Ctrl-C is: workers stopped, the lock
+    released, one line; the default action left the pool's semaphores to a warning of their own."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
-        """Ctrl-C is one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
+        """Ctrl-C and SIGTERM are one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             return super().invoke(ctx)
+        except Terminated:
+            raise _Terminated(INTERRUPTED.replace("interrupted", "terminated (SIGTERM)", 1)) from None
         except KeyboardInterrupt:
             raise _Interrupted(INTERRUPTED) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
