@@ -81,6 +81,24 @@ def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, fl
     return {name: values[name] * total / natural_tokens[name] for name in values}
 
 
+MOST_COPIES = 100  # more copies of every document than this is a mistake, not a mixture
+MANY_COPIES = 4  # past about four epochs, repeated data stops helping (Muennighoff et al., 2023)
+
+
+def check_repeats(mixture: dict[str, dict], warn=None) -> None:
+    """A share or budget that needs a source's every document many times over: a warning from
+    MANY_COPIES, an error past MOST_COPIES (a budget in the wrong unit, a source that is mostly empty)."""
+    for name, plan in mixture.items():
+        rate = plan["rate"]
+        if rate > MOST_COPIES:
+            raise ObjcliError(f"--weights: source {name} holds about {plan['estimated_tokens']:,} tokens, so its share "
+                              f"needs {rate:,.0f} copies of every document (at most {MOST_COPIES}); lower its weight or "
+                              "budget, or give it more text")
+        if rate > MANY_COPIES and warn:
+            warn(f"source {name}: every document is written about {rate:.1f} times to reach its share; repeated data "
+                 f"helps little past {MANY_COPIES} epochs")
+
+
 def mixture_totals(mixture: dict[str, dict], partitions, results) -> dict[str, dict]:
     """The manifest's ``mixture``: per source, what was asked and estimated, the rate, and the documents
     written (copies included) out of those read (every pass)."""

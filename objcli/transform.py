@@ -22,7 +22,7 @@ from .executors import POOLS, LocalExecutor, make_executor
 from .first_pass import mixture_rates, split_bounds
 from .format_files import format_files
 from .manifest import MANIFEST_VERSION, split_totals, totals
-from .mixture import mixture_totals, parse_sources
+from .mixture import check_repeats, mixture_totals, parse_sources
 from .output import OutputFolder, PartitionResult, final_names, output_error
 from .pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .readers import plan_partitions, resolve_inputs
@@ -325,6 +325,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     stream = _StdoutStream(plan.columns, work) if to_stdout else None
     plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
     plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
+    check_repeats(plan.mixture, warn)
     task_folder = folder.task_folder if folder else str(work)
     if folder and folder.store.remote and executor == "dask" and not is_url(config.tokenizer):
         # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.

@@ -119,3 +119,18 @@ def test_a_file_in_two_sources_is_refused_naming_it_and_both(sources, sample_tok
         assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith("Error: --source prose and --source web both hold ") and "prose.jsonl" in done.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_a_budget_needing_many_copies_warns_and_one_needing_thousands_is_refused(sources, sample_tokenizer, tmp_path):
+    """Issue 30: a token budget needing thousands of copies of each document neither warned nor asked."""
+    natural = run_transform([], sample_tokenizer, tmp_path / "n", source=sources, weights="prose=1M,code=1M", seq_len=128)
+    code_tokens = natural.manifest["mixture"]["code"]["estimated_tokens"]
+    warned = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights",
+                     f"prose=100K,code={6 * code_tokens // 1000}K", "-t", sample_tokenizer, "--seq-len", "128",
+                     "-o", tmp_path / "w", "-q")
+    assert warned.returncode == 0 and "source code: every document is written about 6.0 times" in warned.stderr
+    refused = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights",
+                      f"prose=100K,code={2000 * code_tokens // 1000}K", "-t", sample_tokenizer, "--seq-len", "128",
+                      "-o", tmp_path / "r", "-q")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith("Error: --weights: source code holds about") and "2,000 copies" in refused.stderr
