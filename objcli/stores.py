@@ -193,7 +193,8 @@ class RemoteStore:
     def staging(self) -> Path:
         """A local folder of this run's own for the files on their way up (removed by ``close``)."""
         if self._staging is None:
-            self._staging = Path(tempfile.mkdtemp(prefix="objcli-staging-"))
+            remove_dead_staging()
+            self._staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
         return self._staging
 
     def close(self) -> None:
@@ -349,6 +350,18 @@ class RemoteStore:
 
     def unlock(self) -> None:
         self.delete(LOCK_NAME)
+
+
+STAGING_PREFIX = "objcli-staging-"  # then the pid of the run that owns the folder
+
+
+def remove_dead_staging() -> None:
+    """Staging folders of runs on this machine that were killed (their pid is gone), which their own
+    ``close`` never removed; a live run's folder, or one of another naming, is left alone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
+        pid = folder.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _alive(pid) -> bool:

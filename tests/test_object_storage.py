@@ -170,6 +170,7 @@ def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run,
     rerun = run_cli("transform", *args, "-o", f"s3://{out}")
     assert rerun.returncode == 0, rerun.stderr
     assert ("partitions kept from the interrupted run" in rerun.stderr) == kept, rerun.stderr
+    assert not _dead_staging()  # the killed run's staging folder went with the rerun (issue 30)
     written = objects(s3, out)
     assert written.keys() == expected.keys()
     assert all(written[k] == expected[k] for k in written if k != "manifest.json")
@@ -353,3 +354,32 @@ def test_a_lock_that_names_no_writer_is_never_pid_none(s3, bucket):
     with pytest.raises(ObjcliError, match=r"another run \(another process\) is writing it") as raised:
         RemoteStore(f"s3://{bucket}/out").lock()
     assert "None" not in str(raised.value)
+
+
+def _dead_staging() -> list:
+    import tempfile
+    from pathlib import Path
+
+    from objcli.stores import STAGING_PREFIX, _alive
+
+    found = Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*")
+    return [p for p in found if p.name[len(STAGING_PREFIX):].split("-")[0].isdigit()
+            and not _alive(int(p.name[len(STAGING_PREFIX):].split("-")[0]))]
+
+
+def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from objcli.stores import STAGING_PREFIX, remove_dead_staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, live, other = (tmp_path / f"{STAGING_PREFIX}{gone.stdout.strip()}-x", tmp_path / f"{STAGING_PREFIX}{os.getpid()}-y",
+                         tmp_path / f"{STAGING_PREFIX}abcdef")
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "part.arrow").write_bytes(b"x")
+    remove_dead_staging()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
