@@ -38,6 +38,14 @@ def _raise_terminated(signum, frame):
     raise Terminated
 
 
+def _damaged(folder: str, error: Exception) -> _Fail:
+    """An output whose files do not match what its manifest says (edited, truncated, mixed with another
+    run's): one line naming it, never a traceback."""
+    detail = str(error).splitlines()[0] if str(error) else ""
+    return _Fail(f"{folder}: its files do not match its manifest ({type(error).__name__}: {detail[:200]}); "
+                 f"run 'objcli verify {folder}', and rerun the transform with --overwrite to rebuild it")
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
         """Ctrl-C and SIGTERM are one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
@@ -189,6 +197,8 @@ def inspect_command(folder, rows, tokenizer, color):
                 click.echo(line, color=colour)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
+        raise _damaged(folder, error) from None
 
 
 @main.command("verify")
@@ -204,7 +214,9 @@ def verify_command(folder):
     try:
         with readable_output(folder) as local:
             report = verify_output(local)
-    except ObjcliError as error:
+    except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
+        if not isinstance(error, ObjcliError):
+            raise _damaged(folder, error) from None
         raise _Fail(str(error)) from None
     for problem in report.problems:  # named as given, not as the copy of an output in object storage
         click.echo(f"objcli verify: {problem.replace(local, folder.rstrip('/'))}", err=True)
@@ -236,6 +248,8 @@ def stats_command(folder, plot_path, as_json):
             stats = compute_stats(local)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
+        raise _damaged(folder, error) from None
     if as_json:
         click.echo(json.dumps(stats, indent=2))
     else:
