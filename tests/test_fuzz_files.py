@@ -122,7 +122,7 @@ def side_case(seed: int, folder: Path) -> Path:
     lines = [f"{base64.b64encode(t).decode()} {r}" for t, r in BYTES]
     for _ in range(rng.randrange(0, 3)):
         at = rng.randrange(len(lines))
-        lines[at] = rng.choice([lines[at][: rng.randrange(len(lines[at]))], lines[at] + " 7", "", "!!!! 3",
+        lines[at] = rng.choice([lines[at][: rng.randrange(len(lines[at]) or 1)], lines[at] + " 7", "", "!!!! 3",
                                 lines[rng.randrange(len(lines))], lines[at].replace(" ", "\t"), "YWI= -5"])
     side = {"pattern": r"\S+|\s+", "special_tokens": {"<|e|>": 300}, "bos": None, "eos": "<|e|>"}
     for _ in range(rng.randrange(0, 3)):
