@@ -42,11 +42,12 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
     kept = np.zeros(0)
     for partition in partitions:
         for texts in _documents(config, partition, tokenizer):
-            kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k)
-    if len(kept) < k:  # train would be empty: surely not what was meant
-        raise ObjcliError(f"--split {config.split}: the counts ask for {k:,} documents and the corpus has {len(kept):,}; "
-                          "ask for fewer, or give fractions (test=1%)")
-    return tuple(plan_bounds(config.split, kept))
+            # One more than the counts: whether any document is left to train.
+            kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k + 1)
+    if len(kept) <= k:  # train would be empty: surely not what was meant
+        raise ObjcliError(f"--split {config.split}: the counts ask for {k:,} documents and the corpus has {len(kept):,}, "
+                          "which would leave none to train; ask for fewer, or give fractions (test=1%)")
+    return tuple(plan_bounds(config.split, kept[:k]))
 
 
 def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> dict[str, dict]:

@@ -336,7 +336,7 @@ def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, 
     from objcli.errors import ObjcliError
 
     with pytest.raises(ObjcliError, match=f"^--split test=100000: the counts ask for 100,000 documents and the corpus "
-                                          f"has {len(lines)};"):
+                                          f"has {len(lines)}, which would leave none to train"):
         run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "c", split="test=100000")
 
 
@@ -371,3 +371,17 @@ def test_a_partition_running_alone_gets_the_process_threads():
             assert encode_threads(dataclasses.replace(task, threads=3)) == 3  # never below its own share
         with _running_partition():
             assert encode_threads(task) == 2
+
+
+def test_a_count_split_that_leaves_no_document_to_train_is_refused(small_corpus, sample_tokenizer, tmp_path):
+    """Issue 30: a count equal to the corpus was accepted silently (train empty); one fewer is fine."""
+    from objcli.errors import ObjcliError
+
+    documents = sum(1 for line in (small_corpus / "prose.jsonl").read_text().splitlines() if line.strip())
+    common = {"packing": "none", "seq_len": 1 << 20}
+    with pytest.raises(ObjcliError, match=f"ask for {documents:,} documents and the corpus has {documents:,}, which "
+                                          "would leave none to train"):
+        run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "a", split=f"test={documents}", **common)
+    summary = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "b",
+                            split=f"test={documents - 1}", **common)
+    assert summary.manifest["splits"]["train"]["rows"] == 1 and summary.manifest["splits"]["test"]["rows"] == documents - 1
