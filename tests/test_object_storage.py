@@ -251,7 +251,7 @@ def test_storage_failures_are_one_line(s3, bucket, corpus, sample_tokenizer, cas
         expected = "Error: nosuch://b/corpus/: unknown protocol nosuch://; use a local path, or s3://, gs://, hf://"
     elif case == "prefix with ..":
         output = f"s3://{bucket}/a/../b"
-        expected = f"Error: output s3://{bucket}/a/../b: '.' and '..' are not followed in object keys"
+        expected = f"Error: -o s3://{bucket}/a/../b: the path has an empty, '.' or '..' part"
     else:
         if _installed("gcsfs"):
             pytest.skip("gcsfs is installed")
