@@ -103,7 +103,9 @@ def tiktoken_rank_file() -> Path:
     path = DATA / "tiktoken" / "bench.tiktoken"
     if path.exists():
         return path
-    byte_of = {ch: b for b, ch in enumerate(_bytes_to_unicode())}
+    from objcli.tokenizers.bpe_spec import byte_characters
+
+    byte_of = {ch: b for b, ch in enumerate(byte_characters())}
     vocab = json.loads(hf_tokenizer_file().read_text())["model"]["vocab"]
     lines = [f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}"
              for rank, token in enumerate(sorted(vocab, key=vocab.get)) if token != "<|endoftext|>"]
@@ -113,19 +115,6 @@ def tiktoken_rank_file() -> Path:
     side = {"pattern": pattern, "special_tokens": {"<|endoftext|>": len(lines)}, "eos": "<|endoftext|>"}
     path.with_name(path.name + ".json").write_text(json.dumps(side))
     return path
-
-
-def _bytes_to_unicode() -> list[str]:
-    """GPT-2's byte-to-character table (the characters byte-level BPE vocabularies are written in)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = [], 0
-    for b in range(256):
-        if b in printable:
-            chars.append(chr(b))
-        else:
-            chars.append(chr(256 + extra))
-            extra += 1
-    return chars
 
 
 def raw_tiktoken(paths: list[Path], rank_path: Path, batch_bytes: int = 1 << 20) -> dict:

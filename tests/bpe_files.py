@@ -15,18 +15,7 @@ import json
 import struct
 from pathlib import Path
 
-
-def bytes_to_unicode() -> list[str]:
-    """GPT-2's byte-to-character table (the characters byte-level BPE vocabularies are written in)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = [], 0
-    for b in range(256):
-        if b in printable:
-            chars.append(chr(b))
-        else:
-            chars.append(chr(256 + extra))
-            extra += 1
-    return chars
+from objcli.tokenizers.bpe_spec import byte_characters
 
 
 def read_rank_file(path: Path) -> dict[bytes, int]:
@@ -72,7 +61,7 @@ def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
 
 def rank_file_to_tokenizer_json(ranks: dict[bytes, int], pattern: str, specials: dict[str, int], path: Path,
                                 normalizer: dict | None = None) -> Path:
-    table = bytes_to_unicode()
+    table = byte_characters()
 
     def text(token: bytes) -> str:
         return "".join(table[b] for b in token)

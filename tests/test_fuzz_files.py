@@ -78,19 +78,6 @@ def check_recipe(seed: int, folder: Path) -> object:
         return None
 
 
-@pytest.mark.parametrize("block", range(4))
-def test_fuzz_recipes(block, tmp_path):
-    for seed in range(block * 100, block * 100 + 100):
-        check_recipe(seed, tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block", range(4, 40))
-def test_fuzz_recipes_long(block, tmp_path):
-    for seed in range(block * 100, block * 100 + 100):
-        check_recipe(seed, tmp_path)
-
-
 def test_fuzz_recipes_that_pass_run_and_balance(small_corpus, sample_tokenizer, tmp_path):
     """Recipes that validate are run: a run succeeds and balances, or is one line."""
     ran = 0
@@ -146,19 +133,6 @@ def check_side(seed: int, folder: Path) -> None:
     assert offsets.tolist()[-1] == len(tokens)
 
 
-@pytest.mark.parametrize("block", range(3))
-def test_fuzz_tiktoken_files(block, tmp_path):
-    for seed in range(block * 100, block * 100 + 100):
-        check_side(seed, tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block", range(3, 33))
-def test_fuzz_tiktoken_files_long(block, tmp_path):
-    for seed in range(block * 100, block * 100 + 100):
-        check_side(seed, tmp_path)
-
-
 @pytest.fixture(scope="module")
 def finished(small_corpus, sample_tokenizer, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("manifest") / "out"
@@ -198,14 +172,18 @@ def check_manifest(seed: int, finished: Path, folder: Path) -> None:
         assert "Traceback" not in result.output, (seed, command)
 
 
-@pytest.mark.parametrize("block", range(3))
-def test_fuzz_manifests(block, finished, tmp_path):
-    for seed in range(block * 30, block * 30 + 30):
-        check_manifest(seed, finished, tmp_path)
+def blocks(name: str, fast: int, total: int, size: int) -> list:
+    """Seeds in blocks of ``size``: the first ``fast`` blocks in the default suite, the rest slow."""
+    return [pytest.param(name, range(b * size, (b + 1) * size), id=f"{name}-{b}",
+                         marks=() if b < fast else pytest.mark.slow) for b in range(total)]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("block", range(3, 100))
-def test_fuzz_manifests_long(block, finished, tmp_path):
-    for seed in range(block * 30, block * 30 + 30):
-        check_manifest(seed, finished, tmp_path)
+# 4,000 recipes, 3,300 tiktoken file pairs and 2,910 manifests: 10,210 cases, of which 790 by default.
+@pytest.mark.parametrize(("kind", "seeds"), [*blocks("recipes", 4, 40, 100), *blocks("tiktoken", 3, 33, 100),
+                                             *blocks("manifests", 3, 100, 30)])
+def test_fuzz_files(kind, seeds, request, tmp_path):
+    for seed in seeds:
+        if kind == "manifests":
+            check_manifest(seed, request.getfixturevalue("finished"), tmp_path)
+        else:
+            (check_recipe if kind == "recipes" else check_side)(seed, tmp_path)
