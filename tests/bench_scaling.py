@@ -168,18 +168,47 @@ def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[
     sys.setswitchinterval(0.005)
     spawn = _cpu_of([sys.executable, "-c", "import objcli.pipeline, objcli.writers, objcli.objectives, pyarrow; "
                      f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
+    forked = forked_worker_cpu(4)
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
     scale = megabytes_at_scale / megabytes
     rows = [("T: tokenizer CPU s/MB, one thread", tokenizer_cpu / megabytes),
             ("P: pipeline CPU s/MB, one worker", pipeline_cpu / megabytes),
             ("G: of which holding the GIL, s/MB", held / megabytes),
-            ("S: a spawned worker's start-up CPU, s", spawn)]
+            ("S: the fork server's start-up CPU (once; a spawned worker's), s", spawn),
+            ("F: a worker forked from it, start-up CPU, s (most of 4)", forked)]
     for cores in (2, 16, 64):
         rows.append((f"threads at {cores} cores: T / max(P, N G)", tokenizer_cpu / max(pipeline_cpu, cores * held)))
     for cores in (16, 64):
-        rows.append((f"processes at {cores} cores, {megabytes_at_scale} MB: T / (P + N S)",
-                     tokenizer_cpu * scale / (pipeline_cpu * scale + cores * spawn)))
+        rows.append((f"processes at {cores} cores, {megabytes_at_scale} MB: T / (P + S + N F)",
+                     tokenizer_cpu * scale / (pipeline_cpu * scale + spawn + cores * forked)))
     return rows
+
+
+def _first_task_cpu(_) -> float:
+    """CPU this worker has used since it was forked, when its first task starts (what a partition
+    finds loaded: the pipeline's modules and the tokenizer)."""
+    import objcli.pipeline  # noqa: F401
+    from objcli.tokenizers import load_tokenizer
+
+    load_tokenizer(str(TOKENIZER), "sentencepiece")
+    times = os.times()
+    return times.user + times.system
+
+
+def forked_worker_cpu(workers: int) -> float:
+    """The start-up CPU of workers as objcli's process pool makes them (its fork server, preloaded)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from objcli.executors.local import _process_context
+
+    class Task:  # what _process_context reads of the run's first task
+        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece"})
+
+    context, _ = _process_context([Task()])
+    if context.get_start_method() != "forkserver":
+        return float("nan")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return max(pool.map(_first_task_cpu, range(workers)))
 
 
 def _cpu(function) -> float:

@@ -21,29 +21,60 @@ from .base import partition_failed
 _progress_queue = None
 
 
-def _init_worker(progress_queue, parent: int) -> None:
+def _init_worker(progress_queue, parent: int | None) -> None:
     global _progress_queue
     _progress_queue = progress_queue
+    if parent is None:
+        _release_fork_server()
     _exit_with_parent(parent)
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker must not outlive the run that spawned it (a killed main process left its workers
+def _release_fork_server() -> None:
+    """A worker of the fork server holds the write end of the pipe by which the server learns that
+    every process using it is gone; closed here, the server exits when the main process does (killed
+    too), and the kernel then ends the workers (their parent-death signal). This worker starts no
+    processes of its own, which is all the pipe is for."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        os.close(fd)
+        server._forkserver_alive_fd = None
+
+
+def _exit_with_parent(parent: int | None) -> None:
+    """A worker must not outlive the run that started it (a killed main process left its workers
     running for minutes): on Linux the kernel sends SIGTERM when the parent dies; if it died
-    before this line ran, exit now."""
+    before this line ran, exit now. A worker of the fork server has the server as its parent, which
+    exits when the main process does (``parent`` None: orphaned means adopted by init)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except OSError:
             pass
-    if os.getppid() != parent:
+    if os.getppid() != parent if parent is not None else os.getppid() == 1:
         os._exit(1)
+
+
+def _process_context(tasks: list[PartitionTask]):
+    """Where workers come from: Linux forks them from a server that has imported objcli and loaded
+    the run's tokenizer (``preload.py``), started on the first pool's first worker; elsewhere they
+    are spawned. Forking from the server, not from this process, keeps the parent's threads (the
+    tokenizers' pools, the progress bar) out of the workers."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn"), os.getpid()
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["objcli.executors.preload"])  # no effect once the server runs
+    config = tasks[0].config
+    os.environ["OBJCLI_PRELOAD_TOKENIZER"] = f"{config.tokenizer}\t{config.engine}"  # read as the server starts
+    return context, None
 
 
 @contextlib.contextmanager
 def _workers_ignore_sigint() -> Iterator[None]:
-    """Workers spawned inside this block start with SIGINT blocked (a thread's signal mask survives
+    """Workers started inside this block start with SIGINT blocked (a thread's signal mask survives
     fork and exec, and Python does not unblock it). Ctrl-C reaches the whole process group: without
     this each worker, even one still importing, printed its own KeyboardInterrupt traceback. The
     main process alone handles it, and stops the workers. A Ctrl-C during the block is held until
@@ -52,14 +83,20 @@ def _workers_ignore_sigint() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    interrupted = []
+    interrupted, terminated = [], []
     previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    # SIGTERM is held by its handler only, never masked: a mask would pass to the workers, which
+    # must die of SIGTERM (PR_SET_PDEATHSIG, terminate()).
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        if terminated and callable(previous_term):
+            previous_term(signal.SIGTERM, None)  # now, with every started worker in the pool's table
         if interrupted:
             raise KeyboardInterrupt
 
@@ -81,8 +118,9 @@ POOLS = ("auto", "threads", "processes")
 class LocalExecutor:
     """``workers == 1``, or a single task: run in this thread. Otherwise a pool of threads (the
     tokenizers release the GIL, and threads start at no cost and share one loaded tokenizer) or of
-    processes (spawned, so no worker inherits the parent's tokenizer threads; better where an
-    objective does much of its work in Python, holding the GIL)."""
+    processes (forked from a server that has objcli and the tokenizer loaded, so no worker inherits
+    this process's threads; better where an objective does much of its work in Python, holding
+    the GIL)."""
 
     name = "local"
 
@@ -115,10 +153,10 @@ class LocalExecutor:
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objcli-partition")
             submit = lambda task: pool.submit(run_partition, task, progress_queue.put)  # noqa: E731
         else:
-            context = multiprocessing.get_context("spawn")
+            context, parent = _process_context(tasks)
             progress_queue = context.Queue()
             pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue, os.getpid())
+                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue, parent)
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         with pool:
