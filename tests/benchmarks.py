@@ -107,8 +107,8 @@ def tiktoken_rank_file() -> Path:
 
     byte_of = {ch: b for b, ch in enumerate(byte_characters())}
     vocab = json.loads(hf_tokenizer_file().read_text())["model"]["vocab"]
-    lines = [f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}"
-             for rank, token in enumerate(sorted(vocab, key=vocab.get)) if token != "<|endoftext|>"]
+    ordinary = [token for token in sorted(vocab, key=vocab.get) if token != "<|endoftext|>"]
+    lines = [f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}" for rank, token in enumerate(ordinary)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
