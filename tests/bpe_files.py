@@ -34,11 +34,16 @@ def write_rank_file(ranks: dict[bytes, int], path: Path) -> Path:
 
 
 def llama3_ranks() -> dict[bytes, int]:
-    """Meta's Llama 3 ranks as quicktok-v1 ships them (``data/llama3.vocab``: a count, then per token
-    its byte length, its bytes and its rank, little-endian)."""
+    """Meta's Llama 3 ranks as quicktok-v1 ships them."""
+    return shipped_ranks("llama3")
+
+
+def shipped_ranks(name: str) -> dict[bytes, int]:
+    """A published encoding's ranks as quicktok-v1 ships them (``data/<name>.vocab``: a count, then
+    per token its byte length, its bytes and its rank, little-endian): llama3, cl100k, o200k."""
     import quicktok
 
-    data = (Path(quicktok.__file__).parent / "data" / "llama3.vocab").read_bytes()
+    data = (Path(quicktok.__file__).parent / "data" / f"{name}.vocab").read_bytes()
     (count,), at, ranks = struct.unpack_from("<I", data), 4, {}
     for _ in range(count):
         (length,) = struct.unpack_from("<H", data, at)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, write_rank_file
+from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
 from conftest import ROOT, SAMPLE, read_output, run_transform
 from multilingual import documents
 
@@ -45,7 +45,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     ranks = llama3_ranks()
     paths = {"llama3.json": rank_file_to_tokenizer_json(ranks, LLAMA3_PATTERN, _llama3_specials(128_000),
                                                         folder / "llama3" / "tokenizer.json"),
-             "llama3.tiktoken": write_rank_file(ranks, folder / "llama3.tiktoken")}
+             "llama3.tiktoken": write_rank_file(ranks, folder / "llama3.tiktoken"),
+             # OpenAI's published encodings, recognised by their rank counts (patterns as tiktoken has them)
+             "cl100k.tiktoken": write_rank_file(shipped_ranks("cl100k"), folder / "cl100k_base.tiktoken"),
+             "o200k.tiktoken": write_rank_file(shipped_ranks("o200k"), folder / "o200k_base.tiktoken")}
     trained = Tokenizer(models.BPE())
     trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trained.decoder = decoders.ByteLevel()
@@ -69,7 +72,9 @@ def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
 
 CASES = [(name, engine) for name, engines in (("llama3.json", ("tokenizers", "python")),
                                                ("gpt2.json", ("tokenizers", "python")),
-                                               ("llama3.tiktoken", ("quicktok", "tiktoken", "python")))
+                                               ("llama3.tiktoken", ("quicktok", "tiktoken", "python")),
+                                               ("cl100k.tiktoken", ("quicktok", "tiktoken")),
+                                               ("o200k.tiktoken", ("quicktok", "tiktoken")))
          for engine in engines]
 
 
