@@ -98,22 +98,26 @@ class QuicktokEngine:
     reference = False
     whole_texts = True  # flat arrays, linear time
 
-    def __init__(self, spec: BPESpec, digest: str):
+    def __init__(self, spec_of, digest: str):
+        """``spec_of()`` gives the file's ``BPESpec``; it is asked for only the first time a file is
+        seen: what was decided for this digest and quicktok version (the data files, or the reason
+        for refusing) is kept in the cache, so a 128k tokenizer.json is not checked on every run."""
         try:
             import quicktok
         except ImportError:
             raise Missing("install it with: pip install 'objcli[fast]'") from None
-        scanner = quicktok_scanners().get(spec.patterns[0]) if len(spec.patterns) == 1 else None
-        if scanner is None:
-            raise Unsupported("quicktok has no scanner for this split pattern")
-        if spec.add_prefix_space or spec.plain_added:
-            raise Unsupported("quicktok takes no prefix space and no non-special added tokens")
-        if spec.merges is not None:
-            check_merges_are_ranks(spec)
-        if max(spec.vocab.values(), default=0) >= 1 << 18:
-            raise Unsupported("quicktok takes ids below 262,144")
         self.version = quicktok.__version__
-        folder = _quicktok_data(spec, scanner, digest, self.version)
+        folder = _cache_folder(digest, self.version)
+        refused = folder.with_name(folder.name + ".refused")
+        if refused.is_file():
+            raise Unsupported(refused.read_text(encoding="utf-8"))
+        if not (folder / "objcli.enc").is_file():
+            try:
+                spec = spec_of()
+                _quicktok_data(spec, _scanner(spec), folder)
+            except Unsupported as why:
+                _write_quietly(refused, str(why))
+                raise
         self.encoding = quicktok.Tokenizer("objcli", str(folder))
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,17 +125,43 @@ class QuicktokEngine:
         return tokens.view(np.int32), offsets  # ids are below 2**18: the same bits
 
 
-def _quicktok_data(spec: BPESpec, scanner: str, digest: str, version: str) -> Path:
+def _scanner(spec: BPESpec) -> str:
+    """quicktok's scanner for the file, or Unsupported saying why it cannot take it."""
+    scanner = quicktok_scanners().get(spec.patterns[0]) if len(spec.patterns) == 1 else None
+    if scanner is None:
+        raise Unsupported("quicktok has no scanner for this split pattern")
+    if spec.add_prefix_space or spec.plain_added:
+        raise Unsupported("quicktok takes no prefix space and no non-special added tokens")
+    if spec.merges is not None:
+        check_merges_are_ranks(spec)
+    if max(spec.vocab.values(), default=0) >= 1 << 18:
+        raise Unsupported("quicktok takes ids below 262,144")
+    return scanner
+
+
+def _cache_folder(digest: str, version: str) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "quicktok"
+    return cache / f"{digest[:24]}-{version}"
+
+
+def _write_quietly(path: Path, text: str) -> None:
+    """A cache entry; a cache that cannot be written only means deciding again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def _quicktok_data(spec: BPESpec, scanner: str, folder: Path) -> None:
     """quicktok's data files for this tokenizer, written once into the user's cache (atomically:
     a folder renamed into place), keyed by the tokenizer's digest and quicktok's version."""
     from quicktok import _import_core
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "quicktok"
-    folder = cache / f"{digest[:24]}-{version}"
-    if (folder / "objcli.enc").is_file():
-        return folder
-    cache.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".writing-"))
     try:
         specials = {s: i for s, i in spec.special.items() if 0 < len(s.encode()) <= 64}
         _import_core.write_files(str(work), "objcli", spec.byte_vocab(), specials, scanner, spec.nfc)
@@ -142,7 +172,6 @@ def _quicktok_data(spec: BPESpec, scanner: str, digest: str, version: str) -> Pa
             raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return folder
 
 
 def check_merges_are_ranks(spec: BPESpec) -> None:

@@ -139,9 +139,14 @@ class HuggingFaceTokenizer(Tokenizer):
             return self.library_engine
         if name not in ("quicktok", "python"):
             raise Unsupported("a tokenizer.json is encoded by tokenizers, quicktok or python")
+        if name == "quicktok":
+            return QuicktokEngine(self._checked_spec, self.sha256)
+        return PythonEngine(self._checked_spec())
+
+    def _checked_spec(self) -> BPESpec:
         if self.spec is None:
             spec_from_tokenizer_json(self.full_document)  # raises with the reason
-        return QuicktokEngine(self.spec, self.sha256) if name == "quicktok" else PythonEngine(self.spec)
+        return self.spec
 
     def probe_reference(self, engine):
         if engine is not self.library_engine and self.library_engine.reference:

@@ -161,14 +161,16 @@ class TiktokenTokenizer(Tokenizer):
         return "tiktoken"
 
     def make_engine(self, name: str):
-        spec = spec_from_ranks(self.ranks, self.pattern, self.specials)
         if name == "quicktok":
-            return QuicktokEngine(spec, self.sha256)
+            return QuicktokEngine(self._spec, self.sha256)
         if name == "python":
-            return PythonEngine(spec)
+            return PythonEngine(self._spec())
         if name == "tiktoken":
             return self.reference
         raise Unsupported("a rank file is encoded by tiktoken, quicktok or python")
+
+    def _spec(self):
+        return spec_from_ranks(self.ranks, self.pattern, self.specials)
 
     def probe_reference(self, engine):
         return self.reference
