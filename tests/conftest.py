@@ -72,3 +72,8 @@ def manifest_json(folder) -> dict:
     import json
 
     return json.loads((Path(folder) / "manifest.json").read_text())
+
+
+def without_warnings(stderr: str) -> str:
+    """What a run printed besides its warnings (``objcli: warning: …``): the summary or the error."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("objcli: warning: "))

@@ -257,3 +257,25 @@ def test_objcli_on_the_prerelease_writes_the_stable_releases_bytes(files, small_
     assert rows == stable_rows and manifest["config_sha256"] == stable_manifest["config_sha256"]
     for shard in manifest["shards"]:
         assert (tmp_path / "fast" / shard["files"][0]).read_bytes() == (tmp_path / "stable" / shard["files"][0]).read_bytes()
+
+
+def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_corpus, tmp_path):
+    """Issue 29: a tokenizer.json converted from Llama 3's rank file without its specials wrote every
+    document with a new id 128000 (</s>, one past the vocabulary), said only in the manifest."""
+    document = json.loads(files["llama3.json"].read_text())
+    document["added_tokens"] = []
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "tokenizer.json").write_text(json.dumps(document))
+    common = [str(small_corpus / "prose.jsonl"), "--seq-len", "64", "-q"]
+    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(tmp_path / "bare"),
+                          "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    warning = [line for line in run.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "vocabulary (128,000 ids) has no eos '</s>' as id 128000" in warning[0]
+    assert "(--eos-token)" in warning[0] and "'objcli export-tokenizer OUT -o DIR'" in warning[0]
+    own = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(files["llama3.json"]),
+                          "-o", str(tmp_path / "own")], capture_output=True, text=True)
+    assert own.returncode == 0 and "warning" not in own.stderr  # the model's own <|end_of_text|>
+    sentinels = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(files["llama3.json"]),
+                                "--objective", "t5", "-o", str(tmp_path / "t5")], capture_output=True, text=True)
+    assert "has no 100 T5 sentinels <extra_id_N> as ids 128256-128355" in sentinels.stderr

@@ -205,6 +205,27 @@ class Tokenizer:
     def total_vocab_size(self) -> int:
         return self.vocab_size + len(self.special.added)
 
+    def allocation_warning(self) -> str | None:
+        """One line on every special this run allocates past the model's vocabulary, which a model
+        trained on the shards needs embedding rows for: never silent (a Llama 3 rank file converted
+        without its specials gave every document a new EOS one past the vocabulary, said only in
+        the manifest). None when the model has them all."""
+        added = self.special.added
+        if not added:
+            return None
+        role_of = {piece: role for role, piece in self.special.pieces.items()}
+        sentinels = [p for p in added if p.startswith("<extra_id_") and p not in role_of]
+        named = [f"{role_of.get(p, 'special')} {p!r} as id {i}" for p, i in added.items() if p not in sentinels]
+        if sentinels:
+            ids = [added[p] for p in sentinels]
+            named.append(f"{len(sentinels)} T5 sentinels <extra_id_N> as ids {min(ids)}-{max(ids)}")
+        own = {"bos": "--bos-token", "eos": "--eos-token"}
+        flags = sorted({own[role_of[p]] for p in added if role_of.get(p) in own})
+        fix = f"name one of the tokenizer's own pieces ({', '.join(flags)}), or give" if flags else "give"
+        return (f"the tokenizer's vocabulary ({self.vocab_size:,} ids) has no {', '.join(named)}; a model trained on "
+                f"these shards needs embedding rows for them: {fix} the trainer the tokenizer with them added "
+                "('objcli export-tokenizer OUT -o DIR')")
+
     def word_start_mask(self) -> np.ndarray:
         """Per model id: the piece begins a word (whole-word masking, BART spans)."""
         return np.array([p.startswith(self.WORD_MARKERS) for p in self.pieces()], dtype=bool)
