@@ -11,7 +11,7 @@ import sys
 import click
 
 from . import __version__
-from .cli_options import TransformCommand, collect_values
+from .cli_options import TransformCommand, collect_values, warn_line
 from .errors import INTERRUPTED, ObjcliError
 from .readers.inputs import TEXT_UNITS
 from .remote import readable_output
@@ -93,7 +93,7 @@ def transform(**values):
         bar = None if runner.pop("quiet") or not sys.stderr.isatty() else _progress_bar()
         summary = run_transform(
             config, **runner, progress=bar.update if bar else None,
-            warn=lambda message: click.echo(f"objcli: warning: {message}", err=True),
+            warn=warn_line,
         )
         if bar:
             bar.close()

@@ -138,6 +138,10 @@ class TransformCommand(click.Command):
             formatter.write_text("Each objective has options of its own: 'objcli transform --objective NAME --help'.")
 
 
+def warn_line(message: str) -> None:
+    click.echo(f"objcli: warning: {message}", err=True)
+
+
 def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     """(option values that shape the output, by field name; execution settings): what the command
     line gave, then what the recipe gives, and nothing else (the dataclass defaults do the rest)."""
@@ -155,8 +159,7 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     execution_names = {f.name for f in dataclasses.fields(Execution)}
     runner = {n: given.pop(n, None) for n in execution_names}
     recipe_path = runner.pop("recipe")
-    warn = lambda message: click.echo(f"objcli: warning: {message}", err=True)  # noqa: E731
-    recipe = load_recipe(recipe_path, warn) if recipe_path else {}
+    recipe = load_recipe(recipe_path, warn_line) if recipe_path else {}
     values_out = {**recipe, **given}
     if values.get("legacy_pack"):  # --pack: the packer it meant for this objective
         objective = REGISTRY.get(values_out.get("objective", "clm"))

@@ -40,7 +40,7 @@ def check_url_path(url: str, what: str) -> None:
     """An object-store URL whose path has an empty (``//``), ``.`` or ``..`` component names keys
     that listings do not give back as written (``s3://b//a//``: every shard "vanished" after a whole
     run): refused before any work, with the URL as it should be written."""
-    if not is_url(url) or url.split("://", 1)[0].lower() in ("file", "local", "memory"):
+    if not is_url(url):
         return
     path = urlsplit(url).path
     parts = path.strip("/").split("/") if path.strip("/") else []

@@ -38,7 +38,7 @@ from pathlib import Path
 from .errors import ObjcliError
 from .faults import crash_point
 from .files import file_sha256, write_json_atomically
-from .remote import filesystem, is_url, join, public_url, storage_error, storage_errors
+from .remote import check_url_path, filesystem, is_url, join, public_url, storage_error, storage_errors
 
 LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
 UPLOADS_AHEAD = 2  # finished shards waiting for their upload, per partition
@@ -167,8 +167,7 @@ class RemoteStore:
     def __init__(self, url: str):
         self.url = url.rstrip("/")
         self.where = public_url(self.url)
-        if any(part in (".", "..") for part in self.url.split("://", 1)[1].split("/")):
-            raise ObjcliError(f"output {self.where}: '.' and '..' are not followed in object keys; name the prefix plainly")
+        check_url_path(url, "output")  # '.', '..' or an empty part would name other keys than written
         self.fs, self.root = filesystem(self.url)
         self._staging: Path | None = None
         self._uploader: ThreadPoolExecutor | None = None

@@ -305,8 +305,9 @@ def transform(
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     plan = plan_run(config, pool, warn)
-    if warn and plan.tokenizer.allocation_warning():  # once the run is known to go ahead
-        warn(plan.tokenizer.allocation_warning())
+    allocated = plan.tokenizer.allocation_warning()
+    if warn and allocated:  # once the run is known to go ahead
+        warn(allocated)
     folder, run_key, work = _open_output(plan, overwrite, resume, warn)
     try:
         if folder and folder.complete_manifest is not None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .base import flatten_arrays
 from .bpe_spec import BPESpec, Unsupported
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
@@ -73,7 +74,7 @@ class TokenizersEngine:
             arrays = [np.asarray(e.ids, dtype=np.int32) for e in self.library.encode_batch_fast(texts, add_special_tokens=False)]
         else:
             arrays = [e.ids_array for e in self.library.encode_batch(texts, add_special_tokens=False, encode_special_tokens=True)]
-        return join_arrays(arrays)
+        return flatten_arrays(arrays)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         if self.legacy:
@@ -220,7 +221,7 @@ class TiktokenEngine:
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))
-        return join_arrays([np.asarray(i, dtype=np.int32) for i in ids])
+        return flatten_arrays([np.asarray(i, dtype=np.int32) for i in ids])
 
 
 class PythonEngine:
@@ -242,13 +243,6 @@ class PythonEngine:
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         return self.bpe.encode_batch(texts)
-
-
-def join_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays)), out=offsets[1:])
-    tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
-    return tokens, offsets
 
 
 @dataclass

@@ -103,11 +103,15 @@ class HuggingFaceTokenizer(Tokenizer):
         return {**self.document, "model": {**self.document["model"], "merges": merges}}
 
     @cached_property
-    def spec(self) -> BPESpec | None:
+    def _spec_or_reason(self) -> BPESpec | Unsupported:
         try:
             return spec_from_tokenizer_json(self.full_document)
-        except Unsupported:
-            return None
+        except Unsupported as why:
+            return why
+
+    @property
+    def spec(self) -> BPESpec | None:
+        return self._spec_or_reason if isinstance(self._spec_or_reason, BPESpec) else None
 
     def _read_config(self) -> dict:
         config_path = self.path.with_name("tokenizer_config.json")
@@ -145,7 +149,7 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def _checked_spec(self) -> BPESpec:
         if self.spec is None:
-            spec_from_tokenizer_json(self.full_document)  # raises with the reason
+            raise self._spec_or_reason
         return self.spec
 
     def probe_reference(self, engine):

@@ -15,6 +15,7 @@ import unicodedata
 
 import numpy as np
 
+from ..kernels.ragged import lengths_to_offsets
 from .bpe_spec import BPESpec
 
 
@@ -41,8 +42,7 @@ class PythonBPE:
 
     def encode_batch(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         encoded = [self.encode(t) for t in texts]
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        offsets = lengths_to_offsets(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
         return np.array([i for e in encoded for i in e], dtype=np.int32), offsets
 
     def _encode_segment(self, text: str) -> list[int]:
