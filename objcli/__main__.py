@@ -4,6 +4,7 @@ Importing the command line takes a moment (Click, NumPy, PyArrow); a Ctrl-C that
 import is the same one line as one that lands during a run, not an import traceback.
 """
 
+import signal
 import sys
 
 
@@ -15,7 +16,12 @@ def run() -> None:
 
         sys.stderr.write(f"Error: {INTERRUPTED}\n")
         sys.exit(130)
-    main()
+    try:
+        main()
+    finally:
+        # The run is done and reported: a Ctrl-C now, while the interpreter shuts down (the pool's
+        # finalizers, the fork server), would only print an "Exception ignored" traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
