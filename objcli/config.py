@@ -183,6 +183,14 @@ class TransformConfig:
                               "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)")
         parse_weights(self.weights, list(parse_sources(self.source)))
 
+    def read_options(self, strict: bool):
+        """How this run reads its inputs: text fields, or whole records for objectives that read them."""
+        from .objectives import REGISTRY
+        from .readers import ReadOptions
+
+        records = REGISTRY.get(self.objective).reads_records
+        return ReadOptions(self.text_key, self.text_unit, strict, self.batch_bytes, records)
+
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY
 

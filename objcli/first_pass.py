@@ -17,9 +17,10 @@ from .tokenizers import Tokenizer
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):
-    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
+    options = config.read_options(config.strict)
     log = RecordLog(strict=config.strict)
-    return cut_long_documents(read_documents(partition, options, log), config.max_document_chars, tokenizer, log)
+    limit = 0 if options.records else config.max_document_chars  # a record is never cut
+    return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
 
 
 def _refuse_streams(option: str, partitions: list[Partition], hint: str) -> None:

@@ -102,7 +102,7 @@ def first_texts(partitions, config: TransformConfig) -> list[str]:
     """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
     if not partitions or partitions[0].input.is_stream:
         return []
-    options = ReadOptions(config.text_key, config.text_unit, False, config.batch_bytes)
+    options = config.read_options(False)
     try:
         return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])
     except (ObjcliError, OSError):
@@ -279,7 +279,8 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
     (``--shuffle-documents``), and, with ``--source``, only those with more than ``j`` copies (the
     rest counted as skipped: read = written + skipped holds over every pass)."""
     config, index = task.config, task.partition.index
-    documents = cut_long_documents(read_documents(task.partition, options, log), config.max_document_chars, tokenizer, log)
+    limit = 0 if options.records else config.max_document_chars  # a record is never cut
+    documents = cut_long_documents(read_documents(task.partition, options, log), limit, tokenizer, log)
     if config.shuffle_window_bytes:
         stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
         documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
@@ -332,7 +333,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     tokenizer.adopt(task.special)
     chains = [_Chain.build(config, tokenizer, task, name, work) for name in (split_names(config.split) if config.split else [""])]
     log = RecordLog(strict=config.strict)
-    options = ReadOptions(config.text_key, config.text_unit, config.strict, config.batch_bytes)
+    options = config.read_options(config.strict)
     text_bytes = 0
     # Text that already begins with the BOS piece would get it twice (as text, then as the token).
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from chat_data import TEMPLATES, conversations, write_jsonl
 from conftest import run_transform
 
 from objcli.cli import main
@@ -58,11 +59,34 @@ def corpus(small_corpus, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    """Conversations, for objectives that read whole records."""
+    folder = tmp_path_factory.mktemp("records")
+    write_jsonl(conversations(60, "mistral"), folder / "chat.jsonl")
+    return folder
+
+
+def inputs_for(name: str, corpus, records) -> tuple:
+    """(input folder, options) an objective reads: text, or conversations with a template (the
+    sample SentencePiece model ships none)."""
+    if REGISTRY.get(name).reads_records:
+        return records, {"chat_template": str(TEMPLATES / "mistral.jinja")}
+    return corpus, {}
+
+
+def cli_inputs(name: str, corpus, records) -> list[str]:
+    folder, options = inputs_for(name, corpus, records)
+    return [str(folder), *(a for key, value in options.items() for a in ("--" + key.replace("_", "-"), value))]
+
+
 @pytest.mark.parametrize("objective, options, packer, fmt", COMBINATIONS)
-def test_every_objective_packer_and_format(objective, options, packer, fmt, corpus, sample_tokenizer, tmp_path):
+def test_every_objective_packer_and_format(objective, options, packer, fmt, corpus, records, sample_tokenizer, tmp_path):
     out = tmp_path / "out"
+    folder, needed = inputs_for(objective, corpus, records)
+    options = {**options, **needed}
     try:
-        summary = run_transform([corpus], sample_tokenizer, out, objective=objective, seq_len=96, packing=packer,
+        summary = run_transform([folder], sample_tokenizer, out, objective=objective, seq_len=96, packing=packer,
                                 output_format=fmt, **options)
     except ObjcliError as error:  # only formats of whole token documents refuse: other columns, or packed rows
         message = str(error)
@@ -106,9 +130,9 @@ def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
 
 
 @pytest.mark.parametrize("name", REGISTRY.names())
-def test_a_manifest_is_a_recipe_that_repeats_the_run(name, corpus, sample_tokenizer, tmp_path):
+def test_a_manifest_is_a_recipe_that_repeats_the_run(name, corpus, records, sample_tokenizer, tmp_path):
     first = tmp_path / "first"
-    run = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(first), "--objective",
+    run = CliRunner().invoke(main, ["transform", *cli_inputs(name, corpus, records), "-t", sample_tokenizer, "-o", str(first), "--objective",
                                     name, "--seq-len", "96", "--seed", "5", "-q"])
     assert run.exit_code == 0, run.output
     again = CliRunner().invoke(main, ["transform", "--recipe", str(first / "manifest.json"), "-o", str(tmp_path / "again"),
@@ -137,12 +161,12 @@ def test_unknown_recipe_key_names_the_closest(tmp_path):
     assert result.output == f"Error: --recipe {recipe}: unknown key 'seq_len'; did you mean 'seq-len'?\n"
 
 
-def test_a_packer_an_objective_does_not_take_is_refused_in_one_line(corpus, sample_tokenizer, tmp_path):
+def test_a_packer_an_objective_does_not_take_is_refused_in_one_line(corpus, records, sample_tokenizer, tmp_path):
     for name in REGISTRY.names():
         taken = REGISTRY.get(name).packers(REGISTRY.get(name).options_type())
         refused = [p for p in ("none", "concat", "best-fit", "trim-and-pack") if p not in taken]
         for packer in refused:
-            result = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
+            result = CliRunner().invoke(main, ["transform", *cli_inputs(name, corpus, records), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
                                                "--objective", name, "--packing", packer])
             assert result.exit_code == 1
             assert result.output.startswith(f"Error: --packing {packer}: {name} takes {', '.join(taken)}")

@@ -83,6 +83,9 @@ class Objective:
     supervision: ClassVar[str] = "labels"
     # Rows whose labels are their own tokens shifted (the trainer shifts): --row-tokens applies.
     next_token_rows: ClassVar[bool] = False
+    # Reads whole JSON records (conversations), not a text field: the reader hands over each
+    # record's JSON text and never cuts one.
+    reads_records: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 

@@ -31,6 +31,7 @@ class ReadOptions:
     text_unit: str = "line"  # text inputs: one document per line | paragraph | file
     strict: bool = False
     batch_bytes: int = 1 << 20
+    records: bool = False  # each document is a whole JSON record (its JSON text), for conversations
 
 
 class _Locator:
@@ -183,6 +184,38 @@ class _JsonLines:
         return texts
 
 
+class _JsonRecords:
+    """Whole records as documents: each non-blank line that is a JSON object, as its text."""
+
+    decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+    def decode_block(self, block: bytes, first_line: int, log: RecordLog, locate) -> list[str]:
+        try:
+            self.decoder.decode_lines(block)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return self._line_by_line(block, first_line, log, locate)
+        lines = [raw.decode("utf-8").strip() for raw in block.split(b"\n") if raw.strip()]
+        log.read += len(lines)
+        return lines
+
+    def _line_by_line(self, block, first_line, log, locate) -> list[str]:
+        records = []
+        for i, raw in enumerate(block.split(b"\n")):
+            if not raw.strip():
+                continue
+            log.read += 1
+            try:
+                self.decoder.decode(raw)
+                records.append(raw.decode("utf-8").strip())
+            except UnicodeDecodeError as error:
+                log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
+            except msgspec.ValidationError:
+                log.skip("not_an_object", locate(first_line + i), "the line is JSON but not an object")
+            except (msgspec.DecodeError, RecursionError) as error:
+                log.skip("bad_json", locate(first_line + i), f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
+        return records
+
+
 def _paragraphs(stream, piece, options, log, locator) -> Iterator[list[str]]:
     carry = b""
     carry_line = 0
@@ -226,7 +259,7 @@ def _whole_file(stream, piece, options, log, locator) -> Iterator[list[str]]:
 
 
 def _json_lines(stream, piece, options, log, locator) -> Iterator[list[str]]:
-    jsonl = _JsonLines(options.text_key)
+    jsonl = _JsonRecords() if options.records else _JsonLines(options.text_key)
     for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
         texts = jsonl.decode_block(block, first_line, log, locator)
         del block  # the texts hold the data now
@@ -267,7 +300,7 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
     """Batches of document texts from one piece (a file, or a byte range of one)."""
     fmt = piece.input.format
     if fmt == "parquet":
-        yield from parquet_texts(piece, options.text_key, log)
+        yield from parquet_texts(piece, None if options.records else options.text_key, log)
         return
     locator = _Locator(piece)
     with _open_for_reading(piece) as stream:
@@ -281,6 +314,9 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
                 )
         if fmt == "jsonl":
             yield from _json_lines(stream, piece, options, log, locator)
+        elif options.records:
+            raise ObjcliError(f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
+                              "(--input-format jsonl if the name does not say)")
         elif options.text_unit == "line":
             for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
                 texts = _decode_text_block(block, first_line, log, locator)

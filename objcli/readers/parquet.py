@@ -33,7 +33,18 @@ def _parquet_text_path(schema, key: str, path: str) -> list[str]:
     return names[1:]
 
 
-def parquet_texts(piece: Piece, key: str, log: RecordLog) -> Iterator[list[str]]:
+def parquet_records(parquet_file, log: RecordLog) -> Iterator[list[str]]:
+    """Every row as the JSON text of a record (conversations: ``messages`` is a list of structs)."""
+    import msgspec
+
+    for batch in parquet_file.iter_batches(batch_size=8192):
+        rows = batch.to_pylist()
+        log.read += len(rows)
+        yield [msgspec.json.encode(row).decode("utf-8") for row in rows]
+
+
+def parquet_texts(piece: Piece, key: str | None, log: RecordLog) -> Iterator[list[str]]:
+    """The text column ``key`` in batches; with no key, whole rows as JSON records."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -44,6 +55,9 @@ def parquet_texts(piece: Piece, key: str, log: RecordLog) -> Iterator[list[str]]
         parquet_file = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as error:
         raise ObjcliError(f"input {path}: not a readable Parquet file ({error})") from None
+    if key is None:
+        yield from parquet_records(parquet_file, log)
+        return
     inner = _parquet_text_path(parquet_file.schema_arrow, key, path)
     row = 0
     for batch in parquet_file.iter_batches(batch_size=8192, columns=[key]):

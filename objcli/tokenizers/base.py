@@ -152,6 +152,11 @@ class Tokenizer:
         not given follows it). SentencePiece models carry no template: none."""
         return None
 
+    def encode_chat(self, texts: list[str]):
+        """Rendered conversations: (int32 tokens, int64 offsets, int64 char starts, int64 char
+        ends), special-token texts read as the special tokens (``chat_encode``)."""
+        raise ObjcliError(f"tokenizer {self.path}: --objective chat does not support {self.kind} tokenizers")
+
     # ---- shared ----
     def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Batched encode into (int32 tokens, int64 offsets). Texts longer than LONG_TEXT_CHARS are

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import BPESpec, Unsupported, spec_from_tokenizer_json
+from .chat_encode import encode_with_library
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
 ROLE_NAMES = {
@@ -92,6 +93,17 @@ class HuggingFaceTokenizer(Tokenizer):
     @cached_property
     def library_engine(self) -> TokenizersEngine:
         return TokenizersEngine(self.path)
+
+    @cached_property
+    def _chat_library(self):
+        """A second library instance that reads special-token texts as the tokens (the engines
+        keep them text), as ``transformers`` tokenizes a rendered chat."""
+        import tokenizers
+
+        return tokenizers.Tokenizer.from_file(str(self.path))
+
+    def encode_chat(self, texts: list[str]):
+        return encode_with_library(self._chat_library, texts)
 
     @cached_property
     def full_document(self) -> dict:

@@ -11,6 +11,7 @@ from ..errors import ObjcliError
 from ..kernels.ragged import lengths_to_offsets
 from .base import Tokenizer, flatten_arrays
 from .bpe_spec import Unsupported
+from .chat_encode import encode_sentencepiece
 
 # SentencePiece's own accessors for the roles it knows.
 MODEL_ROLE_ACCESSORS = {"bos": "bos_id", "eos": "eos_id", "pad": "pad_id", "unk": "unk_id"}
@@ -166,6 +167,12 @@ class SentencePieceTokenizer(Tokenizer):
 
     def control_mask(self) -> np.ndarray:
         return self._control.copy()
+
+    def encode_chat(self, texts: list[str]):
+        controls = np.flatnonzero(self._control)
+        specials = {self.processor.id_to_piece(int(i)): int(i) for i in controls}
+        specials.update(self.special.added)  # pieces objcli allocated past the vocabulary
+        return encode_sentencepiece(self.processor, specials, texts)
 
     def unusable_mask(self) -> np.ndarray:
         return self._unusable.copy()

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import Unsupported, spec_from_ranks
+from .chat_encode import encode_tiktoken
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
@@ -239,6 +240,9 @@ class TiktokenTokenizer(Tokenizer):
     def word_start_mask(self) -> np.ndarray:
         """A byte-level piece starts a word when its bytes start with a space."""
         return np.array([p.startswith(" ") for p in self.pieces()], dtype=bool)
+
+    def encode_chat(self, texts: list[str]):
+        return encode_tiktoken(self.encoding, texts)
 
     def control_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)

@@ -1,0 +1,188 @@
+"""Conversations and instructions with loss on the assistant's tokens only (``--objective chat``).
+
+Each record (``conversations.py``) is rendered with the tokenizer's own chat template, exactly as
+``transformers``' ``apply_chat_template(..., tokenize=True)`` renders and tokenizes it
+(``tokenizers/chat_template.py``, ``tokenizers/chat_encode.py``); a prompt/completion pair of
+strings is ``BOS? prompt completion EOS``. ``labels`` are the token where it carries loss, -100
+elsewhere (the trainer shifts):
+
+- ``--loss-on assistant`` (default): every assistant turn; ``last-assistant``: the last one;
+  ``all``: every token.
+- A template with ``{% generation %}`` markers decides what an assistant turn is, token for token
+  as ``return_assistant_tokens_mask=True``; otherwise an assistant turn is its message's content
+  in the rendering plus the end-of-turn special token right after it.
+
+Conversations are whole examples: ``--packing best-fit`` (default) packs them into rows with
+``segment_ids`` and ``positions`` so none attends across another, ``none`` gives one per row. A
+conversation longer than ``--seq-len`` is cut after the last assistant turn that fits
+(``--overlong truncate``) or dropped (``drop``); either way it is counted, and one whose
+assistant turns are all cut is a counted skip.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from ..kernels import IGNORE
+from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens, truncation_ends
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..options import Options, option
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..tokenizers.chat_template import ChatTemplate, find_template
+from .base import DocumentBatch, Objective, PartitionTransform, register
+from .conversations import BadRecord, ContentSpans, conversation_of, record_error, render, turn_end
+
+LOSS_ON = ("assistant", "last-assistant", "all")
+OVERLONG = ("truncate", "drop")
+
+
+@dataclass(frozen=True)
+class ChatOptions(Options):
+    messages_key: str = option("messages", "JSON field (Parquet column) of a record's list of messages.")
+    chat_template: str | None = option(None, "Jinja chat template (.jinja, or a JSON file with chat_template) "
+                                       "[default: the one in tokenizer_config.json beside the tokenizer].")
+    loss_on: str = option("assistant", "Tokens that carry loss: every assistant turn, the last one, or all.",
+                          choices=LOSS_ON)
+    overlong: str = option("truncate", "A conversation longer than a row: cut after the last assistant turn "
+                           "that fits, or dropped.", choices=OVERLONG)
+    template_date: str = option("2024-07-26", "The date strftime_now gives templates (fixed, so output never "
+                                "depends on the day it was made).")
+
+
+@register("chat", "sft")
+class Chat(Objective):
+    options_type = ChatOptions
+    tokenizes_itself = True
+    reads_records = True
+    examples_are_documents = True  # whole conversations, packed with segment ids
+    default_eos = False  # the template writes every special token
+
+    def __init__(self, config, tokenizer):
+        super().__init__(config, tokenizer)
+        o = self.options
+        self.tokenizer = tokenizer
+        source, variables, where = find_template(tokenizer.path, o.chat_template, tokenizer.kind)
+        for role in ("bos", "eos"):  # a .model or rank file names its own (no tokenizer_config.json)
+            token_id = tokenizer.model_role_id(role)
+            if f"{role}_token" not in variables and token_id is not None:
+                variables[f"{role}_token"] = tokenizer.piece(token_id)
+        self.template = ChatTemplate(source, variables, o.template_date, where)
+        self.markers = tuple(sorted(set(tokenizer.special_texts()) | set(variables.values()), key=len, reverse=True))
+        bos = tokenizer.model_role_id("bos") if config.bos else None
+        self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
+        eos = tokenizer.model_role_id("eos")
+        self.plain_eos = tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")
+        self.pad_id = tokenizer.resolve("pad") if config.packing == "best-fit" else None
+        self.vocab_size = tokenizer.total_vocab_size
+
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        return ("best-fit", "none")  # concat would join conversations in one causal context
+
+    def example_columns(self) -> list[ColumnSpec]:
+        top = self.vocab_size - 1
+        return [
+            ColumnSpec("input_ids", "ragged", 0, top, "rendered conversations"),
+            ColumnSpec("labels", "ragged", IGNORE, top, "the token on supervised (assistant) tokens, else -100",
+                       role="labels"),
+        ]
+
+    def partition_transform(self, partition_index: int):
+        return _ChatPartition(self, partition_index)
+
+
+class _ChatPartition(PartitionTransform):
+    def __init__(self, objective: Chat, partition: int):
+        self.o = objective
+        self.partition = partition
+        self.counters: Counter = Counter()
+        self.content_spans = None if objective.template.has_generation else ContentSpans(objective.template)
+
+    def _supervised_spans(self, conversation, text: str, generation: list) -> list[tuple[int, int]]:
+        if self.content_spans is None:
+            # Generation blocks are the assistant turns in order; a conversational prompt/completion
+            # supervises only the completion's (the last ones).
+            assistant = sum(m["role"] == "assistant" for m in conversation.messages)
+            return generation[len(generation) - min(len(conversation.supervised), assistant):] if generation else []
+        found = self.content_spans.spans(conversation.messages, text)
+        spans = []
+        for index in conversation.supervised:
+            if index in found:
+                start, end = found[index]
+                spans.append((start, turn_end(text, end, self.o.markers)))
+        return spans
+
+    def _render(self, batch: DocumentBatch):
+        """Rendered texts and their supervised spans; bad records counted."""
+        texts, owners, starts, ends = [], [], [], []
+        for k, record in enumerate(batch.texts):
+            try:
+                conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
+                if conversation.prompt is not None:
+                    text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
+                    spans = [(len(self.o.plain_bos) + len(conversation.prompt), len(text))]
+                else:
+                    text, generation = render(self.o.template, conversation.messages)
+                    spans = self._supervised_spans(conversation, text, generation)
+            except BadRecord as bad:
+                self.counters[f"skipped:{bad.reason}"] += 1
+                continue
+            except ValueError as error:
+                raise record_error(self.partition, batch.first_document + k, str(error)) from None
+            for start, end in spans:
+                owners.append(len(texts))
+                starts.append(start)
+                ends.append(end)
+            texts.append(text)
+        return texts, np.array(owners, np.int64), np.array(starts, np.int64), np.array(ends, np.int64)
+
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
+        texts, owner, span_start, span_end = self._render(batch)
+        if not texts:
+            return None
+        tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts)
+        lengths = np.diff(offsets)
+        to_tokens = overlapping_tokens if self.content_spans else span_tokens
+        first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
+        seq_len = self.o.config.seq_len
+        local_last = last - offsets[owner]  # within its conversation
+        if self.o.options.overlong == "truncate":
+            keep_to = truncation_ends(lengths, owner, local_last, kept, seq_len)
+        else:
+            keep_to = np.where(lengths <= seq_len, lengths, 0)
+        kept &= local_last < keep_to[owner]
+        has_turn = np.bincount(owner[kept], minlength=len(texts)) > 0
+        self._count(lengths, keep_to, has_turn)
+        if self.o.options.loss_on == "last-assistant":
+            kept = last_per_owner(owner, kept)
+        if self.o.options.loss_on == "all":
+            supervised = np.ones(len(tokens), dtype=bool)
+        else:
+            supervised = mark_ranges(len(tokens), first[kept], last[kept])
+        labels = np.where(supervised, tokens, IGNORE).astype(np.int32)
+        chosen = np.flatnonzero((keep_to > 0) & has_turn)
+        if not len(chosen):
+            return None
+        new_lengths = keep_to[chosen]
+        ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
+        new_offsets = lengths_to_offsets(new_lengths)
+        return RowBatch({"input_ids": Ragged(ids, new_offsets),
+                         "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets)},
+                        tokens=new_lengths.astype(np.int64), padding=np.zeros(len(chosen), dtype=np.int64),
+                        documents=np.ones(len(chosen), dtype=np.int64))
+
+    def _count(self, lengths, keep_to, has_turn) -> None:
+        """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left)."""
+        overlong = lengths > self.o.config.seq_len
+        cut = overlong & (keep_to > 0) & has_turn
+        self.counters["conversations_truncated"] += int(cut.sum())
+        if self.o.options.overlong == "drop":
+            self.counters["skipped:overlong"] += int(overlong.sum())
+            self.counters["skipped:no_assistant_tokens"] += int((~overlong & ~has_turn).sum())
+        else:
+            self.counters["skipped:assistant_tokens_cut"] += int((overlong & ~((keep_to > 0) & has_turn)).sum())
+            self.counters["skipped:no_assistant_tokens"] += int((~overlong & ~has_turn).sum())
