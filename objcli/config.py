@@ -165,6 +165,9 @@ class TransformConfig:
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
             raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
+        if self.text_key != "text" and self._reads_records():
+            raise ObjcliError(f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
+                              "field with --messages-key")
         for name in ("bos_token", "eos_token"):
             if getattr(self, name) == "":
                 flag = "--" + name.replace("_", "-")
@@ -183,13 +186,16 @@ class TransformConfig:
                               "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)")
         parse_weights(self.weights, list(parse_sources(self.source)))
 
+    def _reads_records(self) -> bool:
+        from .objectives import REGISTRY
+
+        return REGISTRY.get(self.objective).reads_records
+
     def read_options(self, strict: bool):
         """How this run reads its inputs: text fields, or whole records for objectives that read them."""
-        from .objectives import REGISTRY
         from .readers import ReadOptions
 
-        records = REGISTRY.get(self.objective).reads_records
-        return ReadOptions(self.text_key, self.text_unit, strict, self.batch_bytes, records)
+        return ReadOptions(self.text_key, self.text_unit, strict, self.batch_bytes, self._reads_records())
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

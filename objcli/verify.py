@@ -204,6 +204,10 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
         segments = next((s for s in named["segment_ids"] if specs[s].family == "input_ids"), None)
         problems += _check_prefixes(columns[labels], columns[named["prefix_length"][0]], columns.get(segments),
                                     columns.get(named["positions"][0]) if named["positions"] else None)
+    if tokens and labels and _labels_are_inputs(manifest.objective):
+        values, label_values = columns[tokens].values, columns[labels].values
+        if values.shape == label_values.shape and np.any((label_values != IGNORE) & (label_values != values)):
+            problems.append("labels hold a value that is neither -100 nor the token at its position")
     if named["attention_mask"] and named["token_type_ids"] and "cls" in special.ids:
         problems += _check_pairs(columns[tokens], columns[named["attention_mask"][0]],
                                  columns[named["token_type_ids"][0]], special.ids)
@@ -211,6 +215,12 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
         depth = named["target_depth"][0]
         problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)
     return problems
+
+
+def _labels_are_inputs(objective: str) -> bool:
+    from .objectives import REGISTRY
+
+    return objective in REGISTRY.objectives and REGISTRY.get(objective).labels_are_inputs
 
 
 def _check_target_depth(depth: Column, segments: Column, heads: int) -> list[str]:

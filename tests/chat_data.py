@@ -24,14 +24,21 @@ FAMILIES = {
                           None, "<|im_end|>"),
 }
 
+# What ends an assistant turn in each format (the token the model learns to stop with).
+TURN_END = {"llama3": "<|eot_id|>", "qwen2.5": "<|im_end|>", "mistral": "</s>", "gemma": "<end_of_turn>",
+            "chatml-generation": "<|im_end|>"}
+
 WORDS = ("the model answers what the user asks about rivers , mountains and the history of printing ; "
          "please explain why 42 is an answer ? Sure : here is a list of three things . def f ( x ) : return x * 2 "
          "café naïve 東京 大学 Привет мир 🙂 🚀 مرحبا").split()
 
 
 def training_texts() -> list[str]:
+    """Sentences of the words, and the templates' own text, so every character is in the alphabet
+    (a Metaspace BPE drops characters it has never seen)."""
     rng = np.random.default_rng(7)
-    return [" ".join(rng.choice(WORDS, size=rng.integers(5, 40))) for _ in range(3000)]
+    templates = [path.read_text() for path in sorted(TEMPLATES.glob("*.jinja"))]
+    return [" ".join(rng.choice(WORDS, size=rng.integers(5, 40))) for _ in range(3000)] + templates * 5
 
 
 def build_tokenizer(family: str, folder: Path) -> Path:

@@ -86,6 +86,8 @@ class Objective:
     # Reads whole JSON records (conversations), not a text field: the reader hands over each
     # record's JSON text and never cuts one.
     reads_records: ClassVar[bool] = False
+    # Labels are, position by position, the token itself or -100 (``verify`` checks it).
+    labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 

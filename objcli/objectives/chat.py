@@ -58,8 +58,9 @@ class Chat(Objective):
     options_type = ChatOptions
     tokenizes_itself = True
     reads_records = True
+    labels_are_inputs = True
     examples_are_documents = True  # whole conversations, packed with segment ids
-    default_eos = False  # the template writes every special token
+    default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
 
     def __init__(self, config, tokenizer):
         super().__init__(config, tokenizer)
@@ -75,7 +76,7 @@ class Chat(Objective):
         bos = tokenizer.model_role_id("bos") if config.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
-        self.plain_eos = tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")
+        self.plain_eos = (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if config.eos else ""
         self.pad_id = tokenizer.resolve("pad") if config.packing == "best-fit" else None
         self.vocab_size = tokenizer.total_vocab_size
 

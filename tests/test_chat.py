@@ -1,0 +1,241 @@
+"""``--objective chat``: input ids and assistant masks exactly as ``transformers``' apply_chat_template
+gives them, on five chat formats with tokenizers trained here; loss modes, prompt/completion
+records, overlong conversations, packing, bad records, and every tokenizer kind."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from chat_data import FAMILIES, TEMPLATES, TURN_END, build_tokenizer, conversations, write_jsonl
+from conftest import read_output, run_cli, run_transform, without_warnings
+
+from objcli.errors import ObjcliError
+from objcli.kernels import IGNORE
+from objcli.verify import verify_output
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def tokenizers_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("chat-tokenizers")
+    return {family: build_tokenizer(family, root / family) for family in FAMILIES}
+
+
+def _transformers_outputs(folder, records, with_mask):
+    """What transformers gives for each record, or None where its template raises."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    outputs = []
+    for record in records:
+        try:
+            outputs.append(tokenizer.apply_chat_template(record["messages"], tokenize=True, return_dict=True,
+                                                         return_assistant_tokens_mask=with_mask))
+        except Exception as error:  # noqa: BLE001 (jinja2's TemplateError and what templates raise)
+            assert "alternate" in str(error) or "not supported" in str(error) or "System role" in str(error), error
+            outputs.append(None)
+    return tokenizer, outputs
+
+
+def _rows(out):
+    manifest, rows = read_output(out)
+    return manifest, [np.array(r) for r in rows["input_ids"]], [np.array(r) for r in rows["labels"]]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_input_ids_and_masks_equal_transformers(family, tokenizers_dir, tmp_path):
+    records = conversations(1000, family, seed=11)
+    data = write_jsonl(records, tmp_path / "chat.jsonl")
+    has_markers = "{% generation" in (TEMPLATES / FAMILIES[family][0]).read_text() or "generation %}" in (
+        TEMPLATES / FAMILIES[family][0]).read_text()
+    hf, expected = _transformers_outputs(tokenizers_dir[family].parent, records, has_markers)
+    summary = run_transform([data], tokenizers_dir[family], tmp_path / "out", objective="chat", packing="none",
+                            seq_len=1 << 16)
+    manifest, ids, labels = _rows(tmp_path / "out")
+    skipped = manifest["totals"]["skipped_by_reason"]
+    assert skipped.get("template_error", 0) == sum(e is None for e in expected)
+
+    def learnable(record, out):
+        if has_markers:
+            return any(out["assistant_masks"])
+        return any(m["content"].strip() for m in record["messages"] if m["role"] == "assistant")
+
+    kept = [(r, e) for r, e in zip(records, expected) if e is not None and learnable(r, e)]
+    assert len(ids) == len(kept) == summary.manifest["totals"]["documents_written"]
+    for row, label, (record, out) in zip(ids, labels, kept):
+        assert row.tolist() == out["input_ids"]
+        supervised = label != IGNORE
+        assert np.all(label[supervised] == row[supervised])
+        if has_markers:
+            assert supervised.astype(int).tolist() == out["assistant_masks"]
+        else:
+            _check_runs_are_assistant_turns(hf, row, supervised, record, family)
+    assert verify_output(tmp_path / "out").ok
+
+
+def _check_runs_are_assistant_turns(hf, row, supervised, record, family):
+    """Without markers: each run of supervised tokens is one non-empty assistant content (as the
+    template writes it) followed by the end-of-turn token."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], supervised.astype(np.int8), [0]])))
+    runs = [hf.decode(row[a:b].tolist()) for a, b in zip(edges[::2], edges[1::2])]
+    contents = [m["content"] for m in record["messages"] if m["role"] == "assistant" and m["content"].strip()]
+    eos = TURN_END[family]
+    assert len(runs) == len(contents)
+    for run, content in zip(runs, contents):
+        assert run.endswith(eos) and content.strip() in run, (run, content)
+
+
+def _one_run(tokenizer, records, tmp_path, name="out", **options):
+    data = write_jsonl(records, tmp_path / f"{name}.jsonl")
+    run_transform([data], tokenizer, tmp_path / name, objective="chat", **{"packing": "none", "seq_len": 4096, **options})
+    return _rows(tmp_path / name)
+
+
+def test_loss_on_last_assistant_and_all(tokenizers_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "why rivers ?"}, {"role": "assistant", "content": "the model"},
+                             {"role": "user", "content": "and mountains ?"}, {"role": "assistant", "content": "history"}]}]
+    tokenizer = tokenizers_dir["qwen2.5"]
+    _, ids, every = _one_run(tokenizer, records, tmp_path, "every")
+    _, _, last = _one_run(tokenizer, records, tmp_path, "last", loss_on="last-assistant")
+    _, _, whole = _one_run(tokenizer, records, tmp_path, "whole", loss_on="all")
+    hf = transformers.AutoTokenizer.from_pretrained(str(tokenizer.parent))
+    assert hf.decode(ids[0][every[0] != IGNORE].tolist()) == "the model<|im_end|>history<|im_end|>"
+    assert hf.decode(ids[0][last[0] != IGNORE].tolist()) == "history<|im_end|>"
+    assert np.array_equal(whole[0], ids[0])
+
+
+def test_prompt_completion_records(tokenizers_dir, tmp_path):
+    tokenizer = tokenizers_dir["llama3"]
+    records = [{"prompt": "Explain rivers :", "completion": " the history of rivers ."},
+               {"prompt": [{"role": "user", "content": "why ?"}],
+                "completion": [{"role": "assistant", "content": "here is why"}]}]
+    manifest, ids, labels = _one_run(tokenizer, records, tmp_path, bos=True)  # BOS before a plain prompt
+    hf = transformers.AutoTokenizer.from_pretrained(str(tokenizer.parent))
+    plain = hf("<|begin_of_text|>Explain rivers : the history of rivers .<|eot_id|>", add_special_tokens=False)
+    assert ids[0].tolist() == plain["input_ids"]
+    assert hf.decode(ids[0][labels[0] != IGNORE].tolist()) in (" the history of rivers .<|eot_id|>",
+                                                                "the history of rivers .<|eot_id|>")
+    chat = hf.apply_chat_template(records[1]["prompt"] + records[1]["completion"], tokenize=True, return_dict=True)
+    assert ids[1].tolist() == chat["input_ids"]
+    assert hf.decode(ids[1][labels[1] != IGNORE].tolist()) == "here is why<|eot_id|>"
+
+
+def test_overlong_conversations_are_cut_at_a_turn_or_dropped(tokenizers_dir, tmp_path):
+    tokenizer = tokenizers_dir["qwen2.5"]
+    long_turn = " ".join(["rivers mountains history"] * 40)
+    record = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "short answer"},
+                           {"role": "user", "content": "more"}, {"role": "assistant", "content": long_turn}]}
+    alone = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": long_turn * 2}]}
+    _, full, _ = _one_run(tokenizer, [record], tmp_path, "full")
+    seq_len = len(full[0]) - 10
+    manifest, ids, labels = _one_run(tokenizer, [record, alone], tmp_path, "cut", seq_len=seq_len)
+    hf = transformers.AutoTokenizer.from_pretrained(str(tokenizer.parent))
+    assert len(ids) == 1 and len(ids[0]) < seq_len
+    assert hf.decode(ids[0].tolist()).endswith("short answer<|im_end|>")
+    assert hf.decode(ids[0][labels[0] != IGNORE].tolist()) == "short answer<|im_end|>"
+    totals = manifest["totals"]
+    assert totals["skipped_by_reason"] == {"assistant_tokens_cut": 1} and totals["conversations_truncated"] == 1
+    data = write_jsonl([record, alone], tmp_path / "drop.jsonl")
+    summary = run_transform([data], tokenizer, tmp_path / "drop", objective="chat", seq_len=seq_len, overlong="drop")
+    totals = summary.manifest["totals"]
+    assert totals["rows"] == 0 and totals["skipped_by_reason"] == {"overlong": 2}
+
+
+def test_bad_records_are_counted_skips_with_reasons(tokenizers_dir, tmp_path):
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    bad = [
+        {"messages": [{"role": "user", "content": "only a question"}]},
+        {"messages": [{"role": "wizard", "content": "?"}, {"role": "assistant", "content": "a"}]},
+        {"messages": [{"role": "user", "content": [{"type": "image"}]}, {"role": "assistant", "content": "a"}]},
+        {"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]},  # mistral raises
+        {"text": "not a conversation"},
+    ]
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [good, *bad]) + "{broken\n[1, 2]\n")
+    summary = run_transform([data], tokenizers_dir["mistral"], tmp_path / "out", objective="chat")
+    totals = summary.manifest["totals"]
+    assert totals["skipped_by_reason"] == {"no_assistant_message": 1, "unknown_role": 1, "non_string_content": 1,
+                                 "template_error": 1, "no_messages": 1, "bad_json": 1, "not_an_object": 1}
+    assert totals["documents_read"] == 8 == totals["documents_written"] + totals["documents_skipped"]
+
+
+def test_a_template_that_rewrites_content_is_an_error_naming_the_record(tokenizers_dir, tmp_path):
+    template = tmp_path / "upper.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}")
+    records = [{"messages": [{"role": "user", "content": "HI"}, {"role": "assistant", "content": "OK"}]},
+               {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "lower"}]}]
+    data = write_jsonl(records, tmp_path / "c.jsonl")
+    result = run_cli("transform", data, "-t", tokenizers_dir["qwen2.5"], "-o", tmp_path / "out", "--objective", "chat",
+                     "--chat-template", template)
+    assert result.returncode == 1
+    error = without_warnings(result.stderr).strip()
+    assert error.startswith("Error: ") and "record 1" in error and "{% generation %}" in error
+    assert len(error.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_best_fit_packs_whole_conversations_apart(tokenizers_dir, tmp_path):
+    records = conversations(400, "chatml-generation", seed=3)
+    data = write_jsonl(records, tmp_path / "c.jsonl")
+    summary = run_transform([data], tokenizers_dir["chatml-generation"], tmp_path / "packed", objective="chat",
+                            seq_len=1024, output_format="parquet")
+    run_transform([data], tokenizers_dir["chatml-generation"], tmp_path / "single", objective="chat", packing="none",
+                  seq_len=1024)
+    _, singles, single_labels = _rows(tmp_path / "single")
+    table = pq.read_table(sorted((tmp_path / "packed").glob("*.parquet")))
+    ids, labels, segments = (np.array(table[c].to_pylist()) for c in ("input_ids", "labels", "segment_ids"))
+    assert summary.manifest["totals"]["documents_split"] == 0
+    pieces = sorted((tuple(r[s == k]), tuple(lab[s == k])) for r, lab, s in zip(ids, labels, segments)
+                    for k in range(1, s.max() + 1))
+    assert pieces == sorted((tuple(a), tuple(b)) for a, b in zip(singles, single_labels))
+    assert np.all(labels[segments == 0] == IGNORE)
+    assert verify_output(tmp_path / "packed").ok
+
+
+def test_the_same_bytes_whatever_the_workers(tokenizers_dir, tmp_path):
+    data = write_jsonl(conversations(600, "llama3", seed=5), tmp_path / "c.jsonl")
+    common = dict(objective="chat", seq_len=512, partition_size="64KB")
+    run_transform([data], tokenizers_dir["llama3"], tmp_path / "one", **common)
+    run_transform([data], tokenizers_dir["llama3"], tmp_path / "two", workers=2, pool="processes", **common)
+    one = {p.name: p.read_bytes() for p in (tmp_path / "one").glob("part-*")}
+    assert len(one) > 1 and one == {p.name: p.read_bytes() for p in (tmp_path / "two").glob("part-*")}
+
+
+def test_plain_text_and_text_key_are_refused_in_one_line(tokenizers_dir, tmp_path):
+    text = tmp_path / "plain.txt"
+    text.write_text("just text\n")
+    result = run_cli("transform", text, "-t", tokenizers_dir["llama3"], "-o", tmp_path / "o", "--objective", "chat")
+    assert result.returncode == 1 and "conversations are JSON records" in result.stderr
+    result = run_cli("transform", text, "-t", tokenizers_dir["llama3"], "-o", tmp_path / "o", "--objective", "chat",
+                     "--text-key", "body")
+    assert result.returncode == 1 and "--messages-key" in without_warnings(result.stderr)
+
+
+def test_sentencepiece_and_tiktoken_need_a_template_and_then_work(sample_tokenizer, tmp_path):
+    data = write_jsonl(conversations(50, "mistral", seed=2), tmp_path / "c.jsonl")
+    result = run_cli("transform", data, "-t", sample_tokenizer, "-o", tmp_path / "o", "--objective", "chat")
+    assert result.returncode == 1 and "--chat-template" in result.stderr
+    summary = run_transform([data], sample_tokenizer, tmp_path / "sp", objective="chat", packing="none",
+                            chat_template=str(TEMPLATES / "mistral.jinja"))
+    _, ids, labels = _rows(tmp_path / "sp")
+    assert summary.manifest["totals"]["documents_written"] == len(ids) > 0
+    for row, label in zip(ids, labels):
+        assert row[0] == summary.manifest["special_tokens"]["ids"].get("bos", row[0])
+        assert np.any(label != IGNORE) and np.all((label == IGNORE) | (label == row))
+
+
+def test_parquet_conversations_read_like_json_lines(tokenizers_dir, tmp_path):
+    import pyarrow as pa
+
+    records = conversations(100, "qwen2.5", seed=8)
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "c.parquet")
+    write_jsonl(records, tmp_path / "c.jsonl")
+    run_transform([tmp_path / "c.parquet"], tokenizers_dir["qwen2.5"], tmp_path / "pq", objective="chat")
+    run_transform([tmp_path / "c.jsonl"], tokenizers_dir["qwen2.5"], tmp_path / "js", objective="chat")
+    assert _rows(tmp_path / "pq")[1] and all(
+        np.array_equal(a, b) for a, b in zip(_rows(tmp_path / "pq")[1], _rows(tmp_path / "js")[1]))
+
+
+def test_unknown_template_file_is_one_line(tokenizers_dir, tmp_path):
+    with pytest.raises(ObjcliError, match="--chat-template"):
+        run_transform([write_jsonl([], tmp_path / "e.jsonl")], tokenizers_dir["qwen2.5"], tmp_path / "o",
+                      objective="chat", chat_template=str(tmp_path / "missing.jinja"))
