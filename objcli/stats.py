@@ -120,6 +120,7 @@ def compute_stats(folder: str | Path) -> dict:
     per_category: dict[str, Counter] = {}
     known = True
     per_head: Counter = Counter()
+    supervised_rows = []  # supervised tokens of every row (8 bytes a row)
     for shard in manifest.shards:
         columns = read_shard_columns(folder, manifest, shard)
         per_head.update(dict(enumerate(_targets_per_head(columns, manifest), start=1)))
@@ -128,6 +129,7 @@ def compute_stats(folder: str | Path) -> dict:
         per_row = _supervised(columns, manifest, supervision, row_tokens, next_token)
         totals["rows"] += len(row_tokens)
         totals["supervised_tokens"] += int(per_row.sum())
+        supervised_rows.append(np.asarray(per_row, dtype=np.int64))
         totals["examples"] += len(example_lengths)
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
         totals["tokens"] += shard.tokens
@@ -152,6 +154,8 @@ def compute_stats(folder: str | Path) -> dict:
         "split_fraction": manifest.totals["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
+    if known and supervision == "labels" and supervised_rows:
+        stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
     if per_head:
         stats["targets_per_head"] = [int(per_head[k]) for k in sorted(per_head)]
     if per_source:
@@ -165,6 +169,15 @@ def compute_stats(folder: str | Path) -> dict:
     return stats
 
 
+def _distribution(values: np.ndarray) -> dict:
+    """Supervised tokens per row: quantiles, and the rows with none (a mask gone wrong shows here)."""
+    if not len(values):
+        return {"min": 0, "p10": 0, "median": 0, "p90": 0, "max": 0, "rows_without": 0}
+    p10, median, p90 = (int(v) for v in np.percentile(values, [10, 50, 90], method="lower"))
+    return {"min": int(values.min()), "p10": p10, "median": median, "p90": p90, "max": int(values.max()),
+            "rows_without": int(np.sum(values == 0))}
+
+
 def render_text(stats: dict) -> list[str]:
     lines = [
         f"objective            {stats['objective']} ({stats['format']})",
@@ -175,6 +188,10 @@ def render_text(stats: dict) -> list[str]:
                                    else f"{stats['examples_per_row']:.2f}"),
         f"documents split      {stats['documents_split']:,} ({100 * stats['split_fraction']:.1f}%)",
     ]
+    if "supervised_per_row" in stats:
+        d = stats["supervised_per_row"]
+        lines.append(f"supervised per row   min {d['min']:,} · p10 {d['p10']:,} · median {d['median']:,} · "
+                     f"p90 {d['p90']:,} · max {d['max']:,}; {d['rows_without']:,} rows with none")
     if "targets_per_head" in stats:
         lines.append("targets per head     " + " · ".join(f"{k}: {n:,}" for k, n in enumerate(stats["targets_per_head"], 1)))
     for name, d in stats.get("categories", {}).items():

@@ -416,3 +416,25 @@ def fim_document_per_token(document, a, b, mode, order, pre, suf, mid):
     for i, token in enumerate(document):
         pieces[(i >= a) + (i >= b)].append(token)
     return fim_document(*pieces, mode, order, pre, suf, mid)
+
+
+def assistant_mask_reference(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
+    """transformers' apply_chat_template(return_assistant_tokens_mask=True) loop, for one
+    conversation: char_to_token is the first token whose span holds the character."""
+
+    def char_to_token(c):
+        return next((t for t, (a, b) in enumerate(offsets) if a <= c < b), None)
+
+    mask = [0] * len(offsets)
+    for start, end in spans:
+        first, last = char_to_token(start), char_to_token(end - 1)
+        if first is None:
+            break
+        for t in range(first, last + 1 if last else len(offsets)):
+            mask[t] = 1
+    return mask
+
+
+def overlap_mask_reference(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
+    """Tokens whose character span overlaps any of the spans."""
+    return [int(any(a < end and b > start for start, end in spans if end > start)) for a, b in offsets]

@@ -9,9 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 from chat_data import FAMILIES, TEMPLATES, TURN_END, build_tokenizer, conversations, write_jsonl
 from conftest import read_output, run_cli, run_transform, without_warnings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import assistant_mask_reference, overlap_mask_reference
 
 from objcli.errors import ObjcliError
 from objcli.kernels import IGNORE
+from objcli.kernels.chat import mark_ranges, overlapping_tokens, span_tokens
 from objcli.verify import verify_output
 
 transformers = pytest.importorskip("transformers")
@@ -239,3 +243,64 @@ def test_unknown_template_file_is_one_line(tokenizers_dir, tmp_path):
     with pytest.raises(ObjcliError, match="--chat-template"):
         run_transform([write_jsonl([], tmp_path / "e.jsonl")], tokenizers_dir["qwen2.5"], tmp_path / "o",
                       objective="chat", chat_template=str(tmp_path / "missing.jinja"))
+
+
+@st.composite
+def _conversation_offsets(draw):
+    """Token offsets as tokenizers report them (ascending, gaps where characters were dropped,
+    empty tokens) and character spans over them, for several conversations."""
+    conversations = []
+    for _ in range(draw(st.integers(1, 4))):
+        position, offsets = 0, []
+        for _ in range(draw(st.integers(1, 12))):
+            position += draw(st.sampled_from([0, 0, 0, 1, 2]))  # a gap
+            width = draw(st.integers(0, 4))
+            offsets.append((position, position + width))
+            position += width
+        text_length = position + 2
+        cuts = sorted(draw(st.lists(st.integers(0, text_length), min_size=0, max_size=6)))
+        spans = [(a, b) for a, b in zip(cuts[::2], cuts[1::2])]
+        conversations.append((offsets, spans))
+    return conversations
+
+
+def _flatten(conversations):
+    starts = np.array([a for o, _ in conversations for a, _ in o], np.int64)
+    ends = np.array([b for o, _ in conversations for _, b in o], np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(o) for o, _ in conversations])]).astype(np.int64)
+    owner = np.array([k for k, (_, s) in enumerate(conversations) for _ in s], np.int64)
+    a = np.array([x for _, s in conversations for x, _ in s], np.int64)
+    b = np.array([y for _, s in conversations for _, y in s], np.int64)
+    return starts, ends, offsets, owner, a, b
+
+
+@settings(max_examples=300, deadline=None)
+@given(_conversation_offsets())
+def test_generation_spans_map_to_tokens_as_transformers_maps_them(conversations):
+    starts, ends, offsets, owner, a, b = _flatten(conversations)
+    first, last, kept = span_tokens(starts, ends, offsets, owner, a, b)
+    mask = mark_ranges(len(starts), first[kept], last[kept])
+    expected = [m for o, s in conversations for m in assistant_mask_reference(o, s)]
+    assert mask.astype(int).tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(_conversation_offsets())
+def test_content_spans_cover_the_tokens_that_overlap_them(conversations):
+    starts, ends, offsets, owner, a, b = _flatten(conversations)
+    first, last, kept = overlapping_tokens(starts, ends, offsets, owner, a, b)
+    mask = mark_ranges(len(starts), first[kept], last[kept])
+    expected = [m for o, s in conversations for m in overlap_mask_reference(o, s)]
+    assert mask.astype(int).tolist() == expected
+
+
+def test_stats_report_supervised_tokens_per_row(tokenizers_dir, tmp_path):
+    from objcli.stats import compute_stats
+
+    data = write_jsonl(conversations(120, "qwen2.5", seed=4), tmp_path / "c.jsonl")
+    run_transform([data], tokenizers_dir["qwen2.5"], tmp_path / "out", objective="chat", packing="none")
+    _, _, labels = _rows(tmp_path / "out")
+    per_row = np.array([np.sum(label != IGNORE) for label in labels])
+    d = compute_stats(tmp_path / "out")["supervised_per_row"]
+    assert (d["min"], d["max"], d["rows_without"]) == (per_row.min(), per_row.max(), 0)
+    assert d["median"] == int(np.percentile(per_row, 50, method="lower"))

@@ -5,8 +5,8 @@ conversation, as the tokenizer reports them). A span of characters ``[a, b)`` co
 from the one holding character ``a`` to the one holding character ``b - 1``, as ``transformers``
 maps ``{% generation %}`` spans with ``char_to_token``: the first token whose span holds the
 character; a span whose first character is in no token ends the conversation's spans (later
-spans are dropped); a span whose last character is in no token runs to the end of the
-conversation.
+spans are dropped); a span whose last character is in no token (or in the conversation's
+first token) runs to the end of the conversation.
 """
 
 from __future__ import annotations
@@ -77,21 +77,22 @@ def span_tokens(starts, ends, offsets, span_owner, span_start, span_end):
     ``transformers`` maps them, and which spans count.
 
     ``span_owner`` is each span's conversation (ascending, spans in text order within one).
-    Returns (first, last, kept): spans after one whose start is in no token are not kept; an
-    empty span is not kept either (it covers no character)."""
+    Returns (first, last, kept): spans after one whose start is in no token are not kept, nor
+    spans that cover no token."""
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     owner = np.asarray(span_owner, np.int64)
     a, b = np.asarray(span_start, np.int64), np.asarray(span_end, np.int64)
     search = _token_holding if _ends_sorted(ends, offsets) else _slow_token_holding
     first, first_found = search(a, owner, starts, ends, offsets)
     last, last_found = search(b - 1, owner, starts, ends, offsets)
-    last = np.where(last_found, last, offsets[owner + 1] - 1)
+    # transformers runs a span to the end where its last token is None *or 0* (``if end_token``).
+    last = np.where(last_found & (last != offsets[owner]), last, offsets[owner + 1] - 1)
     # transformers stops at the first span whose start maps to no token (truncated text).
     missing = (~first_found).astype(np.int64)
     before = np.cumsum(missing) - missing
     conversation_start = np.searchsorted(owner, owner, side="left")
     missing_before = before - before[conversation_start] if len(owner) else before
-    kept = first_found & (missing_before == 0) & (b > a)
+    kept = first_found & (missing_before == 0) & (last >= first)  # an empty span marks nothing, unless it runs on
     return first, last, kept
 
 
