@@ -11,7 +11,7 @@ from .config import TransformConfig
 from .errors import ObjcliError
 from .mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
 from .pipeline import cut_long_documents, utf8_bytes
-from .readers import Partition, ReadOptions, RecordLog, read_documents
+from .readers import Partition, RecordLog, read_documents
 from .splits import counted, plan_bounds, smallest, uniforms
 from .tokenizers import Tokenizer
 

@@ -365,6 +365,9 @@ def main() -> None:
     from bench_engines import engines_table, fresh_corpus
 
     engines_table(fresh_corpus())
+    from bench_chat import chat_table
+
+    chat_table()
     from bench_storage import storage_table
 
     storage_table(paths, objcli_transform)

@@ -94,7 +94,7 @@ def conversations(count: int, family: str, seed: int = 0) -> list[dict]:
         messages = []
         if rng.random() < 0.3:
             messages.append({"role": "system", "content": _content(rng, specials)})
-        for turn in range(int(rng.integers(1, 5))):
+        for _ in range(int(rng.integers(1, 5))):
             messages.append({"role": "user", "content": _content(rng, specials)})
             messages.append({"role": "assistant", "content": _content(rng, specials)})
             if rng.random() < 0.05:

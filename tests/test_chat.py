@@ -304,3 +304,32 @@ def test_stats_report_supervised_tokens_per_row(tokenizers_dir, tmp_path):
     d = compute_stats(tmp_path / "out")["supervised_per_row"]
     assert (d["min"], d["max"], d["rows_without"]) == (per_row.min(), per_row.max(), 0)
     assert d["median"] == int(np.percentile(per_row, 50, method="lower"))
+
+
+@pytest.mark.parametrize("family", [f for f, spec in FAMILIES.items() if spec[1]])
+def test_offsets_from_token_bytes_equal_the_library_offsets(family, tokenizers_dir):
+    """The fast path (the run's engine, spans from token bytes) against tokenizers' own encode and
+    offsets, on ASCII and non-ASCII batches, texts of special tokens only, and an empty text."""
+    from objcli.tokenizers import open_tokenizer
+    from objcli.tokenizers.chat_encode import encode_with_library
+
+    tokenizer = open_tokenizer(tokenizers_dir[family])
+    specials = FAMILIES[family][2]
+    texts = [json.dumps(r["messages"], ensure_ascii=False) for r in conversations(200, family, seed=9)]
+    for batch in (texts, [t.encode("ascii", "ignore").decode() for t in texts], [specials[0] + specials[-1], "", "x"]):
+        fast = tokenizer.encode_chat(batch, lambda parts: tokenizer.encode(parts))
+        library = encode_with_library(tokenizer._chat_library, batch)
+        for got, expected in zip(fast, library):
+            assert np.array_equal(got, expected)
+
+
+def test_strftime_now_gives_the_fixed_template_date(tokenizers_dir, tmp_path):
+    """Templates that print today's date (Llama 3.1's) give the same bytes on any day."""
+    template = tmp_path / "dated.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }} {{ strftime_now('%d %b %Y') }}\\n"
+                        "{{ m.content }}<|im_end|>\\n{% endfor %}")
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
+    _, ids, _ = _one_run(tokenizers_dir["qwen2.5"], records, tmp_path, chat_template=str(template),
+                         template_date="2031-02-03")
+    hf = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir["qwen2.5"].parent))
+    assert "user 03 Feb 2031" in hf.decode(ids[0].tolist())

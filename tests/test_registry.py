@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from chat_data import TEMPLATES, conversations, write_jsonl
+from click.testing import CliRunner
 from conftest import run_transform
 
 from objcli.cli import main

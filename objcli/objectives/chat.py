@@ -34,7 +34,7 @@ from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_template import ChatTemplate, find_template
 from .base import DocumentBatch, Objective, PartitionTransform, register
-from .conversations import BadRecord, ContentSpans, conversation_of, record_error, render, turn_end
+from .conversations import BadRecord, ContentSpans, conversation_of, marker_pattern, record_error, render, turn_end
 
 LOSS_ON = ("assistant", "last-assistant", "all")
 OVERLONG = ("truncate", "drop")
@@ -72,7 +72,7 @@ class Chat(Objective):
             if f"{role}_token" not in variables and token_id is not None:
                 variables[f"{role}_token"] = tokenizer.piece(token_id)
         self.template = ChatTemplate(source, variables, o.template_date, where)
-        self.markers = tuple(sorted(set(tokenizer.special_texts()) | set(variables.values()), key=len, reverse=True))
+        self.markers = marker_pattern([*tokenizer.special_texts(), *variables.values()])
         bos = tokenizer.model_role_id("bos") if config.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
@@ -145,7 +145,7 @@ class _ChatPartition(PartitionTransform):
         texts, owner, span_start, span_end = self._render(batch)
         if not texts:
             return None
-        tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts)
+        tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
         lengths = np.diff(offsets)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)

@@ -133,8 +133,8 @@ def _take_apart(layout: list, messages: list[dict], text: str) -> dict[int, tupl
             position += len(part)
             continue
         content = messages[part]["content"]
-        for written in (content, content.strip()):
-            if written and text.startswith(written, position):
+        for written in (content, content.strip()):  # as written, or trimmed (even to nothing)
+            if text.startswith(written, position):
                 break
         else:
             return None
@@ -143,13 +143,17 @@ def _take_apart(layout: list, messages: list[dict], text: str) -> dict[int, tupl
     return spans if position == len(text) else None
 
 
-def turn_end(text: str, end: int, markers: tuple[str, ...]) -> int:
+def marker_pattern(markers) -> re.Pattern | None:
+    """The special-token texts, longest first, as one pattern (a model may have hundreds)."""
+    names = sorted((m for m in set(markers) if m), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, names))) if names else None
+
+
+def turn_end(text: str, end: int, markers: re.Pattern | None) -> int:
     """An assistant span runs on over the end-of-turn token right after it (``<|eot_id|>``,
     ``<|im_end|>``, ``</s>``, ``<end_of_turn>``): the model must learn to stop."""
-    for marker in markers:  # longest first
-        if text.startswith(marker, end):
-            return end + len(marker)
-    return end
+    found = markers.match(text, end) if markers else None
+    return found.end() if found else end
 
 
 def record_error(partition: int, document: int, message: str) -> ObjcliError:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -129,65 +127,15 @@ class ChatTemplate:
 def _compile(source: str, date: str, where: str):
     try:
         import jinja2
-        from jinja2.ext import Extension
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        from .jinja_sandbox import chat_environment
     except ImportError:
         raise ObjcliError("--objective chat renders templates with Jinja2; install it with: pip install jinja2") from None
     try:
         fixed_now = datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
         raise ObjcliError(f"--template-date {date}: not a date YYYY-MM-DD") from None
-
-    class GenerationTracker(Extension):
-        """Records where each ``{% generation %}`` block lands in the output, as transformers does."""
-
-        tags = {"generation"}
-
-        def __init__(self, environment):
-            super().__init__(environment)
-            environment.extend(activate_tracker=self.activate_tracker)
-            self._blocks = self._spans = None
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
-            return jinja2.nodes.CallBlock(self.call_method("_generation"), [], [], body).set_lineno(lineno)
-
-        def _generation(self, caller):
-            text = caller()
-            if self._blocks is not None:
-                start = len("".join(self._blocks))
-                self._spans.append((start, start + len(text)))
-            return text
-
-        @contextmanager
-        def activate_tracker(self, blocks, spans):
-            self._blocks, self._spans = blocks, spans
-            try:
-                yield
-            finally:
-                self._blocks = self._spans = None
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    class Namespace(jinja2.utils.Namespace):
-        def __init__(*args, **kwargs):
-            self, args = args[0], args[1:]
-            attrs = dict(*args, **kwargs)
-            if any(isinstance(name, str) and name.startswith("_") for name in attrs):
-                raise jinja2.exceptions.SecurityError("namespace attributes cannot start with '_'")
-            jinja2.utils.Namespace.__init__(self, attrs)
-
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                extensions=[GenerationTracker, jinja2.ext.loopcontrols])
-    environment.filters["tojson"] = tojson
-    environment.globals.update(raise_exception=raise_exception, strftime_now=fixed_now.strftime,
-                               dict=dict, namespace=Namespace)
     try:
-        return environment.from_string(source)
+        return chat_environment(fixed_now).from_string(source)
     except jinja2.TemplateSyntaxError as error:
         raise ObjcliError(f"chat template from {where}: line {error.lineno}: {error.message}; fix the template") from None

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import BPESpec, Unsupported, spec_from_tokenizer_json
-from .chat_encode import encode_with_library
+from .chat_encode import encode_split_at_specials, encode_with_library
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
 ROLE_NAMES = {
@@ -102,8 +102,44 @@ class HuggingFaceTokenizer(Tokenizer):
 
         return tokenizers.Tokenizer.from_file(str(self.path))
 
-    def encode_chat(self, texts: list[str]):
+    def encode_chat(self, texts: list[str], encode=None):
+        """With the run's engine (``encode``) where offsets follow from the tokens' bytes, else
+        the library's own encode and offsets."""
+        if encode is not None and self._offsets_from_bytes:
+            encoded = encode_split_at_specials(texts, self._added_ids, encode, self._token_bytes)
+            if encoded is not None:
+                return encoded
         return encode_with_library(self._chat_library, texts)
+
+    @cached_property
+    def _added_ids(self) -> dict[str, int]:
+        return {t["content"]: t["id"] for t in self.document.get("added_tokens", [])}
+
+    @cached_property
+    def _token_bytes(self) -> np.ndarray:
+        """Bytes of each id: a byte-level piece has one character per byte."""
+        sizes = np.zeros(self.vocab_size, dtype=np.int64)
+        for piece, token_id in self.document["model"].get("vocab", {}).items():
+            sizes[token_id] = len(piece)
+        for content, token_id in self._added_ids.items():
+            sizes[token_id] = len(content.encode("utf-8"))
+        return sizes
+
+    @cached_property
+    def _offsets_from_bytes(self) -> bool:
+        """Whether a token's character span follows from its bytes: byte-level BPE, no normalizer,
+        no prefix space, added tokens matched as written, no post-processor that trims offsets."""
+        document, model = self.document, self.document["model"]
+        pre = document.get("pre_tokenizer") or {}
+        steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+        post = document.get("post_processor") or {}
+        posts = post.get("processors", []) if post.get("type") == "Sequence" else [post]
+        return (model.get("type") == "BPE" and not document.get("normalizer")
+                and not any(model.get(k) for k in ("byte_fallback", "continuing_subword_prefix", "end_of_word_suffix"))
+                and {s.get("type") for s in steps} <= {"ByteLevel", "Split"} and "ByteLevel" in {s.get("type") for s in steps}
+                and not any(s.get("add_prefix_space") for s in steps)
+                and not any(p.get("trim_offsets") for p in posts)
+                and not any(t.get(k) for t in document.get("added_tokens", []) for k in ("lstrip", "rstrip", "single_word")))
 
     @cached_property
     def full_document(self) -> dict:

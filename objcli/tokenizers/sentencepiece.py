@@ -168,7 +168,7 @@ class SentencePieceTokenizer(Tokenizer):
     def control_mask(self) -> np.ndarray:
         return self._control.copy()
 
-    def encode_chat(self, texts: list[str]):
+    def encode_chat(self, texts: list[str], encode=None):
         controls = np.flatnonzero(self._control)
         specials = {self.processor.id_to_piece(int(i)): int(i) for i in controls}
         specials.update(self.special.added)  # pieces objcli allocated past the vocabulary

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import Unsupported, spec_from_ranks
-from .chat_encode import encode_tiktoken
+from .chat_encode import encode_split_at_specials, encode_tiktoken
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
@@ -241,8 +241,21 @@ class TiktokenTokenizer(Tokenizer):
         """A byte-level piece starts a word when its bytes start with a space."""
         return np.array([p.startswith(" ") for p in self.pieces()], dtype=bool)
 
-    def encode_chat(self, texts: list[str]):
+    def encode_chat(self, texts: list[str], encode=None):
+        if encode is not None:  # the run's engine; a token's span follows from its bytes
+            encoded = encode_split_at_specials(texts, self.specials, encode, self._token_bytes)
+            if encoded is not None:
+                return encoded
         return encode_tiktoken(self.encoding, texts)
+
+    @cached_property
+    def _token_bytes(self) -> np.ndarray:
+        sizes = np.zeros(self.vocab_size, dtype=np.int64)
+        for token, rank in self.ranks.items():
+            sizes[rank] = len(token)
+        for name, token_id in self.specials.items():
+            sizes[token_id] = len(name.encode("utf-8"))
+        return sizes
 
     def control_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)
