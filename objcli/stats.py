@@ -154,8 +154,12 @@ def compute_stats(folder: str | Path) -> dict:
         "split_fraction": manifest.totals["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
-    if known and supervision == "labels" and supervised_rows:
+    if known and supervision == "labels" and supervised_rows:  # a mask gone wrong shows as rows with none
         stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
+    return _with_breakdowns(stats, per_head, per_source, per_category, categories, manifest)
+
+
+def _with_breakdowns(stats: dict, per_head, per_source, per_category, categories, manifest) -> dict:
     if per_head:
         stats["targets_per_head"] = [int(per_head[k]) for k in sorted(per_head)]
     if per_source:
