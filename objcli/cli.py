@@ -263,5 +263,31 @@ def stats_command(folder, plot_path, as_json):
         except OSError as error:
             raise _Fail(f"--plot {plot_path}: {error.strerror or error}; choose a writable path") from None
 
+
+@main.command("help")
+@click.argument("topic", required=False)
+def help_command(topic):
+    """The manual, one page per TOPIC, as installed (the same pages as objcli/docs/ in the
+    repository). Without a TOPIC, the list of pages. Example:
+
+        objcli help objectives | less
+    """
+    from .docs import TOPICS, page
+
+    if topic is None:
+        width = max(map(len, TOPICS))
+        click.echo("objcli help TOPIC prints a page of the manual:\n")
+        for name, about in TOPICS.items():
+            click.echo(f"  {name:{width}}  {about}")
+        return
+    if topic not in TOPICS:
+        import difflib
+
+        close = difflib.get_close_matches(topic, list(TOPICS), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise _Fail(f"help {topic}: no such page; {hint}'objcli help' lists them")
+    click.echo(page(topic), nl=False)
+
+
 if __name__ == "__main__":
     main()

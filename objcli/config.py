@@ -68,7 +68,7 @@ class TransformConfig:
     inputs: tuple[str, ...] = option((), "Files, folders (searched recursively) and globs; '-' reads standard input.",
                                      cli=False)
     tokenizer: str = option("", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT)
-    objective: str = option("clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive.", group=ROWS)
+    objective: str = option("clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive, chat.", group=ROWS)
     objective_options: Any = None
     output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
     seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2, maximum=2**24,
