@@ -14,7 +14,7 @@ from . import __version__
 from .cli_options import TransformCommand, collect_values, warn_line
 from .errors import INTERRUPTED, ObjcliError
 from .readers.inputs import TEXT_UNITS
-from .remote import readable_output
+from .storage.remote import readable_output
 
 
 class _Fail(click.ClickException):
@@ -144,7 +144,7 @@ def train_tokenizer_command(inputs, output, vocab_size, model_type, preset, spec
 
         objcli train-tokenizer corpus/ --vocab-size 32000 --special '[MASK]' -o tok.model
     """
-    from .train_tokenizer import TrainingRequest, train_tokenizer
+    from .commands.train_tokenizer import TrainingRequest, train_tokenizer
 
     request = TrainingRequest(list(inputs), output, vocab_size, model_type, preset, special, text_key, text_unit,
                               character_coverage, max_lines, threads)
@@ -167,7 +167,7 @@ def export_tokenizer_command(folder, output, tokenizer, overwrite):
 
         objcli export-tokenizer shards/ -o shards-tokenizer/
     """
-    from .export_tokenizer import export_tokenizer
+    from .commands.export_tokenizer import export_tokenizer
 
     try:
         with readable_output(folder, only=("manifest.json",)) as local:  # a URL too, as stats and verify read
@@ -188,7 +188,7 @@ def inspect_command(folder, rows, tokenizer, color):
 
         objcli inspect shards/ --rows 2
     """
-    from .show import inspect_output
+    from .commands.show import inspect_output
 
     colour = sys.stdout.isatty() if color is None else color
     try:
@@ -209,7 +209,7 @@ def verify_command(folder):
 
         objcli verify shards/
     """
-    from .verify import verify_output
+    from .commands.verify import verify_output
 
     try:
         with readable_output(folder) as local:
@@ -236,7 +236,7 @@ def stats_command(folder, plot_path, as_json):
     """
     import json
 
-    from .stats import check_plot_path, compute_stats, plot, render_text
+    from .commands.stats import check_plot_path, compute_stats, plot, render_text
 
     if plot_path:
         try:
@@ -262,6 +262,32 @@ def stats_command(folder, plot_path, as_json):
             raise _Fail("--plot needs matplotlib; install it with: pip install 'objcli[plot]'") from None
         except OSError as error:
             raise _Fail(f"--plot {plot_path}: {error.strerror or error}; choose a writable path") from None
+
+
+@main.command("merge")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, help="The merged output folder.")
+@click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+def merge_command(sources, output, overwrite, quiet):
+    """Merge finished outputs (SOURCES) of one tokenizer, objective, columns and format into one
+    output: shards hard-linked (or copied) under one numbering, Megatron bin/idx pairs joined into
+    one pair per split, one manifest with totals and per-source provenance. Example:
+
+        objcli merge web/ code/ books/ -o all/
+    """
+    from .commands.merge import merge
+
+    try:
+        manifest = merge(list(sources), output, overwrite)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    except OSError as error:
+        raise _Fail(f"merge: {error.filename or output}: {error.strerror or error}; check the folders") from None
+    if not quiet:
+        t = manifest["totals"]
+        click.echo(f"objcli merge: {len(sources)} outputs -> {output}: {t['shards']:,} shards, {t['rows']:,} rows, "
+                   f"{t['tokens']:,} tokens, {t['documents_written']:,} documents", err=True)
 
 
 @main.command("help")

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ObjcliError
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
-from .remote import check_url_path
+from .storage.remote import check_url_path
 from .tokenizers.engines import ENGINE_CHOICES
 
 OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
@@ -141,7 +141,7 @@ class TransformConfig:
     def _check_order_options(self) -> None:
         """Splits, mixtures and shuffles."""
         if self.split:
-            from .splits import parse_splits
+            from .order.splits import parse_splits
 
             parse_splits(self.split)
             if self.output_format == "hf" or self.output == "-":
@@ -175,7 +175,7 @@ class TransformConfig:
                                   "the tokenizer's own")
 
     def _check_mixture(self) -> None:
-        from .mixture import parse_sources, parse_weights
+        from .order.mixture import parse_sources, parse_weights
 
         if not (self.source and self.weights):
             raise ObjcliError("--source and --weights go together: name each source, then its share or budget")

@@ -153,7 +153,7 @@ def load_recipe(path: str, warn=None) -> dict[str, Any]:
 def _warn_other_version(path: str, document: dict | None, warn) -> None:
     """A manifest written by another objcli (or manifest version) may mean other defaults: say so."""
     from . import __version__
-    from .manifest import MANIFEST_VERSION
+    from .storage.manifest import MANIFEST_VERSION
 
     if warn is None or not isinstance(document, dict):
         return

@@ -19,22 +19,22 @@ from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
-from .first_pass import mixture_rates, split_bounds
-from .format_files import format_files
-from .manifest import MANIFEST_VERSION, split_totals, totals
-from .mixture import check_repeats, mixture_totals, parse_sources
-from .output import OutputFolder, PartitionResult, final_names, output_error
-from .pipeline import PartitionTask, Progress, first_texts, plan_objective
+from .order.first_pass import mixture_rates, split_bounds
+from .order.mixture import check_repeats, mixture_totals, parse_sources
+from .order.shuffle import shuffle_rows
+from .order.splits import split_names
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
-from .remote import is_url, public_url, tokenizer_location
-from .run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
-from .shuffle import shuffle_rows
-from .splits import split_names
-from .stores import open_store, share_tokenizer
-from .summary import Summary
+from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
+from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
+from .run.summary import Summary
+from .storage.format_files import format_files
+from .storage.manifest import MANIFEST_VERSION, split_totals, totals
+from .storage.output import OutputFolder, PartitionResult, final_names, output_error
+from .storage.remote import is_url, public_url, tokenizer_location
+from .storage.stores import open_store, share_tokenizer
 from .writers import WRITERS, arrow_schema
 
 

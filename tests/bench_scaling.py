@@ -166,7 +166,7 @@ def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[
     sys.setswitchinterval(1e-4)  # the probe gives the GIL back at once when the run wants it
     held = gil_held_seconds(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048))
     sys.setswitchinterval(0.005)
-    spawn = _cpu_of([sys.executable, "-c", "import objcli.pipeline, objcli.writers, objcli.objectives, pyarrow; "
+    spawn = _cpu_of([sys.executable, "-c", "import objcli.run.pipeline, objcli.writers, objcli.objectives, pyarrow; "
                      f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
     forked = forked_worker_cpu(4)
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
@@ -187,7 +187,7 @@ def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[
 def _first_task_cpu(_) -> float:
     """CPU this worker has used since it was forked, when its first task starts (what a partition
     finds loaded: the pipeline's modules and the tokenizer)."""
-    import objcli.pipeline  # noqa: F401
+    import objcli.run.pipeline  # noqa: F401
     from objcli.tokenizers import load_tokenizer
 
     load_tokenizer(str(TOKENIZER), "sentencepiece")

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import assistant_mask_reference, overlap_mask_reference
 
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.kernels import IGNORE
 from objcli.kernels.chat import mark_ranges, overlapping_tokens, span_tokens
-from objcli.verify import verify_output
 
 transformers = pytest.importorskip("transformers")
 
@@ -295,7 +295,7 @@ def test_content_spans_cover_the_tokens_that_overlap_them(conversations):
 
 
 def test_stats_report_supervised_tokens_per_row(tokenizers_dir, tmp_path):
-    from objcli.stats import compute_stats
+    from objcli.commands.stats import compute_stats
 
     data = write_jsonl(conversations(120, "qwen2.5", seed=4), tmp_path / "c.jsonl")
     run_transform([data], tokenizers_dir["qwen2.5"], tmp_path / "out", objective="chat", packing="none")

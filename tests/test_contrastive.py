@@ -13,7 +13,7 @@ from objcli.cli import main
 from objcli.kernels.contrastive import augment, crop, other_documents
 from objcli.kernels.ragged import lengths_to_offsets
 from objcli.objectives.contrastive import PAIR_KINDS
-from objcli.sentences import split_batch
+from objcli.objectives.sentences import split_batch
 from objcli.tokenizers import open_tokenizer
 
 
@@ -147,14 +147,14 @@ def test_options_that_cannot_apply_are_errors(small_corpus, sample_tokenizer, tm
     assert result.exit_code == 1 and result.output.startswith(message), result.output
 
 
-def test_the_readme_infonce_snippet_runs_on_a_real_output(small_corpus, sample_tokenizer, tmp_path, monkeypatch):
-    """The README's 10-line InfoNCE example, run as printed on a contrastive output with negatives."""
+def test_the_manual_infonce_snippet_runs_on_a_real_output(small_corpus, sample_tokenizer, tmp_path, monkeypatch):
+    """The manual's 10-line InfoNCE example, run as printed on a contrastive output with negatives."""
     import re
     from pathlib import Path
 
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "pairs", objective="contrastive",
                   seq_len=64, negatives=1)
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "objcli" / "docs" / "objectives.md").read_text()
     snippet = re.search(r"InfoNCE from a batch.*?```python\n(.*?)```", readme, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     scope: dict = {}

@@ -243,8 +243,8 @@ def test_a_folder_of_small_files_loses_almost_nothing(sample_tokenizer, tmp_path
 def test_shuffle_documents_permutes_within_windows_whatever_the_workers(small_corpus, sample_tokenizer, tmp_path):
     """Issue 14: --shuffle-documents permutes the documents of each window of a partition, keyed to the
     seed and the data position: the same documents, another order, the same bytes for 1 and 2 workers."""
-    from objcli.pipeline import shuffled_windows
-    from objcli.rng import derive_rng
+    from objcli.kernels.rng import derive_rng
+    from objcli.run.pipeline import shuffled_windows
 
     common = {"packing": "none", "seq_len": 1 << 20, "partition_size": "16KiB"}
     run_transform([small_corpus], sample_tokenizer, tmp_path / "plain", **common)
@@ -352,7 +352,7 @@ def test_a_count_split_refuses_standard_input(sample_tokenizer, tmp_path):
                                   "eval=1%,test=1%", "test=1e-300", "validation=0.0000000001"])
 def test_bad_split_specs_are_one_line_errors(spec):
     from objcli.errors import ObjcliError
-    from objcli.splits import parse_splits
+    from objcli.order.splits import parse_splits
 
     with pytest.raises(ObjcliError, match=f"--split {spec}"):
         parse_splits(spec)
@@ -361,7 +361,7 @@ def test_bad_split_specs_are_one_line_errors(spec):
 def test_a_partition_running_alone_gets_the_process_threads():
     """Threads of one process share its tokenizer threads among the partitions running now, never
     fewer than a task's own share (that the tokens never depend on it: the workers tests above)."""
-    from objcli.pipeline import PartitionTask, _running_partition, encode_threads
+    from objcli.run.pipeline import PartitionTask, _running_partition, encode_threads
 
     task = PartitionTask(partition=None, config=None, special=None, folder="", threads=1, process_threads=4)
     with _running_partition():

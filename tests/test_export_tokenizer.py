@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from conftest import manifest_json
 
 from objcli.cli import main
-from objcli.export_tokenizer import sentencepiece_with_pieces
-from objcli.manifest import read_manifest
-from objcli.show import load_output_tokenizer
+from objcli.commands.export_tokenizer import sentencepiece_with_pieces
+from objcli.commands.show import load_output_tokenizer
+from objcli.storage.manifest import read_manifest
 
 
 def export_and_rows(folder, destination):

@@ -10,7 +10,7 @@ import pytest
 from conftest import manifest_json, run_transform
 
 from objcli.rows import ColumnSpec, Ragged, RowBatch
-from objcli.shards import read_megatron_index
+from objcli.storage.shards import read_megatron_index
 from objcli.tokenizers import open_tokenizer
 from objcli.writers.flat import LLMC_MAGIC, LlmcWriter
 

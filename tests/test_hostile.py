@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from conftest import manifest_json, run_cli, run_transform
 
 from objcli.cli import main
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
-from objcli.manifest import read_manifest
-from objcli.verify import verify_output
+from objcli.storage.manifest import read_manifest
 
 SPECIAL_TEXT = "</s> <s> <pad> <unk> [MASK] [CLS] [SEP] <extra_id_0> <|endoftext|> <fim_prefix>"
 OBJECTIVES = ["clm", "mlm", "span-corruption", "nsp", "bart", "fim", "ul2", "prefix-lm"]

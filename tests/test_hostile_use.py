@@ -278,7 +278,7 @@ def test_stats_and_inspect_on_a_truncated_shard_and_a_plot_into_a_missing_folder
 
 def test_stats_say_what_is_not_known_instead_of_misreporting(sample_tokenizer, small_corpus, tmp_path):
     """Item 9: NSP without --mlm showed 70.9 % supervised tokens; Megatron and Arrow disagreed."""
-    from objcli.stats import compute_stats
+    from objcli.commands.stats import compute_stats
 
     CliRunner().invoke(main, ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "-o",
                               str(tmp_path / "nsp"), "--objective", "nsp", "--seq-len", "64", "-q"])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from conftest import folder_bytes, read_output, run_cli, run_transform
 
+from objcli.commands.stats import compute_stats
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
-from objcli.mixture import copies, parse_weights
-from objcli.stats import compute_stats
-from objcli.verify import verify_output
+from objcli.order.mixture import copies, parse_weights
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from conftest import manifest_json, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 
+from objcli.commands.stats import compute_stats
+from objcli.commands.verify import Column, _check_target_depth, verify_output
 from objcli.kernels.mtp import heads_with_target
 from objcli.packing import PACKERS
-from objcli.stats import compute_stats
-from objcli.verify import Column, _check_target_depth, verify_output
 
 
 def _flat(rows):

@@ -272,7 +272,7 @@ def _installed(name: str) -> bool:
 def test_a_name_leaving_the_prefix_is_refused(s3, bucket):
     """A marker or manifest in the bucket that names ``../x`` is not followed out of the prefix."""
     from objcli.errors import ObjcliError
-    from objcli.stores import RemoteStore
+    from objcli.storage.stores import RemoteStore
 
     store = RemoteStore(f"s3://{bucket}/out")
     for name in ("../x", "/x", "a/../../x", ""):
@@ -310,7 +310,7 @@ def test_service_errors_as_the_client_raises_them_are_one_line(code, message, ex
     from botocore.exceptions import ClientError
     from s3fs.errors import translate_boto_error
 
-    from objcli.remote import storage_error
+    from objcli.storage.remote import storage_error
 
     raised = translate_boto_error(ClientError({"Error": {"Code": code, "Message": message}}, "GetObject"))
     assert str(storage_error(raised, "s3://b/k", "reading it")).startswith(expected)
@@ -348,7 +348,7 @@ def test_a_lock_that_names_no_writer_is_never_pid_none(s3, bucket):
     """Issue 30: the loser of a lock race read the winner's lock before it was whole and reported
     "pid None on None"; it now reads again, and names a lock it cannot read as another process."""
     from objcli.errors import ObjcliError
-    from objcli.stores import RemoteStore
+    from objcli.storage.stores import RemoteStore
 
     s3.pipe_file(f"{bucket}/out/.objcli-lock", b"")
     with pytest.raises(ObjcliError, match=r"another run \(another process\) is writing it") as raised:
@@ -360,7 +360,7 @@ def _dead_staging() -> list:
     import tempfile
     from pathlib import Path
 
-    from objcli.stores import STAGING_PREFIX, _alive
+    from objcli.storage.stores import STAGING_PREFIX, _alive
 
     found = Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*")
     return [p for p in found if p.name[len(STAGING_PREFIX):].split("-")[0].isdigit()
@@ -372,7 +372,7 @@ def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monk
     import sys
     import tempfile
 
-    from objcli.stores import STAGING_PREFIX, remove_dead_staging
+    from objcli.storage.stores import STAGING_PREFIX, remove_dead_staging
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from objcli.cli import main
 from objcli.kernels.masking import draw_with_replacement
 from objcli.kernels.pairs import Pairs, assemble_rows, electra_first_segment, truncate_pair
+from objcli.kernels.rng import derive_rng
 from objcli.objectives.pairs import bert_pairs
-from objcli.rng import derive_rng
-from objcli.sentences import ABBREVIATIONS, SENTINEL, split_batch
+from objcli.objectives.sentences import ABBREVIATIONS, SENTINEL, split_batch
 
 
 def test_prose_splitting_rules():

@@ -14,15 +14,15 @@ from click.testing import CliRunner
 from conftest import run_transform
 
 from objcli.cli import main
+from objcli.commands.show import inspect_output
+from objcli.commands.stats import compute_stats
+from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.objectives import REGISTRY
 from objcli.objectives.base import Objective, PartitionTransform, register
 from objcli.options import NoOptions, option_fields
 from objcli.rows import ColumnSpec, Ragged, RowBatch
-from objcli.show import inspect_output
-from objcli.stats import compute_stats
-from objcli.verify import verify_output
 
 
 def variants():

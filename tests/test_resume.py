@@ -6,9 +6,9 @@ import signal
 import pytest
 from conftest import folder_bytes, manifest_json, run_cli
 
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
-from objcli.manifest import read_manifest
-from objcli.verify import verify_output
+from objcli.storage.manifest import read_manifest
 
 
 def objcli(*args, crash_at=None, **kwargs):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from conftest import read_output, run_transform
 
+from objcli.commands.verify import verify_output
 from objcli.config import WHOLE_DOCUMENT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.objectives import REGISTRY
-from objcli.verify import verify_output
 
 NEXT_TOKEN = [n for n in REGISTRY.names() if REGISTRY.get(n).next_token_rows]
 OTHERS = [n for n in REGISTRY.names() if not REGISTRY.get(n).next_token_rows]

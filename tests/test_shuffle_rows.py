@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from conftest import folder_bytes, manifest_json, run_cli, run_transform
 
-from objcli import shuffle
+from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
-from objcli.shards import iter_rows
-from objcli.verify import verify_output
+from objcli.order import shuffle
+from objcli.storage.shards import iter_rows
 
 
 def _row_keys(folder) -> list[str]:

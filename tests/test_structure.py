@@ -58,3 +58,39 @@ def test_ruff_passes_with_the_complexity_limit():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "objcli", "tests"], cwd=root, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout
+
+
+STAGES = ("readers", "tokenizers", "objectives", "packing", "writers", "kernels", "order", "storage")
+ORCHESTRATION = ("objcli.transform", "objcli.run", "objcli.cli", "objcli.cli_options", "objcli.commands",
+                 "objcli.executors")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports (relative imports resolved), at any depth of the file."""
+    package = _name(path) if path.name == "__init__.py" else _name(path).rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def test_the_package_root_holds_the_run_and_its_configuration_only():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 10, root
+
+
+def test_stage_packages_never_import_the_orchestration():
+    """read → tokenize → objective → pack → order → write are libraries the run calls, never the
+    other way round: nothing in a stage package imports transform, run/, the CLI, commands/ or executors/."""
+    back = []
+    for path in MODULES:
+        stage = path.relative_to(PACKAGE).parts[0]
+        if stage in STAGES:
+            back += [f"{_name(path)} -> {m}" for m in _imports(path)
+                     if any(m == o or m.startswith(o + ".") for o in ORCHESTRATION)]
+    assert not back

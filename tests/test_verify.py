@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from conftest import run_transform
 
 from objcli.cli import main
-from objcli.verify import verify_output
+from objcli.commands.verify import verify_output
 
 OBJECTIVES = [
     ("clm", {}),

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 from .. import __version__
 from ..errors import ObjcliError
-from ..pipeline import PartitionResult, PartitionTask, Progress, run_partition
-from ..remote import is_url
+from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
+from ..storage.remote import is_url
 from .base import partition_failed
 
 

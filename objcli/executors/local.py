@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolE
 from concurrent.futures.process import BrokenProcessPool
 
 from ..errors import ObjcliError
-from ..pipeline import PartitionResult, PartitionTask, Progress, run_partition
+from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
 from .base import partition_failed
 
 _progress_queue = None

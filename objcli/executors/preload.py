@@ -6,7 +6,7 @@ interpreter's imports and a tokenizer load (0.4 s and more, 2.6 s under gVisor).
 
 import os
 
-from .. import pipeline  # noqa: F401 - imported for the workers that fork from here
+from ..run import pipeline  # noqa: F401 - imported for the workers that fork from here
 
 _spec = os.environ.get("OBJCLI_PRELOAD_TOKENIZER", "")
 if "\t" in _spec:

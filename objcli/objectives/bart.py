@@ -22,12 +22,12 @@ from ..errors import ObjcliError
 from ..kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
+from ..kernels.rng import derive_rng
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
+from .sentences import split_batch
 
 PRESETS = {
     "bart-large": dict(mask_ratio=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",

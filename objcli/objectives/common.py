@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import ObjcliError
 from ..kernels.spans import plan_example
 from ..options import option
-from ..sentences import SPLITTERS
+from .sentences import SPLITTERS
 
 FINAL_CHUNKS = ("drop", "pad")
 LAYOUTS = ("decoder", "encdec")

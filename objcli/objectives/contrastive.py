@@ -34,12 +34,12 @@ from ..errors import ObjcliError
 from ..kernels.contrastive import augment, crop, gather_views, other_documents, rank_within_groups
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
+from ..kernels.rng import derive_rng
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
+from .sentences import split_batch
 
 PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
 VIEW_LAYOUTS = ("ragged", "padded")

@@ -31,9 +31,9 @@ from ..kernels import PADDING_DOC
 from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts, first_units
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..kernels.rng import derive_rng
 from ..options import Options, option
 from ..packing.base import segment_values
-from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 

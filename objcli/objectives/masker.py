@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.masking import draw_with_replacement, replace_selected, select_tokens, select_units, unit_ids
+from ..kernels.rng import derive_rng
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import RowBatch
 from .common import check_probabilities, mask_prob_option
 

@@ -42,13 +42,13 @@ from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
 from ..kernels.ragged import gather_ranges
+from ..kernels.rng import derive_rng
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
-from ..sentences import split_batch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
+from .sentences import split_batch
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ import numpy as np
 from ..kernels import IGNORE
 from ..kernels.prefix import decoder_labels, draw_split_points, split_encoder_decoder
 from ..kernels.ragged import lengths_to_offsets
+from ..kernels.rng import derive_rng
 from ..options import Options
-from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 from .common import final_chunk_option, layout_option

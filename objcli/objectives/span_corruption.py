@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import IGNORE
+from ..kernels.rng import derive_rng
 from ..kernels.spans import corrupt_spans, random_spans, span_counts
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import extra_ids_option, final_chunk_option, plan_or_fail

@@ -31,9 +31,9 @@ import tomllib
 from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.ragged import lengths_to_offsets, range_indices
+from ..kernels.rng import derive_rng
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
-from ..rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import check_density, extra_ids_option, layout_option, plan_or_fail

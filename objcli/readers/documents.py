@@ -17,7 +17,7 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import ObjcliError
-from ..remote import is_url, open_input, storage_error, storage_errors
+from ..storage.remote import is_url, open_input, storage_error, storage_errors
 from .inputs import STDIN, Partition, Piece, open_piece, sniff_format
 from .parquet import parquet_texts
 from .records import RecordLog

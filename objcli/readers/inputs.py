@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
-from ..remote import is_url, open_input, version_of
+from ..storage.remote import is_url, open_input, version_of
 from .objects import list_objects
 
 STDIN = "-"

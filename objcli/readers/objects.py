@@ -8,7 +8,7 @@ import glob
 from collections.abc import Callable
 
 from ..errors import ObjcliError
-from ..remote import filesystem, public_url, storage_error, storage_errors
+from ..storage.remote import filesystem, public_url, storage_error, storage_errors
 
 OUTPUT_MARKERS = (".objcli-tmp", "manifest.json")
 

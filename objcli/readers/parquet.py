@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterator
 
 from ..errors import ObjcliError
-from ..remote import is_url, open_input
+from ..storage.remote import is_url, open_input
 from .inputs import Piece, open_piece
 from .records import RecordLog
 

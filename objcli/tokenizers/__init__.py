@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..remote import is_url, local_copy
+from ..storage.remote import is_url, local_copy
 from .base import LONG_TEXT_CHARS, SpecialTokens, Tokenizer
 from .bpe_spec import Unsupported
 

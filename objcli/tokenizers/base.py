@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from ..files import file_sha256
 from ..kernels.ragged import lengths_to_offsets
+from ..storage.files import file_sha256
 
 # Roles a model may define itself, and the piece names allocated for them when it does not.
 MODEL_ROLES = ("bos", "eos", "pad", "unk")

@@ -17,8 +17,8 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from ..faults import crash_point
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.faults import crash_point
 
 TEMP_SUFFIX = ".tmp"
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import file_sha256
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.files import file_sha256
 from .base import TEMP_SUFFIX, HashingFile, commit
 
 LLMC_HEADER_INTS = 256

@@ -131,7 +131,7 @@ class Manifest(msgspec.Struct, frozen=True):
 
 def decode_manifest(data: bytes | dict, where: str) -> Manifest:
     """A manifest checked against the schema; anything else is one line naming what is wrong."""
-    from .errors import ObjcliError
+    from ..errors import ObjcliError
 
     try:
         manifest = msgspec.convert(data, Manifest) if isinstance(data, dict) else msgspec.json.decode(data, type=Manifest)
@@ -151,7 +151,7 @@ def is_plain_name(name: str) -> bool:
 
 
 def read_manifest(folder: str | Path) -> Manifest:
-    from .errors import ObjcliError
+    from ..errors import ObjcliError
 
     path = Path(folder) / MANIFEST_NAME
     try:

@@ -16,8 +16,8 @@ import os
 import struct
 from pathlib import Path
 
-from .errors import ObjcliError
-from .manifest import read_manifest
+from ..errors import ObjcliError
+from ..storage.manifest import read_manifest
 from .show import load_output_tokenizer
 
 USER_DEFINED = 4  # sentencepiece_model.proto: SentencePiece.Type

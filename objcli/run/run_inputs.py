@@ -9,11 +9,11 @@ import json
 import os
 from pathlib import Path
 
-from .config import TransformConfig
-from .errors import ObjcliError
-from .mixture import parse_sources
-from .readers.inputs import STDIN
-from .remote import is_url, public_url
+from ..config import TransformConfig
+from ..errors import ObjcliError
+from ..order.mixture import parse_sources
+from ..readers.inputs import STDIN
+from ..storage.remote import is_url, public_url
 
 
 def make_run_key(fingerprint: str, files) -> str:

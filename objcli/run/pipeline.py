@@ -19,23 +19,24 @@ from itertools import repeat
 
 import numpy as np
 
-from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
-from .errors import ObjcliError
-from .faults import crash_point
-from .mixture import NOT_SAMPLED, copies, parse_sources, passes
-from .objectives import REGISTRY, DocumentBatch
-from .objectives.base import Objective
-from .output import PartitionResult, clear_partition, output_error, write_marker
-from .packing import Packer, PackSettings, make_packer
-from .readers import Partition, ReadOptions, RecordLog, read_documents
-from .rng import derive_rng
-from .rows import ColumnSpec, RowBatch
-from .splits import assign_splits, split_names
-from .stores import open_store
-from .tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer, remember_tokenizer
-from .tokenizers.engines import choose_engine
-from .writers import WRITERS, ShardSink
-from .writers.arrow import RowsToShuffle
+from ..config import WHOLE_DOCUMENT_FORMATS, TransformConfig
+from ..errors import ObjcliError
+from ..kernels.rng import derive_rng
+from ..objectives import REGISTRY, DocumentBatch
+from ..objectives.base import Objective
+from ..order.mixture import NOT_SAMPLED, copies, parse_sources, passes
+from ..order.splits import assign_splits, split_names
+from ..packing import Packer, PackSettings, make_packer
+from ..readers import Partition, ReadOptions, RecordLog, read_documents
+from ..readers.cutting import cut_long_documents, utf8_bytes
+from ..rows import ColumnSpec, RowBatch
+from ..storage.faults import crash_point
+from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
+from ..storage.stores import open_store
+from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer, remember_tokenizer
+from ..tokenizers.engines import choose_engine
+from ..writers import WRITERS, ShardSink
+from ..writers.arrow import RowsToShuffle
 
 
 @dataclass(frozen=True)
@@ -193,32 +194,6 @@ def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
         start = cut
 
 
-def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
-    """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
-    at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
-    of its own: the memory a document needs downstream (tokens, the objective's arrays) stays
-    bounded, whatever the size of one record. ``log.read`` counts the pieces as documents."""
-    for texts in batches:
-        if not limit or max(map(len, texts), default=0) <= limit:
-            yield texts
-            continue
-        waiting = []
-        for text in texts:
-            if len(text) <= limit:
-                waiting.append(text)
-                continue
-            if waiting:
-                yield waiting
-                waiting = []
-            log.cut += 1
-            log.read -= 1
-            for piece in tokenizer.iter_pieces(text, limit):
-                log.read += 1
-                yield [piece]
-        if waiting:
-            yield waiting
-
-
 @dataclass
 class _Chain:
     """objective -> packer -> row step -> shards, for the documents of one split of a partition."""
@@ -360,17 +335,6 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     if task.run_key:
         write_marker(work, result, task.config_sha256, task.run_key)
     return result
-
-
-def utf8_bytes(texts: list[str]) -> int:
-    """Bytes of the texts in UTF-8 (what MB/s and ``text_bytes`` mean). An ASCII text's length is
-    its size (``isascii`` reads a flag), so an ASCII batch costs two C-level passes; only the
-    texts that are not ASCII are encoded to count."""
-    size = sum(map(len, texts))
-    ascii_flags = list(map(str.isascii, texts))
-    if not all(ascii_flags):
-        size += sum(len(t.encode("utf-8", "surrogatepass")) - len(t) for t, a in zip(texts, ascii_flags) if not a)
-    return size
 
 
 def _result(task: PartitionTask, log: RecordLog, counter_sets, shards, text_bytes: int, started: float) -> PartitionResult:

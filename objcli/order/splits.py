@@ -20,7 +20,7 @@ from itertools import repeat
 
 import numpy as np
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
 
 TRAIN = "train"
 NAME = re.compile(r"[a-z][a-z0-9_]*")

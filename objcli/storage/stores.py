@@ -35,7 +35,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
 from .faults import crash_point
 from .files import file_sha256, write_json_atomically
 from .remote import check_url_path, filesystem, is_url, join, public_url, storage_error, storage_errors

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import TransformConfig
-from .errors import ObjcliError
+from ..config import TransformConfig
+from ..errors import ObjcliError
+from ..readers import Partition, RecordLog, read_documents
+from ..readers.cutting import cut_long_documents, utf8_bytes
+from ..tokenizers import Tokenizer
 from .mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
-from .pipeline import cut_long_documents, utf8_bytes
-from .readers import Partition, RecordLog, read_documents
 from .splits import counted, plan_bounds, smallest, uniforms
-from .tokenizers import Tokenizer
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ObjcliError
-from .kernels import IGNORE
-from .manifest import Manifest, read_manifest
-from .shards import read_shard_columns
+from ..errors import ObjcliError
+from ..kernels import IGNORE
+from ..storage.manifest import Manifest, read_manifest
+from ..storage.shards import read_shard_columns
 
 HISTOGRAM_BINS = 32
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .readers.inputs import STDIN
+from ..readers.inputs import STDIN
 
 
 @dataclass

@@ -23,12 +23,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
+from ..writers import ShardInfo
+from ..writers.base import work_prefix
 from .faults import crash_point
 from .manifest import MANIFEST_NAME, decode_manifest
 from .stores import LocalStore, RemoteStore
-from .writers import ShardInfo
-from .writers.base import work_prefix
 
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"

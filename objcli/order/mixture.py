@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
 from .splits import NAME, uniforms
 
 BUDGET_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}

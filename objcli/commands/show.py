@@ -14,10 +14,10 @@ import click
 import msgspec
 import numpy as np
 
-from .errors import ObjcliError
-from .manifest import ColumnInfo, Manifest, read_manifest
-from .shards import iter_rows
-from .tokenizers import SpecialTokens, Tokenizer, open_tokenizer
+from ..errors import ObjcliError
+from ..storage.manifest import ColumnInfo, Manifest, read_manifest
+from ..storage.shards import iter_rows
+from ..tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
 
 URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # The extra that brings each well-known protocol's package (pip install 'objcli[s3]').

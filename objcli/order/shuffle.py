@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .faults import crash_point
-from .kernels.ragged import lengths_to_offsets
-from .rng import derive_rng
-from .rows import ColumnSpec, Ragged, RowBatch
-from .writers import WRITERS, ShardInfo, ShardSink
-from .writers.arrow import BOOKKEEPING
+from ..kernels.ragged import lengths_to_offsets
+from ..kernels.rng import derive_rng
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.faults import crash_point
+from ..writers import WRITERS, ShardInfo, ShardSink
+from ..writers.arrow import BOOKKEEPING
 
 BUCKET_BYTES = 32 * 2**20
 SHUFFLED = -1  # the partition of a shuffled shard: its rows come from every partition

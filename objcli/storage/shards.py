@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ObjcliError
+from ..errors import ObjcliError
+from ..writers.flat import FLAT_FORMATS, read_flat
 from .manifest import Manifest, ShardRecord, read_manifest
-from .writers.flat import FLAT_FORMATS, read_flat
 
 
 def _arrow_batches(path: Path):

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ObjcliError
-from .readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..errors import ObjcliError
+from ..readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
 from .training_log import sentencepiece_progress
 
 PRESETS = {

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import file_sha256
-from .format_files import format_files
-from .kernels import IGNORE
-from .manifest import Manifest, ShardRecord, read_manifest
-from .output import is_shard_name
-from .shards import read_table, read_token_stream
+from ..kernels import IGNORE
+from ..storage.files import file_sha256
+from ..storage.format_files import format_files
+from ..storage.manifest import Manifest, ShardRecord, read_manifest
+from ..storage.output import is_shard_name
+from ..storage.shards import read_table, read_token_stream
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
@@ -218,7 +218,7 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
 
 
 def _labels_are_inputs(objective: str) -> bool:
-    from .objectives import REGISTRY
+    from ..objectives import REGISTRY
 
     return objective in REGISTRY.objectives and REGISTRY.get(objective).labels_are_inputs
 

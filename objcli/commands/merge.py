@@ -1,0 +1,332 @@
+"""``objcli merge A B … -o OUT``: finished outputs of the same tokenizer, objective, columns and
+format become one output, without reading a row.
+
+- Shards are hard-linked where the filesystem allows (copied otherwise, in 8 MiB blocks) under one
+  numbering: every source's shards in the order given, each source's in its manifest's order;
+  ``train``/``validation`` splits keep their names and are numbered apart.
+- Megatron outputs become one ``.bin``/``.idx`` pair per split, as Megatron-LM's
+  ``merge_datasets.py`` lays it out: the ``.bin`` files back to back, the index's sizes,
+  pointers (shifted by the bytes before) and document boundaries (shifted by the sequences before),
+  streamed one source at a time, so memory does not grow with the number of sources.
+- One manifest: totals summed, per-source provenance (folder, configuration hash, run key, recipe,
+  shards and rows) under ``merged_from``; the format's own files (``megatron.txt``, HF's
+  ``state.json``) rewritten. ``verify`` passes on the result.
+- Everything is written in ``OUT/.objcli-tmp`` and renamed at the end, manifest last, under the
+  output's lock: a merge killed at any moment leaves no manifest, and a rerun starts it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..storage.faults import crash_point
+from ..storage.files import write_json_atomically
+from ..storage.format_files import format_files
+from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
+from ..storage.stores import LocalStore
+from ..writers.megatron import DOCUMENT_SUFFIX, MAGIC
+
+WORK = ".objcli-tmp"
+BLOCK = 8 << 20
+
+
+def _signature(manifest: Manifest) -> list[tuple[str, object]]:
+    """What two outputs must share to be one dataset, in the order a difference is reported."""
+    fixed = any(c.kind == "fixed" for c in manifest.columns)
+    return [("format", manifest.format), ("objective", manifest.objective),
+            ("tokenizer sha256", manifest.tokenizer.sha256),
+            ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
+            ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
+            ("seq_len", manifest.config.get("seq_len") if fixed else None)]
+
+
+def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
+    first = _signature(manifests[0])
+    for source, manifest in zip(sources[1:], manifests[1:]):
+        for (name, expected), (_, got) in zip(first, _signature(manifest)):
+            if expected != got:
+                shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
+                raise ObjcliError(f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
+                                  f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length")
+
+
+@dataclass
+class MergePlan:
+    sources: list[str]
+    manifests: list[Manifest]
+    shards: list[ShardRecord] = field(default_factory=list)
+
+    @property
+    def first(self) -> Manifest:
+        return self.manifests[0]
+
+
+def _shard_prefix(shard: ShardRecord) -> str:
+    name = shard.files[0]
+    cut = name.index("-of-") + len("-of-") + 5  # part-00003-of-00012 | train-00000-of-00002
+    return name[:cut]
+
+
+def _link_or_copy(source: Path, target: Path) -> str:
+    """Hard link (no bytes copied) or a copy; the file's sha256 is the source's, checked by size."""
+    crash_point("merge-file")  # the reliability tests kill a merge here
+    try:
+        os.link(source, target)
+    except OSError:
+        with open(source, "rb") as f, open(target, "wb") as g:
+            shutil.copyfileobj(f, g, BLOCK)
+            g.flush()
+            os.fsync(g.fileno())
+    return target.name
+
+
+def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
+    """Every source shard under its merged name, in one numbering per split."""
+    entries = [(Path(src), shard) for src, m in zip(plan.sources, plan.manifests) for shard in m.shards]
+    counts: dict[str, int] = {}
+    for _, shard in entries:
+        counts[shard.split] = counts.get(shard.split, 0) + 1
+    numbers: dict[str, int] = {}
+    merged = []
+    for index, (folder, shard) in enumerate(entries):
+        number = numbers.get(shard.split, 0)
+        numbers[shard.split] = number + 1
+        prefix = f"{shard.split or 'part'}-{number:05d}-of-{counts[shard.split]:05d}"
+        old = _shard_prefix(shard)
+        rename = {name: prefix + name[len(old):] for name in shard.files}
+        for name, new in rename.items():
+            _link_or_copy(folder / name, work / new)
+        merged.append(ShardRecord(partition=index, ordinal=0, files=[rename[n] for n in shard.files],
+                                  sha256={rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows,
+                                  tokens=shard.tokens, padding_tokens=shard.padding_tokens, documents=shard.documents,
+                                  segments=shard.segments, split=shard.split,
+                                  bytes={rename[n]: b for n, b in shard.bytes.items()}))
+    return merged
+
+
+class _Hashing:
+    def __init__(self, path: Path):
+        self.file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data) -> None:
+        data = memoryview(data).cast("B")
+        self.digest.update(data)
+        self.file.write(data)
+        self.size += len(data)
+
+    def close(self) -> str:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        return self.digest.hexdigest()
+
+
+def _sha256_of(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            while block := f.read(BLOCK):
+                digest.update(block)  # releases the GIL on large blocks
+    return digest.hexdigest()
+
+
+def _concatenate(paths: list[Path], target: Path) -> tuple[str, int]:
+    """The files back to back in ``target``: copied by the kernel (``copy_file_range``, no bytes
+    through Python) while a second thread hashes the same bytes from the sources (the page cache),
+    so the copy and sha256 run on two cores. Returns (sha256, size)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        digest = pool.submit(_sha256_of, paths)
+        with open(target, "wb") as out:
+            for path in paths:
+                with open(path, "rb") as f:
+                    _copy_all(f, out, path.stat().st_size)
+            out.flush()
+            os.fsync(out.fileno())
+            size = out.tell()
+        return digest.result(), size
+
+
+def _copy_all(source, target, size: int) -> None:
+    try:
+        while size > 0:
+            copied = os.copy_file_range(source.fileno(), target.fileno(), min(size, 1 << 30))
+            if copied == 0:
+                break
+            size -= copied
+        target.seek(0, os.SEEK_END)
+    except (OSError, AttributeError):  # a filesystem or kernel without it
+        shutil.copyfileobj(source, target, BLOCK)
+
+
+def _index_parts(path: Path) -> tuple[int, int, int]:
+    """(dtype code, sequences, document-index length) from an ``.idx`` header."""
+    with open(path, "rb") as f:
+        head = f.read(34)
+    if head[:9] != MAGIC:
+        raise ObjcliError(f"merge: {path}: not a Megatron MMIDIDX index")
+    code, count, documents = struct.unpack("<BQQ", head[17:34])
+    return code, count, documents
+
+
+def _index_arrays(path: Path, count: int, documents: int, part: str) -> np.ndarray:
+    """One of an index's arrays, read on its own (sizes, pointers or document boundaries)."""
+    start, dtype, length = {"sizes": (34, "<i4", count), "pointers": (34 + 4 * count, "<i8", count),
+                            "documents": (34 + 12 * count, "<i8", documents)}[part]
+    return np.fromfile(path, dtype=dtype, count=length, offset=start)
+
+
+def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, prefix: str) -> ShardRecord:
+    """One ``.bin``/``.idx`` pair from many, in three streaming passes over the indexes."""
+    name = prefix + DOCUMENT_SUFFIX
+    bins = [folder / s.files[0] for folder, s in shards]
+    idxs = [folder / s.files[1] for folder, s in shards]
+    headers = [_index_parts(p) for p in idxs]
+    codes = {h[0] for h in headers}
+    if len(codes) != 1:
+        raise ObjcliError("merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
+                          "rerun the smaller-vocabulary transforms with the same tokenizer")
+    count = sum(h[1] for h in headers)
+    documents = sum(h[2] - 1 for h in headers) + 1
+    bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
+    out_idx = _Hashing(work / (name + ".idx"))
+    out_idx.write(MAGIC + struct.pack("<QBQQ", 1, codes.pop(), count, documents))
+    for idx, (_, n, d) in zip(idxs, headers):
+        out_idx.write(_index_arrays(idx, n, d, "sizes"))
+    shift = 0
+    for idx, path, (_, n, d) in zip(idxs, bins, headers):
+        out_idx.write(_index_arrays(idx, n, d, "pointers") + shift)
+        shift += path.stat().st_size
+    out_idx.write(np.zeros(1, "<i8"))
+    sequences = 0
+    for idx, (_, n, d) in zip(idxs, headers):
+        out_idx.write(_index_arrays(idx, n, d, "documents")[1:] + sequences)
+        sequences += n
+    files = [name + ".bin", name + ".idx"]
+    digests = [bin_digest, out_idx.close()]
+    records = [s for _, s in shards]
+    return ShardRecord(partition=0, ordinal=0, files=files, sha256=dict(zip(files, digests)),
+                       rows=sum(s.rows for s in records), tokens=sum(s.tokens for s in records),
+                       padding_tokens=sum(s.padding_tokens for s in records),
+                       documents=sum(s.documents for s in records), segments=sum(s.segments for s in records),
+                       split=records[0].split, bytes={files[0]: bin_size, files[1]: out_idx.size})
+
+
+def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:
+    by_split: dict[str, list] = {}
+    for src, manifest in zip(plan.sources, plan.manifests):
+        for shard in manifest.shards:
+            by_split.setdefault(shard.split, []).append((Path(src), shard))
+    return [_merge_megatron_split(shards, work, f"{split or 'part'}-00000-of-00001")
+            for split, shards in by_split.items()]
+
+
+def _raw(folder: str) -> dict:
+    import json
+
+    return json.loads((Path(folder) / MANIFEST_NAME).read_text(encoding="utf-8"))
+
+
+def _totals(raws: list[dict], shards: list[ShardRecord]) -> dict:
+    """Counts summed over the sources; what follows from the shards, from the merged shards."""
+    totals: dict = {}
+    for raw in raws:
+        for key, value in raw["totals"].items():
+            if key == "skipped_by_reason":
+                merged = totals.setdefault(key, {})
+                for reason, n in value.items():
+                    merged[reason] = merged.get(reason, 0) + n
+            elif isinstance(value, int) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+    rows, tokens = sum(s.rows for s in shards), sum(s.tokens for s in shards)
+    padding = sum(s.padding_tokens for s in shards)
+    totals.update(rows=rows, shards=len(shards), tokens=tokens, padding_tokens=padding,
+                  padding_fraction=padding / (tokens + padding) if tokens + padding else 0.0,
+                  mean_segments_per_row=sum(s.segments for s in shards) / rows if rows else 0.0,
+                  split_fraction=totals.get("documents_split", 0) / totals["documents_written"]
+                  if totals.get("documents_written") else 0.0)
+    return dict(sorted(totals.items()))
+
+
+def merged_manifest(plan: MergePlan, shards: list[ShardRecord]) -> dict:
+    import msgspec
+
+    raws = [_raw(src) for src in plan.sources]
+    first = raws[0]
+    digest = hashlib.sha256("".join(r["config_sha256"] for r in raws).encode()).hexdigest()
+    provenance = [{"output": str(Path(src).resolve()), "config_sha256": r["config_sha256"], "run_key": r.get("run_key", ""),
+                   "recipe": r.get("recipe", {}), "shards": len(r["shards"]), "rows": r["totals"]["rows"]}
+                  for src, r in zip(plan.sources, raws)]
+    return {**first, "config_sha256": digest, "run_key": "", "recipe": {},
+            "config": {**first["config"], "inputs": [i for r in raws for i in r["config"].get("inputs", [])]},
+            "inputs": [i for r in raws for i in r.get("inputs", [])],
+            "partitions": [{**p, "merged_from": k} for k, r in enumerate(raws) for p in r.get("partitions", [])],
+            "shards": msgspec.to_builtins(shards), "totals": _totals(raws, shards), "merged_from": provenance}
+
+
+def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
+    if not sources:
+        raise ObjcliError("merge: name the outputs to merge, then -o OUT")
+    out = Path(output)
+    seen = set()
+    for source in sources:
+        if Path(source).resolve() in seen:
+            raise ObjcliError(f"merge: {source} is named twice; each output's rows would be written twice")
+        seen.add(Path(source).resolve())
+        if Path(source).resolve() == out.resolve():
+            raise ObjcliError(f"merge: -o {output} is one of the sources; write the merge to a new folder")
+    manifests = [read_manifest(source) for source in sources]
+    check_compatible(sources, manifests)
+    plan = MergePlan(sources, manifests)
+    store = LocalStore(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store.lock()
+    try:
+        _refuse_or_clear(out, overwrite)
+        work = out / WORK
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        shards = _merge_megatron(plan, work) if plan.first.format == "megatron" else _copy_shards(plan, work)
+        manifest = merged_manifest(plan, shards)
+        for shard in shards:
+            for name in shard.files:
+                os.replace(work / name, out / name)
+        records = read_manifest_from(manifest)
+        for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
+            (out / name).write_text(text, encoding="utf-8")
+        write_json_atomically(out / MANIFEST_NAME, manifest)
+        shutil.rmtree(work, ignore_errors=True)
+        return manifest
+    finally:
+        store.unlock()
+
+
+def read_manifest_from(data: dict) -> Manifest:
+    from ..storage.manifest import decode_manifest
+
+    return decode_manifest(data, "merged manifest")
+
+
+def _refuse_or_clear(out: Path, overwrite: bool) -> None:
+    """An empty folder, or what a killed merge left (shards and format files, no manifest), is
+    (re)started; anything else needs --overwrite."""
+    from ..storage.output import HF_FILES, is_shard_name
+
+    held = [p for p in out.iterdir() if p.name not in (WORK, ".objcli-lock")]
+    leftovers = all(is_shard_name(p.name) or p.name in HF_FILES or p.name.startswith("megatron") for p in held)
+    if held and not overwrite and not (leftovers and not (out / MANIFEST_NAME).exists()):
+        raise ObjcliError(f"merge: output {out} is not empty ({held[0].name}); pass --overwrite to replace it "
+                          "or choose another folder")
+    for path in held:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()

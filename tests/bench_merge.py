@@ -1,0 +1,64 @@
+"""`make bench`, issue 28: merging 200 Megatron outputs into one bin/idx pair, side by side with
+`cat` of the same .bin bytes into one file (interleaved, min and median), and the merge's peak RSS
+with 20 and with 200 sources (memory must not grow with their number)."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import DATA, ROOT, _run_tree, build_corpus
+
+
+def megatron_sources(count: int) -> list[Path]:
+    """``count`` Megatron outputs: one transform of a bench corpus file, then hard-linked copies
+    (distinct folders, the same bytes)."""
+    folder = DATA / "merge"
+    first = folder / "src-000"
+    if not (first / "manifest.json").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        subprocess.run([sys.executable, "-m", "objcli", "transform", str(build_corpus()[0]), "-t",
+                        str(ROOT / "sample_data" / "tokenizer.model"), "--format", "megatron", "-o", str(first), "-q"],
+                       check=True, capture_output=True)
+    sources = [folder / f"src-{k:03d}" for k in range(count)]
+    for source in sources[1:]:
+        if not source.exists():
+            subprocess.run(["cp", "-al", str(first), str(source)], check=True)
+    return sources
+
+
+def merge_table(count: int = 200, repeats: int = 3) -> None:
+    sources = megatron_sources(count)
+    bins = sorted(str(p) for s in sources for p in s.glob("*.bin"))
+    size = sum(Path(b).stat().st_size for b in bins)
+    out = DATA / "merge-out"
+    print(f"\nMerging {count} Megatron outputs into one bin/idx pair (issue 28): {size / 1e6:.0f} MB of .bin, "
+          f"interleaved x{repeats}:")
+    walls: dict[str, list[float]] = {"cat": [], "merge": []}
+    peaks = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run(f"cat {' '.join(bins)} > {DATA / 'cat.bin'} && sync {DATA / 'cat.bin'}", shell=True, check=True)
+        walls["cat"].append(time.perf_counter() - started)
+        (DATA / "cat.bin").unlink()
+        seconds, peak, _ = _run_tree([sys.executable, "-m", "objcli", "merge", *map(str, sources), "-o", str(out),
+                                      "--overwrite", "-q"])
+        walls["merge"].append(seconds)
+        peaks.append(peak)
+    for name, label in (("cat", "cat of the .bin files into one, then sync"), ("merge", f"objcli merge ({count} sources)")):
+        w = walls[name]
+        print(f"  {label:48} min {min(w):6.2f} s  median {statistics.median(w):6.2f} s  {size / 1e6 / min(w):7.0f} MB/s")
+    print(f"  merge / cat throughput: {min(walls['cat']) / min(walls['merge']):.2f} (goal >= 0.8)")
+    _, small, _ = _run_tree([sys.executable, "-m", "objcli", "merge", *map(str, sources[:20]), "-o", str(out),
+                             "--overwrite", "-q"])
+    print(f"  peak RSS: {small / 2**20:.0f} MiB with 20 sources, {min(peaks) / 2**20:.0f} MiB with {count}")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    merge_table()

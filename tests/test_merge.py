@@ -1,0 +1,115 @@
+"""``objcli merge``: outputs of one tokenizer, objective and format become one, rows unchanged and in
+order, for every format; Megatron pairs become one pair that Megatron's layout reads; differences
+are one line naming the first field; a killed merge leaves no manifest and a rerun finishes it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli, run_transform
+from test_end_to_end import megatron_read
+
+from objcli.commands.merge import merge
+from objcli.commands.verify import verify_output
+from objcli.config import OUTPUT_FORMATS
+from objcli.errors import ObjcliError
+from objcli.storage.shards import iter_rows
+
+
+@pytest.fixture(scope="module")
+def parts(small_corpus, tmp_path_factory):
+    """Three slices of the sample corpus, each a file of its own."""
+    folder = tmp_path_factory.mktemp("parts")
+    lines = (small_corpus / "prose.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    files = []
+    for k in range(3):
+        path = folder / f"part{k}.jsonl"
+        path.write_text("".join(lines[k::3]), encoding="utf-8")
+        files.append(path)
+    return files
+
+
+def _outputs(parts, tokenizer, tmp_path, fmt, **options):
+    outputs = []
+    for k, path in enumerate(parts):
+        out = tmp_path / f"src{k}"
+        run_transform([path], tokenizer, out, output_format=fmt, seq_len=128, shard_size="40" if k == 1 else "256MB",
+                      **options)
+        outputs.append(out)
+    return outputs
+
+
+def _rows(folder):
+    return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]
+
+
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+def test_merged_rows_are_the_sources_rows_in_order(fmt, parts, sample_tokenizer, tmp_path):
+    packing = "none" if fmt in ("megatron", "tokens", "llmc", "nanoset") else "concat"
+    sources = _outputs(parts, sample_tokenizer, tmp_path, fmt, packing=packing)
+    manifest = merge([str(s) for s in sources], str(tmp_path / "merged"))
+    assert verify_output(tmp_path / "merged").ok
+    assert _rows(tmp_path / "merged") == [r for s in sources for r in _rows(s)]
+    totals = [json.loads((s / "manifest.json").read_text())["totals"] for s in sources]
+    t = manifest["totals"]
+    for key in ("documents_read", "documents_written", "documents_skipped", "rows", "tokens"):
+        assert t[key] == sum(x[key] for x in totals)
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    assert [m["output"] for m in manifest["merged_from"]] == [str(s.resolve()) for s in sources]
+    if fmt == "megatron":
+        (shard,) = manifest["shards"]
+        prefix = tmp_path / "merged" / shard["files"][0].removesuffix(".bin")
+        version, code, sequences, doc_index = megatron_read(prefix)
+        expected = [seq for s in sources for f in sorted(s.glob("*.bin"))
+                    for seq in megatron_read(f.with_suffix(""))[2]]
+        assert version == 1 and sequences == expected and doc_index == list(range(len(expected) + 1))
+        assert (tmp_path / "merged" / "megatron.txt").read_text() == f"{t['tokens']} {prefix.name}\n"
+    if fmt == "hf":
+        import datasets
+
+        assert datasets.load_from_disk(str(tmp_path / "merged")).num_rows == t["rows"]
+
+
+def test_hard_links_where_the_filesystem_allows(parts, sample_tokenizer, tmp_path):
+    sources = _outputs(parts[:2], sample_tokenizer, tmp_path, "arrow")
+    merge([str(s) for s in sources], str(tmp_path / "merged"))
+    source_inodes = {p.stat().st_ino for s in sources for p in s.glob("part-*")}
+    assert {p.stat().st_ino for p in (tmp_path / "merged").glob("part-*")} == source_inodes
+
+
+def test_a_difference_is_one_line_naming_the_first_field(parts, sample_tokenizer, tmp_path):
+    run_transform([parts[0]], sample_tokenizer, tmp_path / "clm", seq_len=128)
+    run_transform([parts[1]], sample_tokenizer, tmp_path / "mlm", objective="mlm", seq_len=128)
+    run_transform([parts[1]], sample_tokenizer, tmp_path / "short", seq_len=64)
+    run_transform([parts[1]], Path(sample_tokenizer).with_name("code.model"), tmp_path / "other", seq_len=128)
+    for other, field in (("mlm", "objective"), ("short", "seq_len"), ("other", "tokenizer sha256")):
+        result = run_cli("merge", tmp_path / "clm", tmp_path / other, "-o", tmp_path / "out")
+        assert result.returncode == 1 and result.stderr.count("\n") == 1
+        assert f"differs from {tmp_path / 'clm'} in its {field}" in result.stderr, result.stderr
+    result = run_cli("merge", tmp_path / "clm", tmp_path / "clm", "-o", tmp_path / "out")
+    assert result.returncode == 1 and "named twice" in result.stderr
+    with pytest.raises(ObjcliError, match="is one of the sources"):
+        merge([str(tmp_path / "clm")], str(tmp_path / "clm"))
+
+
+def test_a_killed_merge_leaves_no_manifest_and_a_rerun_finishes_it(parts, sample_tokenizer, tmp_path):
+    sources = _outputs(parts, sample_tokenizer, tmp_path, "arrow")
+    merge([str(s) for s in sources], str(tmp_path / "whole"))
+    env = {**os.environ, "OBJCLI_CRASH_AT": "merge-file:3"}
+    result = subprocess.run([sys.executable, "-m", "objcli", "merge", *map(str, sources), "-o", str(tmp_path / "m")],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == -signal.SIGKILL
+    assert not (tmp_path / "m" / "manifest.json").exists()
+    time.sleep(0.1)
+    again = run_cli("merge", *sources, "-o", tmp_path / "m")
+    assert again.returncode == 0, again.stderr
+    def files(folder):
+        return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".objcli-lock"}
+
+    assert files(tmp_path / "m") == files(tmp_path / "whole") and not (tmp_path / "m" / ".objcli-tmp").exists()
