@@ -80,6 +80,11 @@ def transform(**values):
     ctx = click.get_current_context()
     try:
         given, runner = collect_values(ctx, values)
+        appended = None
+        if runner.pop("append"):
+            from .run.append import appended_values
+
+            given, appended = appended_values(given, runner)
         config = config_from_values(given)
         if runner.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)
@@ -91,10 +96,7 @@ def transform(**values):
         if runner["scheduler"] and runner["workers"] is not None:
             raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")
         bar = None if runner.pop("quiet") or not sys.stderr.isatty() else _progress_bar()
-        summary = run_transform(
-            config, **runner, progress=bar.update if bar else None,
-            warn=warn_line,
-        )
+        summary = run_transform(config, **runner, progress=bar.update if bar else None, warn=warn_line, append=appended)
         if bar:
             bar.close()
     except ObjcliError as error:

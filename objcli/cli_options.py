@@ -32,6 +32,8 @@ class Execution:
     resume: bool = option(False, "Insist on continuing an interrupted run (the same configuration resumes anyway).", group=RUN)
     quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q", group=RUN)
     recipe: str | None = option(None, "Configuration from a TOML recipe or a manifest.json (options given here win).", group=RUN)
+    append: bool = option(False, "Add INPUTS to the finished output -o as partitions after its own, with its configuration.",
+                          group=RUN)
     print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.", group=RUN)
 
 
@@ -167,7 +169,7 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
         values_out.setdefault("packing", objective.legacy_pack(objective.options_type(**options)))
     for f in dataclasses.fields(Execution):  # --workers 0 was "all cores", silently
         check_field(f, runner.get(f.name))
-    for flag in ("overwrite", "resume", "quiet", "print_recipe"):
+    for flag in ("overwrite", "resume", "quiet", "print_recipe", "append"):
         runner[flag] = bool(runner[flag])
     runner["executor"] = runner["executor"] or "local"
     runner["pool"] = runner["pool"] or "auto"

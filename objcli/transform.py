@@ -27,6 +27,8 @@ from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
+from .run.append import adopt as adopt_partitions
+from .run.append import adopted_results, check_appendable
 from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .run.summary import Summary
@@ -258,8 +260,10 @@ def _bounds_json(plan: RunPlan) -> dict:
     return {names[index]: bound for index, bound in plan.split_bounds}
 
 
-def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[OutputFolder | None, str, Path]:
-    """(the output folder, or None for stdout; the run key; where this process writes work files)."""
+def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
+                 ) -> tuple[OutputFolder | None, str, Path]:
+    """(the output folder, or None for stdout; the run key; where this process writes work files).
+    ``append``: the finished output's manifest, whose partitions this run adopts (``run/append.py``)."""
     config = plan.config
     if config.output == STDIN:
         return None, "", Path(tempfile.mkdtemp(prefix="objcli-"))
@@ -271,7 +275,12 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn) -> tuple[Ou
         )
     run_key = make_run_key(plan.fingerprint, plan.files)
     folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key)
-    folder.open(len(plan.partitions), overwrite=overwrite, resume=resume)
+    adopt = None
+    if append is not None:
+        check_appendable(config)
+        adopted = adopted_results(plan, append)
+        adopt = lambda folder: adopt_partitions(folder, adopted, plan.fingerprint, run_key)  # noqa: E731
+    folder.open(len(plan.partitions), overwrite=overwrite, resume=resume, adopt=adopt)
     if folder.restarted and warn:
         changed = "inputs changed since"
         if streams:
@@ -291,6 +300,7 @@ def transform(
     pool: str = "auto",
     progress: Callable[[Progress], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    append: dict | None = None,
 ) -> Summary:
     """Run a whole transform; returns the manifest and timing. Raises ObjcliError on bad input.
 
@@ -308,13 +318,15 @@ def transform(
     allocated = plan.tokenizer.allocation_warning()
     if warn and allocated:  # once the run is known to go ahead
         warn(allocated)
-    folder, run_key, work = _open_output(plan, overwrite, resume, warn)
+    folder, run_key, work = _open_output(plan, overwrite, resume, warn, append)
     try:
         if folder and folder.complete_manifest is not None:
             folder.stamp()
             return Summary(folder.complete_manifest, time.perf_counter() - started, config.output,
                            len(plan.partitions), True)
-        return _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
+        summary = _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
+        summary.appended = append is not None
+        return summary
     finally:
         if folder:
             folder.close()

@@ -15,6 +15,7 @@ class Summary:
     output: str
     kept: int = 0  # partitions an earlier run of the same configuration had finished
     already_complete: bool = False  # the folder held this run, finished: nothing was done
+    appended: bool = False  # --append: the kept partitions are the output's own
 
     @property
     def totals(self) -> dict:
@@ -74,4 +75,6 @@ class Summary:
         partitions = len(self.manifest["partitions"])
         if not self.kept:
             return ""
+        if self.appended:
+            return f"; appended: {partitions - self.kept} new partitions after the output's {self.kept}"
         return f"; resumed: {self.kept} of {partitions} partitions kept from the interrupted run"

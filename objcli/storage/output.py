@@ -146,6 +146,7 @@ class OutputFolder:
     def __post_init__(self):
         self.work_store = self.store.child(WORK_FOLDER)
         self._locked = False
+        self.adopt = None
 
     @property
     def work(self) -> Path:
@@ -158,8 +159,10 @@ class OutputFolder:
         """What partitions are told to write to: a local path, or the work prefix's URL."""
         return self.work_store.url if self.store.remote else str(self.work)
 
-    def open(self, partitions: int, overwrite: bool, resume: bool) -> None:
-        """Check the folder, then clean it for a fresh run or keep what a resumable run finished."""
+    def open(self, partitions: int, overwrite: bool, resume: bool, adopt=None) -> None:
+        """Check the folder, then clean it for a fresh run or keep what a resumable run finished.
+        ``adopt(folder)``: ``--append``, which marks the output's own partitions done for this run."""
+        self.adopt = adopt
         try:
             self._make_folder()
             self.store.lock()
@@ -189,7 +192,7 @@ class OutputFolder:
             self._remove_everything()
             manifest = run = None
             same = False
-        elif leftovers and not same:
+        elif leftovers and not same and self.adopt is None:
             what = "a run of another configuration" if earlier else f"files of an unknown run ({leftovers[0]})"
             raise ObjcliError(
                 f"output {store.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
@@ -210,6 +213,8 @@ class OutputFolder:
             manifest = run = None
             self.restarted = "finished"
         self._start_run(run, same)
+        if self.adopt is not None:
+            self.adopt(self)
         self._keep_finished(partitions)
 
     def _start_run(self, run: dict | None, same: bool) -> None:
@@ -222,7 +227,7 @@ class OutputFolder:
             # that changed size or time since: nothing is reusable.
             self.restarted = "interrupted" if same else ""
             work.remove()
-            for name in store.names():
+            for name in store.names() if self.adopt is None else ():  # an append keeps the output's own
                 if is_shard_name(name):
                     store.delete(name)
         work.staging()  # a local work folder is made here
@@ -309,6 +314,10 @@ class OutputFolder:
             if missing:
                 raise ObjcliError(f"output {store.where}: shard {missing[0]} vanished while the run finished; rerun")
             store.write_json(MANIFEST_NAME, manifest)
+            listed = {name for shard in manifest["shards"] for name in shard["files"]}
+            for name in store.names():  # after --append, the old names of renumbered shards
+                if is_shard_name(name) and name not in listed:
+                    store.delete(name)
         except OSError as error:
             raise output_error(error, store.where) from None
         self.work_store.remove()

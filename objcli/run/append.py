@@ -1,0 +1,139 @@
+"""``objcli transform NEW -o OUT --append``: new inputs become new partitions after the output's own.
+
+The run is the transform of the output's inputs followed by the new ones, with the output's
+configuration (its manifest's recipe; an option given that differs is an error naming it). The
+output's finished partitions are adopted as if an interrupted run of that configuration had
+finished them: their shards are hard-linked into the work folder under their partition names and
+a completion marker is written for each, so only the new partitions run, and their keyed
+randomness continues from their partition index. So appending B to transform(A) writes exactly the
+shards transform(A + B) writes. The old manifest stays until the new one replaces it (last,
+atomically): a crash leaves the old output valid, and the same command resumes the append.
+
+Refused where an append cannot give what a whole run would: ``--shuffle-rows`` (one permutation of
+every row), ``--source`` mixtures (rates follow from every source's size), held-out splits given
+as counts (they follow from the corpus size), streams, object storage (not yet), and inputs
+whose files changed since the output was written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ObjcliError
+from ..storage.manifest import MANIFEST_NAME, decode_manifest
+from ..storage.output import PartitionResult, write_marker
+from ..writers.base import ShardInfo, work_prefix
+from .run_inputs import make_run_key
+
+COMPARED_AWAY = {"inputs", "output", "engine"}  # what an append may differ in
+
+
+def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
+    """(the run's option values, the output's manifest) for ``--append``."""
+    import json
+
+    from ..recipe import load_recipe
+
+    if runner.get("recipe") is not None or runner.get("overwrite") or runner.get("print_recipe"):
+        raise ObjcliError("--append takes the output's own configuration: drop --recipe, --overwrite and --print-recipe")
+    output = given.get("output")
+    if not output or not given.get("inputs"):
+        raise ObjcliError("--append: give the new INPUTS and the finished output with -o")
+    path = Path(output) / MANIFEST_NAME
+    if not path.is_file():
+        raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")
+    recipe = load_recipe(str(path))
+    return append_values(given, recipe, list(recipe.get("inputs", []))), json.loads(path.read_text(encoding="utf-8"))
+
+
+def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict:
+    """The run's option values: the output's recipe, its inputs then the new ones. Options given
+    that differ from the recipe are an error naming them; inputs already in the output are an
+    error (they would be read twice)."""
+    different = sorted(k for k, v in given.items() if k not in COMPARED_AWAY and recipe.get(k, _Missing) != v
+                       and not (k not in recipe and v in (None, False)))
+    if different:
+        name = different[0]
+        raise ObjcliError(f"--append: --{name.replace('_', '-')} {given[name]!r} differs from the output's configuration "
+                          f"({recipe.get(name, 'its default')!r}); an appended output keeps its configuration: drop it")
+    old = {os.path.realpath(p) for p in existing_inputs}
+    again = [p for p in given.get("inputs", []) if os.path.realpath(p) in old]
+    if again:
+        raise ObjcliError(f"--append: input {again[0]} is already in the output; give only the new inputs")
+    return {**recipe, "inputs": [*existing_inputs, *given.get("inputs", [])], "output": given["output"]}
+
+
+class _Missing:
+    pass
+
+
+def check_appendable(config) -> None:
+    if config.shuffle_rows:
+        raise ObjcliError("--append: the output was written with --shuffle-rows, one permutation of all its rows; "
+                          "appending cannot extend it: transform everything again, or write the new inputs apart and merge")
+    if config.source:
+        raise ObjcliError("--append: a --source mixture's rates follow from every source's size; transform the "
+                          "mixture again")
+    if config.split and any(not part.strip().endswith("%") for part in config.split.split(",")):
+        raise ObjcliError("--append: held-out splits given as counts follow from the corpus size; use percentages")
+
+
+def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, dict[str, str]]]:
+    """The output's partitions as finished results of this run, after checking that the run plans
+    them exactly as the output was made (same files, unchanged, same byte ranges)."""
+    manifest = decode_manifest(manifest_data, MANIFEST_NAME)
+    entries = manifest_data["partitions"]
+    count = len(entries)
+    planned = [p.to_json() for p in plan.partitions[:count]]
+    keys = [k for k in planned[0] if k not in ("index", "source")] if planned else []
+    files = plan.files[: len(manifest_data["inputs"])]
+    if any(f.is_stream for f in plan.files):
+        raise ObjcliError("--append: a stream cannot be appended (what it held cannot be checked); give files")
+    if (len(planned) < count or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys}
+                                    for p, e in zip(planned, entries))
+            or make_run_key(manifest.config_sha256, files) != manifest.run_key):
+        raise ObjcliError("--append: the output's inputs changed since it was written (or are given differently); "
+                          "rerun the whole transform with --overwrite")
+    by_partition: dict[int, list] = {}
+    for shard in manifest.shards:
+        by_partition.setdefault(shard.partition, []).append(shard)
+    results = []
+    for index, entry in enumerate(entries):
+        pairs = [_work_shard(s) for s in by_partition.get(index, [])]
+        result = PartitionResult(index=index, documents_read=entry["documents_read"],
+                                 skipped=entry["skipped_by_reason"], first_examples={}, counters=entry["counters"],
+                                 shards=[shard for shard, _ in pairs],
+                                 text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0, seconds=0.0)
+        results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
+    return results
+
+
+def _work_shard(shard) -> tuple[ShardInfo, dict[str, str]]:
+    """A finished shard under its work name (``p00003-s00000.arrow``) again."""
+    final = shard.files[0][: shard.files[0].index("-of-") + len("-of-") + 5]
+    work = work_prefix(shard.partition, shard.split, shard.ordinal)
+    rename = {name: work + name[len(final):] for name in shard.files}
+    return ShardInfo(shard.partition, shard.ordinal, [rename[n] for n in shard.files],
+                     {rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows, tokens=shard.tokens,
+                     padding_tokens=shard.padding_tokens, documents=shard.documents, segments=shard.segments,
+                     split=shard.split, bytes={rename[n]: b for n, b in shard.bytes.items()},
+                     ), rename
+
+
+def adopt(folder, results: list[tuple], config_sha256: str, run_key: str) -> None:
+    """Hard-link each adopted shard into the work folder under its work name and mark its
+    partition done for this run (what ``OutputFolder`` then keeps, as for a resumed run)."""
+    store, work = folder.store, folder.work_store
+    if store.remote:
+        raise ObjcliError("--append: outputs on object storage cannot be appended yet; write the new inputs to a "
+                          "folder of their own and 'objcli merge' them")
+    staging = work.staging()
+    for result, renames in results:
+        if work.read_json(f"p{result.index:05d}.done.json"):
+            continue
+        for final, name in renames.items():
+            target = staging / name
+            if not target.exists():
+                os.link(Path(store.path) / final, target)
+        write_marker(work, result, config_sha256, run_key)

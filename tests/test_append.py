@@ -1,0 +1,96 @@
+"""``transform --append``: appending B to transform(A) writes the same bytes as transform(A + B),
+for every objective of the registry and every format; what an append cannot keep is refused in
+one line; a killed append leaves the old output valid and the same command finishes it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chat_data import TEMPLATES, conversations, write_jsonl
+from conftest import folder_bytes, run_cli
+
+from objcli.commands.verify import verify_output
+from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
+from objcli.objectives import REGISTRY
+
+
+@pytest.fixture(scope="module")
+def halves(small_corpus, tmp_path_factory):
+    """(A, B) text inputs, and (A, B) conversation inputs."""
+    folder = tmp_path_factory.mktemp("halves")
+    lines = (small_corpus / "prose.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder / "a.jsonl").write_text("".join(lines[:70]), encoding="utf-8")
+    (folder / "b.jsonl").write_text("".join(lines[70:]), encoding="utf-8")
+    chats = conversations(80, "mistral", seed=4)
+    write_jsonl(chats[:50], folder / "chat_a.jsonl")
+    write_jsonl(chats[50:], folder / "chat_b.jsonl")
+    return folder
+
+
+def _run(*args, **kw):
+    result = run_cli("transform", *args, **kw)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _appended_equals_whole(halves, tokenizer, tmp_path, *options):
+    stem = "chat_" if "chat" in options else ""
+    a, b = halves / f"{stem}a.jsonl", halves / f"{stem}b.jsonl"
+    common = ["-t", tokenizer, "--partition-size", "16KiB", "-q", *options]
+    _run(a, b, "-o", tmp_path / "whole", *common)
+    _run(a, "-o", tmp_path / "grown", *common)
+    appended = _run(b, "-o", tmp_path / "grown", "--append", "-q", "-t", tokenizer)
+    assert "appended:" in appended.stderr
+    assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")  # shards and manifest
+    assert verify_output(tmp_path / "grown").ok
+
+
+@pytest.mark.parametrize("objective", REGISTRY.names())
+def test_appending_gives_the_bytes_of_the_whole_run_for_every_objective(objective, halves, sample_tokenizer, tmp_path):
+    extra = ["--chat-template", str(TEMPLATES / "mistral.jinja")] if REGISTRY.get(objective).reads_records else []
+    _appended_equals_whole(halves, sample_tokenizer, tmp_path, "--objective", objective, "--seq-len", "96", *extra)
+
+
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+def test_appending_gives_the_bytes_of_the_whole_run_for_every_format(fmt, halves, sample_tokenizer, tmp_path):
+    packing = ["--packing", "none"] if fmt in WHOLE_DOCUMENT_FORMATS else []
+    split = ["--split", "validation=20%"] if fmt in ("arrow", "parquet") else []  # a document in validation stays there
+    _appended_equals_whole(halves, sample_tokenizer, tmp_path, "--format", fmt, "--seq-len", "128", *split, *packing)
+
+
+def test_what_an_append_cannot_keep_is_refused_in_one_line(halves, sample_tokenizer, tmp_path):
+    a, b = halves / "a.jsonl", halves / "b.jsonl"
+    _run(a, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "128", "-q")
+    cases = [
+        ((b, "--seq-len", "64"), "--seq-len 64 differs from the output's configuration (128)"),
+        ((a,), "is already in the output"),
+        ((tmp_path / "nothing-here.jsonl",), "no such file"),
+    ]
+    for args, message in cases:
+        result = run_cli("transform", *args, "-o", tmp_path / "out", "--append", "-t", sample_tokenizer)
+        assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    _run(a, "-t", sample_tokenizer, "-o", tmp_path / "shuffled", "--shuffle-rows", "-q")
+    result = run_cli("transform", b, "-o", tmp_path / "shuffled", "--append", "-t", sample_tokenizer)
+    assert result.returncode == 1 and "--shuffle-rows" in result.stderr
+    result = run_cli("transform", b, "-o", tmp_path / "none", "--append", "-t", sample_tokenizer)
+    assert result.returncode == 1 and "holds no finished output" in result.stderr
+
+
+def test_a_killed_append_leaves_the_old_output_and_a_rerun_finishes_it(halves, sample_tokenizer, tmp_path):
+    a, b = halves / "a.jsonl", halves / "b.jsonl"
+    common = ["-t", str(sample_tokenizer), "--partition-size", "16KiB", "-q"]
+    _run(a, b, "-o", tmp_path / "whole", *common)
+    _run(a, "-o", tmp_path / "grown", *common)
+    before = folder_bytes(tmp_path / "grown")
+    env = {**os.environ, "OBJCLI_CRASH_AT": "partition-done:2"}
+    killed = subprocess.run([sys.executable, "-m", "objcli", "transform", str(b), "-o", str(tmp_path / "grown"),
+                             "--append", *common, "--workers", "1"], env=env, capture_output=True, text=True)
+    assert killed.returncode == -9
+    assert verify_output(tmp_path / "grown").ok  # the old manifest and every shard it lists
+    assert json.loads((tmp_path / "grown" / "manifest.json").read_text()) == json.loads(before["manifest.json"])
+    _run(b, "-o", tmp_path / "grown", "--append", *common)
+    assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")
+    assert not Path(tmp_path / "grown" / ".objcli-tmp").exists()
