@@ -292,6 +292,31 @@ def merge_command(sources, output, overwrite, quiet):
                    f"{t['tokens']:,} tokens, {t['documents_written']:,} documents", err=True)
 
 
+@main.command("reshard")
+@click.argument("source")
+@click.option("--shard-size", required=True, help="Rows per shard (10000) or bytes of token data (1GB).")
+@click.option("-o", "--output", required=True, help="The new output folder.")
+@click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+def reshard_command(source, shard_size, output, overwrite, quiet):
+    """The rows of a finished output SOURCE, byte-identical and in order, cut into shards of another
+    size, in its format; the manifest rewritten. Example:
+
+        objcli reshard shards/ --shard-size 1GB -o shards-1gb/
+    """
+    from .commands.reshard import reshard
+
+    try:
+        manifest = reshard(source, output, shard_size, overwrite)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    except OSError as error:
+        raise _Fail(f"reshard: {error.filename or output}: {error.strerror or error}; check the folders") from None
+    if not quiet:
+        t = manifest["totals"]
+        click.echo(f"objcli reshard: {source} -> {output}: {t['shards']:,} shards, {t['rows']:,} rows", err=True)
+
+
 @main.command("help")
 @click.argument("topic", required=False)
 def help_command(topic):

@@ -60,5 +60,32 @@ def merge_table(count: int = 200, repeats: int = 3) -> None:
     shutil.rmtree(out, ignore_errors=True)
 
 
+def reshard_table(repeats: int = 3) -> None:
+    """Resharding an Arrow output into 64 MB shards, beside ``cp -r`` of the same folder."""
+    source = DATA / "reshard-src"
+    if not (source / "manifest.json").exists():
+        subprocess.run([sys.executable, "-m", "objcli", "transform", *map(str, build_corpus()), "-t",
+                        str(ROOT / "sample_data" / "tokenizer.model"), "-o", str(source), "--shard-size", "16MB",
+                        "--overwrite", "-q"], check=True, capture_output=True)
+    size = sum(p.stat().st_size for p in source.glob("part-*"))
+    walls: dict[str, list[float]] = {"cp": [], "reshard": []}
+    for _ in range(repeats):
+        shutil.rmtree(DATA / "copied", ignore_errors=True)
+        started = time.perf_counter()
+        subprocess.run(f"cp -r {source} {DATA / 'copied'} && sync", shell=True, check=True)
+        walls["cp"].append(time.perf_counter() - started)
+        seconds, _, _ = _run_tree([sys.executable, "-m", "objcli", "reshard", str(source), "--shard-size", "64MB",
+                                   "-o", str(DATA / "resharded"), "--overwrite", "-q"])
+        walls["reshard"].append(seconds)
+    print(f"\nResharding an Arrow output ({size / 1e6:.0f} MB, 16 MB shards -> 64 MB), interleaved x{repeats}:")
+    for name in walls:
+        print(f"  {name:10} min {min(walls[name]):6.2f} s  median {statistics.median(walls[name]):6.2f} s  "
+              f"{size / 1e6 / min(walls[name]):7.0f} MB/s")
+    print(f"  reshard / cp throughput: {min(walls['cp']) / min(walls['reshard']):.2f} (goal >= 0.8)")
+    for name in ("copied", "resharded"):
+        shutil.rmtree(DATA / name, ignore_errors=True)
+
+
 if __name__ == "__main__":
     merge_table()
+    reshard_table()

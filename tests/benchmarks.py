@@ -368,9 +368,10 @@ def main() -> None:
     from bench_chat import chat_table
 
     chat_table()
-    from bench_merge import merge_table
+    from bench_merge import merge_table, reshard_table
 
     merge_table()
+    reshard_table()
     from bench_storage import storage_table
 
     storage_table(paths, objcli_transform)

@@ -15,6 +15,9 @@ from conftest import folder_bytes, run_cli
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
 from objcli.objectives import REGISTRY
+from objcli.recipe import config_from_values
+from objcli.run.append import appended_values
+from objcli.transform import transform
 
 
 @pytest.fixture(scope="module")
@@ -36,29 +39,33 @@ def _run(*args, **kw):
     return result
 
 
-def _appended_equals_whole(halves, tokenizer, tmp_path, *options):
-    stem = "chat_" if "chat" in options else ""
-    a, b = halves / f"{stem}a.jsonl", halves / f"{stem}b.jsonl"
-    common = ["-t", tokenizer, "--partition-size", "16KiB", "-q", *options]
-    _run(a, b, "-o", tmp_path / "whole", *common)
-    _run(a, "-o", tmp_path / "grown", *common)
-    appended = _run(b, "-o", tmp_path / "grown", "--append", "-q", "-t", tokenizer)
-    assert "appended:" in appended.stderr
+def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
+    """In process (the CLI's path is the last test's): transform(A + B) against transform(A), then
+    B appended with nothing but the inputs and the output given."""
+    stem = "chat_" if options.get("objective") == "chat" else ""
+    a, b = str(halves / f"{stem}a.jsonl"), str(halves / f"{stem}b.jsonl")
+    common = {"tokenizer": str(tokenizer), "partition_size": "16KiB", **options}
+    transform(config_from_values({**common, "inputs": [a, b], "output": str(tmp_path / "whole")}), workers=1)
+    transform(config_from_values({**common, "inputs": [a], "output": str(tmp_path / "grown")}), workers=1)
+    values, manifest = appended_values({"inputs": [b], "output": str(tmp_path / "grown"), "tokenizer": str(tokenizer)},
+                                       {})
+    summary = transform(config_from_values(values), workers=1, append=manifest)
+    assert "appended:" in summary.line()
     assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")  # shards and manifest
     assert verify_output(tmp_path / "grown").ok
 
 
 @pytest.mark.parametrize("objective", REGISTRY.names())
 def test_appending_gives_the_bytes_of_the_whole_run_for_every_objective(objective, halves, sample_tokenizer, tmp_path):
-    extra = ["--chat-template", str(TEMPLATES / "mistral.jinja")] if REGISTRY.get(objective).reads_records else []
-    _appended_equals_whole(halves, sample_tokenizer, tmp_path, "--objective", objective, "--seq-len", "96", *extra)
+    extra = {"chat_template": str(TEMPLATES / "mistral.jinja")} if REGISTRY.get(objective).reads_records else {}
+    _appended_equals_whole(halves, sample_tokenizer, tmp_path, objective=objective, seq_len=96, **extra)
 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 def test_appending_gives_the_bytes_of_the_whole_run_for_every_format(fmt, halves, sample_tokenizer, tmp_path):
-    packing = ["--packing", "none"] if fmt in WHOLE_DOCUMENT_FORMATS else []
-    split = ["--split", "validation=20%"] if fmt in ("arrow", "parquet") else []  # a document in validation stays there
-    _appended_equals_whole(halves, sample_tokenizer, tmp_path, "--format", fmt, "--seq-len", "128", *split, *packing)
+    packing = {"packing": "none"} if fmt in WHOLE_DOCUMENT_FORMATS else {}
+    split = {"split": "validation=20%"} if fmt in ("arrow", "parquet") else {}  # a document in validation stays there
+    _appended_equals_whole(halves, sample_tokenizer, tmp_path, output_format=fmt, seq_len=128, **split, **packing)
 
 
 def test_what_an_append_cannot_keep_is_refused_in_one_line(halves, sample_tokenizer, tmp_path):

@@ -293,7 +293,7 @@ def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     store.lock()
     try:
-        _refuse_or_clear(out, overwrite)
+        refuse_or_clear(out, overwrite)
         work = out / WORK
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
@@ -318,7 +318,7 @@ def read_manifest_from(data: dict) -> Manifest:
     return decode_manifest(data, "merged manifest")
 
 
-def _refuse_or_clear(out: Path, overwrite: bool) -> None:
+def refuse_or_clear(out: Path, overwrite: bool) -> None:
     """An empty folder, or what a killed merge left (shards and format files, no manifest), is
     (re)started; anything else needs --overwrite."""
     from ..storage.output import HF_FILES, is_shard_name

@@ -1,0 +1,111 @@
+"""``objcli reshard OUT --shard-size 1GB -o OUT2``: the same rows, in the same order, cut into
+shards of another size, in any format; the manifest rewritten, ``verify`` passing on the result.
+
+Rows are read a source shard at a time (memory is one shard's columns) and written by the format's
+own writer, so every row is byte-identical to the source's. The manifest keeps the source's
+configuration, partitions and totals, with ``resharded_from`` (the source folder, its shard count
+and the new ``--shard-size``). A shard's bookkeeping is rebuilt from its rows: rows, and tokens and
+padding from the columns' roles where they add up to what the source shard recorded; what cannot
+be told apart row by row (the documents that start in a row, or an objective's own token count)
+is counted at the first row of its source shard, so every total is exact and each shard's figure
+is exact to within a source shard. Work happens in ``OUT2/.objcli-tmp`` under the output's lock,
+the manifest last: a reshard killed at any moment leaves no manifest, and the same command again
+writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ShardSize
+from ..errors import ObjcliError
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.files import write_json_atomically
+from ..storage.format_files import format_files
+from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
+from ..storage.output import final_names
+from ..storage.shards import read_shard_columns
+from ..storage.stores import LocalStore
+from ..writers import WRITERS, ShardSink
+from .merge import WORK, read_manifest_from, refuse_or_clear
+
+
+def _specs(manifest: Manifest) -> list[ColumnSpec]:
+    return [ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family,
+                       tuple(c.categories)) for c in manifest.columns]
+
+
+def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[np.ndarray, ...]:
+    """(tokens, padding, documents) per row; see the module's docstring."""
+    tokens, padding = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
+    documents = np.zeros(rows, np.int64)
+    if rows:
+        documents[0] = shard.documents
+    name = manifest.columns_with_role("tokens")[0].name
+    segments = next((c.name for c in manifest.columns_with_role("segment_ids", name)), None)
+    ids = columns[name]
+    if isinstance(ids, tuple):
+        counted, pad = np.diff(ids[1]), np.zeros(rows, np.int64)
+    elif segments is not None and not isinstance(columns[segments], tuple):
+        counted = (np.asarray(columns[segments]) > 0).sum(axis=1)
+        pad = ids.shape[1] - counted
+    else:
+        counted, pad = np.full(rows, ids.shape[1] if ids.ndim == 2 else 1), np.zeros(rows, np.int64)
+    if counted.sum() == shard.tokens and pad.sum() == shard.padding_tokens:
+        return counted.astype(np.int64), pad.astype(np.int64), documents
+    if rows:
+        tokens[0], padding[0] = shard.tokens, shard.padding_tokens
+    return tokens, padding, documents
+
+
+def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
+    columns = read_shard_columns(folder, manifest, shard)
+    data = {name: Ragged(np.asarray(v[0]), np.asarray(v[1], np.int64)) if isinstance(v, tuple) else np.asarray(v)
+            for name, v in columns.items()}
+    return RowBatch(data, *_bookkeeping(columns, manifest, shard, shard.rows))
+
+
+def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) -> dict:
+    folder, out = Path(source), Path(output)
+    if folder.resolve() == out.resolve():
+        raise ObjcliError("reshard: -o must be a new folder (in place is not supported yet); write to another "
+                          "folder and swap them")
+    manifest = read_manifest(folder)
+    limit = ShardSize.parse(shard_size)
+    out.mkdir(parents=True, exist_ok=True)
+    store = LocalStore(out)
+    store.lock()
+    try:
+        refuse_or_clear(out, overwrite)
+        work = out / WORK
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        specs, sinks = _specs(manifest), {}
+        for shard in manifest.shards:
+            sink = sinks.get(shard.split)
+            if sink is None:
+                sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
+                                                      split=shard.split)
+            sink.write(_row_batch(folder, manifest, shard))
+        shards = [s for sink in sinks.values() for s in sink.close()]
+        renames = final_names(shards)
+        raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+        raw.update(shards=[s.to_json() for s in shards],
+                   totals={**raw["totals"], "shards": len(shards)},
+                   resharded_from={"output": str(folder.resolve()), "shards": len(manifest.shards),
+                                   "shard_size": shard_size})
+        for old, new in renames:
+            os.replace(work / old, out / new)
+        merged = read_manifest_from(raw)
+        for name, text in format_files(merged.format, merged.shards, merged.columns, merged.config_sha256).items():
+            (out / name).write_text(text, encoding="utf-8")
+        write_json_atomically(out / MANIFEST_NAME, raw)
+        shutil.rmtree(work, ignore_errors=True)
+        return raw
+    finally:
+        store.unlock()
