@@ -335,7 +335,7 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
         assert manifest_json(out)["complete"]
 
 
-@pytest.mark.parametrize("pool", ["processes", "threads"])
+@pytest.mark.parametrize("pool", ["processes", pytest.param("threads", marks=pytest.mark.slow)])
 def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(sample_tokenizer, small_corpus, tmp_path,
                                                                            pool):
     """Issue 30: SIGTERM (a scheduler stopping the job, `kill`) ended the main process by the default

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kernels import IGNORE
+from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.files import file_sha256
 from ..storage.format_files import format_files
 from ..storage.manifest import Manifest, ShardRecord, read_manifest
@@ -139,10 +140,11 @@ def _read_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[
         for spec in specs:
             array = table.column(spec.name).combine_chunks()
             if spec.kind == "scalar":
-                values = array.to_numpy()
+                values = numpy_of(array)
                 columns[spec.name] = Column(values, np.arange(len(values) + 1))
             else:
-                columns[spec.name] = Column(array.values.to_numpy(), array.offsets.to_numpy().astype(np.int64))
+                values, offsets = list_parts(array)
+                columns[spec.name] = Column(values, offsets.astype(np.int64))
         return columns
     if fmt == "npy":
         prefix = shard.files[0].split(".")[0]

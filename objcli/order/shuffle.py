@@ -31,6 +31,7 @@ import pyarrow as pa
 from ..kernels.ragged import lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.faults import crash_point
 from ..writers import WRITERS, ShardInfo, ShardSink
 from ..writers.arrow import BOOKKEEPING
@@ -131,11 +132,12 @@ def batch_rows(batch: pa.RecordBatch, columns: list[ColumnSpec]) -> RowBatch:
     for spec in columns:
         column = batch.column(spec.name)
         if spec.kind == "scalar":
-            data[spec.name] = column.to_numpy()
+            data[spec.name] = numpy_of(column)
             continue
-        offsets = column.offsets.to_numpy().astype(np.int64)
-        values = column.values.to_numpy()[offsets[0] : offsets[-1]]
+        values, offsets = list_parts(column)
+        offsets = offsets.astype(np.int64)
+        values = values[offsets[0] : offsets[-1]]
         offsets -= offsets[0]
         data[spec.name] = values.reshape(len(column), -1) if spec.kind == "fixed" else Ragged(values, offsets)
-    tokens, padding, documents = (batch.column(name).to_numpy() for name in BOOKKEEPING)
+    tokens, padding, documents = (numpy_of(batch.column(name)) for name in BOOKKEEPING)
     return RowBatch(data, tokens, padding, documents)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..writers.flat import FLAT_FORMATS, read_flat
+from .arrow_numpy import list_parts, numpy_of
 from .manifest import Manifest, ShardRecord, read_manifest
 
 
@@ -30,11 +31,10 @@ def _rows_from_batches(batches) -> Iterator[dict[str, np.ndarray]]:
         columns = {}
         for name, column in zip(batch.schema.names, batch.columns):
             if hasattr(column, "offsets"):
-                offsets = column.offsets.to_numpy()
-                values = column.values.to_numpy(zero_copy_only=False)
+                values, offsets = list_parts(column)
                 columns[name] = [values[offsets[i] : offsets[i + 1]] for i in range(len(column))]
             else:
-                columns[name] = column.to_numpy(zero_copy_only=False)
+                columns[name] = numpy_of(column)
         for i in range(batch.num_rows):
             yield {name: col[i] for name, col in columns.items()}
 
@@ -157,9 +157,10 @@ def _read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) ->
         for name in table.column_names:
             column = table.column(name).combine_chunks()
             if kinds[name] == "scalar":
-                columns[name] = column.to_numpy()
+                columns[name] = numpy_of(column)
                 continue
-            values, offsets = column.values.to_numpy(), column.offsets.to_numpy().astype(np.int64)
+            values, offsets = list_parts(column)
+            offsets = offsets.astype(np.int64)
             columns[name] = values.reshape(len(column), -1) if kinds[name] == "fixed" and len(column) else (values, offsets)
         return columns
     if fmt == "npy":
