@@ -266,6 +266,16 @@ def stats_command(folder, plot_path, as_json):
             raise _Fail(f"--plot {plot_path}: {error.strerror or error}; choose a writable path") from None
 
 
+def _building(command: str, output: str, build) -> dict:
+    """Run a command that builds an output from others: its errors, and the system's, as one line."""
+    try:
+        return build()
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    except OSError as error:
+        raise _Fail(f"{command}: {error.filename or output}: {error.strerror or error}; check the folders") from None
+
+
 @main.command("merge")
 @click.argument("sources", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, help="The merged output folder.")
@@ -280,12 +290,7 @@ def merge_command(sources, output, overwrite, quiet):
     """
     from .commands.merge import merge
 
-    try:
-        manifest = merge(list(sources), output, overwrite)
-    except ObjcliError as error:
-        raise _Fail(str(error)) from None
-    except OSError as error:
-        raise _Fail(f"merge: {error.filename or output}: {error.strerror or error}; check the folders") from None
+    manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite))
     if not quiet:
         t = manifest["totals"]
         click.echo(f"objcli merge: {len(sources)} outputs -> {output}: {t['shards']:,} shards, {t['rows']:,} rows, "
@@ -306,12 +311,7 @@ def reshard_command(source, shard_size, output, overwrite, quiet):
     """
     from .commands.reshard import reshard
 
-    try:
-        manifest = reshard(source, output, shard_size, overwrite)
-    except ObjcliError as error:
-        raise _Fail(str(error)) from None
-    except OSError as error:
-        raise _Fail(f"reshard: {error.filename or output}: {error.strerror or error}; check the folders") from None
+    manifest = _building("reshard", output, lambda: reshard(source, output, shard_size, overwrite))
     if not quiet:
         t = manifest["totals"]
         click.echo(f"objcli reshard: {source} -> {output}: {t['shards']:,} shards, {t['rows']:,} rows", err=True)

@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -289,27 +290,38 @@ def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
     manifests = [read_manifest(source) for source in sources]
     check_compatible(sources, manifests)
     plan = MergePlan(sources, manifests)
-    store = LocalStore(out)
+    with building(out, overwrite) as work:
+        shards = _merge_megatron(plan, work) if plan.first.format == "megatron" else _copy_shards(plan, work)
+        manifest = merged_manifest(plan, shards)
+        publish(out, work, [(name, name) for shard in shards for name in shard.files], manifest)
+    return manifest
+
+
+@contextmanager
+def building(out: Path, overwrite: bool):
+    """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard."""
     out.mkdir(parents=True, exist_ok=True)
+    store = LocalStore(out)
     store.lock()
     try:
         refuse_or_clear(out, overwrite)
         work = out / WORK
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
-        shards = _merge_megatron(plan, work) if plan.first.format == "megatron" else _copy_shards(plan, work)
-        manifest = merged_manifest(plan, shards)
-        for shard in shards:
-            for name in shard.files:
-                os.replace(work / name, out / name)
-        records = read_manifest_from(manifest)
-        for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
-            (out / name).write_text(text, encoding="utf-8")
-        write_json_atomically(out / MANIFEST_NAME, manifest)
-        shutil.rmtree(work, ignore_errors=True)
-        return manifest
+        yield work
     finally:
         store.unlock()
+
+
+def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dict) -> None:
+    """Shards to their final names, the format's own files, then the manifest, last."""
+    for old, new in renames:
+        os.replace(work / old, out / new)
+    records = read_manifest_from(manifest)
+    for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
+        (out / name).write_text(text, encoding="utf-8")
+    write_json_atomically(out / MANIFEST_NAME, manifest)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def read_manifest_from(data: dict) -> Manifest:

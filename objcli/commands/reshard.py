@@ -16,8 +16,6 @@ writes the same bytes.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +23,11 @@ import numpy as np
 from ..config import ShardSize
 from ..errors import ObjcliError
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..storage.files import write_json_atomically
-from ..storage.format_files import format_files
 from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..storage.output import final_names
 from ..storage.shards import read_shard_columns
-from ..storage.stores import LocalStore
 from ..writers import WRITERS, ShardSink
-from .merge import WORK, read_manifest_from, refuse_or_clear
+from .merge import building, publish
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
@@ -77,14 +72,7 @@ def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) 
                           "folder and swap them")
     manifest = read_manifest(folder)
     limit = ShardSize.parse(shard_size)
-    out.mkdir(parents=True, exist_ok=True)
-    store = LocalStore(out)
-    store.lock()
-    try:
-        refuse_or_clear(out, overwrite)
-        work = out / WORK
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
+    with building(out, overwrite) as work:
         specs, sinks = _specs(manifest), {}
         for shard in manifest.shards:
             sink = sinks.get(shard.split)
@@ -95,17 +83,8 @@ def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) 
         shards = [s for sink in sinks.values() for s in sink.close()]
         renames = final_names(shards)
         raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-        raw.update(shards=[s.to_json() for s in shards],
-                   totals={**raw["totals"], "shards": len(shards)},
+        raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
                    resharded_from={"output": str(folder.resolve()), "shards": len(manifest.shards),
                                    "shard_size": shard_size})
-        for old, new in renames:
-            os.replace(work / old, out / new)
-        merged = read_manifest_from(raw)
-        for name, text in format_files(merged.format, merged.shards, merged.columns, merged.config_sha256).items():
-            (out / name).write_text(text, encoding="utf-8")
-        write_json_atomically(out / MANIFEST_NAME, raw)
-        shutil.rmtree(work, ignore_errors=True)
-        return raw
-    finally:
-        store.unlock()
+        publish(out, work, renames, raw)
+    return raw
