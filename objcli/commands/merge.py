@@ -30,10 +30,9 @@ import numpy as np
 from ..errors import ObjcliError
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
-from ..storage.format_files import format_files
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
+from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.stores import LocalStore
-from ..writers.megatron import DOCUMENT_SUFFIX, MAGIC
 
 WORK = ".objcli-tmp"
 BLOCK = 8 << 20
@@ -317,6 +316,8 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     """Shards to their final names, the format's own files, then the manifest, last."""
     for old, new in renames:
         os.replace(work / old, out / new)
+    from ..storage.format_files import format_files  # imports the writers: only once there is something to publish
+
     records = read_manifest_from(manifest)
     for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
         (out / name).write_text(text, encoding="utf-8")

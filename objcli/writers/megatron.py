@@ -27,10 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from .base import TEMP_SUFFIX, HashingFile, commit
 
-MAGIC = b"MMIDIDX\x00\x00"
-DOCUMENT_SUFFIX = "_input_ids_document"
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
 
 
