@@ -333,3 +333,21 @@ def test_strftime_now_gives_the_fixed_template_date(tokenizers_dir, tmp_path):
                          template_date="2031-02-03")
     hf = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir["qwen2.5"].parent))
     assert "user 03 Feb 2031" in hf.decode(ids[0].tolist())
+
+
+def test_hostile_templates_are_counted_skips_or_one_line_errors(tokenizers_dir, tmp_path):
+    """A template that hits the sandbox's limits is a counted template_error (all records: one line);
+    one that never writes the assistant's content is an error naming the record, not an empty mask."""
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}] * 3
+    data = write_jsonl(records, tmp_path / "c.jsonl")
+    cases = {"range.jinja": ("{% for i in range(10**7) %}x{% endfor %}", "every record"),
+             "silent.jinja": ("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}",
+                              "does not write the content of message 1"),
+             "broken.jinja": ("{% for m in messages %}{{ m.content", "fix the template")}
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text)
+        result = run_cli("transform", data, "-t", tokenizers_dir["qwen2.5"], "-o", tmp_path / name.split(".")[0],
+                         "--objective", "chat", "--chat-template", tmp_path / name)
+        error = without_warnings(result.stderr)
+        assert result.returncode == 1 and error.startswith("Error: ") and error.count("\n") == 1, (name, error)
+        assert message in error and "Traceback" not in result.stderr, (name, error)

@@ -113,3 +113,17 @@ def test_a_killed_merge_leaves_no_manifest_and_a_rerun_finishes_it(parts, sample
         return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".objcli-lock"}
 
     assert files(tmp_path / "m") == files(tmp_path / "whole") and not (tmp_path / "m" / ".objcli-tmp").exists()
+
+
+def test_a_changed_or_missing_source_file_is_one_line(parts, sample_tokenizer, tmp_path):
+    for fmt in ("arrow", "megatron"):
+        sources = _outputs(parts[:2], sample_tokenizer, tmp_path / fmt, fmt, packing="none")
+        victim = sorted(sources[1].glob("part-*"))[0]
+        with open(victim, "ab") as f:
+            f.write(b"x")
+        result = run_cli("merge", *sources, "-o", tmp_path / fmt / "m")
+        assert result.returncode == 1 and "changed since it was written" in result.stderr
+        victim.unlink()
+        result = run_cli("merge", *sources, "-o", tmp_path / fmt / "m")
+        assert result.returncode == 1 and "listed in its manifest but missing" in result.stderr
+        assert result.stderr.count("\n") == 1 and not (tmp_path / fmt / "m" / "manifest.json").exists()

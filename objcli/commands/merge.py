@@ -75,6 +75,19 @@ def _shard_prefix(shard: ShardRecord) -> str:
     return name[:cut]
 
 
+def check_source_files(folder: Path, shard: ShardRecord) -> None:
+    """Every file of a source shard is there with the size its manifest records (a cheap check;
+    ``objcli verify`` on the result compares every sha256)."""
+    for name in shard.files:
+        path = folder / name
+        if not path.is_file():
+            raise ObjcliError(f"merge: {path} is listed in its manifest but missing; run 'objcli verify {folder}'")
+        expected = shard.bytes.get(name)
+        if expected is not None and path.stat().st_size != expected:
+            raise ObjcliError(f"merge: {path} is {path.stat().st_size:,} bytes, its manifest says {expected:,} "
+                              f"(changed since it was written); run 'objcli verify {folder}'")
+
+
 def _link_or_copy(source: Path, target: Path) -> str:
     """Hard link (no bytes copied) or a copy; the file's sha256 is the source's, checked by size."""
     crash_point("merge-file")  # the reliability tests kill a merge here
@@ -96,6 +109,8 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
         counts[shard.split] = counts.get(shard.split, 0) + 1
     numbers: dict[str, int] = {}
     merged = []
+    for folder, shard in entries:
+        check_source_files(folder, shard)
     for index, (folder, shard) in enumerate(entries):
         number = numbers.get(shard.split, 0)
         numbers[shard.split] = number + 1
@@ -190,6 +205,8 @@ def _index_arrays(path: Path, count: int, documents: int, part: str) -> np.ndarr
 def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, prefix: str) -> ShardRecord:
     """One ``.bin``/``.idx`` pair from many, in three streaming passes over the indexes."""
     name = prefix + DOCUMENT_SUFFIX
+    for folder, shard in shards:
+        check_source_files(folder, shard)
     bins = [folder / s.files[0] for folder, s in shards]
     idxs = [folder / s.files[1] for folder, s in shards]
     headers = [_index_parts(p) for p in idxs]
@@ -278,6 +295,7 @@ def merged_manifest(plan: MergePlan, shards: list[ShardRecord]) -> dict:
 def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
     if not sources:
         raise ObjcliError("merge: name the outputs to merge, then -o OUT")
+    refuse_urls("merge", [*sources, output])
     out = Path(output)
     seen = set()
     for source in sources:
@@ -294,6 +312,15 @@ def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
         manifest = merged_manifest(plan, shards)
         publish(out, work, [(name, name) for shard in shards for name in shard.files], manifest)
     return manifest
+
+
+def refuse_urls(command: str, locations: list[str]) -> None:
+    from ..storage.remote import is_url
+
+    remote = next((where for where in locations if is_url(where)), None)
+    if remote:
+        raise ObjcliError(f"{command}: {remote} is on object storage, which {command} does not read or write yet; "
+                          "copy the outputs to local folders first")
 
 
 @contextmanager

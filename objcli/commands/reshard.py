@@ -27,7 +27,7 @@ from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..storage.output import final_names
 from ..storage.shards import read_shard_columns
 from ..writers import WRITERS, ShardSink
-from .merge import building, publish
+from .merge import building, publish, refuse_urls
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
@@ -66,6 +66,7 @@ def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
 
 
 def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) -> dict:
+    refuse_urls("reshard", [source, output])
     folder, out = Path(source), Path(output)
     if folder.resolve() == out.resolve():
         raise ObjcliError("reshard: -o must be a new folder (in place is not supported yet); write to another "

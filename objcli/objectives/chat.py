@@ -115,6 +115,8 @@ class _ChatPartition(PartitionTransform):
             if index in found:
                 start, end = found[index]
                 spans.append((start, turn_end(text, end, self.o.markers)))
+            elif conversation.messages[index].get("content"):
+                raise ValueError(f"the template does not write the content of message {index} (an assistant message)")
         return spans
 
     def _render(self, batch: DocumentBatch):

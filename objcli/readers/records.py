@@ -44,14 +44,24 @@ class RecordLog:
         return self.read - sum(self.skipped.values())
 
 
+# Conversation records (--objective chat) that do not fit the layout or the template.
+CONVERSATION_SKIPS = {"no_messages", "bad_message", "unknown_role", "non_string_content", "no_assistant_message",
+                      "template_error", "empty_completion"}
+
+
 def every_record_bad(totals: dict) -> str | None:
     """The error for a run in which every record was a bad one: an empty output with exit status 0
-    would hide a wrong ``--text-key``, a JSON array in a ``.json`` file, a field that is never text."""
+    would hide a wrong ``--text-key``, a JSON array in a ``.json`` file, a field that is never text,
+    a chat template that raises on every conversation."""
     read = totals["documents_read"]
-    bad = {reason: n for reason, n in totals["skipped_by_reason"].items() if reason in SKIP_FIXES}
+    bad = {reason: n for reason, n in totals["skipped_by_reason"].items()
+           if reason in SKIP_FIXES or reason in CONVERSATION_SKIPS}
     if not read or sum(bad.values()) < read:
         return None
     reasons = ", ".join(f"{n:,} {reason}" for reason, n in bad.items())
+    if bad.keys() & CONVERSATION_SKIPS:
+        return (f"inputs: every record read ({read:,}) was skipped ({reasons}); check the chat template "
+                "(--chat-template) and the records' layout (--messages-key)")
     return (f"inputs: every record read ({read:,}) was skipped ({reasons}); check the input format and "
             "--text-key against the first skipped record named above")
 

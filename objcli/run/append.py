@@ -40,6 +40,11 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
     output = given.get("output")
     if not output or not given.get("inputs"):
         raise ObjcliError("--append: give the new INPUTS and the finished output with -o")
+    from ..storage.remote import is_url
+
+    if is_url(output):
+        raise ObjcliError(f"--append: {output} is on object storage, which --append does not write yet; transform "
+                          "the new inputs to a folder of their own and 'objcli merge' them")
     path = Path(output) / MANIFEST_NAME
     if not path.is_file():
         raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")

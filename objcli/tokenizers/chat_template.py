@@ -118,7 +118,7 @@ class ChatTemplate:
                                                     add_generation_prompt=False, **self.variables):
                     blocks.append(block)
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-                ZeroDivisionError, RecursionError) as error:
+                ZeroDivisionError, OverflowError, RecursionError) as error:  # the sandbox's limits too
             raise TemplateFailure(f"{type(error).__name__}: {error}") from None
         return "".join(blocks), spans
 
