@@ -280,8 +280,10 @@ def _building(command: str, output: str, build) -> dict:
 @click.argument("sources", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, help="The merged output folder.")
 @click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
+@click.option("--shuffle-rows", "shuffle_seed", type=click.IntRange(0, 2**64 - 1), default=None, metavar="SEED",
+              help="One permutation of all the merged rows, keyed to SEED (shards of the first source's --shard-size).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
-def merge_command(sources, output, overwrite, quiet):
+def merge_command(sources, output, overwrite, shuffle_seed, quiet):
     """Merge finished outputs (SOURCES) of one tokenizer, objective, columns and format into one
     output: shards hard-linked (or copied) under one numbering, Megatron bin/idx pairs joined into
     one pair per split, one manifest with totals and per-source provenance. Example:
@@ -290,7 +292,7 @@ def merge_command(sources, output, overwrite, quiet):
     """
     from .commands.merge import merge
 
-    manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite))
+    manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite, shuffle_seed))
     if not quiet:
         t = manifest["totals"]
         click.echo(f"objcli merge: {len(sources)} outputs -> {output}: {t['shards']:,} shards, {t['rows']:,} rows, "

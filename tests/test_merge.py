@@ -127,3 +127,20 @@ def test_a_changed_or_missing_source_file_is_one_line(parts, sample_tokenizer, t
         result = run_cli("merge", *sources, "-o", tmp_path / fmt / "m")
         assert result.returncode == 1 and "listed in its manifest but missing" in result.stderr
         assert result.stderr.count("\n") == 1 and not (tmp_path / fmt / "m" / "manifest.json").exists()
+
+
+def test_shuffled_merge_is_one_keyed_permutation_of_all_rows(parts, sample_tokenizer, tmp_path):
+    sources = [str(s) for s in _outputs(parts, sample_tokenizer, tmp_path, "parquet")]
+    merge(sources, str(tmp_path / "plain"))
+    plain = _rows(tmp_path / "plain")
+    merge(sources, str(tmp_path / "s7"), shuffle_seed=7)
+    merge(sources, str(tmp_path / "s7-again"), shuffle_seed=7)
+    merge(sources, str(tmp_path / "s8"), shuffle_seed=8)
+    shuffled = _rows(tmp_path / "s7")
+    key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, shuffled)) == sorted(map(key, plain)) and shuffled != plain
+    assert _rows(tmp_path / "s8") != shuffled
+    again = {p.name: p.read_bytes() for p in (tmp_path / "s7-again").iterdir() if p.is_file()}
+    assert again == {p.name: p.read_bytes() for p in (tmp_path / "s7").iterdir() if p.is_file()}
+    assert verify_output(tmp_path / "s7").ok
+    assert json.loads((tmp_path / "s7" / "manifest.json").read_text())["shuffled"] == {"seed": 7}

@@ -21,7 +21,6 @@ import hashlib
 import os
 import shutil
 import struct
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +28,10 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..storage.faults import crash_point
-from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
-from ..storage.stores import LocalStore
+from .rebuild import building, publish, refuse_urls
 
-WORK = ".objcli-tmp"
 BLOCK = 8 << 20
 
 
@@ -276,7 +273,7 @@ def _totals(raws: list[dict], shards: list[ShardRecord]) -> dict:
     return dict(sorted(totals.items()))
 
 
-def merged_manifest(plan: MergePlan, shards: list[ShardRecord]) -> dict:
+def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None) -> dict:
     import msgspec
 
     raws = [_raw(src) for src in plan.sources]
@@ -288,11 +285,14 @@ def merged_manifest(plan: MergePlan, shards: list[ShardRecord]) -> dict:
     return {**first, "config_sha256": digest, "run_key": "", "recipe": {},
             "config": {**first["config"], "inputs": [i for r in raws for i in r["config"].get("inputs", [])]},
             "inputs": [i for r in raws for i in r.get("inputs", [])],
-            "partitions": [{**p, "merged_from": k} for k, r in enumerate(raws) for p in r.get("partitions", [])],
+            "partitions": [{**p, "merged_from": k, **({"shards": []} if shuffle_seed is not None else {})}
+                           for k, r in enumerate(raws) for p in r.get("partitions", [])],
+            **({"shuffled": {"seed": shuffle_seed}} if shuffle_seed is not None else {}),
             "shards": msgspec.to_builtins(shards), "totals": _totals(raws, shards), "merged_from": provenance}
 
 
-def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
+def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None) -> dict:
+    """The merge (see the module); ``shuffle_seed``: one permutation of all the merged rows, keyed to it."""
     if not sources:
         raise ObjcliError("merge: name the outputs to merge, then -o OUT")
     refuse_urls("merge", [*sources, output])
@@ -308,65 +308,19 @@ def merge(sources: list[str], output: str, overwrite: bool = False) -> dict:
     check_compatible(sources, manifests)
     plan = MergePlan(sources, manifests)
     with building(out, overwrite) as work:
-        shards = _merge_megatron(plan, work) if plan.first.format == "megatron" else _copy_shards(plan, work)
-        manifest = merged_manifest(plan, shards)
-        publish(out, work, [(name, name) for shard in shards for name in shard.files], manifest)
+        if shuffle_seed is not None:
+            from ..storage.output import final_names
+            from .reshard import shuffled_merge
+
+            shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
+            renames = final_names(shuffled)
+            shards = [ShardRecord(**s.to_json()) for s in shuffled]
+        elif plan.first.format == "megatron":
+            shards = _merge_megatron(plan, work)
+        else:
+            shards = _copy_shards(plan, work)
+        if shuffle_seed is None:
+            renames = [(name, name) for shard in shards for name in shard.files]
+        manifest = merged_manifest(plan, shards, shuffle_seed)
+        publish(out, work, renames, manifest)
     return manifest
-
-
-def refuse_urls(command: str, locations: list[str]) -> None:
-    from ..storage.remote import is_url
-
-    remote = next((where for where in locations if is_url(where)), None)
-    if remote:
-        raise ObjcliError(f"{command}: {remote} is on object storage, which {command} does not read or write yet; "
-                          "copy the outputs to local folders first")
-
-
-@contextmanager
-def building(out: Path, overwrite: bool):
-    """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard."""
-    out.mkdir(parents=True, exist_ok=True)
-    store = LocalStore(out)
-    store.lock()
-    try:
-        refuse_or_clear(out, overwrite)
-        work = out / WORK
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
-        yield work
-    finally:
-        store.unlock()
-
-
-def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dict) -> None:
-    """Shards to their final names, the format's own files, then the manifest, last."""
-    for old, new in renames:
-        os.replace(work / old, out / new)
-    from ..storage.format_files import format_files  # imports the writers: only once there is something to publish
-
-    records = read_manifest_from(manifest)
-    for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
-        (out / name).write_text(text, encoding="utf-8")
-    write_json_atomically(out / MANIFEST_NAME, manifest)
-    shutil.rmtree(work, ignore_errors=True)
-
-
-def read_manifest_from(data: dict) -> Manifest:
-    from ..storage.manifest import decode_manifest
-
-    return decode_manifest(data, "merged manifest")
-
-
-def refuse_or_clear(out: Path, overwrite: bool) -> None:
-    """An empty folder, or what a killed merge left (shards and format files, no manifest), is
-    (re)started; anything else needs --overwrite."""
-    from ..storage.output import HF_FILES, is_shard_name
-
-    held = [p for p in out.iterdir() if p.name not in (WORK, ".objcli-lock")]
-    leftovers = all(is_shard_name(p.name) or p.name in HF_FILES or p.name.startswith("megatron") for p in held)
-    if held and not overwrite and not (leftovers and not (out / MANIFEST_NAME).exists()):
-        raise ObjcliError(f"merge: output {out} is not empty ({held[0].name}); pass --overwrite to replace it "
-                          "or choose another folder")
-    for path in held:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -27,7 +27,7 @@ from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..storage.output import final_names
 from ..storage.shards import read_shard_columns
 from ..writers import WRITERS, ShardSink
-from .merge import building, publish, refuse_urls
+from .rebuild import building, publish, refuse_urls
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
@@ -89,3 +89,27 @@ def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) 
                                    "shard_size": shard_size})
         publish(out, work, renames, raw)
     return raw
+
+
+def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, seed: int) -> list:
+    """``merge --shuffle-rows``: every source shard's rows, with their bookkeeping, to a work file
+    (source shard k is "partition" k: the keyed draws follow the merged order), then the run's own
+    external shuffle (``order/shuffle.py``) into shards of the first source's ``--shard-size``."""
+    from ..order.shuffle import shuffle_rows
+    from ..writers.arrow import RowsToShuffle
+
+    first = manifests[0]
+    specs, spread = _specs(first), []
+    index = 0
+    for source, manifest in zip(sources, manifests):
+        for shard in manifest.shards:
+            sink = ShardSink(work, index, RowsToShuffle, specs, max(shard.rows, 1), None, split=shard.split)
+            sink.write(_row_batch(Path(source), manifest, shard))
+            spread += sink.close()
+            index += 1
+    limit = ShardSize.parse(first.config.get("shard_size", "256MB"))
+    shuffled = shuffle_rows(spread, work, specs, first.format, limit, seed)
+    for shard in spread:
+        for name in shard.files:
+            (work / name).unlink(missing_ok=True)
+    return shuffled
