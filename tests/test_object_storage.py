@@ -383,3 +383,42 @@ def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monk
         (folder / "part.arrow").write_bytes(b"x")
     remove_dead_staging()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+
+
+def test_appending_to_an_output_in_a_bucket_gives_the_bytes_of_the_whole_run(s3, bucket, corpus, sample_tokenizer):
+    """--append on object storage: the output's objects are copied server-side into the work prefix;
+    the result is what transform(A + B) writes to the bucket."""
+    url = upload(s3, corpus, f"{bucket}/corpus")
+    a, b = f"{url}prose.jsonl", f"{url}more/big.jsonl"
+    common = ["-t", str(sample_tokenizer), "--seq-len", "128", "--partition-size", "100000", "-q"]
+    for args in ((a, b, "-o", f"s3://{bucket}/whole"), (a, "-o", f"s3://{bucket}/grown")):
+        assert run_cli("transform", *args, *common).returncode == 0
+    result = run_cli("transform", b, "-o", f"s3://{bucket}/grown", "--append", "-t", str(sample_tokenizer), "-q")
+    assert result.returncode == 0 and "appended: " in result.stderr, result.stderr
+    assert objects(s3, f"{bucket}/grown") == objects(s3, f"{bucket}/whole")
+
+
+def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    """Sources and outputs on object storage give the shards local ones give; the manifest comes last."""
+    url = upload(s3, corpus, f"{bucket}/corpus")
+    common = ["-t", str(sample_tokenizer), "--seq-len", "128", "-q", "--shard-size", "30"]
+    for name, source in (("a", f"{url}prose.jsonl"), ("b", f"{url}more/big.jsonl")):
+        assert run_cli("transform", source, "-o", f"s3://{bucket}/{name}", *common).returncode == 0
+        assert run_cli("transform", source, "-o", tmp_path / name, *common).returncode == 0
+    for command, remote_args, local_args in (
+            ("merge", (f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m"),
+             (tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m")),
+            ("reshard", (f"s3://{bucket}/m", "--shard-size", "70", "-o", f"s3://{bucket}/r"),
+             (tmp_path / "m", "--shard-size", "70", "-o", tmp_path / "r"))):
+        for args in (remote_args, local_args):
+            result = run_cli(command, *args, "-q")
+            assert result.returncode == 0, result.stderr
+    for name in ("m", "r"):
+        remote, local = objects(s3, f"{bucket}/{name}"), local_bytes(tmp_path / name)
+        assert remote.keys() == local.keys()
+        assert {k: v for k, v in remote.items() if k != "manifest.json"} == {
+            k: v for k, v in local.items() if k != "manifest.json"}
+    merged = json.loads(objects(s3, f"{bucket}/m")["manifest.json"])
+    assert [m["output"] for m in merged["merged_from"]] == [f"s3://{bucket}/a", f"s3://{bucket}/b"]
+    again = run_cli("merge", f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m")
+    assert again.returncode == 1 and "not empty" in again.stderr and again.stderr.count("\n") == 1

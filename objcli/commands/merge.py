@@ -30,7 +30,8 @@ from ..errors import ObjcliError
 from ..storage.faults import crash_point
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
-from .rebuild import building, publish, refuse_urls
+from ..storage.remote import is_url
+from .rebuild import building, on_any_storage, publish
 
 BLOCK = 8 << 20
 
@@ -273,15 +274,17 @@ def _totals(raws: list[dict], shards: list[ShardRecord]) -> dict:
     return dict(sorted(totals.items()))
 
 
-def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None) -> dict:
+def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None,
+                    labels: list[str] | None = None) -> dict:
     import msgspec
 
     raws = [_raw(src) for src in plan.sources]
     first = raws[0]
     digest = hashlib.sha256("".join(r["config_sha256"] for r in raws).encode()).hexdigest()
-    provenance = [{"output": str(Path(src).resolve()), "config_sha256": r["config_sha256"], "run_key": r.get("run_key", ""),
+    labels = labels or [str(Path(src).resolve()) for src in plan.sources]
+    provenance = [{"output": label, "config_sha256": r["config_sha256"], "run_key": r.get("run_key", ""),
                    "recipe": r.get("recipe", {}), "shards": len(r["shards"]), "rows": r["totals"]["rows"]}
-                  for src, r in zip(plan.sources, raws)]
+                  for label, r in zip(labels, raws)]
     return {**first, "config_sha256": digest, "run_key": "", "recipe": {},
             "config": {**first["config"], "inputs": [i for r in raws for i in r["config"].get("inputs", [])]},
             "inputs": [i for r in raws for i in r.get("inputs", [])],
@@ -292,18 +295,17 @@ def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: in
 
 
 def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None) -> dict:
-    """The merge (see the module); ``shuffle_seed``: one permutation of all the merged rows, keyed to it."""
+    """The merge (see the module), local or on object storage; ``shuffle_seed``: one permutation of
+    all the merged rows, keyed to it."""
     if not sources:
         raise ObjcliError("merge: name the outputs to merge, then -o OUT")
-    refuse_urls("merge", [*sources, output])
+    labels = [source if is_url(source) else str(Path(source).resolve()) for source in sources]
+    return on_any_storage("merge", sources, output, overwrite,
+                          lambda local, out: _merge_local(local, out, overwrite, shuffle_seed, labels))
+
+
+def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str]) -> dict:
     out = Path(output)
-    seen = set()
-    for source in sources:
-        if Path(source).resolve() in seen:
-            raise ObjcliError(f"merge: {source} is named twice; each output's rows would be written twice")
-        seen.add(Path(source).resolve())
-        if Path(source).resolve() == out.resolve():
-            raise ObjcliError(f"merge: -o {output} is one of the sources; write the merge to a new folder")
     manifests = [read_manifest(source) for source in sources]
     check_compatible(sources, manifests)
     plan = MergePlan(sources, manifests)
@@ -321,6 +323,6 @@ def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed
             shards = _copy_shards(plan, work)
         if shuffle_seed is None:
             renames = [(name, name) for shard in shards for name in shard.files]
-        manifest = merged_manifest(plan, shards, shuffle_seed)
+        manifest = merged_manifest(plan, shards, shuffle_seed, labels)
         publish(out, work, renames, manifest)
     return manifest

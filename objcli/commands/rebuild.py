@@ -16,13 +16,62 @@ from ..storage.stores import LocalStore
 WORK = ".objcli-tmp"
 
 
-def refuse_urls(command: str, locations: list[str]) -> None:
+def _where(location: str) -> str:
     from ..storage.remote import is_url
 
-    remote = next((where for where in locations if is_url(where)), None)
-    if remote:
-        raise ObjcliError(f"{command}: {remote} is on object storage, which {command} does not read or write yet; "
-                          "copy the outputs to local folders first")
+    return location.rstrip("/") if is_url(location) else os.path.realpath(location)
+
+
+def check_locations(command: str, sources: list[str], output: str) -> None:
+    """No source named twice (its rows would be written twice), the output not one of them."""
+    seen = set()
+    for source in sources:
+        if _where(source) in seen:
+            raise ObjcliError(f"{command}: {source} is named twice; each output's rows would be written twice")
+        seen.add(_where(source))
+    if _where(output) in seen:
+        raise ObjcliError(f"{command}: -o {output} is one of the sources; write to a new folder")
+
+
+def on_any_storage(command: str, sources: list[str], output: str, overwrite: bool, build) -> dict:
+    """``build(local sources, local output)`` where the sources and the output may be on object
+    storage: sources are read from local copies, and a remote output is built in a local folder,
+    then uploaded, its manifest last (a run killed before that leaves no manifest there)."""
+    import tempfile
+    from contextlib import ExitStack
+
+    from ..storage.remote import is_url, readable_output
+
+    check_locations(command, sources, output)
+    with ExitStack() as stack:
+        local = [stack.enter_context(readable_output(source)) for source in sources]
+        if not is_url(output):
+            return build(local, output)
+        staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"objcli-{command}-"))) / "out"
+        manifest = build(local, str(staging))
+        upload_output(command, staging, output, overwrite, manifest)
+        return manifest
+
+
+def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifest: dict) -> None:
+    from ..storage.output import is_shard_name
+    from ..storage.stores import open_store
+
+    store = open_store(url)
+    store.lock()
+    try:
+        held = [n for n in store.names() if n == MANIFEST_NAME or is_shard_name(n)]
+        if held and not overwrite and MANIFEST_NAME in held:
+            raise ObjcliError(f"{command}: output {url} is not empty ({held[0]}); pass --overwrite to replace it "
+                              "or choose another prefix")
+        for name in sorted(held, key=lambda n: n != MANIFEST_NAME):  # the old manifest first
+            store.delete(name)
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.name not in (MANIFEST_NAME, ".objcli-lock"):
+                store.upload(path, path.name)
+        store.write_json(MANIFEST_NAME, manifest)
+    finally:
+        store.unlock()
 
 
 @contextmanager

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ShardSize
-from ..errors import ObjcliError
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..storage.output import final_names
+from ..storage.remote import is_url
 from ..storage.shards import read_shard_columns
 from ..writers import WRITERS, ShardSink
-from .rebuild import building, publish, refuse_urls
+from .rebuild import building, on_any_storage, publish
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
@@ -66,13 +66,16 @@ def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
 
 
 def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) -> dict:
-    refuse_urls("reshard", [source, output])
-    folder, out = Path(source), Path(output)
-    if folder.resolve() == out.resolve():
-        raise ObjcliError("reshard: -o must be a new folder (in place is not supported yet); write to another "
-                          "folder and swap them")
-    manifest = read_manifest(folder)
+    """The reshard (see the module), local or on object storage."""
     limit = ShardSize.parse(shard_size)
+    label = source if is_url(source) else str(Path(source).resolve())
+    return on_any_storage("reshard", [source], output, overwrite,
+                          lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label))
+
+
+def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
+    folder, out = Path(source), Path(output)
+    manifest = read_manifest(folder)
     with building(out, overwrite) as work:
         specs, sinks = _specs(manifest), {}
         for shard in manifest.shards:
@@ -85,7 +88,7 @@ def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) 
         renames = final_names(shards)
         raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
         raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
-                   resharded_from={"output": str(folder.resolve()), "shards": len(manifest.shards),
+                   resharded_from={"output": label, "shards": len(manifest.shards),
                                    "shard_size": shard_size})
         publish(out, work, renames, raw)
     return raw

@@ -9,10 +9,11 @@ randomness continues from their partition index. So appending B to transform(A) 
 shards transform(A + B) writes. The old manifest stays until the new one replaces it (last,
 atomically): a crash leaves the old output valid, and the same command resumes the append.
 
-Refused where an append cannot give what a whole run would: ``--shuffle-rows`` (one permutation of
-every row), ``--source`` mixtures (rates follow from every source's size), held-out splits given
-as counts (they follow from the corpus size), streams, object storage (not yet), and inputs
-whose files changed since the output was written.
+An output on object storage is appended the same way, its objects copied server-side into the work
+prefix. Refused where an append cannot give what a whole run would: ``--shuffle-rows`` (one
+permutation of every row), ``--source`` mixtures (rates follow from every source's size),
+held-out splits given as counts (they follow from the corpus size), streams, and inputs whose
+files changed since the output was written.
 """
 
 from __future__ import annotations
@@ -40,16 +41,18 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
     output = given.get("output")
     if not output or not given.get("inputs"):
         raise ObjcliError("--append: give the new INPUTS and the finished output with -o")
-    from ..storage.remote import is_url
+    import tempfile
 
-    if is_url(output):
-        raise ObjcliError(f"--append: {output} is on object storage, which --append does not write yet; transform "
-                          "the new inputs to a folder of their own and 'objcli merge' them")
-    path = Path(output) / MANIFEST_NAME
-    if not path.is_file():
+    from ..storage.stores import open_store
+
+    manifest = open_store(output).read_json(MANIFEST_NAME)  # a folder or an object-storage prefix
+    if not manifest or not manifest.get("complete"):
         raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")
-    recipe = load_recipe(str(path))
-    return append_values(given, recipe, list(recipe.get("inputs", []))), json.loads(path.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix="objcli-append-") as folder:
+        path = Path(folder) / MANIFEST_NAME
+        path.write_text(json.dumps(manifest), encoding="utf-8")
+        recipe = load_recipe(str(path))
+    return append_values(given, recipe, list(recipe.get("inputs", []))), manifest
 
 
 def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict:
@@ -130,14 +133,13 @@ def adopt(folder, results: list[tuple], config_sha256: str, run_key: str) -> Non
     """Hard-link each adopted shard into the work folder under its work name and mark its
     partition done for this run (what ``OutputFolder`` then keeps, as for a resumed run)."""
     store, work = folder.store, folder.work_store
-    if store.remote:
-        raise ObjcliError("--append: outputs on object storage cannot be appended yet; write the new inputs to a "
-                          "folder of their own and 'objcli merge' them")
     staging = work.staging()
     for result, renames in results:
         if work.read_json(f"p{result.index:05d}.done.json"):
             continue
-        for final, name in renames.items():
+        if store.remote:  # server-side copies into the work prefix (the output's objects stay)
+            work.promote(store, list(renames.items()))
+        for final, name in renames.items() if not store.remote else ():
             target = staging / name
             if not target.exists():
                 os.link(Path(store.path) / final, target)
