@@ -98,6 +98,9 @@ class TransformConfig:
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
     shuffle_rows: bool = option(False, "Shuffle every row of the run across all shards (a second pass, bounded memory).",
                                 group=ORDER)
+    input_breaks: tuple[int, ...] = option((), "Indices of INPUTS where a partition must start (what --append records: "
+                                           "each appended set of inputs begins partitions of its own).",
+                                           cli=False, group=INPUT)
     source: tuple[str, ...] = option((), "NAME=PATH: one source of a mixture (repeat it); instead of INPUTS.",
                                      group=ORDER)
     weights: str = option("", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).",
@@ -165,6 +168,12 @@ class TransformConfig:
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
             raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
+        breaks = list(self.input_breaks)
+        if breaks and (self.source or breaks != sorted(set(breaks)) or not all(
+                isinstance(b, int) and 0 < b < len(self.inputs) for b in breaks)):
+            raise ObjcliError(f"input-breaks {breaks}: increasing indices between 1 and {len(self.inputs) - 1} of "
+                              "INPUTS, written by --append; fix the recipe or leave it out")
+        object.__setattr__(self, "input_breaks", tuple(breaks))
         if self.text_key != "text" and self._reads_records():
             raise ObjcliError(f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
                               "field with --messages-key")
@@ -240,6 +249,10 @@ class TransformConfig:
         data["inputs"] = list(self.inputs)
         del data["output"]
         del data["engine"]  # every engine writes the same tokens (the parity probe sees to it)
+        if not self.input_breaks:
+            del data["input_breaks"]  # as before appends existed: the fingerprints of other runs stay
+        else:
+            data["input_breaks"] = list(self.input_breaks)
         return data
 
     def fingerprint(self, tokenizer_sha256: str) -> str:

@@ -61,10 +61,11 @@ def _typed(value: Any, hint, where: str) -> Any:
     if value is None and type(None) in options:
         return None
     if typing.get_origin(kind) is tuple or kind is tuple:
-        items = [value] if isinstance(value, str) else value
-        if isinstance(items, list) and all(isinstance(v, str) for v in items):
+        item = (typing.get_args(kind) or (str,))[0]  # tuple[str, ...] (inputs), tuple[int, ...] (input_breaks)
+        items = [value] if isinstance(value, str) and item is str else value
+        if isinstance(items, list) and all(isinstance(v, item) and not isinstance(v, bool) for v in items):
             return tuple(items)
-        expected = "a list of strings"
+        expected = "a list of strings" if item is str else "a list of integers"
     elif kind is bool:
         if isinstance(value, bool):
             return value

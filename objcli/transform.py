@@ -95,15 +95,23 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
         raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
+def _input_groups(paths: list[str], breaks) -> list[list[str]]:
+    edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(paths)), len(paths)]
+    return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
+
+
 def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     check_output_outside_inputs(config)
     files, partitions, by_source = [], [], {}
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
-        source_files = by_source[source] = resolve_inputs(paths, config.input_format, warn)
-        # Partitions never mix sources: each row then has one.
-        partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source)
-                       for i, p in enumerate(plan_partitions(source_files, config.partition_bytes, config.text_unit))]
+        source_files = by_source[source] = []
+        # Partitions never mix sources (each row then has one), nor inputs an --append added.
+        for group in _input_groups(paths, config.input_breaks if not config.source else ()):
+            group_files = resolve_inputs(group, config.input_format, warn)
+            partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source) for i, p in
+                           enumerate(plan_partitions(group_files, config.partition_bytes, config.text_unit))]
+            source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):

@@ -45,7 +45,10 @@ def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
     stem = "chat_" if options.get("objective") == "chat" else ""
     a, b = str(halves / f"{stem}a.jsonl"), str(halves / f"{stem}b.jsonl")
     common = {"tokenizer": str(tokenizer), "partition_size": "16KiB", **options}
-    transform(config_from_values({**common, "inputs": [a, b], "output": str(tmp_path / "whole")}), workers=1)
+    # The whole run the append must equal: A then B, B starting partitions of its own (as recorded).
+    transform(config_from_values({**common, "inputs": [a, b], "input_breaks": [1], "output": str(tmp_path / "whole")}),
+              workers=1)
+    transform(config_from_values({**common, "inputs": [a, b], "output": str(tmp_path / "plain")}), workers=1)
     transform(config_from_values({**common, "inputs": [a], "output": str(tmp_path / "grown")}), workers=1)
     values, manifest = appended_values({"inputs": [b], "output": str(tmp_path / "grown"), "tokenizer": str(tokenizer)},
                                        {})
@@ -53,6 +56,10 @@ def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
     assert "appended:" in summary.line()
     assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")  # shards and manifest
     assert verify_output(tmp_path / "grown").ok
+    # A is large enough that no partition holds both A and B: the shards are plain `transform A B`'s too.
+    fingerprinted = ("manifest.json", "state.json", "dataset_info.json")
+    assert {k: v for k, v in folder_bytes(tmp_path / "grown").items() if k not in fingerprinted} == {
+        k: v for k, v in folder_bytes(tmp_path / "plain").items() if k not in fingerprinted}
 
 
 @pytest.mark.parametrize("objective", REGISTRY.names())
@@ -84,12 +91,15 @@ def test_what_an_append_cannot_keep_is_refused_in_one_line(halves, sample_tokeni
     assert result.returncode == 1 and "--shuffle-rows" in result.stderr
     result = run_cli("transform", b, "-o", tmp_path / "none", "--append", "-t", sample_tokenizer)
     assert result.returncode == 1 and "holds no finished output" in result.stderr
+    copy = tmp_path / "copy-of-a.jsonl"
+    copy.write_bytes(a.read_bytes())
+    result = run_cli("transform", copy, "-o", tmp_path / "out", "--append", "-t", sample_tokenizer)
+    assert result.returncode == 1 and "holds the same bytes as" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_a_killed_append_leaves_the_old_output_and_a_rerun_finishes_it(halves, sample_tokenizer, tmp_path):
     a, b = halves / "a.jsonl", halves / "b.jsonl"
     common = ["-t", str(sample_tokenizer), "--partition-size", "16KiB", "-q"]
-    _run(a, b, "-o", tmp_path / "whole", *common)
     _run(a, "-o", tmp_path / "grown", *common)
     before = folder_bytes(tmp_path / "grown")
     env = {**os.environ, "OBJCLI_CRASH_AT": "partition-done:2"}
@@ -99,5 +109,25 @@ def test_a_killed_append_leaves_the_old_output_and_a_rerun_finishes_it(halves, s
     assert verify_output(tmp_path / "grown").ok  # the old manifest and every shard it lists
     assert json.loads((tmp_path / "grown" / "manifest.json").read_text()) == json.loads(before["manifest.json"])
     _run(b, "-o", tmp_path / "grown", "--append", *common)
+    _run("--recipe", tmp_path / "grown" / "manifest.json", "-o", tmp_path / "whole", "-q")  # the whole run
     assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")
     assert not Path(tmp_path / "grown" / ".objcli-tmp").exists()
+
+
+def test_small_inputs_appended_start_partitions_of_their_own(halves, sample_tokenizer, tmp_path):
+    """Small files share a partition in one run; an appended one never joins the output's last
+    partition (which is finished): the recipe records where it starts, and replaying the recipe
+    writes the same bytes."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    lines = (halves / "a.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    a.write_text("".join(lines[:5]), encoding="utf-8")
+    b.write_text("".join(lines[5:10]), encoding="utf-8")
+    common = ["-t", str(sample_tokenizer), "--seq-len", "64", "-q"]
+    _run(a, "-o", tmp_path / "grown", *common)
+    _run(b, "-o", tmp_path / "grown", "--append", "-t", str(sample_tokenizer), "-q")
+    manifest = json.loads((tmp_path / "grown" / "manifest.json").read_text())
+    assert len(manifest["partitions"]) == 2 and manifest["recipe"]["input-breaks"] == [1]
+    _run("--recipe", tmp_path / "grown" / "manifest.json", "-o", tmp_path / "replayed", "-q")
+    assert folder_bytes(tmp_path / "replayed") == folder_bytes(tmp_path / "grown")
+    _run(a, b, "-o", tmp_path / "together", *common)  # one run puts both small files in one partition
+    assert len(json.loads((tmp_path / "together" / "manifest.json").read_text())["partitions"]) == 1

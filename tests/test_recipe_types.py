@@ -19,13 +19,16 @@ WRONG = {  # per expected type: values of every other JSON/TOML type
     int: ["128", 1.5, True, ["1"], {"a": 1}],
     float: ["0.1", True, ["1"], {"a": 1}],
     str: [5, 1.5, True, ["x"], {"a": 1}],
-    tuple: [5, True, [1], {"a": 1}],
+    tuple: [5, True, [1], {"a": 1}],  # a list of strings
+    "int-list": [5, "1", True, ["1"], [True], {"a": 1}],  # a list of integers (input-breaks)
 }
 
 
 def _kind(hint):
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     kind = next(k for k in (typing.get_args(hint) if union else (hint,)) if k is not type(None))
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[:1] == (int,):
+        return "int-list"
     return tuple if (typing.get_origin(kind) is tuple or kind is tuple) else kind
 
 

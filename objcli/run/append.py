@@ -27,7 +27,7 @@ from ..storage.output import PartitionResult, write_marker
 from ..writers.base import ShardInfo, work_prefix
 from .run_inputs import make_run_key
 
-COMPARED_AWAY = {"inputs", "output", "engine"}  # what an append may differ in
+COMPARED_AWAY = {"inputs", "output", "engine", "input_breaks"}  # what an append may differ in
 
 
 def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
@@ -69,7 +69,9 @@ def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict
     again = [p for p in given.get("inputs", []) if os.path.realpath(p) in old]
     if again:
         raise ObjcliError(f"--append: input {again[0]} is already in the output; give only the new inputs")
-    return {**recipe, "inputs": [*existing_inputs, *given.get("inputs", [])], "output": given["output"]}
+    breaks = [*recipe.get("input_breaks", []), len(existing_inputs)]  # the new inputs start partitions of their own
+    return {**recipe, "inputs": [*existing_inputs, *given.get("inputs", [])], "output": given["output"],
+            "input_breaks": breaks}
 
 
 class _Missing:
@@ -103,6 +105,7 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             or make_run_key(manifest.config_sha256, files) != manifest.run_key):
         raise ObjcliError("--append: the output's inputs changed since it was written (or are given differently); "
                           "rerun the whole transform with --overwrite")
+    _refuse_copies(files, plan.files[len(files):])
     by_partition: dict[int, list] = {}
     for shard in manifest.shards:
         by_partition.setdefault(shard.partition, []).append(shard)
@@ -115,6 +118,23 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
                                  text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0, seconds=0.0)
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
+
+
+def _refuse_copies(old_files, new_files) -> None:
+    """A new input with the same bytes as one already in the output (a copy under another name)
+    would put its documents in twice: refused. Only files of equal size are hashed."""
+    from ..storage.files import file_sha256
+    from ..storage.remote import is_url
+
+    by_size: dict[int, list] = {}
+    for f in old_files:
+        if not is_url(f.path):
+            by_size.setdefault(f.size, []).append(f)
+    for new in new_files:
+        for old in by_size.get(new.size, []) if not is_url(new.path) else ():
+            if file_sha256(new.path) == file_sha256(old.path):
+                raise ObjcliError(f"--append: input {new.path} holds the same bytes as {old.path}, which is already "
+                                  "in the output; leave it out (its documents would be written twice)")
 
 
 def _work_shard(shard) -> tuple[ShardInfo, dict[str, str]]:

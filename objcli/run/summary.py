@@ -76,5 +76,6 @@ class Summary:
         if not self.kept:
             return ""
         if self.appended:
-            return f"; appended: {partitions - self.kept} new partitions after the output's {self.kept}"
+            new = partitions - self.kept
+            return f"; appended: {new} new partition{'s' if new != 1 else ''} after the output's {self.kept}"
         return f"; resumed: {self.kept} of {partitions} partitions kept from the interrupted run"
