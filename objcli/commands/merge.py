@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..storage.faults import crash_point
-from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
+from ..storage.files import HashingFile
+from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
 from .rebuild import building, on_any_storage, publish
@@ -65,12 +66,6 @@ class MergePlan:
     @property
     def first(self) -> Manifest:
         return self.manifests[0]
-
-
-def _shard_prefix(shard: ShardRecord) -> str:
-    name = shard.files[0]
-    cut = name.index("-of-") + len("-of-") + 5  # part-00003-of-00012 | train-00000-of-00002
-    return name[:cut]
 
 
 def check_source_files(folder: Path, shard: ShardRecord) -> None:
@@ -113,7 +108,7 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
         number = numbers.get(shard.split, 0)
         numbers[shard.split] = number + 1
         prefix = f"{shard.split or 'part'}-{number:05d}-of-{counts[shard.split]:05d}"
-        old = _shard_prefix(shard)
+        old = final_prefix(shard.files[0])
         rename = {name: prefix + name[len(old):] for name in shard.files}
         for name, new in rename.items():
             _link_or_copy(folder / name, work / new)
@@ -123,25 +118,6 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
                                   segments=shard.segments, split=shard.split,
                                   bytes={rename[n]: b for n, b in shard.bytes.items()}))
     return merged
-
-
-class _Hashing:
-    def __init__(self, path: Path):
-        self.file = open(path, "wb")  # noqa: SIM115 - closed in close()
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data) -> None:
-        data = memoryview(data).cast("B")
-        self.digest.update(data)
-        self.file.write(data)
-        self.size += len(data)
-
-    def close(self) -> str:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        return self.digest.hexdigest()
 
 
 def _sha256_of(paths: list[Path]) -> str:
@@ -215,7 +191,7 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     count = sum(h[1] for h in headers)
     documents = sum(h[2] - 1 for h in headers) + 1
     bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
-    out_idx = _Hashing(work / (name + ".idx"))
+    out_idx = HashingFile(work / (name + ".idx"))
     out_idx.write(MAGIC + struct.pack("<QBQQ", 1, codes.pop(), count, documents))
     for idx, (_, n, d) in zip(idxs, headers):
         out_idx.write(_index_arrays(idx, n, d, "sizes"))
@@ -229,13 +205,14 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
         out_idx.write(_index_arrays(idx, n, d, "documents")[1:] + sequences)
         sequences += n
     files = [name + ".bin", name + ".idx"]
-    digests = [bin_digest, out_idx.close()]
+    out_idx.close()
+    digests = [bin_digest, out_idx.digest.hexdigest()]
     records = [s for _, s in shards]
     return ShardRecord(partition=0, ordinal=0, files=files, sha256=dict(zip(files, digests)),
                        rows=sum(s.rows for s in records), tokens=sum(s.tokens for s in records),
                        padding_tokens=sum(s.padding_tokens for s in records),
                        documents=sum(s.documents for s in records), segments=sum(s.segments for s in records),
-                       split=records[0].split, bytes={files[0]: bin_size, files[1]: out_idx.size})
+                       split=records[0].split, bytes={files[0]: bin_size, files[1]: out_idx.path.stat().st_size})
 
 
 def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ObjcliError
 from ..storage.files import write_json_atomically
-from ..storage.manifest import MANIFEST_NAME, Manifest
+from ..storage.manifest import MANIFEST_NAME, decode_manifest
 from ..storage.stores import LocalStore
 
 WORK = ".objcli-tmp"
@@ -96,17 +96,11 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
         os.replace(work / old, out / new)
     from ..storage.format_files import format_files  # imports the writers: only once there is something to publish
 
-    records = read_manifest_from(manifest)
+    records = decode_manifest(manifest, MANIFEST_NAME)
     for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
         (out / name).write_text(text, encoding="utf-8")
     write_json_atomically(out / MANIFEST_NAME, manifest)
     shutil.rmtree(work, ignore_errors=True)
-
-
-def read_manifest_from(data: dict) -> Manifest:
-    from ..storage.manifest import decode_manifest
-
-    return decode_manifest(data, "merged manifest")
 
 
 def refuse_or_clear(out: Path, overwrite: bool) -> None:

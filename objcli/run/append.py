@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..storage.manifest import MANIFEST_NAME, decode_manifest
+from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix
 from ..storage.output import PartitionResult, write_marker
 from ..writers.base import ShardInfo, work_prefix
 from .run_inputs import make_run_key
@@ -139,7 +139,7 @@ def _refuse_copies(old_files, new_files) -> None:
 
 def _work_shard(shard) -> tuple[ShardInfo, dict[str, str]]:
     """A finished shard under its work name (``p00003-s00000.arrow``) again."""
-    final = shard.files[0][: shard.files[0].index("-of-") + len("-of-") + 5]
+    final = final_prefix(shard.files[0])
     work = work_prefix(shard.partition, shard.split, shard.ordinal)
     rename = {name: work + name[len(final):] for name in shard.files}
     return ShardInfo(shard.partition, shard.ordinal, [rename[n] for n in shard.files],

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .faults import crash_point
@@ -34,3 +36,46 @@ def write_json_atomically(path: Path, data: dict) -> None:
     except OSError:
         temp.unlink(missing_ok=True)  # a full disk leaves no half file behind
         raise
+
+
+OVERLAP_BYTES = 1 << 20  # a write this large is hashed on another thread while it is written
+_HASHER: ThreadPoolExecutor | None = None
+
+
+def _hasher() -> ThreadPoolExecutor:
+    global _HASHER
+    if _HASHER is None:
+        _HASHER = ThreadPoolExecutor(2, thread_name_prefix="objcli-sha256")
+    return _HASHER
+
+
+class HashingFile(io.RawIOBase):
+    """A write-only file that feeds sha256 as it writes, so a shard is never read back to hash it.
+    A large write is hashed on a thread while the file takes it (both release the GIL); the call
+    returns only when both are done, since a caller may reuse its buffer afterwards."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(memoryview(data)) >= OVERLAP_BYTES:
+            hashed: Future = _hasher().submit(self.digest.update, data)
+            written = self.file.write(data)
+            hashed.result()
+        else:
+            self.digest.update(data)
+            written = self.file.write(data)
+        crash_point("shard-write")
+        return written
+
+    def close(self) -> None:
+        if not self.file.closed:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+        super().close()

@@ -145,6 +145,11 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
     return manifest
 
 
+def final_prefix(name: str) -> str:
+    """The shard part of a final file name: ``part-00003-of-00012`` of ``part-00003-of-00012.arrow``."""
+    return name[: name.index("-of-") + len("-of-") + 5]
+
+
 def is_plain_name(name: str) -> bool:
     """A file directly inside the output folder: no folder part, not empty, not '.' or '..'."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
