@@ -115,15 +115,16 @@ def stage_costs(path: Path, tokenizer: Path, count: int = 5000) -> dict[str, flo
     import msgspec
 
     from objcli.kernels.chat import mark_ranges, overlapping_tokens
-    from objcli.objectives.conversations import ContentSpans, conversation_of, marker_pattern, turn_end
+    from objcli.objectives.conversations import ContentSpans, conversation_of, turn_end
     from objcli.tokenizers import open_tokenizer
+    from objcli.tokenizers.chat_encode import special_pattern
     from objcli.tokenizers.chat_template import ChatTemplate, find_template
 
     lines = path.read_bytes().splitlines()[:count]
     source, variables, where = find_template(tokenizer, None, "huggingface")
     template = ChatTemplate(source, variables, "2024-07-26", where)
     spans = ContentSpans(template)
-    markers = marker_pattern(["<|eot_id|>"])
+    markers = special_pattern(["<|eot_id|>"])
     tok = open_tokenizer(tokenizer)
     costs, started = {}, time.process_time()
 

@@ -32,9 +32,10 @@ from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template
 from .base import DocumentBatch, Objective, PartitionTransform, register
-from .conversations import BadRecord, ContentSpans, conversation_of, marker_pattern, record_error, render, turn_end
+from .conversations import BadRecord, ContentSpans, conversation_of, record_error, render, turn_end
 
 LOSS_ON = ("assistant", "last-assistant", "all")
 OVERLONG = ("truncate", "drop")
@@ -72,7 +73,7 @@ class Chat(Objective):
             if f"{role}_token" not in variables and token_id is not None:
                 variables[f"{role}_token"] = tokenizer.piece(token_id)
         self.template = ChatTemplate(source, variables, o.template_date, where)
-        self.markers = marker_pattern([*tokenizer.special_texts(), *variables.values()])
+        self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
         bos = tokenizer.model_role_id("bos") if config.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
@@ -107,8 +108,7 @@ class _ChatPartition(PartitionTransform):
         if self.content_spans is None:
             # Generation blocks are the assistant turns in order; a conversational prompt/completion
             # supervises only the completion's (the last ones).
-            assistant = sum(m["role"] == "assistant" for m in conversation.messages)
-            return generation[len(generation) - min(len(conversation.supervised), assistant):] if generation else []
+            return generation[max(0, len(generation) - len(conversation.supervised)):]
         found = self.content_spans.spans(conversation.messages, text)
         spans = []
         for index in conversation.supervised:

@@ -143,15 +143,10 @@ def _take_apart(layout: list, messages: list[dict], text: str) -> dict[int, tupl
     return spans if position == len(text) else None
 
 
-def marker_pattern(markers) -> re.Pattern | None:
-    """The special-token texts, longest first, as one pattern (a model may have hundreds)."""
-    names = sorted((m for m in set(markers) if m), key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, names))) if names else None
-
-
 def turn_end(text: str, end: int, markers: re.Pattern | None) -> int:
     """An assistant span runs on over the end-of-turn token right after it (``<|eot_id|>``,
-    ``<|im_end|>``, ``</s>``, ``<end_of_turn>``): the model must learn to stop."""
+    ``<|im_end|>``, ``</s>``, ``<end_of_turn>``): the model must learn to stop. ``markers``: the
+    model's special-token texts as one pattern (``chat_encode.special_pattern``)."""
     found = markers.match(text, end) if markers else None
     return found.end() if found else end
 

@@ -18,11 +18,11 @@ import re
 import numpy as np
 
 from ..errors import ObjcliError
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
 
 
 def _flat(ids: list, spans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    offsets = lengths_to_offsets(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
     tokens = np.fromiter((t for one in ids for t in one), dtype=np.int32, count=int(offsets[-1]))
     bounds = np.array([edge for one in spans for pair in one for edge in pair], dtype=np.int64).reshape(-1, 2)
     return tokens, offsets, bounds[:, 0].copy(), bounds[:, 1].copy()
@@ -37,13 +37,16 @@ def encode_with_library(library, texts: list[str]):
     return _flat([e.ids for e in encodings], [e.offsets for e in encodings])
 
 
-def _special_splitter(specials: dict[str, int]) -> re.Pattern | None:
-    names = sorted((s for s in specials if s), key=len, reverse=True)
-    return re.compile("(" + "|".join(map(re.escape, names)) + ")") if names else None
+def special_pattern(texts, capture: bool = False) -> re.Pattern | None:
+    """Special-token texts as one pattern, longest first (leftmost-longest, as the library's added
+    vocabulary matches them); ``capture``: one group, for ``split`` to keep them."""
+    names = sorted({t for t in texts if t}, key=len, reverse=True)
+    alternatives = "|".join(map(re.escape, names))
+    return re.compile(f"({alternatives})" if capture else alternatives) if names else None
 
 
 def encode_sentencepiece(processor, specials: dict[str, int], texts: list[str]):
-    splitter = _special_splitter(specials)
+    splitter = special_pattern(specials, capture=True)
     all_ids, all_spans = [], []
     for text in texts:
         ids, spans, position = [], [], 0
@@ -78,9 +81,7 @@ def encode_split_at_specials(texts: list[str], specials: dict[str, int], encode,
     of the run's engine, and derive each token's character span from the byte lengths of the
     tokens (a byte-level token is its bytes; nothing normalizes the text). Returns None where the
     tokens' bytes do not add up to a text's UTF-8 (the caller falls back to the library)."""
-    from ..kernels.ragged import gather_ranges, lengths_to_offsets
-
-    splitter = _special_splitter(specials)
+    splitter = special_pattern(specials, capture=True)
     plain: list[str] = []  # every text's plain parts, in order (empty ones too): one engine call
     names: list[str] = []  # every text's special-token texts, in order
     counts = []
