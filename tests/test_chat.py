@@ -351,3 +351,18 @@ def test_hostile_templates_are_counted_skips_or_one_line_errors(tokenizers_dir, 
         error = without_warnings(result.stderr)
         assert result.returncode == 1 and error.startswith("Error: ") and error.count("\n") == 1, (name, error)
         assert message in error and "Traceback" not in result.stderr, (name, error)
+
+
+def test_a_chat_template_jinja_beside_the_tokenizer_is_found(tokenizers_dir, tmp_path):
+    """Newer checkpoints keep the template in chat_template.jinja, not in tokenizer_config.json."""
+    import shutil
+
+    folder = tmp_path / "split"
+    shutil.copytree(tokenizers_dir["qwen2.5"].parent, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "chat_template.jinja").write_text(config.pop("chat_template"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "the model"}]}]
+    _, apart, _ = _one_run(folder / "tokenizer.json", records, tmp_path, "apart")
+    _, inside, _ = _one_run(tokenizers_dir["qwen2.5"], records, tmp_path, "inside")
+    assert apart[0].tolist() == inside[0].tolist()

@@ -86,14 +86,14 @@ def find_template(tokenizer_path: Path, template_file: str | None, kind: str) ->
         except (OSError, UnicodeDecodeError) as error:
             raise ObjcliError(f"--chat-template {template_file}: not readable UTF-8 text ({error})") from None
     template = _template_of(config, config_path) if config else None
+    separate = tokenizer_path.with_name("chat_template.jinja")  # newer checkpoints keep it beside, not inside
+    if not template and kind == "huggingface" and separate.is_file():
+        return separate.read_text(encoding="utf-8"), tokens, str(separate)
     if template is None:
         what = {"sentencepiece": "a SentencePiece model ships no chat template",
                 "tiktoken": "a tiktoken rank file ships no chat template"}.get(
             kind, f"{config_path} has no chat_template" if config else f"there is no {config_path.name} beside {tokenizer_path.name}")
         raise ObjcliError(f"--objective chat: {what}; pass the model's template with --chat-template FILE")
-    chat_template_file = tokenizer_path.with_name("chat_template.jinja")  # newer checkpoints keep it apart
-    if not template and chat_template_file.is_file():
-        template = chat_template_file.read_text(encoding="utf-8")
     return template, tokens, str(config_path)
 
 
