@@ -122,17 +122,20 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
 
 def _refuse_copies(old_files, new_files) -> None:
     """A new input with the same bytes as one already in the output (a copy under another name)
-    would put its documents in twice: refused. Only files of equal size are hashed."""
+    would put its documents in twice: refused. Only files of equal size are hashed, each once."""
+    from functools import cache
+
     from ..storage.files import file_sha256
     from ..storage.remote import is_url
 
+    digest = cache(file_sha256)
     by_size: dict[int, list] = {}
     for f in old_files:
         if not is_url(f.path):
             by_size.setdefault(f.size, []).append(f)
     for new in new_files:
         for old in by_size.get(new.size, []) if not is_url(new.path) else ():
-            if file_sha256(new.path) == file_sha256(old.path):
+            if digest(new.path) == digest(old.path):
                 raise ObjcliError(f"--append: input {new.path} holds the same bytes as {old.path}, which is already "
                                   "in the output; leave it out (its documents would be written twice)")
 
