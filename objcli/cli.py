@@ -302,21 +302,23 @@ def merge_command(sources, output, overwrite, shuffle_seed, quiet):
 @main.command("reshard")
 @click.argument("source")
 @click.option("--shard-size", required=True, help="Rows per shard (10000) or bytes of token data (1GB).")
-@click.option("-o", "--output", required=True, help="The new output folder.")
+@click.option("-o", "--output", default=None, help="The new output folder (default: SOURCE itself, in place, atomically).")
 @click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
 def reshard_command(source, shard_size, output, overwrite, quiet):
     """The rows of a finished output SOURCE, byte-identical and in order, cut into shards of another
-    size, in its format; the manifest rewritten. Example:
+    size, in its format; the manifest rewritten. In place without -o (the old output stays valid
+    until one atomic commit; a killed reshard is finished by the same command). Example:
 
         objcli reshard shards/ --shard-size 1GB -o shards-1gb/
     """
     from .commands.reshard import reshard
 
-    manifest = _building("reshard", output, lambda: reshard(source, output, shard_size, overwrite))
+    manifest = _building("reshard", output or source, lambda: reshard(source, output, shard_size, overwrite))
     if not quiet:
         t = manifest["totals"]
-        click.echo(f"objcli reshard: {source} -> {output}: {t['shards']:,} shards, {t['rows']:,} rows", err=True)
+        click.echo(f"objcli reshard: {source} -> {output or 'in place'}: {t['shards']:,} shards, {t['rows']:,} rows",
+                   err=True)
 
 
 @main.command("help")

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 from conftest import folder_bytes, manifest_json, run_cli, run_transform
+from hypothesis import given
+from hypothesis import strategies as st
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
@@ -63,3 +65,95 @@ def test_reshard_errors_are_one_line(small_corpus, sample_tokenizer, tmp_path):
                           ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json")):
         result = run_cli("reshard", *args)
         assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def _comparable(folder):
+    """Shard and format files by name (the manifest names its folder in ``resharded_from``)."""
+    return {k: v for k, v in folder_bytes(folder).items() if k not in (".objcli-lock", "manifest.json")}
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "hf", "parquet", "megatron"])
+def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, small_corpus, sample_tokenizer,
+                                                                        tmp_path):
+    packing = "none" if fmt in WHOLE_DOCUMENT_FORMATS else "best-fit"
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", output_format=fmt, seq_len=128,
+                  packing=packing, shard_size="30")
+    before = _rows(tmp_path / "src")
+    reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
+    result = run_cli("reshard", tmp_path / "src", "--shard-size", "100KB")
+    assert result.returncode == 0 and "in place" in result.stderr, result.stderr
+    assert _rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
+    assert _comparable(tmp_path / "src") == _comparable(tmp_path / "apart")
+    assert sorted(p.name for p in (tmp_path / "src").iterdir() if p.name.startswith(".")) == [".objcli-lock"]
+
+
+@pytest.mark.parametrize("point", ["shard-write:2", "shard-committed:1", "reshard-committed:1", "reshard-moved:1",
+                                   "reshard-moved:3", "manifest.json:1"])
+def test_an_in_place_reshard_killed_anywhere_is_old_or_finished_by_the_same_command(point, small_corpus,
+                                                                                     sample_tokenizer, tmp_path):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="20")
+    before, old_files = _rows(tmp_path / "src"), _comparable(tmp_path / "src")
+    reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
+    killed = subprocess.run([sys.executable, "-m", "objcli", "reshard", str(tmp_path / "src"), "--shard-size", "100KB"],
+                            env={**os.environ, "OBJCLI_CRASH_AT": point}, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    if (tmp_path / "src" / "manifest.json").exists():  # killed before the commit: the old output, whole
+        assert verify_output(tmp_path / "src").ok and _rows(tmp_path / "src") == before
+        assert point.split(":")[0] in ("shard-write", "shard-committed", "reshard-committed")
+        assert all(_comparable(tmp_path / "src")[name] == data for name, data in old_files.items())
+    again = run_cli("reshard", tmp_path / "src", "--shard-size", "100KB", "-q")
+    assert again.returncode == 0, again.stderr
+    assert _rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
+    assert _comparable(tmp_path / "src") == _comparable(tmp_path / "apart")
+
+
+def test_growing_arrow_shards_are_their_sources_record_batches_back_to_back(small_corpus, sample_tokenizer, tmp_path):
+    import pyarrow as pa
+
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="25")
+    source = manifest_json(tmp_path / "src")
+    manifest = reshard(str(tmp_path / "src"), str(tmp_path / "new"), "120KB")
+
+    def batches(folder, shard):
+        with pa.ipc.open_stream(pa.memory_map(str(folder / shard["files"][0]))) as reader:
+            return [batch.serialize().to_pybytes() for batch in reader]
+
+    old = [b for shard in source["shards"] for b in batches(tmp_path / "src", shard)]
+    new = [batches(tmp_path / "new", shard) for shard in manifest["shards"]]
+    assert [b for shard in new for b in shard] == old  # every message kept as it was, in order
+    assert len(manifest["shards"]) < len(source["shards"])
+    taken = 0
+    for shard, held in zip(manifest["shards"], new):  # bookkeeping: the sum of whole source shards, exact
+        counts = [len(batches(tmp_path / "src", s)) for s in source["shards"]]
+        size = next(k for k in range(len(counts) + 1) if sum(counts[taken:taken + k]) == len(held))
+        group = source["shards"][taken:taken + size]
+        for key in ("rows", "tokens", "padding_tokens", "documents", "segments"):
+            assert shard[key] == sum(s[key] for s in group)
+        assert sum(s["bytes"][s["files"][0]] for s in group) <= 120_000 + 2_000 * len(group)
+        taken += size
+    assert taken == len(source["shards"])
+
+
+def test_reshard_in_place_on_object_storage_is_refused_in_one_line():
+    result = run_cli("reshard", "s3://bucket/out", "--shard-size", "1GB")
+    assert result.returncode == 1 and "in place is for local folders" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+@given(st.lists(st.tuples(st.integers(1, 50), st.sampled_from(["", "validation"])), min_size=1, max_size=30),
+       st.integers(50, 120))
+def test_new_shards_are_greedy_runs_of_whole_source_shards_of_one_split(shards, limit):
+    from pathlib import Path
+
+    from objcli.commands.reshard_stream import StreamLayout, plan_groups
+
+    layouts = [StreamLayout(Path("x"), b"schema", 10, 10 + size) for size, _ in shards]
+    splits = [split for _, split in shards]
+    groups = plan_groups(layouts, splits, limit)
+    for split in dict.fromkeys(splits):
+        mine = [g for g in groups if splits[g[0]] == split]
+        assert [i for g in mine for i in g] == [i for i, s in enumerate(splits) if s == split]
+        sizes = [sum(shards[i][0] for i in g) for g in mine]
+        assert all(size <= limit for size in sizes)
+        assert all(size + shards[nxt[0]][0] > limit for size, nxt in zip(sizes, mine[1:]))  # greedy: none fits more
+    assert plan_groups(layouts, splits, max(size for size, _ in shards) - 1) is None

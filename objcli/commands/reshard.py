@@ -1,8 +1,9 @@
 """``objcli reshard OUT --shard-size 1GB -o OUT2``: the same rows, in the same order, cut into
 shards of another size, in any format; the manifest rewritten, ``verify`` passing on the result.
 
-Rows are read a source shard at a time (memory is one shard's columns) and written by the format's
-own writer, so every row is byte-identical to the source's. The manifest keeps the source's
+Arrow stream shards that grow are copied record batch by record batch, undecoded
+(``reshard_stream.py``). Otherwise rows are read a source shard at a time (memory is one shard's
+columns) and written by the format's own writer, so every row is byte-identical to the source's. The manifest keeps the source's
 configuration, partitions and totals, with ``resharded_from`` (the source folder, its shard count
 and the new ``--shard-size``). A shard's bookkeeping is rebuilt from its rows: rows, and tokens and
 padding from the columns' roles where they add up to what the source shard recorded; what cannot
@@ -10,24 +11,31 @@ be told apart row by row (the documents that start in a row, or an objective's o
 is counted at the first row of its source shard, so every total is exact and each shard's figure
 is exact to within a source shard. Work happens in ``OUT2/.objcli-tmp`` under the output's lock,
 the manifest last: a reshard killed at any moment leaves no manifest, and the same command again
-writes the same bytes.
+writes the same bytes. Without ``-o``, in place: see ``reshard_in_place``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..config import ShardSize
+from ..errors import ObjcliError
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.faults import crash_point
+from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
-from ..storage.output import final_names
+from ..storage.output import FORMAT_FILE, final_names
 from ..storage.remote import is_url
 from ..storage.shards import read_shard_columns
+from ..storage.stores import LocalStore
 from ..writers import WRITERS, ShardSink
-from .rebuild import building, on_any_storage, publish
+from .rebuild import WORK, building, on_any_storage, publish
+from .reshard_stream import reshard_streams
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
@@ -65,33 +73,108 @@ def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
     return RowBatch(data, *_bookkeeping(columns, manifest, shard, shard.rows))
 
 
-def reshard(source: str, output: str, shard_size: str, overwrite: bool = False) -> dict:
-    """The reshard (see the module), local or on object storage."""
+def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = False) -> dict:
+    """The reshard (see the module), local or on object storage; in place when ``output`` is None."""
     limit = ShardSize.parse(shard_size)
+    if output is None:
+        return reshard_in_place(source, limit, shard_size)
     label = source if is_url(source) else str(Path(source).resolve())
     return on_any_storage("reshard", [source], output, overwrite,
                           lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label))
+
+
+def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
+    """Whole record-batch messages copied where the format and sizes allow (``reshard_stream.py``),
+    else every source shard's rows through the format's writer."""
+    if limit.bytes:
+        copied = reshard_streams(folder, manifest, work, limit.bytes)
+        if copied is not None:
+            return copied
+    specs, sinks = _specs(manifest), {}
+    for shard in manifest.shards:
+        sink = sinks.get(shard.split)
+        if sink is None:
+            sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
+                                                  split=shard.split)
+        sink.write(_row_batch(folder, manifest, shard))
+    return [s for sink in sinks.values() for s in sink.close()]
+
+
+def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str,
+                        label: str) -> tuple[list, dict]:
+    shards = _new_shards(folder, manifest, work, limit)
+    renames = final_names(shards)
+    raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
+               resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size})
+    return renames, raw
 
 
 def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
     folder, out = Path(source), Path(output)
     manifest = read_manifest(folder)
     with building(out, overwrite) as work:
-        specs, sinks = _specs(manifest), {}
-        for shard in manifest.shards:
-            sink = sinks.get(shard.split)
-            if sink is None:
-                sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
-                                                      split=shard.split)
-            sink.write(_row_batch(folder, manifest, shard))
-        shards = [s for sink in sinks.values() for s in sink.close()]
-        renames = final_names(shards)
-        raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-        raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
-                   resharded_from={"output": label, "shards": len(manifest.shards),
-                                   "shard_size": shard_size})
+        renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label)
         publish(out, work, renames, raw)
     return raw
+
+
+PENDING = ".objcli-reshard.json"  # an in-place reshard's commit record: the new manifest and the renames
+
+
+def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dict:
+    """``objcli reshard OUT --shard-size S`` without ``-o``. The new shards are built in
+    ``OUT/.objcli-tmp`` while the old output stays valid; the commit point is one atomic write of
+    ``OUT/.objcli-reshard.json`` (the new manifest and the renames); then the old manifest goes,
+    the old shards go, the new ones move in and the new manifest is written, last. Killed before
+    the commit point, the output is the old one; after it, the output has no manifest until the
+    same command (or any reshard of it) finishes the commit, which every step of allows twice."""
+    if is_url(folder_name):
+        raise ObjcliError(f"reshard: {folder_name}: in place is for local folders (object storage has no rename); "
+                          "write the new shards to another prefix with -o")
+    out = Path(folder_name)
+    store = LocalStore(out)
+    if not out.is_dir():
+        raise ObjcliError(f"{out}: no {MANIFEST_NAME}; name a folder written by 'objcli transform' that finished")
+    store.lock()
+    try:
+        pending = _finish_pending(out)
+        if pending is not None and pending["resharded_from"]["shard_size"] == shard_size:
+            return pending
+        manifest = read_manifest(out)
+        work = out / WORK
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        renames, raw = _resharded_manifest(out, manifest, work, limit, shard_size, str(out.resolve()))
+        old = sorted({name for shard in manifest.shards for name in shard.files})
+        write_json_atomically(out / PENDING, {"manifest": raw, "renames": renames, "old": old})
+        crash_point("reshard-committed")
+        return _finish_pending(out)
+    finally:
+        store.unlock()
+
+
+def _finish_pending(out: Path) -> dict | None:
+    """Roll a committed in-place reshard forward (see ``reshard_in_place``); None when none is pending."""
+    path = out / PENDING
+    if not path.exists():
+        return None
+    pending = json.loads(path.read_text(encoding="utf-8"))
+    work, new = out / WORK, {final for _, final in pending["renames"]}
+    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    for name in pending["old"]:
+        if name not in new:  # a name both had is replaced by the rename below, never deleted
+            (out / name).unlink(missing_ok=True)
+    for name in os.listdir(out):
+        if FORMAT_FILE.fullmatch(name):
+            (out / name).unlink()
+    for temp, final in pending["renames"]:
+        if (work / temp).exists():
+            os.replace(work / temp, out / final)
+            crash_point("reshard-moved")
+    publish(out, work, [], pending["manifest"])
+    path.unlink()
+    return pending["manifest"]
 
 
 def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, seed: int) -> list:

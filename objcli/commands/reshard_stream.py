@@ -1,0 +1,161 @@
+"""Resharding Arrow stream shards (``arrow``, ``hf``) without decoding a row: the fast path of
+``objcli reshard`` when shards grow (every source shard fits the new ``--shard-size``).
+
+An Arrow IPC stream file is its schema message, record batch messages, and an end-of-stream
+marker. A new shard is the schema message, the record batch messages of consecutive source shards
+copied as they are (``copy_file_range``: in the kernel, no pass through user space), and the
+marker, so every row is byte-identical to the source's and its bookkeeping is the sum of whole
+source shards' (exact per shard, not only in total). The sha256 of each new file is computed from
+the source's memory-mapped bytes on another thread while the kernel copies them; new shards are
+built two or more at a time (both calls release the GIL). Anything else (a shard larger than the
+new size, a row count as the size, a stream holding other messages or another schema) goes through
+the format's writer instead, row by row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..storage.faults import crash_point
+from ..writers.base import TEMP_SUFFIX, ShardInfo, work_prefix
+
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+STREAM_FORMATS = ("arrow", "hf")
+
+
+@dataclass(frozen=True)
+class StreamLayout:
+    """Where a stream file's record batches lie: ``[body_start, body_end)``, after its schema message."""
+
+    path: Path
+    schema: bytes
+    body_start: int
+    body_end: int
+
+    @property
+    def body_bytes(self) -> int:
+        return self.body_end - self.body_start
+
+
+def stream_layout(path: Path) -> StreamLayout | None:
+    """The layout of an Arrow stream file, or None when it holds anything but one schema message,
+    record batches and the end-of-stream marker (then only the writer can reshard it)."""
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.MessageReader.open_stream(source)
+        try:
+            if reader.read_next_message().type != "schema":
+                return None
+        except (StopIteration, pa.ArrowInvalid):
+            return None
+        body_start = body_end = source.tell()
+        for message in reader:
+            if message.type != "record batch":
+                return None
+            body_end = source.tell()
+        if source.size() != body_end + len(END_OF_STREAM):
+            return None
+        source.seek(0)
+        schema = source.read(body_start)
+    with open(path, "rb") as f:
+        f.seek(body_end)
+        if f.read() != END_OF_STREAM:
+            return None
+    return StreamLayout(path, schema, body_start, body_end)
+
+
+def plan_groups(layouts: list[StreamLayout], splits: list[str], limit: int) -> list[list[int]] | None:
+    """Consecutive source shards of one split per new shard, as many as fit ``limit`` bytes of
+    record batches (splits in the order they first appear, as the writer path orders them); None
+    when a source shard alone is larger than ``limit``, or the schemas differ."""
+    if any(layout.body_bytes > limit for layout in layouts) or len({layout.schema for layout in layouts}) > 1:
+        return None
+    groups: list[list[int]] = []
+    for split in dict.fromkeys(splits):
+        size = 0
+        current: list[int] = []
+        for index in (i for i, s in enumerate(splits) if s == split):
+            if current and size + layouts[index].body_bytes > limit:
+                groups.append(current)
+                current, size = [], 0
+            current.append(index)
+            size += layouts[index].body_bytes
+        groups.append(current)
+    return groups
+
+
+def _sha256_of(parts: list[StreamLayout], schema: bytes) -> str:
+    digest = hashlib.sha256(schema)
+    for part in parts:
+        with open(part.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            with memoryview(mapped) as view:
+                digest.update(view[part.body_start:part.body_end])
+    digest.update(END_OF_STREAM)
+    return digest.hexdigest()
+
+
+def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
+    with open(temp, "wb") as out:
+        out.write(schema)
+        out.flush()
+        for part in parts:
+            with open(part.path, "rb") as source:
+                offset, left = part.body_start, part.body_bytes
+                while left:
+                    copied = os.copy_file_range(source.fileno(), out.fileno(), left, offset)
+                    if not copied:
+                        raise OSError(f"{part.path}: shorter than its manifest says")
+                    offset, left = offset + copied, left - copied
+            crash_point("shard-write")
+        out.write(END_OF_STREAM)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout], records: list,
+                hasher: ThreadPoolExecutor, suffix: str) -> ShardInfo:
+    """One new shard: the bodies of ``parts`` copied under the schema, hashed beside the copy."""
+    name = work_prefix(0, split, ordinal) + suffix
+    temp = work / (name + TEMP_SUFFIX)
+    hashed = hasher.submit(_sha256_of, parts, parts[0].schema)
+    _copy_bodies(parts, parts[0].schema, temp)
+    os.replace(temp, work / name)
+    crash_point("shard-committed")
+    return ShardInfo(0, ordinal, [name], {name: hashed.result()}, rows=sum(r.rows for r in records),
+                     tokens=sum(r.tokens for r in records), padding_tokens=sum(r.padding_tokens for r in records),
+                     documents=sum(r.documents for r in records), segments=sum(r.segments for r in records),
+                     split=split, bytes={name: (work / name).stat().st_size})
+
+
+def copy_file_range_available() -> bool:
+    return hasattr(os, "copy_file_range")
+
+
+def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardInfo] | None:
+    """The new shards, or None when this path does not apply (see the module)."""
+    if manifest.format not in STREAM_FORMATS or not copy_file_range_available():
+        return None
+    if any(len(shard.files) != 1 for shard in manifest.shards):
+        return None
+    layouts = [stream_layout(folder / shard.files[0]) for shard in manifest.shards]
+    if not layouts or any(layout is None for layout in layouts):
+        return None
+    groups = plan_groups(layouts, [s.split for s in manifest.shards], limit_bytes)
+    if groups is None:
+        return None
+    ordinals: dict[str, int] = {}
+    workers = max(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as hasher, ThreadPoolExecutor(workers) as copier:
+        futures = []
+        for group in groups:
+            split = manifest.shards[group[0]].split
+            ordinal = ordinals[split] = ordinals.get(split, -1) + 1
+            futures.append(copier.submit(write_group, work, ordinal, split, [layouts[i] for i in group],
+                                         [manifest.shards[i] for i in group], hasher, ".arrow"))
+        return [future.result() for future in futures]
