@@ -3,9 +3,9 @@ shards of another size, in any format; the manifest rewritten, ``verify`` passin
 
 Arrow stream shards that grow are copied record batch by record batch, undecoded
 (``reshard_stream.py``). Otherwise rows are read a source shard at a time (memory is one shard's
-columns) and written by the format's own writer, so every row is byte-identical to the source's. The manifest keeps the source's
-configuration, partitions and totals, with ``resharded_from`` (the source folder, its shard count
-and the new ``--shard-size``). A shard's bookkeeping is rebuilt from its rows: rows, and tokens and
+columns) and written by the format's own writer, so every row is byte-identical to the source's.
+The manifest keeps the source's configuration, partitions and totals, with ``resharded_from`` (the
+source folder, its shard count and the new ``--shard-size``). A shard's bookkeeping is rebuilt from its rows: rows, and tokens and
 padding from the columns' roles where they add up to what the source shard recorded; what cannot
 be told apart row by row (the documents that start in a row, or an objective's own token count)
 is counted at the first row of its source shard, so every total is exact and each shard's figure
