@@ -69,6 +69,8 @@ def _process_context(tasks: list[PartitionTask]):
     context.set_forkserver_preload(["objcli.executors.preload"])  # no effect once the server runs
     config = tasks[0].config
     os.environ["OBJCLI_PRELOAD_TOKENIZER"] = f"{config.tokenizer}\t{config.engine}"  # read as the server starts
+    splits = getattr(config.objective_options, "sentences", None) == "prose"
+    os.environ["OBJCLI_PRELOAD_SENTENCES"] = "1" if splits else "0"
     return context, None
 
 

@@ -8,14 +8,19 @@ word character other than a digit or ``_`` (``[^\\W\\d_]``). Line breaks inside 
 in the sentence; sentences are stripped of surrounding whitespace.
 ``lines``: every non-blank line is a sentence (for code and line-structured text).
 
-A whole batch is split at once: its texts are joined around a sentinel and one regular
-expression cuts the joined text (abbreviations are look-behinds, so no Python runs per
-candidate), which costs a tenth of splitting text by text.
+A whole batch is split at once: its texts are joined around a sentinel and one pass cuts the
+joined text, which costs a tenth of splitting text by text. The pass is compiled
+(``kernels/sentence_bounds.py``, numba, without the GIL) where numba is installed
+(``objcli[fast]``), else one regular expression (abbreviations are look-behinds, so no Python runs
+per candidate); both give the same sentences (tests/test_sentences.py). ``OBJCLI_PURE_PYTHON=1``
+chooses the regular expression.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from functools import cache
 
 import numpy as np
 
@@ -59,11 +64,34 @@ BOUNDARY = re.compile(
 )
 
 
-def _prose_pieces(text: str) -> list[str]:
+def _prose_pieces_pure(text: str) -> list[str]:
     ends = [match.end() for match in BOUNDARY.finditer(text)]
     starts = [0, *ends]
     ends.append(len(text))
     return list(filter(None, map(str.strip, map(text.__getitem__, map(slice, starts, ends)))))
+
+
+@cache
+def _compiled_splitter():
+    """The compiled pass and what it needs, or None (no numba, or ``OBJCLI_PURE_PYTHON=1``)."""
+    if os.environ.get("OBJCLI_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from ..kernels import sentence_bounds
+    except (ImportError, RuntimeError, OSError):  # no numba, or no folder its cache can write to
+        return None
+    return sentence_bounds, sentence_bounds.CodePointClasses(LETTER), sentence_bounds.abbreviation_table(ABBREVIATIONS)
+
+
+def _prose_pieces(text: str) -> list[str]:
+    compiled = _compiled_splitter()
+    if compiled is None:
+        return _prose_pieces_pure(text)
+    kernel, classes, (words, lengths) = compiled
+    points = kernel.code_points(text)
+    classes.cover(points)
+    starts, stops = kernel.stripped_pieces(points, classes.table, words, lengths)
+    return list(map(text.__getitem__, map(slice, starts.tolist(), stops.tolist())))
 
 
 def _line_pieces(text: str) -> list[str]:
