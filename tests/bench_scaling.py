@@ -4,15 +4,18 @@ Run by `make bench` (up to this machine's cores) and, alone, on a many-core mach
 
     python tests/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--runs clm/threads,…] [--json F]
 
-Each row is the same corpus at the same core count: raw SentencePiece batched encode with that
-many threads over texts already in memory (the ceiling), then the CLI with that many workers, cold
-(start-up included), once per pool. Runs at one core count are interleaved; min and median of the
-walls, and the CPU time per MB of the CLI's whole process tree.
+Each row is the same corpus at the same core count. The ceiling is linear: one SentencePiece thread's
+batched encode of texts already in memory, its wall divided by the number of cores (N x one core's
+throughput); SentencePiece's own N-thread call is shown beside it (a library's N-thread call can
+scale far below N). Then the CLI with that many workers, cold (start-up included), once per pool.
+Runs at one core count are interleaved; min and median of the walls, and the CPU time per MB of the
+CLI's whole process tree, its fork server's workers included (this process adopts and reaps them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -59,18 +62,45 @@ def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20,
     return best, total
 
 
+def adopt_orphans() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux): the CLI's fork server is not
+    waited for by the CLI, so its CPU (and its workers', which it reaps) would never be counted."""
+    import ctypes
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_adopted(before: set[int], timeout: float = 30.0) -> None:
+    """Wait for the children this process adopted during a run (they exit once the run's main process
+    has), so that their CPU reaches ``os.times()``."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    for child in psutil.Process().children():
+        if child.pid not in before:
+            with contextlib.suppress(ChildProcessError, psutil.Error):
+                child.wait(max(0.0, deadline - time.monotonic()))
+                os.waitpid(child.pid, 0)
+
+
 def cli_run(paths: list[Path], out: Path, workers: int, pool: str, objective: str) -> tuple[float, float]:
-    """Wall and CPU seconds (whole process tree) of one cold CLI run."""
+    """Wall and CPU seconds (whole process tree, fork server and its workers included) of one cold CLI run."""
+    import psutil
+
+    adopt_orphans()
     shutil.rmtree(out, ignore_errors=True)
     seq_len = "2048" if objective == "clm" else "512"
     command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(TOKENIZER), "--objective",
                objective, "--seq-len", seq_len, "-o", str(out), "--quiet", "--workers", str(workers), "--pool", pool]
-    before = _children_cpu()
+    before, children = _children_cpu(), {c.pid for c in psutil.Process().children()}
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"{' '.join(command[2:4])} failed:\n{done.stderr}")
-    return time.perf_counter() - started, _children_cpu() - before
+    _reap_adopted(children)
+    return wall, _children_cpu() - before
 
 
 def _children_cpu() -> float:
@@ -85,17 +115,20 @@ RUNS = "clm/threads,clm/processes,nsp/processes"
 def measure(paths: list[Path], cores: list[int], repeats: int, out: Path, runs: str = RUNS) -> list[dict]:
     rows = []
     for count in cores:
-        walls: dict[str, list[float]] = {"ceiling": []}
+        walls: dict[str, list[float]] = {"ceiling": [], f"sentencepiece {count} threads": []}
         cpu: dict[str, list[float]] = {}
         text_bytes = 0
         for _ in range(repeats):  # one core count's runs interleaved
-            seconds, text_bytes = ceiling_seconds(paths, count)
-            walls["ceiling"].append(seconds)
+            seconds, text_bytes = ceiling_seconds(paths, 1)
+            walls["ceiling"].append(seconds / count)  # linear: N x one thread's throughput
+            if count > 1:
+                walls[f"sentencepiece {count} threads"].append(ceiling_seconds(paths, count)[0])
             for objective, pool in (run.split("/") for run in runs.split(",")):
                 wall, used = cli_run(paths, out, count, pool, objective)
                 walls.setdefault(f"{objective}/{pool}", []).append(wall)
                 cpu.setdefault(f"{objective}/{pool}", []).append(used)
-        rows.append({"cores": count, "text_mb": text_bytes / 1e6, "walls": walls, "cpu": cpu})
+        rows.append({"cores": count, "text_mb": text_bytes / 1e6, "walls": {k: v for k, v in walls.items() if v},
+                     "cpu": cpu})
         print_row(rows[-1])
     return rows
 
@@ -149,39 +182,79 @@ def gil_held_seconds(run, repeats: int = 3) -> float:
     return statistics.median(held)
 
 
-def model_rows(paths: list[Path], megabytes_at_scale: int = 1000) -> list[tuple[str, float]]:
-    """The expected ratio to the tokenizer's ceiling at many cores, from this machine's one-core
-    figures: tokenizer CPU (T), the pipeline's CPU (P, tokenizer included) and the seconds of it that
-    hold the GIL (G), measured beside a probe thread (needs 2 cores). Threads at N cores run at best
-    max(P / N, G) against the ceiling's T / N (taken as linear: SentencePiece's own scaling is not
-    counted against us); processes pay a spawned worker's start-up CPU (S) each, at 1 GB of text."""
+def _pickled_per_megabyte(run) -> float:
+    """Bytes a process pool moves per MB of text: each partition's task there, its result back."""
+    import pickle
+
+    import objcli.executors.local as local
+
+    moved, text = [], []
+    original = local.run_partition
+
+    def counted(task, report):
+        result = original(task, report)
+        moved.append(len(pickle.dumps(task)) + len(pickle.dumps(result)))
+        text.append(result.text_bytes)
+        return result
+
+    local.run_partition = counted
+    try:
+        run()
+    finally:
+        local.run_partition = original
+    return sum(moved) / (sum(text) / 1e6)
+
+
+def model_rows(paths: list[Path], objectives: tuple[str, ...] = ("clm",), megabytes_at_scale: int = 1000) -> dict:
+    """The expected ratio to the linear ceiling at many cores, per objective and pool, from this
+    machine's one-core figures: tokenizer CPU (T), the pipeline's CPU (P, tokenizer included) and the
+    seconds of it that hold the GIL (G), measured beside a probe thread (needs 2 cores). Threads at N
+    cores run at best max(P / N, G) against the ceiling's T / N; processes pay the fork server's
+    start-up (S, once) and each forked worker's (F), at ``megabytes_at_scale`` MB of text."""
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import run_transform
 
     out = ROOT / "bench_out" / "model"
     encoding: list[float] = []
     ceiling_seconds(paths, 1, cpu=encoding)
+    megabytes = sum(p.stat().st_size for p in paths) / 1e6
+    scale = megabytes_at_scale / megabytes
     tokenizer_cpu = encoding[0]
-    pipeline_cpu = min(_cpu(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048)) for _ in range(2))
-    sys.setswitchinterval(1e-4)  # the probe gives the GIL back at once when the run wants it
-    held = gil_held_seconds(lambda: run_transform(paths, TOKENIZER, out, workers=1, seq_len=2048))
-    sys.setswitchinterval(0.005)
     spawn = _cpu_of([sys.executable, "-c", "import objcli.run.pipeline, objcli.writers, objcli.objectives, pyarrow; "
                      f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
     forked = forked_worker_cpu(4)
-    megabytes = sum(p.stat().st_size for p in paths) / 1e6
-    scale = megabytes_at_scale / megabytes
-    rows = [("T: tokenizer CPU s/MB, one thread", tokenizer_cpu / megabytes),
-            ("P: pipeline CPU s/MB, one worker", pipeline_cpu / megabytes),
-            ("G: of which holding the GIL, s/MB", held / megabytes),
-            ("S: the fork server's start-up CPU (once; a spawned worker's), s", spawn),
-            ("F: a worker forked from it, start-up CPU, s (most of 4)", forked)]
-    for cores in (2, 16, 64):
-        rows.append((f"threads at {cores} cores: T / max(P, N G)", tokenizer_cpu / max(pipeline_cpu, cores * held)))
-    for cores in (16, 64):
-        rows.append((f"processes at {cores} cores, {megabytes_at_scale} MB: T / (P + S + N F)",
-                     tokenizer_cpu * scale / (pipeline_cpu * scale + spawn + cores * forked)))
-    return rows
+    shared = {"T": tokenizer_cpu / megabytes, "S": spawn, "F": forked, "megabytes": megabytes, "objectives": {}}
+    for objective in objectives:
+        seq_len = 2048 if objective == "clm" else 512
+
+        def run(objective=objective, seq_len=seq_len):
+            return run_transform(paths, TOKENIZER, out, workers=1, seq_len=seq_len, objective=objective)
+
+        pipeline_cpu = min(_cpu(run) for _ in range(2))
+        sys.setswitchinterval(1e-4)  # the probe gives the GIL back at once when the run wants it
+        held = gil_held_seconds(run)
+        sys.setswitchinterval(0.005)
+        model = {"P": pipeline_cpu / megabytes, "G": held / megabytes, "IPC": _pickled_per_megabyte(run)}
+        for cores in (2, 16, 64):
+            model[f"threads {cores}"] = tokenizer_cpu / max(pipeline_cpu, cores * held)
+        for cores in (16, 64):
+            model[f"processes {cores}"] = tokenizer_cpu * scale / (pipeline_cpu * scale + spawn + cores * forked)
+        shared["objectives"][objective] = model
+    return shared
+
+
+def print_model(model: dict, megabytes_at_scale: int = 1000) -> None:
+    print(f"T: tokenizer CPU, one thread: {model['T']:.4f} s/MB; S: the fork server's start-up CPU (once): "
+          f"{model['S']:.2f} s; F: a worker forked from it: {model['F'] * 1e3:.1f} ms of CPU (most of 4)")
+    print("P: the pipeline's CPU s/MB (one worker, in process, tokenizer included); G: the part holding the GIL; "
+          "IPC: bytes pickled between processes per MB of text.")
+    print(f"Expected ratio to the linear ceiling: threads T / max(P, N G); processes at {megabytes_at_scale} MB "
+          "T / (P + S + N F) (per MB)")
+    print(f"{'objective':>16} {'P s/MB':>8} {'G s/MB':>8} {'IPC B/MB':>9} {'thr 2':>6} {'thr 16':>7} {'thr 64':>7} "
+          f"{'proc 16':>8} {'proc 64':>8}")
+    for name, m in model["objectives"].items():
+        print(f"{name:>16} {m['P']:8.4f} {m['G']:8.4f} {m['IPC']:9.0f} {m['threads 2']:6.2f} {m['threads 16']:7.2f} "
+              f"{m['threads 64']:7.2f} {m['processes 16']:8.2f} {m['processes 64']:8.2f}")
 
 
 def _first_task_cpu(_) -> float:
@@ -191,8 +264,10 @@ def _first_task_cpu(_) -> float:
     from objcli.tokenizers import load_tokenizer
 
     load_tokenizer(str(TOKENIZER), "sentencepiece")
-    times = os.times()
-    return times.user + times.system
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # microseconds, where os.times() counts 10 ms ticks
+    return usage.ru_utime + usage.ru_stime
 
 
 def forked_worker_cpu(workers: int) -> float:
@@ -202,7 +277,7 @@ def forked_worker_cpu(workers: int) -> float:
     from objcli.executors.local import _process_context
 
     class Task:  # what _process_context reads of the run's first task
-        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece"})
+        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece", "objective_options": None})
 
     context, _ = _process_context([Task()])
     if context.get_start_method() != "forkserver":
@@ -233,8 +308,9 @@ def main() -> None:
     parser.add_argument("--model", action="store_true", help="print the many-core model only")
     args = parser.parse_args()
     if args.model:
-        for name, value in model_rows(build_corpus(ROOT / "bench_data" / "scaling", args.megabytes, files=8)):
-            print(f"{name:52} {value:8.4f}")
+        objectives = tuple(run.split("/")[0] for run in args.runs.split(","))
+        print_model(model_rows(build_corpus(ROOT / "bench_data" / "scaling", args.megabytes, files=8),
+                               tuple(dict.fromkeys(objectives))))
         return
     paths = build_corpus(ROOT / "bench_data" / "scaling", args.megabytes)
     print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.0f} MB, {os.cpu_count()} cores")

@@ -334,16 +334,16 @@ def objectives_table(megabytes: int = 200) -> None:
     """Every objective against the tokenizer's ceiling at this machine's cores, on a 200 MB corpus
     (start-up is then a small part, as in real runs), interleaved repeats; then the many-core model."""
     from bench_scaling import build_corpus as scaling_corpus
-    from bench_scaling import measure, model_rows
+    from bench_scaling import measure, model_rows, print_model
 
     objectives = ("clm", "span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "sop", "electra", "fim", "bart")
     paths = scaling_corpus(DATA / "scaling", megabytes)
     print(f"\nEvery objective, {megabytes} MB in {len(paths)} files, default pool, --seq-len 2048 (clm) or 512, "
-          "ratio = the ceiling's wall / objcli's (CLI, cold):")
+          f"ratio = the linear ceiling's wall (one SentencePiece thread's / {CORES}) / objcli's (CLI, cold):")
     measure(paths, [CORES], 2, OUT, ",".join(f"{o}/auto" for o in objectives))
-    print("\nMany-core model (clm, bench corpus; the README gives a 16-core machine's measurements):")
-    for name, value in model_rows(build_corpus()):
-        print(f"{name:56} {value:8.4f}")
+    print("\nMany-core model, every objective (bench corpus; objcli/docs/performance.md gives a 16-core machine's "
+          "measurements):")
+    print_model(model_rows(build_corpus(), objectives))
 
 
 def main() -> None:
