@@ -61,7 +61,7 @@ def test_a_killed_reshard_leaves_no_manifest_and_the_same_command_writes_the_sam
 def test_reshard_errors_are_one_line(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128)
     for args, message in (((tmp_path / "src", "--shard-size", "0", "-o", tmp_path / "n"), "--shard-size 0"),
-                          ((tmp_path / "src", "--shard-size", "10", "-o", tmp_path / "src"), "new folder"),
+                          ((tmp_path / "src", "--shard-size", "10", "-o", tmp_path / "src"), "leave out -o to reshard in place"),
                           ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json")):
         result = run_cli("reshard", *args)
         assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
@@ -157,3 +157,22 @@ def test_new_shards_are_greedy_runs_of_whole_source_shards_of_one_split(shards, 
         assert all(size <= limit for size in sizes)
         assert all(size + shards[nxt[0]][0] > limit for size, nxt in zip(sizes, mine[1:]))  # greedy: none fits more
     assert plan_groups(layouts, splits, max(size for size, _ in shards) - 1) is None
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "garbled"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_damaged_source_shard_is_named_in_one_line_and_nothing_is_written(damage, in_place, small_corpus,
+                                                                              sample_tokenizer, tmp_path):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="20")
+    shard = sorted((tmp_path / "src").glob("part-00001-*"))[0]
+    data = shard.read_bytes()
+    if damage == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:300] + b"\xff" * 40 + data[340:])
+    before = folder_bytes(tmp_path / "src")
+    result = run_cli("reshard", tmp_path / "src", "--shard-size", "1MB", *([] if in_place else ["-o", tmp_path / "new"]))
+    assert result.returncode == 1 and shard.name in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert folder_bytes(tmp_path / "src") == before
+    assert not (tmp_path / "new" / "manifest.json").exists()

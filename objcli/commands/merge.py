@@ -32,7 +32,7 @@ from ..storage.files import HashingFile
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
-from .rebuild import building, on_any_storage, publish
+from .rebuild import building, check_source_files, on_any_storage, publish
 
 BLOCK = 8 << 20
 
@@ -68,19 +68,6 @@ class MergePlan:
         return self.manifests[0]
 
 
-def check_source_files(folder: Path, shard: ShardRecord) -> None:
-    """Every file of a source shard is there with the size its manifest records (a cheap check;
-    ``objcli verify`` on the result compares every sha256)."""
-    for name in shard.files:
-        path = folder / name
-        if not path.is_file():
-            raise ObjcliError(f"merge: {path} is listed in its manifest but missing; run 'objcli verify {folder}'")
-        expected = shard.bytes.get(name)
-        if expected is not None and path.stat().st_size != expected:
-            raise ObjcliError(f"merge: {path} is {path.stat().st_size:,} bytes, its manifest says {expected:,} "
-                              f"(changed since it was written); run 'objcli verify {folder}'")
-
-
 def _link_or_copy(source: Path, target: Path) -> str:
     """Hard link (no bytes copied) or a copy; the file's sha256 is the source's, checked by size."""
     crash_point("merge-file")  # the reliability tests kill a merge here
@@ -103,7 +90,7 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
     numbers: dict[str, int] = {}
     merged = []
     for folder, shard in entries:
-        check_source_files(folder, shard)
+        check_source_files("merge", folder, shard)
     for index, (folder, shard) in enumerate(entries):
         number = numbers.get(shard.split, 0)
         numbers[shard.split] = number + 1
@@ -180,7 +167,7 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     """One ``.bin``/``.idx`` pair from many, in three streaming passes over the indexes."""
     name = prefix + DOCUMENT_SUFFIX
     for folder, shard in shards:
-        check_source_files(folder, shard)
+        check_source_files("merge", folder, shard)
     bins = [folder / s.files[0] for folder, s in shards]
     idxs = [folder / s.files[1] for folder, s in shards]
     headers = [_index_parts(p) for p in idxs]

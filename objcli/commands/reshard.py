@@ -34,7 +34,7 @@ from ..storage.remote import is_url
 from ..storage.shards import read_shard_columns
 from ..storage.stores import LocalStore
 from ..writers import WRITERS, ShardSink
-from .rebuild import WORK, building, on_any_storage, publish
+from .rebuild import WORK, building, check_source_files, on_any_storage, publish
 from .reshard_stream import reshard_streams
 
 
@@ -86,6 +86,8 @@ def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = 
 def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
     """Whole record-batch messages copied where the format and sizes allow (``reshard_stream.py``),
     else every source shard's rows through the format's writer."""
+    for shard in manifest.shards:
+        check_source_files("reshard", folder, shard)
     if limit.bytes:
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:

@@ -46,13 +46,21 @@ class StreamLayout:
 
 def stream_layout(path: Path) -> StreamLayout | None:
     """The layout of an Arrow stream file, or None when it holds anything but one schema message,
-    record batches and the end-of-stream marker (then only the writer can reshard it)."""
+    record batches and the end-of-stream marker, or cannot be read (then the writer's path takes
+    it, and names what is wrong)."""
+    try:
+        return _layout(path)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
+def _layout(path: Path) -> StreamLayout | None:
     with pa.memory_map(str(path)) as source:
         reader = pa.ipc.MessageReader.open_stream(source)
         try:
             if reader.read_next_message().type != "schema":
                 return None
-        except (StopIteration, pa.ArrowInvalid):
+        except StopIteration:
             return None
         body_start = body_end = source.tell()
         for message in reader:
