@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from ..rows import ColumnSpec, RowBatch
 from .base import TEMP_SUFFIX, HashingFile, arrow_schema, commit, stored_as_int32, to_record_batch
 
@@ -15,6 +13,8 @@ class ParquetWriter:
     suffix = ".parquet"
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
+        import pyarrow.parquet as pq  # here, not at the top: 25 ms of every command's start-up otherwise
+
         self.columns = columns
         self.temp = HashingFile(base.with_name(base.name + self.suffix + TEMP_SUFFIX))
         self.writer = pq.ParquetWriter(self.temp, arrow_schema(columns), compression="zstd")
