@@ -62,7 +62,9 @@ def test_reshard_errors_are_one_line(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128)
     for args, message in (((tmp_path / "src", "--shard-size", "0", "-o", tmp_path / "n"), "--shard-size 0"),
                           ((tmp_path / "src", "--shard-size", "10", "-o", tmp_path / "src"), "leave out -o to reshard in place"),
-                          ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json")):
+                          ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json"),
+                          ((tmp_path / "src", "--shard-size", "10", "--overwrite"), "leave out --overwrite"),
+                          ((tmp_path / "nothing", "--shard-size", "10"), "no manifest.json")):
         result = run_cli("reshard", *args)
         assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
@@ -176,3 +178,32 @@ def test_a_damaged_source_shard_is_named_in_one_line_and_nothing_is_written(dama
     assert "Traceback" not in result.stderr
     assert folder_bytes(tmp_path / "src") == before
     assert not (tmp_path / "new" / "manifest.json").exists()
+
+
+def _split_totals_from_shards(manifest):
+    totals = {}
+    for shard in manifest["shards"]:
+        counts = totals.setdefault(shard["split"], {"rows": 0, "tokens": 0, "shards": 0, "documents": 0})
+        for key in ("rows", "tokens", "documents"):
+            counts[key] += shard[key]
+        counts["shards"] += 1
+    return totals
+
+
+@pytest.mark.parametrize("command", ["reshard", "reshard in place", "merge"])
+def test_rebuilt_outputs_recount_their_splits(command, small_corpus, sample_tokenizer, tmp_path):
+    for name, corpus in (("a", "prose.jsonl"), ("b", "code.jsonl")):
+        run_transform([small_corpus / corpus], sample_tokenizer, tmp_path / name, seq_len=128, shard_size="20",
+                      split="validation=20%")
+    if command == "merge":
+        args, out = ("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "new"), tmp_path / "new"
+    elif command == "reshard":
+        args, out = ("reshard", tmp_path / "a", "--shard-size", "100KB", "-o", tmp_path / "new"), tmp_path / "new"
+    else:
+        args, out = ("reshard", tmp_path / "a", "--shard-size", "100KB"), tmp_path / "a"
+    result = run_cli(*args, "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = manifest_json(out)
+    assert set(manifest["splits"]) == {"train", "validation"}
+    assert manifest["splits"] == _split_totals_from_shards(manifest)
+    assert verify_output(out).ok

@@ -34,6 +34,16 @@ def check_locations(command: str, sources: list[str], output: str) -> None:
         raise ObjcliError(f"{command}: -o {output} is one of the sources; write to a new folder{in_place}")
 
 
+def split_totals_of(raw: dict, shards) -> dict:
+    """The manifest's per-split totals (rows, tokens, shards, documents) recounted over the new shards:
+    a rebuilt output keeps its splits, not its source's shard counts."""
+    if "splits" not in raw and not any(shard.split for shard in shards):
+        return {}
+    from ..storage.manifest import split_totals
+
+    return {"splits": split_totals(shards)}
+
+
 def check_source_files(command: str, folder: Path, shard) -> None:
     """Every file of a source shard is there with the size its manifest records (a cheap check;
     ``objcli verify`` compares every sha256: reading every byte twice would halve a merge's speed)."""

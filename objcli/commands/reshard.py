@@ -34,7 +34,7 @@ from ..storage.remote import is_url
 from ..storage.shards import read_shard_columns
 from ..storage.stores import LocalStore
 from ..writers import WRITERS, ShardSink
-from .rebuild import WORK, building, check_source_files, on_any_storage, publish
+from .rebuild import WORK, building, check_source_files, on_any_storage, publish, split_totals_of
 from .reshard_stream import reshard_streams
 
 
@@ -77,6 +77,9 @@ def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = 
     """The reshard (see the module), local or on object storage; in place when ``output`` is None."""
     limit = ShardSize.parse(shard_size)
     if output is None:
+        if overwrite:
+            raise ObjcliError("reshard: --overwrite replaces what an -o folder holds; in place (no -o) the output is "
+                              "replaced anyway, atomically: leave out --overwrite, or name a folder with -o")
         return reshard_in_place(source, limit, shard_size)
     label = source if is_url(source) else str(Path(source).resolve())
     return on_any_storage("reshard", [source], output, overwrite,
@@ -108,7 +111,8 @@ def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: Sha
     renames = final_names(shards)
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
-               resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size})
+               resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size},
+               **split_totals_of(raw, shards))
     return renames, raw
 
 
