@@ -25,7 +25,8 @@ class Execution:
                                  group=RUN)
     executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
                            choices=("local", "dask"), group=RUN)
-    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives, document-level fim and tokenizer.json.",
+    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizer.json "
+                       "and more than 8 workers; else threads.",
                        choices=("auto", "threads", "processes"), group=RUN)
     scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].", group=RUN)
     overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.", group=RUN)

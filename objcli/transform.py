@@ -82,6 +82,9 @@ class RunPlan:
     task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
 
 
+THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it (see plan_run)
+
+
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
     if workers < 1:
         raise ObjcliError(f"--workers {workers}: must be at least 1")
@@ -100,7 +103,7 @@ def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
+def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     check_output_outside_inputs(config)
     files, partitions, by_source = [], [], {}
@@ -123,8 +126,11 @@ def plan_run(config: TransformConfig, pool: str, warn=None) -> RunPlan:
         # token-level objectives); processes where Python holds it: objectives that cut their own
         # pieces to tokenize (sentences, FIM's prefix/middle/suffix; on 16 cores nsp ran 2.8x and
         # fim 1.3x faster in processes), and `tokenizers` 0.x, whose batches scale better apart.
+        # Past THREADS_AT_MOST workers, threads are bound by the part of the pipeline that holds the
+        # GIL whatever the objective (N G > P: G is 4 ms/MB against P's 35 for clm in make bench's
+        # many-core model), and workers forked from the preloaded server start in 17 ms of CPU.
         python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
-        pool = "processes" if python_bound else "threads"
+        pool = "processes" if python_bound or workers > THREADS_AT_MOST else "threads"
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
     if config.output_format in WHOLE_DOCUMENT_FORMATS and lost:
@@ -322,7 +328,7 @@ def transform(
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
-    plan = plan_run(config, pool, warn)
+    plan = plan_run(config, pool, warn, workers)
     allocated = plan.tokenizer.allocation_warning()
     if warn and allocated:  # once the run is known to go ahead
         warn(allocated)

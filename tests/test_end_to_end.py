@@ -385,3 +385,27 @@ def test_a_count_split_that_leaves_no_document_to_train_is_refused(small_corpus,
     summary = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "b",
                             split=f"test={documents - 1}", **common)
     assert summary.manifest["splits"]["train"]["rows"] == 1 and summary.manifest["splits"]["test"]["rows"] == documents - 1
+
+
+@pytest.mark.parametrize(("objective", "workers", "expected"), [
+    ("clm", 2, "threads"), ("clm", 8, "threads"), ("clm", 9, "processes"), ("mlm", 16, "processes"),
+    ("nsp", 2, "processes"), ("bart", 1, "processes"),
+])
+def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(objective, workers, expected, small_corpus,
+                                                                     sample_tokenizer, tmp_path):
+    """Sentence objectives cut their own pieces in Python (processes at any count); token-level ones
+    run on threads until more workers than the GIL-held share of the pipeline can feed."""
+    from objcli.recipe import config_from_values
+    from objcli.transform import plan_run
+
+    values = {"inputs": [str(small_corpus)], "tokenizer": sample_tokenizer, "output": str(tmp_path / "o"),
+              "objective": objective, "seq_len": 128}
+    assert plan_run(config_from_values(values), "auto", workers=workers).pool == expected
+    assert plan_run(config_from_values(values), "threads", workers=workers).pool == "threads"
+
+
+def test_nine_workers_write_what_one_writes(small_corpus, sample_tokenizer, tmp_path):
+    common = dict(seq_len=128, partition_size=20_000, shard_size="30")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w9", workers=9, **common)
+    assert _shard_bytes(tmp_path / "w1") == _shard_bytes(tmp_path / "w9")
