@@ -95,6 +95,11 @@ def test_what_an_append_cannot_keep_is_refused_in_one_line(halves, sample_tokeni
     copy.write_bytes(a.read_bytes())
     result = run_cli("transform", copy, "-o", tmp_path / "out", "--append", "-t", sample_tokenizer)
     assert result.returncode == 1 and "holds the same bytes as" in result.stderr and result.stderr.count("\n") == 1
+    _run(b, "-t", sample_tokenizer, "-o", tmp_path / "other", "--seq-len", "128", "-q")
+    assert run_cli("merge", tmp_path / "out", tmp_path / "other", "-o", tmp_path / "merged", "-q").returncode == 0
+    result = run_cli("transform", copy, "-o", tmp_path / "merged", "--append", "-t", sample_tokenizer)
+    assert result.returncode == 1 and "was made by 'objcli merge' of 2 outputs" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_a_killed_append_leaves_the_old_output_and_a_rerun_finishes_it(halves, sample_tokenizer, tmp_path):
