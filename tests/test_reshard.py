@@ -207,3 +207,19 @@ def test_rebuilt_outputs_recount_their_splits(command, small_corpus, sample_toke
     assert set(manifest["splits"]) == {"train", "validation"}
     assert manifest["splits"] == _split_totals_from_shards(manifest)
     assert verify_output(out).ok
+
+
+def test_a_new_shard_of_one_source_shard_is_that_file_hard_linked(small_corpus, sample_tokenizer, tmp_path):
+    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="30")
+    source = manifest_json(tmp_path / "src")
+    sizes = [s["bytes"][s["files"][0]] for s in source["shards"]]
+    limit = max(sizes) + 1  # every source fits, and no two full ones do
+    assert 2 * min(sizes[:-1]) > limit
+    manifest = reshard(str(tmp_path / "src"), str(tmp_path / "new"), f"{limit}B")
+    singles = [(old, new) for old, new in zip(source["shards"], manifest["shards"]) if new["rows"] == old["rows"]]
+    assert len(singles) >= len(source["shards"]) - 2
+    for old, new in singles:
+        old_path, new_path = tmp_path / "src" / old["files"][0], tmp_path / "new" / new["files"][0]
+        assert os.stat(old_path).st_ino == os.stat(new_path).st_ino
+        assert new["sha256"][new["files"][0]] == old["sha256"][old["files"][0]]
+    assert verify_output(tmp_path / "new").ok and _rows(tmp_path / "new") == _rows(tmp_path / "src")

@@ -27,12 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from ..storage.faults import crash_point
 from ..storage.files import HashingFile
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
-from .rebuild import building, check_source_files, on_any_storage, publish, split_totals_of
+from .rebuild import building, check_source_files, link_or_copy, on_any_storage, publish, split_totals_of
 
 BLOCK = 8 << 20
 
@@ -68,19 +67,6 @@ class MergePlan:
         return self.manifests[0]
 
 
-def _link_or_copy(source: Path, target: Path) -> str:
-    """Hard link (no bytes copied) or a copy; the file's sha256 is the source's, checked by size."""
-    crash_point("merge-file")  # the reliability tests kill a merge here
-    try:
-        os.link(source, target)
-    except OSError:
-        with open(source, "rb") as f, open(target, "wb") as g:
-            shutil.copyfileobj(f, g, BLOCK)
-            g.flush()
-            os.fsync(g.fileno())
-    return target.name
-
-
 def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
     """Every source shard under its merged name, in one numbering per split."""
     entries = [(Path(src), shard) for src, m in zip(plan.sources, plan.manifests) for shard in m.shards]
@@ -98,7 +84,7 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
         old = final_prefix(shard.files[0])
         rename = {name: prefix + name[len(old):] for name in shard.files}
         for name, new in rename.items():
-            _link_or_copy(folder / name, work / new)
+            link_or_copy(folder / name, work / new)
         merged.append(ShardRecord(partition=index, ordinal=0, files=[rename[n] for n in shard.files],
                                   sha256={rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows,
                                   tokens=shard.tokens, padding_tokens=shard.padding_tokens, documents=shard.documents,

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from ..storage.faults import crash_point
 from ..writers.base import TEMP_SUFFIX, ShardInfo, work_prefix
+from .rebuild import link_or_copy
 
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 STREAM_FORMATS = ("arrow", "hf")
@@ -128,14 +129,20 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
 
 def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout], records: list,
                 hasher: ThreadPoolExecutor, suffix: str) -> ShardInfo:
-    """One new shard: the bodies of ``parts`` copied under the schema, hashed beside the copy."""
+    """One new shard: the bodies of ``parts`` copied under the schema, hashed beside the copy; a
+    shard of one source shard is that file (hard-linked where the filesystem allows), with its sha256."""
     name = work_prefix(0, split, ordinal) + suffix
-    temp = work / (name + TEMP_SUFFIX)
-    hashed = hasher.submit(_sha256_of, parts, parts[0].schema)
-    _copy_bodies(parts, parts[0].schema, temp)
-    os.replace(temp, work / name)
+    if len(parts) == 1:
+        link_or_copy(parts[0].path, work / name, "shard-write")
+        digest = records[0].sha256[parts[0].path.name]
+    else:
+        temp = work / (name + TEMP_SUFFIX)
+        hashed = hasher.submit(_sha256_of, parts, parts[0].schema)
+        _copy_bodies(parts, parts[0].schema, temp)
+        os.replace(temp, work / name)
+        digest = hashed.result()
     crash_point("shard-committed")
-    return ShardInfo(0, ordinal, [name], {name: hashed.result()}, rows=sum(r.rows for r in records),
+    return ShardInfo(0, ordinal, [name], {name: digest}, rows=sum(r.rows for r in records),
                      tokens=sum(r.tokens for r in records), padding_tokens=sum(r.padding_tokens for r in records),
                      documents=sum(r.documents for r in records), segments=sum(r.segments for r in records),
                      split=split, bytes={name: (work / name).stat().st_size})
