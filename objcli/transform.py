@@ -19,6 +19,7 @@ from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
+from .executors.local import start_fork_server
 from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats, mixture_totals, parse_sources
 from .order.shuffle import shuffle_rows
@@ -103,7 +104,18 @@ def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1) -> RunPlan:
+def _will_fork(config: TransformConfig, pool: str, workers: int, pooled: int) -> bool:
+    """Whether partitions will run in forked processes, as far as is known before the tokenizer
+    loads (the choice below says the same where this says yes): then the fork server starts now."""
+    if workers < 2 or pooled < 2:
+        return False
+    from .objectives import REGISTRY
+
+    always = REGISTRY.get(config.objective).tokenizes_itself is True  # a class that always cuts its own pieces
+    return pool == "processes" or (pool == "auto" and (always or workers > THREADS_AT_MOST))
+
+
+def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
     check_output_outside_inputs(config)
     files, partitions, by_source = [], [], {}
@@ -120,6 +132,8 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1) ->
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
+    if executor == "local" and _will_fork(config, pool, workers, sum(not p.input.is_stream for p in partitions)):
+        start_fork_server(config.tokenizer, getattr(config.objective_options, "sentences", None))
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
     if pool == "auto":
         # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
@@ -328,7 +342,7 @@ def transform(
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
-    plan = plan_run(config, pool, warn, workers)
+    plan = plan_run(config, pool, warn, workers, executor)
     allocated = plan.tokenizer.allocation_warning()
     if warn and allocated:  # once the run is known to go ahead
         warn(allocated)

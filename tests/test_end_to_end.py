@@ -409,3 +409,20 @@ def test_nine_workers_write_what_one_writes(small_corpus, sample_tokenizer, tmp_
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w9", workers=9, **common)
     assert _shard_bytes(tmp_path / "w1") == _shard_bytes(tmp_path / "w9")
+
+
+def test_a_tokenizer_opened_before_the_engine_was_chosen_is_taken_by_the_first_load(sample_tokenizer):
+    """The fork server, started before the run chooses its engine, opens the tokenizer; a worker forked
+    from it gives that object the engine its task names instead of opening the file again."""
+    from objcli import tokenizers
+
+    path = str(Path(sample_tokenizer).resolve())
+    tokenizers.preload_tokenizer(path)
+    opened = tokenizers._OPENED[path]
+    try:
+        loaded = tokenizers.load_tokenizer(path, "sentencepiece")
+        assert loaded is opened and path not in tokenizers._OPENED
+        assert loaded.engine.name == "sentencepiece"
+    finally:
+        tokenizers._OPENED.pop(path, None)
+        tokenizers._LOADED.pop((path, "sentencepiece"), None)

@@ -13,9 +13,12 @@ from ..run import pipeline  # noqa: F401 - imported for the workers that fork fr
 _spec = os.environ.get("OBJCLI_PRELOAD_TOKENIZER", "")
 if "\t" in _spec:
     try:
-        from ..tokenizers import load_tokenizer
+        from ..tokenizers import load_tokenizer, preload_tokenizer
 
-        load_tokenizer(*_spec.split("\t", 1))
+        _path, _engine = _spec.split("\t", 1)
+        # "auto": the server started before the run chose its engine (start_fork_server); each worker
+        # gives the opened tokenizer the engine its task names.
+        preload_tokenizer(_path) if _engine == "auto" else load_tokenizer(_path, _engine)
     except Exception:  # noqa: BLE001 - a worker that finds no tokenizer here loads it itself, and reports
         pass
 

@@ -45,7 +45,17 @@ def open_tokenizer(path: str | Path) -> Tokenizer:
 
 
 _LOADED: dict[tuple[str, str], Tokenizer] = {}
+_OPENED: dict[str, Tokenizer] = {}  # opened before the run chose its engine (preload_tokenizer)
 _LOCK = threading.Lock()
+
+
+def preload_tokenizer(path: str) -> None:
+    """Open a tokenizer before the run has chosen its engine (a fork server started early): the
+    first ``load_tokenizer`` of that path in this process, or a process forked from it, takes it and
+    gives it the engine named then."""
+    with _LOCK:
+        if path not in _OPENED:
+            _OPENED[path] = open_tokenizer(path)
 
 
 def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
@@ -57,7 +67,7 @@ def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
         if (path, engine) not in _LOADED:
             if len(_LOADED) >= 4:
                 _LOADED.pop(next(iter(_LOADED)))
-            tokenizer = open_tokenizer(path)
+            tokenizer = _OPENED.pop(path, None) or open_tokenizer(path)
             if engine not in ("auto", "reference"):
                 try:
                     tokenizer.use_engine(tokenizer.make_engine(engine))
