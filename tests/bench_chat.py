@@ -190,8 +190,7 @@ def chat_table(repeats: int = 3) -> None:
     for key, label in labels.items():
         walls = [r["seconds"] for r in runs[key]]
         cpu = min(r["cpu"] for r in runs[key]) / (size / 1e6)
-        shown = "   (pool)" if key.startswith("objcli") else f"{cpu:9.3f}"  # forked workers are not our children
-        print(f"{label:72} {min(walls):7.2f} {statistics.median(walls):9.2f} {size / 1e6 / min(walls):7.1f} {shown}")
+        print(f"{label:72} {min(walls):7.2f} {statistics.median(walls):9.2f} {size / 1e6 / min(walls):7.1f} {cpu:9.3f}")
     best = {k: min(r["seconds"] for r in v) for k, v in runs.items()}
     for engine, own, ours in (("0.x", "own", "objcli"), ("1.0", "own-fast", "objcli-fast")):
         print(f"tokenizers {engine}: objcli {best['transformers'] / best[ours]:.1f}x transformers (goal >= 10x); "

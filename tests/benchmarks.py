@@ -157,7 +157,12 @@ print(json.dumps({{"seconds": best, "text_bytes": sum(len(t) for b in batches fo
 
 
 def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
-    """Wall time, peak RSS of the whole process tree, stderr (CPU time of the tree: ``_last_cpu``)."""
+    """Wall time, peak RSS of the whole process tree, stderr (CPU time of the tree, a fork server and
+    its workers included: ``_last_cpu``)."""
+    from bench_scaling import _reap_adopted, adopt_orphans
+
+    adopt_orphans()
+    children = {c.pid for c in psutil.Process().children()}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = psutil.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
@@ -170,6 +175,7 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
             pass
         time.sleep(0.25)  # sparse polling: the machine has few cores to spare
     seconds = time.perf_counter() - started
+    _reap_adopted(children)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # every reaped descendant, pool workers included
     _last_cpu[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     stderr = process.stderr.read().decode()
