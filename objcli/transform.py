@@ -20,6 +20,7 @@ from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
 from .executors.local import start_fork_server
+from .executors.pools import choose_pool, will_fork
 from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats, mixture_totals, parse_sources
 from .order.shuffle import shuffle_rows
@@ -83,9 +84,6 @@ class RunPlan:
     task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
 
 
-THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it (see plan_run)
-
-
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
     if workers < 1:
         raise ObjcliError(f"--workers {workers}: must be at least 1")
@@ -102,17 +100,6 @@ def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: boo
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(paths)), len(paths)]
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
-
-
-def _will_fork(config: TransformConfig, pool: str, workers: int, pooled: int) -> bool:
-    """Whether partitions will run in forked processes, as far as is known before the tokenizer
-    loads (the choice below says the same where this says yes): then the fork server starts now."""
-    if workers < 2 or pooled < 2:
-        return False
-    from .objectives import REGISTRY
-
-    always = REGISTRY.get(config.objective).tokenizes_itself is True  # a class that always cuts its own pieces
-    return pool == "processes" or (pool == "auto" and (always or workers > THREADS_AT_MOST))
 
 
 def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
@@ -132,19 +119,10 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
-    if executor == "local" and _will_fork(config, pool, workers, sum(not p.input.is_stream for p in partitions)):
+    if executor == "local" and will_fork(config.objective, pool, workers, sum(not p.input.is_stream for p in partitions)):
         start_fork_server(config.tokenizer, getattr(config.objective_options, "sentences", None))
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
-    if pool == "auto":
-        # Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
-        # token-level objectives); processes where Python holds it: objectives that cut their own
-        # pieces to tokenize (sentences, FIM's prefix/middle/suffix; on 16 cores nsp ran 2.8x and
-        # fim 1.3x faster in processes), and `tokenizers` 0.x, whose batches scale better apart.
-        # Past THREADS_AT_MOST workers, threads are bound by the part of the pipeline that holds the
-        # GIL whatever the objective (N G > P: G is 4 ms/MB against P's 35 for clm in make bench's
-        # many-core model), and workers forked from the preloaded server start in 17 ms of CPU.
-        python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
-        pool = "processes" if python_bound or workers > THREADS_AT_MOST else "threads"
+    pool = choose_pool(pool, objective, tokenizer, workers)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
     if config.output_format in WHOLE_DOCUMENT_FORMATS and lost:

@@ -417,6 +417,7 @@ def test_a_tokenizer_opened_before_the_engine_was_chosen_is_taken_by_the_first_l
     from objcli import tokenizers
 
     path = str(Path(sample_tokenizer).resolve())
+    earlier = tokenizers._LOADED.pop((path, "sentencepiece"), None)  # an earlier test's, in this process
     tokenizers.preload_tokenizer(path)
     opened = tokenizers._OPENED[path]
     try:
@@ -426,3 +427,5 @@ def test_a_tokenizer_opened_before_the_engine_was_chosen_is_taken_by_the_first_l
     finally:
         tokenizers._OPENED.pop(path, None)
         tokenizers._LOADED.pop((path, "sentencepiece"), None)
+        if earlier is not None:
+            tokenizers._LOADED[path, "sentencepiece"] = earlier
