@@ -59,6 +59,15 @@ def splitter(path: str):
         sentences._compiled_splitter.cache_clear()
 
 
+@pytest.fixture(scope="module")
+def compiled_splitter_ready():
+    """numba compiles the splitter (or loads it from its cache) on its first call: 1-2 s on a fresh
+    clone, which a property test's per-example deadline must not see. Done once, before the tests."""
+    with splitter("compiled"):
+        split_batch(["Both kinds. Of text", "wider. \u00c9t\u00e9"], "prose")
+
+
+@pytest.mark.usefixtures("compiled_splitter_ready")
 @pytest.mark.parametrize("path", SPLITTERS)
 @given(texts=st.lists(st.lists(SPLIT_ALPHABET, max_size=40).map("".join), max_size=6),
        mode=st.sampled_from(["prose", "lines"]))
