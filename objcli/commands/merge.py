@@ -31,9 +31,7 @@ from ..storage.files import HashingFile
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
-from .rebuild import building, check_source_files, link_or_copy, on_any_storage, publish, split_totals_of
-
-BLOCK = 8 << 20
+from .rebuild import BLOCK, building, check_source_files, link_or_copy, on_any_storage, publish, split_totals_of
 
 
 def _signature(manifest: Manifest) -> list[tuple[str, object]]:
@@ -242,7 +240,7 @@ def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: in
                            for k, r in enumerate(raws) for p in r.get("partitions", [])],
             **({"shuffled": {"seed": shuffle_seed}} if shuffle_seed is not None else {}),
             "shards": msgspec.to_builtins(shards), "totals": _totals(raws, shards), "merged_from": provenance,
-            **split_totals_of({k: v for r in raws for k, v in r.items() if k == "splits"}, shards)}
+            **split_totals_of(any("splits" in r for r in raws), shards)}
 
 
 def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None) -> dict:

@@ -15,6 +15,7 @@ from ..storage.manifest import MANIFEST_NAME, decode_manifest
 from ..storage.stores import LocalStore
 
 WORK = ".objcli-tmp"
+BLOCK = 8 << 20  # bytes per read where a file is copied through user space
 
 
 def _where(location: str) -> str:
@@ -35,10 +36,10 @@ def check_locations(command: str, sources: list[str], output: str) -> None:
         raise ObjcliError(f"{command}: -o {output} is one of the sources; write to a new folder{in_place}")
 
 
-def split_totals_of(raw: dict, shards) -> dict:
+def split_totals_of(had_splits: bool, shards) -> dict:
     """The manifest's per-split totals (rows, tokens, shards, documents) recounted over the new shards:
     a rebuilt output keeps its splits, not its source's shard counts."""
-    if "splits" not in raw and not any(shard.split for shard in shards):
+    if not had_splits and not any(shard.split for shard in shards):
         return {}
     from ..storage.manifest import split_totals
 
@@ -54,7 +55,7 @@ def link_or_copy(source: Path, target: Path, point: str = "merge-file") -> str:
         os.link(source, target)
     except OSError:
         with open(source, "rb") as f, open(target, "wb") as g:
-            shutil.copyfileobj(f, g, 8 << 20)
+            shutil.copyfileobj(f, g, BLOCK)
             g.flush()
             os.fsync(g.fileno())
     return target.name
@@ -122,12 +123,17 @@ def building(out: Path, overwrite: bool):
     store.lock()
     try:
         refuse_or_clear(out, overwrite)
-        work = out / WORK
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
-        yield work
+        yield fresh_work(out)
     finally:
         store.unlock()
+
+
+def fresh_work(out: Path) -> Path:
+    """``OUT/.objcli-tmp``, emptied of what a killed run left there."""
+    work = out / WORK
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    return work
 
 
 def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dict) -> None:

@@ -5,8 +5,9 @@ Arrow stream shards that grow are copied record batch by record batch, undecoded
 (``reshard_stream.py``). Otherwise rows are read a source shard at a time (memory is one shard's
 columns) and written by the format's own writer, so every row is byte-identical to the source's.
 The manifest keeps the source's configuration, partitions and totals, with ``resharded_from`` (the
-source folder, its shard count and the new ``--shard-size``). A shard's bookkeeping is rebuilt from its rows: rows, and tokens and
-padding from the columns' roles where they add up to what the source shard recorded; what cannot
+source folder, its shard count and the new ``--shard-size``). A shard's bookkeeping is rebuilt
+from its rows: rows, and tokens and padding from the columns' roles where they add up to what the
+source shard recorded; what cannot
 be told apart row by row (the documents that start in a row, or an objective's own token count)
 is counted at the first row of its source shard, so every total is exact and each shard's figure
 is exact to within a source shard. Work happens in ``OUT2/.objcli-tmp`` under the output's lock,
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from ..storage.remote import is_url
 from ..storage.shards import read_shard_columns
 from ..storage.stores import LocalStore
 from ..writers import WRITERS, ShardSink
-from .rebuild import WORK, building, check_source_files, on_any_storage, publish, split_totals_of
+from .rebuild import WORK, building, check_source_files, fresh_work, on_any_storage, publish, split_totals_of
 from .reshard_stream import reshard_streams
 
 
@@ -112,7 +112,7 @@ def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: Sha
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
                resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size},
-               **split_totals_of(raw, shards))
+               **split_totals_of("splits" in raw, shards))
     return renames, raw
 
 
@@ -148,10 +148,7 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
         if pending is not None and pending["resharded_from"]["shard_size"] == shard_size:
             return pending
         manifest = read_manifest(out)
-        work = out / WORK
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
-        renames, raw = _resharded_manifest(out, manifest, work, limit, shard_size, str(out.resolve()))
+        renames, raw = _resharded_manifest(out, manifest, fresh_work(out), limit, shard_size, str(out.resolve()))
         old = sorted({name for shard in manifest.shards for name in shard.files})
         write_json_atomically(out / PENDING, {"manifest": raw, "renames": renames, "old": old})
         crash_point("reshard-committed")

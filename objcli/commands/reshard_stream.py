@@ -68,15 +68,11 @@ def _layout(path: Path) -> StreamLayout | None:
             if message.type != "record batch":
                 return None
             body_end = source.tell()
-        if source.size() != body_end + len(END_OF_STREAM):
+        source.seek(body_end)  # the reader has consumed the end-of-stream marker: read it again here
+        if source.size() != body_end + len(END_OF_STREAM) or source.read() != END_OF_STREAM:
             return None
         source.seek(0)
-        schema = source.read(body_start)
-    with open(path, "rb") as f:
-        f.seek(body_end)
-        if f.read() != END_OF_STREAM:
-            return None
-    return StreamLayout(path, schema, body_start, body_end)
+        return StreamLayout(path, source.read(body_start), body_start, body_end)
 
 
 def plan_groups(layouts: list[StreamLayout], splits: list[str], limit: int) -> list[list[int]] | None:
@@ -128,10 +124,10 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
 
 
 def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout], records: list,
-                hasher: ThreadPoolExecutor, suffix: str) -> ShardInfo:
+                hasher: ThreadPoolExecutor) -> ShardInfo:
     """One new shard: the bodies of ``parts`` copied under the schema, hashed beside the copy; a
     shard of one source shard is that file (hard-linked where the filesystem allows), with its sha256."""
-    name = work_prefix(0, split, ordinal) + suffix
+    name = work_prefix(0, split, ordinal) + ".arrow"  # hf shards are Arrow streams too
     if len(parts) == 1:
         link_or_copy(parts[0].path, work / name, "shard-write")
         digest = records[0].sha256[parts[0].path.name]
@@ -148,13 +144,9 @@ def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout],
                      split=split, bytes={name: (work / name).stat().st_size})
 
 
-def copy_file_range_available() -> bool:
-    return hasattr(os, "copy_file_range")
-
-
 def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardInfo] | None:
     """The new shards, or None when this path does not apply (see the module)."""
-    if manifest.format not in STREAM_FORMATS or not copy_file_range_available():
+    if manifest.format not in STREAM_FORMATS or not hasattr(os, "copy_file_range"):
         return None
     if any(len(shard.files) != 1 for shard in manifest.shards):
         return None
@@ -172,5 +164,5 @@ def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> lis
             split = manifest.shards[group[0]].split
             ordinal = ordinals[split] = ordinals.get(split, -1) + 1
             futures.append(copier.submit(write_group, work, ordinal, split, [layouts[i] for i in group],
-                                         [manifest.shards[i] for i in group], hasher, ".arrow"))
+                                         [manifest.shards[i] for i in group], hasher))
         return [future.result() for future in futures]

@@ -27,8 +27,6 @@ import numpy as np
 from numba import njit
 
 KNOWN, LETTER_BIT, SPACE_BIT = 1, 2, 4
-CLOSERS = (34, 39, 41, 93)  # " ' ) ]
-OPENERS = (34, 39, 40, 91)  # " ' ( [
 
 
 class CodePointClasses:
@@ -83,7 +81,7 @@ def _is_abbreviation(c, start, stop, classes, words, lengths):
 
 
 @njit(nogil=True, cache=True)
-def _after_closers(c, k, n):
+def _after_closers(c, k, n):  # closers: " ' ) ]
     while k < n and (c[k] == 34 or c[k] == 39 or c[k] == 41 or c[k] == 93):
         k += 1
     return k
@@ -91,7 +89,7 @@ def _after_closers(c, k, n):
 
 @njit(nogil=True, cache=True)
 def _sentence_follows(c, k, n, classes):
-    """Whitespace, an optional opener, then A-Z or 0-9, from ``k`` on."""
+    """Whitespace, an optional opener (" ' ( [), then A-Z or 0-9, from ``k`` on."""
     if k >= n or (classes[c[k]] & SPACE_BIT) == 0:
         return False
     while k < n and (classes[c[k]] & SPACE_BIT) != 0:
