@@ -64,7 +64,7 @@ def compiled_splitter_ready():
     """numba compiles the splitter (or loads it from its cache) on its first call: 1-2 s on a fresh
     clone, which a property test's per-example deadline must not see. Done once, before the tests."""
     with splitter("compiled"):
-        split_batch(["Both kinds. Of text", "wider. \u00c9t\u00e9"], "prose")
+        sentences.warm_splitter()
 
 
 @pytest.mark.usefixtures("compiled_splitter_ready")

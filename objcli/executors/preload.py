@@ -23,6 +23,6 @@ if "\t" in _spec:
         pass
 
 if os.environ.get("OBJCLI_PRELOAD_SENTENCES") == "1":
-    from ..objectives.sentences import split_batch
+    from ..objectives.sentences import warm_splitter
 
-    split_batch(["Both kinds of text. One ASCII", "one wider. \u00c9t\u00e9"], "prose")
+    warm_splitter()

@@ -12,7 +12,7 @@ A whole batch is split at once: its texts are joined around a sentinel and one p
 joined text, which costs a tenth of splitting text by text. The pass is compiled
 (``kernels/sentence_bounds.py``, numba, without the GIL) where numba is installed
 (``objcli[fast]``), else one regular expression (abbreviations are look-behinds, so no Python runs
-per candidate); both give the same sentences (tests/test_sentences.py). ``OBJCLI_PURE_PYTHON=1``
+per candidate); both give the same sentences (tests/test_pairs.py). ``OBJCLI_PURE_PYTHON=1``
 chooses the regular expression.
 """
 
@@ -81,6 +81,12 @@ def _compiled_splitter():
     except (ImportError, RuntimeError, OSError):  # no numba, or no folder its cache can write to
         return None
     return sentence_bounds, sentence_bounds.CodePointClasses(LETTER), sentence_bounds.abbreviation_table(ABBREVIATIONS)
+
+
+def warm_splitter() -> None:
+    """Compile the splitter, or load it from numba's cache, for ASCII and wider texts: 0.2-2 s once
+    (a fork server does it for its workers)."""
+    split_batch(["Both kinds of text. One ASCII", "one wider. \u00c9t\u00e9"], "prose")
 
 
 def _prose_pieces(text: str) -> list[str]:
