@@ -223,3 +223,27 @@ def test_a_new_shard_of_one_source_shard_is_that_file_hard_linked(small_corpus, 
         assert os.stat(old_path).st_ino == os.stat(new_path).st_ino
         assert new["sha256"][new["files"][0]] == old["sha256"][old["files"][0]]
     assert verify_output(tmp_path / "new").ok and _rows(tmp_path / "new") == _rows(tmp_path / "src")
+
+
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("command", ["reshard", "merge"])
+def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_output(command, fmt, small_corpus,
+                                                                                    sample_tokenizer, tmp_path):
+    """``-o OUT --overwrite`` where OUT holds an earlier output, a source in a subfolder and a file of
+    the user's: the earlier output's files go (as with ``transform --overwrite``), the rest stays."""
+    packing = "none" if fmt in WHOLE_DOCUMENT_FORMATS else "best-fit"
+    out, source = tmp_path / "out", tmp_path / "out" / "kept-source"
+    for folder, corpus in ((out, "code.jsonl"), (source, "prose.jsonl")):
+        run_transform([small_corpus / corpus], sample_tokenizer, folder, output_format=fmt, seq_len=128,
+                      packing=packing, shard_size="30")
+    (out / "NOTES.txt").write_text("mine")
+    before = folder_bytes(source)
+    earlier = set(manifest_json(out)["shards"][0]["files"])
+    args = ("reshard", source, "--shard-size", "64KB") if command == "reshard" else ("merge", source)
+    result = run_cli(*args, "-o", out, "--overwrite", "-q")
+    assert result.returncode == 0, result.stderr
+    assert folder_bytes(source) == before and (out / "NOTES.txt").read_text() == "mine"
+    assert verify_output(out).ok and verify_output(source).ok
+    assert _rows(out) == _rows(source)
+    listed = {name for shard in manifest_json(out)["shards"] for name in shard["files"]}
+    assert not (earlier - listed) & {p.name for p in out.iterdir()}  # no shard of the earlier output left behind

@@ -258,7 +258,7 @@ def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed:
     manifests = [read_manifest(source) for source in sources]
     check_compatible(sources, manifests)
     plan = MergePlan(sources, manifests)
-    with building(out, overwrite) as work:
+    with building("merge", out, overwrite) as work:
         if shuffle_seed is not None:
             from ..storage.output import final_names
             from .reshard import shuffled_merge

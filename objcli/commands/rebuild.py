@@ -116,13 +116,13 @@ def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifes
 
 
 @contextmanager
-def building(out: Path, overwrite: bool):
+def building(command: str, out: Path, overwrite: bool):
     """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard."""
     out.mkdir(parents=True, exist_ok=True)
     store = LocalStore(out)
     store.lock()
     try:
-        refuse_or_clear(out, overwrite)
+        refuse_or_clear(command, out, overwrite)
         yield fresh_work(out)
     finally:
         store.unlock()
@@ -149,15 +149,23 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     shutil.rmtree(work, ignore_errors=True)
 
 
-def refuse_or_clear(out: Path, overwrite: bool) -> None:
+def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     """An empty folder, or what a killed merge left (shards and format files, no manifest), is
-    (re)started; anything else needs --overwrite."""
-    from ..storage.output import HF_FILES, is_shard_name
+    (re)started; anything else needs --overwrite, which removes objcli's own files (manifest, shards,
+    format files), as ``transform --overwrite`` does: a folder or file of anyone else's (a source
+    kept inside the output, notes) stays where it is."""
+    from ..storage.output import FORMAT_FILE, is_shard_name
+
+    def own(path: Path) -> bool:
+        name = path.name
+        return path.is_file() and (name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name)
+                                   or FORMAT_FILE.fullmatch(name) is not None)
 
     held = [p for p in out.iterdir() if p.name not in (WORK, ".objcli-lock")]
-    leftovers = all(is_shard_name(p.name) or p.name in HF_FILES or p.name.startswith("megatron") for p in held)
-    if held and not overwrite and not (leftovers and not (out / MANIFEST_NAME).exists()):
-        raise ObjcliError(f"merge: output {out} is not empty ({held[0].name}); pass --overwrite to replace it "
+    leftovers = all(own(p) for p in held) and not (out / MANIFEST_NAME).exists()
+    if held and not overwrite and not leftovers:
+        raise ObjcliError(f"{command}: output {out} is not empty ({held[0].name}); pass --overwrite to replace it "
                           "or choose another folder")
     for path in held:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if own(path):
+            path.unlink()

@@ -119,7 +119,7 @@ def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: Sha
 def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
     folder, out = Path(source), Path(output)
     manifest = read_manifest(folder)
-    with building(out, overwrite) as work:
+    with building("reshard", out, overwrite) as work:
         renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label)
         publish(out, work, renames, raw)
     return raw

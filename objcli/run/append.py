@@ -49,7 +49,8 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
     if not manifest or not manifest.get("complete"):
         raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")
     if manifest.get("merged_from"):
-        raise ObjcliError(f"--append: {output} was made by 'objcli merge' of {len(manifest['merged_from'])} outputs and "
+        count = len(manifest["merged_from"])
+        raise ObjcliError(f"--append: {output} was made by 'objcli merge' of {count} output{'s' * (count != 1)} and "
                           "has no one configuration to append with; transform the new inputs to a folder of their own "
                           "and merge it in, or append to one of the merged outputs and merge again")
     with tempfile.TemporaryDirectory(prefix="objcli-append-") as folder:
