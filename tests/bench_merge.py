@@ -61,7 +61,7 @@ def merge_table(count: int = 200, repeats: int = 3) -> None:
     shutil.rmtree(out, ignore_errors=True)
 
 
-def reshard_table(repeats: int = 3) -> None:
+def reshard_table(repeats: int = 5) -> None:
     """Resharding a 1 GB Arrow output (16 MB shards) into 256 MB shards, beside ``cp -r`` of the same
     folder (then ``sync``): the output is eight hard-linked copies of one run, merged, so that
     start-up is not what is measured."""

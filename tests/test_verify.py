@@ -7,6 +7,8 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from conftest import run_transform
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from objcli.cli import main
 from objcli.commands.verify import verify_output
@@ -167,3 +169,25 @@ def test_catches_prefix_labels_that_are_not_masked(corpus, sample_tokenizer, tmp
 
     _rewrite_first_shard(out, unmask)
     assert any("labels are not -100 on the prefix" in p for p in verify_output(out).problems)
+
+
+
+@given(sizes=st.lists(st.integers(0, 3000), max_size=12), writeback=st.integers(1, 4096))
+@settings(max_examples=60, deadline=None)
+def test_a_hashing_file_holds_and_hashes_exactly_what_was_written(sizes, writeback, tmp_path_factory):
+    """Whatever the sizes of the writes, and however often the writeback is started early (the
+    threshold is lowered here so that it happens between and inside small writes), the file holds
+    the bytes written, in order, and the digest is theirs."""
+    from objcli.storage import files
+
+    path = tmp_path_factory.mktemp("hashing") / "shard.bin"
+    chunks = [bytes((k * 31 + i) % 251 for i in range(n)) for k, n in enumerate(sizes)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(files, "WRITEBACK_BYTES", writeback)
+        patch.setattr(files, "OVERLAP_BYTES", 1024)  # the hash on another thread too
+        out = files.HashingFile(path)
+        for chunk in chunks:
+            assert out.write(chunk) == len(chunk)
+        out.close()
+    assert path.read_bytes() == b"".join(chunks)
+    assert out.digest.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()

