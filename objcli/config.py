@@ -13,7 +13,8 @@ from .errors import ObjcliError
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 from .storage.remote import check_url_path
-from .tokenizers.engines import ENGINE_CHOICES
+
+ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
 
 OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
 # Formats that store whole documents, only their tokens, one after another: the trainer cuts windows.

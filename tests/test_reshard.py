@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import folder_bytes, manifest_json, run_cli, run_transform
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.commands.reshard import reshard
@@ -247,3 +247,43 @@ def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_out
     assert _rows(out) == _rows(source)
     listed = {name for shard in manifest_json(out)["shards"] for name in shard["files"]}
     assert not (earlier - listed) & {p.name for p in out.iterdir()}  # no shard of the earlier output left behind
+
+
+def _pyarrow_layout(path):
+    """Where pyarrow's own message reader finds the schema message's end and the last batch's end."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.MessageReader.open_stream(source)
+        kinds = [reader.read_next_message().type]
+        body_start = body_end = source.tell()
+        for message in reader:
+            kinds.append(message.type)
+            body_end = source.tell()
+    return kinds, body_start, body_end
+
+
+@given(batches=st.lists(st.integers(0, 40), max_size=5), metadata=st.booleans(), dictionary=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_the_stream_layout_is_where_pyarrow_finds_the_messages(batches, metadata, dictionary, tmp_path_factory):
+    """The reshard's own reading of the IPC framing (no pyarrow import) agrees with pyarrow's message
+    reader on streams of any number of batches, with schema metadata; a stream holding a dictionary
+    batch is not taken (None: the writer's path handles it)."""
+    import pyarrow as pa
+
+    from objcli.commands.reshard_stream import stream_layout
+
+    values = pa.array(["a", "b"] * 20).dictionary_encode() if dictionary else pa.array(range(40), pa.int32())
+    ids = pa.array([[1, 2, 3]] * 40, pa.list_(pa.int32()))
+    schema = pa.schema([("input_ids", ids.type), ("v", values.type)], metadata={"k": "v"} if metadata else None)
+    path = tmp_path_factory.mktemp("stream") / "part-00000-of-00001.arrow"
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for rows in batches:
+            writer.write_batch(pa.record_batch([ids[:rows], values[:rows]], schema=schema))
+    kinds, body_start, body_end = _pyarrow_layout(path)
+    layout = stream_layout(path)
+    if "dictionary" in kinds:
+        assert layout is None
+    else:
+        assert layout is not None and (layout.body_start, layout.body_end) == (body_start, body_end)
+        assert layout.schema == path.read_bytes()[:body_start]

@@ -261,7 +261,7 @@ def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed:
     with building("merge", out, overwrite) as work:
         if shuffle_seed is not None:
             from ..storage.output import final_names
-            from .reshard import shuffled_merge
+            from .reshard_rows import shuffled_merge
 
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)

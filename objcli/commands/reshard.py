@@ -2,17 +2,12 @@
 shards of another size, in any format; the manifest rewritten, ``verify`` passing on the result.
 
 Arrow stream shards that grow are copied record batch by record batch, undecoded
-(``reshard_stream.py``). Otherwise rows are read a source shard at a time (memory is one shard's
-columns) and written by the format's own writer, so every row is byte-identical to the source's.
-The manifest keeps the source's configuration, partitions and totals, with ``resharded_from`` (the
-source folder, its shard count and the new ``--shard-size``). A shard's bookkeeping is rebuilt
-from its rows: rows, and tokens and padding from the columns' roles where they add up to what the
-source shard recorded; what cannot
-be told apart row by row (the documents that start in a row, or an objective's own token count)
-is counted at the first row of its source shard, so every total is exact and each shard's figure
-is exact to within a source shard. Work happens in ``OUT2/.objcli-tmp`` under the output's lock,
-the manifest last: a reshard killed at any moment leaves no manifest, and the same command again
-writes the same bytes. Without ``-o``, in place: see ``reshard_in_place``.
+(``reshard_stream.py``: no NumPy or Arrow is imported for it). Otherwise rows are read a source
+shard at a time and written by the format's own writer (``reshard_rows.py``). The manifest keeps
+the source's configuration, partitions and totals, with ``resharded_from`` (the source folder, its
+shard count and the new ``--shard-size``). Work happens in ``OUT2/.objcli-tmp`` under the output's
+lock, the manifest last: a reshard killed at any moment leaves no manifest, and the same command
+again writes the same bytes. Without ``-o``, in place: see ``reshard_in_place``.
 """
 
 from __future__ import annotations
@@ -21,56 +16,16 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
 from ..config import ShardSize
 from ..errors import ObjcliError
-from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..storage.output import FORMAT_FILE, final_names
 from ..storage.remote import is_url
-from ..storage.shards import read_shard_columns
 from ..storage.stores import LocalStore
-from ..writers import WRITERS, ShardSink
 from .rebuild import WORK, building, check_source_files, fresh_work, on_any_storage, publish, split_totals_of
 from .reshard_stream import reshard_streams
-
-
-def _specs(manifest: Manifest) -> list[ColumnSpec]:
-    return [ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family,
-                       tuple(c.categories)) for c in manifest.columns]
-
-
-def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[np.ndarray, ...]:
-    """(tokens, padding, documents) per row; see the module's docstring."""
-    tokens, padding = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
-    documents = np.zeros(rows, np.int64)
-    if rows:
-        documents[0] = shard.documents
-    name = manifest.columns_with_role("tokens")[0].name
-    segments = next((c.name for c in manifest.columns_with_role("segment_ids", name)), None)
-    ids = columns[name]
-    if isinstance(ids, tuple):
-        counted, pad = np.diff(ids[1]), np.zeros(rows, np.int64)
-    elif segments is not None and not isinstance(columns[segments], tuple):
-        counted = (np.asarray(columns[segments]) > 0).sum(axis=1)
-        pad = ids.shape[1] - counted
-    else:
-        counted, pad = np.full(rows, ids.shape[1] if ids.ndim == 2 else 1), np.zeros(rows, np.int64)
-    if counted.sum() == shard.tokens and pad.sum() == shard.padding_tokens:
-        return counted.astype(np.int64), pad.astype(np.int64), documents
-    if rows:
-        tokens[0], padding[0] = shard.tokens, shard.padding_tokens
-    return tokens, padding, documents
-
-
-def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
-    columns = read_shard_columns(folder, manifest, shard)
-    data = {name: Ragged(np.asarray(v[0]), np.asarray(v[1], np.int64)) if isinstance(v, tuple) else np.asarray(v)
-            for name, v in columns.items()}
-    return RowBatch(data, *_bookkeeping(columns, manifest, shard, shard.rows))
 
 
 def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = False) -> dict:
@@ -95,14 +50,9 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:
             return copied
-    specs, sinks = _specs(manifest), {}
-    for shard in manifest.shards:
-        sink = sinks.get(shard.split)
-        if sink is None:
-            sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
-                                                  split=shard.split)
-        sink.write(_row_batch(folder, manifest, shard))
-    return [s for sink in sinks.values() for s in sink.close()]
+    from .reshard_rows import rewrite_rows  # NumPy, Arrow and the writers: only on this path
+
+    return rewrite_rows(folder, manifest, work, limit)
 
 
 def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str,
@@ -178,27 +128,3 @@ def _finish_pending(out: Path) -> dict | None:
     publish(out, work, [], pending["manifest"])
     path.unlink()
     return pending["manifest"]
-
-
-def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, seed: int) -> list:
-    """``merge --shuffle-rows``: every source shard's rows, with their bookkeeping, to a work file
-    (source shard k is "partition" k: the keyed draws follow the merged order), then the run's own
-    external shuffle (``order/shuffle.py``) into shards of the first source's ``--shard-size``."""
-    from ..order.shuffle import shuffle_rows
-    from ..writers.arrow import RowsToShuffle
-
-    first = manifests[0]
-    specs, spread = _specs(first), []
-    index = 0
-    for source, manifest in zip(sources, manifests):
-        for shard in manifest.shards:
-            sink = ShardSink(work, index, RowsToShuffle, specs, max(shard.rows, 1), None, split=shard.split)
-            sink.write(_row_batch(Path(source), manifest, shard))
-            spread += sink.close()
-            index += 1
-    limit = ShardSize.parse(first.config.get("shard_size", "256MB"))
-    shuffled = shuffle_rows(spread, work, specs, first.format, limit, seed)
-    for shard in spread:
-        for name in shard.files:
-            (work / name).unlink(missing_ok=True)
-    return shuffled

@@ -17,17 +17,17 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from ..storage.faults import crash_point
-from ..writers.base import TEMP_SUFFIX, ShardInfo, work_prefix
+from ..storage.shard_info import TEMP_SUFFIX, ShardInfo, work_prefix
 from .rebuild import link_or_copy
 
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+SCHEMA, RECORD_BATCH = 1, 3  # MessageHeader, the union of format/Message.fbs
 STREAM_FORMATS = ("arrow", "hf")
 
 
@@ -50,29 +50,63 @@ def stream_layout(path: Path) -> StreamLayout | None:
     record batches and the end-of-stream marker, or cannot be read (then the writer's path takes
     it, and names what is wrong)."""
     try:
-        return _layout(path)
-    except (pa.ArrowException, OSError, ValueError):
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _layout(path, data)
+    except (OSError, ValueError, IndexError, struct.error):  # mmap of an empty file is a ValueError
         return None
 
 
-def _layout(path: Path) -> StreamLayout | None:
-    with pa.memory_map(str(path)) as source:
-        reader = pa.ipc.MessageReader.open_stream(source)
-        try:
-            if reader.read_next_message().type != "schema":
-                return None
-        except StopIteration:
-            return None
-        body_start = body_end = source.tell()
-        for message in reader:
-            if message.type != "record batch":
-                return None
-            body_end = source.tell()
-        source.seek(body_end)  # the reader has consumed the end-of-stream marker: read it again here
-        if source.size() != body_end + len(END_OF_STREAM) or source.read() != END_OF_STREAM:
-            return None
-        source.seek(0)
-        return StreamLayout(path, source.read(body_start), body_start, body_end)
+def _layout(path: Path, data) -> StreamLayout | None:
+    kinds, offset = [], 0
+    while True:
+        message = _message_at(data, offset)
+        if message is None:
+            break
+        kind, offset = message
+        kinds.append((kind, offset))
+    if not kinds or kinds[0][0] != SCHEMA or any(kind != RECORD_BATCH for kind, _ in kinds[1:]):
+        return None
+    if len(data) != offset + len(END_OF_STREAM) or data[offset:] != END_OF_STREAM:
+        return None
+    body_start = kinds[0][1]
+    return StreamLayout(path, bytes(data[:body_start]), body_start, offset)
+
+
+def _message_at(data, offset: int) -> tuple[int, int] | None:
+    """(header type, offset after the message) of the encapsulated message at ``offset``, or None at
+    the end-of-stream marker (the Arrow columnar format's "Encapsulated message format": 0xFFFFFFFF,
+    the metadata's int32 length, a flatbuffer ``Message``, then ``bodyLength`` bytes of body)."""
+    if data[offset:offset + 4] != END_OF_STREAM[:4]:
+        raise ValueError("no continuation marker: not a stream this version of the format writes")
+    (length,) = struct.unpack_from("<i", data, offset + 4)
+    if length == 0:
+        return None
+    start = offset + 8
+    if length < 0 or start + length > len(data):
+        raise ValueError("metadata past the end of the file")
+    kind, body = _header_and_body_length(data, start, start + length)
+    end = start + length + body
+    if body < 0 or end > len(data):
+        raise ValueError("body past the end of the file")
+    return kind, end
+
+
+def _header_and_body_length(data, start: int, stop: int) -> tuple[int, int]:
+    """``header_type`` (field 1) and ``bodyLength`` (field 3) of the flatbuffer ``Message`` table
+    (format/Message.fbs) in ``data[start:stop]``: the root offset, the table, its vtable."""
+    (root,) = struct.unpack_from("<I", data, start)
+    table = start + root
+    vtable = table - struct.unpack_from("<i", data, table)[0]
+    if not (start <= vtable < stop and start <= table < stop):
+        raise ValueError("a Message table outside its metadata")
+    (vtable_size,) = struct.unpack_from("<H", data, vtable)
+
+    def field(index: int) -> int:  # the field's offset in the table, 0 when absent (its default)
+        slot = 4 + 2 * index
+        return struct.unpack_from("<H", data, vtable + slot)[0] if slot + 2 <= vtable_size else 0
+
+    kind, body = field(1), field(3)
+    return (data[table + kind] if kind else 0), (struct.unpack_from("<q", data, table + body)[0] if body else 0)
 
 
 def plan_groups(layouts: list[StreamLayout], splits: list[str], limit: int) -> list[list[int]] | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix
 from ..storage.output import PartitionResult, write_marker
-from ..writers.base import ShardInfo, work_prefix
+from ..storage.shard_info import ShardInfo, work_prefix
 from .run_inputs import make_run_key
 
 COMPARED_AWAY = {"inputs", "output", "engine", "input_breaks"}  # what an append may differ in

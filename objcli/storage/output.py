@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..writers import ShardInfo
-from ..writers.base import work_prefix
 from .faults import crash_point
 from .manifest import MANIFEST_NAME, decode_manifest
+from .shard_info import ShardInfo, work_prefix
 from .stores import LocalStore, RemoteStore
 
 WORK_FOLDER = ".objcli-tmp"

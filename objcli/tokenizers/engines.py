@@ -33,7 +33,6 @@ import numpy as np
 from .base import flatten_arrays
 from .bpe_spec import BPESpec, Unsupported
 
-ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
 PROBE_SAMPLE_CHARS = 256 * 1024  # of the run's first batch: the readable reference runs at about 5 MB/s
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -18,8 +18,7 @@ import pyarrow as pa
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.faults import crash_point
 from ..storage.files import HashingFile
-
-TEMP_SUFFIX = ".tmp"
+from ..storage.shard_info import TEMP_SUFFIX, ShardInfo, work_prefix  # noqa: F401 - the writers' names
 
 
 def commit(temp: HashingFile) -> tuple[Path, str]:
@@ -81,35 +80,6 @@ class ShardWriter(Protocol):
     def close(self) -> list[tuple[Path, str]]:
         """Finish, rename to final names, and return each file written with its sha256."""
         ...
-
-
-def work_prefix(partition: int, split: str, ordinal: int) -> str:
-    """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``; a shard
-    of ``--shuffle-rows`` (partition -1, rows from every partition): ``shuffled-s00001``."""
-    owner = "shuffled" if partition < 0 else f"p{partition:05d}"
-    return f"{owner}-{split}-s{ordinal:05d}" if split else f"{owner}-s{ordinal:05d}"
-
-
-@dataclass
-class ShardInfo:
-    partition: int
-    ordinal: int
-    files: list[str]  # file names (in the folder the sink wrote to)
-    sha256: dict[str, str]
-    rows: int = 0
-    tokens: int = 0
-    padding_tokens: int = 0
-    documents: int = 0  # documents whose first token is in this shard
-    segments: int = 0  # examples in this shard (packed segments, or rows)
-    split: str = ""  # with --split: train, validation, ...
-    bytes: dict[str, int] = field(default_factory=dict)  # each file's size (how object storage checks it)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> ShardInfo:
-        return cls(**data)
 
 
 @dataclass

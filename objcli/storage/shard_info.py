@@ -1,0 +1,38 @@
+"""A finished shard's record (what the manifest lists) and the names shards have while they are
+written: what the writers, the output folder and merge/reshard share. No NumPy or Arrow here, so a
+command that only moves finished shards (a reshard by record batches) starts without importing them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+TEMP_SUFFIX = ".tmp"
+
+
+def work_prefix(partition: int, split: str, ordinal: int) -> str:
+    """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``; a shard
+    of ``--shuffle-rows`` (partition -1, rows from every partition): ``shuffled-s00001``."""
+    owner = "shuffled" if partition < 0 else f"p{partition:05d}"
+    return f"{owner}-{split}-s{ordinal:05d}" if split else f"{owner}-s{ordinal:05d}"
+
+
+@dataclass
+class ShardInfo:
+    partition: int
+    ordinal: int
+    files: list[str]  # file names (in the folder the sink wrote to)
+    sha256: dict[str, str]
+    rows: int = 0
+    tokens: int = 0
+    padding_tokens: int = 0
+    documents: int = 0  # documents whose first token is in this shard
+    segments: int = 0  # examples in this shard (packed segments, or rows)
+    split: str = ""  # with --split: train, validation, ...
+    bytes: dict[str, int] = field(default_factory=dict)  # each file's size (how object storage checks it)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ShardInfo:
+        return cls(**data)
