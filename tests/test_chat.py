@@ -366,3 +366,32 @@ def test_a_chat_template_jinja_beside_the_tokenizer_is_found(tokenizers_dir, tmp
     _, apart, _ = _one_run(folder / "tokenizer.json", records, tmp_path, "apart")
     _, inside, _ = _one_run(tokenizers_dir["qwen2.5"], records, tmp_path, "inside")
     assert apart[0].tolist() == inside[0].tolist()
+
+
+def test_the_sandbox_remembers_each_verdict_and_gives_jinjas_own():
+    """The chat sandbox asks Jinja's immutable sandbox once per (type, attribute) and gives the same
+    verdict every time after: safe reads stay allowed, mutating methods, underscores and internals
+    stay refused, whichever order they are first asked in."""
+    from datetime import datetime
+
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from objcli.tokenizers.jinja_sandbox import chat_environment
+
+    def generator():
+        yield 1
+
+    objects = [[1], {"a": 1}, "text", (1,), {1}, generator(), generator, int, jinja2.utils.Namespace(), b"x"]
+    names = ["append", "update", "pop", "strip", "items", "__class__", "_hidden", "mro", "gi_frame", "__globals__",
+             "add", "count", "keys", "func_code", "upper", "real", "decode"]
+    reference, ours = ImmutableSandboxedEnvironment(), chat_environment(datetime(2026, 1, 1))
+    for order in (names, names[::-1]):
+        for obj in objects:
+            for name in order:
+                value = getattr(obj, name, None)
+                assert ours.is_safe_attribute(obj, name, value) == reference.is_safe_attribute(obj, name, value), (obj, name)
+    template = ours.from_string("{{ messages.append(1) }}")
+    for _ in range(2):  # refused the first time and every time after
+        with pytest.raises(jinja2.exceptions.SecurityError):
+            template.render(messages=[])
