@@ -164,21 +164,19 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
         os.fsync(out.fileno())
 
 
-def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout], records: list,
-                hasher: ThreadPoolExecutor) -> ShardInfo:
-    """One new shard: the bodies of ``parts`` copied under the schema, hashed beside the copy; a
-    shard of one source shard is that file (hard-linked where the filesystem allows), with its sha256."""
-    name = work_prefix(0, split, ordinal) + ".arrow"  # hf shards are Arrow streams too
+def copy_group(work: Path, name: str, parts: list[StreamLayout]) -> None:
+    """One new shard: the bodies of ``parts`` copied under the schema; a shard of one source shard is
+    that file (hard-linked where the filesystem allows)."""
     if len(parts) == 1:
         link_or_copy(parts[0].path, work / name, "shard-write")
-        digest = records[0].sha256[parts[0].path.name]
     else:
         temp = work / (name + TEMP_SUFFIX)
-        hashed = hasher.submit(_sha256_of, parts, parts[0].schema)
         _copy_bodies(parts, parts[0].schema, temp)
         os.replace(temp, work / name)
-        digest = hashed.result()
     crash_point("shard-committed")
+
+
+def _shard_info(work: Path, ordinal: int, split: str, name: str, digest: str, records: list) -> ShardInfo:
     return ShardInfo(0, ordinal, [name], {name: digest}, rows=sum(r.rows for r in records),
                      tokens=sum(r.tokens for r in records), padding_tokens=sum(r.padding_tokens for r in records),
                      documents=sum(r.documents for r in records), segments=sum(r.segments for r in records),
@@ -186,7 +184,9 @@ def write_group(work: Path, ordinal: int, split: str, parts: list[StreamLayout],
 
 
 def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardInfo] | None:
-    """The new shards, or None when this path does not apply (see the module)."""
+    """The new shards, or None when this path does not apply (see the module). Copies and hashes are
+    queued apart, so that no copy waits for the hash of the shard before it: hashing (0.5 s of CPU
+    per GB) is the longer of the two, and the copies then fill the cores' gaps."""
     if manifest.format not in STREAM_FORMATS or not hasattr(os, "copy_file_range"):
         return None
     if any(len(shard.files) != 1 for shard in manifest.shards):
@@ -200,10 +200,17 @@ def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> lis
     ordinals: dict[str, int] = {}
     workers = max(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as hasher, ThreadPoolExecutor(workers) as copier:
-        futures = []
+        jobs = []
         for group in groups:
-            split = manifest.shards[group[0]].split
+            parts, records = [layouts[i] for i in group], [manifest.shards[i] for i in group]
+            split = records[0].split
             ordinal = ordinals[split] = ordinals.get(split, -1) + 1
-            futures.append(copier.submit(write_group, work, ordinal, split, [layouts[i] for i in group],
-                                         [manifest.shards[i] for i in group], hasher))
-        return [future.result() for future in futures]
+            name = work_prefix(0, split, ordinal) + ".arrow"  # hf shards are Arrow streams too
+            known = records[0].sha256[parts[0].path.name] if len(parts) == 1 else None  # a linked file's own
+            digest = hasher.submit(str, known) if known else hasher.submit(_sha256_of, parts, parts[0].schema)
+            jobs.append((copier.submit(copy_group, work, name, parts), digest, (ordinal, split, name, records)))
+        shards = []
+        for copied, digest, (ordinal, split, name, records) in jobs:
+            copied.result()
+            shards.append(_shard_info(work, ordinal, split, name, digest.result(), records))
+        return shards
