@@ -5,6 +5,7 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
@@ -273,6 +274,9 @@ def _building(command: str, output: str, build) -> dict:
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _Fail(f"{command}: {output}: no space left on the device for the new shards (what was there is "
+                        "unchanged); free some space, or write them to another disk with -o, and rerun") from None
         raise _Fail(f"{command}: {error.filename or output}: {error.strerror or error}; check the folders") from None
 
 

@@ -287,3 +287,29 @@ def test_the_stream_layout_is_where_pyarrow_finds_the_messages(batches, metadata
     else:
         assert layout is not None and (layout.body_start, layout.body_end) == (body_start, body_end)
         assert layout.schema == path.read_bytes()[:body_start]
+
+
+FULL_DISK_POINTS = [("reshard in place", "shard-write:2"), ("reshard in place", "shard-committed:2"),
+                    ("reshard", "shard-write:2"), ("reshard", "shard-committed:1"),
+                    ("merge", "merge-file:2")]
+
+
+@pytest.mark.parametrize(("command", "point"), FULL_DISK_POINTS)
+def test_a_full_disk_is_one_line_leaves_the_sources_whole_and_gives_its_space_back(command, point, small_corpus,
+                                                                                   sample_tokenizer, tmp_path):
+    """A disk that fills up part way through (ENOSPC raised where a shard is written, a file linked or
+    copied, or a shard committed) is one line saying what to do; every source still verifies with its
+    bytes unchanged, and no work folder is left holding the half-built shards' space."""
+    for name, corpus in (("a", "prose.jsonl"), ("b", "code.jsonl")):
+        run_transform([small_corpus / corpus], sample_tokenizer, tmp_path / name, seq_len=128, shard_size="30")
+    before = {name: folder_bytes(tmp_path / name) for name in ("a", "b")}
+    args = {"reshard in place": ("reshard", tmp_path / "a", "--shard-size", "64KB"),
+            "reshard": ("reshard", tmp_path / "a", "--shard-size", "64KB", "-o", tmp_path / "new"),
+            "merge": ("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "new")}[command]
+    result = run_cli(*args, "-q", env={"OBJCLI_CRASH_AT": f"{point}:ENOSPC"})
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "no space left on the device" in result.stderr and "free some space" in result.stderr
+    for name in ("a", "b"):
+        assert folder_bytes(tmp_path / name) == before[name] and verify_output(tmp_path / name).ok
+    assert not (tmp_path / "a" / ".objcli-tmp").exists() and not (tmp_path / "new" / ".objcli-tmp").exists()
+    assert not (tmp_path / "new" / "manifest.json").exists()

@@ -123,7 +123,12 @@ def building(command: str, out: Path, overwrite: bool):
     store.lock()
     try:
         refuse_or_clear(command, out, overwrite)
-        yield fresh_work(out)
+        work = fresh_work(out)
+        try:
+            yield work
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)  # a failed build (a full disk) gives its space back
+            raise
     finally:
         store.unlock()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from ..config import ShardSize
@@ -98,9 +99,15 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
         if pending is not None and pending["resharded_from"]["shard_size"] == shard_size:
             return pending
         manifest = read_manifest(out)
-        renames, raw = _resharded_manifest(out, manifest, fresh_work(out), limit, shard_size, str(out.resolve()))
-        old = sorted({name for shard in manifest.shards for name in shard.files})
-        write_json_atomically(out / PENDING, {"manifest": raw, "renames": renames, "old": old})
+        work = fresh_work(out)
+        try:
+            renames, raw = _resharded_manifest(out, manifest, work, limit, shard_size, str(out.resolve()))
+            old = sorted({name for shard in manifest.shards for name in shard.files})
+            write_json_atomically(out / PENDING, {"manifest": raw, "renames": renames, "old": old})
+        except BaseException:
+            if not (out / PENDING).exists():  # not committed: the old output stands, the new shards' space is freed
+                shutil.rmtree(work, ignore_errors=True)
+            raise
         crash_point("reshard-committed")
         return _finish_pending(out)
     finally:
