@@ -94,6 +94,10 @@ def test_a_file_that_is_neither_format(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ObjcliError, match="the folder holds no tokenizer.json"):
         open_tokenizer(tmp_path / "empty")
+    # A file the library loads, with nothing in its vocabulary: every text would be zero tokens.
+    (tmp_path / "untrained.json").write_text('{"model": {"type": "BPE", "vocab": {}, "merges": []}}')
+    with pytest.raises(ObjcliError, match="its vocabulary is empty"):
+        open_tokenizer(tmp_path / "untrained.json")
 
 
 def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_path):

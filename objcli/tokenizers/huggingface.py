@@ -80,6 +80,9 @@ class HuggingFaceTokenizer(Tokenizer):
             raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
                               "(its vocabulary is not a table of ids)")
         self.vocab_size = max(self.ids.values(), default=-1) + 1
+        if not self.vocab_size:  # every text would encode to nothing: rows of end-of-document tokens only
+            raise ObjcliError(f"tokenizer {self.path}: its vocabulary is empty; pass a trained tokenizer.json "
+                              "(or train one with 'objcli train-tokenizer')")
         self.add_bos = False
         self.config = self._read_config()
         try:  # the library decodes, whichever engine encodes; it also checks the whole file
