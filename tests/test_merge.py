@@ -144,3 +144,29 @@ def test_shuffled_merge_is_one_keyed_permutation_of_all_rows(parts, sample_token
     assert again == {p.name: p.read_bytes() for p in (tmp_path / "s7").iterdir() if p.is_file()}
     assert verify_output(tmp_path / "s7").ok
     assert json.loads((tmp_path / "s7" / "manifest.json").read_text())["shuffled"] == {"seed": 7}
+
+
+@pytest.mark.parametrize("fmt", [f for f in OUTPUT_FORMATS if f != "hf"])  # hf saves one split: --split refuses it
+def test_an_unsplit_source_joins_the_training_split_of_split_ones(fmt, parts, sample_tokenizer, tmp_path):
+    """Merging an output split into train/validation with one that was not split: the unsplit rows
+    are training rows, so they go under ``train`` (a loader reading train-*, or Megatron's one
+    megatron.txt, used to miss them: ``part-*`` beside ``train-*``, and two pairs for one data-args
+    file, of which it kept one), and the validation split is the split source's alone."""
+    packing = "none" if fmt in ("megatron", "tokens", "llmc", "nanoset") else "concat"
+    split = tmp_path / "split"
+    run_transform(parts[:2], sample_tokenizer, split, output_format=fmt, seq_len=128, packing=packing,
+                  split="validation=20%")
+    whole = _outputs(parts[2:], sample_tokenizer, tmp_path, fmt, packing=packing)[0]
+    manifest = merge([str(split), str(whole)], str(tmp_path / "merged"))
+    assert verify_output(tmp_path / "merged").ok
+    assert {s["split"] for s in manifest["shards"]} == {"train", "validation"}
+    source = {k: json.loads((f / "manifest.json").read_text()) for k, f in (("split", split), ("whole", whole))}
+    expected_train = source["split"]["splits"]["train"]["rows"] + source["whole"]["totals"]["rows"]
+    assert manifest["splits"]["train"]["rows"] == expected_train
+    assert manifest["splits"]["validation"] == source["split"]["splits"]["validation"]
+    names = [p.name for p in (tmp_path / "merged").iterdir()]
+    assert not [n for n in names if n.startswith("part-")]
+    if fmt == "megatron":
+        listed = (tmp_path / "merged" / "megatron.txt").read_text().split()
+        train_tokens = sum(s["tokens"] for s in manifest["shards"] if s["split"] == "train")
+        assert sum(int(w) for w in listed[0::2]) == train_tokens

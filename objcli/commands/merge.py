@@ -24,6 +24,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
@@ -52,6 +53,16 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
                 raise ObjcliError(f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
                                   f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length")
+
+
+def train_when_split(manifests: list[Manifest]) -> list[Manifest]:
+    """Where some sources were split (``train``, ``validation``) and others not, an unsplit source's
+    rows are training rows: its shards join ``train``, so that a loader reading ``train-*`` (or
+    Megatron's ``megatron.txt``, one file for both) sees them; otherwise they stay as they are."""
+    if not any(shard.split for manifest in manifests for shard in manifest.shards):
+        return manifests
+    return [msgspec.structs.replace(m, shards=[msgspec.structs.replace(s, split=s.split or "train") for s in m.shards])
+            for m in manifests]
 
 
 @dataclass
@@ -255,7 +266,7 @@ def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed
 
 def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str]) -> dict:
     out = Path(output)
-    manifests = [read_manifest(source) for source in sources]
+    manifests = train_when_split([read_manifest(source) for source in sources])
     check_compatible(sources, manifests)
     plan = MergePlan(sources, manifests)
     with building("merge", out, overwrite) as work:
