@@ -19,7 +19,7 @@ from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
-from .executors.local import start_fork_server
+from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats, mixture_totals, parse_sources
@@ -120,7 +120,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
         raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
                           f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
     if executor == "local" and will_fork(config.objective, pool, workers, sum(not p.input.is_stream for p in partitions)):
-        start_fork_server(config.tokenizer, getattr(config.objective_options, "sentences", None))
+        start_fork_server(config.tokenizer, compiled_kernels(config))
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
     pool = choose_pool(pool, objective, tokenizer, workers)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.

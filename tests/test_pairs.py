@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import reference
 from click.testing import CliRunner
-from conftest import read_output, run_transform
-from hypothesis import given
+from conftest import folder_bytes, read_output, run_cli, run_transform
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.cli import main
@@ -281,3 +281,36 @@ def test_electra_draws_give_the_expected_number_of_distinct_positions():
     distinct = selected.sum(axis=1)
     expected = n * (1 - (1 - 1 / n) ** k)
     assert abs(distinct.mean() - expected) < 3 * distinct.std() / np.sqrt(rows)
+
+
+@given(chunks=st.lists(st.tuples(st.lists(st.integers(0, 30), min_size=1, max_size=10), st.integers(0, 60),
+                                 st.booleans()), min_size=1, max_size=8),
+       seed=st.integers(0, 2**32 - 1))
+@settings(deadline=None)  # the first example loads the compiled walk (numba)
+def test_the_compiled_electra_walk_makes_the_numpy_walks_decisions(chunks, seed):
+    """kernels/electra_walk.py (numba, one chunk at a time) against kernels/pairs.py's NumPy walk (every
+    chunk per sentence column), on chunks of different sentence counts padded to one width, with
+    one-segment chunks (a first target of 100,000) and coins that straddle 0.5."""
+    from objcli.kernels.electra_walk import first_segment
+
+    width = max(len(lengths) for lengths, _, _ in chunks)
+    lengths = np.array([sizes + [0] * (width - len(sizes)) for sizes, _, _ in chunks], np.int64)
+    counts = np.array([len(sizes) for sizes, _, _ in chunks], np.int64)
+    first_target = np.array([100_000 if one else target for _, target, one in chunks], np.int64)
+    coins = np.random.default_rng(seed).random((len(chunks), width))
+    expected = electra_first_segment(lengths, counts, first_target, coins)
+    assert first_segment(lengths, counts, first_target, coins).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("objective", ["electra", "nsp"])
+def test_compiled_and_pure_runs_write_the_same_bytes(objective, small_corpus, sample_tokenizer, tmp_path):
+    """A whole run with the compiled kernels (the splitter; ELECTRA's walk) and one with
+    OBJCLI_PURE_PYTHON=1 (the regular expression, the NumPy walk) write byte-identical shards."""
+    outputs = {}
+    for pure in ("0", "1"):
+        out = tmp_path / f"pure-{pure}"
+        result = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--objective", objective,
+                         "--seq-len", "128", "-q", env={"OBJCLI_PURE_PYTHON": pure})
+        assert result.returncode == 0, result.stderr
+        outputs[pure] = {k: v for k, v in folder_bytes(out).items() if k != ".objcli-lock"}
+    assert outputs["0"] == outputs["1"] and any(k.endswith(".arrow") for k in outputs["0"])

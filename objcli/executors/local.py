@@ -64,11 +64,18 @@ def _process_context(tasks: list[PartitionTask]):
     first worker; elsewhere they are spawned. Forking from the server, not from this process, keeps
     the parent's threads (the tokenizers' pools, the progress bar) out of the workers."""
     config = tasks[0].config
-    context = _fork_context(config.tokenizer, config.engine, getattr(config.objective_options, "sentences", None))
+    context = _fork_context(config.tokenizer, config.engine, compiled_kernels(config))
     return (context, None) if context is not None else (multiprocessing.get_context("spawn"), os.getpid())
 
 
-def _fork_context(tokenizer: str, engine: str, sentences: str | None):
+def compiled_kernels(config) -> str:
+    """The compiled kernels a run calls, for its fork server to load once: the prose sentence
+    splitter, ELECTRA's first-segment walk."""
+    names = ["sentences"] if getattr(config.objective_options, "sentences", None) == "prose" else []
+    return ",".join(names + (["electra"] if config.objective == "electra" else []))
+
+
+def _fork_context(tokenizer: str, engine: str, compiled: str):
     """The fork server's context, with what it preloads (read when it starts: a server already
     running keeps what it loaded); None where there is no fork server."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -76,16 +83,16 @@ def _fork_context(tokenizer: str, engine: str, sentences: str | None):
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["objcli.executors.preload"])  # no effect once the server runs
     os.environ["OBJCLI_PRELOAD_TOKENIZER"] = f"{tokenizer}\t{engine}"
-    os.environ["OBJCLI_PRELOAD_SENTENCES"] = "1" if sentences == "prose" else "0"
+    os.environ["OBJCLI_PRELOAD_COMPILED"] = compiled
     return context
 
 
-def start_fork_server(tokenizer: str, sentences: str | None) -> None:
+def start_fork_server(tokenizer: str, compiled: str) -> None:
     """Start the fork server now, before the main process loads and probes the tokenizer: both load
     it at once (a 128k tokenizer.json takes 0.5 s, objcli's imports 0.3 s, numba's 0.4 s), and the
     pool that connects later forks its workers at once. The run's engine is not chosen yet: the
     server opens the tokenizer, and each worker gives it the engine its task names."""
-    if _fork_context(tokenizer, "auto", sentences) is not None:
+    if _fork_context(tokenizer, "auto", compiled) is not None:
         from multiprocessing import forkserver, resource_tracker
 
         # The server must start with SIGINT blocked (a Ctrl-C during its imports printed a traceback;

@@ -1,8 +1,8 @@
 """What the fork server of a process pool imports once, before any worker forks from it: objcli's
 pipeline (NumPy, PyArrow, every objective and writer) and, when the run names it in
 ``OBJCLI_PRELOAD_TOKENIZER`` (``path<TAB>engine``), the run's tokenizer with its engine, and with
-``OBJCLI_PRELOAD_SENTENCES=1`` the compiled sentence splitter (numba's import and its cached code,
-0.3 s once instead of in every worker). A worker then
+``OBJCLI_PRELOAD_COMPILED`` the compiled kernels it names (``sentences``, ``electra``: numba's
+import and their cached code, 0.3 s once instead of in every worker). A worker then
 starts as a fork of a process that has everything loaded: milliseconds of CPU instead of a fresh
 interpreter's imports and a tokenizer load (0.4 s and more, 2.6 s under gVisor)."""
 
@@ -22,7 +22,12 @@ if "\t" in _spec:
     except Exception:  # noqa: BLE001 - a worker that finds no tokenizer here loads it itself, and reports
         pass
 
-if os.environ.get("OBJCLI_PRELOAD_SENTENCES") == "1":
+_compiled = os.environ.get("OBJCLI_PRELOAD_COMPILED", "").split(",")
+if "sentences" in _compiled:
     from ..objectives.sentences import warm_splitter
 
     warm_splitter()
+if "electra" in _compiled:
+    from ..objectives.pairs import warm_electra_walk
+
+    warm_electra_walk()

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels import IGNORE
+from ..kernels.compiled import compiled
 from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
 from ..kernels.ragged import gather_ranges
 from ..kernels.rng import derive_rng
@@ -159,10 +160,21 @@ def electra_pairs(tokens, cumulative, document_sentences, rng, seq_len) -> tuple
         width = int(sentences.max())
         index = np.minimum(p[:, None] + np.arange(width), len(cumulative) - 2)
         lengths = np.where(np.arange(width) < sentences[:, None], cumulative[index + 1] - cumulative[index], 0)
-        in_first = electra_first_segment(lengths, sentences, first_target, rng["split"].random((count, width)))
+        in_first = _first_segment(lengths, sentences, first_target, rng["split"].random((count, width)))
         steps.append((step, active, index, lengths, in_first, sentences))
         position[active] = end
     return _regather(tokens, cumulative, steps, seq_len)
+
+
+def _first_segment(lengths, counts, first_target, coins) -> np.ndarray:
+    """``electra_first_segment``, compiled where numba is (``kernels/electra_walk.py``)."""
+    walk = compiled("electra_walk")
+    return (walk.first_segment if walk else electra_first_segment)(lengths, counts, first_target, coins)
+
+
+def warm_electra_walk() -> None:
+    """Compile ELECTRA's walk, or load it from numba's cache, once (a fork server does it for its workers)."""
+    _first_segment(np.ones((1, 2), np.int64), np.full(1, 2, np.int64), np.full(1, 5, np.int64), np.zeros((1, 2)))
 
 
 def _regather(tokens, cumulative, steps, seq_len) -> tuple[Pairs, np.ndarray]:

@@ -18,11 +18,12 @@ chooses the regular expression.
 
 from __future__ import annotations
 
-import os
 import re
 from functools import cache
 
 import numpy as np
+
+from ..kernels.compiled import compiled
 
 ABBREVIATIONS = (
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "fig", "figs",
@@ -74,11 +75,8 @@ def _prose_pieces_pure(text: str) -> list[str]:
 @cache
 def _compiled_splitter():
     """The compiled pass and what it needs, or None (no numba, or ``OBJCLI_PURE_PYTHON=1``)."""
-    if os.environ.get("OBJCLI_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from ..kernels import sentence_bounds
-    except (ImportError, RuntimeError, OSError):  # no numba, or no folder its cache can write to
+    sentence_bounds = compiled("sentence_bounds")
+    if sentence_bounds is None:
         return None
     return sentence_bounds, sentence_bounds.CodePointClasses(LETTER), sentence_bounds.abbreviation_table(ABBREVIATIONS)
 
@@ -90,10 +88,10 @@ def warm_splitter() -> None:
 
 
 def _prose_pieces(text: str) -> list[str]:
-    compiled = _compiled_splitter()
-    if compiled is None:
+    splitter = _compiled_splitter()
+    if splitter is None:
         return _prose_pieces_pure(text)
-    kernel, classes, (words, lengths) = compiled
+    kernel, classes, (words, lengths) = splitter
     points = kernel.code_points(text)
     classes.cover(points)
     starts, stops = kernel.stripped_pieces(points, classes.table, words, lengths)
