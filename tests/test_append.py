@@ -91,6 +91,8 @@ def test_what_an_append_cannot_keep_is_refused_in_one_line(halves, sample_tokeni
     assert result.returncode == 1 and "--shuffle-rows" in result.stderr
     result = run_cli("transform", b, "-o", tmp_path / "none", "--append", "-t", sample_tokenizer)
     assert result.returncode == 1 and "holds no finished output" in result.stderr
+    result = run_cli("transform", b, "-o", "-", "--append", "-t", sample_tokenizer)
+    assert result.returncode == 1 and "standard output holds no earlier shards" in result.stderr
     copy = tmp_path / "copy-of-a.jsonl"
     copy.write_bytes(a.read_bytes())
     result = run_cli("transform", copy, "-o", tmp_path / "out", "--append", "-t", sample_tokenizer)

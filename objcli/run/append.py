@@ -41,6 +41,8 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
     output = given.get("output")
     if not output or not given.get("inputs"):
         raise ObjcliError("--append: give the new INPUTS and the finished output with -o")
+    if output == "-":
+        raise ObjcliError("--append: standard output holds no earlier shards to add to; name the output folder with -o")
     import tempfile
 
     from ..storage.stores import open_store
