@@ -6,6 +6,7 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import sys
 
@@ -57,8 +58,18 @@ class _Group(click.Group):
             raise _Terminated(INTERRUPTED.replace("interrupted", "terminated (SIGTERM)", 1)) from None
         except KeyboardInterrupt:
             raise _Interrupted(INTERRUPTED) from None
+        except BrokenPipeError:
+            _reader_went_away()
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _reader_went_away() -> None:
+    """Standard output's reader stopped reading (``objcli inspect OUT | head``): stop quietly with the
+    status a shell gives a command ended by SIGPIPE, as Unix tools do; nothing is wrong with the output.
+    Standard output goes to /dev/null first, so that the interpreter's last flush finds no pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(141)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -200,6 +211,8 @@ def inspect_command(folder, rows, tokenizer, color):
                 click.echo(line, color=colour)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
+    except BrokenPipeError:
+        raise
     except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
         raise _damaged(folder, error) from None
 

@@ -198,3 +198,23 @@ def test_a_manifest_that_does_not_fit_the_schema_is_one_line(command, content, e
     result = CliRunner().invoke(main, [command, str(tmp_path)])
     assert result.exit_code == 1 and result.output.startswith("Error: ") and expected in result.output
     assert len(result.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["inspect", "transform"])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(command, tmp_path, small_corpus, sample_tokenizer):
+    """``objcli inspect OUT | head`` and ``objcli transform ... -o - | head``: when the pipe's reader
+    goes away, the command stops as Unix tools do (status 141, SIGPIPE's) and says nothing; inspect
+    used to call the output damaged ("its files do not match its manifest: BrokenPipeError")."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    CliRunner().invoke(main, ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", str(out),
+                              "--seq-len", "64", "-q"], catch_exceptions=False)
+    args = (["inspect", str(out), "--rows", "500"] if command == "inspect" else
+            ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", "-", "--seq-len", "64", "-q"])
+    process = subprocess.Popen([sys.executable, "-m", "objcli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(process.stdout.read(100)) == 100
+    process.stdout.close()  # the reader goes away with most of the output unread
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141 and stderr == ""
