@@ -277,7 +277,8 @@ def forked_worker_cpu(workers: int) -> float:
     from objcli.executors.local import _process_context
 
     class Task:  # what _process_context reads of the run's first task
-        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece", "objective_options": None})
+        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece", "objective": "clm",
+                                     "objective_options": None})
 
     context, _ = _process_context([Task()])
     if context.get_start_method() != "forkserver":
