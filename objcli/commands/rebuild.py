@@ -159,12 +159,10 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     (re)started; anything else needs --overwrite, which removes objcli's own files (manifest, shards,
     format files), as ``transform --overwrite`` does: a folder or file of anyone else's (a source
     kept inside the output, notes) stays where it is."""
-    from ..storage.output import FORMAT_FILE, is_shard_name
+    from ..storage.output import is_own_file
 
     def own(path: Path) -> bool:
-        name = path.name
-        return path.is_file() and (name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name)
-                                   or FORMAT_FILE.fullmatch(name) is not None)
+        return path.is_file() and is_own_file(path.name)
 
     held = [p for p in out.iterdir() if p.name not in (WORK, ".objcli-lock")]
     leftovers = all(own(p) for p in held) and not (out / MANIFEST_NAME).exists()

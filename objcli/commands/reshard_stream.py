@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..storage.faults import crash_point
+from ..storage.files import start_writeback
 from ..storage.shard_info import TEMP_SUFFIX, ShardInfo, work_prefix
 from .rebuild import link_or_copy
 
@@ -57,18 +58,16 @@ def stream_layout(path: Path) -> StreamLayout | None:
 
 
 def _layout(path: Path, data) -> StreamLayout | None:
-    kinds, offset = [], 0
-    while True:
-        message = _message_at(data, offset)
-        if message is None:
-            break
-        kind, offset = message
-        kinds.append((kind, offset))
-    if not kinds or kinds[0][0] != SCHEMA or any(kind != RECORD_BATCH for kind, _ in kinds[1:]):
+    kind, body_start = _message_at(data, 0) or (None, 0)
+    if kind != SCHEMA:
         return None
+    offset = body_start
+    while (message := _message_at(data, offset)) is not None:
+        kind, offset = message
+        if kind != RECORD_BATCH:
+            return None
     if len(data) != offset + len(END_OF_STREAM) or data[offset:] != END_OF_STREAM:
         return None
-    body_start = kinds[0][1]
     return StreamLayout(path, bytes(data[:body_start]), body_start, offset)
 
 
@@ -152,11 +151,7 @@ def _copy_bodies(parts: list[StreamLayout], schema: bytes, temp: Path) -> None:
                     if not copied:
                         raise OSError(f"{part.path}: shorter than its manifest says")
                     offset, left = offset + copied, left - copied
-            # Start writing this part to disk now (DONTNEED starts writeback of dirty pages without
-            # waiting, and drops what is already clean) so that the fsync below waits for the last
-            # part only: 0.79-1.26 s -> 0.56-0.78 s for 1 GB here, against one fsync at the end.
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(out.fileno(), written, part.body_bytes, os.POSIX_FADV_DONTNEED)
+            start_writeback(out.fileno(), written, part.body_bytes)  # 1 GB: 0.79-1.26 s -> 0.56-0.78 s
             written += part.body_bytes
             crash_point("shard-write")
         out.write(END_OF_STREAM)

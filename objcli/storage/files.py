@@ -50,6 +50,14 @@ def _hasher() -> ThreadPoolExecutor:
     return _HASHER
 
 
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Have the kernel start writing ``length`` bytes of a file being written (DONTNEED starts the
+    writeback of dirty pages without waiting for it, and drops what is already clean), so that the
+    fsync at its end waits for the last part only, not for the whole file. Not on macOS (no fadvise)."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
 class HashingFile(io.RawIOBase):
     """A write-only file that feeds sha256 as it writes, so a shard is never read back to hash it.
     A large write is hashed on a thread while the file takes it (both release the GIL); the call
@@ -73,18 +81,12 @@ class HashingFile(io.RawIOBase):
             self.digest.update(data)
             written = self.file.write(data)
         self.written += written
-        if self.written - self.on_disk >= WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):  # not on macOS
-            self._start_writeback()
+        if self.written - self.on_disk >= WRITEBACK_BYTES:
+            self.file.flush()
+            start_writeback(self.file.fileno(), self.on_disk, self.written - self.on_disk)
+            self.on_disk = self.written
         crash_point("shard-write")
         return written
-
-    def _start_writeback(self) -> None:
-        """Have the kernel start writing what this file holds so far (DONTNEED starts writeback of
-        dirty pages without waiting for it, and drops what is already clean), so that the fsync in
-        ``close`` waits for the last few MiB, not for the whole shard."""
-        self.file.flush()
-        os.posix_fadvise(self.file.fileno(), self.on_disk, self.written - self.on_disk, os.POSIX_FADV_DONTNEED)
-        self.on_disk = self.written
 
     def close(self) -> None:
         if not self.file.closed:

@@ -47,6 +47,11 @@ def is_shard_name(name: str) -> bool:
     return SHARD_NAME.match(name) is not None
 
 
+def is_own_file(name: str) -> bool:
+    """A file an output's writer put there (manifest, shards, format files): what --overwrite removes."""
+    return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or FORMAT_FILE.fullmatch(name) is not None
+
+
 @dataclass
 class PartitionResult:
     index: int
@@ -250,7 +255,7 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         for name in self.store.names():
-            if name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or FORMAT_FILE.fullmatch(name):
+            if is_own_file(name):
                 self.store.delete(name)
         self.work_store.remove()
 
