@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/reference.py
 
 SAMPLE = ROOT / "sample_data"
+PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"  # the Makefile installs the pinned pre-release here
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +78,10 @@ def manifest_json(folder) -> dict:
 def without_warnings(stderr: str) -> str:
     """What a run printed besides its warnings (``objcli: warning: …``): the summary or the error."""
     return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("objcli: warning: "))
+
+
+def prerelease_env() -> dict:
+    """The environment of a process that imports the pinned tokenizers pre-release (objcli[fast])."""
+    if not (PRERELEASE / "tokenizers").is_dir():
+        pytest.skip("the pre-release is not installed beside the stable release (make test installs it)")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PRERELEASE), os.environ.get("PYTHONPATH", "")])}

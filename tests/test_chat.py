@@ -395,3 +395,25 @@ def test_the_sandbox_remembers_each_verdict_and_gives_jinjas_own():
     for _ in range(2):  # refused the first time and every time after
         with pytest.raises(jinja2.exceptions.SecurityError):
             template.render(messages=[])
+
+
+@pytest.mark.parametrize("family", [f for f, spec in FAMILIES.items() if spec[1]])
+def test_chat_on_the_prerelease_writes_the_stable_releases_bytes(family, tokenizers_dir, tmp_path):
+    """With tokenizers 1.0 the library reads special-token texts as the tokens itself (one call a
+    batch, spans from the tokens' bytes); 0.x's path splits at them. Same shards, byte for byte, on
+    conversations whose text spells special tokens."""
+    import subprocess
+    import sys
+
+    from conftest import prerelease_env
+
+    data = write_jsonl(conversations(300, family, seed=21), tmp_path / "c.jsonl")
+    common = [str(data), "-t", str(tokenizers_dir[family]), "--objective", "chat", "--workers", "2", "-q"]
+    run_transform([data], tokenizers_dir[family], tmp_path / "stable", objective="chat", workers=2)
+    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-o", str(tmp_path / "fast")],
+                         env=prerelease_env(), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    fast, stable = (json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("fast", "stable"))
+    assert fast["tokenizer"]["engine"]["version"].startswith("1.") and not stable["tokenizer"]["engine"]["version"].startswith("1.")
+    assert [s["sha256"] for s in fast["shards"]] == [s["sha256"] for s in stable["shards"]]
+    assert fast["totals"]["documents_written"] > 250

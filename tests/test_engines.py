@@ -5,7 +5,6 @@ own, beside the stable release) writes the same bytes; a parity failure falls ba
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
-from conftest import ROOT, SAMPLE, read_output, run_transform
+from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_transform
 from multilingual import documents
 
 from objcli.errors import ObjcliError
@@ -26,7 +25,6 @@ from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN, _llama3_specials
 tokenizers = pytest.importorskip("tokenizers")
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("quicktok")
-PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"  # the Makefile installs the pinned pre-release here
 
 
 @pytest.fixture(scope="module")
@@ -215,12 +213,6 @@ def test_merges_are_ranks_only_when_rank_bpe_gives_their_tokens():
 def test_the_pinned_prerelease_is_the_one_the_makefile_installs():
     pin = re.search(r'"(tokenizers==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     assert f"PRERELEASE_TOKENIZERS := {pin}" in (ROOT / "Makefile").read_text()
-
-
-def prerelease_env() -> dict:
-    if not (PRERELEASE / "tokenizers").is_dir():
-        pytest.skip("the pre-release is not installed beside the stable release (make test installs it)")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PRERELEASE), os.environ.get("PYTHONPATH", "")])}
 
 
 def test_the_prerelease_encodes_as_the_stable_release(files, corpus, tmp_path):

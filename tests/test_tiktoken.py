@@ -4,6 +4,7 @@ published encoding with that many ranks, tokens exactly tiktoken's own."""
 import base64
 import json
 
+import numpy as np
 import pytest
 from conftest import read_output, run_transform
 
@@ -146,3 +147,25 @@ def test_a_good_side_file_is_read(tmp_path):
     path.with_name(path.name + ".json").write_text(json.dumps(GOOD_SIDE))
     tokenizer = open_tokenizer(path)
     assert tokenizer.resolve("eos") == 300 and tokenizer.encode(["ab <|eos|>"])[0].tolist() == list(b"ab <|eos|>")
+
+
+def test_chat_spans_from_token_bytes_are_the_characters_each_token_touches(rank_file):
+    """The chat fast path (the run's engine, character spans counted from each token's bytes)
+    against tiktoken's own tokens and a loop over their bytes: a token spans every character it
+    holds a byte of, as the tokenizers library reports (tiktoken's decode_with_offsets gives a
+    character's first byte an empty span). Most non-ASCII bytes are tokens of their own in this
+    400-token file, so characters are cut in two; specials and empty texts too."""
+    path, encoding, texts = rank_file
+    tokenizer = open_tokenizer(path)
+    batch = [*texts[:40], "naïve café — 日本語 😀<|endoftext|>ß", "<|endoftext|>", "", "é", "😀😀 x"]
+    tokens, offsets, starts, ends = tokenizer.encode_chat(batch, lambda parts: tokenizer.encode(parts))
+    for k, text in enumerate(batch):
+        ids = encoding.encode(text, allowed_special="all")
+        char_of_byte = [i for i, c in enumerate(text) for _ in c.encode("utf-8")]
+        spans, position = [], 0
+        for token in ids:
+            size = len(encoding.decode_single_token_bytes(token))
+            spans.append((char_of_byte[position], char_of_byte[position + size - 1] + 1))
+            position += size
+        row = slice(offsets[k], offsets[k + 1])
+        assert tokens[row].tolist() == ids and list(zip(starts[row].tolist(), ends[row].tolist())) == spans

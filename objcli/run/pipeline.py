@@ -313,8 +313,8 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     # Text that already begins with the BOS piece would get it twice (as text, then as the token).
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()
 
-    def encode(texts: list[str]):
-        return tokenizer.encode(texts, encode_threads(task))
+    def encode(texts: list[str], specials: bool = False):
+        return tokenizer.encode(texts, encode_threads(task), specials)
 
     documents = itertools.chain.from_iterable(_documents_of_pass(task, options, log, tokenizer, j)
                                     for j in range(passes(task.mixture_rate)))

@@ -159,14 +159,19 @@ class Tokenizer:
         raise ObjcliError(f"tokenizer {self.path}: --objective chat does not support {self.kind} tokenizers")
 
     # ---- shared ----
-    def encode(self, texts: list[str], num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Batched encode into (int32 tokens, int64 offsets). Texts longer than LONG_TEXT_CHARS are
+    def encode(self, texts: list[str], num_threads: int = 1, specials: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Batched encode into (int32 tokens, int64 offsets); ``specials``: special-token texts
+        become their tokens (engines that say ``matches_specials``). Texts longer than LONG_TEXT_CHARS are
         encoded in pieces cut where the tokens cannot change (``boundary``): a tokenizer's memory
         and time on one input grow faster than its length (SentencePiece's lattice, some BPEs),
         except for engines that say ``whole_texts`` (linear in time and memory: a 10-million-
         character text takes them 0.04-0.07 s and under 20 MB)."""
         if not texts:
             return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        if specials:  # whole texts: a cut could fall inside a special-token text
+            if not getattr(self.engine, "matches_specials", False):
+                raise ValueError(f"the {self.engine.name} engine does not read special-token texts as the tokens")
+            return self.engine.encode_batch(texts, num_threads, specials=True)
         if max(map(len, texts)) <= LONG_TEXT_CHARS or getattr(self.engine, "whole_texts", False):
             return self._encode_texts(texts, num_threads)
         pieces, owners = [], []

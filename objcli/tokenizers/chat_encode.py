@@ -14,6 +14,7 @@ Each returns flat (int32 tokens, int64 offsets per text, int64 char starts, int6
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,12 +76,35 @@ def encode_tiktoken(encoding, texts: list[str]):
     return _flat(all_ids, all_spans)
 
 
-def encode_split_at_specials(texts: list[str], specials: dict[str, int], encode, token_bytes: np.ndarray):
+@dataclass(frozen=True)
+class TokenBytes:
+    """What the chat path needs of each id's bytes: their number, the characters that start in
+    them (UTF-8 lead bytes), and whether the first byte starts one."""
+
+    sizes: np.ndarray  # int64
+    characters: np.ndarray  # int64
+    lead_first: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, byte_strings: dict[int, bytes], vocab_size: int) -> TokenBytes:
+        ids = np.fromiter(byte_strings, dtype=np.int64, count=len(byte_strings))
+        joined = np.frombuffer(b"".join(byte_strings.values()), dtype=np.uint8)
+        offsets = lengths_to_offsets(np.fromiter(map(len, byte_strings.values()), np.int64, len(byte_strings)))
+        leads_before = lengths_to_offsets((joined & 0xC0) != 0x80)
+        sizes, characters = np.zeros(vocab_size, np.int64), np.zeros(vocab_size, np.int64)
+        lead_first = np.ones(vocab_size, bool)
+        sizes[ids], characters[ids] = np.diff(offsets), np.diff(leads_before[offsets])
+        lead_first[ids] = leads_before[np.minimum(offsets[:-1] + 1, len(joined))] > leads_before[offsets[:-1]]
+        lead_first[ids[sizes[ids] == 0]] = True
+        return cls(sizes, characters, lead_first)
+
+
+def encode_split_at_specials(texts: list[str], specials: dict[str, int], encode, table: TokenBytes):
     """The fast path for byte-level BPE: split each text at special-token texts (leftmost-longest,
     as the library's added vocabulary matches them), encode every plain part in one batched call
-    of the run's engine, and derive each token's character span from the byte lengths of the
-    tokens (a byte-level token is its bytes; nothing normalizes the text). Returns None where the
-    tokens' bytes do not add up to a text's UTF-8 (the caller falls back to the library)."""
+    of the run's engine, and derive each token's character span from its bytes
+    (``spans_from_token_bytes``; None: the caller falls back to the library). For engines that
+    cannot read special-token texts as the tokens themselves (``matches_specials``)."""
     splitter = special_pattern(specials, capture=True)
     plain: list[str] = []  # every text's plain parts, in order (empty ones too): one engine call
     names: list[str] = []  # every text's special-token texts, in order
@@ -105,20 +129,20 @@ def encode_split_at_specials(texts: list[str], specials: dict[str, int], encode,
     tokens = gather_ranges(pool, starts, lengths).astype(np.int32)
     # Every text has at least one item, so each reduceat range is non-empty.
     offsets = lengths_to_offsets(np.add.reduceat(lengths, item_offsets[:-1])) if texts else np.zeros(1, np.int64)
-    sizes = token_bytes[tokens]
-    before = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)  # bytes before each token, in the joined texts
-    joined = "".join(texts).encode("utf-8", "surrogatepass")
+    return spans_from_token_bytes(texts, tokens, offsets, table)
+
+
+def spans_from_token_bytes(texts: list[str], tokens: np.ndarray, offsets: np.ndarray, table: TokenBytes):
+    """Each token's character span, from its bytes: a byte-level token is its bytes and nothing
+    normalizes the text. None where the tokens' bytes do not add up to a text's UTF-8."""
+    bytes_before = lengths_to_offsets(table.sizes[tokens])
     utf8 = np.array([len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts], np.int64)
-    if not np.array_equal(before[offsets[1:]] - before[offsets[:-1]], utf8):
+    if not np.array_equal(bytes_before[offsets[1:]] - bytes_before[offsets[:-1]], utf8):
         return None
-    byte_starts, byte_ends = before[:-1], before[1:]
-    owner = np.repeat(np.arange(len(texts)), np.diff(offsets))
-    text_start = lengths_to_offsets(utf8)[:-1][owner]
-    if len(joined) == sum(map(len, texts)):  # ASCII: a byte is a character
-        return tokens, offsets, byte_starts - text_start, byte_ends - text_start
-    lead = (np.frombuffer(joined, dtype=np.uint8) & 0xC0) != 0x80
-    leads_before = np.concatenate([[0], np.cumsum(lead, dtype=np.int64)])  # characters before byte p (a bool cumsum without dtype is 10x slower)
-    text_chars = leads_before[lengths_to_offsets(utf8)[:-1]]
-    char_starts = leads_before[byte_starts + 1] - 1 - text_chars[owner]  # the character holding the first byte
-    char_ends = leads_before[byte_ends] - text_chars[owner]
-    return tokens, offsets, char_starts, char_ends
+    # The tokens' bytes are the text's bytes, so characters are counted token by token (one per
+    # UTF-8 lead byte in the token); a token that starts inside a character belongs to it.
+    characters = table.characters[tokens]
+    chars_before = lengths_to_offsets(characters)  # in the joined texts
+    own = np.repeat(chars_before[offsets[:-1]], np.diff(offsets))  # where each token's text starts
+    starts = chars_before[:-1] - own
+    return tokens, offsets, starts - (~table.lead_first[tokens]), starts + characters

@@ -61,18 +61,22 @@ class TokenizersEngine:
         self.reference = not is_prerelease(self.version)
         self.legacy = hasattr(self.library, "encode_batch_fast")
         self.whole_texts = not self.legacy  # 1.0 is linear in a text's length; 0.x's encodings are heavy
+        self.matches_specials = not self.legacy  # 1.0 reads special-token texts as the tokens on request
         if self.legacy:
             self.library.encode_special_tokens = True
         self._threads: int | None = None
 
-    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    def encode_batch(self, texts: list[str], num_threads: int, specials: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``specials``: special-token texts become their tokens, as the library's added vocabulary
+        matches them (1.0 only: ``matches_specials``); else they are text like any other."""
         if self._threads is None:  # the library sizes its pool on first use
             os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
             self._threads = num_threads
         if self.legacy:
             arrays = [np.asarray(e.ids, dtype=np.int32) for e in self.library.encode_batch_fast(texts, add_special_tokens=False)]
         else:
-            arrays = [e.ids_array for e in self.library.encode_batch(texts, add_special_tokens=False, encode_special_tokens=True)]
+            arrays = [e.ids_array for e in self.library.encode_batch(texts, add_special_tokens=False,
+                                                                       encode_special_tokens=not specials)]
         return flatten_arrays(arrays)
 
     def decode(self, ids: list[list[int]]) -> list[str]:

@@ -27,8 +27,8 @@ import numpy as np
 
 from ..errors import ObjcliError
 from .base import Tokenizer
-from .bpe_spec import BPESpec, Unsupported, spec_from_tokenizer_json
-from .chat_encode import encode_split_at_specials, encode_with_library
+from .bpe_spec import BPESpec, Unsupported, byte_characters, spec_from_tokenizer_json
+from .chat_encode import TokenBytes, encode_split_at_specials, encode_with_library, spans_from_token_bytes
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
 ROLE_NAMES = {
@@ -109,7 +109,10 @@ class HuggingFaceTokenizer(Tokenizer):
         """With the run's engine (``encode``) where offsets follow from the tokens' bytes, else
         the library's own encode and offsets."""
         if encode is not None and self._offsets_from_bytes:
-            encoded = encode_split_at_specials(texts, self._added_ids, encode, self._token_bytes)
+            if getattr(self.engine, "matches_specials", False):  # the library matches them in one call
+                encoded = spans_from_token_bytes(texts, *encode(texts, specials=True), self._token_bytes)
+            else:
+                encoded = encode_split_at_specials(texts, self._added_ids, encode, self._token_bytes)
             if encoded is not None:
                 return encoded
         return encode_with_library(self._chat_library, texts)
@@ -119,14 +122,13 @@ class HuggingFaceTokenizer(Tokenizer):
         return {t["content"]: t["id"] for t in self.document.get("added_tokens", [])}
 
     @cached_property
-    def _token_bytes(self) -> np.ndarray:
-        """Bytes of each id: a byte-level piece has one character per byte."""
-        sizes = np.zeros(self.vocab_size, dtype=np.int64)
-        for piece, token_id in self.document["model"].get("vocab", {}).items():
-            sizes[token_id] = len(piece)
-        for content, token_id in self._added_ids.items():
-            sizes[token_id] = len(content.encode("utf-8"))
-        return sizes
+    def _token_bytes(self) -> TokenBytes:
+        """Each id's bytes: a byte-level piece has one character per byte."""
+        to_latin1 = str.maketrans({c: chr(b) for b, c in enumerate(byte_characters())})
+        raw = {token_id: piece.translate(to_latin1).encode("latin-1", "replace")  # one byte a character
+               for piece, token_id in self.document["model"].get("vocab", {}).items()}
+        raw.update({token_id: content.encode("utf-8") for content, token_id in self._added_ids.items()})
+        return TokenBytes.of(raw, self.vocab_size)
 
     @cached_property
     def _offsets_from_bytes(self) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import Unsupported, spec_from_ranks
-from .chat_encode import encode_split_at_specials, encode_tiktoken
+from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
@@ -249,13 +249,10 @@ class TiktokenTokenizer(Tokenizer):
         return encode_tiktoken(self.encoding, texts)
 
     @cached_property
-    def _token_bytes(self) -> np.ndarray:
-        sizes = np.zeros(self.vocab_size, dtype=np.int64)
-        for token, rank in self.ranks.items():
-            sizes[rank] = len(token)
-        for name, token_id in self.specials.items():
-            sizes[token_id] = len(name.encode("utf-8"))
-        return sizes
+    def _token_bytes(self) -> TokenBytes:
+        raw = {rank: token for token, rank in self.ranks.items()}
+        raw.update({token_id: name.encode("utf-8") for name, token_id in self.specials.items()})
+        return TokenBytes.of(raw, self.vocab_size)
 
     def control_mask(self) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)
