@@ -4,7 +4,6 @@ published encoding with that many ranks, tokens exactly tiktoken's own."""
 import base64
 import json
 
-import numpy as np
 import pytest
 from conftest import read_output, run_transform
 
