@@ -11,7 +11,8 @@ one to four turns, short questions and long answers). Interleaved repeats of:
 - ``objcli transform --objective chat --workers CORES`` (the CLI: start-up, reading, rendering,
   encoding, masks, best-fit packing and writing included).
 
-Then CPU time per stage of objcli's chat path on one core, and best-fit's packing figures.
+Then CPU time per stage of objcli's chat path on one core, best-fit's packing figures, and the
+comparison again on 80,000 conversations (start-up paid once).
 """
 
 from __future__ import annotations
@@ -110,54 +111,13 @@ def _timed(command: list[str], env=None) -> dict:
     return {"seconds": seconds, "cpu": _last_cpu[0], "stderr": stderr}
 
 
-def stage_costs(path: Path, tokenizer: Path, count: int = 5000) -> dict[str, float]:
-    """Microseconds of one core per conversation in each stage of objcli's chat path."""
-    import msgspec
-
-    from objcli.kernels.chat import mark_ranges, overlapping_tokens
-    from objcli.objectives.conversations import ContentSpans, conversation_of, turn_end
-    from objcli.tokenizers import open_tokenizer
-    from objcli.tokenizers.chat_encode import special_pattern
-    from objcli.tokenizers.chat_template import ChatTemplate, find_template
-
-    lines = path.read_bytes().splitlines()[:count]
-    source, variables, where = find_template(tokenizer, None, "huggingface")
-    template = ChatTemplate(source, variables, "2024-07-26", where)
-    spans = ContentSpans(template)
-    markers = special_pattern(["<|eot_id|>"])
-    tok = open_tokenizer(tokenizer)
-    costs, started = {}, time.process_time()
-
-    def lap(name):
-        nonlocal started
-        now = time.process_time()
-        costs[name] = (now - started) / len(lines) * 1e6
-        started = now
-
-    conversations = [conversation_of(msgspec.json.decode(line), "messages") for line in lines]
-    lap("read the record (JSON, checks)")
-    rendered = [template.render(c.messages)[0] for c in conversations]
-    lap("render the template (Jinja sandbox)")
-    found = [spans.spans(c.messages, text) for c, text in zip(conversations, rendered)]
-    ends = [[(found[k][i][0], turn_end(t, found[k][i][1], markers)) for i in c.supervised if i in found[k]]
-            for k, (c, t) in enumerate(zip(conversations, rendered))]
-    lap("find assistant spans")
-    import os
-
-    os.environ["RAYON_NUM_THREADS"] = "1"
-    tok.encode_chat(rendered)
-    lap("encode: tokenizers 0.x with its offsets, 1 thread")
-    tokens, offsets, starts, stops = tok.encode_chat(rendered, lambda parts: tok.encode(parts, 1))
-    lap("encode: ids only (0.x) + spans from token bytes")
-    import numpy as np
-
-    owner = np.array([k for k, e in enumerate(ends) for _ in e])
-    a = np.array([x for e in ends for x, _ in e])
-    b = np.array([y for e in ends for _, y in e])
-    first, last, kept = overlapping_tokens(starts, stops, offsets, owner, a, b)
-    mark_ranges(len(tokens), first[kept], last[kept])
-    lap("token masks (NumPy)")
-    return costs
+def stage_costs(path: Path, tokenizer: Path) -> dict[str, float]:
+    """Microseconds of one core per conversation in each stage of a real ``--workers 1`` run on the
+    tokenizers 1.0 pre-release (``chat_stages.py``)."""
+    script = Path(__file__).parent / "chat_stages.py"
+    result = subprocess.run([sys.executable, str(script), str(path), str(tokenizer), str(OUT)], capture_output=True,
+                            text=True, check=True, env=prerelease_env())
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def chat_table(repeats: int = 3) -> None:
@@ -195,10 +155,38 @@ def chat_table(repeats: int = 3) -> None:
     for engine, own, ours in (("0.x", "own", "objcli"), ("1.0", "own-fast", "objcli-fast")):
         print(f"tokenizers {engine}: objcli {best['transformers'] / best[ours]:.1f}x transformers (goal >= 10x); "
               f"{best[own] / best[ours]:.2f} of the library's own batched encode of the rendered texts (goal >= 0.7)")
-    print("CPU per conversation on one core, by stage (microseconds; objcli's start-up, about 1.5 s, is apart):")
-    for name, micros in stage_costs(data, tokenizer).items():
+    print("CPU per conversation on one core, by stage, tokenizers 1.0 (microseconds; start-up, about 1 s, apart):")
+    costs = stage_costs(data, tokenizer)
+    for name, micros in sorted(costs.items(), key=lambda item: -item[1]):
         print(f"  {name:48} {micros:8.1f}")
+    print(f"  {'all stages':48} {sum(costs.values()):8.1f}")
     packing_figures()
+    scale_table()
+
+
+def scale_table(count: int = 80_000, repeats: int = 2) -> None:
+    """The same comparison on four times the conversations: objcli's start-up (about 1 s of the
+    20,000-conversation run) is paid once, transformers' cost is per conversation."""
+    tokenizer, data = llama3_chat_tokenizer(), bench_conversations(count)
+    size = data.stat().st_size
+    command = [sys.executable, "-m", "objcli", "transform", str(data), "-t", str(tokenizer), "-o", str(OUT),
+               "--overwrite", "-q", "--objective", "chat", "--seq-len", "4096", "--workers", str(CORES)]
+    runs: dict[str, list[dict]] = {"transformers": [], "objcli-fast": []}
+    for _ in range(repeats):
+        started, cpu0 = time.perf_counter(), _children_cpu()
+        _python(TRANSFORMERS, str(data), str(tokenizer.parent), str(CORES))
+        runs["transformers"].append({"seconds": time.perf_counter() - started, "cpu": _children_cpu() - cpu0})
+        runs["objcli-fast"].append(_timed(command, env=prerelease_env()))
+    print(f"\n{data.name}, {size / 1e6:.1f} MB, same tokenizer, template and cores; interleaved x{repeats}:")
+    print(f"{'':72} {'min s':>7} {'median s':>9} {'MB/s':>7} {'CPU s/MB':>9}")
+    for key, label in (("transformers", f"transformers apply_chat_template, datasets.map(num_proc={CORES})"),
+                       ("objcli-fast", f"objcli chat --workers {CORES}, tokenizers 1.0 pre-release (CLI)")):
+        walls = [r["seconds"] for r in runs[key]]
+        cpu = min(r["cpu"] for r in runs[key]) / (size / 1e6)
+        print(f"{label:72} {min(walls):7.2f} {statistics.median(walls):9.2f} {size / 1e6 / min(walls):7.1f} {cpu:9.3f}")
+    best = {k: min(r["seconds"] for r in v) for k, v in runs.items()}
+    print(f"tokenizers 1.0, {count:,} conversations: objcli {best['transformers'] / best['objcli-fast']:.1f}x "
+          "transformers (goal >= 10x)")
 
 
 def _children_cpu() -> float:
@@ -219,4 +207,4 @@ def packing_figures() -> None:
 
 
 if __name__ == "__main__":
-    chat_table()
+    scale_table() if sys.argv[1:] == ["--scale"] else chat_table()

@@ -15,7 +15,7 @@ import numpy as np
 from ..kernels import PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
-from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices, split_long_items
+from ..kernels.ragged import lengths_to_offsets, range_indices, split_long_items
 from ..rows import ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
@@ -71,20 +71,24 @@ class BestFitPacker:
         first_chunk[1:] = source[1:] != source[:-1]
         self.counters["documents_split"] += len(np.unique(source[~first_chunk]))  # examples cut in pieces
         row, offset, rows = best_fit_decreasing(chunk_lengths, seq_len)
-        destination = range_indices(row * seq_len + offset, chunk_lengths)
+        # A row's pieces lie end to end from its start, padding after them: with the pieces taken in
+        # row-major order, one boolean mask places them, and one index gathers every column.
+        order = np.argsort(row * seq_len + offset, kind="stable")
+        piece_lengths, owners = chunk_lengths[order], source[order]
+        taken = range_indices(chunk_starts[order], piece_lengths)
+        occupied = np.arange(seq_len) < np.bincount(row, weights=chunk_lengths, minlength=rows)[:, None]
         columns = {}
         for spec in self.aligned:
-            source_values = values[spec.name]
-            placed = np.full(rows * seq_len, spec.fill_value(self.settings.pad_id), dtype=source_values.dtype)
-            placed[destination] = gather_ranges(source_values, chunk_starts, chunk_lengths)
-            columns[spec.name] = placed.reshape(rows, seq_len)
-        docs = np.full(rows * seq_len, PADDING_DOC, dtype=np.int64)
-        docs[destination] = np.repeat(example_ids[source], chunk_lengths)
-        segment_ids, positions = segments_and_positions(docs.reshape(rows, seq_len))
+            placed = np.full((rows, seq_len), spec.fill_value(self.settings.pad_id), dtype=values[spec.name].dtype)
+            placed[occupied] = values[spec.name][taken]
+            columns[spec.name] = placed
+        docs = np.full((rows, seq_len), PADDING_DOC, dtype=np.int64)
+        docs[occupied] = np.repeat(example_ids[owners], piece_lengths)
+        segment_ids, positions = segments_and_positions(docs)
         columns["segment_ids"], columns["positions"] = segment_ids, positions
         for name, per_example in tags.items():
-            token_tags = np.zeros(rows * seq_len, dtype=np.int32)
-            token_tags[destination] = np.repeat(per_example[source], chunk_lengths)
+            token_tags = np.zeros((rows, seq_len), dtype=np.int32)
+            token_tags[occupied] = np.repeat(per_example[owners], piece_lengths)
             columns[name] = segment_values(segment_ids, token_tags)
         padding = np.sum(segment_ids == 0, axis=1)
         starts = first_chunk  # documents are counted in the row holding an example's first piece
