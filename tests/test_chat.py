@@ -417,3 +417,19 @@ def test_chat_on_the_prerelease_writes_the_stable_releases_bytes(family, tokeniz
     assert fast["tokenizer"]["engine"]["version"].startswith("1.") and not stable["tokenizer"]["engine"]["version"].startswith("1.")
     assert [s["sha256"] for s in fast["shards"]] == [s["sha256"] for s in stable["shards"]]
     assert fast["totals"]["documents_written"] > 250
+
+
+def test_keys_whose_value_is_null_are_dropped_as_transformers_drops_them(tokenizers_dir, tmp_path):
+    """OpenAI's exports write "name": null, "tool_calls": null; a template that asks whether a key
+    is defined must see them absent, in every message of the record (and none of the others)."""
+    template = tmp_path / "defined.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}{% if m.name is defined %}[{{ m.name }}]"
+                        "{% endif %}: {{ m.content }}<|im_end|>\n{% endfor %}")
+    messages = [{"role": "user", "content": "q", "name": None}, {"role": "assistant", "content": "a", "name": "bot"},
+                {"role": "user", "content": "r"}, {"role": "assistant", "content": "b", "tool_calls": None, "name": None}]
+    _, ids, _ = _one_run(tokenizers_dir["qwen2.5"], [{"messages": messages}], tmp_path, chat_template=str(template))
+    hf = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir["qwen2.5"].parent))
+    assert hf.decode(ids[0].tolist()) == "<|im_start|>user: q<|im_end|>\n<|im_start|>assistant[bot]: a<|im_end|>\n" \
+                                        "<|im_start|>user: r<|im_end|>\n<|im_start|>assistant: b<|im_end|>\n"
+    assert ids[0].tolist() == hf.apply_chat_template(messages, chat_template=template.read_text(), tokenize=True,
+                                                     return_dict=True)["input_ids"]

@@ -58,7 +58,7 @@ def _messages(value, what: str) -> list[dict]:
         if content is not None and not isinstance(content, str):
             raise BadRecord("non_string_content", f"a {message['role']} message's content is {type(content).__name__}")
         # As transformers does: keys whose value is None are dropped (OpenAI's content=None).
-        messages.append({k: v for k, v in message.items() if v is not None})
+        messages.append({k: v for k, v in message.items() if v is not None} if None in message.values() else message)
     return messages
 
 
