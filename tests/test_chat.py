@@ -257,20 +257,22 @@ def _conversation_offsets(draw):
             width = draw(st.integers(0, 4))
             offsets.append((position, position + width))
             position += width
-        text_length = position + 2
+        text_length = position + draw(st.integers(0, 2))
         cuts = sorted(draw(st.lists(st.integers(0, text_length), min_size=0, max_size=6)))
         spans = [(a, b) for a, b in zip(cuts[::2], cuts[1::2])]
-        conversations.append((offsets, spans))
+        conversations.append((offsets, spans, text_length))
     return conversations
 
 
 def _flatten(conversations):
-    starts = np.array([a for o, _ in conversations for a, _ in o], np.int64)
-    ends = np.array([b for o, _ in conversations for _, b in o], np.int64)
-    offsets = np.concatenate([[0], np.cumsum([len(o) for o, _ in conversations])]).astype(np.int64)
-    owner = np.array([k for k, (_, s) in enumerate(conversations) for _ in s], np.int64)
-    a = np.array([x for _, s in conversations for x, _ in s], np.int64)
-    b = np.array([y for _, s in conversations for _, y in s], np.int64)
+    """Flat arrays in the batch's coordinate (the texts joined end to end), as chat_encode gives them."""
+    shifts = np.concatenate([[0], np.cumsum([n for _, _, n in conversations])]).astype(np.int64)
+    starts = np.array([x + shifts[k] for k, (o, _, _) in enumerate(conversations) for x, _ in o], np.int64)
+    ends = np.array([y + shifts[k] for k, (o, _, _) in enumerate(conversations) for _, y in o], np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(o) for o, _, _ in conversations])]).astype(np.int64)
+    owner = np.array([k for k, (_, s, _) in enumerate(conversations) for _ in s], np.int64)
+    a = np.array([x + shifts[k] for k, (_, s, _) in enumerate(conversations) for x, _ in s], np.int64)
+    b = np.array([y + shifts[k] for k, (_, s, _) in enumerate(conversations) for _, y in s], np.int64)
     return starts, ends, offsets, owner, a, b
 
 
@@ -280,7 +282,7 @@ def test_generation_spans_map_to_tokens_as_transformers_maps_them(conversations)
     starts, ends, offsets, owner, a, b = _flatten(conversations)
     first, last, kept = span_tokens(starts, ends, offsets, owner, a, b)
     mask = mark_ranges(len(starts), first[kept], last[kept])
-    expected = [m for o, s in conversations for m in assistant_mask_reference(o, s)]
+    expected = [m for o, s, _ in conversations for m in assistant_mask_reference(o, s)]
     assert mask.astype(int).tolist() == expected
 
 
@@ -290,7 +292,7 @@ def test_content_spans_cover_the_tokens_that_overlap_them(conversations):
     starts, ends, offsets, owner, a, b = _flatten(conversations)
     first, last, kept = overlapping_tokens(starts, ends, offsets, owner, a, b)
     mask = mark_ranges(len(starts), first[kept], last[kept])
-    expected = [m for o, s in conversations for m in overlap_mask_reference(o, s)]
+    expected = [m for o, s, _ in conversations for m in overlap_mask_reference(o, s)]
     assert mask.astype(int).tolist() == expected
 
 

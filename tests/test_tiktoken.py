@@ -158,13 +158,15 @@ def test_chat_spans_from_token_bytes_are_the_characters_each_token_touches(rank_
     tokenizer = open_tokenizer(path)
     batch = [*texts[:40], "naïve café — 日本語 😀<|endoftext|>ß", "<|endoftext|>", "", "é", "😀😀 x"]
     tokens, offsets, starts, ends = tokenizer.encode_chat(batch, lambda parts: tokenizer.encode(parts))
+    joined = 0  # spans are positions in the batch's texts joined end to end
     for k, text in enumerate(batch):
         ids = encoding.encode(text, allowed_special="all")
         char_of_byte = [i for i, c in enumerate(text) for _ in c.encode("utf-8")]
         spans, position = [], 0
         for token in ids:
             size = len(encoding.decode_single_token_bytes(token))
-            spans.append((char_of_byte[position], char_of_byte[position + size - 1] + 1))
+            spans.append((joined + char_of_byte[position], joined + char_of_byte[position + size - 1] + 1))
             position += size
         row = slice(offsets[k], offsets[k + 1])
         assert tokens[row].tolist() == ids and list(zip(starts[row].tolist(), ends[row].tolist())) == spans
+        joined += len(text)

@@ -1,8 +1,10 @@
 """Character spans of conversations to token ranges, and where to truncate them (pure NumPy).
 
-Tokens carry the character span of the text they came from (``starts``/``ends``, per
-conversation, as the tokenizer reports them). A span of characters ``[a, b)`` covers the tokens
-from the one holding character ``a`` to the one holding character ``b - 1``, as ``transformers``
+Tokens carry the character span of the text they came from (``starts``/``ends``), and spans are
+given, in one coordinate for the whole batch: positions in the batch's texts joined end to end
+(``chat_encode``), so one search over all tokens finds every span's tokens. A span of characters
+``[a, b)`` covers the tokens from the one holding character ``a`` to the one holding character
+``b - 1``, as ``transformers``
 maps ``{% generation %}`` spans with ``char_to_token``: the first token whose span holds the
 character; a span whose first character is in no token ends the conversation's spans (later
 spans are dropped); a span whose last character is in no token (or in the conversation's
@@ -16,28 +18,16 @@ import numpy as np
 
 def _token_holding(chars, owners, starts, ends, offsets) -> tuple[np.ndarray, np.ndarray]:
     """For each character (of conversation ``owners``): the first token whose span holds it, and
-    whether there is one. Exact when token ends do not decrease within a conversation (checked by
-    the caller's fallback)."""
-    first = offsets[owners]
-    last = offsets[owners + 1]
-    # Make the search per conversation one global search: conversation k's values are shifted by
-    # k * stride, a stride longer than any conversation's text.
-    stride = int(max(ends.max(initial=0), chars.max(initial=0))) + 2
-    token_owner = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    keyed_ends = token_owner * stride + ends
-    index = np.searchsorted(keyed_ends, owners * stride + chars, side="right")  # first token ending after
-    inside = (index < last) & (index >= first)
+    whether there is one. Exact when token ends never decrease (checked by the caller)."""
+    index = np.searchsorted(ends, chars, side="right")  # the first token ending after the character
+    inside = (index < offsets[owners + 1]) & (index >= offsets[owners])
     safe = np.minimum(index, max(len(starts) - 1, 0))
     found = inside & (starts[safe] <= chars) if len(starts) else inside
     return index, found
 
 
-def _ends_sorted(ends: np.ndarray, offsets: np.ndarray) -> bool:
-    step = np.diff(ends)
-    within = np.ones(len(step), dtype=bool)
-    boundaries = np.asarray(offsets[1:-1]) - 1  # a new conversation may start lower
-    within[boundaries[(boundaries >= 0) & (boundaries < len(step))]] = False
-    return bool(np.all(step[within] >= 0))
+def _ascending(values: np.ndarray) -> bool:
+    return bool(np.all(values[1:] >= values[:-1]))
 
 
 def _slow_token_holding(chars, owners, starts, ends, offsets):
@@ -57,17 +47,15 @@ def overlapping_tokens(starts, ends, offsets, span_owner, span_start, span_end):
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     owner = np.asarray(span_owner, np.int64)
     a, b = np.asarray(span_start, np.int64), np.asarray(span_end, np.int64)
-    if not (_ends_sorted(ends, offsets) and _ends_sorted(starts, offsets)):
+    if not (_ascending(ends) and _ascending(starts)):
         first, last = np.zeros(len(a), np.int64), np.full(len(a), -1, np.int64)
         for k, (d, x, y) in enumerate(zip(owner.tolist(), a.tolist(), b.tolist())):
             hits = [t for t in range(offsets[d], offsets[d + 1]) if starts[t] < y and ends[t] > x]
             if hits:
                 first[k], last[k] = hits[0], hits[-1]
         return first, last, (last >= first) & (b > a)
-    stride = int(max(ends.max(initial=0), b.max(initial=0))) + 2
-    token_owner = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    first = np.searchsorted(token_owner * stride + ends, owner * stride + a, side="right")  # first ending after a
-    last = np.searchsorted(token_owner * stride + starts, owner * stride + b, side="left") - 1  # last starting before b
+    first = np.searchsorted(ends, a, side="right")  # the first token ending after a
+    last = np.searchsorted(starts, b, side="left") - 1  # the last token starting before b
     inside = (first >= offsets[owner]) & (last < offsets[owner + 1]) & (first <= last)
     return first, last, inside & (b > a)
 
@@ -82,7 +70,7 @@ def span_tokens(starts, ends, offsets, span_owner, span_start, span_end):
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     owner = np.asarray(span_owner, np.int64)
     a, b = np.asarray(span_start, np.int64), np.asarray(span_end, np.int64)
-    search = _token_holding if _ends_sorted(ends, offsets) else _slow_token_holding
+    search = _token_holding if _ascending(ends) else _slow_token_holding
     first, first_found = search(a, owner, starts, ends, offsets)
     last, last_found = search(b - 1, owner, starts, ends, offsets)
     # transformers runs a span to the end where its last token is None *or 0* (``if end_token``).

@@ -120,8 +120,10 @@ class _ChatPartition(PartitionTransform):
         return spans
 
     def _render(self, batch: DocumentBatch):
-        """Rendered texts and their supervised spans; bad records counted."""
+        """Rendered texts and their supervised spans, as positions in the texts joined end to end
+        (``chat_encode``'s coordinate); bad records counted."""
         texts, owners, starts, ends = [], [], [], []
+        joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
             try:
                 conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
@@ -138,9 +140,10 @@ class _ChatPartition(PartitionTransform):
                 raise record_error(self.partition, batch.first_document + k, str(error)) from None
             for start, end in spans:
                 owners.append(len(texts))
-                starts.append(start)
-                ends.append(end)
+                starts.append(joined + start)
+                ends.append(joined + end)
             texts.append(text)
+            joined += len(text)
         return texts, np.array(owners, np.int64), np.array(starts, np.int64), np.array(ends, np.int64)
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:

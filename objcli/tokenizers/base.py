@@ -154,7 +154,8 @@ class Tokenizer:
 
     def encode_chat(self, texts: list[str], encode=None):
         """Rendered conversations: (int32 tokens, int64 offsets, int64 char starts, int64 char
-        ends), special-token texts read as the special tokens (``chat_encode``). ``encode`` is the
+        ends; positions in the texts joined end to end), special-token texts read as the special
+        tokens (``chat_encode``). ``encode`` is the
         run's batched encode, for kinds that can use it."""
         raise ObjcliError(f"tokenizer {self.path}: --objective chat does not support {self.kind} tokenizers")
 

@@ -8,7 +8,8 @@ of the text it came from, so assistant spans map to tokens.
   offsets (``encode_as_offset_mapping``), as slow ``transformers`` tokenizers split at added tokens.
 - tiktoken rank files: ``encode(allowed_special="all")`` and ``decode_with_offsets``.
 
-Each returns flat (int32 tokens, int64 offsets per text, int64 char starts, int64 char ends).
+Each returns flat (int32 tokens, int64 offsets per text, int64 char starts, int64 char ends), the
+character spans in the batch's coordinate: positions in the texts joined end to end.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from ..errors import ObjcliError
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 
 
-def _flat(ids: list, spans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _flat(texts: list[str], ids: list, spans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-text token lists and character spans as flat arrays, the spans moved into the batch's
+    coordinate (the texts joined end to end): each text's spans shifted by where the text starts."""
     offsets = lengths_to_offsets(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
     tokens = np.fromiter((t for one in ids for t in one), dtype=np.int32, count=int(offsets[-1]))
     bounds = np.array([edge for one in spans for pair in one for edge in pair], dtype=np.int64).reshape(-1, 2)
-    return tokens, offsets, bounds[:, 0].copy(), bounds[:, 1].copy()
+    text_starts = lengths_to_offsets(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))[:-1]
+    shift = np.repeat(text_starts, np.diff(offsets))
+    return tokens, offsets, bounds[:, 0] + shift, bounds[:, 1] + shift
 
 
 def encode_with_library(library, texts: list[str]):
@@ -35,7 +40,7 @@ def encode_with_library(library, texts: list[str]):
         raise ObjcliError("--objective chat maps assistant text to tokens by character offsets, which the tokenizers "
                           "1.0 pre-release does not report; install the stable release: pip install 'tokenizers<1'")
     encodings = library.encode_batch(texts, add_special_tokens=False)
-    return _flat([e.ids for e in encodings], [e.offsets for e in encodings])
+    return _flat(texts, [e.ids for e in encodings], [e.offsets for e in encodings])
 
 
 def special_pattern(texts, capture: bool = False) -> re.Pattern | None:
@@ -63,7 +68,7 @@ def encode_sentencepiece(processor, specials: dict[str, int], texts: list[str]):
                 position = match.end()
         all_ids.append(ids)
         all_spans.append(spans)
-    return _flat(all_ids, all_spans)
+    return _flat(texts, all_ids, all_spans)
 
 
 def encode_tiktoken(encoding, texts: list[str]):
@@ -73,7 +78,7 @@ def encode_tiktoken(encoding, texts: list[str]):
         ends = [*starts[1:], len(text)]
         all_ids.append(ids)
         all_spans.append(list(zip(starts, ends)))
-    return _flat(all_ids, all_spans)
+    return _flat(texts, all_ids, all_spans)
 
 
 @dataclass(frozen=True)
@@ -139,10 +144,8 @@ def spans_from_token_bytes(texts: list[str], tokens: np.ndarray, offsets: np.nda
     utf8 = np.array([len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts], np.int64)
     if not np.array_equal(bytes_before[offsets[1:]] - bytes_before[offsets[:-1]], utf8):
         return None
-    # The tokens' bytes are the text's bytes, so characters are counted token by token (one per
-    # UTF-8 lead byte in the token); a token that starts inside a character belongs to it.
-    characters = table.characters[tokens]
-    chars_before = lengths_to_offsets(characters)  # in the joined texts
-    own = np.repeat(chars_before[offsets[:-1]], np.diff(offsets))  # where each token's text starts
-    starts = chars_before[:-1] - own
-    return tokens, offsets, starts - (~table.lead_first[tokens]), starts + characters
+    # The tokens' bytes are the texts' bytes, so characters are counted token by token (one per
+    # UTF-8 lead byte in the token); a token that starts inside a character belongs to it. The
+    # count runs over the texts joined end to end: the batch's coordinate.
+    chars_before = lengths_to_offsets(table.characters[tokens])
+    return tokens, offsets, chars_before[:-1] - (~table.lead_first[tokens]), chars_before[1:]
