@@ -438,3 +438,20 @@ def assistant_mask_reference(offsets: list[tuple[int, int]], spans: list[tuple[i
 def overlap_mask_reference(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
     """Tokens whose character span overlaps any of the spans."""
     return [int(any(a < end and b > start for start, end in spans if end > start)) for a, b in offsets]
+
+
+def bpe_merge_reference(parts: list[bytes], priority) -> list[bytes]:
+    """Byte-pair merging as the papers state it: scan every adjacent pair, merge the one of lowest
+    priority (the leftmost on a tie), repeat until no pair has one. ``priority(left, right)`` is
+    an int or None."""
+    parts = list(parts)
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            p = priority(parts[i], parts[i + 1])
+            if p is not None and (best is None or p < best):
+                best, at = p, i
+        if best is None:
+            break
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return parts

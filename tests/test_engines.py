@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
 from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_transform
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from multilingual import documents
 
 from objcli.errors import ObjcliError
@@ -275,3 +277,48 @@ def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_co
     sentinels = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(files["llama3.json"]),
                                 "--objective", "t5", "-o", str(tmp_path / "t5")], capture_output=True, text=True)
     assert "has no 100 T5 sentinels <extra_id_N> as ids 128256-128355" in sentinels.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), by_rank=st.booleans())
+def test_the_python_engines_heap_merges_as_the_pair_by_pair_loop(data, by_rank):
+    """The readable reference's merge keeps a heap (n log n); it must merge exactly as the loop that
+    rescans every pair: lowest priority first, leftmost on a tie, for Hugging Face merges (pair ->
+    order) and tiktoken ranks (join -> rank), on pieces where ties and overlapping pairs abound."""
+    from reference import bpe_merge_reference
+
+    from objcli.tokenizers.python_bpe import PythonBPE
+
+    alphabet = [b"a", b"b", b"c"]
+    joins = data.draw(st.lists(st.lists(st.sampled_from(alphabet), min_size=2, max_size=4).map(b"".join),
+                               max_size=12, unique=True))
+    vocab = {t: i for i, t in enumerate([*alphabet, *joins])}
+    if by_rank:
+        merges = None
+    else:
+        merges = {}
+        for token in joins:  # each join's split points, in a drawn order
+            for cut in range(1, len(token)):
+                if token[:cut] in vocab and token[cut:] in vocab and data.draw(st.booleans()):
+                    merges.setdefault((token[:cut], token[cut:]), len(merges))
+    engine = PythonBPE(BPESpec(vocab=vocab, patterns=["x"], merges=merges, ignore_merges=False))
+    piece = data.draw(st.lists(st.sampled_from(alphabet), min_size=0, max_size=40))
+    whole = b"".join(piece)
+    expected = [whole] if by_rank and whole in vocab else bpe_merge_reference(piece, engine._priority)  # tiktoken
+    assert engine._merge(whole) == [vocab[p] for p in expected]
+
+
+def test_the_python_engine_merges_a_long_word_in_a_number_of_steps_linear_in_its_length():
+    """A 20,000-letter word (a DNA sequence, a base64 blob: one piece to the split pattern) in a run's
+    first batch made the parity probe's pair-by-pair loop look up some 10^8 pairs: minutes of
+    start-up. The heap looks up a few pairs per merge."""
+    from objcli.tokenizers.python_bpe import PythonBPE
+
+    vocab = {t: i for i, t in enumerate([b"a", b"c", b"g", b"t", b"ac", b"gt", b"acgt", b"acgtacgt"])}
+    engine = PythonBPE(BPESpec(vocab=vocab, patterns=["x"], merges=None, ignore_merges=True))
+    looked_up = []
+    priority = engine._priority
+    engine._priority = lambda left, right: looked_up.append(1) or priority(left, right)
+    word = b"acgt" * 5000
+    assert engine._merge(word) == [vocab[b"acgtacgt"]] * 2500
+    assert len(looked_up) < 10 * len(word)

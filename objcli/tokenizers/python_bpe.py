@@ -6,11 +6,13 @@ says so, split by each pattern in turn, written as bytes, and each piece is merg
 always the pair of lowest priority, the leftmost on a tie (Hugging Face's merges by their order in
 the file; tiktoken's any two pieces whose join is a token, by that token's rank). ``ignore_merges``
 (and tiktoken always) takes a piece that is itself a token whole. Pieces repeat, so their tokens
-are cached. It is slow (about 1 MB/s) and is meant to be: fast engines are checked against it.
+are cached. It is slow (about 1 MB/s) and is meant to be: fast engines are checked against it;
+only its merge loop keeps a heap, so that no piece costs more than n log n.
 """
 
 from __future__ import annotations
 
+import heapq
 import unicodedata
 
 import numpy as np
@@ -80,18 +82,31 @@ class PythonBPE:
         return self.spec.merges.get((left, right))
 
     def _merge(self, raw) -> list[int]:
-        """BPE over one piece, written as the vocabulary writes tokens (bytes, or byte characters)."""
+        """BPE over one piece, written as the vocabulary writes tokens (bytes, or byte characters):
+        the pair of lowest priority merges first, the leftmost on a tie. Pairs wait in a heap keyed
+        by (priority, where the left part starts), so a piece of n symbols takes n log n steps (the
+        scan of every pair after every merge took n squared: minutes for one 50,000-letter word)."""
         vocab = self.spec.vocab
         if (self.spec.ignore_merges or self.spec.merges is None) and raw in vocab:
             return [vocab[raw]]
         parts = [raw[i : i + 1] for i in range(len(raw))]
-        while len(parts) > 1:
-            best, at = None, -1
-            for i in range(len(parts) - 1):
-                priority = self._priority(parts[i], parts[i + 1])
-                if priority is not None and (best is None or priority < best):
-                    best, at = priority, i
-            if best is None:
-                break
-            parts[at : at + 2] = [parts[at] + parts[at + 1]]
-        return [vocab[p] for p in parts]
+        after = list(range(1, len(parts) + 1))  # the next live part (len(parts): none)
+        before = list(range(-1, len(parts) - 1))
+        heap = [(p, i) for i in range(len(parts) - 1) if (p := self._priority(parts[i], parts[i + 1])) is not None]
+        heapq.heapify(heap)
+        while heap:
+            priority, left = heapq.heappop(heap)
+            right = after[left]
+            # A pair that changed since it was queued is stale: a merged part has a new priority.
+            if parts[left] is None or right >= len(parts) or self._priority(parts[left], parts[right]) != priority:
+                continue
+            parts[left], parts[right] = parts[left] + parts[right], None
+            after[left] = after[right]
+            if after[left] < len(parts):
+                before[after[left]] = left
+            for i in (before[left], left):
+                if i >= 0 and after[i] < len(parts):
+                    queued = self._priority(parts[i], parts[after[i]])
+                    if queued is not None:
+                        heapq.heappush(heap, (queued, i))
+        return [vocab[p] for p in parts if p is not None]
