@@ -309,7 +309,7 @@ def merge_command(sources, output, overwrite, shuffle_seed, quiet):
     """
     from .commands.merge import merge
 
-    manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite, shuffle_seed))
+    manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite, shuffle_seed, warn_line))
     if not quiet:
         t = manifest["totals"]
         click.echo(f"objcli merge: {len(sources)} outputs -> {output}: {t['shards']:,} shards, {t['rows']:,} rows, "

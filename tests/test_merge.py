@@ -170,3 +170,30 @@ def test_an_unsplit_source_joins_the_training_split_of_split_ones(fmt, parts, sa
         listed = (tmp_path / "merged" / "megatron.txt").read_text().split()
         train_tokens = sum(s["tokens"] for s in manifest["shards"] if s["split"] == "train")
         assert sum(int(w) for w in listed[0::2]) == train_tokens
+
+
+def test_rows_a_merge_would_write_twice_are_named(parts, sample_tokenizer, tmp_path):
+    """A copy of an output, or an output beside the output appended to from it, holds shards
+    byte-identical to another source's: the merge says how many and whose (by the manifests'
+    sha256), on the command line too; distinct outputs say nothing."""
+    import shutil
+
+    from objcli.storage.manifest import read_manifest
+
+    first, second, _ = _outputs(parts, sample_tokenizer, tmp_path, "arrow")
+    shutil.copytree(first, tmp_path / "copy")
+    appended = tmp_path / "appended"
+    shutil.copytree(second, appended)
+    assert run_cli("transform", parts[2], "-o", appended, "--append", "-q").returncode == 0
+    told: list[str] = []
+    merge([str(first), str(second), str(tmp_path / "copy"), str(appended)], str(tmp_path / "out"), warn=told.append)
+    count = len(read_manifest(second).shards)
+    total = len(read_manifest(appended).shards)
+    assert told == [f"1 of the 1 shard files of {(tmp_path / 'copy').resolve()} are byte-identical to files of "
+                    f"{first.resolve()}: their rows appear twice in the merged output",
+                    f"{count:,} of the {total:,} shard files of {appended.resolve()} are byte-identical to files of "
+                    f"{second.resolve()}: their rows appear twice in the merged output"]
+    result = run_cli("merge", first, second, "-o", tmp_path / "cli")
+    assert result.returncode == 0 and "warning" not in result.stderr
+    result = run_cli("merge", first, tmp_path / "copy", "-o", tmp_path / "cli2")
+    assert result.returncode == 0 and "byte-identical" in result.stderr

@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,20 +255,40 @@ def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: in
             **split_totals_of(any("splits" in r for r in raws), shards)}
 
 
-def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None) -> dict:
+def repeated_shards(sources: list[str], manifests: list[Manifest]) -> list[str]:
+    """What a merge would write twice: shard files of one source byte-identical (by the sha256 the
+    manifests record) to files of an earlier one, as a copy of an output, or an output and the
+    output it was appended to, would be."""
+    first_holder: dict[str, str] = {}
+    found = []
+    for source, manifest in zip(sources, manifests):
+        digests = [digest for shard in manifest.shards for digest in shard.sha256.values()]
+        for other, count in Counter(first_holder[d] for d in digests if d in first_holder).items():
+            found.append(f"{count:,} of the {len(digests):,} shard files of {source} are byte-identical to files of "
+                         f"{other}: their rows appear twice in the merged output")
+        for digest in digests:
+            first_holder.setdefault(digest, source)
+    return found
+
+
+def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None,
+          warn=None) -> dict:
     """The merge (see the module), local or on object storage; ``shuffle_seed``: one permutation of
-    all the merged rows, keyed to it."""
+    all the merged rows, keyed to it; ``warn``: told of rows that the merge writes twice."""
     if not sources:
         raise ObjcliError("merge: name the outputs to merge, then -o OUT")
     labels = [source if is_url(source) else str(Path(source).resolve()) for source in sources]
     return on_any_storage("merge", sources, output, overwrite,
-                          lambda local, out: _merge_local(local, out, overwrite, shuffle_seed, labels))
+                          lambda local, out: _merge_local(local, out, overwrite, shuffle_seed, labels, warn))
 
 
-def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str]) -> dict:
+def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str],
+                 warn=None) -> dict:
     out = Path(output)
     manifests = train_when_split([read_manifest(source) for source in sources])
     check_compatible(sources, manifests)
+    for message in repeated_shards(labels, manifests):
+        (warn or (lambda _: None))(message)
     plan = MergePlan(sources, manifests)
     with building("merge", out, overwrite) as work:
         if shuffle_seed is not None:
