@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -55,7 +56,8 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     writeback of dirty pages without waiting for it, and drops what is already clean), so that the
     fsync at its end waits for the last part only, not for the whole file. Not on macOS (no fadvise)."""
     if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        with contextlib.suppress(OSError):  # a hint: a filesystem (or sandbox) that refuses it loses nothing
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 class HashingFile(io.RawIOBase):
