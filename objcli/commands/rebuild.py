@@ -84,6 +84,8 @@ def on_any_storage(command: str, sources: list[str], output: str, overwrite: boo
     from ..storage.remote import is_url, readable_output
 
     check_locations(command, sources, output)
+    if is_url(output) and not overwrite:  # refused before the sources are fetched (checked again under the lock)
+        _refuse_filled(command, output, _held(output))
     with ExitStack() as stack:
         local = [stack.enter_context(readable_output(source)) for source in sources]
         if not is_url(output):
@@ -94,18 +96,31 @@ def on_any_storage(command: str, sources: list[str], output: str, overwrite: boo
         return manifest
 
 
-def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifest: dict) -> None:
+def _held(url: str, store=None) -> list[str]:
+    """objcli's files at an output on object storage: its manifest first, if any, then shards."""
     from ..storage.output import is_shard_name
+    from ..storage.stores import open_store
+
+    names = [n for n in (store or open_store(url)).names() if n == MANIFEST_NAME or is_shard_name(n)]
+    return sorted(names, key=lambda n: n != MANIFEST_NAME)
+
+
+def _refuse_filled(command: str, url: str, held: list[str]) -> None:
+    if MANIFEST_NAME in held:
+        raise ObjcliError(f"{command}: output {url} is not empty ({held[0]}); pass --overwrite to replace it "
+                          "or choose another prefix")
+
+
+def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifest: dict) -> None:
     from ..storage.stores import open_store
 
     store = open_store(url)
     store.lock()
     try:
-        held = [n for n in store.names() if n == MANIFEST_NAME or is_shard_name(n)]
-        if held and not overwrite and MANIFEST_NAME in held:
-            raise ObjcliError(f"{command}: output {url} is not empty ({held[0]}); pass --overwrite to replace it "
-                              "or choose another prefix")
-        for name in sorted(held, key=lambda n: n != MANIFEST_NAME):  # the old manifest first
+        held = _held(url, store)
+        if not overwrite:
+            _refuse_filled(command, url, held)
+        for name in held:  # the old manifest first
             store.delete(name)
         for path in sorted(folder.iterdir()):
             if path.is_file() and path.name not in (MANIFEST_NAME, ".objcli-lock"):
