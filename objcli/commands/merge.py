@@ -287,8 +287,8 @@ def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed:
     out = Path(output)
     manifests = train_when_split([read_manifest(source) for source in sources])
     check_compatible(sources, manifests)
-    for message in repeated_shards(labels, manifests):
-        (warn or (lambda _: None))(message)
+    for message in repeated_shards(labels, manifests) if warn else ():
+        warn(message)
     plan = MergePlan(sources, manifests)
     with building("merge", out, overwrite) as work:
         if shuffle_seed is not None:

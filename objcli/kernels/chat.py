@@ -4,11 +4,10 @@ Tokens carry the character span of the text they came from (``starts``/``ends``)
 given, in one coordinate for the whole batch: positions in the batch's texts joined end to end
 (``chat_encode``), so one search over all tokens finds every span's tokens. A span of characters
 ``[a, b)`` covers the tokens from the one holding character ``a`` to the one holding character
-``b - 1``, as ``transformers``
-maps ``{% generation %}`` spans with ``char_to_token``: the first token whose span holds the
-character; a span whose first character is in no token ends the conversation's spans (later
-spans are dropped); a span whose last character is in no token (or in the conversation's
-first token) runs to the end of the conversation.
+``b - 1``, as ``transformers`` maps ``{% generation %}`` spans with ``char_to_token``: the first
+token whose span holds the character; a span whose first character is in no token ends the
+conversation's spans (later spans are dropped); a span whose last character is in no token (or
+in the conversation's first token) runs to the end of the conversation.
 """
 
 from __future__ import annotations

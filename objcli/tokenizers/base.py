@@ -155,18 +155,17 @@ class Tokenizer:
     def encode_chat(self, texts: list[str], encode=None):
         """Rendered conversations: (int32 tokens, int64 offsets, int64 char starts, int64 char
         ends; positions in the texts joined end to end), special-token texts read as the special
-        tokens (``chat_encode``). ``encode`` is the
-        run's batched encode, for kinds that can use it."""
+        tokens (``chat_encode``). ``encode`` is the run's batched encode, for kinds that can use it."""
         raise ObjcliError(f"tokenizer {self.path}: --objective chat does not support {self.kind} tokenizers")
 
     # ---- shared ----
     def encode(self, texts: list[str], num_threads: int = 1, specials: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Batched encode into (int32 tokens, int64 offsets); ``specials``: special-token texts
-        become their tokens (engines that say ``matches_specials``). Texts longer than LONG_TEXT_CHARS are
-        encoded in pieces cut where the tokens cannot change (``boundary``): a tokenizer's memory
-        and time on one input grow faster than its length (SentencePiece's lattice, some BPEs),
-        except for engines that say ``whole_texts`` (linear in time and memory: a 10-million-
-        character text takes them 0.04-0.07 s and under 20 MB)."""
+        become their tokens (engines that say ``matches_specials``; texts whole). Texts longer than
+        LONG_TEXT_CHARS are encoded in pieces cut where the tokens cannot change (``boundary``): a
+        tokenizer's memory and time on one input grow faster than its length (SentencePiece's
+        lattice, some BPEs), except for engines that say ``whole_texts`` (linear in time and
+        memory: a 10-million-character text takes them 0.04-0.07 s and under 20 MB)."""
         if not texts:
             return np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
         if specials:  # whole texts: a cut could fall inside a special-token text
