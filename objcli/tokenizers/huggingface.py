@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from .base import Tokenizer
-from .bpe_spec import BPESpec, Unsupported, byte_characters, spec_from_tokenizer_json
+from .bpe_spec import FROM_BYTE_CHARS, BPESpec, Unsupported, spec_from_tokenizer_json
 from .chat_encode import TokenBytes, encode_split_at_specials, encode_with_library, spans_from_token_bytes
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
@@ -124,8 +124,7 @@ class HuggingFaceTokenizer(Tokenizer):
     @cached_property
     def _token_bytes(self) -> TokenBytes:
         """Each id's bytes: a byte-level piece has one character per byte."""
-        to_latin1 = str.maketrans({c: chr(b) for b, c in enumerate(byte_characters())})
-        raw = {token_id: piece.translate(to_latin1).encode("latin-1", "replace")  # one byte a character
+        raw = {token_id: piece.translate(FROM_BYTE_CHARS).encode("latin-1", "replace")  # one byte a character
                for piece, token_id in self.document["model"].get("vocab", {}).items()}
         raw.update({token_id: content.encode("utf-8") for content, token_id in self._added_ids.items()})
         return TokenBytes.of(raw, self.vocab_size)
