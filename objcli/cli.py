@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .cli_options import TransformCommand, collect_values, warn_line
-from .errors import INTERRUPTED, ObjcliError
+from .errors import INTERRUPTED, ObjcliError, missing_module
 from .readers.inputs import TEXT_UNITS
 from .storage.remote import readable_output
 
@@ -60,6 +60,11 @@ class _Group(click.Group):
             raise _Interrupted(INTERRUPTED) from None
         except BrokenPipeError:
             _reader_went_away()
+        except ModuleNotFoundError as error:  # an optional module a feature imports: name its extra
+            missing = missing_module(error)
+            if missing is None:
+                raise
+            raise _Fail(str(missing)) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
 
@@ -318,11 +323,13 @@ def merge_command(sources, output, overwrite, shuffle_seed, quiet):
 
 @main.command("reshard")
 @click.argument("source")
-@click.option("--shard-size", required=True, help="Rows per shard (10000) or bytes of token data (1GB).")
+@click.option("--shard-size", default=None, help="Rows per shard (10000) or bytes of token data (1GB).")
+@click.option("--num-shards", type=int, default=None,
+              help="Shards per split instead of --shard-size, rows balanced to within one (8 for 8 GPUs).")
 @click.option("-o", "--output", default=None, help="The new output folder (default: SOURCE itself, in place, atomically).")
 @click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
-def reshard_command(source, shard_size, output, overwrite, quiet):
+def reshard_command(source, shard_size, num_shards, output, overwrite, quiet):
     """The rows of a finished output SOURCE, byte-identical and in order, cut into shards of another
     size, in its format; the manifest rewritten. In place without -o (the old output stays valid
     until one atomic commit; a killed reshard is finished by the same command). Example:
@@ -331,7 +338,8 @@ def reshard_command(source, shard_size, output, overwrite, quiet):
     """
     from .commands.reshard import reshard
 
-    manifest = _building("reshard", output or source, lambda: reshard(source, output, shard_size, overwrite))
+    manifest = _building("reshard", output or source,
+                         lambda: reshard(source, output, shard_size, overwrite, num_shards=num_shards))
     if not quiet:
         t = manifest["totals"]
         click.echo(f"objcli reshard: {source} -> {output or 'in place'}: {t['shards']:,} shards, {t['rows']:,} rows",

@@ -37,6 +37,12 @@ class ShardSize:
 
     rows: int | None = None
     bytes: int | None = None
+    count: int | None = None  # reshard --num-shards: this many shards per split, rows balanced to within one
+
+    def row_counts(self, rows: int) -> tuple[int, ...]:
+        """Each shard's rows when ``count`` shards share ``rows`` (the first ``rows % count`` get one more)."""
+        count = min(self.count, max(rows, 1))
+        return tuple(rows // count + (i < rows % count) for i in range(count))
 
     @classmethod
     def parse(cls, text: str | int) -> ShardSize:
@@ -52,6 +58,8 @@ class ShardSize:
         return cls(bytes=number * SIZE_UNITS[unit])
 
     def __str__(self) -> str:
+        if self.count:
+            return f"{self.count} shards"
         return f"{self.rows} rows" if self.rows else f"{self.bytes} bytes"
 
 
@@ -87,6 +95,8 @@ class TransformConfig:
                        group=ROWS)  # keyed hashes take it as an unsigned 64-bit integer
     bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
     eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
+    pad_token: str | None = option(None, "Padding piece: one of the tokenizer's own (its EOS, say), instead of "
+                                   "its pad token or a new <pad> past the vocabulary.", group=ROWS)
     partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.", group=RUN)
     batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).", group=RUN)
     max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT)
@@ -178,7 +188,7 @@ class TransformConfig:
         if self.text_key != "text" and self._reads_records():
             raise ObjcliError(f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
                               "field with --messages-key")
-        for name in ("bos_token", "eos_token"):
+        for name in ("bos_token", "eos_token", "pad_token"):
             if getattr(self, name) == "":
                 flag = "--" + name.replace("_", "-")
                 raise ObjcliError(f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "

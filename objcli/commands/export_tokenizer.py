@@ -83,7 +83,10 @@ def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None =
         raise ObjcliError(f"output {destination}: exists and is not a folder; choose a folder with -o")
     out.mkdir(parents=True, exist_ok=True)
     pieces = [piece for piece, _ in added]
-    written = _WRITERS[tokenizer.kind](tokenizer, pieces, added, _Targets(tokenizer, overwrite), out)
+    targets = _Targets(tokenizer, overwrite)
+    written = _WRITERS[tokenizer.kind](tokenizer, pieces, added, targets, out)
+    if tokenizer.kind == "huggingface":
+        _write_config(tokenizer, manifest.special_tokens.pieces, targets, out)
     return {"path": str(written), "kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size + len(added),
             "added": len(added)}
 
@@ -102,11 +105,18 @@ def _huggingface(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path
             raise ObjcliError(f"tokenizer.json: {piece!r} is already id {tokenizer.ids[piece]}, not {token_id}")
         tokens.append({"id": token_id, "content": piece, "single_word": False, "lstrip": False, "rstrip": False,
                        "normalized": False, "special": True})
-    config = tokenizer.path.with_name("tokenizer_config.json")
-    path = targets.write(out / "tokenizer.json", (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode())
-    if config.is_file():
-        targets.write(out / config.name, config.read_bytes())
-    return path
+    return targets.write(out / "tokenizer.json", (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode())
+
+
+def _write_config(tokenizer, pieces: dict[str, str], targets: _Targets, out: Path) -> Path:
+    """The tokenizer's ``tokenizer_config.json`` (or a new one) naming the run's specials: a collator
+    that pads (``DataCollatorWithPadding``, TRL's) reads ``pad_token`` from it, and the shards' pad is
+    the run's (allocated, or given with --pad-token), not necessarily the file's."""
+    source = tokenizer.path.with_name("tokenizer_config.json")
+    config = json.loads(source.read_text(encoding="utf-8")) if source.is_file() else {}
+    if "pad" in pieces:  # bos and eos stay the file's: a chat config's eos is its end of turn
+        config["pad_token"] = pieces["pad"]
+    return targets.write(out / source.name, (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode())
 
 
 def _tiktoken(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:

@@ -29,9 +29,11 @@ from .rebuild import WORK, building, check_source_files, fresh_work, on_any_stor
 from .reshard_stream import reshard_streams
 
 
-def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = False) -> dict:
-    """The reshard (see the module), local or on object storage; in place when ``output`` is None."""
-    limit = ShardSize.parse(shard_size)
+def reshard(source: str, output: str | None, shard_size: str | None, overwrite: bool = False,
+            num_shards: int | None = None) -> dict:
+    """The reshard (see the module), local or on object storage; in place when ``output`` is None.
+    ``num_shards``: that many shards per split, rows balanced to within one (instead of ``shard_size``)."""
+    limit, shard_size = _limit(shard_size, num_shards)
     if output is None:
         if overwrite:
             raise ObjcliError("reshard: --overwrite replaces what an -o folder holds; in place (no -o) the output is "
@@ -40,6 +42,17 @@ def reshard(source: str, output: str | None, shard_size: str, overwrite: bool = 
     label = source if is_url(source) else str(Path(source).resolve())
     return on_any_storage("reshard", [source], output, overwrite,
                           lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label))
+
+
+def _limit(shard_size: str | None, num_shards: int | None) -> tuple[ShardSize, str]:
+    if (shard_size is None) == (num_shards is None):
+        raise ObjcliError("reshard: give --shard-size (rows or bytes per shard) or --num-shards (shards per split), "
+                          "one of the two")
+    if num_shards is not None:
+        if num_shards < 1:
+            raise ObjcliError(f"--num-shards {num_shards}: give a positive number of shards")
+        return ShardSize(count=num_shards), f"{num_shards} shards"
+    return ShardSize.parse(shard_size), shard_size
 
 
 def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:

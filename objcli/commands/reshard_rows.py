@@ -22,11 +22,15 @@ from ..writers import WRITERS, ShardSink
 def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
     """Every source shard's rows through the format's writer, one split's shards at a time."""
     specs, sinks = _specs(manifest), {}
+    split_rows: dict[str, int] = {}
+    for shard in manifest.shards:
+        split_rows[shard.split] = split_rows.get(shard.split, 0) + shard.rows
     for shard in manifest.shards:
         sink = sinks.get(shard.split)
         if sink is None:
+            counts = limit.row_counts(split_rows[shard.split]) if limit.count else ()
             sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
-                                                  split=shard.split)
+                                                  split=shard.split, row_counts=counts)
         sink.write(_row_batch(folder, manifest, shard))
     return [s for sink in sinks.values() for s in sink.close()]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ObjcliError
+from ..errors import ObjcliError, missing_module
 
 
 def partition_failed(task, error: BaseException) -> ObjcliError:
@@ -10,6 +10,10 @@ def partition_failed(task, error: BaseException) -> ObjcliError:
     after the partition and input that raised it."""
     if isinstance(error, ObjcliError):
         return error
+    where = f"partition {task.partition.index} ({task.partition.label})"
+    missing = missing_module(error, where)
+    if missing is not None:  # rerunning would fail the same way
+        return missing
     return ObjcliError(
         f"partition {task.partition.index} ({task.partition.label}) failed: {type(error).__name__}: {error}; "
         "rerun the same command to resume (finished partitions are kept)"

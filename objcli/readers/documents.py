@@ -18,6 +18,7 @@ import msgspec
 
 from ..errors import ObjcliError
 from ..storage.remote import is_url, open_input, storage_error, storage_errors
+from .json_array import ElementLocator, array_blocks
 from .inputs import STDIN, Partition, Piece, open_piece, sniff_format
 from .parquet import parquet_texts
 from .records import RecordLog
@@ -174,7 +175,7 @@ class _JsonLines:
                     nested = f"; {message}" if self.depth > 1 else ""
                     log.skip("missing_field", where, f"record has no field '{key}' (its fields: {fields}{nested})")
                 elif message.startswith("Expected `object`"):
-                    log.skip("not_an_object", where, "the line is JSON but not an object")
+                    log.skip("not_an_object", where, "the record is JSON but not an object")
                 else:
                     log.skip("not_a_string", where, f"field '{key}' is not a string ({message})")
             except msgspec.DecodeError as error:
@@ -210,7 +211,7 @@ class _JsonRecords:
             except UnicodeDecodeError as error:
                 log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
             except msgspec.ValidationError:
-                log.skip("not_an_object", locate(first_line + i), "the line is JSON but not an object")
+                log.skip("not_an_object", locate(first_line + i), "the record is JSON but not an object")
             except (msgspec.DecodeError, RecursionError) as error:
                 log.skip("bad_json", locate(first_line + i), f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
         return records
@@ -258,9 +259,15 @@ def _whole_file(stream, piece, options, log, locator) -> Iterator[list[str]]:
         log.skip("invalid_utf8", locator(line), f"invalid UTF-8 ({error.reason})")
 
 
-def _json_lines(stream, piece, options, log, locator) -> Iterator[list[str]]:
+def _json_lines(stream, piece, options, log, locator, array: bool = False) -> Iterator[list[str]]:
+    """Records of JSON lines, or (``array``) of a file holding one JSON array of them."""
     jsonl = _JsonRecords() if options.records else _JsonLines(options.text_key)
-    for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
+    if array:
+        locator = ElementLocator(locator.path)
+        blocks = array_blocks(stream, options.batch_bytes, log, locator)
+    else:
+        blocks = _line_blocks(stream, piece, options.batch_bytes, locator)
+    for first_line, block in blocks:
         texts = jsonl.decode_block(block, first_line, log, locator)
         del block  # the texts hold the data now
         if texts:
@@ -312,8 +319,8 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
                 raise ObjcliError(
                     f"input {locator.path}: looks like Parquet; give Parquet as a file, or pass --input-format parquet"
                 )
-        if fmt == "jsonl":
-            yield from _json_lines(stream, piece, options, log, locator)
+        if fmt in ("jsonl", "json"):
+            yield from _json_lines(stream, piece, options, log, locator, array=fmt == "json")
         elif options.records:
             raise ObjcliError(f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
                               "(--input-format jsonl if the name does not say)")

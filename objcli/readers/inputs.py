@@ -40,7 +40,7 @@ FORMAT_SUFFIXES = {
     ".text": "text",
     ".parquet": "parquet",
 }
-FORMATS = ("auto", "text", "jsonl", "parquet")
+FORMATS = ("auto", "text", "jsonl", "json", "parquet")  # json: one JSON array of records
 TEXT_UNITS = ("line", "paragraph", "file")
 
 
@@ -168,18 +168,24 @@ class ZstdFrames(io.RawIOBase):
         super().close()
 
 
-def _format_from_name(path: str) -> str | None:
+def _last_suffix(path: str) -> str | None:
+    """The suffix that names the content (``a.json.gz``: ``.json``)."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
         suffixes.pop()
-    return FORMAT_SUFFIXES.get(suffixes[-1]) if suffixes else None
+    return suffixes[-1] if suffixes else None
+
+
+def _format_from_name(path: str) -> str | None:
+    return FORMAT_SUFFIXES.get(_last_suffix(path) or "")
 
 
 def sniff_format(head: bytes) -> str:
     """Format of decompressed leading bytes: Parquet magic, a JSON object, or text."""
     if head.startswith(b"PAR1"):
         return "parquet"
-    return "jsonl" if head.lstrip()[:1] == b"{" else "text"
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+    return {b"{": "jsonl", b"[": "json"}.get(first, "text")
 
 
 def _describe_file(path: str, requested_format: str) -> InputFile:
@@ -209,9 +215,11 @@ def _content_format(path: str, compression: str | None, requested_format: str) -
     """The format asked for, else the one the name says, else the one the decompressed first bytes
     show; Parquet inside a compression stream is refused (it cannot be read by ranges)."""
     fmt = requested_format if requested_format != "auto" else _format_from_name(path)
-    if fmt is None:
+    # A .json file is JSON lines or one array of records (Alpaca's layout): its first bytes say which.
+    if fmt is None or (fmt == "jsonl" and requested_format == "auto" and _last_suffix(path) == ".json"):
         with open_input(path) as raw, decompressing_reader(raw, compression) as f:
-            fmt = sniff_format(_read_head(f, path))
+            sniffed = sniff_format(_read_head(f, path))
+        fmt = sniffed if fmt is None or sniffed == "json" else fmt
     if fmt == "parquet" and compression is not None:
         raise ObjcliError(
             f"input {path}: Parquet inside {compression} compression cannot be read in place; "

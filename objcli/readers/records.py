@@ -15,7 +15,7 @@ from ..errors import BadRecord
 SKIP_FIXES = {
     "invalid_utf8": "re-encode the file as UTF-8 or pass without --strict to skip such records",
     "bad_json": "fix the JSON on that line or pass without --strict to skip such records",
-    "not_an_object": "each JSON line must be an object; pass without --strict to skip others",
+    "not_an_object": "each JSON record must be an object; pass without --strict to skip others",
     "missing_field": "choose the text field with --text-key",
     "not_a_string": "the text field must be a string; pass without --strict to skip others",
     "null_text": "fill the text column or pass without --strict to skip null rows",

@@ -91,7 +91,11 @@ def plan_objective(config: TransformConfig, warn=None,
     config = dataclasses.replace(config, engine=tokenizer.engine.name)
     remember_tokenizer(config.tokenizer, config.engine, tokenizer)  # threads of this process reuse it
     template_bos = tokenizer.template_bos()
-    tokenizer.role_pieces = {r: p for r, p in (("bos", config.bos_token or template_bos), ("eos", config.eos_token)) if p}
+    roles = (("bos", config.bos_token or template_bos), ("eos", config.eos_token), ("pad", config.pad_token))
+    tokenizer.role_pieces = {r: p for r, p in roles if p}
+    if config.pad_token and tokenizer.model_id(config.pad_token) is None:
+        raise ObjcliError(f"--pad-token {config.pad_token!r}: not a piece of the tokenizer {config.tokenizer}; name one "
+                          f"it has (its EOS, say), or leave --pad-token out to use its own pad token")
     if config.bos is None:
         config = dataclasses.replace(config, bos=template_bos is not None)
     objective = build_objective(config, tokenizer)
@@ -131,7 +135,7 @@ def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:
         if len(roles) > 1 and set(roles) != {"bos", "eos"}:
             pieces = ", ".join(f"{r} {special.pieces.get(r)!r}" for r in roles)
             raise ObjcliError(f"special tokens collide: {pieces} are all id {token_id}; give each role a piece of "
-                              "its own (--bos-token, --eos-token, --fim-tokens)")
+                              "its own (--bos-token, --eos-token, --pad-token, --fim-tokens)")
         if len(roles) > 1 and warn:
             warn(f"BOS and EOS are the same id ({token_id}); documents are separated by one token")
     control = tokenizer.control_mask()

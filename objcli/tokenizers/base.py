@@ -230,9 +230,11 @@ class Tokenizer:
         if sentinels:
             ids = [added[p] for p in sentinels]
             named.append(f"{len(sentinels)} T5 sentinels <extra_id_N> as ids {min(ids)}-{max(ids)}")
-        own = {"bos": "--bos-token", "eos": "--eos-token"}
+        own = {"bos": "--bos-token", "eos": "--eos-token", "pad": "--pad-token"}
         flags = sorted({own[role_of[p]] for p in added if role_of.get(p) in own})
         fix = f"name one of the tokenizer's own pieces ({', '.join(flags)}), or give" if flags else "give"
+        if "--pad-token" in flags:  # padding is told apart by its id, so it needs a piece text never gives
+            fix = fix.replace("pieces (", "pieces that no text produces, such as a reserved special (", 1)
         return (f"the tokenizer's vocabulary ({self.vocab_size:,} ids) has no {', '.join(named)}; a model trained on "
                 f"these shards needs embedding rows for them: {fix} the trainer the tokenizer with them added "
                 "('objcli export-tokenizer OUT -o DIR')")

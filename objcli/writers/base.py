@@ -93,6 +93,7 @@ class ShardSink:
     shard_rows: int | None = None
     shard_bytes: int | None = None
     split: str = ""  # with --split: the split, in the work file names
+    row_counts: tuple[int, ...] = ()  # reshard --num-shards: each shard's rows, in order (instead of shard_rows)
     publish: Callable[[Path], None] | None = None  # object storage: uploads each finished file
     shards: list[ShardInfo] = field(default_factory=list)
 
@@ -124,17 +125,23 @@ class ShardSink:
             if self._full():
                 self._close_shard()
 
+    @property
+    def _row_limit(self) -> int | None:
+        if self.row_counts:
+            return self.row_counts[min(len(self.shards), len(self.row_counts) - 1)]
+        return self.shard_rows
+
     def _rows_that_fit(self, rows: RowBatch, start: int, row_bytes) -> int:
         remaining = rows.num_rows - start
-        if self.shard_rows:
-            return min(remaining, self.shard_rows - self._info.rows)
+        if self._row_limit:
+            return min(remaining, self._row_limit - self._info.rows)
         room = self.shard_bytes - self._bytes
         fitting = int(np.searchsorted(np.cumsum(row_bytes[start:]), room, side="right"))
         return max(1, min(remaining, fitting))  # a row larger than a shard gets a shard of its own
 
     def _full(self) -> bool:
-        if self.shard_rows:
-            return self._info.rows >= self.shard_rows
+        if self._row_limit:
+            return self._info.rows >= self._row_limit
         return self._bytes >= self.shard_bytes
 
     def _open(self) -> None:
