@@ -27,6 +27,7 @@ from .order.shuffle import shuffle_rows
 from .order.splits import split_names
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
+from .objectives.base import remainder_hint
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
 from .run.append import adopt as adopt_partitions
@@ -382,7 +383,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if every_record_bad(t):
         raise ObjcliError(every_record_bad(t))
     if warn and not t["rows"]:
-        warn(why_no_rows(t, config.seq_len))
+        warn(why_no_rows(t, config.seq_len, remainder_hint(manifest["config"])))
     if folder:
         folder.finish(renames, manifest, format_files(config.output_format, shards, plan.columns, plan.fingerprint))
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

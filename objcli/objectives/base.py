@@ -101,6 +101,13 @@ class Objective:
         return ("none",)
 
     @classmethod
+    def keeps_remainder(cls, packing: str, options) -> str | None:
+        """The option that keeps a partition's partial last row (padded) instead of dropping it,
+        as the summary and warnings name it; None where nothing keeps it. Whatever this names is
+        accepted by the run and keeps the tokens (tests/test_hints.py follows it)."""
+        return "--remainder pad" if packing == "concat" else None
+
+    @classmethod
     def legacy_pack(cls, options) -> str:
         """The packer the old ``--pack`` flag meant: the packer after ``none`` for the objectives
         that took it (prefix-lm, bart), an error for the rest."""
@@ -117,6 +124,23 @@ class Objective:
 
     def partition_transform(self, partition_index: int) -> PartitionTransform:
         raise NotImplementedError
+
+
+def remainder_hint(config: dict) -> str | None:
+    """The option that keeps the dropped partial rows of a run (its configuration as the manifest
+    records it), or None: nothing keeps them, or the run already gave it."""
+    objective = REGISTRY.get(config["objective"])
+    try:
+        options = objective.options_type(**config.get("objective_options", {}))
+    except (TypeError, AttributeError, ObjcliError):  # options as JSON (UL2's denoisers): what decides is plain
+        options = objective.options_type()
+    hint = objective.keeps_remainder(config.get("packing", "none"), options)
+    if hint is None:
+        return None
+    flag, value = hint.removeprefix("--").split(" ", 1)
+    key = flag.replace("-", "_")
+    given = config.get(key, config.get("objective_options", {}).get(key))
+    return None if given == value else hint
 
 
 @dataclass

@@ -93,12 +93,21 @@ class FillInTheMiddle(Objective):
             [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
             dtype=np.int32,
         )
-        self.fim_pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or config.packing == "best-fit" else None
-        self.pad_id = self.fim_pad_id if config.packing == "best-fit" else None  # context level drops its remainder
+        pads = config.packing == "best-fit" or (config.remainder == "pad" and o.fim_level == "document")
+        if config.remainder == "pad" and o.fim_level == "context":
+            raise ObjcliError("--remainder pad: FIM at --fim-level context rearranges whole rows cut from the stream "
+                              "and drops the partial last one; use --fim-level document, or leave --remainder out")
+        self.fim_pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or pads else None
+        self.pad_id = self.fim_pad_id if pads else None  # context level drops its remainder
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
         self.vocab_size = tokenizer.total_vocab_size
         # At document level each text is tokenized once, whole or as its three pieces.
         self.tokenizes_itself = o.fim_level == "document"
+
+    @classmethod
+    def keeps_remainder(cls, packing: str, options) -> str | None:
+        # Context level rearranges whole rows cut from the stream (Megatron drops the partial last one).
+        return None if options.fim_level == "context" else super().keeps_remainder(packing, options)
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:

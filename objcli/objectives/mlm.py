@@ -40,7 +40,8 @@ class MaskedLM(Objective):
         super().__init__(config, tokenizer)
         self.bos_id = tokenizer.resolve("bos") if config.bos else None
         self.eos_id = tokenizer.resolve("eos") if config.eos else None
-        self.pad_id = tokenizer.resolve("pad") if config.packing == "best-fit" else None
+        needs_pad = config.packing == "best-fit" or (config.packing == "concat" and config.remainder == "pad")
+        self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.masker = Masker(tokenizer, self.options, config.seed, "mlm")
         self.masker.finalize(tokenizer)
         self.vocab_size = tokenizer.total_vocab_size

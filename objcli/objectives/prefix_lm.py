@@ -64,6 +64,10 @@ class PrefixLM(Objective):
         self.examples_are_documents = decoder and config.packing == "best-fit"
 
     @classmethod
+    def keeps_remainder(cls, packing: str, options) -> str | None:
+        return "--final-chunk pad"  # the objective chunks the stream itself, whatever the packer
+
+    @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
 

@@ -51,6 +51,10 @@ class SpanCorruption(Objective):
         self.sentinels = np.array(tokenizer.resolve_sentinels(num_spans, o.extra_ids), dtype=np.int32)
         self.vocab_size = tokenizer.total_vocab_size
 
+    @classmethod
+    def keeps_remainder(cls, packing: str, options) -> str | None:
+        return "--final-chunk pad"  # the objective chunks the stream itself, whatever the packer
+
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         return [

@@ -209,6 +209,10 @@ class Ul2(Objective):
         return _prefix_plan(seq_len - m - 2, d, mode, seq_len)
 
     @classmethod
+    def keeps_remainder(cls, packing: str, options) -> str | None:
+        return None  # every row is one denoiser's chunk of the stream: a short last chunk is dropped
+
+    @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
 

@@ -66,13 +66,14 @@ def every_record_bad(totals: dict) -> str | None:
             "--text-key against the first skipped record named above")
 
 
-def why_no_rows(totals: dict, seq_len: int) -> str:
-    """The warning for a run that wrote no row although its records were fine."""
+def why_no_rows(totals: dict, seq_len: int, hint: str | None = None) -> str:
+    """The warning for a run that wrote no row although its records were fine (``hint``: the option
+    that keeps a partial row, where the objective has one)."""
     if not totals["documents_read"]:
         return "no document was read: the inputs hold no record; the output is empty"
     dropped = totals.get("tokens_dropped", 0)
     if dropped:
         return (f"no row was written: each partition's tokens ({dropped:,} in all) fill less than one --seq-len "
-                f"{seq_len} row, and a partial last row is dropped; pass --remainder pad or a smaller --seq-len")
+                f"{seq_len} row, and a partial last row is dropped; pass {hint + ' or ' if hint else ''}a smaller --seq-len")
     reasons = ", ".join(f"{n:,} {reason}" for reason, n in totals["skipped_by_reason"].items()) or "none skipped"
     return f"no row was written ({totals['documents_read']:,} documents read; {reasons}); the output is empty"

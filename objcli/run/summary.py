@@ -57,9 +57,13 @@ class Summary:
         dropped = self.totals.get("tokens_dropped", 0)
         if not dropped:
             return ""
+        from ..objectives.base import remainder_hint
+
         count = len(self.manifest["partitions"])
+        hint = remainder_hint(self.manifest["config"])
+        keeps = f"; {hint} keeps them" if hint else ""
         return (f"; {dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
-                f"{'s' if count != 1 else ''}; --remainder pad keeps them)")
+                f"{'s' if count != 1 else ''}{keeps})")
 
     def _boundaries(self) -> str:
         """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the
