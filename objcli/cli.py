@@ -118,7 +118,8 @@ def transform(**values):
             bar.close()
     except ObjcliError as error:
         raise _Fail(str(error)) from None
-    click.echo(summary.line(), err=True)
+    # A person at a terminal reads labelled lines; a log or a pipe keeps one line a run.
+    click.echo(summary.lines() if sys.stderr.isatty() else summary.line(), err=True)
 
 
 class _progress_bar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import WHOLE_DOCUMENT_FORMATS
 from ..readers.inputs import STDIN
 
 
@@ -22,27 +23,63 @@ class Summary:
         return self.manifest["totals"]
 
     def line(self) -> str:
-        t = self.totals
+        """One line, for logs and pipes."""
         if self.already_complete:
-            return (
-                f"objcli: {self.output} already holds this run, complete and checked ({t['documents_read']:,} "
-                f"documents, {t['rows']:,} rows, {t['shards']} shards); nothing to do"
-            )
+            return self._nothing_to_do()
+        return "objcli: " + "; ".join(text for _, text in self.parts())
+
+    def lines(self) -> str:
+        """The same facts on a few labelled lines, for a person at a terminal."""
+        if self.already_complete:
+            return self._nothing_to_do()
+        parts = self.parts()
+        width = max(len(label) for label, _ in parts)
+        return "objcli: done\n" + "\n".join(f"  {label:<{width}}  {text.removeprefix(label + ': ')}"
+                                             for label, text in parts)
+
+    def _nothing_to_do(self) -> str:
+        t = self.totals
+        return (
+            f"objcli: {self.output} already holds this run, complete and checked ({t['documents_read']:,} "
+            f"documents, {t['rows']:,} rows, {t['shards']} shards); nothing to do"
+        )
+
+    def parts(self) -> list[tuple[str, str]]:
+        """(label, text) of each fact the summary gives, in order."""
+        t = self.totals
         mb = t["text_bytes"] / 1e6
         skipped = ""
         if t["documents_skipped"]:
             reasons = ", ".join(f"{n} {r}" for r, n in t["skipped_by_reason"].items())
             skipped = f" ({reasons})"
         where = "stdout" if self.output == STDIN else self.output
-        return (
-            f"objcli: {t['documents_read']:,} documents read, {t['documents_written']:,} written, "
-            f"{t['documents_skipped']:,} skipped{skipped}; {t['rows']:,} rows, {t['tokens']:,} tokens, "
-            f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
-            f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%); "
-            f"{t['shards']} shards{self._shuffled()} -> {where} in {self.seconds:.1f}s "
-            f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"
-            + self._splits() + self._dropped() + self._boundaries() + self._resumed()
-        )
+        parts = [
+            ("documents", f"{t['documents_read']:,} documents read, {t['documents_written']:,} written, "
+                          f"{t['documents_skipped']:,} skipped{skipped}{self._cut()}"),
+            ("rows", f"{t['rows']:,} rows{self._row_length()}, {t['tokens']:,} tokens, "
+                     f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
+                     f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%)"),
+            ("output", f"{t['shards']} shards{self._shuffled()} -> {where} in {self.seconds:.1f}s "
+                       f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"),
+        ]
+        optional = [("splits", self._splits()), ("dropped", self._dropped()), ("boundaries", self._boundaries()),
+                    ("resumed", self._resumed())]
+        return parts + [(label, text) for label, text in optional if text]
+
+    def _row_length(self) -> str:
+        """The row length, said even when --seq-len was left at its default (a forgotten one is seen)."""
+        config = self.manifest["config"]
+        if config.get("output_format") in WHOLE_DOCUMENT_FORMATS or "seq_len" not in config:
+            return ""
+        return f" (--seq-len {config['seq_len']})"
+
+    def _cut(self) -> str:
+        cut = sum(p.get("counters", {}).get("long_documents_cut", 0) for p in self.manifest.get("partitions", []))
+        if not cut:
+            return ""
+        limit = self.manifest["config"].get("max_document_chars")
+        return (f", {cut:,} over --max-document-chars {limit:,} cut into pieces" if limit else
+                f", {cut:,} cut into pieces")
 
     def _shuffled(self) -> str:
         return " of shuffled rows" if self.manifest["config"].get("shuffle_rows") else ""
@@ -51,7 +88,7 @@ class Summary:
         splits = self.manifest.get("splits")
         if not splits:
             return ""
-        return "; splits: " + ", ".join(f"{name} {s['rows']:,} rows" for name, s in splits.items())
+        return "splits: " + ", ".join(f"{name} {s['rows']:,} rows" for name, s in splits.items())
 
     def _dropped(self) -> str:
         dropped = self.totals.get("tokens_dropped", 0)
@@ -62,7 +99,7 @@ class Summary:
         count = len(self.manifest["partitions"])
         hint = remainder_hint(self.manifest["config"])
         keeps = f"; {hint} keeps them" if hint else ""
-        return (f"; {dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
+        return (f"{dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
                 f"{'s' if count != 1 else ''}{keeps})")
 
     def _boundaries(self) -> str:
@@ -70,10 +107,10 @@ class Summary:
         tokenizer's own template)."""
         config, pieces = self.manifest["config"], self.manifest["special_tokens"]["pieces"]
         if config.get("objective") == "chat":
-            return "; conversations as the chat template writes them"
+            return "conversations as the chat template writes them"
         bos = pieces.get("bos", "") if config.get("bos") else ""
         eos = pieces.get("eos", "") if config.get("eos") else ""
-        return f"; documents as {bos}…{eos}" if bos or eos else "; documents without BOS or EOS"
+        return f"documents as {bos}…{eos}" if bos or eos else "documents without BOS or EOS"
 
     def _resumed(self) -> str:
         partitions = len(self.manifest["partitions"])
@@ -81,5 +118,5 @@ class Summary:
             return ""
         if self.appended:
             new = partitions - self.kept
-            return f"; appended: {new} new partition{'s' if new != 1 else ''} after the output's {self.kept}"
-        return f"; resumed: {self.kept} of {partitions} partitions kept from the interrupted run"
+            return f"appended: {new} new partition{'s' if new != 1 else ''} after the output's {self.kept}"
+        return f"resumed: {self.kept} of {partitions} partitions kept from the interrupted run"
