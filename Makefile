@@ -5,12 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test test-all bench lint clean
+.PHONY: demo test test-extras test-all bench lint clean
 
 $(VENV)/.installed-core: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e .
+	$(PIP) install -q -e '.[datasets]'
 	touch $@
 
 # The tests run the stable `tokenizers` (the reference) and, in processes of their own with this
@@ -29,6 +29,10 @@ demo: $(VENV)/.installed-core
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
+test-extras: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m slow tests/test_extras.py
 
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m ''

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ObjcliError
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
-from .storage.remote import check_url_path
+from .storage.remote import check_url_path, is_url
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
 
@@ -158,9 +158,12 @@ class TransformConfig:
             from .order.splits import parse_splits
 
             parse_splits(self.split)
-            if self.output_format == "hf" or self.output == "-":
-                raise ObjcliError("--split writes one set of shards per split; use --format arrow (load_dataset infers "
-                                  "the splits from the names) and an output folder")
+            if self.output == "-":
+                raise ObjcliError("--split writes one set of shards per split; write to an output folder with -o")
+            if self.output_format == "hf" and is_url(self.output):
+                raise ObjcliError("--format hf --split: load_from_disk copies one split's folder from object storage, "
+                                  "without the shards beside it; use --format arrow there (load_dataset reads its "
+                                  "splits by name)")
         if self.source or self.weights:
             self._check_mixture()
         if self.shuffle_rows and self.output == "-":

@@ -164,26 +164,25 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
 
     records = decode_manifest(manifest, MANIFEST_NAME)
     for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
+        (out / name).parent.mkdir(exist_ok=True)  # a split's folder (hf with splits)
         (out / name).write_text(text, encoding="utf-8")
     write_json_atomically(out / MANIFEST_NAME, manifest)
     shutil.rmtree(work, ignore_errors=True)
 
 
 def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
-    """An empty folder, or what a killed merge left (shards and format files, no manifest), is
-    (re)started; anything else needs --overwrite, which removes objcli's own files (manifest, shards,
-    format files), as ``transform --overwrite`` does: a folder or file of anyone else's (a source
-    kept inside the output, notes) stays where it is."""
-    from ..storage.output import is_own_file
+    """One rule for what an output folder already holds, as ``transform`` applies it: objcli's own
+    files (manifest, shards, format files) of another output are refused without --overwrite, which
+    removes exactly those; what a killed merge or reshard left (its work folder, no manifest) is
+    cleared and the build restarted; any other file (notes, a README, a source kept inside the
+    output) is the user's, kept, and never blocks."""
+    from ..storage.output import is_own_file, remove_split_folders
 
-    def own(path: Path) -> bool:
-        return path.is_file() and is_own_file(path.name)
-
-    held = [p for p in out.iterdir() if p.name not in (WORK, ".objcli-lock")]
-    leftovers = all(own(p) for p in held) and not (out / MANIFEST_NAME).exists()
-    if held and not overwrite and not leftovers:
-        raise ObjcliError(f"{command}: output {out} is not empty ({held[0].name}); pass --overwrite to replace it "
-                          "or choose another folder")
+    held = [p for p in out.iterdir() if p.is_file() and is_own_file(p.name)]
+    killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()
+    if held and not overwrite and not killed:
+        raise ObjcliError(f"{command}: output {out} is not empty: it holds another output's files ({held[0].name}); "
+                          "pass --overwrite to replace them or choose another folder")
+    remove_split_folders(LocalStore(out))
     for path in held:
-        if own(path):
-            path.unlink()
+        path.unlink()

@@ -22,7 +22,7 @@ from ..errors import ObjcliError
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
-from ..storage.output import FORMAT_FILE, final_names
+from ..storage.output import FORMAT_FILE, final_names, remove_split_folders
 from ..storage.remote import is_url
 from ..storage.stores import LocalStore
 from .rebuild import WORK, building, check_source_files, fresh_work, on_any_storage, publish, split_totals_of
@@ -138,6 +138,7 @@ def _finish_pending(out: Path) -> dict | None:
     for name in pending["old"]:
         if name not in new:  # a name both had is replaced by the rename below, never deleted
             (out / name).unlink(missing_ok=True)
+    remove_split_folders(LocalStore(out))
     for name in os.listdir(out):
         if FORMAT_FILE.fullmatch(name):
             (out / name).unlink()

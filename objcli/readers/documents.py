@@ -11,6 +11,7 @@ import io
 import operator
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -264,7 +265,8 @@ def _json_lines(stream, piece, options, log, locator, array: bool = False) -> It
     jsonl = _JsonRecords() if options.records else _JsonLines(options.text_key)
     if array:
         locator = ElementLocator(locator.path)
-        blocks = array_blocks(stream, options.batch_bytes, log, locator)
+        reopen = None if piece.input.is_stream else lambda: _reopened(piece, locator.path)
+        blocks = array_blocks(stream, options.batch_bytes, log, locator, reopen)
     else:
         blocks = _line_blocks(stream, piece, options.batch_bytes, locator)
     for first_line, block in blocks:
@@ -359,6 +361,14 @@ def _skip_byte_order_mark(stream, path: str) -> None:
             f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
             f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
         )
+
+
+@contextmanager
+def _reopened(piece: Piece, path: str):
+    """The piece's bytes again from its start (a JSON array read a second time)."""
+    with _open_for_reading(piece) as stream:
+        _skip_byte_order_mark(stream, path)
+        yield stream
 
 
 class _open_for_reading:

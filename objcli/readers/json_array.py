@@ -4,12 +4,15 @@ datasets ship), read as records with the same accounting as JSON lines.
 ijson parses the array as a stream (its C backend, yajl), so memory holds one batch of records
 however large the file; each element is written back as one line of JSON and the batch goes
 through the JSON-lines decoder, so a missing field, an element that is not an object or an empty
-text is the same counted skip, named by the element's position instead of a line.
+text is the same counted skip, named by the element's position instead of a line. yajl stops at an
+integer beyond 64 bits (an id field, say); a file is then read again from the element it stopped at
+with ijson's pure-Python parser, which has no such limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 import msgspec
 
@@ -24,17 +27,38 @@ class ElementLocator:
         return f"{self.path} element {index + 1}"
 
 
-def array_blocks(stream, batch_bytes: int, log, locator: ElementLocator) -> Iterator[tuple[int, bytes]]:
+def _elements(stream: BinaryIO, reopen: Callable[[], BinaryIO] | None) -> Iterator[object]:
+    import ijson
+
+    done = 0
+    try:
+        for element in ijson.items(stream, "item", use_float=True):
+            yield element
+            done += 1
+    except ijson.JSONError as error:
+        if "integer overflow" not in str(error) or reopen is None:
+            raise
+        from ijson.backends import python as exact  # no 64-bit limit on integers
+
+        with reopen() as again:
+            for index, element in enumerate(exact.items(again, "item", use_float=True)):
+                if index >= done:
+                    yield element
+
+
+def array_blocks(stream: BinaryIO, batch_bytes: int, log, locator: ElementLocator,
+                 reopen: Callable[[], BinaryIO] | None = None) -> Iterator[tuple[int, bytes]]:
     """(index of the first element, its elements as JSON lines) in blocks of about ``batch_bytes``.
     JSON that breaks off inside the array is one ``bad_json`` skip at the element where it breaks:
-    nothing after it can be found again (an array has no line to resume from)."""
+    nothing after it can be found again (an array has no line to resume from). ``reopen``: the same
+    bytes from the start (a file; None for a stream)."""
     import ijson
 
     encode = msgspec.json.encode
     lines: list[bytes] = []
     size = first = 0
     try:
-        for element in ijson.items(stream, "item", use_float=True):
+        for element in _elements(stream, reopen):
             lines.append(encode(element))
             size += len(lines[-1]) + 1
             if size >= batch_bytes:

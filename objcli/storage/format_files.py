@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .output import HF_FILES, data_args_name
+from .output import HF_DATASET_DICT, HF_FILES, data_args_name
 
 
 def format_files(output_format: str, shards, columns, fingerprint: str) -> dict[str, str]:
@@ -15,8 +15,23 @@ def format_files(output_format: str, shards, columns, fingerprint: str) -> dict[
         return {data_args_name(split): megatron_data_args([s for s in shards if s.split == split])
                 for split in dict.fromkeys(s.split for s in shards)}
     if output_format == "hf":
-        return dict(zip(HF_FILES, hf_saved_dataset(shards, columns, fingerprint)))
+        splits = list(dict.fromkeys(s.split for s in shards))
+        if splits in ([], [""]):
+            return dict(zip(HF_FILES, hf_saved_dataset(shards, columns, fingerprint)))
+        return hf_saved_dataset_dict(splits, shards, columns, fingerprint)
     return {}
+
+
+def hf_saved_dataset_dict(splits: list[str], shards, columns, fingerprint: str) -> dict[str, str]:
+    """``DatasetDict.save_to_disk``'s layout over objcli's shards: ``dataset_dict.json`` naming the
+    splits, and a folder per split holding its ``state.json`` and ``dataset_info.json``, whose data
+    files are the split's shards beside the folder (``../train-00000-of-00002.arrow``: datasets joins
+    the name to the split's folder), so ``load_from_disk(OUT)`` returns a ``DatasetDict``."""
+    files = {HF_DATASET_DICT: json.dumps({"splits": splits}) + "\n"}
+    for split in splits:
+        state, info = hf_saved_dataset([s for s in shards if s.split == split], columns, fingerprint + split, "../")
+        files[f"{split}/{HF_FILES[0]}"], files[f"{split}/{HF_FILES[1]}"] = state, info
+    return files
 
 
 def megatron_data_args(shards) -> str:
@@ -33,9 +48,10 @@ def _feature(column) -> dict:
     return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
 
 
-def hf_saved_dataset(shards, columns, fingerprint: str) -> tuple[str, str]:
-    """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards."""
-    files = [{"filename": shard.files[0]} for shard in shards]
+def hf_saved_dataset(shards, columns, fingerprint: str, folder: str = "") -> tuple[str, str]:
+    """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards
+    (``folder``: where the shards are from the state file's folder)."""
+    files = [{"filename": folder + shard.files[0]} for shard in shards]
     state = {
         "_data_files": files,
         "_fingerprint": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],

@@ -32,9 +32,22 @@ from .stores import LocalStore, RemoteStore
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
+HF_DATASET_DICT = "dataset_dict.json"  # --format hf --split: the splits, each a folder with HF_FILES
 # Files that come with a format's shards (format_files.py): Megatron's data-args files, one per split
 # (megatron.txt for train), and HF's saved-dataset files. A rebuild removes them with the shards.
-FORMAT_FILE = re.compile(r"megatron(-[a-z][a-z0-9_]*)?\.txt|state\.json|dataset_info\.json")
+FORMAT_FILE = re.compile(r"megatron(-[a-z][a-z0-9_]*)?\.txt|state\.json|dataset_info\.json|dataset_dict\.json")
+
+
+def remove_split_folders(store) -> None:
+    """The split folders of an ``hf`` output with splits (their two files, then the folder if that
+    left it empty): named by its ``dataset_dict.json``, removed with the shards by a rebuild."""
+    listing = store.read_json(HF_DATASET_DICT)
+    for split in (listing or {}).get("splits", []) if isinstance(listing, dict) else []:
+        if not isinstance(split, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", split):
+            continue  # never a path: a name objcli could have written
+        for name in HF_FILES:
+            store.delete(f"{split}/{name}")
+        store.remove_empty_folder(split)
 
 
 def data_args_name(split: str) -> str:
@@ -187,7 +200,8 @@ class OutputFolder:
         earlier = (manifest or run or {}).get("config_sha256")
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
-        leftovers = [n for n in store.names() if n == MANIFEST_NAME or is_shard_name(n)]
+        # objcli's own names only (manifest, shards, format files): any other file is the user's, kept.
+        leftovers = [n for n in store.names() if is_own_file(n) and not n.endswith(".tmp")]
         leftovers += [f"{WORK_FOLDER}/{n}" for n in work.names() if n.endswith(".done.json")]
         # A run killed before its first partition finished left only its run file: it is still
         # this configuration's run, and --resume may continue it.
@@ -254,6 +268,7 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
+        remove_split_folders(self.store)
         for name in self.store.names():
             if is_own_file(name):
                 self.store.delete(name)

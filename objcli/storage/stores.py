@@ -86,6 +86,7 @@ class LocalStore:
 
     def write_text(self, name: str, text: str) -> None:
         temp = self.path / (name + ".tmp")
+        temp.parent.mkdir(exist_ok=True)  # a split's folder (--format hf --split)
         try:
             temp.write_text(text, encoding="utf-8")
             crash_point("format-file")
@@ -95,6 +96,12 @@ class LocalStore:
 
     def delete(self, name: str) -> None:
         (self.path / name).unlink(missing_ok=True)
+
+    def remove_empty_folder(self, name: str) -> None:
+        try:
+            (self.path / name).rmdir()
+        except OSError:  # missing, or holding files of the user's own
+            pass
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -237,6 +244,9 @@ class RemoteStore:
 
     def write_bytes(self, name: str, data: bytes) -> None:
         self._call("writing it", name, self.fs.pipe_file, self.key(name), data)
+
+    def remove_empty_folder(self, name: str) -> None:
+        """Object storage has no folders: nothing to remove."""
 
     def delete(self, name: str) -> None:
         try:

@@ -292,10 +292,27 @@ def describe(text: str) -> str:
     return f"{shown} ({len(text):,} characters, sha256 {digest})"
 
 
+FAST_NOTICE = ("a faster exact engine applies to {name} and is not installed: pip install 'objcli[fast]' "
+               "(the same tokens, checked by the engine probe; several times the speed). Said once")
+
+
 def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> EngineChoice:
     """The engine for a run: ``auto``, the fastest of ``tokenizer.engine_order()`` that takes the
     file and passes the probe; ``reference``, the family's reference; a name, that engine (probed,
-    falling back to the reference on a difference)."""
+    falling back to the reference on a difference). Under ``auto``, a run that settles for a slower
+    engine because objcli[fast] is not installed says so, once per user (a file in the cache)."""
+    missing: list[str] = []
+    choice = _choose_engine(tokenizer, requested, sample, warn, missing)
+    legacy = getattr(choice.engine, "legacy", False)  # tokenizers 0.x: 1.0 (objcli[fast]) encodes it faster
+    if warn and requested == "auto" and (missing or legacy):
+        notice = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "notices" / "fast-engine"
+        if not notice.exists():
+            warn(FAST_NOTICE.format(name=tokenizer.path.name))
+            _write_quietly(notice, "said\n")
+    return choice
+
+
+def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: list[str]) -> EngineChoice:
     from ..errors import ObjcliError
 
     say = warn or (lambda message: None)
@@ -307,6 +324,8 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
         try:
             engine = tokenizer.make_engine(name)
         except Unsupported as why:
+            if isinstance(why, Missing) and "objcli[fast]" in str(why):
+                missing.append(name)
             if requested != "auto":
                 raise ObjcliError(f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); "
                                   "pass --engine auto") from None
@@ -325,7 +344,7 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
         say(f"engine {engine.name} {engine.version} encodes {describe(difference)} differently from {label}; "
             "falling back to " + ("the next engine" if requested == "auto" else "the reference"))
         if requested != "auto":
-            return choose_engine(tokenizer, "reference", sample, warn)
+            return _choose_engine(tokenizer, "reference", sample, warn, missing)
     if unprobed is None:
         raise ObjcliError(f"tokenizer {tokenizer.path}: no installed engine can encode it; "
                           "install one with: pip install 'objcli[hf]'")

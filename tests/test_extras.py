@@ -1,0 +1,210 @@
+"""Every extra installs what its features import: for the core install and for each extra in
+pyproject.toml, a fresh virtual environment with objcli and that extra alone (as a user installs
+it) runs the feature the extra exists for. A module missing there is one line naming the extra.
+
+Slow (a virtual environment each, from the package index or pip's cache): ``make test-all`` and
+``.ci/run`` run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SAMPLE
+
+pytestmark = pytest.mark.slow
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+# Extras for the project's own tests and benchmarks, not features a user installs.
+DEVELOPMENT = {"test", "bench"}
+USER_EXTRAS = sorted(set(PYPROJECT["project"]["optional-dependencies"]) - DEVELOPMENT)
+LLAMA_STYLE = SAMPLE / "llama-style"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """objcli built once, as a wheel, for every environment below."""
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(ROOT)],
+                   check=True, capture_output=True)
+    return next(folder.glob("objcli-*.whl"))
+
+
+def make_venv(folder: Path, wheel: Path, extra: str | None) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    target = f"{wheel}[{extra}]" if extra else str(wheel)
+    result = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
+                             "--disable-pip-version-check", target], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder / "bin"
+
+
+def objcli(bin_folder: Path, *args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, **(env or {})}
+    environment.pop("PYTHONPATH", None)  # nothing of the test environment leaks in
+    return subprocess.run([str(bin_folder / "objcli"), *map(str, args)], capture_output=True, text=True,
+                          env=environment, cwd=cwd, timeout=300)
+
+
+def long_documents(folder: Path) -> Path:
+    """JSON lines with a document past the cut threshold (200,000 characters): cut by the tokenizer's
+    own split pattern, which needs the regex module."""
+    from objcli.tokenizers import LONG_TEXT_CHARS
+
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "code.jsonl").read_text().splitlines()]
+    long_text = "\n".join(texts)
+    assert len(long_text) > LONG_TEXT_CHARS
+    path = folder / "code.jsonl"
+    path.write_text(json.dumps({"text": long_text}) + "\n" + json.dumps({"text": texts[0]}) + "\n")
+    return path
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def one_error_line(result) -> str:
+    assert result.returncode != 0 and result.stderr.count("\n") == 1 and result.stderr.startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+# ---- what each extra is for ----
+
+def check_core(bin_folder, tmp):
+    out = tmp / "core-out"
+    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out, "-q")
+    assert result.returncode == 0, result.stderr
+    assert manifest(out)["tokenizer"]["engine"]["name"] == "sentencepiece"
+    refused = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "-o", tmp / "no-hf")
+    assert "pip install 'objcli[hf]'" in one_error_line(refused)
+
+
+def check_hf(bin_folder, tmp):
+    out, cache = tmp / "hf-out", tmp / "cache"
+    first = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "-o", out,
+                   env={"XDG_CACHE_HOME": str(cache)})
+    assert first.returncode == 0, first.stderr
+    written = manifest(out)
+    assert written["tokenizer"]["engine"]["name"] == "tokenizers" and written["totals"]["rows"] > 0
+    # The stable library is exact but not the fastest: the user is told once, and not again.
+    assert first.stderr.count("pip install 'objcli[fast]'") == 1, first.stderr
+    again = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "-o", out, "--overwrite",
+                   env={"XDG_CACHE_HOME": str(cache)})
+    assert again.returncode == 0 and "objcli[fast]" not in again.stderr, again.stderr
+
+
+def check_fast(bin_folder, tmp):
+    """The quickstart's Llama-style run, with the fast engine chosen and recorded, no notice."""
+    out = tmp / "fast-out"
+    result = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "--seq-len", "1024",
+                    "--format", "hf", "-o", out, env={"XDG_CACHE_HOME": str(tmp / "cache")})
+    assert result.returncode == 0, result.stderr
+    engine = manifest(out)["tokenizer"]["engine"]
+    assert (engine["name"], engine["version"][:3]) in (("tokenizers", "1.0"), ("quicktok", engine["version"][:3]))
+    assert "objcli[fast]" not in result.stderr
+
+
+def check_tiktoken(bin_folder, tmp):
+    from bpe_files import write_rank_file
+
+    from objcli.tokenizers.bpe_spec import FROM_BYTE_CHARS
+
+    document = json.loads((LLAMA_STYLE / "tokenizer.json").read_text())
+    specials = {t["content"]: t["id"] for t in document["added_tokens"]}
+    ranks = {piece.translate(FROM_BYTE_CHARS).encode("latin-1"): rank
+             for piece, rank in document["model"]["vocab"].items() if piece not in specials}
+    rank_file = write_rank_file(ranks, tmp / "tt" / "sample.tiktoken")
+    pattern = document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    side = {"pattern": pattern, "special_tokens": specials, "bos": "<|begin_of_text|>", "eos": "<|end_of_text|>"}
+    rank_file.with_name(rank_file.name + ".json").write_text(json.dumps(side))
+    out = tmp / "tiktoken-out"
+    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", rank_file, "-o", out, "-q")
+    assert result.returncode == 0, result.stderr
+    assert manifest(out)["tokenizer"]["kind"] == "tiktoken" and manifest(out)["totals"]["rows"] > 0
+
+
+def check_s3(bin_folder, tmp):
+    import logging
+
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        env = {"AWS_ACCESS_KEY_ID": "objcli-test", "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+               "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+        client = s3fs.S3FileSystem(key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
+                                   client_kwargs={"endpoint_url": env["AWS_ENDPOINT_URL"]})
+        client.mkdir("extras")
+        client.put(str(SAMPLE / "prose.jsonl"), "extras/in/prose.jsonl")
+        result = objcli(bin_folder, "transform", "s3://extras/in/prose.jsonl", "-t", SAMPLE / "tokenizer.model",
+                        "-o", "s3://extras/out", "-q", env=env)
+        assert result.returncode == 0, result.stderr
+        client.invalidate_cache()
+        assert json.loads(client.cat("extras/out/manifest.json"))["totals"]["rows"] > 0
+    finally:
+        server.stop()
+
+
+def check_gcs(bin_folder, tmp):
+    """gcsfs is there: a gs:// input reaches the (absent) service and fails as a service does, in one
+    line, not as a missing module."""
+    env = {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9", "GCSFS_DEFAULT_PROJECT": "objcli"}
+    result = objcli(bin_folder, "transform", "gs://bucket/prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o",
+                    tmp / "gcs-out", env=env)
+    line = one_error_line(result)
+    assert "gs://bucket" in line and "pip install" not in line
+
+
+def check_dask(bin_folder, tmp):
+    out = tmp / "dask-out"
+    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
+                    "--executor", "dask", "--workers", "2", "--partition-size", "256KiB", "-q")
+    assert result.returncode == 0, result.stderr
+    assert len(manifest(out)["partitions"]) > 1
+
+
+def check_plot(bin_folder, tmp):
+    out = tmp / "plot-out"
+    assert objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
+                  "-q").returncode == 0
+    result = objcli(bin_folder, "stats", out, "--plot", tmp / "stats.png")
+    assert result.returncode == 0, result.stderr
+    assert (tmp / "stats.png").read_bytes().startswith(b"\x89PNG")
+
+
+def check_datasets(bin_folder, tmp):
+    """The README's tour: an hf output read back by datasets, splits as a DatasetDict."""
+    out = tmp / "datasets-out"
+    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
+                    "--format", "hf", "--split", "validation=10%", "-q")
+    assert result.returncode == 0, result.stderr
+    read = subprocess.run([str(bin_folder / "python"), "-c", "import datasets, sys; d = datasets.load_from_disk("
+                           "sys.argv[1]); print(sorted(d), sum(d.num_rows.values()))", str(out)],
+                          capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["['train',", "'validation']", str(manifest(out)["totals"]["rows"])]
+
+
+FEATURES = {None: check_core, "hf": check_hf, "fast": check_fast, "tiktoken": check_tiktoken, "s3": check_s3,
+            "gcs": check_gcs, "dask": check_dask, "plot": check_plot, "datasets": check_datasets}
+
+
+def test_every_extra_has_a_feature_test():
+    assert set(FEATURES) - {None} == set(USER_EXTRAS)
+
+
+@pytest.mark.parametrize("extra", [None, *USER_EXTRAS], ids=lambda e: e or "core")
+def test_an_extra_alone_runs_its_feature(extra, wheel, tmp_path):
+    bin_folder = make_venv(tmp_path / "venv", wheel, extra)
+    FEATURES[extra](bin_folder, tmp_path)
