@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -26,6 +27,8 @@ from ..errors import ObjcliError
 URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # The extra that brings each well-known protocol's package (pip install 'objcli[s3]').
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
+# Storage clients that log warnings and tracebacks of their own (gcsfs: each retry, each fallback).
+CLIENT_LOGGERS = ("gcsfs", "s3fs", "fsspec", "aiobotocore", "botocore", "huggingface_hub")
 READ_BLOCK = 16 << 20  # one ranged GET per 16 MiB read ahead: bounded memory, few requests and round trips
 # How throttling shows once the client's own retries are spent (s3fs turns S3's SlowDown into EBUSY).
 THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "reduce your request rate",
@@ -66,6 +69,8 @@ def filesystem(url: str):
     """(fsspec filesystem, path without the protocol) for a URL; one line when the protocol is
     unknown or its package is not installed."""
     protocol = url.split("://", 1)[0].lower()
+    for client in CLIENT_LOGGERS:  # their retries and fallbacks end in an error objcli reports in one line
+        logging.getLogger(client).setLevel(logging.CRITICAL)
     try:
         import fsspec.core
 
