@@ -267,9 +267,15 @@ class TransformConfig:
             del data["input_breaks"]  # as before appends existed: the fingerprints of other runs stay
         else:
             data["input_breaks"] = list(self.input_breaks)
+        if self.pad_token is None:
+            del data["pad_token"]  # as before --pad-token existed
         return data
 
-    def fingerprint(self, tokenizer_sha256: str) -> str:
-        """sha256 of the configuration and tokenizer: two runs with equal fingerprints write the same bytes."""
-        payload = json.dumps({"config": self.to_json(), "tokenizer": tokenizer_sha256}, sort_keys=True)
+    def fingerprint(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:
+        """sha256 of the configuration, the tokenizer and the digests of the other files the run reads
+        (``storage/identity.py``): two runs with equal fingerprints write the same bytes."""
+        identity = {"config": self.to_json(), "tokenizer": tokenizer_sha256}
+        if side_files:  # as before identities existed, where there are none: the fingerprints stay
+            identity["files"] = side_files
+        payload = json.dumps(identity, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -21,13 +22,13 @@ from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
 from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
+from .objectives.base import remainder_hint
 from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats, mixture_totals, parse_sources
 from .order.shuffle import shuffle_rows
 from .order.splits import split_names
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
-from .objectives.base import remainder_hint
 from .readers.records import every_record_bad, why_no_rows
 from .recipe import recipe_of
 from .run.append import adopt as adopt_partitions
@@ -36,6 +37,7 @@ from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .run.summary import Summary
 from .storage.format_files import format_files
+from .storage.identity import run_identity, side_digests
 from .storage.manifest import MANIFEST_VERSION, split_totals, totals
 from .storage.output import OutputFolder, PartitionResult, final_names, output_error
 from .storage.remote import is_url, public_url, tokenizer_location
@@ -83,6 +85,7 @@ class RunPlan:
     split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
     mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
     task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
+    identity: dict = dataclasses.field(default_factory=dict)  # every file read besides the inputs (storage/identity.py)
 
 
 def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
@@ -131,7 +134,9 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
             f"--format {config.output_format} stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
             "choose --format arrow, parquet or npy"
         )
-    return RunPlan(config, files, partitions, tokenizer, objective, columns, config.fingerprint(tokenizer.sha256), pool)
+    identity = run_identity(tokenizer, objective)
+    return RunPlan(config, files, partitions, tokenizer, objective, columns,
+                   config.fingerprint(tokenizer.sha256, side_digests(identity)), pool, identity=identity)
 
 
 def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str,
@@ -216,6 +221,7 @@ def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_ke
             "total_vocab_size": tokenizer.total_vocab_size,
             "engine": tokenizer.engine_choice.to_json(),
         },
+        "identity": plan.identity,
         "special_tokens": tokenizer.special.to_json(),
         "format": config.output_format,
         "columns": [column_json(c, dtype) for c, dtype in WRITERS[config.output_format].stored_columns(plan.columns)],
@@ -281,7 +287,8 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dic
             "checked; drop --resume to build the output again"
         )
     run_key = make_run_key(plan.fingerprint, plan.files)
-    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key)
+    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key,
+                          record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})))
     adopt = None
     if append is not None:
         check_appendable(config)

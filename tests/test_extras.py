@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from conftest import ROOT, SAMPLE
 
 pytestmark = pytest.mark.slow

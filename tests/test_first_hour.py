@@ -2,11 +2,11 @@
 
 import json
 import os
-import tomllib
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import tomllib
 from conftest import ROOT, SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st

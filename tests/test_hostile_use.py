@@ -202,7 +202,7 @@ def test_options_that_would_do_nothing_are_errors(sample_tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("body, reason", [
-    ('[{"text": "a"}, {"text": "b"}]\n', "1 not_an_object"),  # a .json file holding one JSON array
+    ('[{"text": 5}, {"text": 6}]\n', "2 not_a_string"),  # a .json file holding one JSON array
     ('{"text": 5}\n{"text": ["a"]}\n', "2 not_a_string"),  # a text field that is never a string
 ])
 def test_a_run_in_which_every_record_is_bad_is_an_error(sample_tokenizer, tmp_path, body, reason):

@@ -21,7 +21,7 @@ from ..config import ShardSize
 from ..errors import ObjcliError
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
-from ..storage.manifest import MANIFEST_NAME, Manifest, read_manifest
+from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
 from ..storage.output import FORMAT_FILE, final_names, remove_split_folders
 from ..storage.remote import is_url
 from ..storage.stores import LocalStore
@@ -89,7 +89,7 @@ def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, 
     return raw
 
 
-PENDING = ".objcli-reshard.json"  # an in-place reshard's commit record: the new manifest and the renames
+PENDING = PENDING_RESHARD
 
 
 def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dict:

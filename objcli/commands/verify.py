@@ -28,6 +28,7 @@ from ..kernels import IGNORE
 from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.files import file_sha256
 from ..storage.format_files import format_files
+from ..storage.identity import check_identity
 from ..storage.manifest import Manifest, ShardRecord, read_manifest
 from ..storage.output import is_shard_name
 from ..storage.shards import read_table, read_token_stream
@@ -89,6 +90,7 @@ def verify_output(folder: str | Path) -> Report:
                 report.rows += shard.rows
         report.problems += [f"{shard.files[0]}: {p}" for p in problems]
     report.problems += _check_format_files(folder, manifest)
+    report.problems += check_identity(manifest.identity)  # the template and configs, where they are here
     totals = manifest.totals
     if totals["shards"] != len(manifest.shards):
         report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")

@@ -11,6 +11,7 @@ import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -94,6 +95,10 @@ class Objective:
     def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None:
         self.config = config
         self.options = config.objective_options
+
+    def identity_files(self) -> dict[str, Path]:
+        """Files the objective reads (a chat template), by what they are: part of the run's identity."""
+        return {}
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:

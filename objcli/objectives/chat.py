@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -73,6 +74,7 @@ class Chat(Objective):
             if f"{role}_token" not in variables and token_id is not None:
                 variables[f"{role}_token"] = tokenizer.piece(token_id)
         self.template = ChatTemplate(source, variables, o.template_date, where)
+        self.template_file = Path(where)  # a .jinja file, a JSON config holding it, or the tokenizer's config
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
         bos = tokenizer.model_role_id("bos") if config.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
@@ -80,6 +82,9 @@ class Chat(Objective):
         self.plain_eos = (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if config.eos else ""
         self.pad_id = tokenizer.resolve("pad") if config.packing == "best-fit" else None
         self.vocab_size = tokenizer.total_vocab_size
+
+    def identity_files(self) -> dict[str, Path]:
+        return {"chat template": self.template_file} if self.template_file.is_file() else {}
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:

@@ -7,20 +7,19 @@ re-read line by line to skip (or, under ``--strict``, report) exactly the bad re
 
 from __future__ import annotations
 
-import io
 import operator
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
 import msgspec
 
 from ..errors import ObjcliError
-from ..storage.remote import is_url, open_input, storage_error, storage_errors
+from ..storage.remote import open_input
+from .inputs import STDIN, Partition, Piece, sniff_format
 from .json_array import ElementLocator, array_blocks
-from .inputs import STDIN, Partition, Piece, open_piece, sniff_format
+from .opening import open_for_reading, reopened, skip_byte_order_mark
 from .parquet import parquet_texts
 from .records import RecordLog
 
@@ -265,7 +264,7 @@ def _json_lines(stream, piece, options, log, locator, array: bool = False) -> It
     jsonl = _JsonRecords() if options.records else _JsonLines(options.text_key)
     if array:
         locator = ElementLocator(locator.path)
-        reopen = None if piece.input.is_stream else lambda: _reopened(piece, locator.path)
+        reopen = None if piece.input.is_stream else lambda: reopened(piece, locator.path)
         blocks = array_blocks(stream, options.batch_bytes, log, locator, reopen)
     else:
         blocks = _line_blocks(stream, piece, options.batch_bytes, locator)
@@ -312,9 +311,9 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
         yield from parquet_texts(piece, None if options.records else options.text_key, log)
         return
     locator = _Locator(piece)
-    with _open_for_reading(piece) as stream:
+    with open_for_reading(piece) as stream:
         if not piece.start:
-            _skip_byte_order_mark(stream, locator.path)
+            skip_byte_order_mark(stream, locator.path)
         if fmt == "auto":  # a stream: decide from the first bytes
             fmt = sniff_format(stream.peek(64)[:64])
             if fmt == "parquet":
@@ -336,81 +335,3 @@ def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[l
             yield from _paragraphs(stream, piece, options, log, locator)
         else:
             yield from _whole_file(stream, piece, options, log, locator)
-
-
-UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
-
-
-def _skip_byte_order_mark(stream, path: str) -> None:
-    """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text,
-    with a byte-order mark or without (then every second or fourth byte of ASCII text is NUL), is
-    refused in one line: read as UTF-8 it becomes NUL-interleaved training data."""
-    head = stream.peek(1024)[:1024]
-    if head.startswith(b"\xef\xbb\xbf"):
-        stream.read(3)
-        return
-    encoding = next((name for mark, name in UTF_BOMS.items() if head.startswith(mark)), None)
-    how = "it starts with a byte-order mark"
-    if encoding is None and len(head) >= 8 and head.count(0) >= len(head) // 3:
-        width = 2 if head.count(0) < len(head) // 2 + len(head) // 8 else 4
-        little_endian = head[::width].count(0) < head[width - 1::width].count(0)  # ASCII: "a\0" vs "\0a"
-        encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
-        how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
-    if encoding:
-        raise ObjcliError(
-            f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
-            f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
-        )
-
-
-@contextmanager
-def _reopened(piece: Piece, path: str):
-    """The piece's bytes again from its start (a JSON array read a second time)."""
-    with _open_for_reading(piece) as stream:
-        _skip_byte_order_mark(stream, path)
-        yield stream
-
-
-class _open_for_reading:
-    """Opens the piece's stream and turns decompression failures into one-line errors."""
-
-    def __init__(self, piece: Piece):
-        self.piece = piece
-
-    def __enter__(self) -> io.BufferedReader:
-        piece = self.piece
-        if piece.start:
-            piece = Piece(piece.input, piece.start - 1, piece.end)
-        stream = open_piece(piece)
-        self.stream = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
-        return self.stream
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if self.piece.input.path != STDIN:
-            self.stream.close()
-        if exc is not None and is_url(self.piece.input.path) and _is_storage_failure(exc):
-            raise storage_error(exc, self.piece.input.path, "reading it") from None
-        if exc is not None and isinstance(exc, _decompression_errors()):
-            kind = self.piece.input.compression or "file"
-            raise ObjcliError(
-                f"input {self.piece.input.path}: corrupt or truncated {kind} ({exc}); "
-                "re-create or remove the file"
-            ) from None
-        return False
-
-
-def _is_storage_failure(error: BaseException) -> bool:
-    """A failure of the storage client while reading, not of the data: plain OSErrors (s3fs maps
-    S3's errors onto OSError, FileNotFoundError, PermissionError) and the client's own errors;
-    never a decompressor's (gzip's BadGzipFile is an OSError subclass of its own)."""
-    plain = (OSError, FileNotFoundError, PermissionError, ConnectionError, TimeoutError)
-    return type(error) in plain or (isinstance(error, storage_errors()) and not isinstance(error, OSError))
-
-
-def _decompression_errors() -> tuple[type[BaseException], ...]:
-    import lzma
-    import zlib
-
-    import zstandard
-
-    return (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)

@@ -112,6 +112,7 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             or make_run_key(manifest.config_sha256, files) != manifest.run_key):
         raise ObjcliError("--append: the output's inputs changed since it was written (or are given differently); "
                           "rerun the whole transform with --overwrite")
+    _refuse_other_identity(manifest_data, plan)
     _refuse_copies(files, plan.files[len(files):])
     by_partition: dict[int, list] = {}
     for shard in manifest.shards:
@@ -125,6 +126,21 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
                                  text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0, seconds=0.0)
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
+
+
+def _refuse_other_identity(manifest_data: dict, plan) -> None:
+    """The files the run reads besides its inputs (template, tokenizer config) must be those the
+    output was written with: appending with an edited one would mix two renderings under one manifest."""
+    from ..storage.identity import changed_files
+
+    recorded = manifest_data.get("identity") or {"tokenizer": {"path": manifest_data["tokenizer"]["path"],
+                                                                 "sha256": manifest_data["tokenizer"]["sha256"]}}
+    changes = changed_files(recorded, plan.identity if manifest_data.get("identity") else
+                            {"tokenizer": {**plan.identity["tokenizer"], "sha256": plan.tokenizer.sha256}})
+    if changes:
+        raise ObjcliError(f"--append: the output was written with other files than this run reads "
+                          f"({', '.join(changes)}); the output is left as it was: rerun the whole transform with "
+                          "--overwrite, or put the files back")
 
 
 def _refuse_copies(old_files, new_files) -> None:

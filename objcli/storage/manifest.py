@@ -6,6 +6,7 @@ shards it lists, with the sha256 it lists.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -120,6 +121,7 @@ class Manifest(msgspec.Struct, frozen=True):
     supervision: str = ""
     run_key: str = ""
     recipe: dict = {}
+    identity: dict = {}  # every file the run read besides its inputs: {what: {path, sha256}} (storage/identity.py)
     seed: int = 0
     inputs: list[dict] = []
     partitions: list[dict] = []
@@ -155,6 +157,24 @@ def is_plain_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
 
 
+PENDING_RESHARD = ".objcli-reshard.json"  # an in-place reshard's commit record: the new manifest and the renames
+
+
+def pending_reshard(folder: str | Path) -> str | None:
+    """The error for an output whose in-place reshard was stopped past its commit point (the new
+    shards are decided, the manifest not yet written): the same reshard again finishes it."""
+    path = Path(folder) / PENDING_RESHARD
+    if not path.is_file():
+        return None
+    try:
+        size = json.loads(path.read_text(encoding="utf-8"))["manifest"]["resharded_from"]["shard_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        size = "the same size"
+    how = f"--num-shards {size.split()[0]}" if str(size).endswith(" shards") else f"--shard-size {size}"
+    return (f"{folder}: an in-place reshard was stopped after its commit point and has not finished; run "
+            f"'objcli reshard {folder} {how}' again to finish it (nothing is lost)")
+
+
 def read_manifest(folder: str | Path) -> Manifest:
     from ..errors import ObjcliError
 
@@ -162,6 +182,9 @@ def read_manifest(folder: str | Path) -> Manifest:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        pending = pending_reshard(folder)
+        if pending:
+            raise ObjcliError(pending) from None
         raise ObjcliError(
             f"{folder}: no {MANIFEST_NAME}; name a folder written by 'objcli transform' that finished"
         ) from None

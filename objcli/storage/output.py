@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ObjcliError
 from .faults import crash_point
-from .manifest import MANIFEST_NAME, decode_manifest
+from .manifest import MANIFEST_NAME, PENDING_RESHARD, decode_manifest, pending_reshard
 from .shard_info import ShardInfo, work_prefix
 from .stores import LocalStore, RemoteStore
 
@@ -159,6 +159,8 @@ class OutputFolder:
     kept: dict[int, PartitionResult] = field(default_factory=dict)
     complete_manifest: dict | None = None  # this configuration already finished here
     restarted: str = ""  # "interrupted" or "finished": an earlier run of this configuration read other inputs
+    # This run's configuration and identity (storage/identity.py), to name what differs from an earlier run's.
+    record: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.work_store = self.store.child(WORK_FOLDER)
@@ -195,6 +197,9 @@ class OutputFolder:
 
     def _prepare(self, partitions: int, overwrite: bool, resume: bool) -> None:
         store, work = self.store, self.work_store
+        pending = pending_reshard(store.path) if not store.remote and not overwrite else None
+        if pending:
+            raise ObjcliError(pending.replace("; run", "; pass --overwrite to replace the output, or run", 1))
         manifest = store.read_json(MANIFEST_NAME)
         run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
@@ -212,6 +217,10 @@ class OutputFolder:
             same = False
         elif leftovers and not same and self.adopt is None:
             what = "a run of another configuration" if earlier else f"files of an unknown run ({leftovers[0]})"
+            if earlier:
+                from .identity import what_changed  # names the edited files and options
+
+                what += what_changed(manifest or run, self.record.get("config", {}), self.record.get("identity", {}))
             raise ObjcliError(
                 f"output {store.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
             )
@@ -249,7 +258,7 @@ class OutputFolder:
                 if is_shard_name(name):
                     store.delete(name)
         work.staging()  # a local work folder is made here
-        work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key})
+        work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key, **self.record})
 
     def close(self) -> None:
         if self._locked:
@@ -268,6 +277,7 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
+        self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
         remove_split_folders(self.store)
         for name in self.store.names():
             if is_own_file(name):

@@ -208,6 +208,11 @@ class Tokenizer:
             start += cut
         yield text[start:]
 
+    def side_files(self) -> dict[str, Path]:
+        """Files read beside the tokenizer file whose content changes what a run writes (a run's
+        identity, ``storage/identity.py``), by what they are."""
+        return {}
+
     @cached_property
     def sha256(self) -> str:
         return file_sha256(self.path)  # once per tokenizer: a 32k model takes milliseconds to hash

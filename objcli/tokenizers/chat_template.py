@@ -110,13 +110,21 @@ class ChatTemplate:
     def render(self, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
         import jinja2
 
+        from .jinja_sandbox import MAX_RENDERED_CHARS
+
         blocks: list[str] = []
         spans: list[tuple[int, int]] = []
+        limit = MAX_RENDERED_CHARS + 4 * sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
+        written = 0
         try:
             with self.template.environment.activate_tracker(blocks, spans):
                 for block in self.template.generate(messages=messages, tools=None, documents=None,
                                                     add_generation_prompt=False, **self.variables):
                     blocks.append(block)
+                    written += len(block)
+                    if written > limit:  # checked as it writes: the rendering never holds much more
+                        raise TemplateFailure(f"the template wrote over {limit:,} characters for one conversation "
+                                              "(its messages hold a quarter of that); check the template")
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
                 ZeroDivisionError, OverflowError, RecursionError) as error:  # the sandbox's limits too
             raise TemplateFailure(f"{type(error).__name__}: {error}") from None

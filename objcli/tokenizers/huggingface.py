@@ -165,6 +165,10 @@ class HuggingFaceTokenizer(Tokenizer):
     def spec(self) -> BPESpec | None:
         return self._spec_or_reason if isinstance(self._spec_or_reason, BPESpec) else None
 
+    def side_files(self) -> dict[str, Path]:
+        config = self.path.with_name("tokenizer_config.json")  # BOS/EOS/PAD names, add_bos_token
+        return {"tokenizer config": config} if config.is_file() else {}
+
     def _read_config(self) -> dict:
         config_path = self.path.with_name("tokenizer_config.json")
         if not config_path.is_file():

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import jinja2
 from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 
 class GenerationTracker(Extension):
@@ -64,6 +64,11 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+# The most one conversation's rendering may hold past four times its messages' text: a template that
+# writes without bound (a loop, a repetition) is a counted skip, not the machine's memory.
+MAX_RENDERED_CHARS = 8 << 20
+
+
 class ChatSandbox(ImmutableSandboxedEnvironment):
     """transformers' sandbox, with its verdict on an attribute remembered: whether ``obj.attr`` may be
     read depends on the type of ``obj`` and the name only (a name starting with ``_``, a function's,
@@ -71,9 +76,20 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
     ``isinstance``), so each (type, name) is asked once, not at every ``message.content`` or
     ``loop.first`` of every conversation (a third of rendering's time)."""
 
+    # ``'x' * 10**8`` would build its string in one step, before any bound on the rendering applies.
+    intercepted_binops = frozenset(["*"])
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._verdicts: dict[tuple[type, str], bool] = {}
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "*" and isinstance(left, (str, list, tuple)) != isinstance(right, (str, list, tuple)):
+            sequence, count = (left, right) if isinstance(left, (str, list, tuple)) else (right, left)
+            if isinstance(count, int) and len(sequence) * count > MAX_RENDERED_CHARS:
+                raise SecurityError(f"a repetition of {len(sequence) * count:,} items is past the bound of "
+                                    f"{MAX_RENDERED_CHARS:,} on one rendering")
+        return super().call_binop(context, operator, left, right)
 
     def is_safe_attribute(self, obj, attr, value) -> bool:
         key = (type(obj), attr)

@@ -198,6 +198,10 @@ class TiktokenTokenizer(Tokenizer):
                               f"give its split pattern and special tokens in {side.name}")
         return PRESETS[len(ranks)]
 
+    def side_files(self) -> dict[str, Path]:
+        side = self.path.with_name(self.path.name + ".json")  # the pattern and the specials
+        return {"tiktoken side file": side} if side.is_file() else {}
+
     @cached_property
     def sha256(self) -> str:
         """The rank file and its side file: the pattern changes the tokens as much as the ranks."""
