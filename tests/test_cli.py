@@ -83,7 +83,7 @@ def test_existing_output_of_another_configuration_needs_overwrite(tmp_path, smal
     refused = invoke(*other)
     assert refused.exit_code == 1
     assert refused.output == (
-        f"Error: output {out}: already holds a run of another configuration; "
+        f"Error: output {out}: already holds a run of another configuration (changed: --seq-len); "
         "pass --overwrite to replace it or choose another folder\n"
     )
     assert invoke(*other, "--resume").exit_code == 1

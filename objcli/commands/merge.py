@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..storage.files import HashingFile
+from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
@@ -41,6 +42,8 @@ def _signature(manifest: Manifest) -> list[tuple[str, object]]:
     fixed = any(c.kind == "fixed" for c in manifest.columns)
     return [("format", manifest.format), ("objective", manifest.objective),
             ("tokenizer sha256", manifest.tokenizer.sha256),
+            # The files read beside it (tokenizer config, chat template): one rendering, one set of specials.
+            ("files read beside the tokenizer (sha256)", side_digests(manifest.identity)),
             ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
             ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
             ("seq_len", manifest.config.get("seq_len") if fixed else None)]

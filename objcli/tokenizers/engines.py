@@ -122,7 +122,12 @@ class QuicktokEngine:
             except Unsupported as why:
                 _write_quietly(refused, str(why))
                 raise
-        self.encoding = quicktok.Tokenizer("objcli", str(folder))
+        try:
+            self.encoding = quicktok.Tokenizer("objcli", str(folder))
+        except RuntimeError as error:  # its own checks (ranks with gaps): the next engine takes the file
+            why = f"quicktok refuses its data ({str(error).split(':')[1].strip() if ':' in str(error) else error})"
+            _write_quietly(refused, why)
+            raise Unsupported(why) from None
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         tokens, offsets = self.encoding.encode_batch(texts, max(1, num_threads), False)
