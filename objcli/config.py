@@ -95,8 +95,8 @@ class TransformConfig:
                        group=ROWS)  # keyed hashes take it as an unsigned 64-bit integer
     bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
     eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
-    pad_token: str | None = option(None, "Padding piece: one of the tokenizer's own (its EOS, say), instead of "
-                                   "its pad token or a new <pad> past the vocabulary.", group=ROWS)
+    pad_token: str | None = option(None, "Padding piece, one the tokenizer has (else its own pad, or <pad> added).",
+                                   group=ROWS)
     partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.", group=RUN)
     batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).", group=RUN)
     max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT)
@@ -105,7 +105,7 @@ class TransformConfig:
     pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
                               minimum=1, maximum=2**31 - 1, group=ROWS)
     remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS)
-    row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: rows overlap by one token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
+    row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: overlap by a token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
     shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
     shuffle_rows: bool = option(False, "Shuffle every row of the run across all shards (a second pass, bounded memory).",
                                 group=ORDER)

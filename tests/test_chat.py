@@ -46,15 +46,18 @@ def _rows(out):
     return manifest, [np.array(r) for r in rows["input_ids"]], [np.array(r) for r in rows["labels"]]
 
 
+@pytest.mark.parametrize("span", ["turn", "content"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_input_ids_and_masks_equal_transformers(family, tokenizers_dir, tmp_path):
+def test_input_ids_and_masks_equal_transformers(family, span, tokenizers_dir, tmp_path):
     records = conversations(1000, family, seed=11)
     data = write_jsonl(records, tmp_path / "chat.jsonl")
     has_markers = "{% generation" in (TEMPLATES / FAMILIES[family][0]).read_text() or "generation %}" in (
         TEMPLATES / FAMILIES[family][0]).read_text()
+    if has_markers and span == "content":
+        return  # markers decide, whatever --assistant-span says
     hf, expected = _transformers_outputs(tokenizers_dir[family].parent, records, has_markers)
     summary = run_transform([data], tokenizers_dir[family], tmp_path / "out", objective="chat", packing="none",
-                            seq_len=1 << 16)
+                            seq_len=1 << 16, assistant_span=span)
     manifest, ids, labels = _rows(tmp_path / "out")
     skipped = manifest["totals"]["skipped_by_reason"]
     assert skipped.get("template_error", 0) == sum(e is None for e in expected)
@@ -62,7 +65,8 @@ def test_input_ids_and_masks_equal_transformers(family, tokenizers_dir, tmp_path
     def learnable(record, out):
         if has_markers:
             return any(out["assistant_masks"])
-        return any(m["content"].strip() for m in record["messages"] if m["role"] == "assistant")
+        # A whole turn always holds its end of turn (an empty answer teaches the model to stop).
+        return span == "turn" or any(m["content"].strip() for m in record["messages"] if m["role"] == "assistant")
 
     kept = [(r, e) for r, e in zip(records, expected) if e is not None and learnable(r, e)]
     assert len(ids) == len(kept) == summary.manifest["totals"]["documents_written"]
@@ -73,20 +77,23 @@ def test_input_ids_and_masks_equal_transformers(family, tokenizers_dir, tmp_path
         if has_markers:
             assert supervised.astype(int).tolist() == out["assistant_masks"]
         else:
-            _check_runs_are_assistant_turns(hf, row, supervised, record, family)
+            _check_runs_are_assistant_turns(hf, row, supervised, record, family, span)
     assert verify_output(tmp_path / "out").ok
 
 
-def _check_runs_are_assistant_turns(hf, row, supervised, record, family):
-    """Without markers: each run of supervised tokens is one non-empty assistant content (as the
-    template writes it) followed by the end-of-turn token."""
+def _check_runs_are_assistant_turns(hf, row, supervised, record, family, span):
+    """Without markers: each run of supervised tokens is one assistant turn (``content``: a non-empty
+    one), its content as the template writes it, ending with the end-of-turn token."""
     edges = np.flatnonzero(np.diff(np.concatenate([[0], supervised.astype(np.int8), [0]])))
     runs = [hf.decode(row[a:b].tolist()) for a, b in zip(edges[::2], edges[1::2])]
-    contents = [m["content"] for m in record["messages"] if m["role"] == "assistant" and m["content"].strip()]
+    contents = [m["content"] for m in record["messages"] if m["role"] == "assistant" and
+                (span == "turn" or m["content"].strip())]
     eos = TURN_END[family]
     assert len(runs) == len(contents)
     for run, content in zip(runs, contents):
         assert run.endswith(eos) and content.strip() in run, (run, content)
+        if span == "turn":  # nothing of the template's own text before the content: the turn is the model's
+            assert run.removesuffix(eos).strip() == content.strip() or content.strip() in run, (run, content)
 
 
 def _one_run(tokenizer, records, tmp_path, name="out", **options):
@@ -158,23 +165,25 @@ def test_bad_records_are_counted_skips_with_reasons(tokenizers_dir, tmp_path):
     data.write_text("".join(json.dumps(r) + "\n" for r in [good, *bad]) + "{broken\n[1, 2]\n")
     summary = run_transform([data], tokenizers_dir["mistral"], tmp_path / "out", objective="chat")
     totals = summary.manifest["totals"]
-    assert totals["skipped_by_reason"] == {"no_assistant_message": 1, "unknown_role": 1, "non_string_content": 1,
+    assert totals["skipped_by_reason"] == {"no_assistant_message": 1, "unknown_role": 1, "non_text_content": 1,
                                  "template_error": 1, "no_messages": 1, "bad_json": 1, "not_an_object": 1}
     assert totals["documents_read"] == 8 == totals["documents_written"] + totals["documents_skipped"]
 
 
-def test_a_template_that_rewrites_content_is_an_error_naming_the_record(tokenizers_dir, tmp_path):
+@pytest.mark.parametrize("span", ["turn", "content"])
+def test_a_template_that_rewrites_content_is_a_counted_skip(span, tokenizers_dir, tmp_path):
+    """A rendering that cannot be taken apart skips that record, counted with its reason; the run goes on."""
     template = tmp_path / "upper.jinja"
     template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}")
     records = [{"messages": [{"role": "user", "content": "HI"}, {"role": "assistant", "content": "OK"}]},
                {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "lower"}]}]
     data = write_jsonl(records, tmp_path / "c.jsonl")
     result = run_cli("transform", data, "-t", tokenizers_dir["qwen2.5"], "-o", tmp_path / "out", "--objective", "chat",
-                     "--chat-template", template)
-    assert result.returncode == 1
-    error = without_warnings(result.stderr).strip()
-    assert error.startswith("Error: ") and "record 1" in error and "{% generation %}" in error
-    assert len(error.splitlines()) == 1 and "Traceback" not in result.stderr
+                     "--chat-template", template, "--assistant-span", span)
+    assert result.returncode == 0, result.stderr
+    totals = json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]
+    assert totals["skipped_by_reason"] == {"content_not_found": 1} and totals["documents_written"] == 1
+    assert "Traceback" not in result.stderr
 
 
 def test_best_fit_packs_whole_conversations_apart(tokenizers_dir, tmp_path):
@@ -339,12 +348,12 @@ def test_strftime_now_gives_the_fixed_template_date(tokenizers_dir, tmp_path):
 
 def test_hostile_templates_are_counted_skips_or_one_line_errors(tokenizers_dir, tmp_path):
     """A template that hits the sandbox's limits is a counted template_error (all records: one line);
-    one that never writes the assistant's content is an error naming the record, not an empty mask."""
-    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}] * 3
+    one that never writes the assistant's content skips every record (one line), never an empty mask."""
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "the answer"}]}] * 3
     data = write_jsonl(records, tmp_path / "c.jsonl")
     cases = {"range.jinja": ("{% for i in range(10**7) %}x{% endfor %}", "every record"),
              "silent.jinja": ("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}",
-                              "does not write the content of message 1"),
+                              "content_not_found"),
              "broken.jinja": ("{% for m in messages %}{{ m.content", "fix the template")}
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)

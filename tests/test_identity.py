@@ -13,8 +13,10 @@ from conftest import SAMPLE, folder_bytes, run_cli
 pytest.importorskip("tokenizers")
 
 
-def _append_to_template(path):
-    path.write_text(path.read_text() + "{{ ' edited' }}")
+def _edit_template(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
 
 
 def _edit_config(folder, **changes):
@@ -45,12 +47,14 @@ def _prose(folder):
 def template_in_a_file(folder):
     tokenizer, args = _chat_family(folder, "mistral")
     shutil.copy(TEMPLATES / "mistral.jinja", folder / "t.jinja")
-    return tokenizer, [*args, "--chat-template", str(folder / "t.jinja")], lambda: _append_to_template(folder / "t.jinja"), "t.jinja"
+    return tokenizer, [*args, "--chat-template", str(folder / "t.jinja")], lambda: _edit_template(folder / "t.jinja", "[INST]", "[INST]!"), \
+        "t.jinja"
 
 
 def template_in_the_config(folder):
     tokenizer, args = _chat_family(folder)
-    return tokenizer, args, lambda: _edit_config(folder / "tok", chat_template=lambda t: t + "{{ ' edited' }}"), \
+    return tokenizer, args, lambda: _edit_config(
+        folder / "tok", chat_template=lambda t: t.replace("<|end_header_id|>", "<|end_header_id|>:")), \
         "tokenizer_config.json"
 
 
@@ -59,7 +63,8 @@ def template_beside_the_tokenizer(folder):
     template = json.loads((tokenizer / "tokenizer_config.json").read_text())["chat_template"]
     _edit_config(tokenizer, chat_template=lambda t: None)
     (tokenizer / "chat_template.jinja").write_text(template)
-    return tokenizer, args, lambda: _append_to_template(tokenizer / "chat_template.jinja"), "chat_template.jinja"
+    return tokenizer, args, lambda: _edit_template(tokenizer / "chat_template.jinja", "You are Qwen", "You are Qwen!"), \
+        "chat_template.jinja"
 
 
 def eos_in_the_config(folder):

@@ -21,6 +21,7 @@ assistant turns are all cut is a counted skip.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,12 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template
 from .base import DocumentBatch, Objective, PartitionTransform, register
-from .conversations import BadRecord, ContentSpans, conversation_of, record_error, render, turn_end
+from .conversations import BadRecord, ContentSpans, TurnSpans, conversation_of, render, turn_end
 
 LOSS_ON = ("assistant", "last-assistant", "all")
 OVERLONG = ("truncate", "drop")
+ASSISTANT_SPANS = ("turn", "content")
+TURNS = ("together", "each")
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,11 @@ class ChatOptions(Options):
                           choices=LOSS_ON)
     overlong: str = option("truncate", "A conversation longer than a row: cut after the last assistant turn "
                            "that fits, or dropped.", choices=OVERLONG)
-    template_date: str = option("2024-07-26", "The date strftime_now gives templates (fixed, so output never "
-                                "depends on the day it was made).")
+    template_date: str = option("2024-07-26", "The date strftime_now gives templates (fixed: the output never "
+                                "depends on the day).")
+    assistant_span: str = option("turn", "Without generation markers: the whole turn, or content + end.",
+                                 choices=ASSISTANT_SPANS)
+    turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
 
 
 @register("chat", "sft")
@@ -107,52 +113,72 @@ class _ChatPartition(PartitionTransform):
         self.o = objective
         self.partition = partition
         self.counters: Counter = Counter()
-        self.content_spans = None if objective.template.has_generation else ContentSpans(objective.template)
+        markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"
+        self.content_spans = ContentSpans(objective.template) if by_content and not markers else None
+        self.turn_spans = TurnSpans(objective.template, objective.markers) if not by_content and not markers else None
 
     def _supervised_spans(self, conversation, text: str, generation: list) -> list[tuple[int, int]]:
+        if self.turn_spans is not None:
+            return self.turn_spans.spans(conversation, text)
         if self.content_spans is None:
-            # Generation blocks are the assistant turns in order; a conversational prompt/completion
-            # supervises only the completion's (the last ones).
-            return generation[max(0, len(generation) - len(conversation.supervised)):]
-        found = self.content_spans.spans(conversation.messages, text)
+            # Every block the template marks, as transformers' assistant mask has them (Phi-3.5's final
+            # EOS too); a conversational prompt/completion supervises only the completion's.
+            return generation[conversation.first_supervised_block:]
+        found = self.content_spans.spans(conversation.messages, text, conversation.extra)
         spans = []
         for index in conversation.supervised:
             if index in found:
                 start, end = found[index]
                 spans.append((start, turn_end(text, end, self.o.markers)))
             elif conversation.messages[index].get("content"):
-                raise ValueError(f"the template does not write the content of message {index} (an assistant message)")
+                raise BadRecord("content_not_found", f"the template does not write the content of message {index}")
         return spans
 
+    def _conversations(self, record: str) -> list:
+        """The record's conversation, or with ``--turns each`` one per assistant turn (up to it)."""
+        conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
+        if self.o.options.turns == "together" or conversation.prompt is not None:
+            return [conversation]
+        return [dataclasses.replace(conversation, messages=conversation.messages[: i + 1], supervised=[i],
+                                    first_supervised_block=sum(m["role"] == "assistant" for m in conversation.messages[:i]))
+                for i in conversation.supervised]
+
+    def _rendered(self, record: str) -> list[tuple[str, list[tuple[int, int]]]]:
+        """(text, supervised spans) of each example a record gives; ``BadRecord`` when it cannot."""
+        examples = []
+        for conversation in self._conversations(record):
+            if conversation.prompt is not None:
+                text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
+                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))]))
+            else:
+                text, generation = render(self.o.template, conversation.messages, conversation.extra)
+                examples.append((text, self._supervised_spans(conversation, text, generation)))
+        return examples
+
     def _render(self, batch: DocumentBatch):
-        """Rendered texts and their supervised spans, as positions in the texts joined end to end
-        (``chat_encode``'s coordinate); bad records counted."""
-        texts, owners, starts, ends = [], [], [], []
+        """Rendered texts, the record each came from and their supervised spans, as positions in the
+        texts joined end to end (``chat_encode``'s coordinate); bad records counted."""
+        texts, records, owners, starts, ends = [], [], [], [], []
         joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
             try:
-                conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
-                if conversation.prompt is not None:
-                    text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
-                    spans = [(len(self.o.plain_bos) + len(conversation.prompt), len(text))]
-                else:
-                    text, generation = render(self.o.template, conversation.messages)
-                    spans = self._supervised_spans(conversation, text, generation)
+                examples = self._rendered(record)
             except BadRecord as bad:
                 self.counters[f"skipped:{bad.reason}"] += 1
                 continue
-            except ValueError as error:
-                raise record_error(self.partition, batch.first_document + k, str(error)) from None
-            for start, end in spans:
-                owners.append(len(texts))
-                starts.append(joined + start)
-                ends.append(joined + end)
-            texts.append(text)
-            joined += len(text)
-        return texts, np.array(owners, np.int64), np.array(starts, np.int64), np.array(ends, np.int64)
+            for text, spans in examples:
+                for start, end in spans:
+                    owners.append(len(texts))
+                    starts.append(joined + start)
+                    ends.append(joined + end)
+                texts.append(text)
+                records.append(k)
+                joined += len(text)
+        return (texts, np.array(records, np.int64),
+                *(np.array(a, np.int64) for a in (owners, starts, ends)))
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
-        texts, owner, span_start, span_end = self._render(batch)
+        texts, record, owner, span_start, span_end = self._render(batch)
         if not texts:
             return None
         tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
@@ -167,7 +193,7 @@ class _ChatPartition(PartitionTransform):
             keep_to = np.where(lengths <= seq_len, lengths, 0)
         kept &= local_last < keep_to[owner]
         has_turn = np.bincount(owner[kept], minlength=len(texts)) > 0
-        self._count(lengths, keep_to, has_turn)
+        self._count(lengths, keep_to, has_turn, record)
         if self.o.options.loss_on == "last-assistant":
             kept = last_per_owner(owner, kept)
         if self.o.options.loss_on == "all":
@@ -181,19 +207,23 @@ class _ChatPartition(PartitionTransform):
         new_lengths = keep_to[chosen]
         ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
         new_offsets = lengths_to_offsets(new_lengths)
+        # A record is one document: counted at its first example written (--turns each writes several).
+        first_of_record = np.ones(len(chosen), dtype=np.int64)
+        first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
         return RowBatch({"input_ids": Ragged(ids, new_offsets),
                          "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets)},
                         tokens=new_lengths.astype(np.int64), padding=np.zeros(len(chosen), dtype=np.int64),
-                        documents=np.ones(len(chosen), dtype=np.int64))
+                        documents=first_of_record)
 
-    def _count(self, lengths, keep_to, has_turn) -> None:
-        """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left)."""
+    def _count(self, lengths, keep_to, has_turn, record) -> None:
+        """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left). A record
+        none of whose examples is written is one skip, under the reason of its first example."""
         overlong = lengths > self.o.config.seq_len
-        cut = overlong & (keep_to > 0) & has_turn
-        self.counters["conversations_truncated"] += int(cut.sum())
-        if self.o.options.overlong == "drop":
-            self.counters["skipped:overlong"] += int(overlong.sum())
-            self.counters["skipped:no_assistant_tokens"] += int((~overlong & ~has_turn).sum())
-        else:
-            self.counters["skipped:assistant_tokens_cut"] += int((overlong & ~((keep_to > 0) & has_turn)).sum())
-            self.counters["skipped:no_assistant_tokens"] += int((~overlong & ~has_turn).sum())
+        written = (keep_to > 0) & has_turn
+        self.counters["conversations_truncated"] += int((overlong & written).sum())
+        records, first = np.unique(record, return_index=True)
+        lost = np.bincount(record[written], minlength=records.max() + 1 if len(records) else 0)[records] == 0
+        first = first[lost]
+        too_long = "skipped:overlong" if self.o.options.overlong == "drop" else "skipped:assistant_tokens_cut"
+        self.counters[too_long] += int(overlong[first].sum())
+        self.counters["skipped:no_assistant_tokens"] += int((~overlong[first]).sum())

@@ -1,29 +1,42 @@
-"""Records to conversations, and where each message's text lands in the rendered template.
+"""Records to conversations, and where each assistant turn lands in the rendered template.
 
-A record is a JSON object with a list of messages (``{"role": …, "content": …}``, the layout of
-Hugging Face and OpenAI) under ``--messages-key``, or a ``prompt`` and a ``completion``: two
-strings (plain instruction data: loss on the completion) or two lists of messages (a
-conversational prompt and its answer: loss on the answer's assistant messages).
+A record is a JSON object in one of the layouts datasets ship: a list of messages (``{"role": …,
+"content": …}``, Hugging Face's and OpenAI's) under ``--messages-key``; ShareGPT's
+``conversations`` (``{"from": "human"|"gpt"|…, "value": …}``); Alpaca's ``instruction``, ``input``
+and ``output``; or a ``prompt`` and a ``completion``: two strings (plain instruction data: loss on
+the completion) or two lists of messages (a conversational prompt and its answer: loss on the
+answer's assistant messages). The record's other fields (``tools``, ``documents``, …) are passed
+to the template as ``apply_chat_template`` passes its keyword arguments.
 
-Without ``{% generation %}`` markers, an assistant message's span is found by rendering the
-conversation a second time with each non-empty content replaced by a placeholder: what lies
-between placeholders is the template's own text, so the real rendering must be that text with
-the contents put back (verbatim, or stripped, as templates that ``trim`` do). A rendering that
-cannot be taken apart that way is an error naming the record, never a guessed mask. The
-template's text around the placeholders depends only on the roles (and which contents are
-empty) for every template we know, so it is computed once per shape and checked every time.
+Without ``{% generation %}`` markers, an assistant turn is what the template writes for that
+message (``TurnSpans``): the conversation up to the message rendered with the generation prompt
+is where the turn starts; the conversation up to and including it, rendered as if it ended there,
+agrees with the whole rendering through the turn, and the turn ends with its last special token
+(``<|im_end|>``, ``<|eot_id|>``, ``</s>``, the final EOS some templates add): content, reasoning,
+tool calls and the end of turn, as a model generates them. A template that rewrites earlier turns
+(Qwen3 drops their reasoning) renders them otherwise in the whole conversation: such a record is a
+counted skip (``history_rewritten``); ``--turns each`` makes one example per assistant turn.
+``--assistant-span content`` keeps the older definition (``ContentSpans``): the message's content
+as written (or trimmed) plus the end-of-turn token right after it.
 """
-
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from ..errors import ObjcliError
+import msgspec
+
 from ..tokenizers.chat_template import ChatTemplate, TemplateFailure
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
 PLACEHOLDER = re.compile("\ue000([0-9]+)\ue001")
+# ShareGPT's speakers (``{"from": …, "value": …}``), as the datasets and LLaMA-Factory name them.
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+                  "bing": "assistant", "bard": "assistant", "system": "system", "tool": "tool",
+                  "observation": "tool", "function_call": "assistant", "function": "tool"}
+# Fields of a record that are not template arguments: its messages in each layout, and ours.
+LAYOUT_FIELDS = frozenset({"messages", "conversations", "prompt", "completion", "instruction", "input", "output",
+                           "system", "add_generation_prompt"})
 
 
 class BadRecord(Exception):
@@ -36,13 +49,28 @@ class BadRecord(Exception):
 
 @dataclass
 class Conversation:
-    """What one record asks for: messages to render (or a plain prompt and completion) and which
-    messages the loss is on."""
+    """What one record asks for: messages to render (or a plain prompt and completion), which
+    messages the loss is on, and the record's other fields the template may read (``tools``)."""
 
     messages: list[dict] = field(default_factory=list)
     supervised: list[int] = field(default_factory=list)  # message indices that carry loss
     prompt: str | None = None  # plain prompt/completion records
     completion: str | None = None
+    extra: dict = field(default_factory=dict)  # template arguments: tools, documents, …
+    first_supervised_block: int = 0  # generation blocks before it belong to a conversational prompt
+
+
+def _checked_content(content, role: str):
+    """A message's content as ``transformers`` passes it: a string, or a list of parts of which only
+    text parts can be tokenized here (an image part is a counted skip)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        if all(p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+            return content
+        kinds = sorted({str(p.get("type")) for p in content if p.get("type") != "text"})
+        raise BadRecord("non_text_content", f"a {role} message has {', '.join(kinds) or 'untyped'} parts")
+    raise BadRecord("non_string_content", f"a {role} message's content is {type(content).__name__}")
 
 
 def _messages(value, what: str) -> list[dict]:
@@ -54,20 +82,55 @@ def _messages(value, what: str) -> list[dict]:
             raise BadRecord("bad_message", f"{what} holds a message without a string 'role'")
         if message["role"] not in ROLES:
             raise BadRecord("unknown_role", f"role {message['role']!r}")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise BadRecord("non_string_content", f"a {message['role']} message's content is {type(content).__name__}")
+        content = _checked_content(message.get("content"), message["role"])
+        if content is not message.get("content"):
+            message = {**message, "content": content}
         # As transformers does: keys whose value is None are dropped (OpenAI's content=None).
         messages.append({k: v for k, v in message.items() if v is not None} if None in message.values() else message)
     return messages
 
 
+def _sharegpt(value) -> list[dict]:
+    """ShareGPT's ``conversations`` (``from``/``value``; some copies use ``role``/``content``) as messages."""
+    if not isinstance(value, list) or not value:
+        raise BadRecord("no_messages", "field 'conversations' is not a non-empty list of turns")
+    messages = []
+    for turn in value:
+        if not isinstance(turn, dict):
+            raise BadRecord("bad_message", "field 'conversations' holds a turn that is not an object")
+        if "from" not in turn:
+            messages.append(turn)
+            continue
+        role = SHAREGPT_ROLES.get(turn["from"]) if isinstance(turn["from"], str) else None
+        if role is None:
+            raise BadRecord("unknown_role", f"ShareGPT speaker {turn['from']!r}")
+        messages.append({"role": role, "content": turn.get("value")})
+    return _messages(messages, "field 'conversations'")
+
+
+def _alpaca(record: dict) -> list[dict]:
+    """Alpaca's instruction, input and output: the user asks the instruction, then a blank line and
+    the input when there is one; the assistant answers the output; an optional system prompt first."""
+    fields = {k: record.get(k) for k in ("instruction", "input", "output", "system")}
+    if not all(isinstance(v, str) or (v is None and k in ("input", "system")) for k, v in fields.items()):
+        raise BadRecord("non_string_content", "Alpaca's instruction, input and output must be strings")
+    user = fields["instruction"] + (f"\n\n{fields['input']}" if fields["input"] else "")
+    system = [{"role": "system", "content": fields["system"]}] if fields["system"] else []
+    return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": fields["output"]}]
+
+
 def conversation_of(record, messages_key: str) -> Conversation:
+    """The conversation a record holds, in any layout we know (see the module)."""
     if not isinstance(record, dict):
         raise BadRecord("not_an_object", "the record is not a JSON object")
+    extra = {k: v for k, v in record.items() if k not in LAYOUT_FIELDS and k != messages_key}
+    first = 0
     if messages_key in record:
         messages = _messages(record[messages_key], f"field '{messages_key}'")
-        supervised = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    elif "conversations" in record:
+        messages = _sharegpt(record["conversations"])
+    elif "instruction" in record and "output" in record:
+        messages = _alpaca(record)
     elif "prompt" in record and "completion" in record:
         prompt, completion = record["prompt"], record["completion"]
         if isinstance(prompt, str) and isinstance(completion, str):
@@ -76,20 +139,84 @@ def conversation_of(record, messages_key: str) -> Conversation:
             return Conversation(prompt=prompt, completion=completion)
         messages = _messages(prompt, "field 'prompt'") + _messages(completion, "field 'completion'")
         first = len(prompt)
-        supervised = [i for i, m in enumerate(messages) if i >= first and m["role"] == "assistant"]
+    elif "prompt" in record:
+        raise BadRecord("prompt_only", "a prompt without a completion (TRL's prompt-only layout, for RL) has "
+                                       "nothing to learn from")
     else:
-        raise BadRecord("no_messages", f"the record has no field '{messages_key}' and no prompt/completion pair "
-                                       f"(its fields: {', '.join(sorted(map(str, record))) or 'none'})")
+        raise BadRecord("no_messages", f"the record has no field '{messages_key}', 'conversations', instruction/"
+                                       f"output or prompt/completion (its fields: "
+                                       f"{', '.join(sorted(map(str, record))) or 'none'})")
+    supervised = [i for i, m in enumerate(messages) if i >= first and m["role"] == "assistant"]
     if not supervised:
         raise BadRecord("no_assistant_message", "no assistant message to learn from")
-    return Conversation(messages=messages, supervised=supervised)
+    blocks_before = sum(m["role"] == "assistant" for m in messages[:first])
+    return Conversation(messages=messages, supervised=supervised, extra=extra, first_supervised_block=blocks_before)
 
 
-def render(template: ChatTemplate, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
+def render(template: ChatTemplate, messages: list[dict], extra: dict | None = None,
+           add_generation_prompt: bool = False) -> tuple[str, list[tuple[int, int]]]:
     try:
-        return template.render(messages)
+        return template.render(messages, extra, add_generation_prompt)
     except TemplateFailure as failure:
         raise BadRecord("template_error", str(failure)) from None
+
+
+class TurnSpans:
+    """Each supervised assistant turn's (start, end) in the whole rendering (see the module)."""
+
+    def __init__(self, template: ChatTemplate, markers: re.Pattern | None):
+        self.template = template
+        self.markers = markers
+
+    def spans(self, conversation: Conversation, text: str) -> list[tuple[int, int]]:
+        messages, extra = conversation.messages, conversation.extra
+        spans = []
+        for index in conversation.supervised:
+            before, _ = render(self.template, messages[:index], extra, add_generation_prompt=True)
+            upto, _ = render(self.template, messages[: index + 1], extra)
+            start = len(before)
+            if not (text.startswith(before) and upto.startswith(before)):
+                raise BadRecord("history_rewritten", f"the rendering up to message {index} is not the start of "
+                                                     "the whole conversation's")
+            agreed = start + _common_length(text, upto, start)
+            end = self._turn_end(text, start, agreed)
+            if end <= start:
+                raise BadRecord("history_rewritten", f"the template writes message {index} (an assistant "
+                                                     "message) otherwise once later turns follow it")
+            for answer in _answer_texts(messages[index].get("content")):
+                if answer not in text[start:end]:
+                    raise BadRecord("content_not_found", f"the template does not write the content of message "
+                                                         f"{index} (an assistant message) as given")
+            spans.append((start, end))
+        return spans
+
+    def _turn_end(self, text: str, start: int, agreed: int) -> int:
+        """After the turn's last special token (its end of turn); without one, its text less the
+        whitespace that separates it from the next message."""
+        ends = [m.end() for m in self.markers.finditer(text, start, agreed)] if self.markers else []
+        if ends:
+            return ends[-1]
+        return start + len(text[start:agreed].rstrip())
+
+
+def _answer_texts(content) -> list[str]:
+    """What of an assistant message's content its turn must hold: each text, less a leading reasoning
+    block (templates move ``<think>…</think>`` into a block of their own) and the whitespace templates
+    trim."""
+    texts = [content] if isinstance(content, str) else [p["text"] for p in content or ()]
+    return [answer for t in texts if (answer := t.rpartition("</think>")[2].strip())]
+
+
+def _common_length(a: str, b: str, start: int) -> int:
+    """How many characters ``a`` and ``b`` agree on from ``start`` (a binary search on slices)."""
+    low, high = 0, min(len(a), len(b)) - start
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[start : start + middle] == b[start : start + middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 class ContentSpans:
@@ -99,48 +226,60 @@ class ContentSpans:
         self.template = template
         self.shapes: dict[tuple, list] = {}
 
-    def _layout(self, messages: list[dict]) -> list:
+    def _layout(self, messages: list[dict], extra: dict) -> list:
         """The template's text between contents: [text, index, text, index, …, text]."""
         stand_ins = [{**m, "content": f"\ue000{i}\ue001"} if m.get("content") else m for i, m in enumerate(messages)]
-        text, _ = render(self.template, stand_ins)
+        text, _ = render(self.template, stand_ins, extra)
         parts = PLACEHOLDER.split(text)
         return [int(p) if k % 2 else p for k, p in enumerate(parts)]
 
-    def spans(self, messages: list[dict], text: str) -> dict[int, tuple[int, int]]:
-        """Message index -> (start, end) of its content in ``text``; raises ``ValueError`` where the
+    def spans(self, messages: list[dict], text: str, extra: dict | None = None) -> dict[int, tuple[int, int]]:
+        """Message index -> (start, end) of its content in ``text``; raises ``BadRecord`` where the
         rendering does not take apart into the template's text and the contents."""
-        shape = tuple((m["role"], bool(m.get("content"))) for m in messages)
+        if any(not isinstance(m.get("content", ""), str) for m in messages):
+            raise BadRecord("content_not_found", "content given as parts has no one text to find")
+        extra = extra or {}
+        shape = tuple((m["role"], bool(m.get("content"))) for m in messages) + (
+            (msgspec.json.encode(extra, order="sorted"),) if extra else ())
         layout = self.shapes.get(shape)
         if layout is not None:
             found = _take_apart(layout, messages, text)
             if found is not None:
                 return found
-        layout = self._layout(messages)
+        layout = self._layout(messages, extra)
         found = _take_apart(layout, messages, text)
         if found is None:
-            raise ValueError("the template renders a message's content other than as written")
+            raise BadRecord("content_not_found", "the template renders a message's content other than as written")
         self.shapes[shape] = layout
         return found
 
 
 def _take_apart(layout: list, messages: list[dict], text: str) -> dict[int, tuple[int, int]] | None:
+    """The contents' spans if ``text`` is the layout with each content put back as written or with the
+    whitespace templates remove (``strip``, ``trim``, leading or trailing newlines), trying each way
+    until the rest of the text fits too (Llama 2 strips a trailing space that its ``' [/INST]'``
+    then writes again)."""
     spans: dict[int, tuple[int, int]] = {}
-    position = 0
-    for k, part in enumerate(layout):
+    failed: set[tuple[int, int]] = set()  # (part, position) known not to fit: each tried once
+
+    def fits(k: int, position: int) -> bool:
+        if k == len(layout):
+            return position == len(text)
+        if (k, position) in failed:
+            return False
+        part = layout[k]
         if k % 2 == 0:
-            if not text.startswith(part, position):
-                return None
-            position += len(part)
-            continue
+            return text.startswith(part, position) and fits(k + 1, position + len(part))
         content = messages[part]["content"]
-        for written in (content, content.strip()):  # as written, or trimmed (even to nothing)
-            if text.startswith(written, position):
-                break
-        else:
-            return None
-        spans.setdefault(part, (position, position + len(written)))
-        position += len(written)
-    return spans if position == len(text) else None
+        for written in dict.fromkeys((content, content.strip(), content.rstrip(), content.lstrip(),
+                                      content.strip("\n"), content.strip(" "))):
+            if text.startswith(written, position) and fits(k + 1, position + len(written)):
+                spans[part] = (position, position + len(written))  # earlier parts set last: the first place wins
+                return True
+        failed.add((k, position))
+        return False
+
+    return spans if fits(0, 0) else None
 
 
 def turn_end(text: str, end: int, markers: re.Pattern | None) -> int:
@@ -149,9 +288,3 @@ def turn_end(text: str, end: int, markers: re.Pattern | None) -> int:
     model's special-token texts as one pattern (``chat_encode.special_pattern``)."""
     found = markers.match(text, end) if markers else None
     return found.end() if found else end
-
-
-def record_error(partition: int, document: int, message: str) -> ObjcliError:
-    return ObjcliError(f"partition {partition}, record {document}: {message}; the assistant's text cannot be found "
-                       "in the rendered conversation, so its loss mask would be wrong. Use a template with "
-                       "{% generation %} markers (--chat-template FILE) or --loss-on all")

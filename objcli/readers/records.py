@@ -46,7 +46,8 @@ class RecordLog:
 
 # Conversation records (--objective chat) that do not fit the layout or the template.
 CONVERSATION_SKIPS = {"no_messages", "bad_message", "unknown_role", "non_string_content", "no_assistant_message",
-                      "template_error", "empty_completion"}
+                      "template_error", "empty_completion", "non_text_content", "prompt_only", "history_rewritten",
+                      "content_not_found"}
 
 
 def every_record_bad(totals: dict) -> str | None:

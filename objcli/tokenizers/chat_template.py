@@ -107,19 +107,23 @@ class ChatTemplate:
         self.has_generation = bool(GENERATION_TAG.search(source))
         self.template = _compile(source, date, where)
 
-    def render(self, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
+    def render(self, messages: list[dict], extra: dict | None = None,
+               add_generation_prompt: bool = False) -> tuple[str, list[tuple[int, int]]]:
+        """The text and its generation blocks; ``extra``: the record's other top-level fields (``tools``,
+        ``documents``, …), passed to the template as ``apply_chat_template`` passes its keyword arguments."""
         import jinja2
 
         from .jinja_sandbox import MAX_RENDERED_CHARS
 
         blocks: list[str] = []
         spans: list[tuple[int, int]] = []
-        limit = MAX_RENDERED_CHARS + 4 * sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
+        limit = MAX_RENDERED_CHARS + 4 * sum(len(str(m.get("content") or "")) for m in messages)
         written = 0
         try:
             with self.template.environment.activate_tracker(blocks, spans):
-                for block in self.template.generate(messages=messages, tools=None, documents=None,
-                                                    add_generation_prompt=False, **self.variables):
+                arguments = {"tools": None, "documents": None, **self.variables, **(extra or {})}
+                for block in self.template.generate(messages=messages, add_generation_prompt=add_generation_prompt,
+                                                    **arguments):
                     blocks.append(block)
                     written += len(block)
                     if written > limit:  # checked as it writes: the rendering never holds much more
