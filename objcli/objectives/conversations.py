@@ -174,29 +174,50 @@ class TurnSpans:
         for index in conversation.supervised:
             before, _ = render(self.template, messages[:index], extra, add_generation_prompt=True)
             upto, _ = render(self.template, messages[: index + 1], extra)
-            start = len(before)
-            if not (text.startswith(before) and upto.startswith(before)):
-                raise BadRecord("history_rewritten", f"the rendering up to message {index} is not the start of "
-                                                     "the whole conversation's")
+            # Where the turn starts: after the generation prompt, or where the whole rendering parts from
+            # it inside the prompt (DeepSeek-V3's opens a <think> block that a written turn does not have).
+            # Parting before the prompt is an earlier turn written otherwise (Qwen3 drops its reasoning).
+            start = _common_length(text, before, 0)
+            history = _common_length(before, render(self.template, messages[:index], extra)[0], 0)
+            if start < history or _common_length(upto, before, 0) < start:
+                raise BadRecord("history_rewritten", f"the conversation up to message {index} is rendered "
+                                                     "otherwise once later turns follow it")
             agreed = start + _common_length(text, upto, start)
-            end = self._turn_end(text, start, agreed)
-            if end <= start:
-                raise BadRecord("history_rewritten", f"the template writes message {index} (an assistant "
-                                                     "message) otherwise once later turns follow it")
-            for answer in _answer_texts(messages[index].get("content")):
+            end = self._turn_end(text, start, agreed, whole=agreed == len(upto))
+            answers = _answer_texts(messages[index].get("content"))
+            if end <= start:  # written otherwise once later turns follow (Qwen3 drops its reasoning then)
+                end = self._rewritten_turn_end(text, start, answers, index)
+            for answer in answers:
                 if answer not in text[start:end]:
                     raise BadRecord("content_not_found", f"the template does not write the content of message "
                                                          f"{index} (an assistant message) as given")
             spans.append((start, end))
         return spans
 
-    def _turn_end(self, text: str, start: int, agreed: int) -> int:
-        """After the turn's last special token (its end of turn); without one, its text less the
-        whitespace that separates it from the next message."""
+    def _rewritten_turn_end(self, text: str, start: int, answers: list[str], index: int) -> int:
+        """The end of a turn that the whole rendering writes otherwise than the conversation up to it:
+        the first end-of-turn token after its answer's text, which the whole rendering must hold."""
+        position = start
+        for answer in answers:
+            found = text.find(answer, position)
+            if found < 0:
+                break
+            position = found + len(answer)
+        else:
+            marker = self.markers.search(text, position) if self.markers else None
+            if marker is not None:
+                return marker.end()
+        raise BadRecord("history_rewritten", f"the template writes message {index} (an assistant message) "
+                                             "otherwise once later turns follow it, and its end cannot be found")
+
+    def _turn_end(self, text: str, start: int, agreed: int, whole: bool) -> int:
+        """After the turn's last special token (its end of turn); without one, where the conversation
+        up to the turn ends (``whole``: all of it agrees), less the whitespace before the next message;
+        ``start`` where they part before any end of turn (the turn is written otherwise later)."""
         ends = [m.end() for m in self.markers.finditer(text, start, agreed)] if self.markers else []
         if ends:
             return ends[-1]
-        return start + len(text[start:agreed].rstrip())
+        return start + len(text[start:agreed].rstrip()) if whole else start
 
 
 def _answer_texts(content) -> list[str]:
