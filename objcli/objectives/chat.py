@@ -9,14 +9,16 @@ elsewhere (the trainer shifts):
 - ``--loss-on assistant`` (default): every assistant turn; ``last-assistant``: the last one;
   ``all``: every token.
 - A template with ``{% generation %}`` markers decides what an assistant turn is, token for token
-  as ``return_assistant_tokens_mask=True``; otherwise an assistant turn is its message's content
-  in the rendering plus the end-of-turn special token right after it.
+  as ``return_assistant_tokens_mask=True`` (every block it marks); otherwise an assistant turn is
+  all the template writes for the message after the generation prompt, through its end of turn
+  (``conversations.TurnSpans``), or with ``--assistant-span content`` its content plus the
+  end-of-turn token right after it. ``--turns each``: one example per assistant turn.
 
 Conversations are whole examples: ``--packing best-fit`` (default) packs them into rows with
 ``segment_ids`` and ``positions`` so none attends across another, ``none`` gives one per row. A
 conversation longer than ``--seq-len`` is cut after the last assistant turn that fits
 (``--overlong truncate``) or dropped (``drop``); either way it is counted, and one whose
-assistant turns are all cut is a counted skip.
+assistant turns are all cut is a counted skip, as is a record whose turns cannot be found.
 """
 
 from __future__ import annotations
