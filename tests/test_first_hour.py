@@ -281,3 +281,26 @@ def test_a_datasets_save_in_the_output_is_refused_by_every_command(tmp_path):
         held = _held(out)
         result = run_cli(*command, "-o", out)
         assert result.returncode == 1 and "--overwrite" in result.stderr and _held(out) == held, result.stderr
+
+
+# ---- 2. the demo installs what the README's tour uses; 3. the fast engines are said ----
+
+def test_make_demo_installs_what_the_tour_imports():
+    """The README's tour reads the shards with datasets: the install that make demo does brings it."""
+    makefile = (ROOT / "Makefile").read_text()
+    core = makefile[makefile.index("$(VENV)/.installed-core:"):makefile.index("touch $@")]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    installed = {e for e in extras if f"[{e}]" in core or f",{e}]" in core or f"[{e}," in core}
+    readme = (ROOT / "README.md").read_text()
+    assert "import datasets" in readme and any(d.startswith("datasets") for e in installed for d in extras[e])
+
+
+def test_a_slower_engine_for_want_of_objcli_fast_is_said_once(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ("transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--seq-len", "256", "-o", tmp_path / "o")
+    first = run_cli(*args, env=env)
+    assert first.returncode == 0 and first.stderr.count("pip install 'objcli[fast]'") == 1, first.stderr
+    again = run_cli(*args, "--overwrite", env=env)
+    assert again.returncode == 0 and "objcli[fast]" not in again.stderr
+    reference = run_cli(*args, "--overwrite", "--engine", "reference", env={"XDG_CACHE_HOME": str(tmp_path / "c2")})
+    assert "objcli[fast]" not in reference.stderr  # asked for by name: nothing to say
