@@ -34,6 +34,11 @@ from .kernels import IGNORE
 from .kernels.ragged import gather_ranges, lengths_to_offsets
 
 ColumnKind = Literal["fixed", "ragged", "scalar"]
+# The per-token positions' column: the name Hugging Face models take (``forward(position_ids=…)``), so
+# Trainer keeps it (remove_unused_columns) and transformers finds packed sequences by it (a sequence
+# starts wherever a position does not follow the one before). Outputs written before used "positions";
+# readers go by the manifest's names and roles.
+POSITION_IDS = "position_ids"
 ROLES = ("tokens", "labels", "segment_ids", "positions", "attention_mask", "token_type_ids", "prefix_length",
          "per_segment", "example_label", "category", "target_depth")
 

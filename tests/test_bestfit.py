@@ -67,7 +67,7 @@ def test_trim_and_pack_gives_back_the_unpacked_examples(small_corpus, sample_tok
     plain, packed = read_output(tmp_path / "plain")[1], read_output(tmp_path / "packed")[1]
     expected = sorted((tuple(i[:seq_len]), tuple(lab[:seq_len])) for i, lab in zip(plain["input_ids"], plain["labels"]))
     got = []
-    for ids, segs, pos, labels, lsegs, lpos in zip(packed["input_ids"], packed["segment_ids"], packed["positions"],
+    for ids, segs, pos, labels, lsegs, lpos in zip(packed["input_ids"], packed["segment_ids"], packed["position_ids"],
                                                    packed["labels"], packed["label_segment_ids"], packed["label_positions"]):
         assert len(ids) == len(labels) == seq_len
         for s in range(1, max(segs) + 1):
@@ -99,7 +99,7 @@ def test_prefix_lm_decoder_pack_gives_back_one_example_per_document(small_corpus
     _, table = read_output(tmp_path / "out")
     pieces = []
     for ids, labels, segments, positions, prefixes in zip(table["input_ids"], table["labels"], table["segment_ids"],
-                                                          table["positions"], table["prefix_lengths"]):
+                                                          table["position_ids"], table["prefix_lengths"]):
         assert len(ids) == len(labels) == seq_len
         assert len(prefixes) == max(segments)  # one prefix length per segment
         for example, example_labels, example_positions, k in zip(

@@ -171,7 +171,7 @@ def test_manifest_records_everything_needed(tmp_path, small_corpus, sample_token
     assert manifest["complete"] is True
     assert manifest["tokenizer"]["vocab_size"] == 8000 and len(manifest["tokenizer"]["sha256"]) == 64
     assert manifest["special_tokens"]["ids"] == {"eos": 2}
-    assert [c["name"] for c in manifest["columns"]] == ["input_ids", "segment_ids", "positions"]
+    assert [c["name"] for c in manifest["columns"]] == ["input_ids", "segment_ids", "position_ids"]
     assert [i["path"] for i in manifest["inputs"]] == [str(small_corpus / n) for n in ("code.jsonl", "prose.jsonl", "reference.txt")]
     for shard in manifest["shards"]:
         assert set(shard) >= {"files", "rows", "tokens", "padding_tokens", "documents", "sha256"}

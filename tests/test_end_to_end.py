@@ -65,7 +65,7 @@ def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_toke
             table = reader.read_all()
         assert table.num_rows == shard["rows"] <= 40
         rows += table.column("input_ids").to_pylist()
-        for segs, pos in zip(table.column("segment_ids").to_pylist(), table.column("positions").to_pylist()):
+        for segs, pos in zip(table.column("segment_ids").to_pylist(), table.column("position_ids").to_pylist()):
             assert segs[0] == 1 and pos[0] == 0
     assert all(len(r) == 256 for r in rows)
     # One partition: the two files together are smaller than --partition-size, so they are grouped and
@@ -87,7 +87,7 @@ def test_arrow_loads_in_hugging_face_datasets(small_corpus, sample_tokenizer, tm
     dataset = datasets.Dataset.from_file(str(first))
     assert dataset.num_rows == manifest["shards"][0]["rows"]
     assert len(dataset[0]["input_ids"]) == 128
-    assert dataset.column_names == ["input_ids", "segment_ids", "positions"]
+    assert dataset.column_names == ["input_ids", "segment_ids", "position_ids"]
 
 
 def test_parquet_read_by_pyarrow_and_datasets(small_corpus, sample_tokenizer, tmp_path):
@@ -116,7 +116,7 @@ def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer
     arrays = []
     for shard in manifest["shards"]:
         assert sorted(shard["files"]) == sorted(
-            shard["files"][0].split(".")[0] + f".{c}.npy" for c in ("input_ids", "segment_ids", "positions")
+            shard["files"][0].split(".")[0] + f".{c}.npy" for c in ("input_ids", "segment_ids", "position_ids")
         )
         prefix = shard["files"][0].split(".")[0]
         array = np.load(tmp_path / "npy" / f"{prefix}.input_ids.npy", mmap_mode="r")

@@ -119,7 +119,7 @@ def test_fim_rate_zero_is_plain_clm(small_corpus, tmp_path):
     run_transform(files, CODE_MODEL, tmp_path / "fim", objective="fim", seq_len=256, fim_rate=0.0)
     _, clm, _ = stream_documents(tmp_path / "clm")
     _, fim, _ = stream_documents(tmp_path / "fim")
-    for column in ("input_ids", "segment_ids", "positions"):
+    for column in ("input_ids", "segment_ids", "position_ids"):
         assert fim[column] == clm[column]
     assert {m for row in fim["fim_modes"] for m in row} == {0}
 

@@ -37,7 +37,7 @@ def test_trim_and_pack_matches_seqio_worked_example():
     c = {k: np.asarray(v).tolist() for k, v in rows.columns.items()}
     assert c["input_ids"] == [[7, 8, 5, 1, 8, 4, 9, 3, 1, 0]]
     assert c["segment_ids"] == [[1, 1, 1, 1, 2, 2, 2, 2, 2, 0]]
-    assert c["positions"] == [[0, 1, 2, 3, 0, 1, 2, 3, 4, 0]]
+    assert c["position_ids"] == [[0, 1, 2, 3, 0, 1, 2, 3, 4, 0]]
     assert c["labels"] == [[3, 9, 1, 4, 1] + [IGNORE] * 5]
     assert c["label_segment_ids"] == [[1, 1, 1, 2, 2, 0, 0, 0, 0, 0]]
 

@@ -129,10 +129,10 @@ def test_catches_broken_segment_ids(written):
 
 def test_catches_positions_that_do_not_restart(written):
     def shift(columns):
-        columns["positions"][3][0] = 1  # in range, but a segment must start at 0
+        columns["position_ids"][3][0] = 1  # in range, but a segment must start at 0
 
     _rewrite_first_shard(written, shift)
-    assert any("positions do not restart at 0" in p for p in verify_output(written).problems)
+    assert any("position_ids do not restart at 0" in p for p in verify_output(written).problems)
 
 
 def test_catches_a_value_out_of_range(written):

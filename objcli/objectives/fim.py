@@ -34,7 +34,7 @@ from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..options import Options, option
 from ..packing.base import segment_values
-from ..rows import ColumnSpec, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 
 TOKEN_PRESETS = {
@@ -280,6 +280,6 @@ class _FimPartition(PartitionTransform):
         unit_modes = np.where(docs >= 0, modes[np.maximum(docs, 0)], 0)
         padding = np.sum(segment_ids == 0, axis=1)
         self.counters["fim_padding"] += int(padding.sum())
-        columns = {"input_ids": out, "segment_ids": segment_ids, "positions": positions,
+        columns = {"input_ids": out, "segment_ids": segment_ids, POSITION_IDS: positions,
                    "fim_modes": segment_values(segment_ids, unit_modes.ravel())}
         return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)

@@ -34,7 +34,7 @@ from ..kernels.prefix import decoder_labels, draw_split_points, split_encoder_de
 from ..kernels.ragged import lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..options import Options
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 from .common import final_chunk_option, layout_option
 from .stream import TokenStream
@@ -118,7 +118,7 @@ class _PackedDocuments(PartitionTransform):
     def rows(self, rows: RowBatch | None) -> RowBatch | None:
         if rows is None:
             return None
-        ids, segments, positions = (rows.columns[c] for c in ("input_ids", "segment_ids", "positions"))
+        ids, segments, positions = (rows.columns[c] for c in ("input_ids", "segment_ids", POSITION_IDS))
         valid = segments.ravel() > 0
         starts = valid & (positions.ravel() == 0)
         segment = np.cumsum(starts) - 1  # index of each token's segment, in row order

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
     aligned = [c.with_kind(kind) for c in settings.columns if c.kind != "scalar"]
     segments = [
         ColumnSpec("segment_ids", kind, 0, seq_len, "1-based example per row, 0 = padding", role="segment_ids"),
-        ColumnSpec("positions", kind, 0, seq_len - 1, "position within the example", role="positions"),
+        ColumnSpec(POSITION_IDS, kind, 0, seq_len - 1, "position within the example", role="positions"),
     ]
     return aligned + segments + per_segment_columns(settings)
 

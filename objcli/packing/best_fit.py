@@ -16,7 +16,7 @@ from ..kernels import PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import lengths_to_offsets, range_indices, split_long_items
-from ..rows import ColumnSpec, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
 
@@ -85,7 +85,7 @@ class BestFitPacker:
         docs = np.full((rows, seq_len), PADDING_DOC, dtype=np.int64)
         docs[occupied] = np.repeat(example_ids[owners], piece_lengths)
         segment_ids, positions = segments_and_positions(docs)
-        columns["segment_ids"], columns["positions"] = segment_ids, positions
+        columns["segment_ids"], columns[POSITION_IDS] = segment_ids, positions
         for name, per_example in tags.items():
             token_tags = np.zeros((rows, seq_len), dtype=np.int32)
             token_tags[occupied] = np.repeat(per_example[owners], piece_lengths)

@@ -15,7 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..kernels.packing import pack_concat, stream_rows
-from ..rows import ColumnSpec, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
 
@@ -74,7 +74,7 @@ class ConcatPacker:
         self._count_split_documents(stream_first, rows)
         self.firsts_consumed += int(np.count_nonzero(stream_first[:rest]))
         padding = np.sum(packed.segment_ids == 0, axis=1)
-        columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, "positions": packed.positions}
+        columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, POSITION_IDS: packed.positions}
         for name, tags in stream_tags.items():
             columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
         return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)

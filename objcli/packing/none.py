@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets, split_long_items
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names
 
 
@@ -70,7 +70,7 @@ class OneExamplePerRow:
             columns[spec.name] = Ragged(column.values, row_offsets)  # aligned: empty examples hold no values
         positions = (np.arange(total, dtype=np.int64) - np.repeat(row_offsets[:-1], row_lengths)).astype(np.int32)
         columns["segment_ids"] = Ragged(np.ones(total, dtype=np.int32), row_offsets)
-        columns["positions"] = Ragged(positions, row_offsets)
+        columns[POSITION_IDS] = Ragged(positions, row_offsets)
         for name in per_example_names(self.settings):
             one_per_row = lengths_to_offsets(np.ones(len(source), dtype=np.int64))
             columns[name] = Ragged(examples.columns[name][kept][source].astype(np.int32), one_per_row)

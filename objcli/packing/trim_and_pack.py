@@ -23,7 +23,7 @@ from ..kernels import IGNORE, PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import PackSettings, per_example_names, per_segment_columns, segment_values
 
 
@@ -66,7 +66,7 @@ class TrimAndPack:
         return [
             ColumnSpec("input_ids", "fixed", 0, inputs.max_value, "packed encoder inputs"),
             ColumnSpec("segment_ids", "fixed", 0, seq_len, "example of each input token, 0 = padding", role="segment_ids"),
-            ColumnSpec("positions", "fixed", 0, seq_len - 1, "position within the example's inputs", role="positions"),
+            ColumnSpec(POSITION_IDS, "fixed", 0, seq_len - 1, "position within the example's inputs", role="positions"),
             ColumnSpec("labels", "fixed", IGNORE, labels.max_value, "packed targets, -100 = padding", role="labels",
                        family="labels"),
             ColumnSpec("label_segment_ids", "fixed", 0, seq_len, "example of each target token, 0 = padding",
@@ -90,7 +90,7 @@ class TrimAndPack:
         label_values, label_segments, label_positions = _place(labels, label_lengths, row, label_offset, count, seq_len, IGNORE)
         documents = np.bincount(row, weights=examples.documents, minlength=count).astype(np.int64)
         used = (segment_ids > 0).sum(axis=1) + (label_segments > 0).sum(axis=1)
-        columns = {"input_ids": input_ids, "segment_ids": segment_ids, "positions": positions, "labels": label_values,
+        columns = {"input_ids": input_ids, "segment_ids": segment_ids, POSITION_IDS: positions, "labels": label_values,
                    "label_segment_ids": label_segments, "label_positions": label_positions}
         for name in self.tag_names:
             token_tags = np.zeros(count * seq_len, dtype=np.int32)
