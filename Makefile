@@ -17,8 +17,13 @@ $(VENV)/.installed-core: pyproject.toml
 # folder first on PYTHONPATH, the pre-release that objcli[fast] pins (both are called `tokenizers`).
 PRERELEASE_TOKENIZERS := tokenizers==1.0.0rc3
 
+# PyTorch's CPU build first (the train extra's range then installs nothing more; a plain `torch`
+# would bring a CUDA build of several GB).
+TORCH := torch==2.13.0
+
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-core
-	$(PIP) install -q -e '.[test,bench,dask]'
+	$(PIP) install -q '$(TORCH)'
+	$(PIP) install -q -e '.[test,bench,dask,train]'
 	$(PIP) install -q --no-deps --upgrade --target $(VENV)/prerelease-tokenizers '$(PRERELEASE_TOKENIZERS)'
 	touch $@
 
@@ -32,7 +37,7 @@ test: $(VENV)/.installed-test
 
 # A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
 test-extras: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m slow tests/test_extras.py
+	$(BIN)/python -m pytest -m slow tests/test_extras.py tests/test_trainers.py
 
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m ''

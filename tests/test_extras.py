@@ -35,12 +35,19 @@ def wheel(tmp_path_factory) -> Path:
     return next(folder.glob("objcli-*.whl"))
 
 
+# What a user installs first for an extra: PyTorch for their hardware (here its CPU build, on disk).
+FIRST = {"train": ["torch==2.13.0"]}
+
+
 def make_venv(folder: Path, wheel: Path, extra: str | None) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     target = f"{wheel}[{extra}]" if extra else str(wheel)
-    result = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
-                             "--disable-pip-version-check", target], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    for packages in ([*FIRST.get(extra, [])], [target]):
+        if not packages:
+            continue
+        result = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
+                                 "--disable-pip-version-check", *packages], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
     return folder / "bin"
 
 
@@ -196,8 +203,40 @@ def check_datasets(bin_folder, tmp):
     assert read.stdout.split() == ["['train',", "'validation']", str(manifest(out)["totals"]["rows"])]
 
 
+TRAIN = """
+import re, sys, transformers
+page = open(sys.argv[1]).read()
+code = re.search(r"<!-- recipe: clm -->\n```python\n(.*?)```", page, re.S).group(1)
+config = transformers.LlamaConfig(vocab_size=8000, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
+names = {"transformers": transformers, "SHARDS": sys.argv[2], "OUTPUT": sys.argv[3],
+         "model": transformers.LlamaForCausalLM(config)}
+exec(code, names)
+names["trainer"].args.max_steps = 2
+names["trainer"].args.report_to = []
+result = names["trainer"].train()
+print(result.global_step, result.training_loss)
+"""
+
+
+def check_train(bin_folder, tmp):
+    """The trainers' recipe runs: a causal LM trained two steps on clm shards by Trainer."""
+    out = tmp / "train-out"
+    lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:40]
+    (tmp / "p.jsonl").write_text("".join(lines))
+    assert objcli(bin_folder, "transform", tmp / "p.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128",
+                  "--format", "hf", "-o", out, "-q").returncode == 0
+    run = subprocess.run([str(bin_folder / "python"), "-c", TRAIN, str(ROOT / "objcli" / "docs" / "formats.md"),
+                          str(out), str(tmp / "run")], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr[-3000:]
+    steps, loss = run.stdout.split()[-2:]
+    assert steps == "2" and float(loss) > 0
+
+
 FEATURES = {None: check_core, "hf": check_hf, "fast": check_fast, "tiktoken": check_tiktoken, "s3": check_s3,
-            "gcs": check_gcs, "dask": check_dask, "plot": check_plot, "datasets": check_datasets}
+            "gcs": check_gcs, "dask": check_dask, "plot": check_plot, "datasets": check_datasets,
+            "train": check_train}
 
 
 def test_every_extra_has_a_feature_test():
