@@ -173,13 +173,15 @@ class TurnSpans:
         spans = []
         for index in conversation.supervised:
             before, _ = render(self.template, messages[:index], extra, add_generation_prompt=True)
-            upto, _ = render(self.template, messages[: index + 1], extra)
+            last = index == len(messages) - 1  # the conversation up to it is the whole one
+            upto = text if last else render(self.template, messages[: index + 1], extra)[0]
             # Where the turn starts: after the generation prompt, or where the whole rendering parts from
             # it inside the prompt (DeepSeek-V3's opens a <think> block that a written turn does not have).
             # Parting before the prompt is an earlier turn written otherwise (Qwen3 drops its reasoning).
-            start = _common_length(text, before, 0)
-            history = _common_length(before, render(self.template, messages[:index], extra)[0], 0)
-            if start < history or _common_length(upto, before, 0) < start:
+            start = len(before) if text.startswith(before) else _common_length(text, before, 0)
+            history = start if start == len(before) else _common_length(
+                before, render(self.template, messages[:index], extra)[0], 0)
+            if start < history or not upto.startswith(before[:start]):
                 raise BadRecord("history_rewritten", f"the conversation up to message {index} is rendered "
                                                      "otherwise once later turns follow it")
             agreed = start + _common_length(text, upto, start)
