@@ -203,7 +203,7 @@ def check_datasets(bin_folder, tmp):
     assert read.stdout.split() == ["['train',", "'validation']", str(manifest(out)["totals"]["rows"])]
 
 
-TRAIN = """
+TRAIN = r"""
 import re, sys, transformers
 page = open(sys.argv[1]).read()
 code = re.search(r"<!-- recipe: clm -->\n```python\n(.*?)```", page, re.S).group(1)
