@@ -9,6 +9,7 @@ import errno
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -16,6 +17,8 @@ from . import __version__
 from .cli_options import TransformCommand, collect_values, warn_line
 from .errors import INTERRUPTED, ObjcliError, missing_module
 from .readers.inputs import TEXT_UNITS
+from .run.progress import configure as configure_progress
+from .run.progress import phase
 from .storage.remote import readable_output
 
 
@@ -112,35 +115,46 @@ def transform(**values):
             raise ObjcliError(f"missing {', '.join(missing)}; give them on the command line or in the --recipe")
         if runner["scheduler"] and runner["workers"] is not None:
             raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")
-        bar = None if runner.pop("quiet") or not sys.stderr.isatty() else _progress_bar()
-        summary = run_transform(config, **runner, progress=bar.update if bar else None, warn=warn_line, append=appended)
-        if bar:
-            bar.close()
+        bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
+        try:
+            summary = run_transform(config, **runner, progress=bar, warn=warn_line, append=appended)
+        finally:
+            if bar:
+                bar.close()
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     # A person at a terminal reads labelled lines; a log or a pipe keeps one line a run.
     click.echo(summary.lines() if sys.stderr.isatty() else summary.line(), err=True)
 
 
-class _progress_bar:
-    """tqdm on stderr: documents, MB of text and tokens/s."""
+class _TransformProgress:
+    """The run's phases as ``run/progress.py`` shows them: bytes of input against the total for the
+    partitions (documents, MB of text and tokens/s beside), a named phase for a first pass or the
+    row shuffle."""
 
     def __init__(self):
-        from tqdm import tqdm
+        self.display = None
+        self.text_bytes = self.tokens = self.documents = 0
+        self.started = time.monotonic()
 
-        self.bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
-        self.text_bytes = 0
-        self.tokens = 0
-
-    def update(self, progress) -> None:
+    def __call__(self, progress) -> None:
+        if progress.phase:
+            self.close()
+            unit = "B" if progress.phase == "transform" else "step"
+            self.display = phase(progress.phase, progress.total if unit == "B" else None, unit, progress.done)
+            return
         self.text_bytes += progress.text_bytes
         self.tokens += progress.tokens
-        rate = self.tokens / max(self.bar.format_dict["elapsed"], 1e-9)
-        self.bar.set_postfix_str(f"{self.text_bytes / 1e6:.1f} MB, {rate:,.0f} tokens/s", refresh=False)
-        self.bar.update(progress.documents)
+        self.documents += progress.documents
+        rate = self.tokens / max(time.monotonic() - self.started, 1e-9)
+        if self.display is not None:
+            self.display.update(progress.input_bytes, f"{self.documents:,} docs, {self.text_bytes / 1e6:.1f} MB of text, "
+                                                      f"{rate:,.0f} tokens/s")
 
     def close(self) -> None:
-        self.bar.close()
+        if self.display is not None:
+            self.display.close()
+            self.display = None
 
 
 @main.command("train-tokenizer", context_settings={"show_default": True})
@@ -233,6 +247,7 @@ def verify_command(folder):
     """
     from .commands.verify import verify_output
 
+    configure_progress(False)
     try:
         with readable_output(folder) as local:
             report = verify_output(local)
@@ -259,6 +274,8 @@ def stats_command(folder, plot_path, as_json):
     import json
 
     from .commands.stats import check_plot_path, compute_stats, plot, render_text
+
+    configure_progress(as_json)  # JSON output is for programs
 
     if plot_path:
         try:
@@ -315,6 +332,7 @@ def merge_command(sources, output, overwrite, shuffle_seed, quiet):
     """
     from .commands.merge import merge
 
+    configure_progress(quiet)
     manifest = _building("merge", output, lambda: merge(list(sources), output, overwrite, shuffle_seed, warn_line))
     if not quiet:
         t = manifest["totals"]
@@ -339,6 +357,7 @@ def reshard_command(source, shard_size, num_shards, output, overwrite, quiet):
     """
     from .commands.reshard import reshard
 
+    configure_progress(quiet)
     manifest = _building("reshard", output or source,
                          lambda: reshard(source, output, shard_size, overwrite, num_shards=num_shards))
     if not quiet:

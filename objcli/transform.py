@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import __version__
 from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
@@ -24,25 +23,23 @@ from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .objectives.base import remainder_hint
 from .order.first_pass import mixture_rates, split_bounds
-from .order.mixture import check_repeats, mixture_totals, parse_sources
+from .order.mixture import check_repeats, parse_sources
 from .order.shuffle import shuffle_rows
-from .order.splits import split_names
 from .readers import plan_partitions, resolve_inputs
 from .readers.inputs import STDIN
 from .readers.records import every_record_bad, why_no_rows
-from .recipe import recipe_of
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
+from .run.finish import build_manifest
 from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .run.summary import Summary
 from .storage.format_files import format_files
 from .storage.identity import run_identity, side_digests
-from .storage.manifest import MANIFEST_VERSION, split_totals, totals
 from .storage.output import OutputFolder, PartitionResult, final_names, output_error
-from .storage.remote import is_url, public_url, tokenizer_location
+from .storage.remote import is_url
 from .storage.stores import open_store, share_tokenizer
-from .writers import WRITERS, arrow_schema
+from .writers import arrow_schema
 
 
 class _StdoutStream:
@@ -182,72 +179,6 @@ def _warn_skips(results, warn) -> None:
         warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
 
 
-def column_json(column, disk_dtype) -> dict:
-    data = {
-        "name": column.name,
-        "kind": column.kind,
-        "role": column.role,
-        "family": column.family,
-        "arrow_type": str(arrow_schema([column]).field(0).type),
-        "disk_dtype": str(disk_dtype),
-        "min_value": column.min_value,
-        "max_value": column.max_value,
-        "description": column.doc,
-    }
-    if column.categories:
-        data["categories"] = list(column.categories)
-    return data
-
-
-def build_manifest(plan: RunPlan, results: list[PartitionResult], shards, run_key: str) -> dict:
-    """The manifest of a finished run; ``shards`` are the run's, named as they will be."""
-    config, tokenizer = plan.config, plan.tokenizer
-    return {
-        "objcli_version": __version__,
-        "manifest_version": MANIFEST_VERSION,
-        "complete": True,
-        "objective": plan.objective.name,
-        "supervision": plan.objective.supervision,
-        "config": config.to_json(),
-        "recipe": recipe_of(config, with_output=False),
-        "config_sha256": plan.fingerprint,
-        "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
-        "seed": config.seed,
-        "tokenizer": {
-            "kind": tokenizer.kind,
-            "path": tokenizer_location(config.tokenizer),
-            "sha256": tokenizer.sha256,
-            "vocab_size": tokenizer.vocab_size,
-            "total_vocab_size": tokenizer.total_vocab_size,
-            "engine": tokenizer.engine_choice.to_json(),
-        },
-        "identity": plan.identity,
-        "special_tokens": tokenizer.special.to_json(),
-        "format": config.output_format,
-        "columns": [column_json(c, dtype) for c, dtype in WRITERS[config.output_format].stored_columns(plan.columns)],
-        "inputs": [
-            {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
-        ],
-        "partitions": [
-            {
-                **p.to_json(),
-                "documents_read": r.documents_read,
-                "documents_written": r.documents_written,
-                "documents_skipped": r.documents_skipped,
-                "skipped_by_reason": r.skipped,
-                "counters": r.counters,
-                # With --shuffle-rows a partition's rows are spread over every shard.
-                "shards": [] if config.shuffle_rows else [s.files[0] for s in r.shards],
-            }
-            for p, r in zip(plan.partitions, results)
-        ],
-        "shards": [s.to_json() for s in shards],
-        "totals": totals(results, shards),
-        **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
-        **({"mixture": mixture_totals(plan.mixture, plan.partitions, results)} if config.source else {}),
-    }
-
-
 def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
     """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
     are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
@@ -265,12 +196,6 @@ def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
     if remote:
         folder.work_store.flush()
     return shuffled
-
-
-def _bounds_json(plan: RunPlan) -> dict:
-    """Each held-out split's upper bound on the keyed uniform of its documents (splits.py)."""
-    names = split_names(plan.config.split)
-    return {names[index]: bound for index, bound in plan.split_bounds}
 
 
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
@@ -352,16 +277,22 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     kept = folder.kept if folder else {}
     todo = [p for p in plan.partitions if p.index not in kept]
     stream = _StdoutStream(plan.columns, work) if to_stdout else None
+    report = progress or (lambda _: None)
+    if config.source or config.split:  # a first pass may count the corpus: a phase of its own
+        report(Progress(phase="first pass (split bounds, mixture rates)"))
     plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
     plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
     check_repeats(plan.mixture, warn)
+    streams = any(p.input.is_stream for p in plan.partitions)
+    report(Progress(phase="transform", total=None if streams else sum(p.size for p in plan.partitions),
+                    done=sum(p.size for p in plan.partitions if p.index in kept)))
     task_folder = folder.task_folder if folder else str(work)
     if folder and folder.store.remote and executor == "dask" and not is_url(config.tokenizer):
         # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.
         plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_store)
     try:
         results = list(kept.values()) + _run_partitions(plan, todo, task_folder, run_key, workers, executor, scheduler,
-                                                        stream, progress or (lambda _: None))
+                                                        stream, report)
     finally:
         if to_stdout:
             shutil.rmtree(work, ignore_errors=True)
@@ -370,6 +301,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         _warn_skips(results, warn)
     shards = [s for r in results for s in r.shards]
     if config.shuffle_rows:
+        report(Progress(phase="shuffling rows across shards"))
         shards = _shuffle(shards, folder, work, plan)
     renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
     manifest = build_manifest(plan, results, shards, run_key)

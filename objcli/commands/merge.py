@@ -29,6 +29,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
+from ..run.progress import phase
 from ..storage.files import HashingFile
 from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
@@ -90,7 +91,9 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
     merged = []
     for folder, shard in entries:
         check_source_files("merge", folder, shard)
+    shown = phase("merge", len(entries), "shards")
     for index, (folder, shard) in enumerate(entries):
+        shown.update(1)
         number = numbers.get(shard.split, 0)
         numbers[shard.split] = number + 1
         prefix = f"{shard.split or 'part'}-{number:05d}-of-{counts[shard.split]:05d}"

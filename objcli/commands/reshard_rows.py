@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import ShardSize
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..run.progress import phase
 from ..storage.manifest import Manifest
 from ..storage.shards import read_shard_columns
 from ..writers import WRITERS, ShardSink
@@ -25,7 +26,9 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
     split_rows: dict[str, int] = {}
     for shard in manifest.shards:
         split_rows[shard.split] = split_rows.get(shard.split, 0) + shard.rows
+    shown = phase("reshard", len(manifest.shards), "shards")
     for shard in manifest.shards:
+        shown.update(1)
         sink = sinks.get(shard.split)
         if sink is None:
             counts = limit.row_counts(split_rows[shard.split]) if limit.count else ()

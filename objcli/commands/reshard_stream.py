@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..run.progress import phase
 from ..storage.faults import crash_point
 from ..storage.files import start_writeback
 from ..storage.shard_info import TEMP_SUFFIX, ShardInfo, work_prefix
@@ -205,7 +206,9 @@ def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> lis
             digest = hasher.submit(str, known) if known else hasher.submit(_sha256_of, parts, parts[0].schema)
             jobs.append((copier.submit(copy_group, work, name, parts), digest, (ordinal, split, name, records)))
         shards = []
+        shown = phase("reshard", len(jobs), "shards")
         for copied, digest, (ordinal, split, name, records) in jobs:
+            shown.update(1)
             copied.result()
             shards.append(_shard_info(work, ordinal, split, name, digest.result(), records))
         return shards

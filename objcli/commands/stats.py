@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels import IGNORE
+from ..run.progress import phase
 from ..storage.manifest import Manifest, read_manifest
 from ..storage.shards import read_shard_columns
 
@@ -121,7 +122,9 @@ def compute_stats(folder: str | Path) -> dict:
     known = True
     per_head: Counter = Counter()
     supervised_rows = []  # supervised tokens of every row (8 bytes a row)
+    shown = phase("stats", len(manifest.shards), "shards")
     for shard in manifest.shards:
+        shown.update(1)
         columns = read_shard_columns(folder, manifest, shard)
         per_head.update(dict(enumerate(_targets_per_head(columns, manifest), start=1)))
         row_tokens, example_lengths, next_token, segments_known = _row_figures(columns, manifest, tokens_name)

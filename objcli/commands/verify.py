@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kernels import IGNORE
+from ..run.progress import phase
 from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.files import file_sha256
 from ..storage.format_files import format_files
@@ -76,7 +77,9 @@ def verify_output(folder: str | Path) -> Report:
     for path in sorted(p for p in folder.iterdir() if is_shard_name(p.name)):
         if path.name not in listed:
             report.problems.append(f"{path.name}: not listed in the manifest (left by another run?)")
+    shown = phase("verify", len(manifest.shards), "shards")
     for shard in manifest.shards:
+        shown.update(1)
         report.shards += 1
         problems = _check_files(folder, shard)
         if not problems:
@@ -89,6 +92,7 @@ def verify_output(folder: str | Path) -> Report:
                 problems = _check_columns(manifest, shard, columns)
                 report.rows += shard.rows
         report.problems += [f"{shard.files[0]}: {p}" for p in problems]
+    shown.close()
     report.problems += _check_format_files(folder, manifest)
     report.problems += check_identity(manifest.identity)  # the template and configs, where they are here
     totals = manifest.totals

@@ -289,11 +289,14 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
     carried = 0  # its characters, kept as it grows (not summed again for every file)
     for piece in partition.pieces:
         previous = None
+        log.piece_bytes, log.piece_fraction = piece.size, 0.0
         for texts in read_piece(piece, options, log):
             if previous is not None:  # a batch the reader cut at --batch-size: as it is
                 yield carry + previous if carry else previous
                 carry, carried = [], 0
             previous = texts
+        log.pieces_done_bytes += piece.size
+        log.piece_bytes, log.piece_fraction = 0, 0.0
         if previous is not None:
             carry += previous
             carried += sum(map(len, previous))
@@ -305,33 +308,42 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
 
 
 def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
-    """Batches of document texts from one piece (a file, or a byte range of one)."""
+    """Batches of document texts from one piece (a file, or a byte range of one); ``log`` learns
+    how far into the piece they come from (progress)."""
     fmt = piece.input.format
     if fmt == "parquet":
         yield from parquet_texts(piece, None if options.records else options.text_key, log)
         return
     locator = _Locator(piece)
-    with open_for_reading(piece) as stream:
+    counted: list = []  # the reader that counts the input bytes read (none for a stream)
+    with open_for_reading(piece, counted) as stream:
         if not piece.start:
             skip_byte_order_mark(stream, locator.path)
-        if fmt == "auto":  # a stream: decide from the first bytes
-            fmt = sniff_format(stream.peek(64)[:64])
-            if fmt == "parquet":
-                raise ObjcliError(
-                    f"input {locator.path}: looks like Parquet; give Parquet as a file, or pass --input-format parquet"
-                )
-        if fmt in ("jsonl", "json"):
-            yield from _json_lines(stream, piece, options, log, locator, array=fmt == "json")
-        elif options.records:
-            raise ObjcliError(f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
-                              "(--input-format jsonl if the name does not say)")
-        elif options.text_unit == "line":
-            for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
-                texts = _decode_text_block(block, first_line, log, locator)
-                del block
-                if texts:
-                    yield texts
-        elif options.text_unit == "paragraph":
-            yield from _paragraphs(stream, piece, options, log, locator)
-        else:
-            yield from _whole_file(stream, piece, options, log, locator)
+        for texts in _texts_of(stream, fmt, piece, options, log, locator):
+            if counted and piece.size:
+                log.piece_fraction = counted[0].count / piece.size
+            yield texts
+
+
+def _texts_of(stream, fmt: str, piece: Piece, options: ReadOptions, log: RecordLog, locator) -> Iterator[list[str]]:
+    if fmt == "auto":  # a stream: decide from the first bytes
+        fmt = sniff_format(stream.peek(64)[:64])
+        if fmt == "parquet":
+            raise ObjcliError(
+                f"input {locator.path}: looks like Parquet; give Parquet as a file, or pass --input-format parquet"
+            )
+    if fmt in ("jsonl", "json"):
+        yield from _json_lines(stream, piece, options, log, locator, array=fmt == "json")
+    elif options.records:
+        raise ObjcliError(f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
+                          "(--input-format jsonl if the name does not say)")
+    elif options.text_unit == "line":
+        for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
+            texts = _decode_text_block(block, first_line, log, locator)
+            del block
+            if texts:
+                yield texts
+    elif options.text_unit == "paragraph":
+        yield from _paragraphs(stream, piece, options, log, locator)
+    else:
+        yield from _whole_file(stream, piece, options, log, locator)

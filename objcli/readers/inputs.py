@@ -8,9 +8,7 @@ uncompressed line-based file; each of these is a *piece*. Partitions depend only
 
 from __future__ import annotations
 
-import bz2
 import glob
-import gzip
 import io
 import lzma
 import os
@@ -23,6 +21,7 @@ from typing import BinaryIO
 from ..errors import ObjcliError
 from ..storage.remote import is_url, open_input, version_of
 from .objects import list_objects
+from .streams import CountedReader, decompressing_reader
 
 STDIN = "-"
 MAGIC = {
@@ -69,6 +68,13 @@ class Piece:
     end: int | None = None
 
     @property
+    def size(self) -> int:
+        """Bytes of input the piece covers (compressed bytes for a compressed file; 0 for a stream)."""
+        if self.end is not None:
+            return self.end - self.start
+        return self.input.size or 0
+
+    @property
     def label(self) -> str:
         if self.end is None:
             return self.input.path
@@ -91,6 +97,11 @@ class Partition:
         return self.pieces[0].input
 
     @property
+    def size(self) -> int:
+        """Bytes of input (what progress counts against; 0 for a stream, whose size is unknown)."""
+        return sum(piece.size for piece in self.pieces)
+
+    @property
     def label(self) -> str:
         if len(self.pieces) == 1:
             return self.pieces[0].label
@@ -105,67 +116,6 @@ def sniff_compression(head: bytes) -> str | None:
         if head.startswith(magic):
             return name
     return None
-
-
-def decompressing_reader(raw: BinaryIO, compression: str | None) -> BinaryIO:
-    if compression is None:
-        return raw
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw)
-    if compression == "bz2":
-        return bz2.BZ2File(raw)
-    if compression == "xz":
-        return lzma.LZMAFile(raw)
-    if compression == "zstd":
-        return io.BufferedReader(ZstdFrames(raw), buffer_size=1 << 20)
-    raise ValueError(compression)
-
-
-class ZstdFrames(io.RawIOBase):
-    """Decompresses concatenated zstd frames, and, unlike zstandard's stream reader, raises
-    ``ZstdError`` when the data ends inside a frame (a truncated file), instead of stopping quietly."""
-
-    def __init__(self, raw: BinaryIO):
-        import zstandard
-
-        self.raw = raw
-        self.error = zstandard.ZstdError
-        self.context = zstandard.ZstdDecompressor()
-        self.frame = self.context.decompressobj()
-        self.in_frame = False
-        self.pending = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while not self.pending:
-            data = self.raw.read(1 << 20)
-            if not data:
-                if self.in_frame:
-                    raise self.error("the data ends inside a zstd frame")
-                return 0
-            self.pending = memoryview(self._decompress(data))
-        n = min(len(buffer), len(self.pending))
-        buffer[:n] = self.pending[:n]
-        self.pending = self.pending[n:]
-        return n
-
-    def _decompress(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            self.in_frame = True
-            out.append(self.frame.decompress(data))
-            data = b""
-            if self.frame.eof:
-                data = self.frame.unused_data
-                self.frame = self.context.decompressobj()
-                self.in_frame = False
-        return b"".join(out)
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
 
 
 def _last_suffix(path: str) -> str | None:
@@ -355,8 +305,9 @@ def _pieces(input_file: InputFile, partition_bytes: int, text_unit: str) -> list
             for start in range(0, input_file.size, partition_bytes)]
 
 
-def open_piece(piece: Piece) -> BinaryIO:
-    """A binary stream of the piece's decompressed bytes (the whole file, or from ``start``)."""
+def open_piece(piece: Piece, counted: list | None = None) -> BinaryIO:
+    """A binary stream of the piece's decompressed bytes (the whole file, or from ``start``).
+    ``counted``: gets the ``CountedReader`` under it, which says how many input bytes were read."""
     input_file = piece.input
     if input_file.is_stream:
         raw = sys.stdin.buffer if input_file.path == STDIN else open(input_file.path, "rb")  # noqa: SIM115
@@ -365,4 +316,9 @@ def open_piece(piece: Piece) -> BinaryIO:
     raw = open_input(input_file.path)  # closed by the caller via the wrapper
     if piece.start:
         raw.seek(piece.start)
+    if counted is not None:
+        raw = CountedReader(raw)
+        counted.append(raw)
+        if input_file.compression is None:
+            raw = io.BufferedReader(raw, buffer_size=1 << 16)
     return decompressing_reader(raw, input_file.compression)

@@ -46,14 +46,15 @@ def reopened(piece: Piece, path: str):
 class open_for_reading:
     """Opens the piece's stream and turns decompression failures into one-line errors."""
 
-    def __init__(self, piece: Piece):
+    def __init__(self, piece: Piece, counted: list | None = None):
         self.piece = piece
+        self.counted = counted  # gets the reader that counts the input bytes read (open_piece)
 
     def __enter__(self) -> io.BufferedReader:
         piece = self.piece
         if piece.start:
             piece = Piece(piece.input, piece.start - 1, piece.end)
-        stream = open_piece(piece)
+        stream = open_piece(piece, self.counted)
         self.stream = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
         return self.stream
 

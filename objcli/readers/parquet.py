@@ -37,9 +37,12 @@ def parquet_records(parquet_file, log: RecordLog) -> Iterator[list[str]]:
     """Every row as the JSON text of a record (conversations: ``messages`` is a list of structs)."""
     import msgspec
 
+    total, done = max(parquet_file.metadata.num_rows, 1), 0
     for batch in parquet_file.iter_batches(batch_size=8192):
         rows = batch.to_pylist()
         log.read += len(rows)
+        done += len(rows)
+        log.piece_fraction = done / total  # progress: the share of the file's rows read
         yield [msgspec.json.encode(row).decode("utf-8") for row in rows]
 
 
@@ -70,4 +73,5 @@ def parquet_texts(piece: Piece, key: str | None, log: RecordLog) -> Iterator[lis
             column = column.drop_null()
         texts = column.to_pylist()
         row += len(batch)
+        log.piece_fraction = row / max(parquet_file.metadata.num_rows, 1)  # progress: the share of rows read
         yield texts

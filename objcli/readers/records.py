@@ -30,6 +30,15 @@ class RecordLog:
     cut: int = 0  # records longer than --max-document-chars, cut into several documents
     skipped: Counter = field(default_factory=Counter)
     first_example: dict[str, str] = field(default_factory=dict)
+    # How far the partition's input has been read, for progress: its finished pieces' bytes, and the
+    # share read of the piece in hand (of its bytes: compressed ones for a compressed file).
+    pieces_done_bytes: int = 0
+    piece_bytes: int = 0
+    piece_fraction: float = 0.0
+
+    @property
+    def input_bytes(self) -> int:
+        return self.pieces_done_bytes + int(min(1.0, self.piece_fraction) * self.piece_bytes)
 
     def skip(self, reason: str, where: str, detail: str) -> None:
         fix = SKIP_FIXES[reason]

@@ -56,11 +56,17 @@ class PartitionTask:
 
 @dataclass
 class Progress:
-    """Increments reported while a partition runs (documents, bytes of text, tokens)."""
+    """Increments reported while a partition runs (documents, bytes of text, tokens, bytes of input
+    read: a partition's reports add up to its ``Partition.size``); or, once before any partition runs,
+    the run's ``total`` input bytes and the bytes ``done`` already (a resumed run's kept partitions)."""
 
     documents: int = 0
     text_bytes: int = 0
     tokens: int = 0
+    input_bytes: int = 0
+    total: int | None = None  # the run's first report only: None for a stream, whose size is unknown
+    done: int = 0
+    phase: str = ""  # a phase's first report (a mixture's first pass, the row shuffle)
 
 
 def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
@@ -320,8 +326,10 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     def encode(texts: list[str], specials: bool = False):
         return tokenizer.encode(texts, encode_threads(task), specials)
 
+    repeats = passes(task.mixture_rate)
     documents = itertools.chain.from_iterable(_documents_of_pass(task, options, log, tokenizer, j)
-                                    for j in range(passes(task.mixture_rate)))
+                                    for j in range(repeats))
+    reported = 0  # input bytes reported: the partition's size in all, whatever its passes
     for batch_index, texts in enumerate(documents):
         groups = (_route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains)) if config.split
                   else [texts])
@@ -330,8 +338,12 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
             seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))
         size = utf8_bytes(texts)
         text_bytes += size
-        if report is not None:
-            report(Progress(len(texts), size, tokens))  # sentence-level objectives report 0 tokens
+        if report is not None:  # sentence-level objectives report 0 tokens
+            read = min(log.input_bytes // repeats, task.partition.size)
+            report(Progress(len(texts), size, tokens, read - reported))
+            reported = read
+    if report is not None and task.partition.size > reported:
+        report(Progress(input_bytes=task.partition.size - reported))
     shards = [shard for chain in chains for shard in chain.close()]
     counters = [c for chain in chains for c in (chain.transform.counters, chain.packer.counters)]
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
