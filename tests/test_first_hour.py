@@ -304,3 +304,21 @@ def test_a_slower_engine_for_want_of_objcli_fast_is_said_once(tmp_path):
     assert again.returncode == 0 and "objcli[fast]" not in again.stderr
     reference = run_cli(*args, "--overwrite", "--engine", "reference", env={"XDG_CACHE_HOME": str(tmp_path / "c2")})
     assert "objcli[fast]" not in reference.stderr  # asked for by name: nothing to say
+
+
+def test_a_tokenizer_folder_inside_the_corpus_is_not_read_as_data(tmp_path):
+    """sample_data/ holds a tokenizer.json beside the corpus, as many corpus folders do: a folder walk
+    leaves a model's JSON files out (said in one warning); named as an input, the file is read."""
+    import shutil
+
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(SAMPLE / "prose.jsonl", tmp_path / "corpus" / "prose.jsonl")
+    shutil.copytree(LLAMA_STYLE, tmp_path / "corpus" / "tok")
+    walked = run_cli("transform", tmp_path / "corpus", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o")
+    assert walked.returncode == 0 and "skipped 2 tokenizer or model file(s)" in walked.stderr, walked.stderr
+    manifest = manifest_json(tmp_path / "o")
+    assert [Path(i["path"]).name for i in manifest["inputs"]] == ["prose.jsonl"]
+    assert manifest["totals"]["documents_skipped"] == manifest["totals"]["skipped_by_reason"].get("remainder_dropped", 0)
+    named = run_cli("transform", tmp_path / "corpus" / "tok" / "tokenizer_config.json", "-t", SAMPLE / "tokenizer.model",
+                    "-o", tmp_path / "n", "--text-key", "bos_token", "--packing", "none")
+    assert named.returncode == 0 and manifest_json(tmp_path / "n")["totals"]["documents_written"] == 1

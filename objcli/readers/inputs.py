@@ -196,11 +196,17 @@ def _is_objcli_output(folder: Path) -> bool:
         return False
 
 
+# The JSON files of a Hugging Face tokenizer or model folder: a folder walk leaves them out (a corpus
+# folder with the tokenizer beside it is common); named as an input, such a file is read.
+MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                         "config.json", "generation_config.json", "vocab.json", "preprocessor_config.json"})
+
+
 def _folder_files(folder: str, warn=None) -> list[str]:
     """Data files under a folder, sorted. Symbolic links are followed as ``find -L`` does (a folder
     reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``)
     and every folder holding an objcli output is skipped; dangling links are named in a warning."""
-    files, dangling, seen = [], [], set()
+    files, dangling, seen, model_files = [], [], set(), []
     for parent, folders, names in os.walk(folder, followlinks=True):
         real = os.stat(parent)
         if (real.st_dev, real.st_ino) in seen or _is_objcli_output(Path(parent)):
@@ -212,12 +218,18 @@ def _folder_files(folder: str, warn=None) -> list[str]:
             path = os.path.join(parent, name)
             if name.startswith(".") or _format_from_name(name) is None:
                 continue
+            if name in MODEL_FILES:  # a tokenizer or model folder inside the corpus: never training text
+                model_files.append(path)
+                continue
             if os.path.isfile(path):
                 files.append(path)
             elif not os.path.exists(path):
                 dangling.append(path)
     if dangling and warn:
         warn(f"input {folder}: skipped {len(dangling)} dangling symbolic link(s), e.g. {sorted(dangling)[0]}")
+    if model_files and warn:
+        warn(f"input {folder}: skipped {len(model_files)} tokenizer or model file(s), e.g. {sorted(model_files)[0]}; "
+             "name a file to read it as data")
     return sorted(files)
 
 
