@@ -102,3 +102,14 @@ def test_progress_lines_for_logs(corpus, tmp_path):
                             "-o", str(tmp_path / "q"), "-q"], capture_output=True, text=True,
                            env={**os.environ, "OBJCLI_PROGRESS": "0.2"})
     assert "objcli transform: " not in quiet.stderr  # --quiet wins
+
+
+def test_the_dask_executor_counts_what_its_workers_finished(corpus, tmp_path):
+    pytest.importorskip("distributed")
+    result = subprocess.run([sys.executable, "-m", "objcli", "transform", str(corpus), "-t", str(SAMPLE / "tokenizer.model"),
+                             "-o", str(tmp_path / "o"), "--partition-size", "2MiB", "--executor", "dask", "--workers", "2"],
+                            capture_output=True, text=True, env={**os.environ, "OBJCLI_PROGRESS": "0.01"})
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("objcli transform: ")]
+    percents = [int(PERCENT.search(line).group(1)) for line in lines]
+    assert percents and percents == sorted(percents) and percents[-1] == 100, lines

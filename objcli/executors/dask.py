@@ -123,7 +123,8 @@ class DaskExecutor:
                     raise partition_failed(task, future.exception())
                 result = future.result()
                 tokens = sum(s.tokens for s in result.shards)
-                report(Progress(result.documents_read, result.text_bytes, tokens))
+                # Workers on other machines report when a partition is done: its input counts whole then.
+                report(Progress(result.documents_read, result.text_bytes, tokens, task.partition.size))
                 yield result
         finally:
             self.client.cancel(futures)
