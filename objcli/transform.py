@@ -34,6 +34,7 @@ from .run.finish import build_manifest
 from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .run.summary import Summary
+from .storage.dataset_card import card_files
 from .storage.format_files import format_files
 from .storage.identity import run_identity, side_digests
 from .storage.output import OutputFolder, PartitionResult, final_names, output_error
@@ -324,5 +325,6 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn and not t["rows"]:
         warn(why_no_rows(t, config.seq_len, remainder_hint(manifest["config"])))
     if folder:
-        folder.finish(renames, manifest, format_files(config.output_format, shards, plan.columns, plan.fingerprint))
+        extra = format_files(config.output_format, shards, plan.columns, plan.fingerprint)
+        folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -80,11 +80,11 @@ def golden_corpus(folder: Path) -> Path:
 
 
 def shard_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every shard file (everything but the manifest), by name."""
+    """sha256 of every shard file (everything but the manifest and the dataset card made from it), by name."""
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.iterdir())
-        if p.is_file() and p.name != "manifest.json" and not p.name.startswith(".")
+        if p.is_file() and p.name not in ("manifest.json", "README.md") and not p.name.startswith(".")
     }
 
 

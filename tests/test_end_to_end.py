@@ -294,16 +294,19 @@ def test_splits_follow_the_document_not_the_layout(small_corpus, sample_tokenize
     assert manifest_json(tmp_path / "a")["splits"]["validation"]["rows"] == len(per_split[0]["validation"])
 
 
-def test_every_accepted_split_name_loads_back_by_the_documented_call(small_corpus, sample_tokenizer, tmp_path):
+def test_every_split_name_loads_back_by_the_documented_call(small_corpus, sample_tokenizer, tmp_path):
     """Issue 30, item 11: `--split heldout=10%,dev=10%` lost heldout to load_dataset("arrow", data_dir=OUT).
-    Names are now those datasets infers (dev -> validation, eval -> test), so every split loads."""
+    The output's dataset card names each split's files: load_dataset(OUT) gives every split by its name
+    (and load_dataset("arrow", data_dir=OUT) still infers the names it knows)."""
     datasets = pytest.importorskip("datasets")
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "o", packing="none", seq_len=1 << 20,
-                  split="dev=20%,eval=20%")
-    loaded = datasets.load_dataset("arrow", data_dir=str(tmp_path / "o"))
+                  split="dev=20%,eval=20%,heldout=10%")
     splits = manifest_json(tmp_path / "o")["splits"]
-    assert {name: len(loaded[name]) for name in loaded} == {
-        "train": splits["train"]["rows"], "validation": splits["dev"]["rows"], "test": splits["eval"]["rows"]}
+    loaded = datasets.load_dataset(str(tmp_path / "o"))
+    assert {name: len(loaded[name]) for name in loaded} == {name: s["rows"] for name, s in splits.items()}
+    inferred = datasets.load_dataset("arrow", data_dir=str(tmp_path / "o"))
+    assert {"validation": len(inferred["validation"]), "test": len(inferred["test"])} == {
+        "validation": splits["dev"]["rows"], "test": splits["eval"]["rows"]}
 
 
 def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, sample_tokenizer, tmp_path):
@@ -348,8 +351,7 @@ def test_a_count_split_refuses_standard_input(sample_tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("spec", ["train=5%", "validation=0", "validation=5%,validation=1%", "a=60%,b=50%", "v=x",
-                                  "test=-3", "test=1.5", ",,", "", " , ", "heldout=10%", "dev=10%,validation=5%",
-                                  "eval=1%,test=1%", "test=1e-300", "validation=0.0000000001"])
+                                  "test=-3", "test=1.5", ",,", "", " , ", "test=1e-300", "validation=0.0000000001"])
 def test_bad_split_specs_are_one_line_errors(spec):
     from objcli.errors import ObjcliError
     from objcli.order.splits import parse_splits

@@ -202,7 +202,7 @@ def test_shard_names_never_come_from_the_input(sample_tokenizer, tmp_path):
     (inputs / "evil..%2f..%2f;rm -rf *.jsonl").write_text(json.dumps({"text": "A name that tries to escape."}) + "\n")
     run_transform([inputs], sample_tokenizer, tmp_path / "out", seq_len=4, remainder="pad")
     written = sorted(p.name for p in (tmp_path / "out").iterdir() if p.name != ".objcli-lock")
-    assert written == ["manifest.json", "part-00000-of-00001.arrow"]
+    assert written == ["README.md", "manifest.json", "part-00000-of-00001.arrow"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
 
 

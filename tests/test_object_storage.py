@@ -96,7 +96,7 @@ def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sampl
     written = objects(s3, f"{bucket}/out")
     assert written.keys() == expected.keys()  # no lock, no work prefix left behind
     # The manifest and HF's state.json carry the configuration's fingerprint, and the inputs differ.
-    same = [k for k in written if k not in ("manifest.json", "state.json")]
+    same = [k for k in written if k not in ("manifest.json", "state.json", "README.md")]  # the card names them too
     assert [written[k] for k in same] == [expected[k] for k in same]
     manifest, local_manifest = json.loads(written["manifest.json"]), json.loads(expected["manifest.json"])
     assert manifest["shards"] == local_manifest["shards"]
@@ -115,7 +115,7 @@ def test_shuffled_and_split_output_in_a_bucket_is_the_local_bytes(s3, bucket, co
     expected = local_bytes(tmp_path / "local")
     written = objects(s3, f"{bucket}/out")
     assert sorted(written) == sorted(expected) and any(name.startswith("validation-") for name in written)
-    assert all(written[name] == expected[name] for name in written if name != "manifest.json")
+    assert all(written[name] == expected[name] for name in written if name not in ("manifest.json", "README.md"))
 
 
 def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sample_tokenizer):
@@ -173,7 +173,7 @@ def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run,
     assert not _dead_staging()  # the killed run's staging folder went with the rerun (issue 30)
     written = objects(s3, out)
     assert written.keys() == expected.keys()
-    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+    assert all(written[k] == expected[k] for k in written if k not in ("manifest.json", "README.md"))
     assert json.loads(written["manifest.json"])["shards"] == json.loads(expected["manifest.json"])["shards"]
 
 
@@ -226,7 +226,7 @@ def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer
     expected = local_bytes(client / "local")
     written = objects(s3, f"{bucket}/out")
     assert written.keys() == expected.keys()
-    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+    assert all(written[k] == expected[k] for k in written if k not in ("manifest.json", "README.md"))
 
 
 @pytest.mark.parametrize("case", ["no credentials", "no bucket (input)", "no bucket (output)", "nothing at the prefix",
@@ -294,7 +294,7 @@ def test_any_fsspec_protocol_works_in_and_out(corpus, sample_tokenizer, tmp_path
     expected = local_bytes(tmp_path / "local")
     written = {path.rsplit("/", 1)[-1]: memory.cat_file(path) for path in memory.find("/objcli-test/out")}
     assert written.keys() == expected.keys()
-    assert all(written[k] == expected[k] for k in written if k != "manifest.json")
+    assert all(written[k] == expected[k] for k in written if k not in ("manifest.json", "README.md"))
     memory.rm("/objcli-test", recursive=True)
 
 
@@ -360,11 +360,11 @@ def _dead_staging() -> list:
     import tempfile
     from pathlib import Path
 
-    from objcli.storage.stores import STAGING_PREFIX, _alive
+    from objcli.storage.staging import STAGING_PREFIX, process_alive
 
     found = Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*")
     return [p for p in found if p.name[len(STAGING_PREFIX):].split("-")[0].isdigit()
-            and not _alive(int(p.name[len(STAGING_PREFIX):].split("-")[0]))]
+            and not process_alive(int(p.name[len(STAGING_PREFIX):].split("-")[0]))]
 
 
 def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monkeypatch):
@@ -372,7 +372,7 @@ def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monk
     import sys
     import tempfile
 
-    from objcli.storage.stores import STAGING_PREFIX, remove_dead_staging
+    from objcli.storage.staging import STAGING_PREFIX, remove_dead_staging
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -418,8 +418,9 @@ def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tok
     for name in ("m", "r"):
         remote, local = objects(s3, f"{bucket}/{name}"), local_bytes(tmp_path / name)
         assert remote.keys() == local.keys()
-        assert {k: v for k, v in remote.items() if k != "manifest.json"} == {
-            k: v for k, v in local.items() if k != "manifest.json"}
+        made_from_manifest = ("manifest.json", "README.md")  # which name the sources as given
+        assert {k: v for k, v in remote.items() if k not in made_from_manifest} == {
+            k: v for k, v in local.items() if k not in made_from_manifest}
     merged = json.loads(objects(s3, f"{bucket}/m")["manifest.json"])
     assert [m["output"] for m in merged["merged_from"]] == [f"s3://{bucket}/a", f"s3://{bucket}/b"]
     again = run_cli("merge", f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m")

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ObjcliError
+from ..storage.dataset_card import CARD_NAME, is_ours
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, decode_manifest
@@ -122,8 +123,10 @@ def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifes
             _refuse_filled(command, url, held)
         for name in held:  # the old manifest first
             store.delete(name)
+        keep_card = not is_ours(store.read_text(CARD_NAME))  # a README.md of the user's own at the prefix
         for path in sorted(folder.iterdir()):
-            if path.is_file() and path.name not in (MANIFEST_NAME, ".objcli-lock"):
+            if path.is_file() and path.name not in (MANIFEST_NAME, ".objcli-lock") and not (
+                    keep_card and path.name == CARD_NAME):
                 store.upload(path, path.name)
         store.write_json(MANIFEST_NAME, manifest)
     finally:
@@ -160,10 +163,12 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     """Shards to their final names, the format's own files, then the manifest, last."""
     for old, new in renames:
         os.replace(work / old, out / new)
+    from ..storage.dataset_card import card_files
     from ..storage.format_files import format_files  # imports the writers: only once there is something to publish
 
     records = decode_manifest(manifest, MANIFEST_NAME)
-    for name, text in format_files(records.format, records.shards, records.columns, records.config_sha256).items():
+    files = format_files(records.format, records.shards, records.columns, records.config_sha256)
+    for name, text in {**files, **card_files(LocalStore(out), manifest)}.items():
         (out / name).parent.mkdir(exist_ok=True)  # a split's folder (hf with splits)
         (out / name).write_text(text, encoding="utf-8")
     write_json_atomically(out / MANIFEST_NAME, manifest)

@@ -24,10 +24,9 @@ from ..errors import ObjcliError
 
 TRAIN = "train"
 NAME = re.compile(r"[a-z][a-z0-9_]*")
-# The names Hugging Face datasets infers a split from in a file name (datasets.data_files.SPLIT_KEYWORDS):
-# shards of any other name are dropped by `load_dataset("arrow", data_dir=OUT)`, so they are refused.
-HF_SPLIT_OF = {"validation": "validation", "valid": "validation", "dev": "validation", "val": "validation",
-               "test": "test", "testing": "test", "eval": "test", "evaluation": "test"}
+# Any name loads back by `load_dataset(OUT)`: the output's dataset card (README.md) names each split's
+# files. (`load_dataset("arrow", data_dir=OUT)`, which ignores the card, infers splits from file names
+# and knows only validation, valid, dev, val, test, testing, eval and evaluation.)
 SMALLEST_FRACTION = 1e-9  # below this a split takes no document of any real corpus
 
 
@@ -55,19 +54,10 @@ def parse_splits(spec: str) -> list[SplitSpec]:
 
 
 def _check_loadable(spec: str, splits: list[SplitSpec]) -> None:
-    """Every split must load back by the documented call, once; a split must be able to hold a document."""
+    """A split must be named, and able to hold a document."""
     if not splits:
         raise ObjcliError(f"--split {spec}: names no split; give NAME=SHARE pairs (validation=0.5%), or drop --split")
-    taken: dict[str, str] = {}
     for split in splits:
-        hf = HF_SPLIT_OF.get(split.name)
-        if hf is None:
-            raise ObjcliError(f"--split {spec}: '{split.name}' is no split name Hugging Face datasets infers, so "
-                              f"load_dataset would drop its shards; use one of {', '.join(HF_SPLIT_OF)}")
-        if hf in taken:
-            raise ObjcliError(f"--split {spec}: '{taken[hf]}' and '{split.name}' both load as the {hf} split; "
-                              "keep one of them")
-        taken[hf] = split.name
         if split.fraction is not None and split.fraction < SMALLEST_FRACTION:
             raise ObjcliError(f"--split {spec}: '{split.name}' takes a share of {split.fraction:g}, which holds no "
                               f"document of any real corpus; give at least {SMALLEST_FRACTION:g}, or a count")

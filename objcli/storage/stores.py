@@ -39,6 +39,7 @@ from ..errors import ObjcliError
 from .faults import crash_point
 from .files import file_sha256, write_json_atomically
 from .remote import check_url_path, filesystem, is_url, join, public_url, storage_error, storage_errors
+from .staging import STAGING_PREFIX, process_alive, remove_dead_staging
 
 LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
 UPLOADS_AHEAD = 2  # finished shards waiting for their upload, per partition
@@ -72,6 +73,12 @@ class LocalStore:
         if not self.path.is_dir():
             return []
         return sorted(p.name for p in self.path.glob(f"{glob.escape(prefix)}*") if p.is_file())
+
+    def read_text(self, name: str) -> str | None:
+        try:
+            return (self.path / name).read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
 
     def read_json(self, name: str) -> dict | None:
         try:
@@ -226,6 +233,14 @@ class RemoteStore:
             raise storage_error(error, self.url, "listing it") from None
         return sorted(e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file")
 
+    def read_text(self, name: str) -> str | None:
+        try:
+            return self.fs.cat_file(self.key(name)).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except storage_errors() as error:
+            raise storage_error(error, join(self.url, name), "reading it") from None
+
     def read_json(self, name: str) -> dict | None:
         try:
             data = json.loads(self.fs.cat_file(self.key(name)))
@@ -336,7 +351,7 @@ class RemoteStore:
                 if not holder.get("pid") and attempt < 2:
                     time.sleep(0.2)  # the winner of a race is still writing its lock: read it again
                     continue
-                if holder.get("host") != socket.gethostname() or _alive(holder.get("pid")) or not holder.get("pid"):
+                if holder.get("host") != socket.gethostname() or process_alive(holder.get("pid")) or not holder.get("pid"):
                     who = f"pid {holder['pid']} on {holder.get('host')}" if holder.get("pid") else "another process"
                     raise ObjcliError(
                         f"output {self.where}: another run ({who}) is writing it; wait for it to finish, or if that "
@@ -359,30 +374,6 @@ class RemoteStore:
 
     def unlock(self) -> None:
         self.delete(LOCK_NAME)
-
-
-STAGING_PREFIX = "objcli-staging-"  # then the pid of the run that owns the folder
-
-
-def remove_dead_staging() -> None:
-    """Staging folders of runs on this machine that were killed (their pid is gone), which their own
-    ``close`` never removed; a live run's folder, or one of another naming, is left alone."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
-        pid = folder.name[len(STAGING_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def share_tokenizer(path: str, work: RemoteStore) -> str:
