@@ -89,7 +89,6 @@ def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, 
     return raw
 
 
-PENDING = PENDING_RESHARD
 
 
 def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dict:
@@ -116,9 +115,9 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
         try:
             renames, raw = _resharded_manifest(out, manifest, work, limit, shard_size, str(out.resolve()))
             old = sorted({name for shard in manifest.shards for name in shard.files})
-            write_json_atomically(out / PENDING, {"manifest": raw, "renames": renames, "old": old})
+            write_json_atomically(out / PENDING_RESHARD, {"manifest": raw, "renames": renames, "old": old})
         except BaseException:
-            if not (out / PENDING).exists():  # not committed: the old output stands, the new shards' space is freed
+            if not (out / PENDING_RESHARD).exists():  # not committed: the old output stands, the new shards' space is freed
                 shutil.rmtree(work, ignore_errors=True)
             raise
         crash_point("reshard-committed")
@@ -129,7 +128,7 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
 
 def _finish_pending(out: Path) -> dict | None:
     """Roll a committed in-place reshard forward (see ``reshard_in_place``); None when none is pending."""
-    path = out / PENDING
+    path = out / PENDING_RESHARD
     if not path.exists():
         return None
     pending = json.loads(path.read_text(encoding="utf-8"))

@@ -74,7 +74,7 @@ class Summary:
         return f" (--seq-len {config['seq_len']})"
 
     def _cut(self) -> str:
-        cut = sum(p.get("counters", {}).get("long_documents_cut", 0) for p in self.manifest.get("partitions", []))
+        cut = self.totals.get("long_documents_cut", 0)  # the partitions' counters, summed by the manifest
         if not cut:
             return ""
         limit = self.manifest["config"].get("max_document_chars")

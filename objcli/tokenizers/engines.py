@@ -149,8 +149,12 @@ def _scanner(spec: BPESpec) -> str:
 
 
 def _cache_folder(digest: str, version: str) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "quicktok"
-    return cache / f"{digest[:24]}-{version}"
+    return cache_folder("quicktok") / f"{digest[:24]}-{version}"
+
+
+def cache_folder(name: str) -> Path:
+    """``$XDG_CACHE_HOME/objcli/NAME`` (default ``~/.cache``): what objcli keeps between runs."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / name
 
 
 def _write_quietly(path: Path, text: str) -> None:
@@ -310,7 +314,7 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
     choice = _choose_engine(tokenizer, requested, sample, warn, missing)
     legacy = getattr(choice.engine, "legacy", False)  # tokenizers 0.x: 1.0 (objcli[fast]) encodes it faster
     if warn and requested == "auto" and (missing or legacy):
-        notice = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / "notices" / "fast-engine"
+        notice = cache_folder("notices") / "fast-engine"
         if not notice.exists():
             warn(FAST_NOTICE.format(name=tokenizer.path.name))
             _write_quietly(notice, "said\n")
