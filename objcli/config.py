@@ -10,15 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ObjcliError
+from .formats import FORMATS as OUTPUT_FORMATS
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 from .storage.remote import check_url_path, is_url
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
 
-OUTPUT_FORMATS = ("arrow", "parquet", "hf", "npy", "megatron", "tokens", "llmc", "nanoset")
-# Formats that store whole documents, only their tokens, one after another: the trainer cuts windows.
-WHOLE_DOCUMENT_FORMATS = ("megatron", "tokens", "llmc", "nanoset")
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
@@ -133,7 +131,7 @@ class TransformConfig:
         accepted = objective.packers(self.objective_options)
         if self.packing is None:
             # Megatron and the flat token formats hold whole documents: their trainers pack themselves.
-            whole = self.output_format in WHOLE_DOCUMENT_FORMATS and "none" in accepted
+            whole = self.format.whole_documents and "none" in accepted
             object.__setattr__(self, "packing", "none" if whole else accepted[0])
         elif self.packing not in accepted:
             raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
@@ -143,7 +141,7 @@ class TransformConfig:
         for where in (*self.inputs, *(s.partition("=")[2] for s in self.source)):
             check_url_path(where, "input")
         check_url_path(self.tokenizer, "--tokenizer")
-        if self.output == "-" and self.output_format != "arrow":
+        if self.output == "-" and not self.format.streams_to_stdout:
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
         ShardSize.parse(self.shard_size)
         if parse_bytes(self.partition_size, "--partition-size") < MIN_PARTITION_BYTES:
@@ -160,10 +158,9 @@ class TransformConfig:
             parse_splits(self.split)
             if self.output == "-":
                 raise ObjcliError("--split writes one set of shards per split; write to an output folder with -o")
-            if self.output_format == "hf" and is_url(self.output):
-                raise ObjcliError("--format hf --split: load_from_disk copies one split's folder from object storage, "
-                                  "without the shards beside it; use --format arrow there (load_dataset reads its "
-                                  "splits by name)")
+            refused = self.format.refuses_splits(is_url(self.output))
+            if refused:
+                raise ObjcliError(f"--format {self.output_format} --split: {refused}")
         if self.source or self.weights:
             self._check_mixture()
         if self.shuffle_rows and self.output == "-":
@@ -173,9 +170,9 @@ class TransformConfig:
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
-        if self.output_format in WHOLE_DOCUMENT_FORMATS[1:] and self.packing != "none":
+        if self.format.packers is not None and self.packing not in self.format.packers:
             raise ObjcliError(f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
-                              f"its windows; it takes --packing none, not {self.packing}")
+                              f"its windows; it takes --packing {' or '.join(self.format.packers)}, not {self.packing}")
         if self.row_tokens != "seq-len":
             self._check_row_tokens()
         if self.remainder != "drop" and self.packing != "concat":
@@ -204,7 +201,7 @@ class TransformConfig:
             raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
         if self.inputs:
             raise ObjcliError("--source names every input of a mixture; drop the INPUTS, or give them as one more --source")
-        if self.output_format in WHOLE_DOCUMENT_FORMATS:
+        if self.format.whole_documents:
             raise ObjcliError(f"--format {self.output_format} stores input_ids only, so no row could say its source; "
                               "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)")
         parse_weights(self.weights, list(parse_sources(self.source)))
@@ -226,9 +223,14 @@ class TransformConfig:
         if not REGISTRY.get(self.objective).next_token_rows:
             raise ObjcliError(f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
                               f"trainers shift labels; {self.objective}'s rows carry their own labels")
-        if self.output_format in WHOLE_DOCUMENT_FORMATS and self.packing == "none":
+        if self.format.whole_documents and self.packing == "none":
             raise ObjcliError(f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
                               "the trainer cuts its own windows of seq_len + 1; drop --row-tokens")
+
+    @property
+    def format(self):
+        """The output format (formats/): what it stores and which packers it takes."""
+        return OUTPUT_FORMATS[self.output_format]
 
     @property
     def row_length(self) -> int:

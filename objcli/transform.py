@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .config import WHOLE_DOCUMENT_FORMATS, TransformConfig
+from .config import TransformConfig
 from .errors import ObjcliError
 from .executors import POOLS, LocalExecutor, make_executor
 from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
+from .formats import SIDE_FILES
+from .formats.arrow_columns import arrow_schema
 from .objectives.base import remainder_hint
 from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats, parse_sources
@@ -35,12 +37,10 @@ from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
 from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
 from .run.summary import Summary
 from .storage.dataset_card import card_files
-from .storage.format_files import format_files
 from .storage.identity import run_identity, side_digests
 from .storage.output import OutputFolder, PartitionResult, final_names, output_error
 from .storage.remote import is_url
 from .storage.stores import open_store, share_tokenizer
-from .writers import arrow_schema
 
 
 class _StdoutStream:
@@ -127,7 +127,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
     pool = choose_pool(pool, objective, tokenizer, workers)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
-    if config.output_format in WHOLE_DOCUMENT_FORMATS and lost:
+    if config.format.whole_documents and lost:
         raise ObjcliError(
             f"--format {config.output_format} stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
             "choose --format arrow, parquet or npy"
@@ -213,7 +213,7 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dic
             "checked; drop --resume to build the output again"
         )
     run_key = make_run_key(plan.fingerprint, plan.files)
-    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key,
+    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key, SIDE_FILES,
                           record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})))
     adopt = None
     if append is not None:
@@ -325,6 +325,6 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn and not t["rows"]:
         warn(why_no_rows(t, config.seq_len, remainder_hint(manifest["config"])))
     if folder:
-        extra = format_files(config.output_format, shards, plan.columns, plan.fingerprint)
+        extra = config.format.side_files(shards, config.format.stored_columns(plan.columns), plan.fingerprint)
         folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -220,7 +220,7 @@ def model_rows(paths: list[Path], objectives: tuple[str, ...] = ("clm",), megaby
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
     scale = megabytes_at_scale / megabytes
     tokenizer_cpu = encoding[0]
-    spawn = _cpu_of([sys.executable, "-c", "import objcli.run.pipeline, objcli.writers, objcli.objectives, pyarrow; "
+    spawn = _cpu_of([sys.executable, "-c", "import objcli.run.pipeline, objcli.formats, objcli.objectives, pyarrow; "
                      f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
     forked = forked_worker_cpu(4)
     shared = {"T": tokenizer_cpu / megabytes, "S": spawn, "F": forked, "megabytes": megabytes, "objectives": {}}

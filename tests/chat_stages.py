@@ -40,13 +40,13 @@ def main(data: str, tokenizer: str, out: str) -> dict:
     import msgspec
 
     from objcli.cli import main as cli
+    from objcli.formats import ShardSink
     from objcli.objectives import chat, conversations
     from objcli.packing.best_fit import BestFitPacker
     from objcli.readers.documents import _JsonRecords
     from objcli.run import pipeline
     from objcli.tokenizers.chat_encode import spans_from_token_bytes  # noqa: F401 - imported before wrapping
     from objcli.tokenizers.engines import TokenizersEngine
-    from objcli.writers.base import ShardSink
 
     laps = Laps()
 

@@ -13,7 +13,8 @@ from chat_data import TEMPLATES, conversations, write_jsonl
 from conftest import folder_bytes, run_cli
 
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
+from objcli.config import OUTPUT_FORMATS
+from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
 from objcli.run.append import appended_values
@@ -70,7 +71,7 @@ def test_appending_gives_the_bytes_of_the_whole_run_for_every_objective(objectiv
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 def test_appending_gives_the_bytes_of_the_whole_run_for_every_format(fmt, halves, sample_tokenizer, tmp_path):
-    packing = {"packing": "none"} if fmt in WHOLE_DOCUMENT_FORMATS else {}
+    packing = {"packing": "none"} if fmt in whole_document_formats() else {}
     split = {"split": "validation=20%"} if fmt in ("arrow", "parquet") else {}  # a document in validation stays there
     _appended_equals_whole(halves, sample_tokenizer, tmp_path, output_format=fmt, seq_len=128, **split, **packing)
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import manifest_json, run_transform
 
+from objcli.formats.flat import LLMC_MAGIC, LlmcWriter
+from objcli.formats.megatron import read_megatron_index
 from objcli.rows import ColumnSpec, Ragged, RowBatch
-from objcli.storage.shards import read_megatron_index
 from objcli.tokenizers import open_tokenizer
-from objcli.writers.flat import LLMC_MAGIC, LlmcWriter
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from objcli.commands.merge import merge
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
-from objcli.storage.shards import iter_rows
+from objcli.formats.reading import iter_rows
 
 
 @pytest.fixture(scope="module")

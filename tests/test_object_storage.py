@@ -14,8 +14,7 @@ from conftest import folder_bytes, run_cli, run_transform
 s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-from objcli.config import WHOLE_DOCUMENT_FORMATS  # noqa: E402
-from objcli.writers import WRITERS  # noqa: E402
+from objcli.formats import FORMATS, whole_document_formats  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "objcli-test", "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1"}
@@ -83,13 +82,13 @@ def objects(s3, prefix) -> dict[str, bytes]:
     return {path.rsplit("/", 1)[-1]: s3.cat_file(path) for path in sorted(s3.find(prefix)) if path.count("/") == prefix.count("/") + 1}
 
 
-@pytest.mark.parametrize("fmt", sorted(WRITERS))
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sample_tokenizer, tmp_path, fmt):
     """Same sorted listing, same partitions (byte ranges included), same shards, in every format;
     written to the bucket, they are the bytes a local run writes."""
     url = upload(s3, corpus, f"{bucket}/corpus")
     options = {"output_format": fmt, "partition_size": "100000", "seq_len": 128, "objective": "clm",
-               **({"packing": "none"} if fmt in WHOLE_DOCUMENT_FORMATS else {})}
+               **({"packing": "none"} if fmt in whole_document_formats() else {})}
     local = run_transform([corpus], sample_tokenizer, tmp_path / "local", workers=2, **options)
     remote = run_transform([url], sample_tokenizer, f"s3://{bucket}/out", workers=2, **options)
     expected = local_bytes(tmp_path / "local")

@@ -17,8 +17,9 @@ from objcli.cli import main
 from objcli.commands.show import inspect_output
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
+from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
+from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
 from objcli.objectives.base import Objective, PartitionTransform, register
 from objcli.options import NoOptions, option_fields
@@ -90,7 +91,7 @@ def test_every_objective_packer_and_format(objective, options, packer, fmt, corp
                                 output_format=fmt, **options)
     except ObjcliError as error:  # only formats of whole token documents refuse: other columns, or packed rows
         message = str(error)
-        assert fmt in WHOLE_DOCUMENT_FORMATS, message
+        assert fmt in whole_document_formats(), message
         assert message.startswith(f"--format {fmt} stores input_ids only") or (
             packer != "none" and message.startswith(f"--format {fmt} writes whole documents")), message
         return

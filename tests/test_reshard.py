@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS, WHOLE_DOCUMENT_FORMATS
-from objcli.storage.shards import iter_rows
+from objcli.config import OUTPUT_FORMATS
+from objcli.formats import whole_document_formats
+from objcli.formats.reading import iter_rows
 
 
 def _rows(folder):
@@ -25,7 +26,7 @@ def _rows(folder):
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 @pytest.mark.parametrize("size", ["37", "64KB"])
 def test_resharded_rows_are_the_rows_in_order(fmt, size, small_corpus, sample_tokenizer, tmp_path):
-    packing = "none" if fmt in WHOLE_DOCUMENT_FORMATS else "best-fit"
+    packing = "none" if fmt in whole_document_formats() else "best-fit"
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", output_format=fmt, seq_len=128,
                   packing=packing, shard_size="50")
     manifest = reshard(str(tmp_path / "src"), str(tmp_path / "new"), size)
@@ -77,7 +78,7 @@ def _comparable(folder):
 @pytest.mark.parametrize("fmt", ["arrow", "hf", "parquet", "megatron"])
 def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, small_corpus, sample_tokenizer,
                                                                         tmp_path):
-    packing = "none" if fmt in WHOLE_DOCUMENT_FORMATS else "best-fit"
+    packing = "none" if fmt in whole_document_formats() else "best-fit"
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", output_format=fmt, seq_len=128,
                   packing=packing, shard_size="30")
     before = _rows(tmp_path / "src")
@@ -231,7 +232,7 @@ def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_out
                                                                                     sample_tokenizer, tmp_path):
     """``-o OUT --overwrite`` where OUT holds an earlier output, a source in a subfolder and a file of
     the user's: the earlier output's files go (as with ``transform --overwrite``), the rest stays."""
-    packing = "none" if fmt in WHOLE_DOCUMENT_FORMATS else "best-fit"
+    packing = "none" if fmt in whole_document_formats() else "best-fit"
     out, source = tmp_path / "out", tmp_path / "out" / "kept-source"
     for folder, corpus in ((out, "code.jsonl"), (source, "prose.jsonl")):
         run_transform([small_corpus / corpus], sample_tokenizer, folder, output_format=fmt, seq_len=128,

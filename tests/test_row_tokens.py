@@ -7,8 +7,8 @@ import pytest
 from conftest import read_output, run_transform
 
 from objcli.commands.verify import verify_output
-from objcli.config import WHOLE_DOCUMENT_FORMATS
 from objcli.errors import ObjcliError
+from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
 
 NEXT_TOKEN = [n for n in REGISTRY.names() if REGISTRY.get(n).next_token_rows]
@@ -55,7 +55,7 @@ def test_objectives_with_their_own_labels_refuse_it(objective, small_corpus, sam
         run_transform([small_corpus], sample_tokenizer, tmp_path / "out", objective=objective, row_tokens="seq-len+1")
 
 
-@pytest.mark.parametrize("fmt", WHOLE_DOCUMENT_FORMATS)
+@pytest.mark.parametrize("fmt", whole_document_formats())
 def test_formats_of_whole_documents_refuse_it(fmt, small_corpus, sample_tokenizer, tmp_path):
     with pytest.raises(ObjcliError, match=r"holds whole documents and the trainer cuts its own windows"):
         run_transform([small_corpus], sample_tokenizer, tmp_path / "out", output_format=fmt, row_tokens="seq-len+1")

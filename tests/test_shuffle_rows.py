@@ -13,8 +13,8 @@ from conftest import folder_bytes, manifest_json, run_cli, run_transform
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
+from objcli.formats.reading import iter_rows
 from objcli.order import shuffle
-from objcli.storage.shards import iter_rows
 
 
 def _row_keys(folder) -> list[str]:

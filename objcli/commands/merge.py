@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,11 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats.megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
 from ..run.progress import phase
 from ..storage.files import HashingFile
 from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
-from ..storage.megatron_layout import DOCUMENT_SUFFIX, MAGIC
 from ..storage.remote import is_url
 from .rebuild import BLOCK, building, check_source_files, link_or_copy, on_any_storage, publish, split_totals_of
 
@@ -148,21 +147,11 @@ def _copy_all(source, target, size: int) -> None:
         shutil.copyfileobj(source, target, BLOCK)
 
 
-def _index_parts(path: Path) -> tuple[int, int, int]:
-    """(dtype code, sequences, document-index length) from an ``.idx`` header."""
-    with open(path, "rb") as f:
-        head = f.read(34)
-    if head[:9] != MAGIC:
-        raise ObjcliError(f"merge: {path}: not a Megatron MMIDIDX index")
-    code, count, documents = struct.unpack("<BQQ", head[17:34])
-    return code, count, documents
-
-
-def _index_arrays(path: Path, count: int, documents: int, part: str) -> np.ndarray:
-    """One of an index's arrays, read on its own (sizes, pointers or document boundaries)."""
-    start, dtype, length = {"sizes": (34, "<i4", count), "pointers": (34 + 4 * count, "<i8", count),
-                            "documents": (34 + 12 * count, "<i8", documents)}[part]
-    return np.fromfile(path, dtype=dtype, count=length, offset=start)
+def _read_index_header(path: Path) -> tuple[int, int, int]:
+    try:
+        return read_index_header(path)
+    except ValueError:
+        raise ObjcliError(f"merge: {path}: not a Megatron MMIDIDX index") from None
 
 
 def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, prefix: str) -> ShardRecord:
@@ -172,7 +161,7 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
         check_source_files("merge", folder, shard)
     bins = [folder / s.files[0] for folder, s in shards]
     idxs = [folder / s.files[1] for folder, s in shards]
-    headers = [_index_parts(p) for p in idxs]
+    headers = [_read_index_header(p) for p in idxs]
     codes = {h[0] for h in headers}
     if len(codes) != 1:
         raise ObjcliError("merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
@@ -181,17 +170,17 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     documents = sum(h[2] - 1 for h in headers) + 1
     bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
     out_idx = HashingFile(work / (name + ".idx"))
-    out_idx.write(MAGIC + struct.pack("<QBQQ", 1, codes.pop(), count, documents))
+    out_idx.write(index_header(codes.pop(), count, documents))
     for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(_index_arrays(idx, n, d, "sizes"))
+        out_idx.write(index_array(idx, n, d, "sizes"))
     shift = 0
     for idx, path, (_, n, d) in zip(idxs, bins, headers):
-        out_idx.write(_index_arrays(idx, n, d, "pointers") + shift)
+        out_idx.write(index_array(idx, n, d, "pointers") + shift)
         shift += path.stat().st_size
     out_idx.write(np.zeros(1, "<i8"))
     sequences = 0
     for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(_index_arrays(idx, n, d, "documents")[1:] + sequences)
+        out_idx.write(index_array(idx, n, d, "documents")[1:] + sequences)
         sequences += n
     files = [name + ".bin", name + ".idx"]
     out_idx.close()

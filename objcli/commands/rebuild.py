@@ -163,11 +163,11 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     """Shards to their final names, the format's own files, then the manifest, last."""
     for old, new in renames:
         os.replace(work / old, out / new)
+    from ..formats import FORMATS
     from ..storage.dataset_card import card_files
-    from ..storage.format_files import format_files  # imports the writers: only once there is something to publish
 
     records = decode_manifest(manifest, MANIFEST_NAME)
-    files = format_files(records.format, records.shards, records.columns, records.config_sha256)
+    files = FORMATS[records.format].side_files(records.shards, records.columns, records.config_sha256)
     for name, text in {**files, **card_files(LocalStore(out), manifest)}.items():
         (out / name).parent.mkdir(exist_ok=True)  # a split's folder (hf with splits)
         (out / name).write_text(text, encoding="utf-8")
@@ -181,13 +181,14 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     removes exactly those; what a killed merge or reshard left (its work folder, no manifest) is
     cleared and the build restarted; any other file (notes, a README, a source kept inside the
     output) is the user's, kept, and never blocks."""
-    from ..storage.output import is_own_file, remove_split_folders
+    from ..formats import SIDE_FILES
+    from ..storage.output import is_own_file
 
-    held = [p for p in out.iterdir() if p.is_file() and is_own_file(p.name)]
+    held = [p for p in out.iterdir() if p.is_file() and is_own_file(p.name, SIDE_FILES)]
     killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()
     if held and not overwrite and not killed:
         raise ObjcliError(f"{command}: output {out} is not empty: it holds another output's files ({held[0].name}); "
                           "pass --overwrite to replace them or choose another folder")
-    remove_split_folders(LocalStore(out))
+    SIDE_FILES.remove_folders(LocalStore(out))
     for path in held:
         path.unlink()

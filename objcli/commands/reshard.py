@@ -19,10 +19,11 @@ from pathlib import Path
 
 from ..config import ShardSize
 from ..errors import ObjcliError
+from ..formats import SIDE_FILES
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
-from ..storage.output import FORMAT_FILE, final_names, remove_split_folders
+from ..storage.output import final_names
 from ..storage.remote import is_url
 from ..storage.stores import LocalStore
 from .rebuild import WORK, building, check_source_files, fresh_work, on_any_storage, publish, split_totals_of
@@ -137,9 +138,9 @@ def _finish_pending(out: Path) -> dict | None:
     for name in pending["old"]:
         if name not in new:  # a name both had is replaced by the rename below, never deleted
             (out / name).unlink(missing_ok=True)
-    remove_split_folders(LocalStore(out))
+    SIDE_FILES.remove_folders(LocalStore(out))
     for name in os.listdir(out):
-        if FORMAT_FILE.fullmatch(name):
+        if SIDE_FILES.is_side_file(name):
             (out / name).unlink()
     for temp, final in pending["renames"]:
         if (work / temp).exists():

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ShardSize
+from ..formats import FORMATS, ShardSink
+from ..formats.reading import read_shard_columns
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..run.progress import phase
 from ..storage.manifest import Manifest
-from ..storage.shards import read_shard_columns
-from ..writers import WRITERS, ShardSink
 
 
 def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
@@ -32,7 +32,7 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
         sink = sinks.get(shard.split)
         if sink is None:
             counts = limit.row_counts(split_rows[shard.split]) if limit.count else ()
-            sink = sinks[shard.split] = ShardSink(work, 0, WRITERS[manifest.format], specs, limit.rows, limit.bytes,
+            sink = sinks[shard.split] = ShardSink(work, 0, FORMATS[manifest.format].writer, specs, limit.rows, limit.bytes,
                                                   split=shard.split, row_counts=counts)
         sink.write(_row_batch(folder, manifest, shard))
     return [s for sink in sinks.values() for s in sink.close()]
@@ -77,8 +77,8 @@ def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, se
     """``merge --shuffle-rows``: every source shard's rows, with their bookkeeping, to a work file
     (source shard k is "partition" k: the keyed draws follow the merged order), then the run's own
     external shuffle (``order/shuffle.py``) into shards of the first source's ``--shard-size``."""
+    from ..formats.arrow import RowsToShuffle
     from ..order.shuffle import shuffle_rows
-    from ..writers.arrow import RowsToShuffle
 
     first = manifests[0]
     specs, spread = _specs(first), []

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..run.progress import phase
 from ..storage.faults import crash_point
 from ..storage.files import start_writeback
-from ..storage.shard_info import TEMP_SUFFIX, ShardInfo, work_prefix
+from ..storage.shard_info import TEMP_SUFFIX, ShardRecord, work_prefix
 from .rebuild import link_or_copy
 
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -172,14 +172,14 @@ def copy_group(work: Path, name: str, parts: list[StreamLayout]) -> None:
     crash_point("shard-committed")
 
 
-def _shard_info(work: Path, ordinal: int, split: str, name: str, digest: str, records: list) -> ShardInfo:
-    return ShardInfo(0, ordinal, [name], {name: digest}, rows=sum(r.rows for r in records),
+def _shard_info(work: Path, ordinal: int, split: str, name: str, digest: str, records: list) -> ShardRecord:
+    return ShardRecord(0, ordinal, [name], {name: digest}, rows=sum(r.rows for r in records),
                      tokens=sum(r.tokens for r in records), padding_tokens=sum(r.padding_tokens for r in records),
                      documents=sum(r.documents for r in records), segments=sum(r.segments for r in records),
                      split=split, bytes={name: (work / name).stat().st_size})
 
 
-def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardInfo] | None:
+def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardRecord] | None:
     """The new shards, or None when this path does not apply (see the module). Copies and hashes are
     queued apart, so that no copy waits for the hash of the shard before it: hashing (0.5 s of CPU
     per GB) is the longer of the two, and the copies then fill the cores' gaps."""

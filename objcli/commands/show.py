@@ -15,8 +15,8 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats.reading import iter_rows
 from ..storage.manifest import ColumnInfo, Manifest, read_manifest
-from ..storage.shards import iter_rows
 from ..tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")

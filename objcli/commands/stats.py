@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats.reading import read_shard_columns
 from ..kernels import IGNORE
 from ..run.progress import phase
 from ..storage.manifest import Manifest, read_manifest
-from ..storage.shards import read_shard_columns
 
 HISTOGRAM_BINS = 32
 

@@ -18,21 +18,18 @@ Checks, shard by shard (one shard in memory at a time):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..formats import FORMATS, Column
 from ..kernels import IGNORE
 from ..run.progress import phase
-from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.files import file_sha256
-from ..storage.format_files import format_files
 from ..storage.identity import check_identity
 from ..storage.manifest import Manifest, ShardRecord, read_manifest
 from ..storage.output import is_shard_name
-from ..storage.shards import read_table, read_token_stream
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
@@ -57,18 +54,6 @@ class Report:
         )
 
 
-@dataclass
-class Column:
-    """One column of one shard as flat values plus row offsets (scalars: offsets of one)."""
-
-    values: np.ndarray
-    offsets: np.ndarray
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-
 def verify_output(folder: str | Path) -> Report:
     folder = Path(folder)
     manifest = read_manifest(folder)
@@ -84,7 +69,7 @@ def verify_output(folder: str | Path) -> Report:
         problems = _check_files(folder, shard)
         if not problems:
             try:
-                columns = _read_columns(folder, manifest, shard)
+                columns = FORMATS[manifest.format].read_columns(folder, manifest, shard)
             except Exception as error:  # any parse failure of a damaged file is a finding, not a crash
                 columns = None
                 problems = [f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"]
@@ -107,7 +92,7 @@ def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
     """The files a format's loader opens besides the shards (Megatron's data-args lists, the HF
     saved-dataset files) follow from the manifest: each must be there, byte for byte (an edited
     ``megatron.txt`` could send a trainer anywhere)."""
-    expected = format_files(manifest.format, manifest.shards, manifest.columns, manifest.config_sha256)
+    expected = FORMATS[manifest.format].side_files(manifest.shards, manifest.columns, manifest.config_sha256)
     problems = []
     for name, text in expected.items():
         path = folder / name
@@ -127,47 +112,6 @@ def _check_files(folder: Path, shard: ShardRecord) -> list[str]:
         elif file_sha256(path) != digest:
             problems.append(f"{name}: sha256 differs from the manifest (changed or truncated after it was written)")
     return problems
-
-
-def _read_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-    fmt = manifest.format
-    specs = manifest.columns
-    first = folder / shard.files[0]
-    if fmt in ("arrow", "hf", "parquet"):
-        import pyarrow as pa
-
-        table = read_table(first, fmt)
-        # Parquet names a list's values "element", Arrow "item": compare the types, not the names.
-        expected = [(c.name, re.sub(r"list<\w+: ", "list<", c.arrow_type)) for c in specs]
-        found = [(f.name, f"list<{f.type.value_type}>" if pa.types.is_list(f.type) else str(f.type)) for f in table.schema]
-        if found != expected:
-            raise ValueError(f"schema {found} is not the manifest's {expected}")
-        columns = {}
-        for spec in specs:
-            array = table.column(spec.name).combine_chunks()
-            if spec.kind == "scalar":
-                values = numpy_of(array)
-                columns[spec.name] = Column(values, np.arange(len(values) + 1))
-            else:
-                values, offsets = list_parts(array)
-                columns[spec.name] = Column(values, offsets.astype(np.int64))
-        return columns
-    if fmt == "npy":
-        prefix = shard.files[0].split(".")[0]
-        columns = {}
-        for spec in specs:
-            values = np.load(folder / f"{prefix}.{spec.name}.npy", mmap_mode="r")
-            if str(values.dtype) != spec.disk_dtype:
-                raise ValueError(f"{spec.name} has dtype {values.dtype}, the manifest says {spec.disk_dtype}")
-            if spec.kind == "ragged":
-                offsets = np.load(folder / f"{prefix}.{spec.name}.offsets.npy").astype(np.int64)
-            elif spec.kind == "fixed":
-                offsets = np.arange(values.shape[0] + 1, dtype=np.int64) * (values.shape[1] if values.ndim == 2 else 0)
-            else:
-                offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
-            columns[spec.name] = Column(np.asarray(values).reshape(-1), offsets)
-        return columns
-    return {"input_ids": Column(*read_token_stream(folder, shard, manifest))}
 
 
 def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Column]) -> list[str]:

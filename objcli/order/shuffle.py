@@ -28,29 +28,30 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ..formats import FORMATS, ShardSink
+from ..formats.arrow import BOOKKEEPING
+from ..formats.arrow_columns import list_parts, numpy_of
 from ..kernels.ragged import lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..storage.arrow_numpy import list_parts, numpy_of
 from ..storage.faults import crash_point
-from ..writers import WRITERS, ShardInfo, ShardSink
-from ..writers.arrow import BOOKKEEPING
+from ..storage.shard_info import ShardRecord
 
 BUCKET_BYTES = 32 * 2**20
 SHUFFLED = -1  # the partition of a shuffled shard: its rows come from every partition
 STREAM = "shuffle-rows"
 
 
-def shuffle_rows(shards: list[ShardInfo], work: Path, columns: list[ColumnSpec], output_format: str,
-                 shard_limit, seed: int, publish=None) -> list[ShardInfo]:
+def shuffle_rows(shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], output_format: str,
+                 shard_limit, seed: int, publish=None) -> list[ShardRecord]:
     """Replace the partitions' work shards (in partition order) by shuffled shards of the final
     format, split by split; returns the new shards, written to ``work`` (and handed to ``publish``
     as each is finished, when the output is in object storage)."""
     for stale in work.glob("shuffled-*"):  # what a killed pass 2 left
         stale.unlink()
-    out: list[ShardInfo] = []
+    out: list[ShardRecord] = []
     for split in dict.fromkeys(s.split for s in shards):
-        sink = ShardSink(work, SHUFFLED, WRITERS[output_format], columns, shard_limit.rows, shard_limit.bytes,
+        sink = ShardSink(work, SHUFFLED, FORMATS[output_format].writer, columns, shard_limit.rows, shard_limit.bytes,
                          split=split, publish=publish)
         for rows in _shuffled_buckets([s for s in shards if s.split == split], work, columns, seed, split):
             sink.write(rows)
@@ -58,12 +59,12 @@ def shuffle_rows(shards: list[ShardInfo], work: Path, columns: list[ColumnSpec],
     return out
 
 
-def _bucket_count(shards: list[ShardInfo], work: Path) -> int:
+def _bucket_count(shards: list[ShardRecord], work: Path) -> int:
     size = sum((work / s.files[0]).stat().st_size for s in shards)
     return max(1, -(-size // BUCKET_BYTES))
 
 
-def _open_batches(shard: ShardInfo, work: Path, columns: list[ColumnSpec]) -> tuple[list[RowBatch], np.ndarray]:
+def _open_batches(shard: ShardRecord, work: Path, columns: list[ColumnSpec]) -> tuple[list[RowBatch], np.ndarray]:
     """A work shard's record batches as rows viewing its memory map (nothing copied), and where
     each batch starts among the shard's rows."""
     source = pa.memory_map(str(work / shard.files[0]))
@@ -71,7 +72,7 @@ def _open_batches(shard: ShardInfo, work: Path, columns: list[ColumnSpec]) -> tu
     return batches, lengths_to_offsets(np.array([b.num_rows for b in batches], dtype=np.int64))
 
 
-def _bucket_index(shards: list[ShardInfo], buckets: int, seed: int, split: str) -> list[tuple[np.ndarray, np.ndarray]]:
+def _bucket_index(shards: list[ShardRecord], buckets: int, seed: int, split: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per work shard: (its rows sorted by bucket, where each bucket starts among them)."""
     draws: dict[int, np.ndarray] = {}
     for partition in dict.fromkeys(s.partition for s in shards):
@@ -87,7 +88,7 @@ def _bucket_index(shards: list[ShardInfo], buckets: int, seed: int, split: str) 
     return index
 
 
-def _shuffled_buckets(shards: list[ShardInfo], work: Path, columns: list[ColumnSpec], seed: int,
+def _shuffled_buckets(shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], seed: int,
                       split: str) -> Iterator[RowBatch]:
     """Each bucket's rows, permuted. The next bucket is gathered on a second thread while the
     caller writes this one (NumPy's copies, sha256 and file writes all release the GIL), so memory
@@ -114,7 +115,7 @@ def _shuffled_buckets(shards: list[ShardInfo], work: Path, columns: list[ColumnS
             crash_point("shuffle-bucket")
 
 
-def _take(shard: ShardInfo, rows: np.ndarray, work: Path, columns: list[ColumnSpec]) -> list[RowBatch]:
+def _take(shard: ShardRecord, rows: np.ndarray, work: Path, columns: list[ColumnSpec]) -> list[RowBatch]:
     """Rows of a work shard (ascending), copied out of its record batches. The file is mapped
     only while they are taken: pages mapped for the whole pass would count as resident memory."""
     if not len(rows):

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix
 from ..storage.output import PartitionResult, write_marker
-from ..storage.shard_info import ShardInfo, work_prefix
+from ..storage.shard_info import ShardRecord, work_prefix
 from .run_inputs import make_run_key
 
 COMPARED_AWAY = {"inputs", "output", "engine", "input_breaks"}  # what an append may differ in
@@ -163,12 +163,12 @@ def _refuse_copies(old_files, new_files) -> None:
                                   "in the output; leave it out (its documents would be written twice)")
 
 
-def _work_shard(shard) -> tuple[ShardInfo, dict[str, str]]:
+def _work_shard(shard) -> tuple[ShardRecord, dict[str, str]]:
     """A finished shard under its work name (``p00003-s00000.arrow``) again."""
     final = final_prefix(shard.files[0])
     work = work_prefix(shard.partition, shard.split, shard.ordinal)
     rename = {name: work + name[len(final):] for name in shard.files}
-    return ShardInfo(shard.partition, shard.ordinal, [rename[n] for n in shard.files],
+    return ShardRecord(shard.partition, shard.ordinal, [rename[n] for n in shard.files],
                      {rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows, tokens=shard.tokens,
                      padding_tokens=shard.padding_tokens, documents=shard.documents, segments=shard.segments,
                      split=shard.split, bytes={rename[n]: b for n, b in shard.bytes.items()},

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 from .. import __version__
+from ..formats import FORMATS
 from ..order.mixture import mixture_totals
 from ..order.splits import split_names
 from ..recipe import recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.remote import public_url, tokenizer_location
-from ..writers import WRITERS, arrow_schema
-
-
-def column_json(column, disk_dtype) -> dict:
-    data = {
-        "name": column.name,
-        "kind": column.kind,
-        "role": column.role,
-        "family": column.family,
-        "arrow_type": str(arrow_schema([column]).field(0).type),
-        "disk_dtype": str(disk_dtype),
-        "min_value": column.min_value,
-        "max_value": column.max_value,
-        "description": column.doc,
-    }
-    if column.categories:
-        data["categories"] = list(column.categories)
-    return data
 
 
 def build_manifest(plan, results: list, shards, run_key: str) -> dict:
@@ -53,7 +36,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "identity": plan.identity,
         "special_tokens": tokenizer.special.to_json(),
         "format": config.output_format,
-        "columns": [column_json(c, dtype) for c, dtype in WRITERS[config.output_format].stored_columns(plan.columns)],
+        "columns": [c.to_json() for c in FORMATS[config.output_format].stored_columns(plan.columns)],
         "inputs": [
             {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
         ],

@@ -19,8 +19,10 @@ from itertools import repeat
 
 import numpy as np
 
-from ..config import WHOLE_DOCUMENT_FORMATS, TransformConfig
+from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..formats import ShardSink
+from ..formats.arrow import RowsToShuffle
 from ..kernels.rng import derive_rng
 from ..objectives import REGISTRY, DocumentBatch
 from ..objectives.base import Objective
@@ -35,8 +37,6 @@ from ..storage.output import PartitionResult, clear_partition, output_error, wri
 from ..storage.stores import open_store
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engines import choose_engine
-from ..writers import WRITERS, ShardSink
-from ..writers.arrow import RowsToShuffle
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ WHOLE = 1 << 62  # a row length no document reaches
 
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
-    whole = config.output_format in WHOLE_DOCUMENT_FORMATS and config.packing == "none"
+    whole = config.format.whole_documents and config.packing == "none"
     overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
     settings = PackSettings(WHOLE if whole else config.row_length, tuple(objective.example_columns()), objective.pad_id,
                             config.pack_window, objective.examples_are_documents, overlap)
@@ -226,7 +226,7 @@ class _Chain:
         objective = build_objective(config, tokenizer)
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
-        writer = RowsToShuffle if config.shuffle_rows else WRITERS[config.output_format]
+        writer = RowsToShuffle if config.shuffle_rows else config.format.writer
         sink = ShardSink(work.staging(), partition, writer, run_columns(config, objective, packer),
                          config.shard_limit.rows, config.shard_limit.bytes, split=split,
                          publish=work.publish if work.remote else None)

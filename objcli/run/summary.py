@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import WHOLE_DOCUMENT_FORMATS
+from ..formats import FORMATS
 from ..readers.inputs import STDIN
 
 
@@ -69,7 +69,8 @@ class Summary:
     def _row_length(self) -> str:
         """The row length, said even when --seq-len was left at its default (a forgotten one is seen)."""
         config = self.manifest["config"]
-        if config.get("output_format") in WHOLE_DOCUMENT_FORMATS or "seq_len" not in config:
+        stored = FORMATS.get(config.get("output_format"))
+        if stored is None or stored.whole_documents or "seq_len" not in config:
             return ""
         return f" (--seq-len {config['seq_len']})"
 

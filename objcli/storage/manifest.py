@@ -12,6 +12,8 @@ from pathlib import Path
 
 import msgspec
 
+from .shard_info import ShardRecord
+
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
@@ -69,19 +71,17 @@ class ColumnInfo(msgspec.Struct, frozen=True):
     description: str = ""
     categories: list[str] = []
 
+    @classmethod
+    def of(cls, spec, disk_dtype, arrow_type: str) -> ColumnInfo:
+        """A written column (a ``rows.ColumnSpec``) as the manifest lists it."""
+        return cls(spec.name, spec.kind, arrow_type, str(disk_dtype), spec.min_value, spec.max_value, spec.role,
+                   spec.family, spec.doc, list(spec.categories))
 
-class ShardRecord(msgspec.Struct, frozen=True):
-    partition: int
-    ordinal: int
-    files: list[str]
-    sha256: dict[str, str]
-    rows: int = 0
-    tokens: int = 0
-    padding_tokens: int = 0
-    documents: int = 0
-    segments: int = 0
-    split: str = ""
-    bytes: dict[str, int] = {}  # each file's size in bytes (manifests written before it lack it)
+    def to_json(self) -> dict:
+        data = {"name": self.name, "kind": self.kind, "role": self.role, "family": self.family,
+                "arrow_type": self.arrow_type, "disk_dtype": self.disk_dtype, "min_value": self.min_value,
+                "max_value": self.max_value, "description": self.description}
+        return {**data, "categories": self.categories} if self.categories else data
 
 
 class TokenizerRecord(msgspec.Struct, frozen=True):

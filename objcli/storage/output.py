@@ -20,39 +20,18 @@ import errno
 import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import ObjcliError
 from .faults import crash_point
 from .manifest import MANIFEST_NAME, PENDING_RESHARD, decode_manifest, pending_reshard
-from .shard_info import ShardInfo, work_prefix
+from .shard_info import ShardRecord, work_prefix
 from .stores import LocalStore, RemoteStore
 
 WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
-HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
-HF_DATASET_DICT = "dataset_dict.json"  # --format hf --split: the splits, each a folder with HF_FILES
-# Files that come with a format's shards (format_files.py): Megatron's data-args files, one per split
-# (megatron.txt for train), and HF's saved-dataset files. A rebuild removes them with the shards.
-FORMAT_FILE = re.compile(r"megatron(-[a-z][a-z0-9_]*)?\.txt|state\.json|dataset_info\.json|dataset_dict\.json")
-
-
-def remove_split_folders(store) -> None:
-    """The split folders of an ``hf`` output with splits (their two files, then the folder if that
-    left it empty): named by its ``dataset_dict.json``, removed with the shards by a rebuild."""
-    listing = store.read_json(HF_DATASET_DICT)
-    for split in (listing or {}).get("splits", []) if isinstance(listing, dict) else []:
-        if not isinstance(split, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", split):
-            continue  # never a path: a name objcli could have written
-        for name in HF_FILES:
-            store.delete(f"{split}/{name}")
-        store.remove_empty_folder(split)
-
-
-def data_args_name(split: str) -> str:
-    """Megatron-LM's --data-args-path file of a split (weight prefix per shard)."""
-    return "megatron.txt" if split in ("", "train") else f"megatron-{split}.txt"
 SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
 
 
@@ -60,9 +39,17 @@ def is_shard_name(name: str) -> bool:
     return SHARD_NAME.match(name) is not None
 
 
-def is_own_file(name: str) -> bool:
-    """A file an output's writer put there (manifest, shards, format files): what --overwrite removes."""
-    return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or FORMAT_FILE.fullmatch(name) is not None
+class SideFileNames(Protocol):
+    """What the output formats say about the files they write beside their shards (formats.SIDE_FILES)."""
+
+    def is_side_file(self, name: str) -> bool: ...
+
+    def remove_folders(self, store) -> None: ...
+
+
+def is_own_file(name: str, side_files: SideFileNames) -> bool:
+    """A file an output's writer put there (manifest, shards, a format's side files): what --overwrite removes."""
+    return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or side_files.is_side_file(name)
 
 
 @dataclass
@@ -72,7 +59,7 @@ class PartitionResult:
     skipped: dict[str, int]
     first_examples: dict[str, str]
     counters: dict[str, int]
-    shards: list[ShardInfo]
+    shards: list[ShardRecord]
     text_bytes: int
     seconds: float
 
@@ -85,11 +72,11 @@ class PartitionResult:
         return self.documents_read - self.documents_skipped
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "shards": [s.to_json() for s in self.shards]}
 
     @classmethod
     def from_json(cls, data: dict) -> PartitionResult:
-        return cls(**{**data, "shards": [ShardInfo.from_json(s) for s in data["shards"]]})
+        return cls(**{**data, "shards": [ShardRecord.from_json(s) for s in data["shards"]]})
 
 
 def marker_name(partition: int) -> str:
@@ -126,7 +113,7 @@ def output_error(error: OSError, folder: Path | str) -> ObjcliError:
     return ObjcliError(f"output {folder}: {error.strerror or error} ({error.filename or 'write'}); check the folder")
 
 
-def final_names(shards: list[ShardInfo]) -> list[tuple[str, str]]:
+def final_names(shards: list[ShardRecord]) -> list[tuple[str, str]]:
     """Give the shards their final names ``part-XXXXX-of-N`` (in the order given), in place, and
     return the (work name, final name) pairs."""
     counts = Counter(s.split for s in shards)
@@ -156,6 +143,7 @@ class OutputFolder:
     store: LocalStore | RemoteStore
     config_sha256: str
     run_key: str
+    side_files: SideFileNames  # the formats' side files (formats.SIDE_FILES): objcli's own, like the shards
     kept: dict[int, PartitionResult] = field(default_factory=dict)
     complete_manifest: dict | None = None  # this configuration already finished here
     restarted: str = ""  # "interrupted" or "finished": an earlier run of this configuration read other inputs
@@ -206,7 +194,7 @@ class OutputFolder:
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
         # objcli's own names only (manifest, shards, format files): any other file is the user's, kept.
-        leftovers = [n for n in store.names() if is_own_file(n) and not n.endswith(".tmp")]
+        leftovers = [n for n in store.names() if is_own_file(n, self.side_files) and not n.endswith(".tmp")]
         leftovers += [f"{WORK_FOLDER}/{n}" for n in work.names() if n.endswith(".done.json")]
         # A run killed before its first partition finished left only its run file: it is still
         # this configuration's run, and --resume may continue it.
@@ -278,9 +266,9 @@ class OutputFolder:
 
     def _remove_everything(self) -> None:
         self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
-        remove_split_folders(self.store)
+        self.side_files.remove_folders(self.store)
         for name in self.store.names():
-            if is_own_file(name):
+            if is_own_file(name, self.side_files):
                 self.store.delete(name)
         self.work_store.remove()
 

@@ -1,10 +1,10 @@
 """A finished shard's record (what the manifest lists) and the names shards have while they are
-written: what the writers, the output folder and merge/reshard share. No NumPy or Arrow here, so a
+written: what the writers, the output folder and merge/reshard share. No NumPy or Arrow here (msgspec only), so a
 command that only moves finished shards (a reshard by record batches) starts without importing them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import msgspec
 
 TEMP_SUFFIX = ".tmp"
 
@@ -16,8 +16,9 @@ def work_prefix(partition: int, split: str, ordinal: int) -> str:
     return f"{owner}-{split}-s{ordinal:05d}" if split else f"{owner}-s{ordinal:05d}"
 
 
-@dataclass
-class ShardInfo:
+class ShardRecord(msgspec.Struct):
+    """One shard: what its sink counted while writing it, and what the manifest lists."""
+
     partition: int
     ordinal: int
     files: list[str]  # file names (in the folder the sink wrote to)
@@ -28,11 +29,11 @@ class ShardInfo:
     documents: int = 0  # documents whose first token is in this shard
     segments: int = 0  # examples in this shard (packed segments, or rows)
     split: str = ""  # with --split: train, validation, ...
-    bytes: dict[str, int] = field(default_factory=dict)  # each file's size (how object storage checks it)
+    bytes: dict[str, int] = {}  # each file's size (how object storage checks it; manifests before it lack it)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return msgspec.to_builtins(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> ShardInfo:
-        return cls(**data)
+    def from_json(cls, data: dict) -> ShardRecord:
+        return msgspec.convert(data, cls)

@@ -1,4 +1,4 @@
-"""NumPy ``.npy`` files, one per column per shard, for ``np.load(path, mmap_mode="r")``.
+"""NumPy ``.npy`` files (``--format npy``), one per column per shard, for ``np.load(path, mmap_mode="r")``.
 
 - fixed-length columns: a 2-D array ``(rows, seq_len)``;
 - variable-length columns: a 1-D array of all values plus ``<column>.offsets.npy`` (int64,
@@ -16,15 +16,13 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets
 from ..rows import ColumnSpec, RowBatch
-from .base import TEMP_SUFFIX, HashingFile, commit
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import ShardRecord
+from .base import Column, OutputFormat, arrow_type_name, commit, temp_file
 
 
 class NpyWriter:
     suffix = ".npy"
-
-    @staticmethod
-    def stored_columns(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
-        return [(c, c.disk_dtype()) for c in columns]
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.base = base
@@ -36,7 +34,7 @@ class NpyWriter:
             self.parts[spec.name].append(rows.columns[spec.name])
 
     def _save(self, name: str, array: np.ndarray) -> tuple[Path, str]:
-        temp = HashingFile(self.base.with_name(f"{self.base.name}.{name}.npy{TEMP_SUFFIX}"))
+        temp = temp_file(self.base, f".{name}.npy")
         np.save(temp, array, allow_pickle=False)
         return commit(temp)
 
@@ -55,3 +53,26 @@ class NpyWriter:
         return files
 
 
+class NpyFormat(OutputFormat):
+    name = "npy"
+    writer = NpyWriter
+
+    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+        return [ColumnInfo.of(c, c.disk_dtype(), arrow_type_name(c)) for c in columns]
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        prefix = shard.files[0].split(".")[0]
+        columns = {}
+        for spec in manifest.columns:
+            values = np.load(folder / f"{prefix}.{spec.name}.npy", mmap_mode="r")
+            if str(values.dtype) != spec.disk_dtype:
+                raise ValueError(f"{spec.name} has dtype {values.dtype}, the manifest says {spec.disk_dtype}")
+            if spec.kind == "ragged":
+                offsets = np.load(folder / f"{prefix}.{spec.name}.offsets.npy").astype(np.int64)
+                columns[spec.name] = Column(values, offsets)
+            else:
+                columns[spec.name] = Column.of_rows(values)
+        return columns
+
+
+NPY = NpyFormat()

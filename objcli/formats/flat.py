@@ -29,11 +29,13 @@ import numpy as np
 
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.files import file_sha256
-from .base import TEMP_SUFFIX, HashingFile, commit
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import TEMP_SUFFIX, ShardRecord
+from .base import Column, OutputFormat, commit, temp_file
+from .megatron import input_ids_only, token_stream
 
 LLMC_HEADER_INTS = 256
 LLMC_MAGIC = {np.dtype(np.uint16): (20240520, 1), np.dtype(np.uint32): (20240801, 7)}  # llm.c's data_common.py
-FLAT_FORMATS = ("tokens", "llmc", "nanoset")
 
 
 def flat_dtype(spec: ColumnSpec) -> np.dtype:
@@ -45,15 +47,10 @@ class _FlatWriter:
 
     token_suffix = ".bin"
 
-    @staticmethod
-    def stored_columns(columns: list[ColumnSpec]) -> list[tuple[ColumnSpec, np.dtype]]:
-        spec = next(c for c in columns if c.name == "input_ids")
-        return [(spec, flat_dtype(spec))]
-
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.base = base
-        self.dtype = self.stored_columns(columns)[0][1].newbyteorder("<")
-        self.tokens = HashingFile(base.with_name(base.name + self.token_suffix + TEMP_SUFFIX))
+        self.dtype = flat_dtype(next(c for c in columns if c.name == "input_ids")).newbyteorder("<")
+        self.tokens = temp_file(base, self.token_suffix)
         self.lengths: list[np.ndarray] = []
         self._start()
 
@@ -72,7 +69,7 @@ class _FlatWriter:
         return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
     def _offsets_file(self) -> tuple[Path, str]:
-        index = HashingFile(self.base.with_name(self.base.name + ".offsets.npy" + TEMP_SUFFIX))
+        index = temp_file(self.base, ".offsets.npy")
         np.save(index, self._offsets(), allow_pickle=False)
         return commit(index)
 
@@ -117,28 +114,43 @@ class NanosetWriter(_FlatWriter):
     def close(self) -> list[tuple[Path, str]]:
         offsets = self._offsets()
         files = [commit(self.tokens)]
-        index = HashingFile(self.base.with_name(self.base.name + ".ds.index" + TEMP_SUFFIX))
+        index = temp_file(self.base, ".ds.index")
         index.write(offsets[1:].astype("<u8").tobytes())
         files.append(commit(index))
-        metadata = HashingFile(self.base.with_name(self.base.name + ".ds.metadata" + TEMP_SUFFIX))
+        metadata = temp_file(self.base, ".ds.metadata")
         metadata.write(f"objcli|{self.dtype.itemsize}\n{int(offsets[-1])}\n{int(offsets[-1]):,} tokens".encode())
         files.append(commit(metadata))
         return files
 
 
-def read_flat(folder: Path, files: list[str], fmt: str, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, document offsets) of one shard of a flat format, from its documented layout."""
-    tokens_path = folder / files[0]
-    if fmt == "nanoset":
-        ends = np.fromfile(folder / (files[0] + ".index"), dtype="<u8").astype(np.int64)
-        offsets = np.concatenate([[0], ends]).astype(np.int64)
-        values = np.fromfile(tokens_path, dtype=np.dtype(dtype).newbyteorder("<"))
-        return values, offsets
-    offsets = np.load(folder / files[0].replace(".bin", ".offsets.npy"))
-    skip = LLMC_HEADER_INTS * 4 if fmt == "llmc" else 0
-    values = np.fromfile(tokens_path, dtype=np.dtype(dtype).newbyteorder("<"), offset=skip)
-    if fmt == "llmc":
-        header = np.fromfile(tokens_path, dtype="<i4", count=3)
-        if tuple(header[:2]) != LLMC_MAGIC[np.dtype(dtype)] or header[2] != len(values):
-            raise ValueError(f"{files[0]}: llm.c header {header.tolist()} does not match its {len(values)} tokens")
-    return values, offsets
+class FlatFormat(OutputFormat):
+    """The three flat formats: whole documents' tokens back to back, and an index of where each starts."""
+
+    whole_documents = True
+    packers = ("none",)
+
+    def __init__(self, name: str, writer: type):
+        self.name, self.writer = name, writer
+
+    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+        return input_ids_only(columns, flat_dtype)
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        """Tokens and document offsets of one shard, from its documented layout."""
+        name, dtype = shard.files[0], np.dtype(manifest.columns[0].disk_dtype).newbyteorder("<")
+        if self.name == "nanoset":
+            ends = np.fromfile(folder / (name + ".index"), dtype="<u8").astype(np.int64)
+            return {"input_ids": token_stream(np.fromfile(folder / name, dtype=dtype), np.concatenate([[0], ends]))}
+        offsets = np.load(folder / name.replace(".bin", ".offsets.npy"))
+        skip = LLMC_HEADER_INTS * 4 if self.name == "llmc" else 0
+        values = np.fromfile(folder / name, dtype=dtype, offset=skip)
+        if self.name == "llmc":
+            header = np.fromfile(folder / name, dtype="<i4", count=3)
+            if tuple(header[:2]) != LLMC_MAGIC[np.dtype(dtype.name)] or header[2] != len(values):
+                raise ValueError(f"{name}: llm.c header {header.tolist()} does not match its {len(values)} tokens")
+        return {"input_ids": token_stream(values, offsets.astype(np.int64))}
+
+
+TOKENS = FlatFormat("tokens", TokensWriter)
+LLMC = FlatFormat("llmc", LlmcWriter)
+NANOSET = FlatFormat("nanoset", NanosetWriter)

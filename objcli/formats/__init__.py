@@ -1,0 +1,38 @@
+"""Output formats, one module each: the writer, what it stores, how its shards are read back and
+the files its loader opens besides them (``base.OutputFormat``). Everything else (the options'
+choices, the run, verify, inspect, stats, merge, reshard) asks a format here, never by its name.
+
+Importing this package costs NumPy only: a format imports pyarrow where it writes or reads Arrow."""
+
+from __future__ import annotations
+
+from .arrow import ARROW, HF
+from .base import Column, OutputFormat, ShardWriter, SideFiles
+from .flat import LLMC, NANOSET, TOKENS
+from .megatron import MEGATRON
+from .npy import NPY
+from .parquet import PARQUET
+from .sink import ShardSink
+
+# The --format choices, in the order --help lists them. A dict, read at every use: a format
+# registered later (register) is a choice like the rest.
+FORMATS: dict[str, OutputFormat] = {f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET)}
+
+
+def register(output_format: OutputFormat) -> OutputFormat:
+    FORMATS[output_format.name] = output_format
+    return output_format
+
+
+def format_of(name: str) -> OutputFormat:
+    return FORMATS[name]
+
+
+def whole_document_formats() -> tuple[str, ...]:
+    """Formats that hold whole documents' tokens only (Megatron's, the flat token files)."""
+    return tuple(name for name, output_format in FORMATS.items() if output_format.whole_documents)
+
+
+SIDE_FILES = SideFiles(lambda: list(FORMATS.values()))
+
+__all__ = ["FORMATS", "SIDE_FILES", "Column", "OutputFormat", "ShardSink", "ShardWriter", "format_of", "register", "whole_document_formats"]

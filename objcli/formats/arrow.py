@@ -1,0 +1,156 @@
+"""Arrow IPC stream files (``--format arrow``, ``--format hf``): one record batch per chunk of rows.
+
+Hugging Face ``datasets`` memory-maps these with ``Dataset.from_file`` (REFERENCE §12);
+``pyarrow.ipc.open_stream`` reads them anywhere. ``hf`` writes the same shards and, beside them, what
+``datasets.load_from_disk`` opens: ``state.json`` and ``dataset_info.json`` (features declared), or with
+``--split`` the layout of ``DatasetDict.save_to_disk``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from ..rows import ColumnSpec, RowBatch
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import ShardRecord
+from .base import Column, OutputFormat, commit, temp_file
+
+HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
+HF_DATASET_DICT = "dataset_dict.json"  # --format hf --split: the splits, each a folder with HF_FILES
+
+
+class ArrowWriter:
+    suffix = ".arrow"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        import pyarrow as pa  # here, not at the top: only a run that writes Arrow pays for pyarrow
+
+        from .arrow_columns import arrow_schema, to_record_batch
+
+        self.columns = columns
+        self.to_record_batch = to_record_batch
+        self.temp = temp_file(base, self.suffix)
+        self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self._schema(arrow_schema(columns)))
+
+    def _schema(self, schema):
+        return schema
+
+    def write(self, rows: RowBatch) -> None:
+        self.writer.write_batch(self.to_record_batch(rows, self.columns))
+
+    def close(self) -> list[tuple[Path, str]]:
+        self.writer.close()
+        return [commit(self.temp)]
+
+
+BOOKKEEPING = ("__tokens", "__padding", "__documents")  # RowBatch's per-row counts, by name
+
+
+class RowsToShuffle(ArrowWriter):
+    """``--shuffle-rows``, first pass: a partition's rows in order, as Arrow work files that also
+    keep each row's bookkeeping (the counts the manifest sums), for the shuffle to move with it."""
+
+    def _schema(self, schema):
+        import pyarrow as pa
+
+        for name in BOOKKEEPING:
+            schema = schema.append(pa.field(name, pa.int64(), nullable=False))
+        self.schema = schema
+        return schema
+
+    def write(self, rows: RowBatch) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        batch = self.to_record_batch(rows, self.columns)
+        counts = [pa.array(np.asarray(c, dtype=np.int64)) for c in (rows.tokens, rows.padding, rows.documents)]
+        self.writer.write_batch(pa.RecordBatch.from_arrays([*batch.columns, *counts], schema=self.schema))
+
+
+def read_arrow_table(path: Path):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+
+
+class ArrowFormat(OutputFormat):
+    name = "arrow"
+    writer = ArrowWriter
+    streams_to_stdout = True
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        from .arrow_columns import table_columns
+
+        return table_columns(read_arrow_table(folder / shard.files[0]), manifest.columns)
+
+
+class HfFormat(ArrowFormat):
+    name = "hf"
+    streams_to_stdout = False
+    side_file_pattern = r"state\.json|dataset_info\.json|dataset_dict\.json"
+
+    def refuses_splits(self, remote: bool) -> str | None:
+        if remote:
+            return ("load_from_disk copies one split's folder from object storage, without the shards beside it; "
+                    "use --format arrow there (load_dataset reads its splits by name)")
+        return None
+
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
+        splits = list(dict.fromkeys(s.split for s in shards))
+        if splits in ([], [""]):
+            return dict(zip(HF_FILES, saved_dataset(shards, columns, fingerprint)))
+        return saved_dataset_dict(splits, shards, columns, fingerprint)
+
+    def remove_side_folders(self, store) -> None:
+        """The split folders of an output with splits (their two files, then the folder if that left it
+        empty): named by its ``dataset_dict.json``."""
+        listing = store.read_json(HF_DATASET_DICT)
+        for split in (listing or {}).get("splits", []) if isinstance(listing, dict) else []:
+            if not isinstance(split, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", split):
+                continue  # never a path: a name objcli could have written
+            for name in HF_FILES:
+                store.delete(f"{split}/{name}")
+            store.remove_empty_folder(split)
+
+
+def saved_dataset_dict(splits: list[str], shards, columns, fingerprint: str) -> dict[str, str]:
+    """``DatasetDict.save_to_disk``'s layout over objcli's shards: ``dataset_dict.json`` naming the
+    splits, and a folder per split holding its ``state.json`` and ``dataset_info.json``, whose data
+    files are the split's shards beside the folder (``../train-00000-of-00002.arrow``: datasets joins
+    the name to the split's folder), so ``load_from_disk(OUT)`` returns a ``DatasetDict``."""
+    files = {HF_DATASET_DICT: json.dumps({"splits": splits}) + "\n"}
+    for split in splits:
+        state, info = saved_dataset([s for s in shards if s.split == split], columns, fingerprint + split, "../")
+        files[f"{split}/{HF_FILES[0]}"], files[f"{split}/{HF_FILES[1]}"] = state, info
+    return files
+
+
+def _feature(column) -> dict:
+    value = {"dtype": "int32", "_type": "Value"}
+    # "Sequence" is read by every datasets release (5.x reads it as List).
+    return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
+
+
+def saved_dataset(shards, columns, fingerprint: str, folder: str = "") -> tuple[str, str]:
+    """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards
+    (``folder``: where the shards are from the state file's folder)."""
+    files = [{"filename": folder + shard.files[0]} for shard in shards]
+    state = {
+        "_data_files": files,
+        "_fingerprint": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": None,
+    }
+    info = {"citation": "", "description": "written by objcli; see manifest.json",
+            "features": {c.name: _feature(c) for c in columns}, "homepage": "", "license": ""}
+    return json.dumps(state, indent=2) + "\n", json.dumps(info, indent=2) + "\n"
+
+
+ARROW = ArrowFormat()
+HF = HfFormat()

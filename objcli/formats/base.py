@@ -1,0 +1,119 @@
+"""What an output format is: one object that names its writer, says what it stores, reads its shards
+back and makes the files its loader opens besides them. Every format module defines one (or a few)
+and ``formats/__init__.py`` lists them; nothing else in objcli branches on a format's name."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..rows import ColumnSpec, RowBatch
+from ..storage.faults import crash_point
+from ..storage.files import HashingFile
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import TEMP_SUFFIX, ShardRecord
+
+
+def commit(temp: HashingFile) -> tuple[Path, str]:
+    """Close (flush + fsync) a finished temporary file, give it its final name, return its sha256."""
+    temp.close()
+    final = temp.path.with_name(temp.path.name.removesuffix(TEMP_SUFFIX))
+    os.replace(temp.path, final)
+    crash_point("shard-committed")
+    return final, temp.digest.hexdigest()
+
+
+def temp_file(base: Path, suffix: str) -> HashingFile:
+    """The temporary file a writer fills: ``base`` + ``suffix`` + ``.tmp``, renamed by ``commit``."""
+    return HashingFile(base.with_name(base.name + suffix + TEMP_SUFFIX))
+
+
+class ShardWriter(Protocol):
+    def __init__(self, base: Path, columns: list[ColumnSpec]) -> None: ...
+
+    def write(self, rows: RowBatch) -> None: ...
+
+    def close(self) -> list[tuple[Path, str]]:
+        """Finish, rename to final names, and return each file written with its sha256."""
+        ...
+
+
+@dataclass
+class Column:
+    """One column of one shard as read back: flat values plus row offsets (scalars: offsets of one)."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @classmethod
+    def of_rows(cls, values: np.ndarray) -> Column:
+        """A 1-D array of scalars, or a 2-D array of fixed-length rows."""
+        width = values.shape[1] if values.ndim == 2 else 1
+        return cls(np.asarray(values).reshape(-1), np.arange(values.shape[0] + 1, dtype=np.int64) * width)
+
+
+def arrow_type_name(spec: ColumnSpec) -> str:
+    """The Arrow type Arrow and Parquet shards give a column, as the manifest names it."""
+    return "int32" if spec.kind == "scalar" else "list<item: int32>"
+
+
+class OutputFormat:
+    """One output format. Subclasses set the class attributes and implement ``read_columns``."""
+
+    name: str
+    writer: type[ShardWriter]
+    help: str = ""
+    # Whole documents, only their tokens, back to back: the trainer cuts its own windows. Such a
+    # format stores input_ids alone (no row could say its source), and the packer defaults to none.
+    whole_documents: bool = False
+    packers: tuple[str, ...] | None = None  # the packers it takes (None: any the objective takes)
+    side_file_pattern: str | None = None  # names of the files ``side_files`` makes, a regex
+    streams_to_stdout: bool = False  # -o - writes this format to standard output
+
+    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+        """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
+        every column as int32, what every Arrow reader handles."""
+        return [ColumnInfo.of(c, np.dtype(np.int32), arrow_type_name(c)) for c in columns]
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        """Every column of one shard as stored, checked against the manifest's columns (names, types,
+        dtypes) and the format's own index; ``ValueError`` or ``OSError`` when the files disagree."""
+        raise NotImplementedError
+
+    def refuses_splits(self, remote: bool) -> str | None:
+        """Why this format cannot hold ``--split``'s splits (on object storage when ``remote``), or None."""
+        return None
+
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
+        """Files that come with the shards (name relative to the output folder -> text), written just
+        before the manifest and checked by ``verify``: what a trainer's loader opens besides the shards."""
+        return {}
+
+    def remove_side_folders(self, store) -> None:
+        """Folders ``side_files`` made (a rebuild removes them with the files)."""
+        return None
+
+
+@dataclass(frozen=True)
+class SideFiles:
+    """The side files of every registered format: what an output folder holds besides its manifest and
+    shards that objcli wrote (``--overwrite`` removes them; any other file is the user's)."""
+
+    formats: Callable[[], list[OutputFormat]]
+
+    def is_side_file(self, name: str) -> bool:
+        return any(f.side_file_pattern and re.fullmatch(f.side_file_pattern, name) for f in self.formats())
+
+    def remove_folders(self, store) -> None:
+        for output_format in self.formats():
+            output_format.remove_side_folders(store)

@@ -1,0 +1,165 @@
+"""Megatron-LM indexed dataset: ``.bin`` + ``.idx`` (REFERENCE §11).
+
+``.bin`` holds every sequence's tokens back to back, little-endian, no header. ``.idx``:
+
+    offset      size      field
+    0           9         magic b"MMIDIDX\\x00\\x00"
+    9           8         uint64 version = 1
+    17          1         uint8 dtype code (8 = uint16, 4 = int32)
+    18          8         uint64 sequence count S
+    26          8         uint64 document-index length S + 1
+    34          4*S       int32 sequence lengths
+    34 + 4S     8*S       int64 byte offset of each sequence in .bin (first 0)
+    34 + 12S    8*(S+1)   int64 document boundaries: 0, 1, ..., S (one sequence per document)
+
+Only ``input_ids`` is written: one sequence per row, in files named as Megatron's own
+``preprocess_data.py`` names them, ``{prefix}_input_ids_document.bin/.idx``. With ``--packing none``
+(the default for this format) a row is a whole document, never cut at ``--seq-len``, with its one
+EOS: what Megatron-LM's ``GPTDataset`` expects (it shuffles documents, packs and builds positions
+itself). ``--packing concat`` writes packed rows as sequences instead.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import ShardRecord
+from .base import Column, OutputFormat, arrow_type_name, commit, temp_file
+
+MAGIC = b"MMIDIDX\x00\x00"
+HEADER_BYTES = 34
+DOCUMENT_SUFFIX = "_input_ids_document"  # Megatron's own naming: {prefix}_{key}_document.bin/.idx
+DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+
+
+def index_header(code: int, sequences: int, documents: int) -> bytes:
+    return MAGIC + struct.pack("<QBQQ", 1, code, sequences, documents)
+
+
+def read_index_header(path: Path) -> tuple[int, int, int]:
+    """(dtype code, sequences, document-index length) from an ``.idx`` header; ``ValueError`` when
+    the file does not start with one."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    if head[:9] != MAGIC:
+        raise ValueError(f"{path.name} lacks the MMIDIDX header")
+    code, count, documents = struct.unpack("<BQQ", head[17:HEADER_BYTES])
+    return code, count, documents
+
+
+def index_array(path: Path, count: int, documents: int, part: str) -> np.ndarray:
+    """One of an index's arrays, read on its own (sizes, pointers or document boundaries)."""
+    start, dtype, length = {"sizes": (HEADER_BYTES, "<i4", count),
+                            "pointers": (HEADER_BYTES + 4 * count, "<i8", count),
+                            "documents": (HEADER_BYTES + 12 * count, "<i8", documents)}[part]
+    array = np.fromfile(path, dtype=dtype, count=length, offset=start)
+    if len(array) != length:
+        raise ValueError(f"{path.name} is cut short (its {part} end early)")
+    return array
+
+
+def read_megatron_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray]:
+    """(token dtype, sequence lengths, byte pointers) of a Megatron ``.idx`` file (``MMIDIDX``
+    version 1); ``ValueError`` when the header is not one."""
+    code, count, documents = read_index_header(path)
+    if code not in DTYPES:
+        raise ValueError(f".idx dtype code {code} is not one objcli writes (uint16: 8, int32: 4)")
+    lengths = index_array(path, count, documents, "sizes").astype(np.int64)
+    return DTYPES[code], lengths, index_array(path, count, documents, "pointers")
+
+
+def input_ids_only(columns: list[ColumnSpec], dtype) -> list[ColumnInfo]:
+    """Formats that store only the tokens (the trainer rebuilds positions and boundaries itself)."""
+    spec = next(c for c in columns if c.name == "input_ids")
+    return [ColumnInfo.of(spec, dtype(spec), arrow_type_name(spec))]
+
+
+def megatron_dtype(spec: ColumnSpec) -> np.dtype:
+    return spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32)
+
+
+class MegatronWriter:
+    suffix = ".bin"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        self.dtype = megatron_dtype(next(c for c in columns if c.name == "input_ids"))
+        base = base.with_name(base.name + DOCUMENT_SUFFIX)
+        self.bin = temp_file(base, ".bin")
+        self.idx = temp_file(base, ".idx")
+        self.lengths: list[np.ndarray] = []
+
+    def write(self, rows: RowBatch) -> None:
+        column = rows.columns["input_ids"]
+        if isinstance(column, Ragged):
+            values, lengths = column.values, np.diff(column.offsets)
+        else:
+            values, lengths = column.reshape(-1), np.full(len(column), column.shape[1], dtype=np.int64)
+        self.bin.write(values.astype(self.dtype.newbyteorder("<")).tobytes())
+        self.lengths.append(lengths.astype(np.int64))
+
+    def close(self) -> list[tuple[Path, str]]:
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+        count = len(lengths)
+        byte_offsets = np.zeros(count, dtype=np.int64)
+        np.cumsum(lengths[:-1] * self.dtype.itemsize, out=byte_offsets[1:])
+        self.idx.write(index_header(DTYPE_CODES[self.dtype], count, count + 1))
+        self.idx.write(lengths.astype("<i4").tobytes())
+        self.idx.write(byte_offsets.astype("<i8").tobytes())
+        self.idx.write(np.arange(count + 1, dtype="<i8").tobytes())
+        return [commit(self.bin), commit(self.idx)]
+
+
+def data_args_name(split: str) -> str:
+    """Megatron-LM's --data-args-path file of a split (weight prefix per shard)."""
+    return "megatron.txt" if split in ("", "train") else f"megatron-{split}.txt"
+
+
+def data_args(shards) -> str:
+    """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
+    normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
+    where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
+    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for shard in shards]
+    return "\n".join(lines) + "\n"
+
+
+class MegatronFormat(OutputFormat):
+    name = "megatron"
+    writer = MegatronWriter
+    whole_documents = True
+    side_file_pattern = r"megatron(-[a-z][a-z0-9_]*)?\.txt"
+
+    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+        return input_ids_only(columns, megatron_dtype)
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        prefix = shard.files[0].removesuffix(".bin")
+        dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
+        disk_dtype = manifest.columns[0].disk_dtype
+        if dtype.name != disk_dtype:
+            raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
+        values = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        if not np.array_equal(pointers, offsets[:-1] * dtype.itemsize):
+            raise ValueError(".idx lengths and pointers do not describe the .bin file")
+        return {"input_ids": token_stream(values, offsets)}
+
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
+        # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
+        return {data_args_name(split): data_args([s for s in shards if s.split == split])
+                for split in dict.fromkeys(s.split for s in shards)}
+
+
+def token_stream(values: np.ndarray, offsets: np.ndarray) -> Column:
+    """Tokens end to end and the index's offsets, checked against each other."""
+    if len(values) != offsets[-1]:
+        raise ValueError(f"the index describes {int(offsets[-1]):,} tokens, the file holds {len(values):,}")
+    return Column(values, offsets)
+
+
+MEGATRON = MegatronFormat()

@@ -1,0 +1,62 @@
+"""Reading a finished output back, shard by shard or row by row, whatever its format: every command
+that reads shards (verify, inspect, stats, reshard, merge's checks) goes through the format's own
+``read_columns``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..storage.manifest import Manifest, read_manifest
+from ..storage.shard_info import ShardRecord
+from . import format_of
+from .base import Column
+
+READ_ERRORS = (OSError, ValueError, EOFError)  # pyarrow's ArrowInvalid is a ValueError
+
+
+def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
+    """A damaged shard, as stats and inspect report it (verify names every problem)."""
+    detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return ObjcliError(f"{folder / name}: cannot be read ({detail}); run 'objcli verify {folder}', then rebuild "
+                       "with --overwrite")
+
+
+def shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+    """One shard's columns as stored (flat values + row offsets); a damaged shard is one line."""
+    first = folder / shard.files[0]
+    if not first.exists():
+        raise ObjcliError(f"{first}: listed in the manifest but missing; rerun the transform")
+    try:
+        return format_of(manifest.format).read_columns(folder, manifest, shard)
+    except READ_ERRORS as error:
+        raise unreadable(folder, shard.files[0], error) from None
+
+
+def read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict:
+    """One shard's columns as arrays: fixed-length columns 2-D, ragged as (values, offsets), scalars 1-D."""
+    kinds = {c.name: c.kind for c in manifest.columns}
+    columns = {}
+    for name, column in shard_columns(folder, manifest, shard).items():
+        if kinds[name] == "scalar":
+            columns[name] = column.values
+        elif kinds[name] == "fixed" and shard.rows:
+            columns[name] = column.values.reshape(shard.rows, -1)
+        else:
+            columns[name] = (column.values, column.offsets)
+    return columns
+
+
+def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(shard file, row) for every row of a finished output, in order."""
+    folder = Path(folder)
+    manifest = manifest or read_manifest(folder)
+    scalars = {c.name for c in manifest.columns if c.kind == "scalar"}
+    for shard in manifest.shards:
+        columns = shard_columns(folder, manifest, shard)
+        for row in range(shard.rows):
+            yield shard.files[0], {name: (c.values[row] if name in scalars else c.values[c.offsets[row]:c.offsets[row + 1]])
+                                   for name, c in columns.items()}
