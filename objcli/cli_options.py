@@ -42,7 +42,7 @@ def _click_type(f: dataclasses.Field, hint):
     base = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
     kind = base[0]
     if f.metadata["choices"] and kind is str:
-        return click.Choice(f.metadata["choices"])
+        return click.Choice(tuple(f.metadata["choices"]))
     return {int: click.INT, float: click.FLOAT}.get(kind, click.STRING)
 
 

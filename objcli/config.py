@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ObjcliError
-from .formats import FORMATS as OUTPUT_FORMATS
+from .formats import FORMAT_NAMES as OUTPUT_FORMATS
+from .formats import format_of
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 from .storage.remote import check_url_path, is_url
@@ -230,7 +231,7 @@ class TransformConfig:
     @property
     def format(self):
         """The output format (formats/): what it stores and which packers it takes."""
-        return OUTPUT_FORMATS[self.output_format]
+        return format_of(self.output_format)
 
     @property
     def row_length(self) -> int:

@@ -1,4 +1,6 @@
-"""The library API behind ``objcli transform``: plan, run partitions, finalize shards, manifest."""
+"""The library API behind ``objcli transform``: plan (``run/plan.py``), run the partitions
+(``run/pipeline.py`` in the executor's workers), finish (``run/finish.py``: the row shuffle, the
+manifest, its checks), with the output folder's decisions (start, resume, refuse, done) around them."""
 
 from __future__ import annotations
 
@@ -6,135 +8,32 @@ import dataclasses
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
 
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import POOLS, LocalExecutor, make_executor
-from .executors.local import compiled_kernels, start_fork_server
-from .executors.pools import choose_pool, will_fork
+from .executors import LocalExecutor, make_executor
 from .formats import SIDE_FILES
-from .formats.arrow_columns import arrow_schema
-from .objectives.base import remainder_hint
+from .formats.dataset_card import card_files
 from .order.first_pass import mixture_rates, split_bounds
-from .order.mixture import check_repeats, parse_sources
-from .order.shuffle import shuffle_rows
-from .readers import plan_partitions, resolve_inputs
+from .order.mixture import check_repeats
 from .readers.inputs import STDIN
-from .readers.records import every_record_bad, why_no_rows
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
-from .run.finish import build_manifest
-from .run.pipeline import PartitionTask, Progress, first_texts, plan_objective
-from .run.run_inputs import check_output_outside_inputs, check_sources_disjoint, make_run_key
+from .run.finish import build_manifest, check_totals, shuffle_pass, warn_skips
+from .run.pipeline import PartitionTask, Progress
+from .run.plan import RunPlan, check_execution, plan_run
+from .run.run_inputs import make_run_key
+from .run.stdout import StdoutStream
 from .run.summary import Summary
-from .storage.dataset_card import card_files
-from .storage.identity import run_identity, side_digests
-from .storage.output import OutputFolder, PartitionResult, final_names, output_error
+from .storage.output import OutputFolder, PartitionResult, final_names
 from .storage.remote import is_url
 from .storage.stores import open_store, share_tokenizer
 
-
-class _StdoutStream:
-    """Streams finished partitions to standard output in partition order."""
-
-    def __init__(self, columns, work: Path):
-        self.work = work
-        self.writer = pa.ipc.new_stream(pa.PythonFile(sys.stdout.buffer, mode="w"), arrow_schema(columns))
-        self.next_index = 0
-        self.waiting: dict[int, PartitionResult] = {}
-
-    def add(self, result: PartitionResult) -> None:
-        self.waiting[result.index] = result
-        while self.next_index in self.waiting:
-            for shard in self.waiting.pop(self.next_index).shards:
-                for name in shard.files:
-                    with pa.ipc.open_stream(pa.memory_map(str(self.work / name))) as reader:
-                        for batch in reader:
-                            self.writer.write_batch(batch)
-                    (self.work / name).unlink()
-            self.next_index += 1
-
-    def close(self) -> None:
-        self.writer.close()
-        sys.stdout.buffer.flush()
-
-
-@dataclass
-class RunPlan:
-    """What ``plan_run`` decides before any partition runs."""
-
-    config: TransformConfig
-    files: list
-    partitions: list
-    tokenizer: object
-    objective: object
-    columns: list
-    fingerprint: str
-    pool: str
-    split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
-    mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
-    task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
-    identity: dict = dataclasses.field(default_factory=dict)  # every file read besides the inputs (storage/identity.py)
-
-
-def _check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
-    if workers < 1:
-        raise ObjcliError(f"--workers {workers}: must be at least 1")
-    if overwrite and resume:
-        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
-    if to_stdout and resume:
-        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
-    if pool not in POOLS:
-        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
-    if pool != "auto" and executor != "local":
-        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
-
-
-def _input_groups(paths: list[str], breaks) -> list[list[str]]:
-    edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(paths)), len(paths)]
-    return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
-
-
-def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
-    """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
-    check_output_outside_inputs(config)
-    files, partitions, by_source = [], [], {}
-    for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
-        source_files = by_source[source] = []
-        # Partitions never mix sources (each row then has one), nor inputs an --append added.
-        for group in _input_groups(paths, config.input_breaks if not config.source else ()):
-            group_files = resolve_inputs(group, config.input_format, warn)
-            partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source) for i, p in
-                           enumerate(plan_partitions(group_files, config.partition_bytes, config.text_unit))]
-            source_files += group_files
-        files += source_files
-    check_sources_disjoint(by_source)
-    if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
-        raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
-                          f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
-    if executor == "local" and will_fork(config.objective, pool, workers, sum(not p.input.is_stream for p in partitions)):
-        start_fork_server(config.tokenizer, compiled_kernels(config))
-    config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
-    pool = choose_pool(pool, objective, tokenizer, workers)
-    # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
-    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
-    if config.format.whole_documents and lost:
-        raise ObjcliError(
-            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
-            "choose --format arrow, parquet or npy"
-        )
-    identity = run_identity(tokenizer, objective)
-    return RunPlan(config, files, partitions, tokenizer, objective, columns,
-                   config.fingerprint(tokenizer.sha256, side_digests(identity)), pool, identity=identity)
+__all__ = ["RunPlan", "plan_run", "transform"]
 
 
 def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str,
@@ -167,36 +66,6 @@ def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, 
     if stream:
         stream.close()
     return results
-
-
-def _warn_skips(results, warn) -> None:
-    examples: dict[str, tuple[int, str]] = {}
-    counts: Counter = Counter()
-    for result in results:
-        counts.update(result.skipped)
-        for reason, example in result.first_examples.items():
-            examples.setdefault(reason, example)
-    for reason, example in examples.items():
-        warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
-
-
-def _shuffle(shards, folder: OutputFolder | None, work: Path, plan: RunPlan):
-    """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
-    are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
-    remote = folder is not None and folder.store.remote
-    config = plan.config
-    try:
-        for name in (n for s in shards for n in s.files) if remote else ():
-            folder.work_store.fetch(name, work)
-        shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
-                                publish=folder.work_store.publish if remote else None)
-    except OSError as error:  # a full disk in the second pass is the same one line as in the first
-        for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
-            partial.unlink(missing_ok=True)
-        raise output_error(error, folder.store.where if folder else work) from None
-    if remote:
-        folder.work_store.flush()
-    return shuffled
 
 
 def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
@@ -250,7 +119,7 @@ def transform(
     started = time.perf_counter()
     workers = workers or os.cpu_count() or 1
     to_stdout = config.output == STDIN
-    _check_execution(workers, overwrite, resume, to_stdout, executor, pool)
+    check_execution(workers, overwrite, resume, to_stdout, executor, pool)
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
@@ -277,7 +146,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     config, to_stdout = plan.config, folder is None
     kept = folder.kept if folder else {}
     todo = [p for p in plan.partitions if p.index not in kept]
-    stream = _StdoutStream(plan.columns, work) if to_stdout else None
+    stream = StdoutStream(plan.columns, work) if to_stdout else None
     report = progress or (lambda _: None)
     if config.source or config.split:  # a first pass may count the corpus: a phase of its own
         report(Progress(phase="first pass (split bounds, mixture rates)"))
@@ -299,31 +168,14 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
             shutil.rmtree(work, ignore_errors=True)
     results.sort(key=lambda r: r.index)
     if warn:
-        _warn_skips(results, warn)
+        warn_skips(results, warn)
     shards = [s for r in results for s in r.shards]
     if config.shuffle_rows:
         report(Progress(phase="shuffling rows across shards"))
-        shards = _shuffle(shards, folder, work, plan)
+        shards = shuffle_pass(shards, folder, work, plan)
     renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
     manifest = build_manifest(plan, results, shards, run_key)
-    doubled = manifest["totals"].get("texts_starting_with_bos_text", 0)
-    if warn and doubled:
-        warn(f"{doubled:,} documents already start with the BOS text {manifest['special_tokens']['pieces']['bos']!r}, "
-             "and get the BOS token too; strip it from the corpus, or pass --no-bos")
-    lossy = manifest["totals"].get("fim_units_not_round_trip", 0)
-    if warn and lossy:
-        warn(
-            f"fim: {lossy:,} transformed documents have pieces that do not survive decode(encode(piece)) "
-            "with this tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one "
-            "with 'objcli train-tokenizer --preset code'"
-        )
-    t = manifest["totals"]
-    if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
-        raise AssertionError("document accounting does not balance")  # a bug, never bad input
-    if every_record_bad(t):
-        raise ObjcliError(every_record_bad(t))
-    if warn and not t["rows"]:
-        warn(why_no_rows(t, config.seq_len, remainder_hint(manifest["config"])))
+    check_totals(manifest, plan, warn)
     if folder:
         extra = config.format.side_files(shards, config.format.stored_columns(plan.columns), plan.fingerprint)
         folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})

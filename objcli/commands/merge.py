@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats import FORMATS
 from ..formats.megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
 from ..run.progress import phase
 from ..storage.files import HashingFile
@@ -293,7 +294,7 @@ def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed:
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)
             shards = [ShardRecord(**s.to_json()) for s in shuffled]
-        elif plan.first.format == "megatron":
+        elif FORMATS[plan.first.format].merge_joins_shards:
             shards = _merge_megatron(plan, work)
         else:
             shards = _copy_shards(plan, work)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..storage.dataset_card import CARD_NAME, is_ours
+from ..formats.dataset_card import CARD_NAME, is_ours
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, decode_manifest
@@ -164,7 +164,7 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     for old, new in renames:
         os.replace(work / old, out / new)
     from ..formats import FORMATS
-    from ..storage.dataset_card import card_files
+    from ..formats.dataset_card import card_files
 
     records = decode_manifest(manifest, MANIFEST_NAME)
     files = FORMATS[records.format].side_files(records.shards, records.columns, records.config_sha256)

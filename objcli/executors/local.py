@@ -69,10 +69,10 @@ def _process_context(tasks: list[PartitionTask]):
 
 
 def compiled_kernels(config) -> str:
-    """The compiled kernels a run calls, for its fork server to load once: the prose sentence
-    splitter, ELECTRA's first-segment walk."""
-    names = ["sentences"] if getattr(config.objective_options, "sentences", None) == "prose" else []
-    return ",".join(names + (["electra"] if config.objective == "electra" else []))
+    """The compiled kernels a run calls (its objective names them), for its fork server to load once."""
+    from ..objectives import REGISTRY
+
+    return ",".join(REGISTRY.get(config.objective).compiled_kernels(config.objective_options))
 
 
 def _fork_context(tokenizer: str, engine: str, compiled: str):

@@ -6,6 +6,8 @@ Importing this package costs NumPy only: a format imports pyarrow where it write
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .arrow import ARROW, HF
 from .base import Column, OutputFormat, ShardWriter, SideFiles
 from .flat import LLMC, NANOSET, TOKENS
@@ -14,9 +16,21 @@ from .npy import NPY
 from .parquet import PARQUET
 from .sink import ShardSink
 
-# The --format choices, in the order --help lists them. A dict, read at every use: a format
-# registered later (register) is a choice like the rest.
 FORMATS: dict[str, OutputFormat] = {f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET)}
+
+
+class _FormatNames(Sequence):
+    """The --format choices, in the order --help lists them, read from ``FORMATS`` at every use: a
+    format registered later (``register``) is a choice like the rest."""
+
+    def __getitem__(self, index):
+        return list(FORMATS)[index]
+
+    def __len__(self) -> int:
+        return len(FORMATS)
+
+
+FORMAT_NAMES = _FormatNames()
 
 
 def register(output_format: OutputFormat) -> OutputFormat:
@@ -35,4 +49,4 @@ def whole_document_formats() -> tuple[str, ...]:
 
 SIDE_FILES = SideFiles(lambda: list(FORMATS.values()))
 
-__all__ = ["FORMATS", "SIDE_FILES", "Column", "OutputFormat", "ShardSink", "ShardWriter", "format_of", "register", "whole_document_formats"]
+__all__ = ["FORMATS", "FORMAT_NAMES", "SIDE_FILES", "Column", "OutputFormat", "ShardSink", "ShardWriter", "format_of", "register", "whole_document_formats"]

@@ -80,6 +80,8 @@ class ArrowFormat(OutputFormat):
     name = "arrow"
     writer = ArrowWriter
     streams_to_stdout = True
+    hub_loadable = True
+    arrow_stream = True
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         from .arrow_columns import table_columns

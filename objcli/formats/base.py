@@ -79,6 +79,9 @@ class OutputFormat:
     packers: tuple[str, ...] | None = None  # the packers it takes (None: any the objective takes)
     side_file_pattern: str | None = None  # names of the files ``side_files`` makes, a regex
     streams_to_stdout: bool = False  # -o - writes this format to standard output
+    hub_loadable: bool = False  # datasets.load_dataset(OUT) reads the shards (the card then names each split's)
+    arrow_stream: bool = False  # shards are Arrow IPC streams: reshard copies their record batches whole
+    merge_joins_shards: bool = False  # merge joins each split's shards into one (else it copies them)
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default

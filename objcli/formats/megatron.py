@@ -132,6 +132,7 @@ class MegatronFormat(OutputFormat):
     name = "megatron"
     writer = MegatronWriter
     whole_documents = True
+    merge_joins_shards = True  # one .bin/.idx pair per split, as Megatron-LM's merge_datasets.py makes
     side_file_pattern = r"megatron(-[a-z][a-z0-9_]*)?\.txt"
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:

@@ -34,6 +34,7 @@ class ParquetWriter:
 class ParquetFormat(OutputFormat):
     name = "parquet"
     writer = ParquetWriter
+    hub_loadable = True
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         import pyarrow.parquet as pq

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import PADDING_DOC
+from .ragged import lengths_to_offsets
 
 
 @dataclass(frozen=True)
@@ -111,3 +112,13 @@ def stream_rows(values: np.ndarray, rows: int, seq_len: int, stride: int) -> np.
         return values[: rows * seq_len].reshape(rows, seq_len)
     windows = np.lib.stride_tricks.sliding_window_view
     return np.ascontiguousarray(windows(values[:needed], seq_len)[::stride])
+
+
+def first_of_segments(segment_ids: np.ndarray, token_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the value at the first token of each segment: (values as int32, row offsets)."""
+    rows, seq_len = segment_ids.shape
+    first = np.zeros(segment_ids.shape, dtype=bool)
+    first[:, 0] = segment_ids[:, 0] > 0
+    first[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    values = token_values.reshape(rows, seq_len)[first]
+    return values.astype(np.int32), lengths_to_offsets(first.sum(axis=1))

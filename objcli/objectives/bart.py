@@ -13,7 +13,6 @@ rotation 0.5, with token masking settings).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,6 @@ from ..errors import ObjcliError
 from ..kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
-from ..kernels.rng import derive_rng
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
@@ -72,14 +70,14 @@ class Bart(Objective):
     default_eos = False
     tokenizes_itself = True
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
-        if config.seq_len < 4:
-            raise ObjcliError(f"--seq-len {config.seq_len}: must be at least 4 for BOS text EOS")
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
+        if context.seq_len < 4:
+            raise ObjcliError(f"--seq-len {context.seq_len}: must be at least 4 for BOS text EOS")
         self.bos_id = tokenizer.resolve("bos")
         self.eos_id = tokenizer.resolve("eos")
         self.mask_id = tokenizer.resolve("mask", "<mask>")
-        self.pad_id = tokenizer.resolve("pad") if config.packing == "trim-and-pack" else None
+        self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.word_start = np.zeros(tokenizer.total_vocab_size, dtype=bool)
         self.word_start[: tokenizer.vocab_size] = tokenizer.word_start_mask()
         self.random_pool = tokenizer.ordinary_ids()
@@ -102,16 +100,14 @@ class Bart(Objective):
 
 class _BartPartition(PartitionTransform):
     def __init__(self, objective: Bart, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, opts = self.o, self.o.options
         sentences, counts = split_batch(batch.texts, opts.sentences)
         tokens, sentence_offsets = batch.encode(sentences)
         # Sentences longer than an example are cut; pieces keep their document.
-        budget = o.config.seq_len - 2
+        budget = o.context.seq_len - 2
         sentence_offsets, source = split_long_items(sentence_offsets, budget)
         document_of_sentence = np.repeat(np.arange(len(counts)), counts)[source]
         pieces_per_document = np.bincount(document_of_sentence, minlength=len(counts))
@@ -122,7 +118,7 @@ class _BartPartition(PartitionTransform):
             return None
         self.counters["skipped:no_text"] += int(np.sum(pieces_per_document == 0))
         key = batch.first_document
-        rng = {step: derive_rng(o.config.seed, self.partition, key, f"bart/{step}")
+        rng = {step: self.rng(key, step)
                for step in ("permute", "spans", "place", "random", "insert", "rotate")}
         example_offsets = sentence_offsets[example_sentences]
         original = tokens[example_offsets[0] : example_offsets[-1]]

@@ -18,11 +18,27 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.ragged import add_boundary_tokens
+from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 
 if TYPE_CHECKING:
-    from ..config import TransformConfig
     from ..tokenizers import Tokenizer
+
+
+@dataclass(frozen=True)
+class ObjectiveContext:
+    """What an objective knows of the run, resolved once by the plan (``run/pipeline.objective_context``)
+    from the configuration and the packer: no objective reads the configuration, the packer's name
+    or the output format."""
+
+    options: object  # the objective's own options (its ``options_type``)
+    seq_len: int  # tokens per row
+    row_length: int  # seq_len, or one more whose label is in the row (--row-tokens seq-len+1)
+    seed: int
+    bos: bool  # BOS before each document
+    eos: bool  # EOS after each document
+    pads_rows: bool  # the packer leaves room in rows that padding fills: a pad token is needed
+    packed: bool  # several examples may share a row (any packer but none)
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,17 @@ class PartitionTransform:
 
     counters: Counter  # objective-specific counts for the manifest; "skipped:<reason>" entries
     # are documents the objective dropped (they count as skipped in the accounting)
+
+    def __init__(self, objective: Objective | None = None, partition: int = 0):
+        self.o = objective
+        self.partition = partition
+        self.counters = Counter()
+
+    def rng(self, key: int, step: str) -> np.random.Generator:
+        """The generator of one random step, keyed to the data's position (seed, partition, ``key``: the
+        first example or row of a batch, and the step's name under the objective's), never to the order
+        partitions run in."""
+        return derive_rng(self.o.context.seed, self.partition, key, f"{self.o.name}/{step}")
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         raise NotImplementedError
@@ -90,15 +117,27 @@ class Objective:
     # Labels are, position by position, the token itself or -100 (``verify`` checks it).
     labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
+    # Counters that call for a warning when a run ends with any: counter -> message, formatted with
+    # {count} (the run's total). The run says them; nothing outside the objective names its counters.
+    warnings: ClassVar[dict[str, str]] = {}
+    # What the summary says bounds a row's documents; None: BOS/EOS as configured.
+    boundaries: ClassVar[str | None] = None
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
 
-    def __init__(self, config: TransformConfig, tokenizer: Tokenizer) -> None:
-        self.config = config
-        self.options = config.objective_options
+    def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
+        self.context = context
+        self.options = context.options
 
     def identity_files(self) -> dict[str, Path]:
         """Files the objective reads (a chat template), by what they are: part of the run's identity."""
         return {}
+
+    @classmethod
+    def compiled_kernels(cls, options) -> tuple[str, ...]:
+        """The compiled (numba) kernels a run calls, which a fork server loads once for every worker
+        (``executors/preload.py``): the prose sentence splitter, for every objective that takes the
+        shared ``--sentences`` option (``sentences.py``) set to prose."""
+        return ("sentences",) if getattr(options, "sentences", None) == "prose" else ()
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:

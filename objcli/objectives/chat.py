@@ -24,7 +24,6 @@ assistant turns are all cut is a counted skip, as is a record whose turns cannot
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,11 +68,12 @@ class Chat(Objective):
     tokenizes_itself = True
     reads_records = True
     labels_are_inputs = True
+    boundaries = "conversations as the chat template writes them"
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
         source, variables, where = find_template(tokenizer.path, o.chat_template, tokenizer.kind)
@@ -84,11 +84,11 @@ class Chat(Objective):
         self.template = ChatTemplate(source, variables, o.template_date, where)
         self.template_file = Path(where)  # a .jinja file, a JSON config holding it, or the tokenizer's config
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
-        bos = tokenizer.model_role_id("bos") if config.bos else None
+        bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
-        self.plain_eos = (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if config.eos else ""
-        self.pad_id = tokenizer.resolve("pad") if config.packing == "best-fit" else None
+        self.plain_eos = (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if context.eos else ""
+        self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
 
     def identity_files(self) -> dict[str, Path]:
@@ -112,9 +112,7 @@ class Chat(Objective):
 
 class _ChatPartition(PartitionTransform):
     def __init__(self, objective: Chat, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"
         self.content_spans = ContentSpans(objective.template) if by_content and not markers else None
         self.turn_spans = TurnSpans(objective.template, objective.markers) if not by_content and not markers else None
@@ -187,7 +185,7 @@ class _ChatPartition(PartitionTransform):
         lengths = np.diff(offsets)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
-        seq_len = self.o.config.seq_len
+        seq_len = self.o.context.seq_len
         local_last = last - offsets[owner]  # within its conversation
         if self.o.options.overlong == "truncate":
             keep_to = truncation_ends(lengths, owner, local_last, kept, seq_len)
@@ -220,7 +218,7 @@ class _ChatPartition(PartitionTransform):
     def _count(self, lengths, keep_to, has_turn, record) -> None:
         """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left). A record
         none of whose examples is written is one skip, under the reason of its first example."""
-        overlong = lengths > self.o.config.seq_len
+        overlong = lengths > self.o.context.seq_len
         written = (keep_to > 0) & has_turn
         self.counters["conversations_truncated"] += int((overlong & written).sum())
         records, first = np.unique(record, return_index=True)

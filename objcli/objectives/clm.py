@@ -8,8 +8,6 @@ Labels are not stored: for causal LM they are ``input_ids`` and the model shifts
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ..options import NoOptions
 from ..rows import ColumnSpec
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
@@ -22,11 +20,11 @@ class CausalLM(Objective):
     supervision = "next-token"
     next_token_rows = True
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
-        self.bos_id = tokenizer.resolve("bos") if config.bos else None
-        self.eos_id = tokenizer.resolve("eos") if config.eos else None
-        needs_pad = config.packing == "best-fit" or (config.packing == "concat" and config.remainder == "pad")
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
+        self.bos_id = tokenizer.resolve("bos") if context.bos else None
+        self.eos_id = tokenizer.resolve("eos") if context.eos else None
+        needs_pad = context.pads_rows
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.vocab_size = tokenizer.total_vocab_size
 
@@ -43,8 +41,8 @@ class CausalLM(Objective):
 
 class _Documents(PartitionTransform):
     def __init__(self, bos_id, eos_id):
+        super().__init__()
         self.bos_id, self.eos_id = bos_id, eos_id
-        self.counters = Counter()
 
     def examples(self, batch: DocumentBatch):
         return document_examples(batch, self.bos_id, self.eos_id)

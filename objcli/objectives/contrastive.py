@@ -25,7 +25,6 @@ padded to ``--seq-len`` with a mask column each.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,6 @@ from ..errors import ObjcliError
 from ..kernels.contrastive import augment, crop, gather_views, other_documents, rank_within_groups
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
-from ..kernels.rng import derive_rng
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
@@ -101,16 +99,16 @@ class Contrastive(Objective):
     default_eos = False
     supervision = "pairs"
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         o = self.options
         self.tokenizes_itself = o.pairs in ("ict", "adjacent")  # units are sentences
-        self.bos_id = tokenizer.resolve("bos") if config.bos else None
-        self.eos_id = tokenizer.resolve("eos") if config.eos else None
+        self.bos_id = tokenizer.resolve("bos") if context.bos else None
+        self.eos_id = tokenizer.resolve("eos") if context.eos else None
         self.pad_id = tokenizer.resolve("pad") if o.views == "padded" else None
-        self.room = config.seq_len - (self.bos_id is not None) - (self.eos_id is not None)
+        self.room = context.seq_len - (self.bos_id is not None) - (self.eos_id is not None)
         if self.room < 2:
-            raise ObjcliError(f"--seq-len {config.seq_len}: too short for a view")
+            raise ObjcliError(f"--seq-len {context.seq_len}: too short for a view")
         self.augmentation = parse_augment(o.augment)
         self.vocab_size = tokenizer.total_vocab_size
 
@@ -145,12 +143,8 @@ class _Units:
 
 class _ContrastivePartition(PartitionTransform):
     def __init__(self, objective: Contrastive, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
 
-    def _rng(self, key: int, step: str) -> np.random.Generator:
-        return derive_rng(self.o.config.seed, self.partition, key, f"contrastive/{step}")
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, key = self.o.options, batch.first_document
@@ -160,7 +154,7 @@ class _ContrastivePartition(PartitionTransform):
         views = {"anchor": anchors, "positive": positives}
         pair_documents = units.documents[pair_units]
         if o.negatives:
-            picked = other_documents(pair_documents, units.documents, self._rng(key, "negatives").random(
+            picked = other_documents(pair_documents, units.documents, self.rng(key, "negatives").random(
                 (len(pair_units), o.negatives)))
             has_all = np.all(picked >= 0, axis=1)
             self.counters["pairs_without_negatives"] += int(np.sum(~has_all))
@@ -193,7 +187,7 @@ class _ContrastivePartition(PartitionTransform):
     def _negative_view(self, units: _Units, picked: np.ndarray, key: int, k: int) -> np.ndarray:
         starts, lengths = units.starts[picked], units.lengths[picked]
         if self.o.options.pairs == "crop":
-            rng = self._rng(key, f"negative{k}/crop")
+            rng = self.rng(key, f"negative{k}/crop")
             starts, lengths = crop(starts, lengths, rng.random(len(picked)), rng.random(len(picked)),
                                    self.o.options.min_crop, self.o.options.max_crop)
         return _cap(_single(starts, lengths), self.o.room)
@@ -204,7 +198,7 @@ class _ContrastivePartition(PartitionTransform):
         for name, view in views.items():
             values, offsets = gather_views(tokens, view)
             if a["delete"] or a["swap"] or a["crop"] < 1:
-                rng = self._rng(key, f"augment/{name}")
+                rng = self.rng(key, f"augment/{name}")
                 draws = {"crop_start": rng.random(len(view)), "delete": rng.random(len(values)),
                          "swap": rng.random(len(values))}
                 values, offsets = augment(values, offsets, draws, a["delete"], a["swap"], a["crop"])
@@ -215,7 +209,7 @@ class _ContrastivePartition(PartitionTransform):
             total += np.diff(offsets)
         first = np.ones(len(pair_documents), dtype=np.int64)
         first[1:] = pair_documents[1:] != pair_documents[:-1]
-        padding = len(views) * o.config.seq_len - total if o.options.views == "padded" else np.zeros_like(total)
+        padding = len(views) * o.context.seq_len - total if o.options.views == "padded" else np.zeros_like(total)
         return RowBatch(columns, tokens=total, padding=padding, documents=first)
 
 
@@ -268,7 +262,7 @@ def _crop_pairs(part: _ContrastivePartition, units: _Units, key: int):
     starts, lengths = units.starts[repeat], units.lengths[repeat]
     views = []
     for name in ("anchor", "positive"):
-        rng = part._rng(key, f"crop/{name}")
+        rng = part.rng(key, f"crop/{name}")
         views.append(_single(*crop(starts, lengths, rng.random(len(repeat)), rng.random(len(repeat)),
                                    o.min_crop, o.max_crop)))
     # A span is an anchor once: a repeated (unit, start, length) anchor is dropped.
@@ -288,7 +282,7 @@ def _ict_pairs(part: _ContrastivePartition, units: _Units, key: int):
     last_of_unit = np.append(units.sentence_units[1:] != units.sentence_units[:-1], True)
     sentence_ends[last_of_unit] = (units.starts + units.lengths)[units.sentence_units[last_of_unit]]
     per_unit = np.bincount(units.sentence_units, minlength=len(units.starts))
-    rng = part._rng(key, "ict")
+    rng = part.rng(key, "ict")
     rank = rank_within_groups(units.sentence_units, rng.random(len(units.sentence_units)))  # per unit, by key
     chosen = np.flatnonzero((rank < o.pairs_per_document) & (per_unit[units.sentence_units] >= 2))
     unit = units.sentence_units[chosen]
@@ -309,7 +303,7 @@ def _adjacent_pairs(part: _ContrastivePartition, units: _Units, key: int):
     documents = units.documents[candidates]
     tokens = np.bincount(units.documents, weights=units.lengths, minlength=int(units.documents.max(initial=0)) + 1)
     quota = o.pairs_per_document * np.maximum(1, -(-tokens.astype(np.int64) // part.o.room))
-    rank = rank_within_groups(documents, part._rng(key, "adjacent").random(len(candidates)))
+    rank = rank_within_groups(documents, part.rng(key, "adjacent").random(len(candidates)))
     anchor = candidates[rank < quota[documents]]
     room = part.o.room
     return (_cap(_single(units.starts[anchor], units.lengths[anchor]), room),

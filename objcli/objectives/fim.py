@@ -21,7 +21,6 @@ depends on read order or on a resume (the flaw in Megatron's FIM).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,12 +28,10 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels import PADDING_DOC
 from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts, first_units
-from ..kernels.packing import segments_and_positions
+from ..kernels.packing import first_of_segments, segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
-from ..kernels.rng import derive_rng
 from ..options import Options, option
-from ..packing.base import segment_values
-from ..rows import POSITION_IDS, ColumnSpec, RowBatch
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 
 TOKEN_PRESETS = {
@@ -81,20 +78,24 @@ class FillInTheMiddle(Objective):
     examples_are_documents = True
     supervision = "next-token"
     next_token_rows = True
+    warnings = {"fim_units_not_round_trip": (
+        "fim: {count:,} transformed documents have pieces that do not survive decode(encode(piece)) with this "
+        "tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one with "
+        "'objcli train-tokenizer --preset code'")}
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
-        self.bos_id = tokenizer.resolve("bos") if config.bos else None
+        self.bos_id = tokenizer.resolve("bos") if context.bos else None
         self.eos_id = tokenizer.resolve("eos")
         pre, suf, mid, pad = parse_fim_tokens(o.fim_tokens)
         self.sentinels = np.array(
             [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
             dtype=np.int32,
         )
-        pads = config.packing == "best-fit" or (config.remainder == "pad" and o.fim_level == "document")
-        if config.remainder == "pad" and o.fim_level == "context":
+        pads = context.pads_rows
+        if pads and o.fim_level == "context":  # its one packer, concat, pads only with --remainder pad
             raise ObjcliError("--remainder pad: FIM at --fim-level context rearranges whole rows cut from the stream "
                               "and drops the partial last one; use --fim-level document, or leave --remainder out")
         self.fim_pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or pads else None
@@ -130,14 +131,10 @@ class FillInTheMiddle(Objective):
 
 class _FimPartition(PartitionTransform):
     def __init__(self, objective: FillInTheMiddle, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.join_eos = objective.eos_id if objective.config.eos else None
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
+        self.join_eos = objective.eos_id if objective.context.eos else None
         self.batch_index = 0
 
-    def _rng(self, key: int, step: str) -> np.random.Generator:
-        return derive_rng(self.o.config.seed, self.partition, key, f"fim/{step}")
 
     def _transform(self, texts: list[str], key: int, eligible=None, tokens=None, offsets=None):
         """FIM-transform a batch of units (documents, fragments or segments): (tokens, offsets, modes).
@@ -149,14 +146,14 @@ class _FimPartition(PartitionTransform):
         o = self.o.options
         count = len(texts)
         every_document = tokens is not None
-        apply = self._rng(key, "apply").random(count) < o.fim_rate
+        apply = self.rng(key, "apply").random(count) < o.fim_rate
         if eligible is not None:
             apply &= eligible
-        spm = self._rng(key, "spm").random(count) < o.fim_spm_rate
+        spm = self.rng(key, "spm").random(count) < o.fim_spm_rate
         modes = np.where(apply, np.where(spm, SPM, PSM), NONE)
         chosen = np.flatnonzero(apply)
         lengths = np.fromiter((len(texts[i]) for i in chosen), dtype=np.int64, count=len(chosen))
-        start, end = draw_cuts(self._rng(key, "cut"), lengths)
+        start, end = draw_cuts(self.rng(key, "cut"), lengths)
         pieces = [part for i, a, b in zip(chosen, start, end) for part in (texts[i][:a], texts[i][a:b], texts[i][b:])]
         if tokens is None:
             whole = [texts[i] for i in np.flatnonzero(~apply)]
@@ -237,7 +234,7 @@ class _FimPartition(PartitionTransform):
         """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
         if rows is None:
             return None
-        o, seq_len, eos = self.o, self.o.config.row_length, self.o.eos_id
+        o, seq_len, eos = self.o, self.o.context.row_length, self.o.eos_id
         ids = rows.columns["input_ids"]
         count = len(ids)
         flat = ids.ravel()
@@ -281,5 +278,5 @@ class _FimPartition(PartitionTransform):
         padding = np.sum(segment_ids == 0, axis=1)
         self.counters["fim_padding"] += int(padding.sum())
         columns = {"input_ids": out, "segment_ids": segment_ids, POSITION_IDS: positions,
-                   "fim_modes": segment_values(segment_ids, unit_modes.ravel())}
+                   "fim_modes": Ragged(*first_of_segments(segment_ids, unit_modes.ravel()))}
         return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)

@@ -11,7 +11,6 @@ differently-masked copies of each row, copy after copy within each batch of rows
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +35,13 @@ class MaskedLM(Objective):
     options_type = MlmOptions
     examples_are_documents = True
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
-        self.bos_id = tokenizer.resolve("bos") if config.bos else None
-        self.eos_id = tokenizer.resolve("eos") if config.eos else None
-        needs_pad = config.packing == "best-fit" or (config.packing == "concat" and config.remainder == "pad")
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
+        self.bos_id = tokenizer.resolve("bos") if context.bos else None
+        self.eos_id = tokenizer.resolve("eos") if context.eos else None
+        needs_pad = context.pads_rows
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
-        self.masker = Masker(tokenizer, self.options, config.seed, "mlm")
+        self.masker = Masker(tokenizer, self.options, context.seed, "mlm")
         self.masker.finalize(tokenizer)
         self.vocab_size = tokenizer.total_vocab_size
 
@@ -62,9 +61,7 @@ class MaskedLM(Objective):
 
 class _MlmPartition(PartitionTransform):
     def __init__(self, objective: MaskedLM, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         self.rows_done = 0
 
     def examples(self, batch: DocumentBatch) -> RowBatch:

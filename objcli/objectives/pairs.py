@@ -33,7 +33,6 @@ adds BERT masking (``labels``) to nsp/sop rows, as BERT pretraining does.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +42,6 @@ from ..kernels import IGNORE
 from ..kernels.compiled import compiled
 from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
 from ..kernels.ragged import gather_ranges
-from ..kernels.rng import derive_rng
 from ..options import Options, option
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
@@ -208,10 +206,10 @@ class _PairObjective(Objective):
     tokenizes_itself = True
     label_column: str | None = None
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
-        if config.seq_len < 5:
-            raise ObjcliError(f"--seq-len {config.seq_len}: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
+        if context.seq_len < 5:
+            raise ObjcliError(f"--seq-len {context.seq_len}: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
         self.cls_id = tokenizer.resolve("cls", "[CLS]")
         self.sep_id = tokenizer.resolve("sep", "[SEP]")
         self.pad_id = tokenizer.resolve("pad")
@@ -243,9 +241,7 @@ class _PairObjective(Objective):
 
 class _PairPartition(PartitionTransform):
     def __init__(self, objective: _PairObjective, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o = self.o
@@ -253,7 +249,7 @@ class _PairPartition(PartitionTransform):
         tokens, cumulative = batch.encode(sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         key = batch.first_document
-        rng = {step: derive_rng(o.config.seed, self.partition, key, f"{o.name}/{step}")
+        rng = {step: self.rng(key, step)
                for step in ("target", "split", "coin", "document", "truncate")}
         pairs, tokens = o.make_pairs(tokens, cumulative, document_sentences, rng, self.counters)
         useful = (pairs.a_end > pairs.a_start) & ((pairs.b_end > pairs.b_start) | (o.name == "electra"))
@@ -264,7 +260,7 @@ class _PairPartition(PartitionTransform):
         self.counters["skipped:no_pair"] += int(np.sum(~with_pairs))
         if not len(pairs.document):
             return None
-        seq_len = o.config.seq_len
+        seq_len = o.context.seq_len
         input_ids, token_type_ids, attention_mask = assemble_rows(tokens, pairs, seq_len, o.cls_id, o.sep_id, o.pad_id)
         first_of_document = np.ones(len(pairs.document), dtype=np.int64)
         first_of_document[1:] = pairs.document[1:] != pairs.document[:-1]
@@ -289,17 +285,17 @@ class _PairPartition(PartitionTransform):
 class NextSentencePrediction(_PairObjective):
     options_type = PairOptions
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         self.supervision = "labels" if self.options.mlm else "example-labels"
     label_column = "next_sentence_label"
     label_doc = "0 = B follows A, 1 = B is from another document"
 
     def _masker(self, tokenizer):
-        return Masker(tokenizer, self.options, self.config.seed, self.name) if self.options.mlm else None
+        return Masker(tokenizer, self.options, self.context.seed, self.name) if self.options.mlm else None
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
-        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, False,
+        return bert_pairs(cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, False,
                           counters), tokens
 
 
@@ -309,7 +305,7 @@ class SentenceOrderPrediction(NextSentencePrediction):
     label_doc = "0 = A then B as written, 1 = swapped"
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
-        return bert_pairs(cumulative, document_sentences, rng, self.config.seq_len, self.options.short_seq_prob, True,
+        return bert_pairs(cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, True,
                           counters), tokens
 
 
@@ -318,12 +314,16 @@ class Electra(_PairObjective):
     options_type = ElectraOptions
     supervision = "all-tokens"  # the discriminator takes loss on every token
 
+    @classmethod
+    def compiled_kernels(cls, options) -> tuple[str, ...]:
+        return (*super().compiled_kernels(options), "electra")  # the first-segment walk
+
     def _masker(self, tokenizer):
         p = self.options.mask_prob
         options = MaskingOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
-                             max_predictions=max(1, int((p + 0.005) * self.config.seq_len)))
-        return Masker(tokenizer, options, self.config.seed, self.name,
+                             max_predictions=max(1, int((p + 0.005) * self.context.seq_len)))
+        return Masker(tokenizer, options, self.context.seed, self.name,
                       with_replacement=self.options.electra_draws == "with-replacement")
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
-        return electra_pairs(tokens, cumulative, document_sentences, rng, self.config.seq_len)
+        return electra_pairs(tokens, cumulative, document_sentences, rng, self.context.seq_len)

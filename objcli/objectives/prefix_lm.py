@@ -24,7 +24,6 @@ shorter than ``--seq-len`` is dropped, or with ``--final-chunk pad`` split at it
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +31,6 @@ import numpy as np
 from ..kernels import IGNORE
 from ..kernels.prefix import decoder_labels, draw_split_points, split_encoder_decoder
 from ..kernels.ragged import lengths_to_offsets
-from ..kernels.rng import derive_rng
 from ..options import Options
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
@@ -51,17 +49,17 @@ class PrefixLM(Objective):
     options_type = PrefixLmOptions
     took_pack = True
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         self.eos_id = tokenizer.resolve("eos")
-        self.join_bos = tokenizer.resolve("bos") if config.bos else None
-        self.join_eos = self.eos_id if config.eos else None
+        self.join_bos = tokenizer.resolve("bos") if context.bos else None
+        self.join_eos = self.eos_id if context.eos else None
         decoder = self.options.layout == "decoder"
-        needs_pad = (self.options.final_chunk == "pad" and decoder) or config.packing != "none"
+        needs_pad = (self.options.final_chunk == "pad" and decoder) or context.pads_rows
         self.pad_id = tokenizer.resolve("pad") if needs_pad else None
         self.vocab_size = tokenizer.total_vocab_size
         # --layout decoder --packing best-fit: one example per document, split after packing.
-        self.examples_are_documents = decoder and config.packing == "best-fit"
+        self.examples_are_documents = decoder and context.packed
 
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:
@@ -72,7 +70,7 @@ class PrefixLM(Objective):
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
 
     def example_columns(self) -> list[ColumnSpec]:
-        top, seq_len = self.vocab_size - 1, self.config.seq_len
+        top, seq_len = self.vocab_size - 1, self.context.seq_len
         if self.examples_are_documents:
             return [ColumnSpec("input_ids", "ragged", 0, top, "documents packed best-fit, padded")]
         if self.options.layout == "encdec":
@@ -90,7 +88,7 @@ class PrefixLM(Objective):
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         if not self.examples_are_documents:
             return packed
-        top, seq_len = self.vocab_size - 1, self.config.seq_len
+        top, seq_len = self.vocab_size - 1, self.context.seq_len
         labels = ColumnSpec("labels", "fixed", IGNORE, top, "-100 on each segment's prefix and on padding, else the token",
                             role="labels")
         prefixes = ColumnSpec("prefix_lengths", "ragged", 1, seq_len,
@@ -107,9 +105,7 @@ class _PackedDocuments(PartitionTransform):
     """``--layout decoder --packing best-fit``: documents packed best-fit, then each segment split."""
 
     def __init__(self, objective: PrefixLM, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         self.rows_done = 0
 
     def examples(self, batch: DocumentBatch) -> RowBatch:
@@ -123,7 +119,7 @@ class _PackedDocuments(PartitionTransform):
         starts = valid & (positions.ravel() == 0)
         segment = np.cumsum(starts) - 1  # index of each token's segment, in row order
         lengths = np.bincount(segment[valid], minlength=int(starts.sum()))
-        rng = derive_rng(self.o.config.seed, self.partition, self.rows_done, "prefix-lm/split")
+        rng = self.rng(self.rows_done, "split")
         self.rows_done += rows.num_rows
         split = rng.integers(1, np.maximum(lengths, 2))  # uniform in [1, n - 1]; n = 1: all prefix
         self.counters["segments_without_target"] += int(np.sum(lengths == 1))
@@ -136,14 +132,12 @@ class _PackedDocuments(PartitionTransform):
 
 class _PrefixLmPartition(PartitionTransform):
     def __init__(self, objective: PrefixLM, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
 
     def _rows(self, tokens: np.ndarray, documents: np.ndarray, first_example: int, pad_to: int) -> RowBatch:
         rows, length = tokens.shape
-        rng = derive_rng(self.o.config.seed, self.partition, first_example, "prefix-lm/split")
+        rng = self.rng(first_example, "split")
         split = draw_split_points(rng, rows, length)
         if self.o.options.layout == "encdec":
             in_values, in_offsets, label_values, label_offsets = split_encoder_decoder(tokens, split, self.o.eos_id)
@@ -167,7 +161,7 @@ class _PrefixLmPartition(PartitionTransform):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         self.stream.extend(batch)
-        seq_len = self.o.config.seq_len
+        seq_len = self.o.context.seq_len
         rows = len(self.stream) // seq_len
         if rows == 0:
             return None
@@ -185,5 +179,5 @@ class _PrefixLmPartition(PartitionTransform):
         first_example = self.stream.examples_taken
         tokens, documents = self.stream.take_rows(1, length)
         self.counters["final_chunks_padded"] += 1
-        pad_to = self.o.config.seq_len if self.o.options.layout == "decoder" else length
+        pad_to = self.o.context.seq_len if self.o.options.layout == "decoder" else length
         return self._rows(tokens, documents, first_example, pad_to)

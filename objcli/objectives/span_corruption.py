@@ -11,13 +11,11 @@ labels with -100).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..kernels import IGNORE
-from ..kernels.rng import derive_rng
 from ..kernels.spans import corrupt_spans, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, RowBatch
@@ -39,13 +37,13 @@ class SpanCorruption(Objective):
     options_type = SpanCorruptionOptions
     default_eos = False  # T5 concatenates documents without a separator
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         o = self.options
-        self.raw_length, self.targets_length = plan_or_fail(config.seq_len, o.noise_density, o.mean_span)
+        self.raw_length, self.targets_length = plan_or_fail(context.seq_len, o.noise_density, o.mean_span)
         self.eos_id = tokenizer.resolve("eos")
-        self.join_bos = tokenizer.resolve("bos") if config.bos else None
-        self.join_eos = self.eos_id if config.eos else None
+        self.join_bos = tokenizer.resolve("bos") if context.bos else None
+        self.join_eos = self.eos_id if context.eos else None
         self.pad_id = tokenizer.resolve("pad") if o.final_chunk == "pad" else None
         _, num_spans = span_counts(self.raw_length, o.noise_density, o.mean_span)
         self.sentinels = np.array(tokenizer.resolve_sentinels(num_spans, o.extra_ids), dtype=np.int32)
@@ -58,7 +56,7 @@ class SpanCorruption(Objective):
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         return [
-            ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.config.seq_len} tokens"),
+            ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.context.seq_len} tokens"),
             ColumnSpec("labels", "fixed", IGNORE, top, f"targets, {self.targets_length} tokens; -100 = padding",
                        role="labels", family="labels"),
         ]
@@ -69,22 +67,19 @@ class SpanCorruption(Objective):
 
 class _SpanCorruptionPartition(PartitionTransform):
     def __init__(self, objective: SpanCorruption, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
 
     def _corrupt(self, tokens: np.ndarray, first_example: int):
         o = self.o
-        seed = o.config.seed
         rows, length = tokens.shape
         nonnoise, noise = random_spans(
             rows,
             length,
             o.options.noise_density,
             o.options.mean_span,
-            derive_rng(seed, self.partition, first_example, "span-corruption/noise"),
-            derive_rng(seed, self.partition, first_example, "span-corruption/nonnoise"),
+            self.rng(first_example, "noise"),
+            self.rng(first_example, "nonnoise"),
         )
         return corrupt_spans(tokens, nonnoise, noise, o.sentinels, o.eos_id)
 
@@ -113,7 +108,7 @@ class _SpanCorruptionPartition(PartitionTransform):
         first_example = self.stream.examples_taken
         tokens, documents = self.stream.take_rows(1, length)
         inputs, labels = self._corrupt(tokens, first_example)
-        input_pad = self.o.config.seq_len - inputs.shape[1]
+        input_pad = self.o.context.seq_len - inputs.shape[1]
         label_pad = self.o.targets_length - labels.shape[1]
         inputs = np.pad(inputs, ((0, 0), (0, input_pad)), constant_values=self.o.pad_id)
         labels = np.pad(labels, ((0, 0), (0, label_pad)), constant_values=IGNORE)

@@ -21,7 +21,6 @@ The tail of a partition too short for the next example is dropped (counted).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -31,7 +30,6 @@ import tomllib
 from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.ragged import lengths_to_offsets, range_indices
-from ..kernels.rng import derive_rng
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
@@ -168,14 +166,14 @@ class Ul2(Objective):
     options_type = Ul2Options
     default_eos = False  # as T5 span corruption
 
-    def __init__(self, config, tokenizer):
-        super().__init__(config, tokenizer)
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
         o = self.options
         self.eos_id = tokenizer.resolve("eos")
-        self.join_bos = tokenizer.resolve("bos") if config.bos else None
-        self.join_eos = self.eos_id if config.eos else None
+        self.join_bos = tokenizer.resolve("bos") if context.bos else None
+        self.join_eos = self.eos_id if context.eos else None
         # Decoder rows are padded; so are encdec inputs of an S denoiser, whose split varies.
-        pads = o.layout == "decoder" or config.packing != "none" or any(d.kind == "prefix" for d in o.denoisers)
+        pads = o.layout == "decoder" or context.pads_rows or any(d.kind == "prefix" for d in o.denoisers)
         self.pad_id = tokenizer.resolve("pad") if pads else None
         self.denoisers = o.denoisers
         rates = np.array([d.rate for d in self.denoisers], dtype=np.float64)
@@ -196,7 +194,7 @@ class Ul2(Objective):
         return tokenizer.encode([d.mode])[0]
 
     def _plan(self, d: Denoiser, mode: np.ndarray) -> _Plan:
-        seq_len, m = self.config.seq_len, len(mode)
+        seq_len, m = self.context.seq_len, len(mode)
         if self.options.layout == "encdec":
             if d.kind == "span":
                 raw, targets = plan_or_fail(seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,")
@@ -217,7 +215,7 @@ class Ul2(Objective):
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
 
     def example_columns(self) -> list[ColumnSpec]:
-        top, seq_len = self.vocab_size - 1, self.config.seq_len
+        top, seq_len = self.vocab_size - 1, self.context.seq_len
         index = ColumnSpec("denoiser", "scalar", 0, len(self.denoisers) - 1, "index into the mixture table",
                            role="category", categories=tuple(d.name for d in self.denoisers))
         if self.options.layout == "encdec":
@@ -241,24 +239,20 @@ class Ul2(Objective):
 
 class _Ul2Partition(PartitionTransform):
     def __init__(self, objective: Ul2, partition: int):
-        self.o = objective
-        self.partition = partition
-        self.counters: Counter = Counter()
+        super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
         self.raw_lengths = np.array([p.raw for p in objective.plans], dtype=np.int64)
 
-    def _rng(self, first_example: int, step: str) -> np.random.Generator:
-        return derive_rng(self.o.config.seed, self.partition, first_example, f"ul2/{step}")
 
     def _denoise(self, d: Denoiser, plan: _Plan, tokens: np.ndarray, first_example: int):
         """(head = mode + inputs, its width per row, targets, their width per row) for this denoiser's
         examples; heads and targets are 2-D, each row valid up to its width."""
         rows = len(tokens)
         if d.kind == "prefix":
-            return self._split(plan, tokens, self._rng(first_example, f"{d.name}/split"))
+            return self._split(plan, tokens, self.rng(first_example, f"{d.name}/split"))
         nonnoise, noise = random_spans(
             rows, plan.raw, d.noise_density, d.mean_span,
-            self._rng(first_example, f"{d.name}/noise"), self._rng(first_example, f"{d.name}/nonnoise"),
+            self.rng(first_example, f"{d.name}/noise"), self.rng(first_example, f"{d.name}/nonnoise"),
         )
         inputs, targets = corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
         head = np.concatenate([np.broadcast_to(plan.mode, (rows, len(plan.mode))), inputs], axis=1)
@@ -285,7 +279,7 @@ class _Ul2Partition(PartitionTransform):
         if most == 0:
             return None
         first_example = self.stream.examples_taken
-        choice = self._rng(first_example, "denoiser").choice(len(self.o.denoisers), size=most, p=self.o.rates)
+        choice = self.rng(first_example, "denoiser").choice(len(self.o.denoisers), size=most, p=self.o.rates)
         ends = np.cumsum(self.raw_lengths[choice])
         rows = int(np.searchsorted(ends, len(self.stream), side="right"))
         if rows == 0:
@@ -300,7 +294,7 @@ class _Ul2Partition(PartitionTransform):
 
     def _assemble(self, tokens, starts, choice, documents, first_example) -> RowBatch:
         o, rows = self.o, len(choice)
-        seq_len = o.config.seq_len
+        seq_len = o.context.seq_len
         decoder = o.options.layout == "decoder"
         parts, head_width, target_width = [], np.zeros(rows, np.int64), np.zeros(rows, np.int64)
         for index, (d, plan) in enumerate(zip(o.denoisers, o.plans)):

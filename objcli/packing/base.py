@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..kernels.ragged import lengths_to_offsets
+from ..kernels.packing import first_of_segments
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
 
@@ -29,6 +29,9 @@ class Packer(Protocol):
     counters: Counter
 
     def __init__(self, settings: PackSettings) -> None: ...
+
+    @staticmethod
+    def pads_rows(remainder: str) -> bool: ...
 
     def columns(self) -> list[ColumnSpec]:
         """The row columns this packer writes for the objective's example columns."""
@@ -68,12 +71,7 @@ def per_segment_columns(settings: PackSettings) -> list[ColumnSpec]:
 
 def segment_values(segment_ids: np.ndarray, token_values: np.ndarray) -> Ragged:
     """Per row, the value at the first token of each segment: a ragged column, one entry per segment."""
-    rows, seq_len = segment_ids.shape
-    first = np.zeros(segment_ids.shape, dtype=bool)
-    first[:, 0] = segment_ids[:, 0] > 0
-    first[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
-    values = token_values.reshape(rows, seq_len)[first]
-    return Ragged(values.astype(np.int32), lengths_to_offsets(first.sum(axis=1)))
+    return Ragged(*first_of_segments(segment_ids, token_values))
 
 
 def count_empty(lengths: np.ndarray, counters: Counter) -> None:

@@ -21,6 +21,11 @@ from .base import PackSettings, count_empty, packed_columns, per_example_names, 
 
 
 class BestFitPacker:
+    @staticmethod
+    def pads_rows(remainder: str) -> bool:
+        """Whether rows get padding, so the objective must name a pad token (``--remainder``: drop or pad)."""
+        return True  # what no example fills
+
     def __init__(self, settings: PackSettings):
         self.settings = settings
         self.seq_len = settings.seq_len

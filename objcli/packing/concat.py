@@ -20,6 +20,11 @@ from .base import PackSettings, count_empty, packed_columns, per_example_names, 
 
 
 class ConcatPacker:
+    @staticmethod
+    def pads_rows(remainder: str) -> bool:
+        """Whether rows get padding, so the objective must name a pad token (``--remainder``: drop or pad)."""
+        return remainder == "pad"  # only the partial last row
+
     def __init__(self, settings: PackSettings):
         self.settings = settings
         self.seq_len, self.pad_id, self.overlap = settings.seq_len, settings.pad_id, settings.overlap

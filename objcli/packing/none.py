@@ -19,6 +19,11 @@ from .base import PackSettings, count_empty, packed_columns, per_example_names
 
 
 class OneExamplePerRow:
+    @staticmethod
+    def pads_rows(remainder: str) -> bool:
+        """Whether rows get padding, so the objective must name a pad token (``--remainder``: drop or pad)."""
+        return False  # a short example pads only what the objective itself pads
+
     def __init__(self, settings: PackSettings):
         self.settings = settings
         self.counters: Counter = Counter()

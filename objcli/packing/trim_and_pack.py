@@ -55,6 +55,11 @@ def _offsets_in_rows(row: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 class TrimAndPack:
+    @staticmethod
+    def pads_rows(remainder: str) -> bool:
+        """Whether rows get padding, so the objective must name a pad token (``--remainder``: drop or pad)."""
+        return True  # what no example fills
+
     def __init__(self, settings: PackSettings):
         self.settings = settings
         self.tag_names = per_example_names(settings)

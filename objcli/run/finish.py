@@ -1,14 +1,24 @@
-"""The manifest of a finished run: what ``transform`` writes last, from its plan and results."""
+"""The end of a run, once every partition is done: the row shuffle's second pass, the manifest
+(written last), the checks on its accounting and the warnings its counters call for."""
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 from .. import __version__
+from ..errors import ObjcliError
 from ..formats import FORMATS
+from ..objectives.base import remainder_hint
 from ..order.mixture import mixture_totals
+from ..order.shuffle import shuffle_rows
 from ..order.splits import split_names
+from ..readers.records import every_record_bad, why_no_rows
 from ..recipe import recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
+from ..storage.output import output_error
 from ..storage.remote import public_url, tokenizer_location
+from .pipeline import RUN_WARNINGS
 
 
 def build_manifest(plan, results: list, shards, run_key: str) -> dict:
@@ -64,3 +74,52 @@ def _bounds_json(plan) -> dict:
     """Each held-out split's upper bound on the keyed uniform of its documents (splits.py)."""
     names = split_names(plan.config.split)
     return {names[index]: bound for index, bound in plan.split_bounds}
+
+
+def shuffle_pass(shards, folder, work: Path, plan):
+    """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
+    are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
+    remote = folder is not None and folder.store.remote
+    config = plan.config
+    try:
+        for name in (n for s in shards for n in s.files) if remote else ():
+            folder.work_store.fetch(name, work)
+        shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
+                                publish=folder.work_store.publish if remote else None)
+    except OSError as error:  # a full disk in the second pass is the same one line as in the first
+        for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
+            partial.unlink(missing_ok=True)
+        raise output_error(error, folder.store.where if folder else work) from None
+    if remote:
+        folder.work_store.flush()
+    return shuffled
+
+
+def warn_skips(results, warn) -> None:
+    """Each reason records were skipped for, once, with its count and where the first was."""
+    examples: dict[str, str] = {}
+    counts: Counter = Counter()
+    for result in results:
+        counts.update(result.skipped)
+        for reason, example in result.first_examples.items():
+            examples.setdefault(reason, example)
+    for reason, example in examples.items():
+        warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
+
+
+def check_totals(manifest: dict, plan, warn) -> None:
+    """The accounting balances (documents in = written + skipped), a run where every record was bad
+    fails, and each counter the pipeline or the objective declares a warning for is said."""
+    t = manifest["totals"]
+    if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
+        raise AssertionError("document accounting does not balance")  # a bug, never bad input
+    if every_record_bad(t):
+        raise ObjcliError(every_record_bad(t))
+    if not warn:
+        return
+    pieces = manifest["special_tokens"]["pieces"]
+    for counter, message in {**RUN_WARNINGS, **plan.objective.warnings}.items():
+        if t.get(counter):
+            warn(message.format(count=t[counter], bos=pieces.get("bos", "")))
+    if not t["rows"]:
+        warn(why_no_rows(t, plan.config.seq_len, remainder_hint(manifest["config"])))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import operator
 import threading
 import time
 from collections import Counter
@@ -25,10 +24,11 @@ from ..formats import ShardSink
 from ..formats.arrow import RowsToShuffle
 from ..kernels.rng import derive_rng
 from ..objectives import REGISTRY, DocumentBatch
-from ..objectives.base import Objective
+from ..objectives.base import Objective, ObjectiveContext
+from ..order.document_windows import shuffled_windows, take
 from ..order.mixture import NOT_SAMPLED, copies, parse_sources, passes
 from ..order.splits import assign_splits, split_names
-from ..packing import Packer, PackSettings, make_packer
+from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents, utf8_bytes
 from ..rows import ColumnSpec, RowBatch
@@ -69,8 +69,22 @@ class Progress:
     phase: str = ""  # a phase's first report (a mixture's first pass, the row shuffle)
 
 
+# Counters of the pipeline's own that call for a warning when a run ends with any ({count}: the total,
+# {bos}: the BOS piece); an objective declares its own (Objective.warnings).
+RUN_WARNINGS = {
+    "texts_starting_with_bos_text": "{count:,} documents already start with the BOS text {bos!r}, and get the BOS "
+                                    "token too; strip it from the corpus, or pass --no-bos",
+}
+
+
+def objective_context(config: TransformConfig) -> ObjectiveContext:
+    """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
+    return ObjectiveContext(config.objective_options, config.seq_len, config.row_length, config.seed, config.bos,
+                            config.eos, PACKERS[config.packing].pads_rows(config.remainder), config.packing != "none")
+
+
 def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
-    return REGISTRY.get(config.objective)(config, tokenizer)
+    return REGISTRY.get(config.objective)(objective_context(config), tokenizer)
 
 
 WHOLE = 1 << 62  # a row length no document reaches
@@ -176,34 +190,6 @@ def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
     return output_error(error, task.folder.removesuffix("/.objcli-tmp"))
 
 
-def shuffled_windows(batches, window_bytes: int, batch_bytes: int, rng_of) -> Iterator[list[str]]:
-    """``--shuffle-documents``: the documents of each window of about ``window_bytes`` of text (in
-    partition order) permuted by a generator keyed to (seed, partition, window number), then cut
-    into batches of about ``batch_bytes`` again. Memory holds one window; the result depends only on
-    the data and the seed, never on workers or timing."""
-    window: list[str] = []
-    size = number = 0
-    for texts in batches:
-        window += texts
-        size += sum(map(len, texts))
-        if size >= window_bytes:
-            yield from _rebatched(window, rng_of(number), batch_bytes)
-            window, size, number = [], 0, number + 1
-    if window:
-        yield from _rebatched(window, rng_of(number), batch_bytes)
-
-
-def _rebatched(window: list[str], rng, batch_bytes: int) -> Iterator[list[str]]:
-    texts = _take(window, rng.permutation(len(window)))
-    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
-    # A batch closes after the document that takes it to batch_bytes, as the readers' batches do.
-    cuts = np.unique(np.searchsorted(ends, np.arange(batch_bytes, int(ends[-1]) + batch_bytes, batch_bytes)) + 1)
-    start = 0
-    for cut in [*cuts[cuts < len(texts)].tolist(), len(texts)]:
-        yield texts[start:cut]
-        start = cut
-
-
 @dataclass
 class _Chain:
     """objective -> packer -> row step -> shards, for the documents of one split of a partition."""
@@ -246,17 +232,9 @@ class _Chain:
         return self.sink.close()
 
 
-def _take(texts: list[str], indices) -> list[str]:
-    """``[texts[i] for i in indices]``, gathered in C by ``itemgetter`` instead of a Python loop per
-    document (``itemgetter`` of one index returns the item, not a tuple)."""
-    if len(indices) <= 1:
-        return [texts[i] for i in indices]
-    return list(operator.itemgetter(*indices)(texts))
-
-
 def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:
     """The texts of each split, in their order."""
-    return [_take(texts, np.flatnonzero(index == split)) for split in range(count)]
+    return [take(texts, np.flatnonzero(index == split)) for split in range(count)]
 
 
 def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog, tokenizer: Tokenizer, j: int):
@@ -277,7 +255,7 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
         keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
         log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
         if len(keep):
-            yield _take(texts, keep)
+            yield take(texts, keep)
 
 
 class _Running:

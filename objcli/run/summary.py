@@ -107,8 +107,11 @@ class Summary:
         """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the
         tokenizer's own template)."""
         config, pieces = self.manifest["config"], self.manifest["special_tokens"]["pieces"]
-        if config.get("objective") == "chat":
-            return "conversations as the chat template writes them"
+        from ..objectives import REGISTRY
+
+        declared = REGISTRY.get(config["objective"]).boundaries if config.get("objective") else None
+        if declared:
+            return declared
         bos = pieces.get("bos", "") if config.get("bos") else ""
         eos = pieces.get("eos", "") if config.get("eos") else ""
         return f"documents as {bos}…{eos}" if bos or eos else "documents without BOS or EOS"

@@ -89,7 +89,7 @@ class TokenizersEngine:
 def quicktok_scanners() -> dict[str, str]:
     from quicktok import _import_core
 
-    from .tiktoken_bpe import CL100K_PATTERN
+    from .bpe_spec import CL100K_PATTERN
 
     return {**_import_core.KNOWN_PATTERNS, CL100K_PATTERN: "cl100k"}
 

@@ -23,19 +23,9 @@ import numpy as np
 
 from ..errors import ObjcliError
 from .base import Tokenizer
-from .bpe_spec import Unsupported, spec_from_ranks
+from .bpe_spec import CL100K_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, Unsupported, spec_from_ranks
 from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
-
-CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
-                  r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
-])
-LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
-                  r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 
 def _llama3_specials(base: int) -> dict[str, int]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
+from . import FORMATS
+
 CARD_NAME = "README.md"
 MARKER = "<!-- written by objcli from manifest.json: rewritten with it; remove this line to keep your edits -->"
-# Formats whose shards load_dataset reads by its packaged builders (hf shards are Arrow streams).
-LOADER = {"arrow": "arrow", "hf": "arrow", "parquet": "parquet"}
 
 
 def is_ours(text: str | None) -> bool:
@@ -51,7 +51,8 @@ def _splits(manifest: dict) -> dict[str, list[dict]]:
 def _front_matter(manifest: dict) -> str:
     splits = _splits(manifest)
     lines = []
-    if manifest["format"] in LOADER and splits:
+    stored = FORMATS.get(manifest["format"])
+    if stored is not None and stored.hub_loadable and splits:
         lines += ["configs:", "- config_name: default", "  data_files:"]
         for name, shards in splits.items():
             lines += [f"  - split: {_q(name)}", "    path:"] + [f"    - {_q(s['files'][0])}" for s in shards]
