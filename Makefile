@@ -37,13 +37,13 @@ test: $(VENV)/.installed-test
 
 # A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
 test-extras: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m slow tests/test_extras.py tests/test_trainers.py
+	$(BIN)/python -m pytest -m slow tests/project/test_extras.py tests/formats/test_trainers.py
 
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m ''
 
 bench: $(VENV)/.installed-test
-	$(BIN)/python tests/benchmarks.py
+	$(BIN)/python tests/benchmarks/benchmarks.py
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check objcli tests

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/reference.py
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the tests' helpers: reference.py, paths.py, chat_data.py, …
 
 SAMPLE = ROOT / "sample_data"
 

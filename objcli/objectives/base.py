@@ -148,7 +148,7 @@ class Objective:
     def keeps_remainder(cls, packing: str, options) -> str | None:
         """The option that keeps a partition's partial last row (padded) instead of dropping it,
         as the summary and warnings name it; None where nothing keeps it. Whatever this names is
-        accepted by the run and keeps the tokens (tests/test_hints.py follows it)."""
+        accepted by the run and keeps the tokens (tests/project/test_hints.py follows it)."""
         return "--remainder pad" if packing == "concat" else None
 
     @classmethod

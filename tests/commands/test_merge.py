@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run_cli, run_transform
-from test_end_to_end import megatron_read
+from readback import megatron_read
 
 from objcli.commands.merge import merge
 from objcli.commands.verify import verify_output

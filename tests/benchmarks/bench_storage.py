@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+from paths import ROOT
 
 
 @contextmanager
@@ -57,7 +58,7 @@ def storage_table(paths: list[Path], transform, repeats: int = 3) -> None:
     whole object for every ranged GET, 0.3 s a request on a 521 MB one, which S3 does not.)"""
     import s3fs
 
-    local_out = str(Path(__file__).resolve().parent.parent / "bench_out")
+    local_out = str(ROOT / "bench_out")
     with moto_endpoint() as server:
         fs = s3fs.S3FileSystem(skip_instance_cache=True)
         fs.mkdir("bench")

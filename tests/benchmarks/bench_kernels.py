@@ -1,5 +1,5 @@
 """`make bench`, objective kernels: each kernel against a slow, obviously-correct reference loop
-(tests/reference.py) on the same data in the same run, one core, tokens per second."""
+(tests/support/reference.py) on the same data in the same run, one core, tokens per second."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     """(name, kernel tokens/s, reference-loop tokens/s), same data, same run, one core."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import reference
 
     from objcli.config import TransformConfig

@@ -8,7 +8,7 @@ import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
 from conftest import manifest_json, read_output, run_transform
-from test_end_to_end import expected_documents
+from readback import expected_documents
 
 from objcli.cli import main
 from objcli.errors import ObjcliError

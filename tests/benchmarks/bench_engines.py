@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree, datatrove_tokenize, text_batches
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, write_rank_file
+from paths import ROOT, SAMPLE_DATA
 
 PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"
 OBJECTIVES = ("clm", "mlm", "span-corruption", "prefix-lm", "ul2")
@@ -43,7 +44,7 @@ def fresh_corpus(megabytes: int = 150, files: int = 8) -> list[Path]:
     paths = [folder / f"fresh-{i:02d}.jsonl" for i in range(files)]
     if all(p.exists() for p in paths):
         return paths
-    root = Path(__file__).resolve().parent.parent / "sample_data"
+    root = SAMPLE_DATA
     texts = [json.loads(line)["text"] for line in (root / "prose.jsonl").open()]
     size = sum(map(len, texts))
     for source in sorted(Path(sysconfig.get_paths()["purelib"]).rglob("*.py")):
@@ -84,7 +85,7 @@ def _train_32k(path: Path, pattern: str) -> None:
     """A 32k byte-level BPE with Llama 3's split, trained by the stable library on the sample corpus."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    root = Path(__file__).resolve().parent.parent / "sample_data"
+    root = SAMPLE_DATA
     tokenizer = Tokenizer(models.BPE(ignore_merges=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
                                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -131,7 +132,7 @@ print(json.dumps({"seconds": best, "cpu": cpu, "tokens": tokens, "engine": engin
 def ceiling(paths: list[Path], tokenizer: Path) -> dict:
     env = {**prerelease_env(), "RAYON_NUM_THREADS": str(CORES)}
     out = subprocess.run([sys.executable, "-c", CEILING, json.dumps([str(p) for p in paths]), str(tokenizer), str(CORES)],
-                         capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).resolve().parent.parent)
+                         capture_output=True, text=True, env=env, check=True, cwd=ROOT)
     return json.loads(out.stdout)
 
 

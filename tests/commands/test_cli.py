@@ -2,14 +2,12 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from paths import ROOT
 
 from objcli.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def invoke(*args, input=None):

@@ -1,4 +1,4 @@
-"""Small tokenizers trained here for each chat format in ``tests/chat_templates``, and generated
+"""Small tokenizers trained here for each chat format in ``tests/support/chat_templates``, and generated
 conversations that try the edges: multi-turn, system prompts, empty messages, Unicode, padding
 whitespace that templates trim, and text that spells the special tokens."""
 
@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from paths import CHAT_TEMPLATES
 
-TEMPLATES = Path(__file__).parent / "chat_templates"
+TEMPLATES = CHAT_TEMPLATES
 
 # family -> (template, byte-level?, special tokens, bos, eos)
 FAMILIES = {

@@ -7,7 +7,7 @@ import sentencepiece as spm
 from conftest import read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
-from test_end_to_end import expected_documents
+from readback import expected_documents
 
 from objcli.kernels.bestfit import best_fit_decreasing
 

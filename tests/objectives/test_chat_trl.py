@@ -1,5 +1,5 @@
 """Chat against the templates people train with: TRL's ``chat_templates/`` (Apache-2.0, copied in
-``tests/chat_templates/trl/`` from huggingface/trl), each model family's original template and its
+``tests/support/chat_templates/trl/`` from huggingface/trl), each model family's original template and its
 ``*_training.jinja`` with ``{% generation %}`` markers, on generated conversations with system
 prompts, several turns, empty and whitespace-padded answers, reasoning (``reasoning_content`` and
 ``<think>`` in the content), tool lists, tool calls and tool results.
@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import read_output, run_transform
+from paths import CHAT_TEMPLATES
 
 from objcli.kernels import IGNORE
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-TRL = Path(__file__).parent / "chat_templates" / "trl"
+TRL = CHAT_TEMPLATES / "trl"
 # family -> (bos, eos, what its template renders: tools list, tool calls, reasoning, system turns)
 FAMILIES = {
     "llama3": ("<|begin_of_text|>", "<|eot_id|>", set()),

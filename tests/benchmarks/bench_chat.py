@@ -27,8 +27,9 @@ from pathlib import Path
 from bench_engines import prerelease_env
 from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json
+from paths import CHAT_TEMPLATES, SAMPLE_DATA
 
-TEMPLATE = Path(__file__).parent / "chat_templates" / "llama3.jinja"
+TEMPLATE = CHAT_TEMPLATES / "llama3.jinja"
 
 
 def llama3_chat_tokenizer() -> Path:
@@ -50,7 +51,7 @@ def bench_conversations(count: int = 20_000) -> Path:
     path = DATA / "chat" / f"conversations-{count}.jsonl"
     if path.exists():
         return path
-    root = Path(__file__).resolve().parent.parent / "sample_data"
+    root = SAMPLE_DATA
     prose = " ".join(json.loads(line)["text"] for line in (root / "prose.jsonl").open())
     rng = np.random.default_rng(27)
 

@@ -2,7 +2,7 @@
 
 Run by `make bench` (up to this machine's cores) and, alone, on a many-core machine:
 
-    python tests/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--runs clm/threads,…] [--json F]
+    python tests/benchmarks/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--runs clm/threads,…] [--json F]
 
 Each row is the same corpus at the same core count. The ceiling is linear: one SentencePiece thread's
 batched encode of texts already in memory, its wall divided by the number of cores (N x one core's
@@ -25,7 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the tests' helpers
+from paths import ROOT  # noqa: E402
+
 TOKENIZER = ROOT / "sample_data" / "tokenizer.model"
 
 

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from conftest import folder_bytes, read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
+from paths import ROOT
 
 from objcli.cli import main
 from objcli.kernels.contrastive import augment, crop, other_documents
@@ -150,11 +151,10 @@ def test_options_that_cannot_apply_are_errors(small_corpus, sample_tokenizer, tm
 def test_the_manual_infonce_snippet_runs_on_a_real_output(small_corpus, sample_tokenizer, tmp_path, monkeypatch):
     """The manual's 10-line InfoNCE example, run as printed on a contrastive output with negatives."""
     import re
-    from pathlib import Path
 
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "pairs", objective="contrastive",
                   seq_len=64, negatives=1)
-    readme = (Path(__file__).resolve().parent.parent / "objcli" / "docs" / "objectives.md").read_text()
+    readme = (ROOT / "objcli" / "docs" / "objectives.md").read_text()
     snippet = re.search(r"InfoNCE from a batch.*?```python\n(.*?)```", readme, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     scope: dict = {}

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "objcli"
+from paths import ROOT
+
+PACKAGE = ROOT / "objcli"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60

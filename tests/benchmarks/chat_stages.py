@@ -2,7 +2,7 @@
 chat --workers 1`` run (one core, in this process), by wrapping the functions each stage calls and
 counting each one's own CPU time (a stage called inside another is taken out of it). Run in a
 process of its own, so it can be given the tokenizers pre-release:
-``python tests/chat_stages.py DATA TOKENIZER OUT``; prints one JSON object."""
+``python tests/benchmarks/chat_stages.py DATA TOKENIZER OUT``; prints one JSON object."""
 
 from __future__ import annotations
 

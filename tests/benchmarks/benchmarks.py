@@ -26,7 +26,9 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the tests' helpers (paths, reference, …)
+from paths import ROOT  # noqa: E402
+
 DATA = ROOT / "bench_data"
 OUT = ROOT / "bench_out"
 TOKENIZER = ROOT / "sample_data" / "tokenizer.model"

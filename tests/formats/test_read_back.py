@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -13,44 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
 from conftest import folder_bytes, manifest_json, read_output, run_cli, run_transform
-
-from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
-
-
-def expected_documents(inputs, **options):
-    """Documents in order, read with the library's readers (tested on their own in test_readers)."""
-    opts = ReadOptions(**options)
-    texts = []
-    for partition in plan_partitions(resolve_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
-        texts += [t for b in read_documents(partition, opts, RecordLog()) for t in b]
-    return texts
-
-
-def expected_stream(texts, tokenizer_path):
-    """Each document encoded on its own (not batched) and followed by EOS: the slow, obvious way."""
-    sp = spm.SentencePieceProcessor(model_file=str(tokenizer_path))
-    stream = []
-    for text in texts:
-        stream += sp.encode(text) + [sp.eos_id()]
-    return stream
-
-
-def megatron_read(prefix: Path):
-    """A small reader of the Megatron-LM indexed dataset layout (REFERENCE §11), written from the spec."""
-    idx = prefix.with_suffix(".idx").read_bytes()
-    assert idx[:9] == b"MMIDIDX\x00\x00"
-    (version,) = struct.unpack_from("<Q", idx, 9)
-    (code,) = struct.unpack_from("<B", idx, 17)
-    count, doc_count = struct.unpack_from("<QQ", idx, 18)
-    lengths = struct.unpack_from(f"<{count}i", idx, 34)
-    pointers = struct.unpack_from(f"<{count}q", idx, 34 + 4 * count)
-    doc_index = struct.unpack_from(f"<{doc_count}q", idx, 34 + 12 * count)
-    assert len(idx) == 34 + 12 * count + 8 * doc_count
-    dtype = {8: np.uint16, 4: np.int32}[code]
-    data = np.fromfile(prefix.with_suffix(".bin"), dtype=dtype)
-    itemsize = np.dtype(dtype).itemsize
-    sequences = [data[p // itemsize : p // itemsize + n].tolist() for p, n in zip(pointers, lengths)]
-    return version, code, sequences, list(doc_index)
+from readback import expected_documents, expected_stream, megatron_read
 
 
 def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_tokenizer, tmp_path):

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import SAMPLE_DATA
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE = SAMPLE_DATA
 
 
 def peak_rss_mib(*args) -> tuple[float, str]:

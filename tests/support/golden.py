@@ -1,6 +1,6 @@
 """Command lines whose shards must stay byte-identical across refactors (``test_golden.py``).
 
-``python tests/golden.py`` rewrites ``golden_sha256.json`` from the code as it is; do that only when
+``python tests/support/golden.py`` rewrites ``golden_sha256.json`` from the code as it is; do that only when
 an output is *meant* to change, and say why in the commit. The corpus is a fixed slice of
 ``sample_data`` built by ``golden_corpus``.
 """
@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
+
 SAMPLE = ROOT / "sample_data"
 TABLE = Path(__file__).resolve().parent / "golden_sha256.json"
 
