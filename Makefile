@@ -47,6 +47,7 @@ bench: $(VENV)/.installed-test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check objcli tests
+	$(BIN)/ruff format --check objcli tests
 
 clean:
 	rm -rf $(VENV) demo_out bench_data bench_out .pytest_cache .hypothesis

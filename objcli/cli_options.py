@@ -21,20 +21,36 @@ from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, opt
 class Execution:
     """How a run executes: never part of its output, its fingerprint or its recipe."""
 
-    workers: int | None = option(None, "Workers (threads or processes) [default: all cores].", minimum=1, maximum=4096,
-                                 group=RUN)
-    executor: str = option("local", "local: a pool on this machine; dask: one Dask task per partition.",
-                           choices=("local", "dask"), group=RUN)
-    pool: str = option("auto", "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizer.json "
-                       "and more than 8 workers; else threads.",
-                       choices=("auto", "threads", "processes"), group=RUN)
-    scheduler: str | None = option(None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].", group=RUN)
+    workers: int | None = option(
+        None, "Workers (threads or processes) [default: all cores].", minimum=1, maximum=4096, group=RUN
+    )
+    executor: str = option(
+        "local",
+        "local: a pool on this machine; dask: one Dask task per partition.",
+        choices=("local", "dask"),
+        group=RUN,
+    )
+    pool: str = option(
+        "auto",
+        "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizer.json "
+        "and more than 8 workers; else threads.",
+        choices=("auto", "threads", "processes"),
+        group=RUN,
+    )
+    scheduler: str | None = option(
+        None, "[--executor dask] A running scheduler (tcp://host:8786) [default: a local cluster].", group=RUN
+    )
     overwrite: bool = option(False, "Replace whatever an earlier run left in the output folder.", group=RUN)
-    resume: bool = option(False, "Insist on continuing an interrupted run (the same configuration resumes anyway).", group=RUN)
+    resume: bool = option(
+        False, "Insist on continuing an interrupted run (the same configuration resumes anyway).", group=RUN
+    )
     quiet: bool = option(False, "No progress bar (the summary line is still printed).", short="-q", group=RUN)
-    recipe: str | None = option(None, "Configuration from a TOML recipe or a manifest.json (options given here win).", group=RUN)
-    append: bool = option(False, "Add INPUTS to the finished output -o as partitions after its own, with its configuration.",
-                          group=RUN)
+    recipe: str | None = option(
+        None, "Configuration from a TOML recipe or a manifest.json (options given here win).", group=RUN
+    )
+    append: bool = option(
+        False, "Add INPUTS to the finished output -o as partitions after its own, with its configuration.", group=RUN
+    )
     print_recipe: bool = option(False, "Print the resolved configuration as a TOML recipe and exit.", group=RUN)
 
 
@@ -58,8 +74,15 @@ def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hid
         names[0] = f"{names[0]}/--no-{names[0][2:]}"
         return click.Option([*names, dest], default=None, hidden=bool(hidden_name), help=help_text)
     multiple = tuple in (typing.get_origin(hint), hint)  # a repeatable option (--source)
-    return click.Option([*names, dest], type=_click_type(f, hint), default=None, hidden=bool(hidden_name),
-                        help=help_text, show_default=False, multiple=multiple)
+    return click.Option(
+        [*names, dest],
+        type=_click_type(f, hint),
+        default=None,
+        hidden=bool(hidden_name),
+        help=help_text,
+        show_default=False,
+        multiple=multiple,
+    )
 
 
 def _options_of(fields: list[tuple[dataclasses.Field, object, set[str] | None]]) -> list[click.Option]:
@@ -86,10 +109,12 @@ class TransformCommand(click.Command):
         from .objectives import REGISTRY
         from .recipe import objective_fields
 
-        objective_params = _options_of([
-            (f, typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name], objectives)
-            for name, (f, objectives) in objective_fields().items()
-        ])
+        objective_params = _options_of(
+            [
+                (f, typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name], objectives)
+                for name, (f, objectives) in objective_fields().items()
+            ]
+        )
         inputs = click.Argument(["inputs"], nargs=-1)
         legacy_pack = click.Option(["--pack", "legacy_pack"], is_flag=True, default=None, hidden=True)
         run = [inputs, *_options_of(_run_fields(TransformConfig) + _run_fields(Execution)), legacy_pack]
@@ -110,7 +135,9 @@ class TransformCommand(click.Command):
 
         name = ctx.meta.get("objective")
         defaults = {f.name: f.default for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)}
-        groups = {f.name: f.metadata.get("group") for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)}
+        groups = {
+            f.name: f.metadata.get("group") for cls in (TransformConfig, Execution) for f in dataclasses.fields(cls)
+        }
         own: set[str] = set()
         if name:
             objective = REGISTRY.get(name)
@@ -131,8 +158,11 @@ class TransformCommand(click.Command):
             if value not in (None, False, "", ()):
                 text += f"  [default: {value}]"
             sections.setdefault(groups.get(param.name) or RUN, []).append((opts, text))
-        order = [*HELP_SECTIONS[: HELP_SECTIONS.index(ROWS) + 1], *(s for s in sections if s not in HELP_SECTIONS),
-                 *HELP_SECTIONS[HELP_SECTIONS.index(ROWS) + 1 :]]
+        order = [
+            *HELP_SECTIONS[: HELP_SECTIONS.index(ROWS) + 1],
+            *(s for s in sections if s not in HELP_SECTIONS),
+            *HELP_SECTIONS[HELP_SECTIONS.index(ROWS) + 1 :],
+        ]
         for section in (s for s in order if s in sections):
             with formatter.section(section):
                 formatter.write_dl(sections[section], col_max=40)  # choice lists stay on the option's line
@@ -175,3 +205,7 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     runner["executor"] = runner["executor"] or "local"
     runner["pool"] = runner["pool"] or "auto"
     return values_out, runner
+
+
+class Fail(click.ClickException):
+    """Prints ``Error: <one line>`` and exits 1."""

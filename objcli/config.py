@@ -73,51 +73,95 @@ class TransformConfig:
     """Every setting of a run that shapes its output; the ``option`` metadata is the one definition
     of each ``objcli transform`` option (help, default, choices, range)."""
 
-    inputs: tuple[str, ...] = option((), "Files, folders (searched recursively) and globs; '-' reads standard input.",
-                                     cli=False)
-    tokenizer: str = option("", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT)
-    objective: str = option("clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive, chat.", group=ROWS)
+    inputs: tuple[str, ...] = option(
+        (), "Files, folders (searched recursively) and globs; '-' reads standard input.", cli=False
+    )
+    tokenizer: str = option(
+        "", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT
+    )
+    objective: str = option(
+        "clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive, chat.", group=ROWS
+    )
     objective_options: Any = None
     output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
-    seq_len: int = option(2048, "Tokens per row (the most per row with --packing none).", minimum=2, maximum=2**24,
-                          group=ROWS)
+    seq_len: int = option(
+        2048, "Tokens per row (the most per row with --packing none).", minimum=2, maximum=2**24, group=ROWS
+    )
     output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format", group=OUTPUT)
     shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).", group=OUTPUT)
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
-    text_key: str = option("text", "JSON field or Parquet column of the text; dots reach nested ones (meta.body).", group=INPUT)
-    text_unit: str = option("line", "Plain text: a document per line, per blank-line paragraph, or per file.",
-                            choices=TEXT_UNITS, group=INPUT)
+    text_key: str = option(
+        "text", "JSON field or Parquet column of the text; dots reach nested ones (meta.body).", group=INPUT
+    )
+    text_unit: str = option(
+        "line",
+        "Plain text: a document per line, per blank-line paragraph, or per file.",
+        choices=TEXT_UNITS,
+        group=INPUT,
+    )
     strict: bool = option(False, "Stop at the first bad record instead of skipping and counting it.", group=INPUT)
-    bos: bool | None = option(None, "Put BOS before every document [default: as the tokenizer's own template].", group=ROWS)
-    eos: bool | None = option(None, "Put EOS after every document [default: the objective's, as its paper].", group=ROWS)
-    seed: int = option(0, "Seed for objectives that draw random numbers.", minimum=0, maximum=2**64 - 1,
-                       group=ROWS)  # keyed hashes take it as an unsigned 64-bit integer
-    bos_token: str | None = option(None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
-    eos_token: str | None = option(None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS)
-    pad_token: str | None = option(None, "Padding piece, one the tokenizer has (else its own pad, or <pad> added).",
-                                   group=ROWS)
+    bos: bool | None = option(
+        None, "Put BOS before every document [default: as the tokenizer's own template].", group=ROWS
+    )
+    eos: bool | None = option(
+        None, "Put EOS after every document [default: the objective's, as its paper].", group=ROWS
+    )
+    seed: int = option(
+        0, "Seed for objectives that draw random numbers.", minimum=0, maximum=2**64 - 1, group=ROWS
+    )  # keyed hashes take it as an unsigned 64-bit integer
+    bos_token: str | None = option(
+        None, "BOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS
+    )
+    eos_token: str | None = option(
+        None, "EOS piece instead of the tokenizer's own (looked up, else allocated).", group=ROWS
+    )
+    pad_token: str | None = option(
+        None, "Padding piece, one the tokenizer has (else its own pad, or <pad> added).", group=ROWS
+    )
     partition_size: str = option("16MiB", "Size of a work unit: small files are grouped, large ones cut.", group=RUN)
     batch_size: str = option("1MiB", "Text per tokenizer batch (memory per worker grows with it).", group=RUN)
-    max_document_chars: int = option(10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT)
-    packing: str | None = option(None, "How examples become rows [default: the objective's first; see --help].",
-                                 choices=PACKERS, group=ROWS)
-    pack_window: int = option(4_000_000, "[--packing best-fit] Tokens gathered before packing.",
-                              minimum=1, maximum=2**31 - 1, group=ROWS)
-    remainder: str = option("drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS)
-    row_tokens: str = option("seq-len", "[clm, fim, mtp] seq-len+1: overlap by a token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS)
-    shuffle_documents: str | None = option(None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER)
-    shuffle_rows: bool = option(False, "Shuffle every row of the run across all shards (a second pass, bounded memory).",
-                                group=ORDER)
-    input_breaks: tuple[int, ...] = option((), "Indices of INPUTS where a partition must start (what --append records: "
-                                           "each appended set of inputs begins partitions of its own).",
-                                           cli=False, group=INPUT)
-    source: tuple[str, ...] = option((), "NAME=PATH: one source of a mixture (repeat it); instead of INPUTS.",
-                                     group=ORDER)
-    weights: str = option("", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).",
-                          group=ORDER)
+    max_document_chars: int = option(
+        10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT
+    )
+    packing: str | None = option(
+        None, "How examples become rows [default: the objective's first; see --help].", choices=PACKERS, group=ROWS
+    )
+    pack_window: int = option(
+        4_000_000, "[--packing best-fit] Tokens gathered before packing.", minimum=1, maximum=2**31 - 1, group=ROWS
+    )
+    remainder: str = option(
+        "drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS
+    )
+    row_tokens: str = option(
+        "seq-len", "[clm, fim, mtp] seq-len+1: overlap by a token (Megatron, nanoGPT).", choices=ROW_TOKENS, group=ROWS
+    )
+    shuffle_documents: str | None = option(
+        None, "Shuffle documents in windows of this much text (e.g. 16MiB).", group=ORDER
+    )
+    shuffle_rows: bool = option(
+        False, "Shuffle every row of the run across all shards (a second pass, bounded memory).", group=ORDER
+    )
+    input_breaks: tuple[int, ...] = option(
+        (),
+        "Indices of INPUTS where a partition must start (what --append records: "
+        "each appended set of inputs begins partitions of its own).",
+        cli=False,
+        group=INPUT,
+    )
+    source: tuple[str, ...] = option(
+        (), "NAME=PATH: one source of a mixture (repeat it); instead of INPUTS.", group=ORDER
+    )
+    weights: str = option(
+        "", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).", group=ORDER
+    )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
-    engine: str = option("auto", "What encodes: auto (the fastest installed engine that passes the parity probe), "
-                         "reference (the file's own library), or one by name.", choices=ENGINE_CHOICES, group=INPUT)
+    engine: str = option(
+        "auto",
+        "What encodes: auto (the fastest installed engine that passes the parity probe), "
+        "reference (the file's own library), or one by name.",
+        choices=ENGINE_CHOICES,
+        group=INPUT,
+    )
 
     def __post_init__(self):
         from .objectives import REGISTRY
@@ -135,8 +179,9 @@ class TransformConfig:
             whole = self.format.whole_documents and "none" in accepted
             object.__setattr__(self, "packing", "none" if whole else accepted[0])
         elif self.packing not in accepted:
-            raise ObjcliError(f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}"
-                              + self._options_hint())
+            raise ObjcliError(
+                f"--packing {self.packing}: {objective.name} takes {', '.join(accepted)}" + self._options_hint()
+            )
         self._check_ignored_options()
         check_url_path(self.output, "-o")
         for where in (*self.inputs, *(s.partition("=")[2] for s in self.source)):
@@ -146,8 +191,10 @@ class TransformConfig:
             raise ObjcliError("-o - writes an Arrow IPC stream; use --format arrow or write to a folder")
         ShardSize.parse(self.shard_size)
         if parse_bytes(self.partition_size, "--partition-size") < MIN_PARTITION_BYTES:
-            raise ObjcliError(f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
-                              "with its own shards)")
+            raise ObjcliError(
+                f"--partition-size {self.partition_size}: must be at least 16KiB (each partition is a task "
+                "with its own shards)"
+            )
         parse_bytes(self.batch_size, "--batch-size")
         self._check_order_options()
 
@@ -172,8 +219,10 @@ class TransformConfig:
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
         if self.format.packers is not None and self.packing not in self.format.packers:
-            raise ObjcliError(f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
-                              f"its windows; it takes --packing {' or '.join(self.format.packers)}, not {self.packing}")
+            raise ObjcliError(
+                f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
+                f"its windows; it takes --packing {' or '.join(self.format.packers)}, not {self.packing}"
+            )
         if self.row_tokens != "seq-len":
             self._check_row_tokens()
         if self.remainder != "drop" and self.packing != "concat":
@@ -181,19 +230,28 @@ class TransformConfig:
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
             raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
         breaks = list(self.input_breaks)
-        if breaks and (self.source or breaks != sorted(set(breaks)) or not all(
-                isinstance(b, int) and 0 < b < len(self.inputs) for b in breaks)):
-            raise ObjcliError(f"input-breaks {breaks}: increasing indices between 1 and {len(self.inputs) - 1} of "
-                              "INPUTS, written by --append; fix the recipe or leave it out")
+        if breaks and (
+            self.source
+            or breaks != sorted(set(breaks))
+            or not all(isinstance(b, int) and 0 < b < len(self.inputs) for b in breaks)
+        ):
+            raise ObjcliError(
+                f"input-breaks {breaks}: increasing indices between 1 and {len(self.inputs) - 1} of "
+                "INPUTS, written by --append; fix the recipe or leave it out"
+            )
         object.__setattr__(self, "input_breaks", tuple(breaks))
         if self.text_key != "text" and self._reads_records():
-            raise ObjcliError(f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
-                              "field with --messages-key")
+            raise ObjcliError(
+                f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
+                "field with --messages-key"
+            )
         for name in ("bos_token", "eos_token", "pad_token"):
             if getattr(self, name) == "":
                 flag = "--" + name.replace("_", "-")
-                raise ObjcliError(f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
-                                  "the tokenizer's own")
+                raise ObjcliError(
+                    f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
+                    "the tokenizer's own"
+                )
 
     def _check_mixture(self) -> None:
         from .order.mixture import parse_sources, parse_weights
@@ -201,10 +259,14 @@ class TransformConfig:
         if not (self.source and self.weights):
             raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
         if self.inputs:
-            raise ObjcliError("--source names every input of a mixture; drop the INPUTS, or give them as one more --source")
+            raise ObjcliError(
+                "--source names every input of a mixture; drop the INPUTS, or give them as one more --source"
+            )
         if self.format.whole_documents:
-            raise ObjcliError(f"--format {self.output_format} stores input_ids only, so no row could say its source; "
-                              "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)")
+            raise ObjcliError(
+                f"--format {self.output_format} stores input_ids only, so no row could say its source; "
+                "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)"
+            )
         parse_weights(self.weights, list(parse_sources(self.source)))
 
     def _reads_records(self) -> bool:
@@ -222,11 +284,15 @@ class TransformConfig:
         from .objectives import REGISTRY
 
         if not REGISTRY.get(self.objective).next_token_rows:
-            raise ObjcliError(f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
-                              f"trainers shift labels; {self.objective}'s rows carry their own labels")
+            raise ObjcliError(
+                f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
+                f"trainers shift labels; {self.objective}'s rows carry their own labels"
+            )
         if self.format.whole_documents and self.packing == "none":
-            raise ObjcliError(f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
-                              "the trainer cuts its own windows of seq_len + 1; drop --row-tokens")
+            raise ObjcliError(
+                f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
+                "the trainer cuts its own windows of seq_len + 1; drop --row-tokens"
+            )
 
     @property
     def format(self):

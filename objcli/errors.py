@@ -1,6 +1,5 @@
 """User-facing errors: one line that says what failed, where, and how to fix it."""
 
-
 INTERRUPTED = "interrupted; rerun the same command to go on (an output folder keeps its finished partitions)"
 
 

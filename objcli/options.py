@@ -21,14 +21,35 @@ INPUT, ROWS, ORDER, OUTPUT, RUN = "Input", "Objective and rows", "Order, splits 
 HELP_SECTIONS = (INPUT, ROWS, ORDER, OUTPUT, RUN)
 
 
-def option(default: Any, help: str, *, choices: tuple | None = None, minimum: float | None = None,
-           maximum: float | None = None, exclusive: bool = False, flag: str | None = None,
-           aliases: tuple[str, ...] = (), short: str | None = None, cli: bool = True, group: str = "") -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive: bool = False,
+    flag: str | None = None,
+    aliases: tuple[str, ...] = (),
+    short: str | None = None,
+    cli: bool = True,
+    group: str = "",
+) -> Any:
     """A dataclass field that is also a command-line option. ``exclusive``: the range excludes its
     ends; ``aliases``: older spellings, accepted and hidden; ``cli=False``: recipe and API only;
     ``group``: the section of ``--help`` that lists it."""
-    metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "exclusive": exclusive,
-                "flag": flag, "aliases": aliases, "short": short, "cli": cli, "group": group}
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "minimum": minimum,
+        "maximum": maximum,
+        "exclusive": exclusive,
+        "flag": flag,
+        "aliases": aliases,
+        "short": short,
+        "cli": cli,
+        "group": group,
+    }
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -70,7 +91,11 @@ def _int_range(low, high) -> str:
         return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
     if high is None:
-        return f"must be at least {shown(low)} (and at most {INT_LIMIT})" if low is not None else f"must be at most {INT_LIMIT}"
+        return (
+            f"must be at least {shown(low)} (and at most {INT_LIMIT})"
+            if low is not None
+            else f"must be at most {INT_LIMIT}"
+        )
     return f"must be between {shown(low)} and {shown(high)}" if low is not None else f"must be at most {shown(high)}"
 
 

@@ -133,7 +133,9 @@ def load_recipe(path: str, warn=None) -> dict[str, Any]:
     except OSError as error:
         raise ObjcliError(f"--recipe {path}: {error.strerror}; pass a TOML recipe or a manifest.json") from None
     except (ValueError, AttributeError) as error:
-        raise ObjcliError(f"--recipe {path}: not a valid recipe ({error}); pass a TOML file or a manifest.json") from None
+        raise ObjcliError(
+            f"--recipe {path}: not a valid recipe ({error}); pass a TOML file or a manifest.json"
+        ) from None
     if not isinstance(table, dict):
         raise ObjcliError(f"--recipe {path}: holds no recipe; pass a TOML file or a manifest.json written by objcli")
     _warn_other_version(path, document, warn)
@@ -160,8 +162,10 @@ def _warn_other_version(path: str, document: dict | None, warn) -> None:
         return
     written = (document.get("objcli_version"), document.get("manifest_version"))
     if written != (__version__, MANIFEST_VERSION):
-        warn(f"--recipe {path}: written by objcli {written[0]} (manifest version {written[1]}), this is {__version__} "
-             f"(manifest version {MANIFEST_VERSION}); options it does not name take this version's defaults")
+        warn(
+            f"--recipe {path}: written by objcli {written[0]} (manifest version {written[1]}), this is {__version__} "
+            f"(manifest version {MANIFEST_VERSION}); options it does not name take this version's defaults"
+        )
 
 
 def to_toml(table: dict[str, Any]) -> str:

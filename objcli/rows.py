@@ -39,8 +39,19 @@ ColumnKind = Literal["fixed", "ragged", "scalar"]
 # starts wherever a position does not follow the one before). Outputs written before used "positions";
 # readers go by the manifest's names and roles.
 POSITION_IDS = "position_ids"
-ROLES = ("tokens", "labels", "segment_ids", "positions", "attention_mask", "token_type_ids", "prefix_length",
-         "per_segment", "example_label", "category", "target_depth")
+ROLES = (
+    "tokens",
+    "labels",
+    "segment_ids",
+    "positions",
+    "attention_mask",
+    "token_type_ids",
+    "prefix_length",
+    "per_segment",
+    "example_label",
+    "category",
+    "target_depth",
+)
 
 
 @dataclass(frozen=True)
@@ -122,9 +133,7 @@ class RowBatch:
             name: col.slice(start, stop) if isinstance(col, Ragged) else col[start:stop]
             for name, col in self.columns.items()
         }
-        return RowBatch(
-            columns, self.tokens[start:stop], self.padding[start:stop], self.documents[start:stop]
-        )
+        return RowBatch(columns, self.tokens[start:stop], self.padding[start:stop], self.documents[start:stop])
 
     def take(self, rows: np.ndarray) -> RowBatch:
         """These rows, in this order (a copy)."""

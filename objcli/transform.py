@@ -15,17 +15,20 @@ from pathlib import Path
 
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import LocalExecutor, make_executor
+from .executors import POOLS, LocalExecutor, make_executor
+from .executors.local import compiled_kernels, start_fork_server
+from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
-from .order.first_pass import mixture_rates, split_bounds
 from .order.mixture import check_repeats
 from .readers.inputs import STDIN
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
 from .run.finish import build_manifest, check_totals, shuffle_pass, warn_skips
+from .run.first_pass import mixture_rates, split_bounds
 from .run.pipeline import PartitionTask, Progress
-from .run.plan import RunPlan, check_execution, plan_run
+from .run.plan import RunPlan
+from .run.plan import plan_run as plan_stages
 from .run.run_inputs import make_run_key
 from .run.stdout import StdoutStream
 from .run.summary import Summary
@@ -36,8 +39,36 @@ from .storage.stores import open_store, share_tokenizer
 __all__ = ["RunPlan", "plan_run", "transform"]
 
 
-def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str,
-                    scheduler: str | None, stream, report) -> list[PartitionResult]:
+def check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
+    if workers < 1:
+        raise ObjcliError(f"--workers {workers}: must be at least 1")
+    if overwrite and resume:
+        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
+    if to_stdout and resume:
+        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
+    if pool not in POOLS:
+        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
+    if pool != "auto" and executor != "local":
+        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
+
+
+def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
+    """The run's plan (``run/plan.py``) and its pool: with local processes, the fork server starts as
+    soon as the partitions are known, to load the tokenizer while this process loads it too."""
+
+    def start_early(partitions) -> None:
+        pooled = sum(not p.input.is_stream for p in partitions)
+        if executor == "local" and will_fork(config.objective, pool, workers, pooled):
+            start_fork_server(config.tokenizer, compiled_kernels(config))
+
+    planned = plan_stages(config, warn, start_early)
+    planned.pool = choose_pool(pool, planned.objective, planned.tokenizer, workers)
+    return planned
+
+
+def _run_partitions(
+    plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str, scheduler: str | None, stream, report
+) -> list[PartitionResult]:
     """Run the partitions not yet done (writing to ``work``, a folder or the URL of a work prefix):
     standard input in this process, the rest in the pool."""
     pooled_count = sum(not p.input.is_stream for p in todo)
@@ -48,9 +79,22 @@ def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, 
     shared = workers if executor == "local" and plan.pool == "threads" else threads
     sources = list(plan.mixture)
     config = dataclasses.replace(plan.config, tokenizer=plan.task_tokenizer) if plan.task_tokenizer else plan.config
-    tasks = [PartitionTask(p, config, plan.tokenizer.special, work, threads, run_key, plan.fingerprint,
-                           plan.split_bounds, plan.mixture[p.source]["rate"] if p.source else 1.0,
-                           sources.index(p.source) if p.source else -1, shared) for p in todo]
+    tasks = [
+        PartitionTask(
+            p,
+            config,
+            plan.tokenizer.special,
+            work,
+            threads,
+            run_key,
+            plan.fingerprint,
+            plan.split_bounds,
+            plan.mixture[p.source]["rate"] if p.source else 1.0,
+            sources.index(p.source) if p.source else -1,
+            shared,
+        )
+        for p in todo
+    ]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []
@@ -68,8 +112,9 @@ def _run_partitions(plan: RunPlan, todo, work: str, run_key: str, workers: int, 
     return results
 
 
-def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
-                 ) -> tuple[OutputFolder | None, str, Path]:
+def _open_output(
+    plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
+) -> tuple[OutputFolder | None, str, Path]:
     """(the output folder, or None for stdout; the run key; where this process writes work files).
     ``append``: the finished output's manifest, whose partitions this run adopts (``run/append.py``)."""
     config = plan.config
@@ -82,8 +127,13 @@ def _open_output(plan: RunPlan, overwrite: bool, resume: bool, warn, append: dic
             "checked; drop --resume to build the output again"
         )
     run_key = make_run_key(plan.fingerprint, plan.files)
-    folder = OutputFolder(open_store(config.output), plan.fingerprint, run_key, SIDE_FILES,
-                          record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})))
+    folder = OutputFolder(
+        open_store(config.output),
+        plan.fingerprint,
+        run_key,
+        SIDE_FILES,
+        record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})),
+    )
     adopt = None
     if append is not None:
         check_appendable(config)
@@ -131,8 +181,9 @@ def transform(
     try:
         if folder and folder.complete_manifest is not None:
             folder.stamp()
-            return Summary(folder.complete_manifest, time.perf_counter() - started, config.output,
-                           len(plan.partitions), True)
+            return Summary(
+                folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True
+            )
         summary = _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
         summary.appended = append is not None
         return summary
@@ -154,15 +205,21 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
     check_repeats(plan.mixture, warn)
     streams = any(p.input.is_stream for p in plan.partitions)
-    report(Progress(phase="transform", total=None if streams else sum(p.size for p in plan.partitions),
-                    done=sum(p.size for p in plan.partitions if p.index in kept)))
+    report(
+        Progress(
+            phase="transform",
+            total=None if streams else sum(p.size for p in plan.partitions),
+            done=sum(p.size for p in plan.partitions if p.index in kept),
+        )
+    )
     task_folder = folder.task_folder if folder else str(work)
     if folder and folder.store.remote and executor == "dask" and not is_url(config.tokenizer):
         # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.
         plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_store)
     try:
-        results = list(kept.values()) + _run_partitions(plan, todo, task_folder, run_key, workers, executor, scheduler,
-                                                        stream, report)
+        results = list(kept.values()) + _run_partitions(
+            plan, todo, task_folder, run_key, workers, executor, scheduler, stream, report
+        )
     finally:
         if to_stdout:
             shutil.rmtree(work, ignore_errors=True)

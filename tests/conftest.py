@@ -65,7 +65,11 @@ def run_cli(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
     """``objcli ARGS`` in a process of its own (for crashes, rlimits, other folders); text output."""
     return subprocess.run(
         [sys.executable, "-m", "objcli", *map(str, args)],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600, **kwargs,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+        **kwargs,
     )
 
 

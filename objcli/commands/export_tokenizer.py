@@ -51,8 +51,11 @@ class _Targets:
     repeat); each is written under a temporary name and renamed."""
 
     def __init__(self, tokenizer, overwrite: bool):
-        own = [tokenizer.path, tokenizer.path.with_name(tokenizer.path.name + ".json"),
-               tokenizer.path.with_name("tokenizer_config.json")]
+        own = [
+            tokenizer.path,
+            tokenizer.path.with_name(tokenizer.path.name + ".json"),
+            tokenizer.path.with_name("tokenizer_config.json"),
+        ]
         self.own = {p.resolve() for p in own if p.exists()}
         self.overwrite = overwrite
 
@@ -67,7 +70,9 @@ class _Targets:
             os.replace(temporary, path)
         except OSError as error:
             temporary.unlink(missing_ok=True)
-            raise ObjcliError(f"output {path}: {error.strerror or error}; free space or choose another folder") from None
+            raise ObjcliError(
+                f"output {path}: {error.strerror or error}; free space or choose another folder"
+            ) from None
         return path
 
 
@@ -76,8 +81,10 @@ def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None =
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
     added = sorted(manifest.special_tokens.added.items(), key=lambda item: item[1])
     if [i for _, i in added] != list(range(tokenizer.vocab_size, tokenizer.vocab_size + len(added))):
-        raise ObjcliError(f"{folder}: the allocated special ids are not contiguous after the vocabulary; "
-                          "the manifest was edited or is damaged")
+        raise ObjcliError(
+            f"{folder}: the allocated special ids are not contiguous after the vocabulary; "
+            "the manifest was edited or is damaged"
+        )
     out = Path(destination)
     if out.exists() and not out.is_dir():
         raise ObjcliError(f"output {destination}: exists and is not a folder; choose a folder with -o")
@@ -87,8 +94,12 @@ def export_tokenizer(folder: str, destination: str, tokenizer_path: str | None =
     written = _WRITERS[tokenizer.kind](tokenizer, pieces, added, targets, out)
     if tokenizer.kind == "huggingface":
         _write_config(tokenizer, manifest.special_tokens.pieces, targets, out)
-    return {"path": str(written), "kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size + len(added),
-            "added": len(added)}
+    return {
+        "path": str(written),
+        "kind": tokenizer.kind,
+        "vocab_size": tokenizer.vocab_size + len(added),
+        "added": len(added),
+    }
 
 
 def _sentencepiece(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:
@@ -103,8 +114,17 @@ def _huggingface(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path
     for piece, token_id in added:
         if piece in tokenizer.ids:
             raise ObjcliError(f"tokenizer.json: {piece!r} is already id {tokenizer.ids[piece]}, not {token_id}")
-        tokens.append({"id": token_id, "content": piece, "single_word": False, "lstrip": False, "rstrip": False,
-                       "normalized": False, "special": True})
+        tokens.append(
+            {
+                "id": token_id,
+                "content": piece,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        )
     return targets.write(out / "tokenizer.json", (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode())
 
 
@@ -120,8 +140,12 @@ def _write_config(tokenizer, pieces: dict[str, str], targets: _Targets, out: Pat
 
 
 def _tiktoken(tokenizer, pieces, added, targets: _Targets, out: Path) -> Path:
-    side = {"pattern": tokenizer.pattern, "special_tokens": {**tokenizer.specials, **dict(added)},
-            "bos": tokenizer.bos, "eos": tokenizer.eos}
+    side = {
+        "pattern": tokenizer.pattern,
+        "special_tokens": {**tokenizer.specials, **dict(added)},
+        "bos": tokenizer.bos,
+        "eos": tokenizer.eos,
+    }
     path = targets.write(out / tokenizer.path.name, tokenizer.path.read_bytes())
     targets.write(path.with_name(path.name + ".json"), (json.dumps(side, indent=2) + "\n").encode())
     return path

@@ -41,13 +41,16 @@ from .rebuild import BLOCK, building, check_source_files, link_or_copy, on_any_s
 def _signature(manifest: Manifest) -> list[tuple[str, object]]:
     """What two outputs must share to be one dataset, in the order a difference is reported."""
     fixed = any(c.kind == "fixed" for c in manifest.columns)
-    return [("format", manifest.format), ("objective", manifest.objective),
-            ("tokenizer sha256", manifest.tokenizer.sha256),
-            # The files read beside it (tokenizer config, chat template): one rendering, one set of specials.
-            ("files read beside the tokenizer (sha256)", side_digests(manifest.identity)),
-            ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
-            ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
-            ("seq_len", manifest.config.get("seq_len") if fixed else None)]
+    return [
+        ("format", manifest.format),
+        ("objective", manifest.objective),
+        ("tokenizer sha256", manifest.tokenizer.sha256),
+        # The files read beside it (tokenizer config, chat template): one rendering, one set of specials.
+        ("files read beside the tokenizer (sha256)", side_digests(manifest.identity)),
+        ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
+        ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
+        ("seq_len", manifest.config.get("seq_len") if fixed else None),
+    ]
 
 
 def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
@@ -56,8 +59,10 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
         for (name, expected), (_, got) in zip(first, _signature(manifest)):
             if expected != got:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
-                raise ObjcliError(f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
-                                  f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length")
+                raise ObjcliError(
+                    f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
+                    f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length"
+                )
 
 
 def train_when_split(manifests: list[Manifest]) -> list[Manifest]:
@@ -66,8 +71,10 @@ def train_when_split(manifests: list[Manifest]) -> list[Manifest]:
     Megatron's ``megatron.txt``, one file for both) sees them; otherwise they stay as they are."""
     if not any(shard.split for manifest in manifests for shard in manifest.shards):
         return manifests
-    return [msgspec.structs.replace(m, shards=[msgspec.structs.replace(s, split=s.split or "train") for s in m.shards])
-            for m in manifests]
+    return [
+        msgspec.structs.replace(m, shards=[msgspec.structs.replace(s, split=s.split or "train") for s in m.shards])
+        for m in manifests
+    ]
 
 
 @dataclass
@@ -98,14 +105,24 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
         numbers[shard.split] = number + 1
         prefix = f"{shard.split or 'part'}-{number:05d}-of-{counts[shard.split]:05d}"
         old = final_prefix(shard.files[0])
-        rename = {name: prefix + name[len(old):] for name in shard.files}
+        rename = {name: prefix + name[len(old) :] for name in shard.files}
         for name, new in rename.items():
             link_or_copy(folder / name, work / new)
-        merged.append(ShardRecord(partition=index, ordinal=0, files=[rename[n] for n in shard.files],
-                                  sha256={rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows,
-                                  tokens=shard.tokens, padding_tokens=shard.padding_tokens, documents=shard.documents,
-                                  segments=shard.segments, split=shard.split,
-                                  bytes={rename[n]: b for n, b in shard.bytes.items()}))
+        merged.append(
+            ShardRecord(
+                partition=index,
+                ordinal=0,
+                files=[rename[n] for n in shard.files],
+                sha256={rename[n]: d for n, d in shard.sha256.items()},
+                rows=shard.rows,
+                tokens=shard.tokens,
+                padding_tokens=shard.padding_tokens,
+                documents=shard.documents,
+                segments=shard.segments,
+                split=shard.split,
+                bytes={rename[n]: b for n, b in shard.bytes.items()},
+            )
+        )
     return merged
 
 
@@ -165,8 +182,10 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     headers = [_read_index_header(p) for p in idxs]
     codes = {h[0] for h in headers}
     if len(codes) != 1:
-        raise ObjcliError("merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
-                          "rerun the smaller-vocabulary transforms with the same tokenizer")
+        raise ObjcliError(
+            "merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
+            "rerun the smaller-vocabulary transforms with the same tokenizer"
+        )
     count = sum(h[1] for h in headers)
     documents = sum(h[2] - 1 for h in headers) + 1
     bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
@@ -187,11 +206,19 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     out_idx.close()
     digests = [bin_digest, out_idx.digest.hexdigest()]
     records = [s for _, s in shards]
-    return ShardRecord(partition=0, ordinal=0, files=files, sha256=dict(zip(files, digests)),
-                       rows=sum(s.rows for s in records), tokens=sum(s.tokens for s in records),
-                       padding_tokens=sum(s.padding_tokens for s in records),
-                       documents=sum(s.documents for s in records), segments=sum(s.segments for s in records),
-                       split=records[0].split, bytes={files[0]: bin_size, files[1]: out_idx.path.stat().st_size})
+    return ShardRecord(
+        partition=0,
+        ordinal=0,
+        files=files,
+        sha256=dict(zip(files, digests)),
+        rows=sum(s.rows for s in records),
+        tokens=sum(s.tokens for s in records),
+        padding_tokens=sum(s.padding_tokens for s in records),
+        documents=sum(s.documents for s in records),
+        segments=sum(s.segments for s in records),
+        split=records[0].split,
+        bytes={files[0]: bin_size, files[1]: out_idx.path.stat().st_size},
+    )
 
 
 def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:
@@ -199,8 +226,9 @@ def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:
     for src, manifest in zip(plan.sources, plan.manifests):
         for shard in manifest.shards:
             by_split.setdefault(shard.split, []).append((Path(src), shard))
-    return [_merge_megatron_split(shards, work, f"{split or 'part'}-00000-of-00001")
-            for split, shards in by_split.items()]
+    return [
+        _merge_megatron_split(shards, work, f"{split or 'part'}-00000-of-00001") for split, shards in by_split.items()
+    ]
 
 
 def _raw(folder: str) -> dict:
@@ -222,33 +250,58 @@ def _totals(raws: list[dict], shards: list[ShardRecord]) -> dict:
                 totals[key] = totals.get(key, 0) + value
     rows, tokens = sum(s.rows for s in shards), sum(s.tokens for s in shards)
     padding = sum(s.padding_tokens for s in shards)
-    totals.update(rows=rows, shards=len(shards), tokens=tokens, padding_tokens=padding,
-                  padding_fraction=padding / (tokens + padding) if tokens + padding else 0.0,
-                  mean_segments_per_row=sum(s.segments for s in shards) / rows if rows else 0.0,
-                  split_fraction=totals.get("documents_split", 0) / totals["documents_written"]
-                  if totals.get("documents_written") else 0.0)
+    totals.update(
+        rows=rows,
+        shards=len(shards),
+        tokens=tokens,
+        padding_tokens=padding,
+        padding_fraction=padding / (tokens + padding) if tokens + padding else 0.0,
+        mean_segments_per_row=sum(s.segments for s in shards) / rows if rows else 0.0,
+        split_fraction=totals.get("documents_split", 0) / totals["documents_written"]
+        if totals.get("documents_written")
+        else 0.0,
+    )
     return dict(sorted(totals.items()))
 
 
-def merged_manifest(plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None,
-                    labels: list[str] | None = None) -> dict:
+def merged_manifest(
+    plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None, labels: list[str] | None = None
+) -> dict:
     import msgspec
 
     raws = [_raw(src) for src in plan.sources]
     first = raws[0]
     digest = hashlib.sha256("".join(r["config_sha256"] for r in raws).encode()).hexdigest()
     labels = labels or [str(Path(src).resolve()) for src in plan.sources]
-    provenance = [{"output": label, "config_sha256": r["config_sha256"], "run_key": r.get("run_key", ""),
-                   "recipe": r.get("recipe", {}), "shards": len(r["shards"]), "rows": r["totals"]["rows"]}
-                  for label, r in zip(labels, raws)]
-    return {**first, "config_sha256": digest, "run_key": "", "recipe": {},
-            "config": {**first["config"], "inputs": [i for r in raws for i in r["config"].get("inputs", [])]},
-            "inputs": [i for r in raws for i in r.get("inputs", [])],
-            "partitions": [{**p, "merged_from": k, **({"shards": []} if shuffle_seed is not None else {})}
-                           for k, r in enumerate(raws) for p in r.get("partitions", [])],
-            **({"shuffled": {"seed": shuffle_seed}} if shuffle_seed is not None else {}),
-            "shards": msgspec.to_builtins(shards), "totals": _totals(raws, shards), "merged_from": provenance,
-            **split_totals_of(any("splits" in r for r in raws), shards)}
+    provenance = [
+        {
+            "output": label,
+            "config_sha256": r["config_sha256"],
+            "run_key": r.get("run_key", ""),
+            "recipe": r.get("recipe", {}),
+            "shards": len(r["shards"]),
+            "rows": r["totals"]["rows"],
+        }
+        for label, r in zip(labels, raws)
+    ]
+    return {
+        **first,
+        "config_sha256": digest,
+        "run_key": "",
+        "recipe": {},
+        "config": {**first["config"], "inputs": [i for r in raws for i in r["config"].get("inputs", [])]},
+        "inputs": [i for r in raws for i in r.get("inputs", [])],
+        "partitions": [
+            {**p, "merged_from": k, **({"shards": []} if shuffle_seed is not None else {})}
+            for k, r in enumerate(raws)
+            for p in r.get("partitions", [])
+        ],
+        **({"shuffled": {"seed": shuffle_seed}} if shuffle_seed is not None else {}),
+        "shards": msgspec.to_builtins(shards),
+        "totals": _totals(raws, shards),
+        "merged_from": provenance,
+        **split_totals_of(any("splits" in r for r in raws), shards),
+    }
 
 
 def repeated_shards(sources: list[str], manifests: list[Manifest]) -> list[str]:
@@ -260,26 +313,33 @@ def repeated_shards(sources: list[str], manifests: list[Manifest]) -> list[str]:
     for source, manifest in zip(sources, manifests):
         digests = [digest for shard in manifest.shards for digest in shard.sha256.values()]
         for other, count in Counter(first_holder[d] for d in digests if d in first_holder).items():
-            found.append(f"{count:,} of the {len(digests):,} shard files of {source} are byte-identical to files of "
-                         f"{other}: their rows appear twice in the merged output")
+            found.append(
+                f"{count:,} of the {len(digests):,} shard files of {source} are byte-identical to files of "
+                f"{other}: their rows appear twice in the merged output"
+            )
         for digest in digests:
             first_holder.setdefault(digest, source)
     return found
 
 
-def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None,
-          warn=None) -> dict:
+def merge(sources: list[str], output: str, overwrite: bool = False, shuffle_seed: int | None = None, warn=None) -> dict:
     """The merge (see the module), local or on object storage; ``shuffle_seed``: one permutation of
     all the merged rows, keyed to it; ``warn``: told of rows that the merge writes twice."""
     if not sources:
         raise ObjcliError("merge: name the outputs to merge, then -o OUT")
     labels = [source if is_url(source) else str(Path(source).resolve()) for source in sources]
-    return on_any_storage("merge", sources, output, overwrite,
-                          lambda local, out: _merge_local(local, out, overwrite, shuffle_seed, labels, warn))
+    return on_any_storage(
+        "merge",
+        sources,
+        output,
+        overwrite,
+        lambda local, out: _merge_local(local, out, overwrite, shuffle_seed, labels, warn),
+    )
 
 
-def _merge_local(sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str],
-                 warn=None) -> dict:
+def _merge_local(
+    sources: list[str], output: str, overwrite: bool, shuffle_seed: int | None, labels: list[str], warn=None
+) -> dict:
     out = Path(output)
     manifests = train_when_split([read_manifest(source) for source in sources])
     check_compatible(sources, manifests)

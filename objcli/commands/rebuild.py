@@ -71,8 +71,10 @@ def check_source_files(command: str, folder: Path, shard) -> None:
             raise ObjcliError(f"{command}: {path} is listed in its manifest but missing; run 'objcli verify {folder}'")
         expected = shard.bytes.get(name)
         if expected is not None and path.stat().st_size != expected:
-            raise ObjcliError(f"{command}: {path} is {path.stat().st_size:,} bytes, its manifest says {expected:,} "
-                              f"(changed since it was written); run 'objcli verify {folder}'")
+            raise ObjcliError(
+                f"{command}: {path} is {path.stat().st_size:,} bytes, its manifest says {expected:,} "
+                f"(changed since it was written); run 'objcli verify {folder}'"
+            )
 
 
 def on_any_storage(command: str, sources: list[str], output: str, overwrite: bool, build) -> dict:
@@ -108,8 +110,9 @@ def _held(url: str, store=None) -> list[str]:
 
 def _refuse_filled(command: str, url: str, held: list[str]) -> None:
     if MANIFEST_NAME in held:
-        raise ObjcliError(f"{command}: output {url} is not empty ({held[0]}); pass --overwrite to replace it "
-                          "or choose another prefix")
+        raise ObjcliError(
+            f"{command}: output {url} is not empty ({held[0]}); pass --overwrite to replace it or choose another prefix"
+        )
 
 
 def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifest: dict) -> None:
@@ -125,8 +128,11 @@ def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifes
             store.delete(name)
         keep_card = not is_ours(store.read_text(CARD_NAME))  # a README.md of the user's own at the prefix
         for path in sorted(folder.iterdir()):
-            if path.is_file() and path.name not in (MANIFEST_NAME, ".objcli-lock") and not (
-                    keep_card and path.name == CARD_NAME):
+            if (
+                path.is_file()
+                and path.name not in (MANIFEST_NAME, ".objcli-lock")
+                and not (keep_card and path.name == CARD_NAME)
+            ):
                 store.upload(path, path.name)
         store.write_json(MANIFEST_NAME, manifest)
     finally:
@@ -187,8 +193,10 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     held = [p for p in out.iterdir() if p.is_file() and is_own_file(p.name, SIDE_FILES)]
     killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()
     if held and not overwrite and not killed:
-        raise ObjcliError(f"{command}: output {out} is not empty: it holds another output's files ({held[0].name}); "
-                          "pass --overwrite to replace them or choose another folder")
+        raise ObjcliError(
+            f"{command}: output {out} is not empty: it holds another output's files ({held[0].name}); "
+            "pass --overwrite to replace them or choose another folder"
+        )
     SIDE_FILES.remove_folders(LocalStore(out))
     for path in held:
         path.unlink()

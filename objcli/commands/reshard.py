@@ -30,25 +30,34 @@ from .rebuild import WORK, building, check_source_files, fresh_work, on_any_stor
 from .reshard_stream import reshard_streams
 
 
-def reshard(source: str, output: str | None, shard_size: str | None, overwrite: bool = False,
-            num_shards: int | None = None) -> dict:
+def reshard(
+    source: str, output: str | None, shard_size: str | None, overwrite: bool = False, num_shards: int | None = None
+) -> dict:
     """The reshard (see the module), local or on object storage; in place when ``output`` is None.
     ``num_shards``: that many shards per split, rows balanced to within one (instead of ``shard_size``)."""
     limit, shard_size = _limit(shard_size, num_shards)
     if output is None:
         if overwrite:
-            raise ObjcliError("reshard: --overwrite replaces what an -o folder holds; in place (no -o) the output is "
-                              "replaced anyway, atomically: leave out --overwrite, or name a folder with -o")
+            raise ObjcliError(
+                "reshard: --overwrite replaces what an -o folder holds; in place (no -o) the output is "
+                "replaced anyway, atomically: leave out --overwrite, or name a folder with -o"
+            )
         return reshard_in_place(source, limit, shard_size)
     label = source if is_url(source) else str(Path(source).resolve())
-    return on_any_storage("reshard", [source], output, overwrite,
-                          lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label))
+    return on_any_storage(
+        "reshard",
+        [source],
+        output,
+        overwrite,
+        lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label),
+    )
 
 
 def _limit(shard_size: str | None, num_shards: int | None) -> tuple[ShardSize, str]:
     if (shard_size is None) == (num_shards is None):
-        raise ObjcliError("reshard: give --shard-size (rows or bytes per shard) or --num-shards (shards per split), "
-                          "one of the two")
+        raise ObjcliError(
+            "reshard: give --shard-size (rows or bytes per shard) or --num-shards (shards per split), one of the two"
+        )
     if num_shards is not None:
         if num_shards < 1:
             raise ObjcliError(f"--num-shards {num_shards}: give a positive number of shards")
@@ -70,14 +79,18 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
     return rewrite_rows(folder, manifest, work, limit)
 
 
-def _resharded_manifest(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str,
-                        label: str) -> tuple[list, dict]:
+def _resharded_manifest(
+    folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str
+) -> tuple[list, dict]:
     shards = _new_shards(folder, manifest, work, limit)
     renames = final_names(shards)
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-    raw.update(shards=[s.to_json() for s in shards], totals={**raw["totals"], "shards": len(shards)},
-               resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size},
-               **split_totals_of("splits" in raw, shards))
+    raw.update(
+        shards=[s.to_json() for s in shards],
+        totals={**raw["totals"], "shards": len(shards)},
+        resharded_from={"output": label, "shards": len(manifest.shards), "shard_size": shard_size},
+        **split_totals_of("splits" in raw, shards),
+    )
     return renames, raw
 
 
@@ -90,8 +103,6 @@ def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, 
     return raw
 
 
-
-
 def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dict:
     """``objcli reshard OUT --shard-size S`` without ``-o``. The new shards are built in
     ``OUT/.objcli-tmp`` while the old output stays valid; the commit point is one atomic write of
@@ -100,8 +111,10 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
     the commit point, the output is the old one; after it, the output has no manifest until the
     same command (or any reshard of it) finishes the commit, which every step of allows twice."""
     if is_url(folder_name):
-        raise ObjcliError(f"reshard: {folder_name}: in place is for local folders (object storage has no rename); "
-                          "write the new shards to another prefix with -o")
+        raise ObjcliError(
+            f"reshard: {folder_name}: in place is for local folders (object storage has no rename); "
+            "write the new shards to another prefix with -o"
+        )
     out = Path(folder_name)
     store = LocalStore(out)
     if not out.is_dir():
@@ -118,7 +131,9 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
             old = sorted({name for shard in manifest.shards for name in shard.files})
             write_json_atomically(out / PENDING_RESHARD, {"manifest": raw, "renames": renames, "old": old})
         except BaseException:
-            if not (out / PENDING_RESHARD).exists():  # not committed: the old output stands, the new shards' space is freed
+            if not (
+                out / PENDING_RESHARD
+            ).exists():  # not committed: the old output stands, the new shards' space is freed
                 shutil.rmtree(work, ignore_errors=True)
             raise
         crash_point("reshard-committed")

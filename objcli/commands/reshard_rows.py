@@ -32,15 +32,25 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
         sink = sinks.get(shard.split)
         if sink is None:
             counts = limit.row_counts(split_rows[shard.split]) if limit.count else ()
-            sink = sinks[shard.split] = ShardSink(work, 0, FORMATS[manifest.format].writer, specs, limit.rows, limit.bytes,
-                                                  split=shard.split, row_counts=counts)
+            sink = sinks[shard.split] = ShardSink(
+                work,
+                0,
+                FORMATS[manifest.format].writer,
+                specs,
+                limit.rows,
+                limit.bytes,
+                split=shard.split,
+                row_counts=counts,
+            )
         sink.write(_row_batch(folder, manifest, shard))
     return [s for sink in sinks.values() for s in sink.close()]
 
 
 def _specs(manifest: Manifest) -> list[ColumnSpec]:
-    return [ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family,
-                       tuple(c.categories)) for c in manifest.columns]
+    return [
+        ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family, tuple(c.categories))
+        for c in manifest.columns
+    ]
 
 
 def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[np.ndarray, ...]:
@@ -68,8 +78,10 @@ def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[n
 
 def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
     columns = read_shard_columns(folder, manifest, shard)
-    data = {name: Ragged(np.asarray(v[0]), np.asarray(v[1], np.int64)) if isinstance(v, tuple) else np.asarray(v)
-            for name, v in columns.items()}
+    data = {
+        name: Ragged(np.asarray(v[0]), np.asarray(v[1], np.int64)) if isinstance(v, tuple) else np.asarray(v)
+        for name, v in columns.items()
+    }
     return RowBatch(data, *_bookkeeping(columns, manifest, shard, shard.rows))
 
 

@@ -76,7 +76,7 @@ def _message_at(data, offset: int) -> tuple[int, int] | None:
     """(header type, offset after the message) of the encapsulated message at ``offset``, or None at
     the end-of-stream marker (the Arrow columnar format's "Encapsulated message format": 0xFFFFFFFF,
     the metadata's int32 length, a flatbuffer ``Message``, then ``bodyLength`` bytes of body)."""
-    if data[offset:offset + 4] != END_OF_STREAM[:4]:
+    if data[offset : offset + 4] != END_OF_STREAM[:4]:
         raise ValueError("no continuation marker: not a stream this version of the format writes")
     (length,) = struct.unpack_from("<i", data, offset + 4)
     if length == 0:
@@ -134,7 +134,7 @@ def _sha256_of(parts: list[StreamLayout], schema: bytes) -> str:
     for part in parts:
         with open(part.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             with memoryview(mapped) as view:
-                digest.update(view[part.body_start:part.body_end])
+                digest.update(view[part.body_start : part.body_end])
     digest.update(END_OF_STREAM)
     return digest.hexdigest()
 
@@ -173,10 +173,19 @@ def copy_group(work: Path, name: str, parts: list[StreamLayout]) -> None:
 
 
 def _shard_info(work: Path, ordinal: int, split: str, name: str, digest: str, records: list) -> ShardRecord:
-    return ShardRecord(0, ordinal, [name], {name: digest}, rows=sum(r.rows for r in records),
-                     tokens=sum(r.tokens for r in records), padding_tokens=sum(r.padding_tokens for r in records),
-                     documents=sum(r.documents for r in records), segments=sum(r.segments for r in records),
-                     split=split, bytes={name: (work / name).stat().st_size})
+    return ShardRecord(
+        0,
+        ordinal,
+        [name],
+        {name: digest},
+        rows=sum(r.rows for r in records),
+        tokens=sum(r.tokens for r in records),
+        padding_tokens=sum(r.padding_tokens for r in records),
+        documents=sum(r.documents for r in records),
+        segments=sum(r.segments for r in records),
+        split=split,
+        bytes={name: (work / name).stat().st_size},
+    )
 
 
 def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> list[ShardRecord] | None:

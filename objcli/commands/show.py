@@ -51,7 +51,9 @@ def render_row(row: dict[str, np.ndarray], roles: dict[str, str], tokenizer: Tok
     if roles.get("segment_ids") in row:  # formats without segment ids (Megatron) show one run
         segments = np.asarray(row[roles["segment_ids"]])
     elif roles.get("attention_mask") in row and roles.get("token_type_ids") in row:
-        segments = np.where(np.asarray(row[roles["attention_mask"]]) > 0, np.asarray(row[roles["token_type_ids"]]) + 1, 0)
+        segments = np.where(
+            np.asarray(row[roles["attention_mask"]]) > 0, np.asarray(row[roles["token_type_ids"]]) + 1, 0
+        )
     else:
         segments = np.ones(len(ids), dtype=np.int32)
     parts = []
@@ -92,8 +94,9 @@ def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> lis
             details.append(f"{name} {', '.join(map(str, values))}")
         elif role == "target_depth":  # multi-token prediction: how many targets each head has here
             depth = np.asarray(values)
-            details.append("targets per head " + " · ".join(str(int(np.sum(depth >= k))) for k in
-                                                          range(1, column.max_value + 1)))
+            details.append(
+                "targets per head " + " · ".join(str(int(np.sum(depth >= k))) for k in range(1, column.max_value + 1))
+            )
         elif role == "category":
             details.append(f"{name} {', '.join(column.categories[v] for v in values)}")
     return details

@@ -65,7 +65,11 @@ def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens,
         labels = columns[manifest.columns_with_role("labels")[0].name]
         if isinstance(labels, tuple):
             values, offsets = labels
-            per_row = np.add.reduceat((values != IGNORE).astype(np.int64), offsets[:-1]) if len(values) else np.zeros(len(offsets) - 1, np.int64)
+            per_row = (
+                np.add.reduceat((values != IGNORE).astype(np.int64), offsets[:-1])
+                if len(values)
+                else np.zeros(len(offsets) - 1, np.int64)
+            )
             return np.where(np.diff(offsets) > 0, per_row, 0)
         return (labels != IGNORE).sum(axis=1)
     if supervision == "all-tokens":
@@ -90,9 +94,15 @@ def _realised_mixture(per_source: dict[str, Counter], asked: dict[str, dict]) ->
     """Each source's share of the tokens written, beside its requested share (or budget)."""
     total = sum(c["tokens"] for c in per_source.values()) or 1
     budgets = sum(a.get("budget", 0) for a in asked.values()) or 1
-    return {name: {"tokens": c["tokens"], "rows": c["rows"], "share": c["tokens"] / total,
-                   "asked_share": asked.get(name, {}).get("share", asked.get(name, {}).get("budget", 0) / budgets)}
-            for name, c in per_source.items()}
+    return {
+        name: {
+            "tokens": c["tokens"],
+            "rows": c["rows"],
+            "share": c["tokens"] / total,
+            "asked_share": asked.get(name, {}).get("share", asked.get(name, {}).get("budget", 0) / budgets),
+        }
+        for name, c in per_source.items()
+    }
 
 
 def _targets_per_head(columns: dict, manifest: Manifest) -> np.ndarray:
@@ -181,32 +191,51 @@ def _distribution(values: np.ndarray) -> dict:
     if not len(values):
         return {"min": 0, "p10": 0, "median": 0, "p90": 0, "max": 0, "rows_without": 0}
     p10, median, p90 = (int(v) for v in np.percentile(values, [10, 50, 90], method="lower"))
-    return {"min": int(values.min()), "p10": p10, "median": median, "p90": p90, "max": int(values.max()),
-            "rows_without": int(np.sum(values == 0))}
+    return {
+        "min": int(values.min()),
+        "p10": p10,
+        "median": median,
+        "p90": p90,
+        "max": int(values.max()),
+        "rows_without": int(np.sum(values == 0)),
+    }
 
 
 def render_text(stats: dict) -> list[str]:
     lines = [
         f"objective            {stats['objective']} ({stats['format']})",
         f"rows                 {stats['rows']:,}",
-        f"tokens               {stats['tokens']:,} (+ {stats['padding_tokens']:,} padding, {100 * stats['padding_fraction']:.1f}%)",
+        f"tokens               {stats['tokens']:,} (+ {stats['padding_tokens']:,} padding, "
+        f"{100 * stats['padding_fraction']:.1f}%)",
         _supervised_line(stats),
-        "examples per row     " + ("not known (this format stores no segment ids)" if stats["examples_per_row"] is None
-                                   else f"{stats['examples_per_row']:.2f}"),
+        "examples per row     "
+        + (
+            "not known (this format stores no segment ids)"
+            if stats["examples_per_row"] is None
+            else f"{stats['examples_per_row']:.2f}"
+        ),
         f"documents split      {stats['documents_split']:,} ({100 * stats['split_fraction']:.1f}%)",
     ]
     if "supervised_per_row" in stats:
         d = stats["supervised_per_row"]
-        lines.append(f"supervised per row   min {d['min']:,} · p10 {d['p10']:,} · median {d['median']:,} · "
-                     f"p90 {d['p90']:,} · max {d['max']:,}; {d['rows_without']:,} rows with none")
+        lines.append(
+            f"supervised per row   min {d['min']:,} · p10 {d['p10']:,} · median {d['median']:,} · "
+            f"p90 {d['p90']:,} · max {d['max']:,}; {d['rows_without']:,} rows with none"
+        )
     if "targets_per_head" in stats:
-        lines.append("targets per head     " + " · ".join(f"{k}: {n:,}" for k, n in enumerate(stats["targets_per_head"], 1)))
+        lines.append(
+            "targets per head     " + " · ".join(f"{k}: {n:,}" for k, n in enumerate(stats["targets_per_head"], 1))
+        )
     for name, d in stats.get("categories", {}).items():
-        lines.append(f"  {stats['category_column']} {name:12} {d['rows']:>8,} rows, "
-                     f"supervised {100 * d['supervised_fraction']:.1f}%")
+        lines.append(
+            f"  {stats['category_column']} {name:12} {d['rows']:>8,} rows, "
+            f"supervised {100 * d['supervised_fraction']:.1f}%"
+        )
     for name, d in stats.get("mixture", {}).items():
-        lines.append(f"  source {name:12} {d['rows']:>8,} rows, {d['tokens']:,} tokens: {100 * d['share']:.1f}% "
-                     f"of the tokens (asked {100 * d['asked_share']:.1f}%)")
+        lines.append(
+            f"  source {name:12} {d['rows']:>8,} rows, {d['tokens']:,} tokens: {100 * d['share']:.1f}% "
+            f"of the tokens (asked {100 * d['asked_share']:.1f}%)"
+        )
     return lines
 
 
@@ -217,8 +246,10 @@ def _supervised_line(stats: dict) -> str:
         return "supervised tokens    none (contrastive views: the loss is over pairs of rows, not tokens)"
     if stats["supervised_tokens"] is None:
         return "supervised tokens    not known (this format stores no segment ids)"
-    return (f"supervised tokens    {stats['supervised_tokens']:,} "
-            f"({100 * stats['supervised_fraction']:.1f}% of all positions)")
+    return (
+        f"supervised tokens    {stats['supervised_tokens']:,} "
+        f"({100 * stats['supervised_fraction']:.1f}% of all positions)"
+    )
 
 
 PLOT_FORMATS = ("png", "pdf", "svg")  # what matplotlib's Agg backend writes with no other package

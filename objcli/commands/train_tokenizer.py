@@ -77,8 +77,11 @@ def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[s
             counts["documents"] = log.documents
             if show and time.monotonic() - shown > PROGRESS_SECONDS:
                 shown = time.monotonic()
-                print(f"objcli: reading: {counts['sentences']:,} sentences from {log.documents:,} documents",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"objcli: reading: {counts['sentences']:,} sentences from {log.documents:,} documents",
+                    file=sys.stderr,
+                    flush=True,
+                )
             for text in texts:
                 pieces = _code_chunks(text) if request.preset == "code" else text.split("\n")
                 for sentence in pieces:
@@ -99,8 +102,10 @@ def _check_request(request: TrainingRequest) -> None:
     if request.max_lines < 0:
         raise ObjcliError(f"--max-lines {request.max_lines}: must be 0 (all) or more")
     if Path(request.output).is_dir():
-        raise ObjcliError(f"output {request.output}: is a folder; name the .model file to write, e.g. "
-                          f"{Path(request.output) / 'tokenizer.model'}")
+        raise ObjcliError(
+            f"output {request.output}: is a folder; name the .model file to write, e.g. "
+            f"{Path(request.output) / 'tokenizer.model'}"
+        )
 
 
 def _open_temp(output: str) -> Path:
@@ -112,17 +117,23 @@ def _open_temp(output: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         temp.write_bytes(b"")
     except OSError as error:
-        raise ObjcliError(f"output {output}: cannot be written ({error.strerror}); choose another path with -o") from None
+        raise ObjcliError(
+            f"output {output}: cannot be written ({error.strerror}); choose another path with -o"
+        ) from None
     return temp
 
 
 SENTENCEPIECE_ERRORS = [
-    (re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)"),
-     "--vocab-size {0}: too large for this corpus, which makes at most {1} pieces; pass --vocab-size {1} or "
-     "less, or train on more text"),
-    (re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)"),
-     "--vocab-size {0}: too small for the {1} characters this corpus needs (with --character-coverage); pass "
-     "a larger --vocab-size or a lower --character-coverage"),
+    (
+        re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)"),
+        "--vocab-size {0}: too large for this corpus, which makes at most {1} pieces; pass --vocab-size {1} or "
+        "less, or train on more text",
+    ),
+    (
+        re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)"),
+        "--vocab-size {0}: too small for the {1} characters this corpus needs (with --character-coverage); pass "
+        "a larger --vocab-size or a lower --character-coverage",
+    ),
 ]
 
 
@@ -148,17 +159,31 @@ def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
     try:
         first = next(sentences, None)
         if first is None:
-            raise ObjcliError(f"inputs: no text to train on ({counts['documents']:,} documents with text); "
-                              "check the inputs and --text-key")
+            raise ObjcliError(
+                f"inputs: no text to train on ({counts['documents']:,} documents with text); "
+                "check the inputs and --text-key"
+            )
         model = io.BytesIO()
         with sentencepiece_progress(progress, request.vocab_size) as log_level:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=_prepend(first, sentences), model_writer=model,
-                vocab_size=request.vocab_size, model_type=request.model_type,
-                character_coverage=request.character_coverage, byte_fallback=True, split_digits=True,
-                unk_id=0, bos_id=1, eos_id=2, pad_id=3, control_symbols=list(request.special),
-                max_sentence_length=MAX_SENTENCE_BYTES, input_sentence_size=0, shuffle_input_sentence=False,
-                num_threads=request.threads, minloglevel=log_level, **PRESETS[request.preset],
+                sentence_iterator=_prepend(first, sentences),
+                model_writer=model,
+                vocab_size=request.vocab_size,
+                model_type=request.model_type,
+                character_coverage=request.character_coverage,
+                byte_fallback=True,
+                split_digits=True,
+                unk_id=0,
+                bos_id=1,
+                eos_id=2,
+                pad_id=3,
+                control_symbols=list(request.special),
+                max_sentence_length=MAX_SENTENCE_BYTES,
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                num_threads=request.threads,
+                minloglevel=log_level,
+                **PRESETS[request.preset],
             )
         temp.write_bytes(model.getvalue())
         os.replace(temp, request.output)
@@ -167,8 +192,13 @@ def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
     finally:
         temp.unlink(missing_ok=True)
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return {"path": request.output, "vocab_size": processor.get_piece_size(), "model_type": request.model_type,
-            "preset": request.preset, "sentences": counts["sentences"]}
+    return {
+        "path": request.output,
+        "vocab_size": processor.get_piece_size(),
+        "model_type": request.model_type,
+        "preset": request.preset,
+        "sentences": counts["sentences"],
+    }
 
 
 def _prepend(first: str, rest: Iterator[str]) -> Iterator[str]:

@@ -72,7 +72,9 @@ def verify_output(folder: str | Path) -> Report:
                 columns = FORMATS[manifest.format].read_columns(folder, manifest, shard)
             except Exception as error:  # any parse failure of a damaged file is a finding, not a crash
                 columns = None
-                problems = [f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"]
+                problems = [
+                    f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+                ]
             if columns is not None:
                 problems = _check_columns(manifest, shard, columns)
                 report.rows += shard.rows
@@ -140,9 +142,19 @@ def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Co
 def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -> list[str]:
     """Invariants that follow from the columns' roles, whatever the objective."""
     problems = []
-    named = {role: [s.name for s in specs.values() if s.role == role and s.name in columns] for role in
-             ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids",
-              "target_depth")}
+    named = {
+        role: [s.name for s in specs.values() if s.role == role and s.name in columns]
+        for role in (
+            "tokens",
+            "labels",
+            "segment_ids",
+            "positions",
+            "prefix_length",
+            "attention_mask",
+            "token_type_ids",
+            "target_depth",
+        )
+    }
     for segments in named["segment_ids"]:
         family = specs[segments].family
         positions = next((p for p in named["positions"] if specs[p].family == family), None)
@@ -154,15 +166,20 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
         problems += _check_sentinels(columns[tokens], columns[labels], np.array(special.sentinels), own_length)
     if named["prefix_length"] and labels:
         segments = next((s for s in named["segment_ids"] if specs[s].family == "input_ids"), None)
-        problems += _check_prefixes(columns[labels], columns[named["prefix_length"][0]], columns.get(segments),
-                                    columns.get(named["positions"][0]) if named["positions"] else None)
+        problems += _check_prefixes(
+            columns[labels],
+            columns[named["prefix_length"][0]],
+            columns.get(segments),
+            columns.get(named["positions"][0]) if named["positions"] else None,
+        )
     if tokens and labels and _labels_are_inputs(manifest.objective):
         values, label_values = columns[tokens].values, columns[labels].values
         if values.shape == label_values.shape and np.any((label_values != IGNORE) & (label_values != values)):
             problems.append("labels hold a value that is neither -100 nor the token at its position")
     if named["attention_mask"] and named["token_type_ids"] and "cls" in special.ids:
-        problems += _check_pairs(columns[tokens], columns[named["attention_mask"][0]],
-                                 columns[named["token_type_ids"][0]], special.ids)
+        problems += _check_pairs(
+            columns[tokens], columns[named["attention_mask"][0]], columns[named["token_type_ids"][0]], special.ids
+        )
     if named["target_depth"] and named["segment_ids"]:
         depth = named["target_depth"][0]
         problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)
@@ -189,7 +206,9 @@ def _check_target_depth(depth: Column, segments: Column, heads: int) -> list[str
     return []
 
 
-def _check_prefixes(labels: Column, prefixes: Column, segment_ids: Column | None, positions: Column | None) -> list[str]:
+def _check_prefixes(
+    labels: Column, prefixes: Column, segment_ids: Column | None, positions: Column | None
+) -> list[str]:
     """Labels are -100 on the prefix: positions < prefix length, given per row or, in packed rows
     (with segment ids), per segment."""
     if segment_ids is not None and positions is not None:
@@ -259,8 +278,7 @@ def _check_pairs(tokens: Column, mask: Column, token_types: Column, ids: dict[st
     rows = np.repeat(np.arange(len(tokens.lengths)), tokens.lengths)
     separators = np.bincount(rows[is_sep], minlength=len(tokens.lengths))
     # One [SEP] closes segment A, one closes segment B (ELECTRA rows may hold segment A only).
-    has_b = np.bincount(rows, weights=(token_types.values == 1) & (mask.values == 1),
-                        minlength=len(tokens.lengths)) > 0
+    has_b = np.bincount(rows, weights=(token_types.values == 1) & (mask.values == 1), minlength=len(tokens.lengths)) > 0
     if np.any(separators != 1 + has_b):
         problems.append("a row does not close each of its segments with one [SEP]")
     previous = np.concatenate([[1], mask.values[:-1]])

@@ -32,7 +32,8 @@ def page(topic: str) -> str:
 def _type_name(hint) -> str:
     names = [getattr(t, "__name__", str(t)) for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]
     return {"str": "text", "int": "integer", "float": "number", "bool": "flag", "tuple": "text, repeatable"}.get(
-        names[0] if names else "", names[0] if names else "")
+        names[0] if names else "", names[0] if names else ""
+    )
 
 
 def _rows(options_type: type) -> list[str]:
@@ -45,9 +46,14 @@ def _rows(options_type: type) -> list[str]:
         bar = " \\| "
         kind = bar.join(map(str, meta["choices"])) if meta["choices"] else _type_name(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        shown = "—" if default in (None, "", ()) else f"`{str(default).lower() if isinstance(default, bool) else default}`"
-        flag = flag_of(f) if not (hints[f.name] is bool or "bool" in str(hints[f.name])) or f.default is False \
+        shown = (
+            "—" if default in (None, "", ()) else f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        )
+        flag = (
+            flag_of(f)
+            if not (hints[f.name] is bool or "bool" in str(hints[f.name])) or f.default is False
             else f"{flag_of(f)}/--no-{flag_of(f)[2:]}"
+        )
         help_text = meta["help"].replace("|", "\\|")
         rows.append(f"| `{flag}` | {kind} | {shown} | {help_text} |")
     return rows
@@ -60,9 +66,13 @@ def options_reference() -> str:
     from ..objectives import REGISTRY
     from ..options import HELP_SECTIONS, option_fields
 
-    lines = ["# Options of `objcli transform`", "",
-             "*Generated from the options' one definition in the code (`python -m objcli.docs` rewrites it; a test "
-             "fails when it is stale). `objcli transform --objective NAME --help` prints the same for one objective.*", ""]
+    lines = [
+        "# Options of `objcli transform`",
+        "",
+        "*Generated from the options' one definition in the code (`python -m objcli.docs` rewrites it; a test "
+        "fails when it is stale). `objcli transform --objective NAME --help` prints the same for one objective.*",
+        "",
+    ]
     header = ["| option | value | default | what it does |", "|---|---|---|---|"]
     for section in HELP_SECTIONS:
         lines += [f"## {section}", "", *header]

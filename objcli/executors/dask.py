@@ -24,8 +24,10 @@ from .base import partition_failed
 def _absolute(task: PartitionTask) -> PartitionTask:
     """Workers may run in another directory: send them absolute paths."""
     partition = task.partition
-    pieces = tuple(dataclasses.replace(p, input=dataclasses.replace(p.input, path=_absolute_path(p.input.path)))
-                   for p in partition.pieces)
+    pieces = tuple(
+        dataclasses.replace(p, input=dataclasses.replace(p.input, path=_absolute_path(p.input.path)))
+        for p in partition.pieces
+    )
     return dataclasses.replace(
         task,
         partition=dataclasses.replace(partition, pieces=pieces),
@@ -95,7 +97,11 @@ class DaskExecutor:
         found = self.client.run(eval, "__import__('objcli').__version__", on_error="return")
         for worker, version in sorted(found.items()):
             if version != __version__:
-                problem = f"cannot import objcli ({version!r})" if isinstance(version, BaseException) else f"has objcli {version}"
+                problem = (
+                    f"cannot import objcli ({version!r})"
+                    if isinstance(version, BaseException)
+                    else f"has objcli {version}"
+                )
                 raise ObjcliError(
                     f"Dask worker {worker} {problem}; install objcli {__version__} (pip install 'objcli[dask]') "
                     "in the environment every worker runs in"

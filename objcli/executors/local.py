@@ -167,9 +167,7 @@ class LocalExecutor:
     def __exit__(self, *exc) -> None:
         return None
 
-    def run(
-        self, tasks: list[PartitionTask], report: Callable[[Progress], None]
-    ) -> Iterator[PartitionResult]:
+    def run(self, tasks: list[PartitionTask], report: Callable[[Progress], None]) -> Iterator[PartitionResult]:
         if self.workers == 1 or len(tasks) <= 1:
             for task in tasks:
                 try:

@@ -49,4 +49,15 @@ def whole_document_formats() -> tuple[str, ...]:
 
 SIDE_FILES = SideFiles(lambda: list(FORMATS.values()))
 
-__all__ = ["FORMATS", "FORMAT_NAMES", "SIDE_FILES", "Column", "OutputFormat", "ShardSink", "ShardWriter", "format_of", "register", "whole_document_formats"]
+__all__ = [
+    "FORMATS",
+    "FORMAT_NAMES",
+    "SIDE_FILES",
+    "Column",
+    "OutputFormat",
+    "ShardSink",
+    "ShardWriter",
+    "format_of",
+    "register",
+    "whole_document_formats",
+]

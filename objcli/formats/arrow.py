@@ -96,8 +96,10 @@ class HfFormat(ArrowFormat):
 
     def refuses_splits(self, remote: bool) -> str | None:
         if remote:
-            return ("load_from_disk copies one split's folder from object storage, without the shards beside it; "
-                    "use --format arrow there (load_dataset reads its splits by name)")
+            return (
+                "load_from_disk copies one split's folder from object storage, without the shards beside it; "
+                "use --format arrow there (load_dataset reads its splits by name)"
+            )
         return None
 
     def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
@@ -149,8 +151,13 @@ def saved_dataset(shards, columns, fingerprint: str, folder: str = "") -> tuple[
         "_output_all_columns": False,
         "_split": None,
     }
-    info = {"citation": "", "description": "written by objcli; see manifest.json",
-            "features": {c.name: _feature(c) for c in columns}, "homepage": "", "license": ""}
+    info = {
+        "citation": "",
+        "description": "written by objcli; see manifest.json",
+        "features": {c.name: _feature(c) for c in columns},
+        "homepage": "",
+        "license": "",
+    }
     return json.dumps(state, indent=2) + "\n", json.dumps(info, indent=2) + "\n"
 
 

@@ -15,8 +15,16 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo
 from .base import Column
 
-_WIDTHS = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-           "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64}
+_WIDTHS = {
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "uint64": np.uint64,
+}
 
 
 def numpy_of(array) -> np.ndarray:

@@ -27,8 +27,10 @@ def card_files(store, manifest: dict, warn=None) -> dict[str, str]:
     if is_ours(store.read_text(CARD_NAME)):
         return {CARD_NAME: dataset_card(manifest)}
     if warn:
-        warn(f"output {store.where}: kept your {CARD_NAME}; the dataset card was not written (remove the file, or "
-             "compare it with 'objcli stats')")
+        warn(
+            f"output {store.where}: kept your {CARD_NAME}; the dataset card was not written (remove the file, or "
+            "compare it with 'objcli stats')"
+        )
     return {}
 
 
@@ -66,7 +68,11 @@ def _front_matter(manifest: dict) -> str:
     for name, shards in splits.items():
         size = sum(sum(s.get("bytes", {}).values()) for s in shards)
         total += size
-        lines += [f"  - name: {_q(name)}", f"    num_bytes: {size}", f"    num_examples: {sum(s['rows'] for s in shards)}"]
+        lines += [
+            f"  - name: {_q(name)}",
+            f"    num_bytes: {size}",
+            f"    num_examples: {sum(s['rows'] for s in shards)}",
+        ]
     lines += [f"  dataset_size: {total}", "tags:", "- objcli", f"- {_q(manifest['objective'])}"]
     return "\n".join(lines) + "\n"
 
@@ -74,9 +80,11 @@ def _front_matter(manifest: dict) -> str:
 def _text(manifest: dict) -> str:
     t, tokenizer, special = manifest["totals"], manifest["tokenizer"], manifest["special_tokens"]
     recipe = manifest.get("recipe") or {}
-    flags = " ".join(f"--{k} {v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no-{k}")
-                     for k, v in recipe.items()
-                     if k not in ("inputs", "tokenizer", "input-breaks", "engine") and v not in ([], "", None))
+    flags = " ".join(
+        f"--{k} {v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no-{k}")
+        for k, v in recipe.items()
+        if k not in ("inputs", "tokenizer", "input-breaks", "engine") and v not in ([], "", None)
+    )
     inputs = " ".join(recipe.get("inputs", [])) or "(merged outputs)"
     ids = ", ".join(f"{role} {special['pieces'].get(role, '')!s} = {i}" for role, i in special["ids"].items())
     skipped = ", ".join(f"{n:,} {reason}" for reason, n in t["skipped_by_reason"].items()) or "none"
@@ -89,8 +97,10 @@ def _text(manifest: dict) -> str:
         "## How they were made",
         f"```\nobjcli transform {inputs} --tokenizer {recipe.get('tokenizer', tokenizer['path'])} {flags}\n```",
         f"- Tokenizer: `{tokenizer['path']}` ({tokenizer['kind']}, sha256 `{tokenizer['sha256']}`), "
-        f"{tokenizer['vocab_size']:,} ids ({tokenizer['total_vocab_size']:,} with the specials added); special ids: {ids}.",
-        f"- Objective: `{manifest['objective']}`, options {json.dumps(manifest['config'].get('objective_options', {}))}; "
+        f"{tokenizer['vocab_size']:,} ids ({tokenizer['total_vocab_size']:,} with the specials added); "
+        f"special ids: {ids}.",
+        f"- Objective: `{manifest['objective']}`, "
+        f"options {json.dumps(manifest['config'].get('objective_options', {}))}; "
         f"seed {manifest.get('seed', 0)}.",
         "## What is in them",
         f"- Documents: {t['documents_read']:,} read, {t['documents_written']:,} written, "

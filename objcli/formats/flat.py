@@ -59,8 +59,11 @@ class _FlatWriter:
 
     def write(self, rows: RowBatch) -> None:
         column = rows.columns["input_ids"]
-        values, offsets = (column.values, column.offsets) if isinstance(column, Ragged) else (
-            column.reshape(-1), np.arange(len(column) + 1, dtype=np.int64) * column.shape[1])
+        values, offsets = (
+            (column.values, column.offsets)
+            if isinstance(column, Ragged)
+            else (column.reshape(-1), np.arange(len(column) + 1, dtype=np.int64) * column.shape[1])
+        )
         self.tokens.write(values.astype(self.dtype).tobytes())
         self.lengths.append(np.diff(offsets).astype(np.int64))
 

@@ -55,9 +55,11 @@ def read_index_header(path: Path) -> tuple[int, int, int]:
 
 def index_array(path: Path, count: int, documents: int, part: str) -> np.ndarray:
     """One of an index's arrays, read on its own (sizes, pointers or document boundaries)."""
-    start, dtype, length = {"sizes": (HEADER_BYTES, "<i4", count),
-                            "pointers": (HEADER_BYTES + 4 * count, "<i8", count),
-                            "documents": (HEADER_BYTES + 12 * count, "<i8", documents)}[part]
+    start, dtype, length = {
+        "sizes": (HEADER_BYTES, "<i4", count),
+        "pointers": (HEADER_BYTES + 4 * count, "<i8", count),
+        "documents": (HEADER_BYTES + 12 * count, "<i8", documents),
+    }[part]
     array = np.fromfile(path, dtype=dtype, count=length, offset=start)
     if len(array) != length:
         raise ValueError(f"{path.name} is cut short (its {part} end early)")
@@ -152,8 +154,10 @@ class MegatronFormat(OutputFormat):
 
     def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
         # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
-        return {data_args_name(split): data_args([s for s in shards if s.split == split])
-                for split in dict.fromkeys(s.split for s in shards)}
+        return {
+            data_args_name(split): data_args([s for s in shards if s.split == split])
+            for split in dict.fromkeys(s.split for s in shards)
+        }
 
 
 def token_stream(values: np.ndarray, offsets: np.ndarray) -> Column:

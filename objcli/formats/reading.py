@@ -21,8 +21,9 @@ READ_ERRORS = (OSError, ValueError, EOFError)  # pyarrow's ArrowInvalid is a Val
 def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
     """A damaged shard, as stats and inspect report it (verify names every problem)."""
     detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return ObjcliError(f"{folder / name}: cannot be read ({detail}); run 'objcli verify {folder}', then rebuild "
-                       "with --overwrite")
+    return ObjcliError(
+        f"{folder / name}: cannot be read ({detail}); run 'objcli verify {folder}', then rebuild with --overwrite"
+    )
 
 
 def shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
@@ -58,5 +59,10 @@ def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[
     for shard in manifest.shards:
         columns = shard_columns(folder, manifest, shard)
         for row in range(shard.rows):
-            yield shard.files[0], {name: (c.values[row] if name in scalars else c.values[c.offsets[row]:c.offsets[row + 1]])
-                                   for name, c in columns.items()}
+            yield (
+                shard.files[0],
+                {
+                    name: (c.values[row] if name in scalars else c.values[c.offsets[row] : c.offsets[row + 1]])
+                    for name, c in columns.items()
+                },
+            )

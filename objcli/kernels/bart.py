@@ -125,7 +125,9 @@ def mask_spans(
 
     def token_of(word_index, example):  # first token of a word, or the example's end
         inside = word_index < words[example]
-        return np.where(inside, padded_positions[np.where(inside, word_base[example] + word_index, -1)], offsets[1:][example])
+        return np.where(
+            inside, padded_positions[np.where(inside, word_base[example] + word_index, -1)], offsets[1:][example]
+        )
 
     first = token_of(span_start_word, span_example)
     end = token_of(span_start_word + span_lengths, span_example)
@@ -150,13 +152,20 @@ def mask_spans(
     inserts = ~real  # a length-0 span inserts its replacement before its word
     kept_before = np.concatenate([[0], np.cumsum(keep)])
     out = np.insert(values[keep], kept_before[first[inserts]], replacement[inserts])
-    new_lengths = np.bincount(example_of[keep], minlength=examples) + np.bincount(span_example[inserts], minlength=examples)
+    new_lengths = np.bincount(example_of[keep], minlength=examples) + np.bincount(
+        span_example[inserts], minlength=examples
+    )
     return out, lengths_to_offsets(new_lengths)
 
 
 def insert_noise(
-    tokens: np.ndarray, offsets: np.ndarray, ratio: float, mask_id: int, random_ratio: float,
-    random_pool: np.ndarray, rng: np.random.Generator,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    ratio: float,
+    mask_id: int,
+    random_ratio: float,
+    random_pool: np.ndarray,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """fairseq's insertion noise: ``ceil(n * ratio)`` new tokens per example at random positions,
     ``<mask>`` or (with ``random_ratio``) random tokens."""
@@ -168,17 +177,22 @@ def insert_noise(
     out = np.empty(len(example_of), dtype=tokens.dtype)
     out[~noise] = tokens
     count = int(noise.sum())
-    out[noise] = np.where(rng.random(count) < random_ratio, random_pool[rng.integers(len(random_pool), size=count)], mask_id)
+    out[noise] = np.where(
+        rng.random(count) < random_ratio, random_pool[rng.integers(len(random_pool), size=count)], mask_id
+    )
     return out, lengths_to_offsets(total)
 
 
-def rotate(tokens: np.ndarray, offsets: np.ndarray, ratio: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def rotate(
+    tokens: np.ndarray, offsets: np.ndarray, ratio: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """With probability ``ratio`` an example starts at a token chosen uniformly (BOS/EOS are added
     around it afterwards, so they stay in place): fairseq's rolling noise."""
     lengths = np.diff(offsets)
     rotated = rng.random(len(lengths)) < ratio
     shift = np.where(rotated, rng.integers(0, lengths + 1), 0)
     position = np.arange(len(tokens)) - np.repeat(offsets[:-1], lengths)
-    source = np.repeat(offsets[:-1], lengths) + (position + np.repeat(shift, lengths)) % np.maximum(np.repeat(lengths, lengths), 1)
+    source = np.repeat(offsets[:-1], lengths) + (position + np.repeat(shift, lengths)) % np.maximum(
+        np.repeat(lengths, lengths), 1
+    )
     return tokens[source], rotated
-

@@ -13,8 +13,14 @@ import numpy as np
 from .ragged import gather_ranges, lengths_to_offsets
 
 
-def crop(starts: np.ndarray, lengths: np.ndarray, ratio_keys: np.ndarray, position_keys: np.ndarray,
-         min_ratio: float, max_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+def crop(
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    ratio_keys: np.ndarray,
+    position_keys: np.ndarray,
+    min_ratio: float,
+    max_ratio: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Contriever's ``randomcrop``: a span of ``int(n * ratio)`` tokens (at least one), ratio uniform in
     [min_ratio, max_ratio], at a uniform start. Returns (start, length) per view.
 
@@ -42,7 +48,7 @@ def other_documents(documents: np.ndarray, unit_documents: np.ndarray, keys: np.
 def rank_within_groups(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Each item's rank (0 for the smallest key) among the items of its group (non-negative ints).
 
-        groups [0, 0, 1, 0], keys [0.5, 0.1, 0.7, 0.3] -> [2, 0, 0, 1]
+    groups [0, 0, 1, 0], keys [0.5, 0.1, 0.7, 0.3] -> [2, 0, 0, 1]
     """
     order = np.lexsort((keys, groups))
     counts = np.bincount(groups) if len(groups) else np.zeros(0, dtype=np.int64)
@@ -58,8 +64,9 @@ def gather_views(tokens: np.ndarray, views: np.ndarray) -> tuple[np.ndarray, np.
     return gather_ranges(tokens, starts, lengths), lengths_to_offsets(views[:, 1] + views[:, 3])
 
 
-def augment(values: np.ndarray, offsets: np.ndarray, keys: dict[str, np.ndarray],
-            delete: float, swap: float, keep: float) -> tuple[np.ndarray, np.ndarray]:
+def augment(
+    values: np.ndarray, offsets: np.ndarray, keys: dict[str, np.ndarray], delete: float, swap: float, keep: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Token-level augmentations of ragged views, each view on its own draws, in this order:
 
     - ``keep`` < 1 (crop): a random contiguous span of max(1, int(n * keep)) tokens;

@@ -82,8 +82,9 @@ def _greedy_fill(sizes: np.ndarray, budget: np.ndarray) -> np.ndarray:
         remaining -= np.where(take, sizes, 0).sum(axis=1)
 
 
-def draw_with_replacement(candidates: np.ndarray, budget: np.ndarray, position_keys: np.ndarray,
-                          action_keys: np.ndarray, mask_replace: float) -> tuple[np.ndarray, np.ndarray]:
+def draw_with_replacement(
+    candidates: np.ndarray, budget: np.ndarray, position_keys: np.ndarray, action_keys: np.ndarray, mask_replace: float
+) -> tuple[np.ndarray, np.ndarray]:
     """ELECTRA's ``pretrain_helpers.mask``: each row draws ``budget`` positions uniformly among its
     candidates *with replacement* (``tf.random.categorical``), so a position may be drawn twice and
     fewer distinct tokens are selected than the budget; each draw replaces with [MASK] when its action

@@ -92,8 +92,9 @@ def assemble_rows(
     return input_ids, token_type_ids, attention.astype(np.int32)
 
 
-def electra_first_segment(lengths: np.ndarray, counts: np.ndarray, first_target: np.ndarray,
-                          coins: np.ndarray) -> np.ndarray:
+def electra_first_segment(
+    lengths: np.ndarray, counts: np.ndarray, first_target: np.ndarray, coins: np.ndarray
+) -> np.ndarray:
     """ELECTRA's ``ExampleBuilder._create_example``, for many chunks at once: which sentences go to
     the first segment. ``lengths`` (chunks, S) holds each chunk's sentence lengths (``counts`` of them
     are real); a sentence goes to A when A is empty, when it keeps A under ``first_target``, or, while

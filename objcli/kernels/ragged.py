@@ -55,9 +55,7 @@ def split_long_items(offsets: np.ndarray, max_length: int) -> tuple[np.ndarray, 
     lengths = np.diff(offsets)
     pieces = np.maximum(1, -(-lengths // max_length))
     source = np.repeat(np.arange(len(lengths), dtype=np.int64), pieces)
-    piece_rank = np.arange(len(source), dtype=np.int64) - np.repeat(
-        lengths_to_offsets(pieces)[:-1], pieces
-    )
+    piece_rank = np.arange(len(source), dtype=np.int64) - np.repeat(lengths_to_offsets(pieces)[:-1], pieces)
     starts = offsets[:-1][source] + piece_rank * max_length
     new_offsets = np.empty(len(source) + 1, dtype=np.int64)
     new_offsets[:-1] = starts

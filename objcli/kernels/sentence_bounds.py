@@ -40,8 +40,9 @@ class CodePointClasses:
     def _classify(self, points: np.ndarray) -> None:
         for point in points.tolist():
             char = chr(point)
-            self.table[point] = (KNOWN | (LETTER_BIT if self.letter.match(char) else 0)
-                                 | (SPACE_BIT if self.space.match(char) else 0))
+            self.table[point] = (
+                KNOWN | (LETTER_BIT if self.letter.match(char) else 0) | (SPACE_BIT if self.space.match(char) else 0)
+            )
 
     def cover(self, points: np.ndarray) -> None:
         high = points[points >= 128] if points.dtype != np.uint8 else points[:0]

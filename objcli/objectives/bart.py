@@ -28,30 +28,61 @@ from .common import sentences_option
 from .sentences import split_batch
 
 PRESETS = {
-    "bart-large": dict(mask_ratio=0.3, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
-                       permute_sentences=1.0, rotate=0.0, insert=0.0),
-    "mbart": dict(mask_ratio=0.35, mask_random=0.1, poisson_lambda=3.5, replace_length=1, mask_length="span-poisson",
-                  permute_sentences=1.0, rotate=0.0, insert=0.0),
-    "fairseq": dict(mask_ratio=0.0, mask_random=0.0, poisson_lambda=3.0, replace_length=-1, mask_length="subword",
-                    permute_sentences=0.0, rotate=0.5, insert=0.0),
+    "bart-large": dict(
+        mask_ratio=0.3,
+        mask_random=0.1,
+        poisson_lambda=3.5,
+        replace_length=1,
+        mask_length="span-poisson",
+        permute_sentences=1.0,
+        rotate=0.0,
+        insert=0.0,
+    ),
+    "mbart": dict(
+        mask_ratio=0.35,
+        mask_random=0.1,
+        poisson_lambda=3.5,
+        replace_length=1,
+        mask_length="span-poisson",
+        permute_sentences=1.0,
+        rotate=0.0,
+        insert=0.0,
+    ),
+    "fairseq": dict(
+        mask_ratio=0.0,
+        mask_random=0.0,
+        poisson_lambda=3.0,
+        replace_length=-1,
+        mask_length="subword",
+        permute_sentences=0.0,
+        rotate=0.5,
+        insert=0.0,
+    ),
 }
 MASK_LENGTHS = ("span-poisson", "word", "subword")
 
 
 @dataclass(frozen=True)
 class BartOptions(Options):
-    bart_preset: str = option("bart-large", "Fills the bart options not given: bart-large, mbart or fairseq (its own "
-                              "defaults).", choices=tuple(PRESETS), aliases=("--preset",))
-    mask_ratio: float | None = option(None, "Fraction of words masked (fairseq --mask).", minimum=0, maximum=1,
-                                      aliases=("--mask",))
+    bart_preset: str = option(
+        "bart-large",
+        "Fills the bart options not given: bart-large, mbart or fairseq (its own defaults).",
+        choices=tuple(PRESETS),
+        aliases=("--preset",),
+    )
+    mask_ratio: float | None = option(
+        None, "Fraction of words masked (fairseq --mask).", minimum=0, maximum=1, aliases=("--mask",)
+    )
     mask_random: float | None = option(None, "Masked spans that become random tokens.", minimum=0, maximum=1)
     insert: float | None = option(None, "Fraction of tokens inserted as noise.", minimum=0)
     permute_sentences: float | None = option(None, "Fraction of sentences permuted.", minimum=0, maximum=1)
     rotate: float | None = option(None, "Probability of rotating an example.", minimum=0, maximum=1)
-    poisson_lambda: float | None = option(None, "Mean span length in words (span-poisson).", minimum=0,
-                                          maximum=float("inf"), exclusive=True)
-    replace_length: int | None = option(None, "1: a span becomes one <mask>; 0: deleted; -1: every token masked.",
-                                        choices=(-1, 0, 1))
+    poisson_lambda: float | None = option(
+        None, "Mean span length in words (span-poisson).", minimum=0, maximum=float("inf"), exclusive=True
+    )
+    replace_length: int | None = option(
+        None, "1: a span becomes one <mask>; 0: deleted; -1: every token masked.", choices=(-1, 0, 1)
+    )
     mask_length: str | None = option(None, "Span unit.", choices=MASK_LENGTHS)
     sentences: str = sentences_option()
 
@@ -118,20 +149,25 @@ class _BartPartition(PartitionTransform):
             return None
         self.counters["skipped:no_text"] += int(np.sum(pieces_per_document == 0))
         key = batch.first_document
-        rng = {step: self.rng(key, step)
-               for step in ("permute", "spans", "place", "random", "insert", "rotate")}
+        rng = {step: self.rng(key, step) for step in ("permute", "spans", "place", "random", "insert", "rotate")}
         example_offsets = sentence_offsets[example_sentences]
         original = tokens[example_offsets[0] : example_offsets[-1]]
         offsets = example_offsets - example_offsets[0]
         noised = original
         if opts.permute_sentences > 0:
-            starts, lengths = permute_sentences(sentence_offsets[example_sentences[0] :] - example_offsets[0],
-                                                example_sentences - example_sentences[0], opts.permute_sentences, rng["permute"])
+            starts, lengths = permute_sentences(
+                sentence_offsets[example_sentences[0] :] - example_offsets[0],
+                example_sentences - example_sentences[0],
+                opts.permute_sentences,
+                rng["permute"],
+            )
             noised = gather_ranges(original, starts, lengths)
         if opts.mask_ratio > 0:
             noised, offsets = self._mask(noised, offsets, rng)
         if opts.insert > 0:
-            noised, offsets = insert_noise(noised, offsets, opts.insert, o.mask_id, opts.mask_random, o.random_pool, rng["insert"])
+            noised, offsets = insert_noise(
+                noised, offsets, opts.insert, o.mask_id, opts.mask_random, o.random_pool, rng["insert"]
+            )
         if opts.rotate > 0:
             noised, rotated = rotate(noised, offsets, opts.rotate, rng["rotate"])
             self.counters["rotated"] += int(rotated.sum())
@@ -165,7 +201,11 @@ class _BartPartition(PartitionTransform):
         o, opts = self.o, self.o.options
         word_start = np.ones(len(tokens), dtype=bool) if opts.mask_length == "subword" else o.word_start[tokens].copy()
         word_start[offsets[:-1][np.diff(offsets) > 0]] = True  # an example always starts a word
-        words = np.add.reduceat(word_start.astype(np.int64), offsets[:-1]) if len(tokens) else np.zeros(len(offsets) - 1, np.int64)
+        words = (
+            np.add.reduceat(word_start.astype(np.int64), offsets[:-1])
+            if len(tokens)
+            else np.zeros(len(offsets) - 1, np.int64)
+        )
         words = np.where(np.diff(offsets) > 0, words, 0)
         budgets = np.ceil(words * opts.mask_ratio).astype(np.int64)
         if opts.mask_length == "span-poisson":
@@ -175,12 +215,24 @@ class _BartPartition(PartitionTransform):
             lengths = np.ones(len(example), dtype=np.int64)
         start_word = place_spans(lengths, example, words, rng["place"])
         random_span = rng["random"].random(len(lengths)) < opts.mask_random
-        replacement = np.where(random_span, o.random_pool[rng["random"].integers(len(o.random_pool), size=len(lengths))], o.mask_id)
+        replacement = np.where(
+            random_span, o.random_pool[rng["random"].integers(len(o.random_pool), size=len(lengths))], o.mask_id
+        )
         token_random = None
         if opts.replace_length == -1:  # a random span gets a random token at every position
             token_random = o.random_pool[rng["random"].integers(len(o.random_pool), size=len(tokens))]
         self.counters["masked_words"] += int(lengths.sum())
         self.counters["mask_spans"] += int(np.sum(lengths > 0))
         self.counters["mask_inserts"] += int(np.sum(lengths == 0))
-        return mask_spans(tokens, offsets, word_start, lengths, example, start_word, replacement.astype(tokens.dtype),
-                          opts.replace_length, random_span, token_random)
+        return mask_spans(
+            tokens,
+            offsets,
+            word_start,
+            lengths,
+            example,
+            start_word,
+            replacement.astype(tokens.dtype),
+            opts.replace_length,
+            random_span,
+            token_random,
+        )

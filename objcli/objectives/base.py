@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ObjectiveContext:
-    """What an objective knows of the run, resolved once by the plan (``run/pipeline.objective_context``)
+    """What an objective knows of the run, resolved once by the plan (``run/stages.objective_context``)
     from the configuration and the packer: no objective reads the configuration, the packer's name
     or the output format."""
 
@@ -58,8 +58,12 @@ def document_examples(batch: DocumentBatch, bos_id: int | None, eos_id: int | No
     tokens, offsets = add_boundary_tokens(batch.tokens, batch.offsets, bos_id, eos_id)
     count = len(offsets) - 1
     none = np.zeros(count, dtype=np.int64)
-    return RowBatch({"input_ids": Ragged(tokens, offsets)}, tokens=np.diff(offsets), padding=none,
-                    documents=np.ones(count, dtype=np.int64))
+    return RowBatch(
+        {"input_ids": Ragged(tokens, offsets)},
+        tokens=np.diff(offsets),
+        padding=none,
+        documents=np.ones(count, dtype=np.int64),
+    )
 
 
 class PartitionTransform:
@@ -219,4 +223,3 @@ class Registry:
 
 REGISTRY = Registry()
 register = REGISTRY.register
-

@@ -49,16 +49,25 @@ TURNS = ("together", "each")
 @dataclass(frozen=True)
 class ChatOptions(Options):
     messages_key: str = option("messages", "JSON field (Parquet column) of a record's list of messages.")
-    chat_template: str | None = option(None, "Jinja chat template (.jinja, or a JSON file with chat_template) "
-                                       "[default: the one in tokenizer_config.json beside the tokenizer].")
-    loss_on: str = option("assistant", "Tokens that carry loss: every assistant turn, the last one, or all.",
-                          choices=LOSS_ON)
-    overlong: str = option("truncate", "A conversation longer than a row: cut after the last assistant turn "
-                           "that fits, or dropped.", choices=OVERLONG)
-    template_date: str = option("2024-07-26", "The date strftime_now gives templates (fixed: the output never "
-                                "depends on the day).")
-    assistant_span: str = option("turn", "Without generation markers: the whole turn, or content + end.",
-                                 choices=ASSISTANT_SPANS)
+    chat_template: str | None = option(
+        None,
+        "Jinja chat template (.jinja, or a JSON file with chat_template) "
+        "[default: the one in tokenizer_config.json beside the tokenizer].",
+    )
+    loss_on: str = option(
+        "assistant", "Tokens that carry loss: every assistant turn, the last one, or all.", choices=LOSS_ON
+    )
+    overlong: str = option(
+        "truncate",
+        "A conversation longer than a row: cut after the last assistant turn that fits, or dropped.",
+        choices=OVERLONG,
+    )
+    template_date: str = option(
+        "2024-07-26", "The date strftime_now gives templates (fixed: the output never depends on the day)."
+    )
+    assistant_span: str = option(
+        "turn", "Without generation markers: the whole turn, or content + end.", choices=ASSISTANT_SPANS
+    )
     turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
 
 
@@ -87,7 +96,9 @@ class Chat(Objective):
         bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
-        self.plain_eos = (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if context.eos else ""
+        self.plain_eos = (
+            (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if context.eos else ""
+        )
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
 
@@ -102,8 +113,9 @@ class Chat(Objective):
         top = self.vocab_size - 1
         return [
             ColumnSpec("input_ids", "ragged", 0, top, "rendered conversations"),
-            ColumnSpec("labels", "ragged", IGNORE, top, "the token on supervised (assistant) tokens, else -100",
-                       role="labels"),
+            ColumnSpec(
+                "labels", "ragged", IGNORE, top, "the token on supervised (assistant) tokens, else -100", role="labels"
+            ),
         ]
 
     def partition_transform(self, partition_index: int):
@@ -123,7 +135,7 @@ class _ChatPartition(PartitionTransform):
         if self.content_spans is None:
             # Every block the template marks, as transformers' assistant mask has them (Phi-3.5's final
             # EOS too); a conversational prompt/completion supervises only the completion's.
-            return generation[conversation.first_supervised_block:]
+            return generation[conversation.first_supervised_block :]
         found = self.content_spans.spans(conversation.messages, text, conversation.extra)
         spans = []
         for index in conversation.supervised:
@@ -139,9 +151,15 @@ class _ChatPartition(PartitionTransform):
         conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
         if self.o.options.turns == "together" or conversation.prompt is not None:
             return [conversation]
-        return [dataclasses.replace(conversation, messages=conversation.messages[: i + 1], supervised=[i],
-                                    first_supervised_block=sum(m["role"] == "assistant" for m in conversation.messages[:i]))
-                for i in conversation.supervised]
+        return [
+            dataclasses.replace(
+                conversation,
+                messages=conversation.messages[: i + 1],
+                supervised=[i],
+                first_supervised_block=sum(m["role"] == "assistant" for m in conversation.messages[:i]),
+            )
+            for i in conversation.supervised
+        ]
 
     def _rendered(self, record: str) -> list[tuple[str, list[tuple[int, int]]]]:
         """(text, supervised spans) of each example a record gives; ``BadRecord`` when it cannot."""
@@ -174,8 +192,7 @@ class _ChatPartition(PartitionTransform):
                 texts.append(text)
                 records.append(k)
                 joined += len(text)
-        return (texts, np.array(records, np.int64),
-                *(np.array(a, np.int64) for a in (owners, starts, ends)))
+        return (texts, np.array(records, np.int64), *(np.array(a, np.int64) for a in (owners, starts, ends)))
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         texts, record, owner, span_start, span_end = self._render(batch)
@@ -210,10 +227,15 @@ class _ChatPartition(PartitionTransform):
         # A record is one document: counted at its first example written (--turns each writes several).
         first_of_record = np.ones(len(chosen), dtype=np.int64)
         first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
-        return RowBatch({"input_ids": Ragged(ids, new_offsets),
-                         "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets)},
-                        tokens=new_lengths.astype(np.int64), padding=np.zeros(len(chosen), dtype=np.int64),
-                        documents=first_of_record)
+        return RowBatch(
+            {
+                "input_ids": Ragged(ids, new_offsets),
+                "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
+            },
+            tokens=new_lengths.astype(np.int64),
+            padding=np.zeros(len(chosen), dtype=np.int64),
+            documents=first_of_record,
+        )
 
     def _count(self, lengths, keep_to, has_turn, record) -> None:
         """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left). A record

@@ -25,13 +25,18 @@ def layout_option(default: str):
 
 
 def final_chunk_option():
-    return option("drop", "A partition's last, short chunk: dropped, or used at its own length and padded.",
-                  choices=FINAL_CHUNKS)
+    return option(
+        "drop", "A partition's last, short chunk: dropped, or used at its own length and padded.", choices=FINAL_CHUNKS
+    )
 
 
 def extra_ids_option():
-    return option(None, "Sentinels appended when the model has no <extra_id_N> [default: 100, or as many as a row needs].",
-                  minimum=1, maximum=2**24)
+    return option(
+        None,
+        "Sentinels appended when the model has no <extra_id_N> [default: 100, or as many as a row needs].",
+        minimum=1,
+        maximum=2**24,
+    )
 
 
 def check_probabilities(mask_prob: float, mask_replace: float, random_replace: float) -> None:
@@ -51,7 +56,9 @@ def check_density(noise_density: float, mean_span: float) -> None:
         raise ObjcliError(f"--mean-span {mean_span}: must be at least 1")
 
 
-def plan_or_fail(inputs_length: int, noise_density: float, mean_span: float, what: str = "--seq-len") -> tuple[int, int]:
+def plan_or_fail(
+    inputs_length: int, noise_density: float, mean_span: float, what: str = "--seq-len"
+) -> tuple[int, int]:
     plan = plan_example(inputs_length, noise_density, mean_span)
     if plan is None or plan[0] < 2 or inputs_length < 3:
         raise ObjcliError(

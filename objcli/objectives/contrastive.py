@@ -42,26 +42,35 @@ from .sentences import split_batch
 PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
 VIEW_LAYOUTS = ("ragged", "padded")
 AUGMENTATIONS = ("delete", "swap", "crop")
-APPLIES_TO = {"min_crop": ("crop",), "max_crop": ("crop",), "ict_keep": ("ict",), "window_sentences": ("adjacent",),
-              "sentences": ("ict", "adjacent")}
+APPLIES_TO = {
+    "min_crop": ("crop",),
+    "max_crop": ("crop",),
+    "ict_keep": ("ict",),
+    "window_sentences": ("adjacent",),
+    "sentences": ("ict", "adjacent"),
+}
 
 
 @dataclass(frozen=True)
 class ContrastiveOptions(Options):
-    pairs: str = option("crop", "How a pair is built: crop (Contriever), ict, adjacent, dropout (SimCSE).",
-                        choices=PAIR_KINDS)
+    pairs: str = option(
+        "crop", "How a pair is built: crop (Contriever), ict, adjacent, dropout (SimCSE).", choices=PAIR_KINDS
+    )
     min_crop: float = option(0.1, "[crop] Shortest crop, a fraction of the unit.", minimum=0, maximum=1, exclusive=True)
     max_crop: float = option(0.5, "[crop] Longest crop, a fraction of the unit.", minimum=0, maximum=1)
-    ict_keep: float = option(0.1, "[ict] Probability that the anchor sentence stays in the passage.", minimum=0,
-                             maximum=1)
+    ict_keep: float = option(
+        0.1, "[ict] Probability that the anchor sentence stays in the passage.", minimum=0, maximum=1
+    )
     window_sentences: int = option(2, "[adjacent] Sentences per window.", minimum=1, maximum=10_000)
     sentences: str = sentences_option()
     augment: str = option("", "Token augmentations of every view, e.g. delete:0.1,swap:0.1,crop:0.9.")
     negatives: int = option(0, "Negatives per pair, from other documents of the same batch.", minimum=0, maximum=64)
-    pairs_per_document: int = option(1, "Pairs per unit of --seq-len tokens, with distinct anchors.", minimum=1,
-                                     maximum=1000)
-    views: str = option("ragged", "Views of their own lengths, or padded to --seq-len with a mask each.",
-                        choices=VIEW_LAYOUTS)
+    pairs_per_document: int = option(
+        1, "Pairs per unit of --seq-len tokens, with distinct anchors.", minimum=1, maximum=1000
+    )
+    views: str = option(
+        "ragged", "Views of their own lengths, or padded to --seq-len with a mask each.", choices=VIEW_LAYOUTS
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -87,8 +96,9 @@ def parse_augment(spec: str) -> dict[str, float]:
         except ValueError:
             number = -1.0
         if name not in AUGMENTATIONS or not 0 <= number <= 1 or (name == "crop" and number == 0):
-            raise ObjcliError(f"--augment {spec}: '{part}' is not one of delete:P, swap:P, crop:R with P in [0, 1] "
-                              "and R in (0, 1]")
+            raise ObjcliError(
+                f"--augment {spec}: '{part}' is not one of delete:P, swap:P, crop:R with P in [0, 1] and R in (0, 1]"
+            )
         found[name] = number
     return found
 
@@ -118,11 +128,17 @@ class Contrastive(Objective):
 
     def example_columns(self) -> list[ColumnSpec]:
         kind = "fixed" if self.options.views == "padded" else "ragged"
-        columns = [ColumnSpec(f"{v}_ids", kind, 0, self.vocab_size - 1, f"{v} view", family=f"{v}_ids")
-                   for v in self.view_names]
+        columns = [
+            ColumnSpec(f"{v}_ids", kind, 0, self.vocab_size - 1, f"{v} view", family=f"{v}_ids")
+            for v in self.view_names
+        ]
         if kind == "fixed":
-            columns += [ColumnSpec(f"{v}_mask", kind, 0, 1, f"1 on the {v} view's tokens", role="attention_mask",
-                                   family=f"{v}_ids") for v in self.view_names]
+            columns += [
+                ColumnSpec(
+                    f"{v}_mask", kind, 0, 1, f"1 on the {v} view's tokens", role="attention_mask", family=f"{v}_ids"
+                )
+                for v in self.view_names
+            ]
         return columns
 
     def partition_transform(self, partition_index: int) -> PartitionTransform:
@@ -145,7 +161,6 @@ class _ContrastivePartition(PartitionTransform):
     def __init__(self, objective: Contrastive, partition: int):
         super().__init__(objective, partition)
 
-
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, key = self.o.options, batch.first_document
         units = self._units(batch)
@@ -154,12 +169,17 @@ class _ContrastivePartition(PartitionTransform):
         views = {"anchor": anchors, "positive": positives}
         pair_documents = units.documents[pair_units]
         if o.negatives:
-            picked = other_documents(pair_documents, units.documents, self.rng(key, "negatives").random(
-                (len(pair_units), o.negatives)))
+            picked = other_documents(
+                pair_documents, units.documents, self.rng(key, "negatives").random((len(pair_units), o.negatives))
+            )
             has_all = np.all(picked >= 0, axis=1)
             self.counters["pairs_without_negatives"] += int(np.sum(~has_all))
             views, pair_units, pair_documents, picked = (
-                {k: v[has_all] for k, v in views.items()}, pair_units[has_all], pair_documents[has_all], picked[has_all])
+                {k: v[has_all] for k, v in views.items()},
+                pair_units[has_all],
+                pair_documents[has_all],
+                picked[has_all],
+            )
             for k in range(o.negatives):
                 views[f"negative_{k + 1}"] = self._negative_view(units, picked[:, k], key, k)
         with_pair = np.zeros(documents, dtype=bool)
@@ -188,8 +208,14 @@ class _ContrastivePartition(PartitionTransform):
         starts, lengths = units.starts[picked], units.lengths[picked]
         if self.o.options.pairs == "crop":
             rng = self.rng(key, f"negative{k}/crop")
-            starts, lengths = crop(starts, lengths, rng.random(len(picked)), rng.random(len(picked)),
-                                   self.o.options.min_crop, self.o.options.max_crop)
+            starts, lengths = crop(
+                starts,
+                lengths,
+                rng.random(len(picked)),
+                rng.random(len(picked)),
+                self.o.options.min_crop,
+                self.o.options.max_crop,
+            )
         return _cap(_single(starts, lengths), self.o.room)
 
     def _rows(self, tokens: np.ndarray, views: dict[str, np.ndarray], pair_documents: np.ndarray, key: int) -> RowBatch:
@@ -199,8 +225,11 @@ class _ContrastivePartition(PartitionTransform):
             values, offsets = gather_views(tokens, view)
             if a["delete"] or a["swap"] or a["crop"] < 1:
                 rng = self.rng(key, f"augment/{name}")
-                draws = {"crop_start": rng.random(len(view)), "delete": rng.random(len(values)),
-                         "swap": rng.random(len(values))}
+                draws = {
+                    "crop_start": rng.random(len(view)),
+                    "delete": rng.random(len(values)),
+                    "swap": rng.random(len(values)),
+                }
                 values, offsets = augment(values, offsets, draws, a["delete"], a["swap"], a["crop"])
             values, offsets = add_boundary_tokens(values, offsets, o.bos_id, o.eos_id)
             columns[f"{name}_ids"] = Ragged(values, offsets)
@@ -252,8 +281,14 @@ def _blocks(tokens, cumulative, document_sentences, room: int) -> _Units:
     sentences = last - first
     sentence_units = np.repeat(np.arange(len(first)), sentences)
     sentence_index = range_indices(first, sentences)
-    return _Units(tokens, cumulative[first], cumulative[last] - cumulative[first], document,
-                  cumulative[sentence_index], sentence_units)
+    return _Units(
+        tokens,
+        cumulative[first],
+        cumulative[last] - cumulative[first],
+        document,
+        cumulative[sentence_index],
+        sentence_units,
+    )
 
 
 def _crop_pairs(part: _ContrastivePartition, units: _Units, key: int):
@@ -263,8 +298,9 @@ def _crop_pairs(part: _ContrastivePartition, units: _Units, key: int):
     views = []
     for name in ("anchor", "positive"):
         rng = part.rng(key, f"crop/{name}")
-        views.append(_single(*crop(starts, lengths, rng.random(len(repeat)), rng.random(len(repeat)),
-                                   o.min_crop, o.max_crop)))
+        views.append(
+            _single(*crop(starts, lengths, rng.random(len(repeat)), rng.random(len(repeat)), o.min_crop, o.max_crop))
+        )
     # A span is an anchor once: a repeated (unit, start, length) anchor is dropped.
     _, first = np.unique(np.stack([repeat, views[0][:, 0], views[0][:, 1]], axis=1), axis=0, return_index=True)
     keep = np.sort(first)
@@ -290,8 +326,11 @@ def _ict_pairs(part: _ContrastivePartition, units: _Units, key: int):
     anchors = _single(s_start, s_end - s_start)
     cut = rng.random(len(chosen)) >= o.ict_keep
     u_start, u_end = units.starts[unit], units.starts[unit] + units.lengths[unit]
-    positives = np.where(cut[:, None], np.stack([u_start, s_start - u_start, s_end, u_end - s_end], axis=1),
-                         _single(u_start, u_end - u_start))
+    positives = np.where(
+        cut[:, None],
+        np.stack([u_start, s_start - u_start, s_end, u_end - s_end], axis=1),
+        _single(u_start, u_end - u_start),
+    )
     part.counters["ict_sentence_cut"] += int(cut.sum())
     return anchors, positives, unit
 
@@ -306,8 +345,11 @@ def _adjacent_pairs(part: _ContrastivePartition, units: _Units, key: int):
     rank = rank_within_groups(documents, part.rng(key, "adjacent").random(len(candidates)))
     anchor = candidates[rank < quota[documents]]
     room = part.o.room
-    return (_cap(_single(units.starts[anchor], units.lengths[anchor]), room),
-            _cap(_single(units.starts[anchor + 1], units.lengths[anchor + 1]), room), anchor)
+    return (
+        _cap(_single(units.starts[anchor], units.lengths[anchor]), room),
+        _cap(_single(units.starts[anchor + 1], units.lengths[anchor + 1]), room),
+        anchor,
+    )
 
 
 _PAIR_BUILDERS = {"crop": _crop_pairs, "ict": _ict_pairs, "adjacent": _adjacent_pairs, "dropout": _dropout_pairs}

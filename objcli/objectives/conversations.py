@@ -19,6 +19,7 @@ counted skip (``history_rewritten``); ``--turns each`` makes one example per ass
 ``--assistant-span content`` keeps the older definition (``ContentSpans``): the message's content
 as written (or trimmed) plus the end-of-turn token right after it.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,12 +32,34 @@ from ..tokenizers.chat_template import ChatTemplate, TemplateFailure
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
 PLACEHOLDER = re.compile("\ue000([0-9]+)\ue001")
 # ShareGPT's speakers (``{"from": …, "value": …}``), as the datasets and LLaMA-Factory name them.
-SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
-                  "bing": "assistant", "bard": "assistant", "system": "system", "tool": "tool",
-                  "observation": "tool", "function_call": "assistant", "function": "tool"}
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "observation": "tool",
+    "function_call": "assistant",
+    "function": "tool",
+}
 # Fields of a record that are not template arguments: its messages in each layout, and ours.
-LAYOUT_FIELDS = frozenset({"messages", "conversations", "prompt", "completion", "instruction", "input", "output",
-                           "system", "add_generation_prompt"})
+LAYOUT_FIELDS = frozenset(
+    {
+        "messages",
+        "conversations",
+        "prompt",
+        "completion",
+        "instruction",
+        "input",
+        "output",
+        "system",
+        "add_generation_prompt",
+    }
+)
 
 
 class BadRecord(Exception):
@@ -140,12 +163,16 @@ def conversation_of(record, messages_key: str) -> Conversation:
         messages = _messages(prompt, "field 'prompt'") + _messages(completion, "field 'completion'")
         first = len(prompt)
     elif "prompt" in record:
-        raise BadRecord("prompt_only", "a prompt without a completion (TRL's prompt-only layout, for RL) has "
-                                       "nothing to learn from")
+        raise BadRecord(
+            "prompt_only", "a prompt without a completion (TRL's prompt-only layout, for RL) has nothing to learn from"
+        )
     else:
-        raise BadRecord("no_messages", f"the record has no field '{messages_key}', 'conversations', instruction/"
-                                       f"output or prompt/completion (its fields: "
-                                       f"{', '.join(sorted(map(str, record))) or 'none'})")
+        raise BadRecord(
+            "no_messages",
+            f"the record has no field '{messages_key}', 'conversations', instruction/"
+            f"output or prompt/completion (its fields: "
+            f"{', '.join(sorted(map(str, record))) or 'none'})",
+        )
     supervised = [i for i, m in enumerate(messages) if i >= first and m["role"] == "assistant"]
     if not supervised:
         raise BadRecord("no_assistant_message", "no assistant message to learn from")
@@ -153,8 +180,9 @@ def conversation_of(record, messages_key: str) -> Conversation:
     return Conversation(messages=messages, supervised=supervised, extra=extra, first_supervised_block=blocks_before)
 
 
-def render(template: ChatTemplate, messages: list[dict], extra: dict | None = None,
-           add_generation_prompt: bool = False) -> tuple[str, list[tuple[int, int]]]:
+def render(
+    template: ChatTemplate, messages: list[dict], extra: dict | None = None, add_generation_prompt: bool = False
+) -> tuple[str, list[tuple[int, int]]]:
     try:
         return template.render(messages, extra, add_generation_prompt)
     except TemplateFailure as failure:
@@ -179,11 +207,16 @@ class TurnSpans:
             # it inside the prompt (DeepSeek-V3's opens a <think> block that a written turn does not have).
             # Parting before the prompt is an earlier turn written otherwise (Qwen3 drops its reasoning).
             start = len(before) if text.startswith(before) else _common_length(text, before, 0)
-            history = start if start == len(before) else _common_length(
-                before, render(self.template, messages[:index], extra)[0], 0)
+            history = (
+                start
+                if start == len(before)
+                else _common_length(before, render(self.template, messages[:index], extra)[0], 0)
+            )
             if start < history or not upto.startswith(before[:start]):
-                raise BadRecord("history_rewritten", f"the conversation up to message {index} is rendered "
-                                                     "otherwise once later turns follow it")
+                raise BadRecord(
+                    "history_rewritten",
+                    f"the conversation up to message {index} is rendered otherwise once later turns follow it",
+                )
             agreed = start + _common_length(text, upto, start)
             end = self._turn_end(text, start, agreed, whole=agreed == len(upto))
             answers = _answer_texts(messages[index].get("content"))
@@ -191,8 +224,10 @@ class TurnSpans:
                 end = self._rewritten_turn_end(text, start, answers, index)
             for answer in answers:
                 if answer not in text[start:end]:
-                    raise BadRecord("content_not_found", f"the template does not write the content of message "
-                                                         f"{index} (an assistant message) as given")
+                    raise BadRecord(
+                        "content_not_found",
+                        f"the template does not write the content of message {index} (an assistant message) as given",
+                    )
             spans.append((start, end))
         return spans
 
@@ -209,8 +244,11 @@ class TurnSpans:
             marker = self.markers.search(text, position) if self.markers else None
             if marker is not None:
                 return marker.end()
-        raise BadRecord("history_rewritten", f"the template writes message {index} (an assistant message) "
-                                             "otherwise once later turns follow it, and its end cannot be found")
+        raise BadRecord(
+            "history_rewritten",
+            f"the template writes message {index} (an assistant message) "
+            "otherwise once later turns follow it, and its end cannot be found",
+        )
 
     def _turn_end(self, text: str, start: int, agreed: int, whole: bool) -> int:
         """After the turn's last special token (its end of turn); without one, where the conversation
@@ -263,7 +301,8 @@ class ContentSpans:
             raise BadRecord("content_not_found", "content given as parts has no one text to find")
         extra = extra or {}
         shape = tuple((m["role"], bool(m.get("content"))) for m in messages) + (
-            (msgspec.json.encode(extra, order="sorted"),) if extra else ())
+            (msgspec.json.encode(extra, order="sorted"),) if extra else ()
+        )
         layout = self.shapes.get(shape)
         if layout is not None:
             found = _take_apart(layout, messages, text)
@@ -294,8 +333,9 @@ def _take_apart(layout: list, messages: list[dict], text: str) -> dict[int, tupl
         if k % 2 == 0:
             return text.startswith(part, position) and fits(k + 1, position + len(part))
         content = messages[part]["content"]
-        for written in dict.fromkeys((content, content.strip(), content.rstrip(), content.lstrip(),
-                                      content.strip("\n"), content.strip(" "))):
+        for written in dict.fromkeys(
+            (content, content.strip(), content.rstrip(), content.lstrip(), content.strip("\n"), content.strip(" "))
+        ):
             if text.startswith(written, position) and fits(k + 1, position + len(written)):
                 spans[part] = (position, position + len(written))  # earlier parts set last: the first place wins
                 return True

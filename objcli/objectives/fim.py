@@ -4,8 +4,8 @@
 ``--fim-rate`` a document is cut at two character positions (code points, uniform in [0, len],
 sorted), the three pieces are tokenized separately (one batched call for the whole batch) and laid
 out as PSM or, with probability ``--fim-spm-rate``, SPM (``--spm-order starcoder`` or ``naive``);
-then documents are packed by the run's packer (``concat``, ``best-fit`` or ``none``). ``--fim-split-token S`` splits each
-document at the text S first, transforms each fragment independently and joins them with S's
+then documents are packed by the run's packer (``concat``, ``best-fit`` or ``none``). ``--fim-split-token S``
+splits each document at the text S first, transforms each fragment independently and joins them with S's
 token.
 
 ``--fim-level context`` (Megatron-LM's behaviour): rows are packed first; each EOS-separated
@@ -47,9 +47,7 @@ def parse_fim_tokens(spec: str) -> tuple[str, str, str, str]:
         return TOKEN_PRESETS[spec]
     names = tuple(name.strip() for name in spec.split(","))
     if len(names) != 4 or not all(names):
-        raise ObjcliError(
-            f"--fim-tokens {spec}: a preset ({', '.join(TOKEN_PRESETS)}) or four names 'PRE,SUF,MID,PAD'"
-        )
+        raise ObjcliError(f"--fim-tokens {spec}: a preset ({', '.join(TOKEN_PRESETS)}) or four names 'PRE,SUF,MID,PAD'")
     return names  # type: ignore[return-value]
 
 
@@ -57,13 +55,18 @@ def parse_fim_tokens(spec: str) -> tuple[str, str, str, str]:
 class FimOptions(Options):
     fim_rate: float = option(0.5, "Probability that a document (or segment) is transformed.", minimum=0, maximum=1)
     fim_spm_rate: float = option(0.5, "Probability of SPM rather than PSM.", minimum=0, maximum=1)
-    spm_order: str = option("starcoder", "starcoder: <PRE><SUF>suffix<MID>prefix middle; naive: "
-                            "<SUF>suffix<PRE>prefix<MID>middle.", choices=SPM_ORDERS)
-    fim_level: str = option("document", "Transform documents before packing, or segments of packed rows (Megatron).",
-                            choices=LEVELS)
+    spm_order: str = option(
+        "starcoder",
+        "starcoder: <PRE><SUF>suffix<MID>prefix middle; naive: <SUF>suffix<PRE>prefix<MID>middle.",
+        choices=SPM_ORDERS,
+    )
+    fim_level: str = option(
+        "document", "Transform documents before packing, or segments of packed rows (Megatron).", choices=LEVELS
+    )
     fim_tokens: str = option("starcoder", "starcoder, codellama, or four names 'PRE,SUF,MID,PAD'.")
-    fim_split_token: str | None = option(None, "Split documents at this text and transform fragments independently "
-                                         "(file-level FIM).")
+    fim_split_token: str | None = option(
+        None, "Split documents at this text and transform fragments independently (file-level FIM)."
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -78,10 +81,13 @@ class FillInTheMiddle(Objective):
     examples_are_documents = True
     supervision = "next-token"
     next_token_rows = True
-    warnings = {"fim_units_not_round_trip": (
-        "fim: {count:,} transformed documents have pieces that do not survive decode(encode(piece)) with this "
-        "tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one with "
-        "'objcli train-tokenizer --preset code'")}
+    warnings = {
+        "fim_units_not_round_trip": (
+            "fim: {count:,} transformed documents have pieces that do not survive decode(encode(piece)) with this "
+            "tokenizer (it normalizes whitespace or adds a dummy prefix); for code, train one with "
+            "'objcli train-tokenizer --preset code'"
+        )
+    }
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -91,13 +97,19 @@ class FillInTheMiddle(Objective):
         self.eos_id = tokenizer.resolve("eos")
         pre, suf, mid, pad = parse_fim_tokens(o.fim_tokens)
         self.sentinels = np.array(
-            [tokenizer.resolve("fim_prefix", pre), tokenizer.resolve("fim_suffix", suf), tokenizer.resolve("fim_middle", mid)],
+            [
+                tokenizer.resolve("fim_prefix", pre),
+                tokenizer.resolve("fim_suffix", suf),
+                tokenizer.resolve("fim_middle", mid),
+            ],
             dtype=np.int32,
         )
         pads = context.pads_rows
         if pads and o.fim_level == "context":  # its one packer, concat, pads only with --remainder pad
-            raise ObjcliError("--remainder pad: FIM at --fim-level context rearranges whole rows cut from the stream "
-                              "and drops the partial last one; use --fim-level document, or leave --remainder out")
+            raise ObjcliError(
+                "--remainder pad: FIM at --fim-level context rearranges whole rows cut from the stream "
+                "and drops the partial last one; use --fim-level document, or leave --remainder out"
+            )
         self.fim_pad_id = tokenizer.resolve("fim_pad", pad) if o.fim_level == "context" or pads else None
         self.pad_id = self.fim_pad_id if pads else None  # context level drops its remainder
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
@@ -135,7 +147,6 @@ class _FimPartition(PartitionTransform):
         self.join_eos = objective.eos_id if objective.context.eos else None
         self.batch_index = 0
 
-
     def _transform(self, texts: list[str], key: int, eligible=None, tokens=None, offsets=None):
         """FIM-transform a batch of units (documents, fragments or segments): (tokens, offsets, modes).
 
@@ -164,7 +175,7 @@ class _FimPartition(PartitionTransform):
             tokens = np.concatenate([tokens, piece_tokens])
             offsets = np.concatenate([offsets[:-1], piece_offsets + offsets[-1]])
         if len(pieces):
-            self._count_lossy_pieces(pieces, tokens, offsets[len(whole):])
+            self._count_lossy_pieces(pieces, tokens, offsets[len(whole) :])
         for mode, name in ((NONE, "none"), (PSM, "psm"), (SPM, "spm")):
             self.counters[f"fim {name}"] += int(np.sum(modes == mode))
         first = first_units(modes, every_document)
@@ -277,6 +288,10 @@ class _FimPartition(PartitionTransform):
         unit_modes = np.where(docs >= 0, modes[np.maximum(docs, 0)], 0)
         padding = np.sum(segment_ids == 0, axis=1)
         self.counters["fim_padding"] += int(padding.sum())
-        columns = {"input_ids": out, "segment_ids": segment_ids, POSITION_IDS: positions,
-                   "fim_modes": Ragged(*first_of_segments(segment_ids, unit_modes.ravel()))}
+        columns = {
+            "input_ids": out,
+            "segment_ids": segment_ids,
+            POSITION_IDS: positions,
+            "fim_modes": Ragged(*first_of_segments(segment_ids, unit_modes.ravel())),
+        }
         return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)

@@ -22,10 +22,12 @@ class MaskingOptions(Options):
     mask_prob: float = mask_prob_option()
     mask_replace: float = option(0.8, "Selected tokens that become [MASK].", minimum=0, maximum=1)
     random_replace: float = option(0.1, "Selected tokens that become a random ordinary token.", minimum=0, maximum=1)
-    count: str = option("bernoulli", "Bernoulli per token (HF), or exactly min(max-predictions, round(n*p)) (BERT).",
-                        choices=COUNTS)
-    max_predictions: int | None = option(None, "Cap on selected tokens per row with --count exact.", minimum=1,
-                                         maximum=2**24)
+    count: str = option(
+        "bernoulli", "Bernoulli per token (HF), or exactly min(max-predictions, round(n*p)) (BERT).", choices=COUNTS
+    )
+    max_predictions: int | None = option(
+        None, "Cap on selected tokens per row with --count exact.", minimum=1, maximum=2**24
+    )
     whole_word: bool = option(False, "Select whole words (a word starts at a piece beginning with U+2581).")
     dupe_factor: int = option(1, "Write K differently-masked copies of each row.", minimum=1, maximum=1000)
 
@@ -52,7 +54,9 @@ class Masker:
         self.word_start = np.zeros(total, dtype=bool)
         self.word_start[:vocab] = tokenizer.word_start_mask()
 
-    def mask(self, input_ids: np.ndarray, valid: np.ndarray, row_lengths: np.ndarray, partition: int, key: int, copy: int):
+    def mask(
+        self, input_ids: np.ndarray, valid: np.ndarray, row_lengths: np.ndarray, partition: int, key: int, copy: int
+    ):
         """(masked input_ids, labels) for (rows, L) ``input_ids``; ``valid`` marks non-padding."""
         o = self.options
         rows, length = input_ids.shape
@@ -73,8 +77,9 @@ class Masker:
         random_tokens = self.ordinary[
             derive_rng(self.seed, partition, key, f"{stream}/random-token").integers(len(self.ordinary), size=count)
         ]
-        return replace_selected(input_ids, selected, action_keys, random_tokens, self.mask_id, o.mask_replace, o.random_replace)
-
+        return replace_selected(
+            input_ids, selected, action_keys, random_tokens, self.mask_id, o.mask_replace, o.random_replace
+        )
 
     def _drawn_with_replacement(self, input_ids, candidates, row_lengths, stream: str, partition: int, key: int):
         o = self.options
@@ -82,8 +87,9 @@ class Masker:
         keys = derive_rng(self.seed, partition, key, f"{stream}/draw").random((2, len(input_ids), o.max_predictions))
         selected, to_mask = draw_with_replacement(candidates, budget, keys[0], keys[1], o.mask_replace)
         action_keys = np.where(to_mask.ravel()[np.flatnonzero(selected)], 0.0, 1.0)
-        return replace_selected(input_ids, selected, action_keys, np.zeros(len(action_keys), dtype=np.int32),
-                                self.mask_id, 1.0, 0.0)
+        return replace_selected(
+            input_ids, selected, action_keys, np.zeros(len(action_keys), dtype=np.int32), self.mask_id, 1.0, 0.0
+        )
 
 
 def with_copies(rows: RowBatch, masker: Masker, partition: int, key: int, masked_columns) -> RowBatch:

@@ -25,8 +25,9 @@ from .clm import CausalLM, _Documents
 
 @dataclass(frozen=True)
 class MtpOptions(Options):
-    mtp_heads: int = option(2, "Prediction heads K: head k predicts the token k places ahead (DeepSeek-V3: 2).",
-                            minimum=1, maximum=64)
+    mtp_heads: int = option(
+        2, "Prediction heads K: head k predicts the token k places ahead (DeepSeek-V3: 2).", minimum=1, maximum=64
+    )
 
 
 @register("mtp", "multi-token")
@@ -36,9 +37,14 @@ class MultiTokenPrediction(CausalLM):
 
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         segments = next(c for c in packed if c.role == "segment_ids")
-        depth = ColumnSpec("heads_with_target", segments.kind, 0, self.options.mtp_heads,
-                           "heads whose target (t + k) is in this token's segment; head k trains where >= k",
-                           role="target_depth")
+        depth = ColumnSpec(
+            "heads_with_target",
+            segments.kind,
+            0,
+            self.options.mtp_heads,
+            "heads whose target (t + k) is in this token's segment; head k trains where >= k",
+            role="target_depth",
+        )
         return [*packed, depth]
 
     def partition_transform(self, partition_index: int) -> PartitionTransform:

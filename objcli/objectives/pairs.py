@@ -64,9 +64,12 @@ ELECTRA_DRAWS = ("with-replacement", "exact")
 class ElectraOptions(Options):
     mask_prob: float = mask_prob_option()
     sentences: str = sentences_option()
-    electra_draws: str = option("with-replacement", "Generator masking positions: drawn with replacement as ELECTRA's "
-                                "code does (a few fewer distinct), or exactly round(n*p) distinct.",
-                                choices=ELECTRA_DRAWS)
+    electra_draws: str = option(
+        "with-replacement",
+        "Generator masking positions: drawn with replacement as ELECTRA's "
+        "code does (a few fewer distinct), or exactly round(n*p) distinct.",
+        choices=ELECTRA_DRAWS,
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -107,8 +110,10 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
             b_start = np.where(single, cut, b_start)
             keep = ~single | (length >= 2)
             a_start, a_end, b_start, b_end = (
-                np.where(coin, b_start, a_start), np.where(coin, b_end, a_end),
-                np.where(coin, a_start, b_start), np.where(coin, a_end, b_end),
+                np.where(coin, b_start, a_start),
+                np.where(coin, b_end, a_end),
+                np.where(coin, a_start, b_start),
+                np.where(coin, a_end, b_end),
             )
             label = coin.astype(np.int64)
             position[active] = end
@@ -127,14 +132,26 @@ def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, ord
             label = is_random.astype(np.int64)
             position[active] = np.where(is_random, p + a_sentences, end)  # unused sentences go back
         counters["chunks_without_pair"] += int(np.sum(~keep))
-        ranges.append({
-            "document": active[keep], "a_start": a_start[keep], "a_end": a_end[keep], "b_start": b_start[keep],
-            "b_end": b_end[keep], "label": label[keep], "step": np.full(int(keep.sum()), step),
-        })
-    pairs = _from_ranges(ranges)
+        ranges.append(
+            {
+                "document": active[keep],
+                "a_start": a_start[keep],
+                "a_end": a_end[keep],
+                "b_start": b_start[keep],
+                "b_end": b_end[keep],
+                "label": label[keep],
+                "step": np.full(int(keep.sum()), step),
+            }
+        )
+    return _truncated(_from_ranges(ranges), budget, rng["truncate"])
+
+
+def _truncated(pairs: Pairs, budget: int, rng) -> Pairs:
+    """BERT's ``truncate_seq_pair``: tokens removed from the longer side, each from the front or the back
+    by a coin."""
     remove_a, remove_b = truncate_pair(pairs.a_end - pairs.a_start, pairs.b_end - pairs.b_start, budget)
-    front_a = rng["truncate"].binomial(remove_a, 0.5)
-    front_b = rng["truncate"].binomial(remove_b, 0.5)
+    front_a = rng.binomial(remove_a, 0.5)
+    front_b = rng.binomial(remove_b, 0.5)
     pairs.a_start, pairs.a_end = pairs.a_start + front_a, pairs.a_end - (remove_a - front_a)
     pairs.b_start, pairs.b_end = pairs.b_start + front_b, pairs.b_end - (remove_b - front_b)
     return pairs
@@ -150,7 +167,9 @@ def electra_pairs(tokens, cumulative, document_sentences, rng, seq_len) -> tuple
     for step, active, position in document_steps(starts, stops):
         p, stop = position[active], stops[active]
         count = len(active)
-        target = np.where(rng["target"].random(count) < 0.05, rng["target"].integers(5, max(seq_len, 5) + 1, count), seq_len)
+        target = np.where(
+            rng["target"].random(count) < 0.05, rng["target"].integers(5, max(seq_len, 5) + 1, count), seq_len
+        )
         end = chunk_end(cumulative, p, target, stop)
         # 10 %: one segment, as classification tasks have; else (this example's target - 3) // 2.
         first_target = np.where(rng["split"].random(count) < 0.1, 100_000, (target - 3) // 2)
@@ -190,11 +209,17 @@ def _regather(tokens, cumulative, steps, seq_len) -> tuple[Pairs, np.ndarray]:
         base += int(lengths.sum())
         a_kept = np.minimum(a_length, seq_len - 2)
         b_kept = np.minimum(lengths.sum(axis=1) - a_length, np.maximum(0, seq_len - a_kept - 3))
-        ranges.append({
-            "document": active, "a_start": chunk_start, "a_end": chunk_start + a_kept,
-            "b_start": chunk_start + a_length, "b_end": chunk_start + a_length + b_kept,
-            "label": np.zeros(len(active), dtype=np.int64), "step": np.full(len(active), step),
-        })
+        ranges.append(
+            {
+                "document": active,
+                "a_start": chunk_start,
+                "a_end": chunk_start + a_kept,
+                "b_start": chunk_start + a_length,
+                "b_end": chunk_start + a_length + b_kept,
+                "label": np.zeros(len(active), dtype=np.int64),
+                "step": np.full(len(active), step),
+            }
+        )
     regathered = np.concatenate(pieces) if pieces else tokens[:0]
     return _from_ranges(ranges), regathered
 
@@ -229,8 +254,10 @@ class _PairObjective(Objective):
             ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding", role="attention_mask"),
         ]
         if self.masker:
-            columns.insert(1, ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere",
-                                         role="labels"))
+            columns.insert(
+                1,
+                ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere", role="labels"),
+            )
         if self.label_column:
             columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc, role="example_label"))
         return columns
@@ -249,12 +276,13 @@ class _PairPartition(PartitionTransform):
         tokens, cumulative = batch.encode(sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         key = batch.first_document
-        rng = {step: self.rng(key, step)
-               for step in ("target", "split", "coin", "document", "truncate")}
+        rng = {step: self.rng(key, step) for step in ("target", "split", "coin", "document", "truncate")}
         pairs, tokens = o.make_pairs(tokens, cumulative, document_sentences, rng, self.counters)
         useful = (pairs.a_end > pairs.a_start) & ((pairs.b_end > pairs.b_start) | (o.name == "electra"))
         self.counters["chunks_without_pair"] += int(np.sum(~useful))
-        pairs = Pairs(*(getattr(pairs, f)[useful] for f in ("document", "a_start", "a_end", "b_start", "b_end", "label")))
+        pairs = Pairs(
+            *(getattr(pairs, f)[useful] for f in ("document", "a_start", "a_end", "b_start", "b_end", "label"))
+        )
         with_pairs = np.zeros(len(counts), dtype=bool)
         with_pairs[pairs.document] = True
         self.counters["skipped:no_pair"] += int(np.sum(~with_pairs))
@@ -288,6 +316,7 @@ class NextSentencePrediction(_PairObjective):
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
         self.supervision = "labels" if self.options.mlm else "example-labels"
+
     label_column = "next_sentence_label"
     label_doc = "0 = B follows A, 1 = B is from another document"
 
@@ -295,8 +324,9 @@ class NextSentencePrediction(_PairObjective):
         return Masker(tokenizer, self.options, self.context.seed, self.name) if self.options.mlm else None
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
-        return bert_pairs(cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, False,
-                          counters), tokens
+        return bert_pairs(
+            cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, False, counters
+        ), tokens
 
 
 @register("sop")
@@ -305,8 +335,9 @@ class SentenceOrderPrediction(NextSentencePrediction):
     label_doc = "0 = A then B as written, 1 = swapped"
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
-        return bert_pairs(cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, True,
-                          counters), tokens
+        return bert_pairs(
+            cumulative, document_sentences, rng, self.context.seq_len, self.options.short_seq_prob, True, counters
+        ), tokens
 
 
 @register("electra")
@@ -320,10 +351,20 @@ class Electra(_PairObjective):
 
     def _masker(self, tokenizer):
         p = self.options.mask_prob
-        options = MaskingOptions(mask_prob=p, mask_replace=0.85, random_replace=0.0, count="exact",
-                             max_predictions=max(1, int((p + 0.005) * self.context.seq_len)))
-        return Masker(tokenizer, options, self.context.seed, self.name,
-                      with_replacement=self.options.electra_draws == "with-replacement")
+        options = MaskingOptions(
+            mask_prob=p,
+            mask_replace=0.85,
+            random_replace=0.0,
+            count="exact",
+            max_predictions=max(1, int((p + 0.005) * self.context.seq_len)),
+        )
+        return Masker(
+            tokenizer,
+            options,
+            self.context.seed,
+            self.name,
+            with_replacement=self.options.electra_draws == "with-replacement",
+        )
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
         return electra_pairs(tokens, cumulative, document_sentences, rng, self.context.seq_len)

@@ -81,18 +81,36 @@ class PrefixLM(Objective):
         return [
             ColumnSpec("input_ids", "fixed", 0, top, "prefix + target"),
             ColumnSpec("labels", "fixed", IGNORE, top, "-100 on the prefix and padding, else the token", role="labels"),
-            ColumnSpec("prefix_lengths", "scalar", 1, seq_len - 1, "bidirectional attention over positions < k",
-                       role="prefix_length"),
+            ColumnSpec(
+                "prefix_lengths",
+                "scalar",
+                1,
+                seq_len - 1,
+                "bidirectional attention over positions < k",
+                role="prefix_length",
+            ),
         ]
 
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         if not self.examples_are_documents:
             return packed
         top, seq_len = self.vocab_size - 1, self.context.seq_len
-        labels = ColumnSpec("labels", "fixed", IGNORE, top, "-100 on each segment's prefix and on padding, else the token",
-                            role="labels")
-        prefixes = ColumnSpec("prefix_lengths", "ragged", 1, seq_len,
-                              "per segment: bidirectional attention over its positions < k", role="prefix_length")
+        labels = ColumnSpec(
+            "labels",
+            "fixed",
+            IGNORE,
+            top,
+            "-100 on each segment's prefix and on padding, else the token",
+            role="labels",
+        )
+        prefixes = ColumnSpec(
+            "prefix_lengths",
+            "ragged",
+            1,
+            seq_len,
+            "per segment: bidirectional attention over its positions < k",
+            role="prefix_length",
+        )
         return [packed[0], labels, *packed[1:], prefixes]
 
     def partition_transform(self, partition_index: int):
@@ -126,7 +144,11 @@ class _PackedDocuments(PartitionTransform):
         target = valid & (positions.ravel() >= split[np.maximum(segment, 0)])
         labels = np.where(target, ids.ravel(), IGNORE).astype(np.int32).reshape(ids.shape)
         per_row = starts.reshape(ids.shape).sum(axis=1)
-        columns = {**rows.columns, "labels": labels, "prefix_lengths": Ragged(split.astype(np.int32), lengths_to_offsets(per_row))}
+        columns = {
+            **rows.columns,
+            "labels": labels,
+            "prefix_lengths": Ragged(split.astype(np.int32), lengths_to_offsets(per_row)),
+        }
         return RowBatch(columns, rows.tokens, rows.padding, rows.documents)
 
 

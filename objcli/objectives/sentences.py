@@ -26,9 +26,48 @@ import numpy as np
 from ..kernels.compiled import compiled
 
 ABBREVIATIONS = (
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "fig", "figs",
-    "no", "nos", "vol", "pp", "ed", "eds", "al", "approx", "dept", "inc", "ltd", "co", "jan", "feb",
-    "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "sec", "ch", "eq",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "cf",
+    "fig",
+    "figs",
+    "no",
+    "nos",
+    "vol",
+    "pp",
+    "ed",
+    "eds",
+    "al",
+    "approx",
+    "dept",
+    "inc",
+    "ltd",
+    "co",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "sec",
+    "ch",
+    "eq",
 )
 SPLITTERS = ("prose", "lines")
 LETTER = r"[^\W\d_]"
@@ -118,4 +157,3 @@ def split_batch(texts: list[str], mode: str) -> tuple[list[str], np.ndarray]:
     ends = np.array(marks + [len(found)], dtype=np.int64)
     counts = ends - np.concatenate([[0], ends[:-1] + 1])
     return [piece for piece in found if piece != SENTINEL], counts
-

@@ -57,8 +57,15 @@ class SpanCorruption(Objective):
         top = self.vocab_size - 1
         return [
             ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.context.seq_len} tokens"),
-            ColumnSpec("labels", "fixed", IGNORE, top, f"targets, {self.targets_length} tokens; -100 = padding",
-                       role="labels", family="labels"),
+            ColumnSpec(
+                "labels",
+                "fixed",
+                IGNORE,
+                top,
+                f"targets, {self.targets_length} tokens; -100 = padding",
+                role="labels",
+                family="labels",
+            ),
         ]
 
     def partition_transform(self, partition_index: int):

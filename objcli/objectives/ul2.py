@@ -59,7 +59,12 @@ class Denoiser:
         if self.rate < 0:
             raise ObjcliError(f"denoiser {self.name or '?'}: rate must not be negative")
         if not self.name:
-            label = f"S-{self.noise_density:g}" if self.kind == "prefix" else f"{'R' if self.noise_density < 0.5 and self.mean_span < 12 else 'X'}-{self.mean_span:g}-{self.noise_density:g}"
+            label = (
+                f"S-{self.noise_density:g}"
+                if self.kind == "prefix"
+                else f"{'R' if self.noise_density < 0.5 and self.mean_span < 12 else 'X'}-"
+                f"{self.mean_span:g}-{self.noise_density:g}"
+            )
             object.__setattr__(self, "name", label)
 
 
@@ -180,7 +185,11 @@ class Ul2(Objective):
         self.rates = rates / rates.sum()
         self.plans = [self._plan(d, self._mode_ids(d, tokenizer)) for d in self.denoisers]
         needed = max(
-            [span_counts(p.raw, d.noise_density, d.mean_span)[1] for d, p in zip(self.denoisers, self.plans) if d.kind == "span"],
+            [
+                span_counts(p.raw, d.noise_density, d.mean_span)[1]
+                for d, p in zip(self.denoisers, self.plans)
+                if d.kind == "span"
+            ],
             default=0,
         )
         self.sentinels = np.array(tokenizer.resolve_sentinels(needed, o.extra_ids) if needed else [], dtype=np.int32)
@@ -197,7 +206,9 @@ class Ul2(Objective):
         seq_len, m = self.context.seq_len, len(mode)
         if self.options.layout == "encdec":
             if d.kind == "span":
-                raw, targets = plan_or_fail(seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,")
+                raw, targets = plan_or_fail(
+                    seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,"
+                )
                 return _Plan(raw, seq_len - m, targets, mode)
             return _prefix_plan(seq_len - m, d, mode, seq_len)
         if d.kind == "span":
@@ -216,20 +227,40 @@ class Ul2(Objective):
 
     def example_columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.context.seq_len
-        index = ColumnSpec("denoiser", "scalar", 0, len(self.denoisers) - 1, "index into the mixture table",
-                           role="category", categories=tuple(d.name for d in self.denoisers))
+        index = ColumnSpec(
+            "denoiser",
+            "scalar",
+            0,
+            len(self.denoisers) - 1,
+            "index into the mixture table",
+            role="category",
+            categories=tuple(d.name for d in self.denoisers),
+        )
         if self.options.layout == "encdec":
             return [
                 ColumnSpec("input_ids", "fixed", 0, top, "mode token(s) + corrupted inputs + EOS"),
-                ColumnSpec("labels", "ragged", 0, top, "targets + EOS (length planned per denoiser)", role="labels",
-                           family="labels"),
+                ColumnSpec(
+                    "labels",
+                    "ragged",
+                    0,
+                    top,
+                    "targets + EOS (length planned per denoiser)",
+                    role="labels",
+                    family="labels",
+                ),
                 index,
             ]
         return [
             ColumnSpec("input_ids", "fixed", 0, top, "mode + inputs + targets, padded"),
             ColumnSpec("labels", "fixed", IGNORE, top, "-100 except on the targets", role="labels"),
-            ColumnSpec("prefix_lengths", "scalar", 1, seq_len, "bidirectional attention over positions < k",
-                       role="prefix_length"),
+            ColumnSpec(
+                "prefix_lengths",
+                "scalar",
+                1,
+                seq_len,
+                "bidirectional attention over positions < k",
+                role="prefix_length",
+            ),
             index,
         ]
 
@@ -243,7 +274,6 @@ class _Ul2Partition(PartitionTransform):
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
         self.raw_lengths = np.array([p.raw for p in objective.plans], dtype=np.int64)
 
-
     def _denoise(self, d: Denoiser, plan: _Plan, tokens: np.ndarray, first_example: int):
         """(head = mode + inputs, its width per row, targets, their width per row) for this denoiser's
         examples; heads and targets are 2-D, each row valid up to its width."""
@@ -251,8 +281,12 @@ class _Ul2Partition(PartitionTransform):
         if d.kind == "prefix":
             return self._split(plan, tokens, self.rng(first_example, f"{d.name}/split"))
         nonnoise, noise = random_spans(
-            rows, plan.raw, d.noise_density, d.mean_span,
-            self.rng(first_example, f"{d.name}/noise"), self.rng(first_example, f"{d.name}/nonnoise"),
+            rows,
+            plan.raw,
+            d.noise_density,
+            d.mean_span,
+            self.rng(first_example, f"{d.name}/noise"),
+            self.rng(first_example, f"{d.name}/nonnoise"),
         )
         inputs, targets = corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
         head = np.concatenate([np.broadcast_to(plan.mode, (rows, len(plan.mode))), inputs], axis=1)
@@ -302,7 +336,8 @@ class _Ul2Partition(PartitionTransform):
             if len(members):
                 self.counters[f"denoiser {d.name}"] += len(members)
                 head, head_width[members], targets, target_width[members] = self._denoise(
-                    d, plan, tokens[starts[members, None] + np.arange(plan.raw)], first_example)
+                    d, plan, tokens[starts[members, None] + np.arange(plan.raw)], first_example
+                )
                 parts.append((members, head, targets))
         input_ids = np.full((rows, seq_len), 0 if o.pad_id is None else o.pad_id, dtype=np.int32)
         labels = np.full((rows, seq_len), IGNORE, dtype=np.int32)
@@ -321,8 +356,12 @@ class _Ul2Partition(PartitionTransform):
         if decoder:  # examples of their own lengths: the packer pads them, or packs several in a row
             inside = np.arange(seq_len)[None, :] < used[:, None]
             offsets = lengths_to_offsets(used)
-            columns = {"input_ids": Ragged(input_ids[inside], offsets), "labels": Ragged(labels[inside], offsets),
-                       "prefix_lengths": head_width.astype(np.int32), "denoiser": index_column}
+            columns = {
+                "input_ids": Ragged(input_ids[inside], offsets),
+                "labels": Ragged(labels[inside], offsets),
+                "prefix_lengths": head_width.astype(np.int32),
+                "denoiser": index_column,
+            }
             return RowBatch(columns, tokens=used, padding=seq_len - used, documents=documents)
         columns = {"input_ids": input_ids, "labels": Ragged(label_values, label_offsets), "denoiser": index_column}
         return RowBatch(columns, tokens=used, padding=seq_len - head_width, documents=documents)

@@ -17,7 +17,6 @@ def take(texts: list[str], indices) -> list[str]:
     return list(operator.itemgetter(*indices)(texts))
 
 
-
 def shuffled_windows(batches, window_bytes: int, batch_bytes: int, rng_of) -> Iterator[list[str]]:
     """``--shuffle-documents``: the documents of each window of about ``window_bytes`` of text (in
     partition order) permuted by a generator keyed to (seed, partition, window number), then cut

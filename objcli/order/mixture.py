@@ -42,8 +42,10 @@ def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
     for spec in specs:
         name, equals, path = spec.partition("=")
         if not equals or not NAME.fullmatch(name) or not path:
-            raise ObjcliError(f"--source {spec}: give NAME=PATH (web=data/web/) with a lower-case name; repeat "
-                              "--source for more sources or more paths of one source")
+            raise ObjcliError(
+                f"--source {spec}: give NAME=PATH (web=data/web/) with a lower-case name; repeat "
+                "--source for more sources or more paths of one source"
+            )
         sources.setdefault(name, []).append(path)
     return sources
 
@@ -56,13 +58,17 @@ def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
         name, _, value = part.partition("=")
         match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMbBtT]?)", value.strip())
         if name not in names or name in values or not match or float(match.group(1)) <= 0:
-            raise ObjcliError(f"--weights {spec}: '{part}' must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B), "
-                              f"once for each source ({', '.join(names)})")
+            raise ObjcliError(
+                f"--weights {spec}: '{part}' must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B), "
+                f"once for each source ({', '.join(names)})"
+            )
         kinds.add("budget" if match.group(2) else "share")  # a budget has a unit: 2B, 500M
         values[name] = float(match.group(1)) * BUDGET_UNITS[match.group(2).lower()]
     if set(values) != set(names) or len(kinds) != 1:
-        raise ObjcliError(f"--weights {spec}: give every source ({', '.join(names)}) either a share of the output "
-                          "(web=0.7,code=0.3) or a token budget (web=5B,code=2B), not both")
+        raise ObjcliError(
+            f"--weights {spec}: give every source ({', '.join(names)}) either a share of the output "
+            "(web=0.7,code=0.3) or a token budget (web=5B,code=2B), not both"
+        )
     kind = kinds.pop()
     if kind == "share":
         total = sum(values.values())
@@ -91,12 +97,16 @@ def check_repeats(mixture: dict[str, dict], warn=None) -> None:
     for name, plan in mixture.items():
         rate = plan["rate"]
         if rate > MOST_COPIES:
-            raise ObjcliError(f"--weights: source {name} holds about {plan['estimated_tokens']:,} tokens, so its share "
-                              f"needs {rate:,.0f} copies of every document (at most {MOST_COPIES}); lower its weight or "
-                              "budget, or give it more text")
+            raise ObjcliError(
+                f"--weights: source {name} holds about {plan['estimated_tokens']:,} tokens, so its share "
+                f"needs {rate:,.0f} copies of every document (at most {MOST_COPIES}); lower its weight or "
+                "budget, or give it more text"
+            )
         if rate > MANY_COPIES and warn:
-            warn(f"source {name}: every document is written about {rate:.1f} times to reach its share; repeated data "
-                 f"helps little past {MANY_COPIES} epochs")
+            warn(
+                f"source {name}: every document is written about {rate:.1f} times to reach its share; repeated data "
+                f"helps little past {MANY_COPIES} epochs"
+            )
 
 
 def mixture_totals(mixture: dict[str, dict], partitions, results) -> dict[str, dict]:
@@ -105,8 +115,11 @@ def mixture_totals(mixture: dict[str, dict], partitions, results) -> dict[str, d
     out = {}
     for name, plan in mixture.items():
         mine = [r for p, r in zip(partitions, results) if p.source == name]
-        out[name] = {**plan, "documents_read": sum(r.documents_read for r in mine),
-                     "documents_written": sum(r.documents_written for r in mine)}
+        out[name] = {
+            **plan,
+            "documents_read": sum(r.documents_read for r in mine),
+            "documents_written": sum(r.documents_written for r in mine),
+        }
     return out
 
 

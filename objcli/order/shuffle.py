@@ -42,8 +42,15 @@ SHUFFLED = -1  # the partition of a shuffled shard: its rows come from every par
 STREAM = "shuffle-rows"
 
 
-def shuffle_rows(shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], output_format: str,
-                 shard_limit, seed: int, publish=None) -> list[ShardRecord]:
+def shuffle_rows(
+    shards: list[ShardRecord],
+    work: Path,
+    columns: list[ColumnSpec],
+    output_format: str,
+    shard_limit,
+    seed: int,
+    publish=None,
+) -> list[ShardRecord]:
     """Replace the partitions' work shards (in partition order) by shuffled shards of the final
     format, split by split; returns the new shards, written to ``work`` (and handed to ``publish``
     as each is finished, when the output is in object storage)."""
@@ -51,8 +58,16 @@ def shuffle_rows(shards: list[ShardRecord], work: Path, columns: list[ColumnSpec
         stale.unlink()
     out: list[ShardRecord] = []
     for split in dict.fromkeys(s.split for s in shards):
-        sink = ShardSink(work, SHUFFLED, FORMATS[output_format].writer, columns, shard_limit.rows, shard_limit.bytes,
-                         split=split, publish=publish)
+        sink = ShardSink(
+            work,
+            SHUFFLED,
+            FORMATS[output_format].writer,
+            columns,
+            shard_limit.rows,
+            shard_limit.bytes,
+            split=split,
+            publish=publish,
+        )
         for rows in _shuffled_buckets([s for s in shards if s.split == split], work, columns, seed, split):
             sink.write(rows)
         out += sink.close()
@@ -72,7 +87,9 @@ def _open_batches(shard: ShardRecord, work: Path, columns: list[ColumnSpec]) -> 
     return batches, lengths_to_offsets(np.array([b.num_rows for b in batches], dtype=np.int64))
 
 
-def _bucket_index(shards: list[ShardRecord], buckets: int, seed: int, split: str) -> list[tuple[np.ndarray, np.ndarray]]:
+def _bucket_index(
+    shards: list[ShardRecord], buckets: int, seed: int, split: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per work shard: (its rows sorted by bucket, where each bucket starts among them)."""
     draws: dict[int, np.ndarray] = {}
     for partition in dict.fromkeys(s.partition for s in shards):
@@ -88,8 +105,9 @@ def _bucket_index(shards: list[ShardRecord], buckets: int, seed: int, split: str
     return index
 
 
-def _shuffled_buckets(shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], seed: int,
-                      split: str) -> Iterator[RowBatch]:
+def _shuffled_buckets(
+    shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], seed: int, split: str
+) -> Iterator[RowBatch]:
     """Each bucket's rows, permuted. The next bucket is gathered on a second thread while the
     caller writes this one (NumPy's copies, sha256 and file writes all release the GIL), so memory
     holds two buckets."""
@@ -97,8 +115,11 @@ def _shuffled_buckets(shards: list[ShardRecord], work: Path, columns: list[Colum
     index = _bucket_index(shards, buckets, seed, split)
 
     def gather(bucket: int) -> RowBatch | None:
-        pieces = [piece for shard, (order, starts) in zip(shards, index)
-                  for piece in _take(shard, order[starts[bucket] : starts[bucket + 1]], work, columns)]
+        pieces = [
+            piece
+            for shard, (order, starts) in zip(shards, index)
+            for piece in _take(shard, order[starts[bucket] : starts[bucket + 1]], work, columns)
+        ]
         if not pieces:
             return None
         gathered = RowBatch.concat(pieces)
@@ -123,8 +144,9 @@ def _take(shard: ShardRecord, rows: np.ndarray, work: Path, columns: list[Column
     batches, batch_starts = _open_batches(shard, work, columns)
     owner = np.searchsorted(batch_starts, rows, side="right") - 1
     cuts = np.searchsorted(owner, np.arange(len(batches) + 1))
-    return [batches[b].take(rows[lo:hi] - batch_starts[b]) for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:]))
-            if hi > lo]
+    return [
+        batches[b].take(rows[lo:hi] - batch_starts[b]) for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])) if hi > lo
+    ]
 
 
 def batch_rows(batch: pa.RecordBatch, columns: list[ColumnSpec]) -> RowBatch:

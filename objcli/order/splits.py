@@ -44,8 +44,10 @@ def parse_splits(spec: str) -> list[SplitSpec]:
         name, _, value = part.partition("=")
         split = _parse_value(name, value.strip())
         if not NAME.fullmatch(name) or name == TRAIN or name in {s.name for s in splits} or split is None:
-            raise ObjcliError(f"--split {spec}: '{part}' must be NAME=FRACTION (validation=0.5% or test=0.001) or "
-                              "NAME=COUNT (test=1000) with a lower-case name other than train, each once")
+            raise ObjcliError(
+                f"--split {spec}: '{part}' must be NAME=FRACTION (validation=0.5% or test=0.001) or "
+                "NAME=COUNT (test=1000) with a lower-case name other than train, each once"
+            )
         splits.append(split)
     _check_loadable(spec, splits)
     if sum(s.fraction or 0 for s in splits) >= 1:
@@ -59,8 +61,10 @@ def _check_loadable(spec: str, splits: list[SplitSpec]) -> None:
         raise ObjcliError(f"--split {spec}: names no split; give NAME=SHARE pairs (validation=0.5%), or drop --split")
     for split in splits:
         if split.fraction is not None and split.fraction < SMALLEST_FRACTION:
-            raise ObjcliError(f"--split {spec}: '{split.name}' takes a share of {split.fraction:g}, which holds no "
-                              f"document of any real corpus; give at least {SMALLEST_FRACTION:g}, or a count")
+            raise ObjcliError(
+                f"--split {spec}: '{split.name}' takes a share of {split.fraction:g}, which holds no "
+                f"document of any real corpus; give at least {SMALLEST_FRACTION:g}, or a count"
+            )
 
 
 def _parse_value(name: str, value: str) -> SplitSpec | None:
@@ -104,8 +108,11 @@ def plan_bounds(spec: str, smallest_u: np.ndarray | None = None) -> list[tuple[i
 def uniforms(texts: list[str], seed: int) -> np.ndarray:
     """The keyed uniform ``u`` of each text."""
     start = zlib.crc32(str(seed).encode())
-    crc = np.fromiter(map(zlib.crc32, map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")), repeat(start)),
-                      dtype=np.uint64, count=len(texts))
+    crc = np.fromiter(
+        map(zlib.crc32, map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")), repeat(start)),
+        dtype=np.uint64,
+        count=len(texts),
+    )
     with np.errstate(over="ignore"):
         return (_mix(crc ^ np.uint64(seed)) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 

@@ -63,9 +63,17 @@ def per_segment_columns(settings: PackSettings) -> list[ColumnSpec]:
     """Each per-example value as a ragged column of one value per segment (prefix lengths and
     categories keep their role; anything else becomes ``per_segment``)."""
     return [
-        ColumnSpec(c.name, "ragged", c.min_value, c.max_value, f"per segment: {c.doc}",
-                   role=c.role if c.role in ("prefix_length", "category") else "per_segment", categories=c.categories)
-        for c in settings.columns if c.kind == "scalar"
+        ColumnSpec(
+            c.name,
+            "ragged",
+            c.min_value,
+            c.max_value,
+            f"per segment: {c.doc}",
+            role=c.role if c.role in ("prefix_length", "category") else "per_segment",
+            categories=c.categories,
+        )
+        for c in settings.columns
+        if c.kind == "scalar"
     ]
 
 

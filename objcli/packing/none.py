@@ -80,4 +80,6 @@ class OneExamplePerRow:
             one_per_row = lengths_to_offsets(np.ones(len(source), dtype=np.int64))
             columns[name] = Ragged(examples.columns[name][kept][source].astype(np.int32), one_per_row)
         documents = first_piece.astype(np.int64) * examples.documents[kept][source]
-        return RowBatch(columns, tokens=row_lengths, padding=np.zeros(len(row_lengths), dtype=np.int64), documents=documents)
+        return RowBatch(
+            columns, tokens=row_lengths, padding=np.zeros(len(row_lengths), dtype=np.int64), documents=documents
+        )

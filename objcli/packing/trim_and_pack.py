@@ -70,14 +70,37 @@ class TrimAndPack:
         inputs, labels = self.settings.spec("input_ids"), self.settings.spec("labels")
         return [
             ColumnSpec("input_ids", "fixed", 0, inputs.max_value, "packed encoder inputs"),
-            ColumnSpec("segment_ids", "fixed", 0, seq_len, "example of each input token, 0 = padding", role="segment_ids"),
+            ColumnSpec(
+                "segment_ids", "fixed", 0, seq_len, "example of each input token, 0 = padding", role="segment_ids"
+            ),
             ColumnSpec(POSITION_IDS, "fixed", 0, seq_len - 1, "position within the example's inputs", role="positions"),
-            ColumnSpec("labels", "fixed", IGNORE, labels.max_value, "packed targets, -100 = padding", role="labels",
-                       family="labels"),
-            ColumnSpec("label_segment_ids", "fixed", 0, seq_len, "example of each target token, 0 = padding",
-                       role="segment_ids", family="labels"),
-            ColumnSpec("label_positions", "fixed", 0, seq_len - 1, "position within the example's targets",
-                       role="positions", family="labels"),
+            ColumnSpec(
+                "labels",
+                "fixed",
+                IGNORE,
+                labels.max_value,
+                "packed targets, -100 = padding",
+                role="labels",
+                family="labels",
+            ),
+            ColumnSpec(
+                "label_segment_ids",
+                "fixed",
+                0,
+                seq_len,
+                "example of each target token, 0 = padding",
+                role="segment_ids",
+                family="labels",
+            ),
+            ColumnSpec(
+                "label_positions",
+                "fixed",
+                0,
+                seq_len - 1,
+                "position within the example's targets",
+                role="positions",
+                family="labels",
+            ),
         ] + per_segment_columns(self.settings)
 
     def process(self, examples: RowBatch | None) -> RowBatch | None:
@@ -92,11 +115,19 @@ class TrimAndPack:
         row, _, count = best_fit_decreasing(np.maximum(input_lengths, label_lengths), seq_len)
         input_offset, label_offset = _offsets_in_rows(row, input_lengths), _offsets_in_rows(row, label_lengths)
         input_ids, segment_ids, positions = _place(inputs, input_lengths, row, input_offset, count, seq_len, pad_id)
-        label_values, label_segments, label_positions = _place(labels, label_lengths, row, label_offset, count, seq_len, IGNORE)
+        label_values, label_segments, label_positions = _place(
+            labels, label_lengths, row, label_offset, count, seq_len, IGNORE
+        )
         documents = np.bincount(row, weights=examples.documents, minlength=count).astype(np.int64)
         used = (segment_ids > 0).sum(axis=1) + (label_segments > 0).sum(axis=1)
-        columns = {"input_ids": input_ids, "segment_ids": segment_ids, POSITION_IDS: positions, "labels": label_values,
-                   "label_segment_ids": label_segments, "label_positions": label_positions}
+        columns = {
+            "input_ids": input_ids,
+            "segment_ids": segment_ids,
+            POSITION_IDS: positions,
+            "labels": label_values,
+            "label_segment_ids": label_segments,
+            "label_positions": label_positions,
+        }
         for name in self.tag_names:
             token_tags = np.zeros(count * seq_len, dtype=np.int32)
             destination = range_indices(row * seq_len + input_offset, input_lengths)

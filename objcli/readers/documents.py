@@ -56,9 +56,7 @@ class _Locator:
         return f"{self.path}:{self._base + line_index + 1}"
 
 
-def _line_blocks(
-    stream: BinaryIO, piece: Piece, batch_bytes: int, locator: _Locator
-) -> Iterator[tuple[int, bytes]]:
+def _line_blocks(stream: BinaryIO, piece: Piece, batch_bytes: int, locator: _Locator) -> Iterator[tuple[int, bytes]]:
     """Yield (index of the block's first line, bytes of complete lines)."""
     position, end = piece.start, piece.end
     if piece.start:
@@ -168,7 +166,8 @@ class _JsonLines:
             except msgspec.ValidationError as error:
                 message = str(error)
                 if message.startswith("Object missing required field") or (
-                        message.startswith("Expected `object`") and " - at `$." in message):  # a.b where a is no object
+                    message.startswith("Expected `object`") and " - at `$." in message
+                ):  # a.b where a is no object
                     if self.first_missing_fields is None:
                         self.first_missing_fields = sorted(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))
                     fields = ", ".join(self.first_missing_fields) or "none"
@@ -213,7 +212,11 @@ class _JsonRecords:
             except msgspec.ValidationError:
                 log.skip("not_an_object", locate(first_line + i), "the record is JSON but not an object")
             except (msgspec.DecodeError, RecursionError) as error:
-                log.skip("bad_json", locate(first_line + i), f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
+                log.skip(
+                    "bad_json",
+                    locate(first_line + i),
+                    f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})",
+                )
         return records
 
 
@@ -335,8 +338,10 @@ def _texts_of(stream, fmt: str, piece: Piece, options: ReadOptions, log: RecordL
     if fmt in ("jsonl", "json"):
         yield from _json_lines(stream, piece, options, log, locator, array=fmt == "json")
     elif options.records:
-        raise ObjcliError(f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
-                          "(--input-format jsonl if the name does not say)")
+        raise ObjcliError(
+            f"input {locator.path}: conversations are JSON records; give JSON lines or Parquet "
+            "(--input-format jsonl if the name does not say)"
+        )
     elif options.text_unit == "line":
         for first_line, block in _line_blocks(stream, piece, options.batch_bytes, locator):
             texts = _decode_text_block(block, first_line, log, locator)

@@ -81,8 +81,12 @@ class Piece:
         return f"{self.input.path}[bytes {self.start}:{self.end}]"
 
     def to_json(self) -> dict:
-        return {"input": self.input.path, "format": self.input.format, "compression": self.input.compression,
-                "byte_range": None if self.end is None else [self.start, self.end]}
+        return {
+            "input": self.input.path,
+            "format": self.input.format,
+            "compression": self.input.compression,
+            "byte_range": None if self.end is None else [self.start, self.end],
+        }
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,11 @@ class Partition:
         return f"{self.pieces[0].label} … {self.pieces[-1].label} ({len(self.pieces)} files)"
 
     def to_json(self) -> dict:
-        return {"index": self.index, "pieces": [p.to_json() for p in self.pieces], **({"source": self.source} if self.source else {})}
+        return {
+            "index": self.index,
+            "pieces": [p.to_json() for p in self.pieces],
+            **({"source": self.source} if self.source else {}),
+        }
 
 
 def sniff_compression(head: bytes) -> str | None:
@@ -147,9 +155,7 @@ def _describe_file(path: str, requested_format: str) -> InputFile:
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as error:
-        raise ObjcliError(
-            f"input {path}: cannot read ({error.strerror}); check the path and its permissions"
-        ) from None
+        raise ObjcliError(f"input {path}: cannot read ({error.strerror}); check the path and its permissions") from None
     compression = sniff_compression(head)
     return InputFile(path, _content_format(path, compression, requested_format), compression, os.path.getsize(path))
 
@@ -198,8 +204,18 @@ def _is_objcli_output(folder: Path) -> bool:
 
 # The JSON files of a Hugging Face tokenizer or model folder: a folder walk leaves them out (a corpus
 # folder with the tokenizer beside it is common); named as an input, such a file is read.
-MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                         "config.json", "generation_config.json", "vocab.json", "preprocessor_config.json"})
+MODEL_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "config.json",
+        "generation_config.json",
+        "vocab.json",
+        "preprocessor_config.json",
+    }
+)
 
 
 def _folder_files(folder: str, warn=None) -> list[str]:
@@ -228,8 +244,10 @@ def _folder_files(folder: str, warn=None) -> list[str]:
     if dangling and warn:
         warn(f"input {folder}: skipped {len(dangling)} dangling symbolic link(s), e.g. {sorted(dangling)[0]}")
     if model_files and warn:
-        warn(f"input {folder}: skipped {len(model_files)} tokenizer or model file(s), e.g. {sorted(model_files)[0]}; "
-             "name a file to read it as data")
+        warn(
+            f"input {folder}: skipped {len(model_files)} tokenizer or model file(s), e.g. {sorted(model_files)[0]}; "
+            "name a file to read it as data"
+        )
     return sorted(files)
 
 
@@ -313,8 +331,10 @@ def _pieces(input_file: InputFile, partition_bytes: int, text_unit: str) -> list
     )
     if not splittable:
         return [Piece(input_file)]
-    return [Piece(input_file, start, min(start + partition_bytes, input_file.size))
-            for start in range(0, input_file.size, partition_bytes)]
+    return [
+        Piece(input_file, start, min(start + partition_bytes, input_file.size))
+        for start in range(0, input_file.size, partition_bytes)
+    ]
 
 
 def open_piece(piece: Piece, counted: list | None = None) -> BinaryIO:

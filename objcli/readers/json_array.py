@@ -46,8 +46,9 @@ def _elements(stream: BinaryIO, reopen: Callable[[], BinaryIO] | None) -> Iterat
                     yield element
 
 
-def array_blocks(stream: BinaryIO, batch_bytes: int, log, locator: ElementLocator,
-                 reopen: Callable[[], BinaryIO] | None = None) -> Iterator[tuple[int, bytes]]:
+def array_blocks(
+    stream: BinaryIO, batch_bytes: int, log, locator: ElementLocator, reopen: Callable[[], BinaryIO] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """(index of the first element, its elements as JSON lines) in blocks of about ``batch_bytes``.
     JSON that breaks off inside the array is one ``bad_json`` skip at the element where it breaks:
     nothing after it can be found again (an array has no line to resume from). ``reopen``: the same
@@ -69,8 +70,11 @@ def array_blocks(stream: BinaryIO, batch_bytes: int, log, locator: ElementLocato
             yield first, b"\n".join(lines)
         log.read += 1
         detail = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
-        log.skip("bad_json", locator(first + len(lines)),
-                 f"broken JSON in the array ({detail}); the rest of the file is unread")
+        log.skip(
+            "bad_json",
+            locator(first + len(lines)),
+            f"broken JSON in the array ({detail}); the rest of the file is unread",
+        )
         return
     if lines:
         yield first, b"\n".join(lines)

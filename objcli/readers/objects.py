@@ -25,8 +25,10 @@ def list_objects(spec: str, is_data_name: Callable[[str], bool]) -> list[tuple[s
         elif fs.isdir(inner):
             found = _folder_objects(fs, inner.rstrip("/"), is_data_name)
             if not found:
-                raise ObjcliError(f"input {public_url(spec)}: the prefix holds no .jsonl, .txt or .parquet object "
-                                  "(compressed or not); name the objects directly")
+                raise ObjcliError(
+                    f"input {public_url(spec)}: the prefix holds no .jsonl, .txt or .parquet object "
+                    "(compressed or not); name the objects directly"
+                )
         elif fs.isfile(inner):
             found = {inner: fs.info(inner)}
         else:
@@ -48,7 +50,7 @@ def _folder_objects(fs, root: str, is_data_name) -> dict[str, dict]:
     found = fs.find(root, detail=True)
     outputs = set()
     for path in found:
-        relative = path[len(root):].lstrip("/")
+        relative = path[len(root) :].lstrip("/")
         folder, _, name = relative.rpartition("/")
         if name == "manifest.json" and _is_objcli_manifest(fs, path):
             outputs.add(folder)
@@ -56,7 +58,7 @@ def _folder_objects(fs, root: str, is_data_name) -> dict[str, dict]:
             outputs.add(f"/{relative}".split("/.objcli-tmp/")[0].lstrip("/"))
     kept = {}
     for path, info in found.items():
-        relative = path[len(root):].lstrip("/")
+        relative = path[len(root) :].lstrip("/")
         parts = relative.split("/")
         if any(part.startswith(".") for part in parts) or not is_data_name(parts[-1]):
             continue

@@ -25,7 +25,7 @@ def skip_byte_order_mark(stream, path: str) -> None:
     how = "it starts with a byte-order mark"
     if encoding is None and len(head) >= 8 and head.count(0) >= len(head) // 3:
         width = 2 if head.count(0) < len(head) // 2 + len(head) // 8 else 4
-        little_endian = head[::width].count(0) < head[width - 1::width].count(0)  # ASCII: "a\0" vs "\0a"
+        little_endian = head[::width].count(0) < head[width - 1 :: width].count(0)  # ASCII: "a\0" vs "\0a"
         encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
         how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
     if encoding:
@@ -66,8 +66,7 @@ class open_for_reading:
         if exc is not None and isinstance(exc, _decompression_errors()):
             kind = self.piece.input.compression or "file"
             raise ObjcliError(
-                f"input {self.piece.input.path}: corrupt or truncated {kind} ({exc}); "
-                "re-create or remove the file"
+                f"input {self.piece.input.path}: corrupt or truncated {kind} ({exc}); re-create or remove the file"
             ) from None
         return False
 

@@ -18,18 +18,24 @@ def _parquet_text_path(schema, key: str, path: str) -> list[str]:
 
     names = [key] if key in schema.names else key.split(".")
     if names[0] not in schema.names:
-        raise ObjcliError(f"input {path}: no column '{names[0]}' (columns: {', '.join(schema.names)}); "
-                          "choose the text column with --text-key")
+        raise ObjcliError(
+            f"input {path}: no column '{names[0]}' (columns: {', '.join(schema.names)}); "
+            "choose the text column with --text-key"
+        )
     field_type = schema.field(names[0]).type
     for depth, name in enumerate(names[1:], start=1):
-        fields = [field_type.field(i).name for i in range(field_type.num_fields)] if pa.types.is_struct(field_type) else []
+        fields = (
+            [field_type.field(i).name for i in range(field_type.num_fields)] if pa.types.is_struct(field_type) else []
+        )
         if name not in fields:
             parent = ".".join(names[:depth])
             what = f"fields: {', '.join(fields)}" if fields else f"it is {field_type}, not a struct"
             raise ObjcliError(f"input {path}: column '{parent}' has no field '{name}' ({what}); fix --text-key")
         field_type = field_type.field(name).type
     if not (pa.types.is_string(field_type) or pa.types.is_large_string(field_type)):
-        raise ObjcliError(f"input {path}: column '{key}' is {field_type}, not text; choose a string column with --text-key")
+        raise ObjcliError(
+            f"input {path}: column '{key}' is {field_type}, not text; choose a string column with --text-key"
+        )
     return names[1:]
 
 
@@ -53,7 +59,9 @@ def parquet_texts(piece: Piece, key: str | None, log: RecordLog) -> Iterator[lis
     import pyarrow.parquet as pq
 
     path = piece.input.path
-    source = io.BytesIO(open_piece(piece).read()) if piece.input.is_stream else open_input(path) if is_url(path) else path
+    source = (
+        io.BytesIO(open_piece(piece).read()) if piece.input.is_stream else open_input(path) if is_url(path) else path
+    )
     try:
         parquet_file = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as error:

@@ -54,9 +54,19 @@ class RecordLog:
 
 
 # Conversation records (--objective chat) that do not fit the layout or the template.
-CONVERSATION_SKIPS = {"no_messages", "bad_message", "unknown_role", "non_string_content", "no_assistant_message",
-                      "template_error", "empty_completion", "non_text_content", "prompt_only", "history_rewritten",
-                      "content_not_found"}
+CONVERSATION_SKIPS = {
+    "no_messages",
+    "bad_message",
+    "unknown_role",
+    "non_string_content",
+    "no_assistant_message",
+    "template_error",
+    "empty_completion",
+    "non_text_content",
+    "prompt_only",
+    "history_rewritten",
+    "content_not_found",
+}
 
 
 def every_record_bad(totals: dict) -> str | None:
@@ -64,16 +74,23 @@ def every_record_bad(totals: dict) -> str | None:
     would hide a wrong ``--text-key``, a JSON array in a ``.json`` file, a field that is never text,
     a chat template that raises on every conversation."""
     read = totals["documents_read"]
-    bad = {reason: n for reason, n in totals["skipped_by_reason"].items()
-           if reason in SKIP_FIXES or reason in CONVERSATION_SKIPS}
+    bad = {
+        reason: n
+        for reason, n in totals["skipped_by_reason"].items()
+        if reason in SKIP_FIXES or reason in CONVERSATION_SKIPS
+    }
     if not read or sum(bad.values()) < read:
         return None
     reasons = ", ".join(f"{n:,} {reason}" for reason, n in bad.items())
     if bad.keys() & CONVERSATION_SKIPS:
-        return (f"inputs: every record read ({read:,}) was skipped ({reasons}); check the chat template "
-                "(--chat-template) and the records' layout (--messages-key)")
-    return (f"inputs: every record read ({read:,}) was skipped ({reasons}); check the input format and "
-            "--text-key against the first skipped record named above")
+        return (
+            f"inputs: every record read ({read:,}) was skipped ({reasons}); check the chat template "
+            "(--chat-template) and the records' layout (--messages-key)"
+        )
+    return (
+        f"inputs: every record read ({read:,}) was skipped ({reasons}); check the input format and "
+        "--text-key against the first skipped record named above"
+    )
 
 
 def why_no_rows(totals: dict, seq_len: int, hint: str | None = None) -> str:
@@ -83,7 +100,9 @@ def why_no_rows(totals: dict, seq_len: int, hint: str | None = None) -> str:
         return "no document was read: the inputs hold no record; the output is empty"
     dropped = totals.get("tokens_dropped", 0)
     if dropped:
-        return (f"no row was written: each partition's tokens ({dropped:,} in all) fill less than one --seq-len "
-                f"{seq_len} row, and a partial last row is dropped; pass {hint + ' or ' if hint else ''}a smaller --seq-len")
+        return (
+            f"no row was written: each partition's tokens ({dropped:,} in all) fill less than one --seq-len "
+            f"{seq_len} row, and a partial last row is dropped; pass {hint + ' or ' if hint else ''}a smaller --seq-len"
+        )
     reasons = ", ".join(f"{n:,} {reason}" for reason, n in totals["skipped_by_reason"].items()) or "none skipped"
     return f"no row was written ({totals['documents_read']:,} documents read; {reasons}); the output is empty"

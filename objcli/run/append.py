@@ -37,7 +37,9 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
     from ..recipe import load_recipe
 
     if runner.get("recipe") is not None or runner.get("overwrite") or runner.get("print_recipe"):
-        raise ObjcliError("--append takes the output's own configuration: drop --recipe, --overwrite and --print-recipe")
+        raise ObjcliError(
+            "--append takes the output's own configuration: drop --recipe, --overwrite and --print-recipe"
+        )
     output = given.get("output")
     if not output or not given.get("inputs"):
         raise ObjcliError("--append: give the new INPUTS and the finished output with -o")
@@ -52,9 +54,11 @@ def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
         raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")
     if manifest.get("merged_from"):
         count = len(manifest["merged_from"])
-        raise ObjcliError(f"--append: {output} was made by 'objcli merge' of {count} output{'s' * (count != 1)} and "
-                          "has no one configuration to append with; transform the new inputs to a folder of their own "
-                          "and merge it in, or append to one of the merged outputs and merge again")
+        raise ObjcliError(
+            f"--append: {output} was made by 'objcli merge' of {count} output{'s' * (count != 1)} and "
+            "has no one configuration to append with; transform the new inputs to a folder of their own "
+            "and merge it in, or append to one of the merged outputs and merge again"
+        )
     with tempfile.TemporaryDirectory(prefix="objcli-append-") as folder:
         path = Path(folder) / MANIFEST_NAME
         path.write_text(json.dumps(manifest), encoding="utf-8")
@@ -66,19 +70,28 @@ def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict
     """The run's option values: the output's recipe, its inputs then the new ones. Options given
     that differ from the recipe are an error naming them; inputs already in the output are an
     error (they would be read twice)."""
-    different = sorted(k for k, v in given.items() if k not in COMPARED_AWAY and recipe.get(k, _Missing) != v
-                       and not (k not in recipe and v in (None, False)))
+    different = sorted(
+        k
+        for k, v in given.items()
+        if k not in COMPARED_AWAY and recipe.get(k, _Missing) != v and not (k not in recipe and v in (None, False))
+    )
     if different:
         name = different[0]
-        raise ObjcliError(f"--append: --{name.replace('_', '-')} {given[name]!r} differs from the output's configuration "
-                          f"({recipe.get(name, 'its default')!r}); an appended output keeps its configuration: drop it")
+        raise ObjcliError(
+            f"--append: --{name.replace('_', '-')} {given[name]!r} differs from the output's configuration "
+            f"({recipe.get(name, 'its default')!r}); an appended output keeps its configuration: drop it"
+        )
     old = {os.path.realpath(p) for p in existing_inputs}
     again = [p for p in given.get("inputs", []) if os.path.realpath(p) in old]
     if again:
         raise ObjcliError(f"--append: input {again[0]} is already in the output; give only the new inputs")
     breaks = [*recipe.get("input_breaks", []), len(existing_inputs)]  # the new inputs start partitions of their own
-    return {**recipe, "inputs": [*existing_inputs, *given.get("inputs", [])], "output": given["output"],
-            "input_breaks": breaks}
+    return {
+        **recipe,
+        "inputs": [*existing_inputs, *given.get("inputs", [])],
+        "output": given["output"],
+        "input_breaks": breaks,
+    }
 
 
 class _Missing:
@@ -87,11 +100,14 @@ class _Missing:
 
 def check_appendable(config) -> None:
     if config.shuffle_rows:
-        raise ObjcliError("--append: the output was written with --shuffle-rows, one permutation of all its rows; "
-                          "appending cannot extend it: transform everything again, or write the new inputs apart and merge")
+        raise ObjcliError(
+            "--append: the output was written with --shuffle-rows, one permutation of all its rows; "
+            "appending cannot extend it: transform everything again, or write the new inputs apart and merge"
+        )
     if config.source:
-        raise ObjcliError("--append: a --source mixture's rates follow from every source's size; transform the "
-                          "mixture again")
+        raise ObjcliError(
+            "--append: a --source mixture's rates follow from every source's size; transform the mixture again"
+        )
     if config.split and any(not part.strip().endswith("%") for part in config.split.split(",")):
         raise ObjcliError("--append: held-out splits given as counts follow from the corpus size; use percentages")
 
@@ -107,23 +123,33 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
     files = plan.files[: len(manifest_data["inputs"])]
     if any(f.is_stream for f in plan.files):
         raise ObjcliError("--append: a stream cannot be appended (what it held cannot be checked); give files")
-    if (len(planned) < count or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys}
-                                    for p, e in zip(planned, entries))
-            or make_run_key(manifest.config_sha256, files) != manifest.run_key):
-        raise ObjcliError("--append: the output's inputs changed since it was written (or are given differently); "
-                          "rerun the whole transform with --overwrite")
+    if (
+        len(planned) < count
+        or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys} for p, e in zip(planned, entries))
+        or make_run_key(manifest.config_sha256, files) != manifest.run_key
+    ):
+        raise ObjcliError(
+            "--append: the output's inputs changed since it was written (or are given differently); "
+            "rerun the whole transform with --overwrite"
+        )
     _refuse_other_identity(manifest_data, plan)
-    _refuse_copies(files, plan.files[len(files):])
+    _refuse_copies(files, plan.files[len(files) :])
     by_partition: dict[int, list] = {}
     for shard in manifest.shards:
         by_partition.setdefault(shard.partition, []).append(shard)
     results = []
     for index, entry in enumerate(entries):
         pairs = [_work_shard(s) for s in by_partition.get(index, [])]
-        result = PartitionResult(index=index, documents_read=entry["documents_read"],
-                                 skipped=entry["skipped_by_reason"], first_examples={}, counters=entry["counters"],
-                                 shards=[shard for shard, _ in pairs],
-                                 text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0, seconds=0.0)
+        result = PartitionResult(
+            index=index,
+            documents_read=entry["documents_read"],
+            skipped=entry["skipped_by_reason"],
+            first_examples={},
+            counters=entry["counters"],
+            shards=[shard for shard, _ in pairs],
+            text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0,
+            seconds=0.0,
+        )
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
 
@@ -133,14 +159,21 @@ def _refuse_other_identity(manifest_data: dict, plan) -> None:
     output was written with: appending with an edited one would mix two renderings under one manifest."""
     from ..storage.identity import changed_files
 
-    recorded = manifest_data.get("identity") or {"tokenizer": {"path": manifest_data["tokenizer"]["path"],
-                                                                 "sha256": manifest_data["tokenizer"]["sha256"]}}
-    changes = changed_files(recorded, plan.identity if manifest_data.get("identity") else
-                            {"tokenizer": {**plan.identity["tokenizer"], "sha256": plan.tokenizer.sha256}})
+    recorded = manifest_data.get("identity") or {
+        "tokenizer": {"path": manifest_data["tokenizer"]["path"], "sha256": manifest_data["tokenizer"]["sha256"]}
+    }
+    changes = changed_files(
+        recorded,
+        plan.identity
+        if manifest_data.get("identity")
+        else {"tokenizer": {**plan.identity["tokenizer"], "sha256": plan.tokenizer.sha256}},
+    )
     if changes:
-        raise ObjcliError(f"--append: the output was written with other files than this run reads "
-                          f"({', '.join(changes)}); the output is left as it was: rerun the whole transform with "
-                          "--overwrite, or put the files back")
+        raise ObjcliError(
+            f"--append: the output was written with other files than this run reads "
+            f"({', '.join(changes)}); the output is left as it was: rerun the whole transform with "
+            "--overwrite, or put the files back"
+        )
 
 
 def _refuse_copies(old_files, new_files) -> None:
@@ -159,20 +192,30 @@ def _refuse_copies(old_files, new_files) -> None:
     for new in new_files:
         for old in by_size.get(new.size, []) if not is_url(new.path) else ():
             if digest(new.path) == digest(old.path):
-                raise ObjcliError(f"--append: input {new.path} holds the same bytes as {old.path}, which is already "
-                                  "in the output; leave it out (its documents would be written twice)")
+                raise ObjcliError(
+                    f"--append: input {new.path} holds the same bytes as {old.path}, which is already "
+                    "in the output; leave it out (its documents would be written twice)"
+                )
 
 
 def _work_shard(shard) -> tuple[ShardRecord, dict[str, str]]:
     """A finished shard under its work name (``p00003-s00000.arrow``) again."""
     final = final_prefix(shard.files[0])
     work = work_prefix(shard.partition, shard.split, shard.ordinal)
-    rename = {name: work + name[len(final):] for name in shard.files}
-    return ShardRecord(shard.partition, shard.ordinal, [rename[n] for n in shard.files],
-                     {rename[n]: d for n, d in shard.sha256.items()}, rows=shard.rows, tokens=shard.tokens,
-                     padding_tokens=shard.padding_tokens, documents=shard.documents, segments=shard.segments,
-                     split=shard.split, bytes={rename[n]: b for n, b in shard.bytes.items()},
-                     ), rename
+    rename = {name: work + name[len(final) :] for name in shard.files}
+    return ShardRecord(
+        shard.partition,
+        shard.ordinal,
+        [rename[n] for n in shard.files],
+        {rename[n]: d for n, d in shard.sha256.items()},
+        rows=shard.rows,
+        tokens=shard.tokens,
+        padding_tokens=shard.padding_tokens,
+        documents=shard.documents,
+        segments=shard.segments,
+        split=shard.split,
+        bytes={rename[n]: b for n, b in shard.bytes.items()},
+    ), rename
 
 
 def adopt(folder, results: list[tuple], config_sha256: str, run_key: str) -> None:

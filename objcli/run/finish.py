@@ -48,7 +48,8 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "format": config.output_format,
         "columns": [c.to_json() for c in FORMATS[config.output_format].stored_columns(plan.columns)],
         "inputs": [
-            {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size} for f in plan.files
+            {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
+            for f in plan.files
         ],
         "partitions": [
             {
@@ -84,8 +85,15 @@ def shuffle_pass(shards, folder, work: Path, plan):
     try:
         for name in (n for s in shards for n in s.files) if remote else ():
             folder.work_store.fetch(name, work)
-        shuffled = shuffle_rows(shards, work, plan.columns, config.output_format, config.shard_limit, config.seed,
-                                publish=folder.work_store.publish if remote else None)
+        shuffled = shuffle_rows(
+            shards,
+            work,
+            plan.columns,
+            config.output_format,
+            config.shard_limit,
+            config.seed,
+            publish=folder.work_store.publish if remote else None,
+        )
     except OSError as error:  # a full disk in the second pass is the same one line as in the first
         for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
             partial.unlink(missing_ok=True)

@@ -6,7 +6,6 @@ output of a partition is the same whichever process, worker count or executor ru
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 import time
@@ -23,20 +22,19 @@ from ..errors import ObjcliError
 from ..formats import ShardSink
 from ..formats.arrow import RowsToShuffle
 from ..kernels.rng import derive_rng
-from ..objectives import REGISTRY, DocumentBatch
-from ..objectives.base import Objective, ObjectiveContext
+from ..objectives import DocumentBatch
 from ..order.document_windows import shuffled_windows, take
-from ..order.mixture import NOT_SAMPLED, copies, parse_sources, passes
+from ..order.mixture import NOT_SAMPLED, copies, passes
 from ..order.splits import assign_splits, split_names
-from ..packing import PACKERS, Packer, PackSettings, make_packer
+from ..packing import Packer
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents, utf8_bytes
-from ..rows import ColumnSpec, RowBatch
+from ..rows import RowBatch
 from ..storage.faults import crash_point
 from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
 from ..storage.stores import open_store
-from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer, open_tokenizer, remember_tokenizer
-from ..tokenizers.engines import choose_engine
+from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
+from .stages import build_objective, build_packer, run_columns
 
 
 @dataclass(frozen=True)
@@ -73,95 +71,8 @@ class Progress:
 # {bos}: the BOS piece); an objective declares its own (Objective.warnings).
 RUN_WARNINGS = {
     "texts_starting_with_bos_text": "{count:,} documents already start with the BOS text {bos!r}, and get the BOS "
-                                    "token too; strip it from the corpus, or pass --no-bos",
+    "token too; strip it from the corpus, or pass --no-bos",
 }
-
-
-def objective_context(config: TransformConfig) -> ObjectiveContext:
-    """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
-    return ObjectiveContext(config.objective_options, config.seq_len, config.row_length, config.seed, config.bos,
-                            config.eos, PACKERS[config.packing].pads_rows(config.remainder), config.packing != "none")
-
-
-def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
-    return REGISTRY.get(config.objective)(objective_context(config), tokenizer)
-
-
-WHOLE = 1 << 62  # a row length no document reaches
-
-
-def build_packer(config: TransformConfig, objective: Objective) -> Packer:
-    # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
-    whole = config.format.whole_documents and config.packing == "none"
-    overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
-    settings = PackSettings(WHOLE if whole else config.row_length, tuple(objective.example_columns()), objective.pad_id,
-                            config.pack_window, objective.examples_are_documents, overlap)
-    return make_packer(config.packing, settings)
-
-
-def plan_objective(config: TransformConfig, warn=None,
-                   sample: list[str] = ()) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
-    """Load the tokenizer, choose its engine and build the objective in the main process: this
-    fixes the special tokens (and the order they are allocated in) and the engine (probed on
-    ``sample``, the run's first batch) before any worker starts. The configuration comes back with
-    the BOS policy (``--bos`` not given: the tokenizer's own template) and the engine resolved."""
-    tokenizer = open_tokenizer(config.tokenizer)
-    tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
-    tokenizer.use_engine(tokenizer.engine_choice.engine)
-    config = dataclasses.replace(config, engine=tokenizer.engine.name)
-    remember_tokenizer(config.tokenizer, config.engine, tokenizer)  # threads of this process reuse it
-    template_bos = tokenizer.template_bos()
-    roles = (("bos", config.bos_token or template_bos), ("eos", config.eos_token), ("pad", config.pad_token))
-    tokenizer.role_pieces = {r: p for r, p in roles if p}
-    if config.pad_token and tokenizer.model_id(config.pad_token) is None:
-        raise ObjcliError(f"--pad-token {config.pad_token!r}: not a piece of the tokenizer {config.tokenizer}; name one "
-                          f"it has (its EOS, say), or leave --pad-token out to use its own pad token")
-    if config.bos is None:
-        config = dataclasses.replace(config, bos=template_bos is not None)
-    objective = build_objective(config, tokenizer)
-    check_special_roles(tokenizer, warn)
-    return config, tokenizer, objective, run_columns(config, objective, build_packer(config, objective))
-
-
-def first_texts(partitions, config: TransformConfig) -> list[str]:
-    """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
-    if not partitions or partitions[0].input.is_stream:
-        return []
-    options = config.read_options(False)
-    try:
-        return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])
-    except (ObjcliError, OSError):
-        return []  # the partition itself reports what is wrong with its input
-
-
-def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
-    """The written columns: the objective's, then with ``--source`` the source of each row."""
-    columns = objective.columns(packer.columns())
-    if config.source:
-        names = tuple(parse_sources(config.source))
-        columns.append(ColumnSpec("source", "scalar", 0, len(names) - 1, "the mixture source of the row",
-                                  role="category", categories=names))
-    return columns
-
-
-def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:
-    """Two special roles on one id (EOS = [MASK], a FIM sentinel = EOS) would make the objective's
-    output ambiguous: an error. BOS = EOS, as some BPE models ship, and a special that is an
-    ordinary piece text can produce (``--eos-token ▁the``) are warnings."""
-    special, roles_of = tokenizer.special, {}
-    for role, token_id in special.ids.items():
-        roles_of.setdefault(token_id, []).append(role)
-    for token_id, roles in roles_of.items():
-        if len(roles) > 1 and set(roles) != {"bos", "eos"}:
-            pieces = ", ".join(f"{r} {special.pieces.get(r)!r}" for r in roles)
-            raise ObjcliError(f"special tokens collide: {pieces} are all id {token_id}; give each role a piece of "
-                              "its own (--bos-token, --eos-token, --pad-token, --fim-tokens)")
-        if len(roles) > 1 and warn:
-            warn(f"BOS and EOS are the same id ({token_id}); documents are separated by one token")
-    control = tokenizer.control_mask()
-    for role, token_id in special.ids.items():
-        if warn and role != "unk" and token_id < tokenizer.vocab_size and not control[token_id]:
-            warn(f"the {role} token {special.pieces.get(role)!r} (id {token_id}) is an ordinary piece: text can produce it")
 
 
 def run_partition(task: PartitionTask, report=None) -> PartitionResult:
@@ -186,7 +97,9 @@ def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
     if name and not name.startswith(task.folder):
         # The file itself when it is one of the partition's pieces (a partition may group many).
         where = name if any(p.input.path == name for p in task.partition.pieces) else task.partition.label
-        return ObjcliError(f"{where}: {error.strerror or error} ({name}); check that the input is still there and readable")
+        return ObjcliError(
+            f"{where}: {error.strerror or error} ({name}); check that the input is still there and readable"
+        )
     return output_error(error, task.folder.removesuffix("/.objcli-tmp"))
 
 
@@ -213,11 +126,23 @@ class _Chain:
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
         writer = RowsToShuffle if config.shuffle_rows else config.format.writer
-        sink = ShardSink(work.staging(), partition, writer, run_columns(config, objective, packer),
-                         config.shard_limit.rows, config.shard_limit.bytes, split=split,
-                         publish=work.publish if work.remote else None)
-        return cls(objective.partition_transform(partition), packer, sink, objective.tokenizes_itself,
-                   source_index=task.source_index)
+        sink = ShardSink(
+            work.staging(),
+            partition,
+            writer,
+            run_columns(config, objective, packer),
+            config.shard_limit.rows,
+            config.shard_limit.bytes,
+            split=split,
+            publish=work.publish if work.remote else None,
+        )
+        return cls(
+            objective.partition_transform(partition),
+            packer,
+            sink,
+            objective.tokenizes_itself,
+            source_index=task.source_index,
+        )
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
@@ -246,8 +171,12 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
     documents = cut_long_documents(read_documents(task.partition, options, log), limit, tokenizer, log)
     if config.shuffle_window_bytes:
         stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
-        documents = shuffled_windows(documents, config.shuffle_window_bytes, config.batch_bytes,
-                                     lambda window: derive_rng(config.seed, index, window, stream))
+        documents = shuffled_windows(
+            documents,
+            config.shuffle_window_bytes,
+            config.batch_bytes,
+            lambda window: derive_rng(config.seed, index, window, stream),
+        )
     if not config.source:
         yield from documents
         return
@@ -294,7 +223,10 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer, config.engine)
     tokenizer.adopt(task.special)
-    chains = [_Chain.build(config, tokenizer, task, name, work) for name in (split_names(config.split) if config.split else [""])]
+    chains = [
+        _Chain.build(config, tokenizer, task, name, work)
+        for name in (split_names(config.split) if config.split else [""])
+    ]
     log = RecordLog(strict=config.strict)
     options = config.read_options(config.strict)
     text_bytes = 0
@@ -305,12 +237,16 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
         return tokenizer.encode(texts, encode_threads(task), specials)
 
     repeats = passes(task.mixture_rate)
-    documents = itertools.chain.from_iterable(_documents_of_pass(task, options, log, tokenizer, j)
-                                    for j in range(repeats))
+    documents = itertools.chain.from_iterable(
+        _documents_of_pass(task, options, log, tokenizer, j) for j in range(repeats)
+    )
     reported = 0  # input bytes reported: the partition's size in all, whatever its passes
     for batch_index, texts in enumerate(documents):
-        groups = (_route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains)) if config.split
-                  else [texts])
+        groups = (
+            _route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains))
+            if config.split
+            else [texts]
+        )
         tokens = sum(chain.feed(group, batch_index, encode) for chain, group in zip(chains, groups) if group)
         if bos_text:
             seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))
@@ -331,7 +267,9 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     return result
 
 
-def _result(task: PartitionTask, log: RecordLog, counter_sets, shards, text_bytes: int, started: float) -> PartitionResult:
+def _result(
+    task: PartitionTask, log: RecordLog, counter_sets, shards, text_bytes: int, started: float
+) -> PartitionResult:
     """The partition's accounting: reader skips plus the documents objectives and packers dropped
     ("skipped:<reason>" counters), and every other counter."""
     skipped = Counter(log.skipped)

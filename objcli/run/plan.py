@@ -8,14 +8,15 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..executors import POOLS
-from ..executors.local import compiled_kernels, start_fork_server
-from ..executors.pools import choose_pool, will_fork
+from ..objectives.base import Objective
 from ..order.mixture import parse_sources
-from ..readers import plan_partitions, resolve_inputs
+from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
-from .pipeline import first_texts, plan_objective
+from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
+from ..tokenizers.engines import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
+from .stages import build_objective, build_packer, run_columns
 
 
 @dataclass
@@ -29,24 +30,11 @@ class RunPlan:
     objective: object
     columns: list
     fingerprint: str
-    pool: str
+    pool: str = ""  # threads or processes: chosen by the executor (executors/pools.py)
     split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
     mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
     task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
     identity: dict = dataclasses.field(default_factory=dict)  # every file read besides the inputs (storage/identity.py)
-
-
-def check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
-    if workers < 1:
-        raise ObjcliError(f"--workers {workers}: must be at least 1")
-    if overwrite and resume:
-        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
-    if to_stdout and resume:
-        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
-    if pool not in POOLS:
-        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
-    if pool != "auto" and executor != "local":
-        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
@@ -54,8 +42,10 @@ def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
-    """Inputs, partitions, tokenizer, objective and columns, all checked before any work."""
+def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
+    """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
+    the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
+    before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
     check_output_outside_inputs(config)
     files, partitions, by_source = [], [], {}
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
@@ -63,25 +53,102 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
         # Partitions never mix sources (each row then has one), nor inputs an --append added.
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
             group_files = resolve_inputs(group, config.input_format, warn)
-            partitions += [dataclasses.replace(p, index=len(partitions) + i, source=source) for i, p in
-                           enumerate(plan_partitions(group_files, config.partition_bytes, config.text_unit))]
+            partitions += [
+                dataclasses.replace(p, index=len(partitions) + i, source=source)
+                for i, p in enumerate(plan_partitions(group_files, config.partition_bytes, config.text_unit))
+            ]
             source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
-        raise ObjcliError(f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
-                          f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it")
-    if executor == "local" and will_fork(config.objective, pool, workers, sum(not p.input.is_stream for p in partitions)):
-        start_fork_server(config.tokenizer, compiled_kernels(config))
+        raise ObjcliError(
+            f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
+            f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it"
+        )
+    if before_tokenizer is not None:
+        before_tokenizer(partitions)
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
-    pool = choose_pool(pool, objective, tokenizer, workers)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
-    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")]
+    lost = [
+        c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")
+    ]
     if config.format.whole_documents and lost:
         raise ObjcliError(
-            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes {', '.join(lost)}; "
+            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
+            f"{', '.join(lost)}; "
             "choose --format arrow, parquet or npy"
         )
     identity = run_identity(tokenizer, objective)
-    return RunPlan(config, files, partitions, tokenizer, objective, columns,
-                   config.fingerprint(tokenizer.sha256, side_digests(identity)), pool, identity=identity)
+    return RunPlan(
+        config,
+        files,
+        partitions,
+        tokenizer,
+        objective,
+        columns,
+        config.fingerprint(tokenizer.sha256, side_digests(identity)),
+        identity=identity,
+    )
+
+
+def plan_objective(
+    config: TransformConfig, warn=None, sample: list[str] = ()
+) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
+    """Load the tokenizer, choose its engine and build the objective in the main process: this
+    fixes the special tokens (and the order they are allocated in) and the engine (probed on
+    ``sample``, the run's first batch) before any worker starts. The configuration comes back with
+    the BOS policy (``--bos`` not given: the tokenizer's own template) and the engine resolved."""
+    tokenizer = open_tokenizer(config.tokenizer)
+    tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
+    tokenizer.use_engine(tokenizer.engine_choice.engine)
+    config = dataclasses.replace(config, engine=tokenizer.engine.name)
+    remember_tokenizer(config.tokenizer, config.engine, tokenizer)  # threads of this process reuse it
+    template_bos = tokenizer.template_bos()
+    roles = (("bos", config.bos_token or template_bos), ("eos", config.eos_token), ("pad", config.pad_token))
+    tokenizer.role_pieces = {r: p for r, p in roles if p}
+    if config.pad_token and tokenizer.model_id(config.pad_token) is None:
+        raise ObjcliError(
+            f"--pad-token {config.pad_token!r}: not a piece of the tokenizer {config.tokenizer}; name one "
+            f"it has (its EOS, say), or leave --pad-token out to use its own pad token"
+        )
+    if config.bos is None:
+        config = dataclasses.replace(config, bos=template_bos is not None)
+    objective = build_objective(config, tokenizer)
+    check_special_roles(tokenizer, warn)
+    return config, tokenizer, objective, run_columns(config, objective, build_packer(config, objective))
+
+
+def first_texts(partitions, config: TransformConfig) -> list[str]:
+    """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
+    if not partitions or partitions[0].input.is_stream:
+        return []
+    options = config.read_options(False)
+    try:
+        return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])
+    except (ObjcliError, OSError):
+        return []  # the partition itself reports what is wrong with its input
+
+
+def check_special_roles(tokenizer: Tokenizer, warn=None) -> None:
+    """Two special roles on one id (EOS = [MASK], a FIM sentinel = EOS) would make the objective's
+    output ambiguous: an error. BOS = EOS, as some BPE models ship, and a special that is an
+    ordinary piece text can produce (``--eos-token ▁the``) are warnings."""
+    special, roles_of = tokenizer.special, {}
+    for role, token_id in special.ids.items():
+        roles_of.setdefault(token_id, []).append(role)
+    for token_id, roles in roles_of.items():
+        if len(roles) > 1 and set(roles) != {"bos", "eos"}:
+            pieces = ", ".join(f"{r} {special.pieces.get(r)!r}" for r in roles)
+            raise ObjcliError(
+                f"special tokens collide: {pieces} are all id {token_id}; give each role a piece of "
+                "its own (--bos-token, --eos-token, --pad-token, --fim-tokens)"
+            )
+        if len(roles) > 1 and warn:
+            warn(f"BOS and EOS are the same id ({token_id}); documents are separated by one token")
+    control = tokenizer.control_mask()
+    for role, token_id in special.ids.items():
+        if warn and role != "unk" and token_id < tokenizer.vocab_size and not control[token_id]:
+            warn(
+                f"the {role} token {special.pieces.get(role)!r} (id {token_id}) is an ordinary piece: "
+                "text can produce it"
+            )

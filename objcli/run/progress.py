@@ -75,9 +75,19 @@ class _Bar(Display):
         # width on no line, which tqdm hides: use $COLUMNS and $LINES, or 80 by 24.
         sized = _terminal_width() > 0
         fallback = shutil.get_terminal_size()
-        self.bar = tqdm(desc=name, total=total, initial=done, unit=unit if scaled else f" {unit}", unit_scale=scaled,
-                        unit_divisor=1000, file=sys.stderr, dynamic_ncols=sized, smoothing=0.1,
-                        ncols=None if sized else fallback.columns, nrows=None if sized else fallback.lines)
+        self.bar = tqdm(
+            desc=name,
+            total=total,
+            initial=done,
+            unit=unit if scaled else f" {unit}",
+            unit_scale=scaled,
+            unit_divisor=1000,
+            file=sys.stderr,
+            dynamic_ncols=sized,
+            smoothing=0.1,
+            ncols=None if sized else fallback.columns,
+            nrows=None if sized else fallback.lines,
+        )
 
     def update(self, amount: int, note: str = "") -> None:
         if self.bar.disable:  # closed: it reached its total
@@ -123,8 +133,10 @@ class _Lines(Display):
         how_far = f"{_amount(self.done, self.unit)}"
         if self.total:
             left = (self.total - self.done) / rate if rate > 0 else float("inf")
-            how_far = (f"{100 * self.done / self.total:.0f}% ({_amount(self.done, self.unit)} of "
-                       f"{_amount(self.total, self.unit)}), {_amount(rate, self.unit)}/s, {_clock(left)} left")
+            how_far = (
+                f"{100 * self.done / self.total:.0f}% ({_amount(self.done, self.unit)} of "
+                f"{_amount(self.total, self.unit)}), {_amount(rate, self.unit)}/s, {_clock(left)} left"
+            )
         note = f", {self.note}" if self.note else ""
         sys.stderr.write(f"objcli {self.name}: {how_far}{note}\n")
         sys.stderr.flush()

@@ -75,5 +75,7 @@ def check_sources_disjoint(files_by_source: dict[str, list]) -> None:
             first, path = owner.setdefault(key, (source, f.path))
             if first != source:
                 also = "" if path == f.path else f" (as {path})"
-                raise ObjcliError(f"--source {first} and --source {source} both hold {f.path}{also}; a file belongs to "
-                                  "one source: narrow one of them (a glob, or another folder)")
+                raise ObjcliError(
+                    f"--source {first} and --source {source} both hold {f.path}{also}; a file belongs to "
+                    "one source: narrow one of them (a glob, or another folder)"
+                )

@@ -34,8 +34,9 @@ class Summary:
             return self._nothing_to_do()
         parts = self.parts()
         width = max(len(label) for label, _ in parts)
-        return "objcli: done\n" + "\n".join(f"  {label:<{width}}  {text.removeprefix(label + ': ')}"
-                                             for label, text in parts)
+        return "objcli: done\n" + "\n".join(
+            f"  {label:<{width}}  {text.removeprefix(label + ': ')}" for label, text in parts
+        )
 
     def _nothing_to_do(self) -> str:
         t = self.totals
@@ -54,16 +55,29 @@ class Summary:
             skipped = f" ({reasons})"
         where = "stdout" if self.output == STDIN else self.output
         parts = [
-            ("documents", f"{t['documents_read']:,} documents read, {t['documents_written']:,} written, "
-                          f"{t['documents_skipped']:,} skipped{skipped}{self._cut()}"),
-            ("rows", f"{t['rows']:,} rows{self._row_length()}, {t['tokens']:,} tokens, "
-                     f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
-                     f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%)"),
-            ("output", f"{t['shards']} shards{self._shuffled()} -> {where} in {self.seconds:.1f}s "
-                       f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)"),
+            (
+                "documents",
+                f"{t['documents_read']:,} documents read, {t['documents_written']:,} written, "
+                f"{t['documents_skipped']:,} skipped{skipped}{self._cut()}",
+            ),
+            (
+                "rows",
+                f"{t['rows']:,} rows{self._row_length()}, {t['tokens']:,} tokens, "
+                f"padding {100 * t['padding_fraction']:.1f}%, {t['mean_segments_per_row']:.2f} segments/row, "
+                f"{t['documents_split']:,} documents split ({100 * t['split_fraction']:.1f}%)",
+            ),
+            (
+                "output",
+                f"{t['shards']} shards{self._shuffled()} -> {where} in {self.seconds:.1f}s "
+                f"({mb / max(self.seconds, 1e-9):.1f} MB/s, {t['tokens'] / max(self.seconds, 1e-9):,.0f} tokens/s)",
+            ),
         ]
-        optional = [("splits", self._splits()), ("dropped", self._dropped()), ("boundaries", self._boundaries()),
-                    ("resumed", self._resumed())]
+        optional = [
+            ("splits", self._splits()),
+            ("dropped", self._dropped()),
+            ("boundaries", self._boundaries()),
+            ("resumed", self._resumed()),
+        ]
         return parts + [(label, text) for label, text in optional if text]
 
     def _row_length(self) -> str:
@@ -79,8 +93,9 @@ class Summary:
         if not cut:
             return ""
         limit = self.manifest["config"].get("max_document_chars")
-        return (f", {cut:,} over --max-document-chars {limit:,} cut into pieces" if limit else
-                f", {cut:,} cut into pieces")
+        return (
+            f", {cut:,} over --max-document-chars {limit:,} cut into pieces" if limit else f", {cut:,} cut into pieces"
+        )
 
     def _shuffled(self) -> str:
         return " of shuffled rows" if self.manifest["config"].get("shuffle_rows") else ""
@@ -100,8 +115,10 @@ class Summary:
         count = len(self.manifest["partitions"])
         hint = remainder_hint(self.manifest["config"])
         keeps = f"; {hint} keeps them" if hint else ""
-        return (f"{dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
-                f"{'s' if count != 1 else ''}{keeps})")
+        return (
+            f"{dropped:,} tokens dropped (the partial last row of each partition, {count} partition"
+            f"{'s' if count != 1 else ''}{keeps})"
+        )
 
     def _boundaries(self) -> str:
         """The BOS/EOS policy applied, as a reader of the summary needs it (BOS may come from the

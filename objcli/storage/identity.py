@@ -57,8 +57,11 @@ def changed_options(recorded_config: dict | None, config: dict) -> list[str]:
     if not recorded_config:
         return []
     keys = dict.fromkeys([*recorded_config, *config])
-    return [f"--{k.replace('_', '-')}" for k in keys
-            if k not in ("inputs", "input_breaks") and recorded_config.get(k) != config.get(k)]
+    return [
+        f"--{k.replace('_', '-')}"
+        for k in keys
+        if k not in ("inputs", "input_breaks") and recorded_config.get(k) != config.get(k)
+    ]
 
 
 def what_changed(record: dict | None, config: dict, identity: dict) -> str:
@@ -77,6 +80,8 @@ def check_identity(recorded: dict) -> list[str]:
         if not path or is_url(path) or not Path(path).is_file():
             continue
         if file_sha256(path) != entry.get("sha256"):
-            problems.append(f"{what} {path}: its sha256 differs from the one the run recorded (edited since the "
-                            "run?); rerun the transform with --overwrite to rebuild the output with it")
+            problems.append(
+                f"{what} {path}: its sha256 differs from the one the run recorded (edited since the "
+                "run?); rerun the transform with --overwrite to rebuild the output with it"
+            )
     return problems

@@ -74,13 +74,31 @@ class ColumnInfo(msgspec.Struct, frozen=True):
     @classmethod
     def of(cls, spec, disk_dtype, arrow_type: str) -> ColumnInfo:
         """A written column (a ``rows.ColumnSpec``) as the manifest lists it."""
-        return cls(spec.name, spec.kind, arrow_type, str(disk_dtype), spec.min_value, spec.max_value, spec.role,
-                   spec.family, spec.doc, list(spec.categories))
+        return cls(
+            spec.name,
+            spec.kind,
+            arrow_type,
+            str(disk_dtype),
+            spec.min_value,
+            spec.max_value,
+            spec.role,
+            spec.family,
+            spec.doc,
+            list(spec.categories),
+        )
 
     def to_json(self) -> dict:
-        data = {"name": self.name, "kind": self.kind, "role": self.role, "family": self.family,
-                "arrow_type": self.arrow_type, "disk_dtype": self.disk_dtype, "min_value": self.min_value,
-                "max_value": self.max_value, "description": self.description}
+        data = {
+            "name": self.name,
+            "kind": self.kind,
+            "role": self.role,
+            "family": self.family,
+            "arrow_type": self.arrow_type,
+            "disk_dtype": self.disk_dtype,
+            "min_value": self.min_value,
+            "max_value": self.max_value,
+            "description": self.description,
+        }
         return {**data, "categories": self.categories} if self.categories else data
 
 
@@ -91,7 +109,6 @@ class TokenizerRecord(msgspec.Struct, frozen=True):
     vocab_size: int
     total_vocab_size: int
     engine: dict = {}  # name, version, and how the parity probe proved it exact
-
 
 
 class SpecialTokenRecord(msgspec.Struct, frozen=True):
@@ -136,14 +153,20 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
     from ..errors import ObjcliError
 
     try:
-        manifest = msgspec.convert(data, Manifest) if isinstance(data, dict) else msgspec.json.decode(data, type=Manifest)
+        manifest = (
+            msgspec.convert(data, Manifest) if isinstance(data, dict) else msgspec.json.decode(data, type=Manifest)
+        )
     except msgspec.DecodeError as error:  # ValidationError is one
-        raise ObjcliError(f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote") from None
+        raise ObjcliError(
+            f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote"
+        ) from None
     for shard in manifest.shards:
         for name in (*shard.files, *shard.sha256):
             if not is_plain_name(name):
-                raise ObjcliError(f"{where}: shard file {name!r} is not a file name inside the output folder; the "
-                                  "manifest was edited (objcli reads nothing outside the folder)")
+                raise ObjcliError(
+                    f"{where}: shard file {name!r} is not a file name inside the output folder; the "
+                    "manifest was edited (objcli reads nothing outside the folder)"
+                )
     return manifest
 
 
@@ -171,8 +194,10 @@ def pending_reshard(folder: str | Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         size = "the same size"
     how = f"--num-shards {size.split()[0]}" if str(size).endswith(" shards") else f"--shard-size {size}"
-    return (f"{folder}: an in-place reshard was stopped after its commit point and has not finished; run "
-            f"'objcli reshard {folder} {how}' again to finish it (nothing is lost)")
+    return (
+        f"{folder}: an in-place reshard was stopped after its commit point and has not finished; run "
+        f"'objcli reshard {folder} {how}' again to finish it (nothing is lost)"
+    )
 
 
 def read_manifest(folder: str | Path) -> Manifest:

@@ -72,7 +72,10 @@ class PartitionResult:
         return self.documents_read - self.documents_skipped
 
     def to_json(self) -> dict:
-        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "shards": [s.to_json() for s in self.shards]}
+        return {
+            **{k: getattr(self, k) for k in self.__dataclass_fields__},
+            "shards": [s.to_json() for s in self.shards],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> PartitionResult:
@@ -307,8 +310,11 @@ class OutputFolder:
             copies = [PartitionResult.from_json(results[i].to_json()) for i in sorted(results)]
             renamed = dict(final_names([s for r in copies for s in r.shards]))
         for index, result in results.items():
-            if all(self._shard_file_ok(name, digest, s.bytes.get(name), renamed)
-                   for s in result.shards for name, digest in s.sha256.items()):
+            if all(
+                self._shard_file_ok(name, digest, s.bytes.get(name), renamed)
+                for s in result.shards
+                for name, digest in s.sha256.items()
+            ):
                 self.kept[index] = result
             else:
                 clear_partition(self.work_store, index)

@@ -31,8 +31,17 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
 CLIENT_LOGGERS = ("gcsfs", "s3fs", "fsspec", "aiobotocore", "botocore", "huggingface_hub")
 READ_BLOCK = 16 << 20  # one ranged GET per 16 MiB read ahead: bounded memory, few requests and round trips
 # How throttling shows once the client's own retries are spent (s3fs turns S3's SlowDown into EBUSY).
-THROTTLED = ("SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "reduce your request rate",
-             "Rate exceeded", "Service Unavailable", "503", "429")
+THROTTLED = (
+    "SlowDown",
+    "Throttl",
+    "TooManyRequests",
+    "RequestLimitExceeded",
+    "reduce your request rate",
+    "Rate exceeded",
+    "Service Unavailable",
+    "503",
+    "429",
+)
 
 
 def is_url(spec: str | os.PathLike) -> bool:
@@ -50,10 +59,15 @@ def check_url_path(url: str, what: str) -> None:
     if any(p in ("", ".", "..") for p in parts) or path.startswith("//"):
         clean = "/".join(p for p in parts if p not in ("", "."))
         host = urlsplit(url).netloc.rpartition("@")[2]
-        fix = ("name the key without '..'" if ".." in parts else
-               f"write {url.split('://', 1)[0]}://{host}/{clean}{'/' if clean and path.endswith('/') else ''}")
-        raise ObjcliError(f"{what} {public_url(url)}: the path has an empty, '.' or '..' part, which object storage "
-                          f"keeps as written; {fix}")
+        fix = (
+            "name the key without '..'"
+            if ".." in parts
+            else f"write {url.split('://', 1)[0]}://{host}/{clean}{'/' if clean and path.endswith('/') else ''}"
+        )
+        raise ObjcliError(
+            f"{what} {public_url(url)}: the path has an empty, '.' or '..' part, which object storage "
+            f"keeps as written; {fix}"
+        )
 
 
 def public_url(url: str) -> str:

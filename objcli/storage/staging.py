@@ -15,7 +15,7 @@ def remove_dead_staging() -> None:
     """Staging folders of runs on this machine that were killed (their pid is gone), which their own
     ``close`` never removed; a live run's folder, or one of another naming, is left alone."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
-        pid = folder.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        pid = folder.name[len(STAGING_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not process_alive(int(pid)) and folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
 

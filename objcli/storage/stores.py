@@ -193,8 +193,10 @@ class RemoteStore:
     def key(self, name: str) -> str:
         """The object key of a name in this prefix; a name that would leave it is refused."""
         if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
-            raise ObjcliError(f"output {self.where}: the name {name!r} would escape the output prefix; "
-                              "the manifest or marker naming it is not objcli's, so pass --overwrite")
+            raise ObjcliError(
+                f"output {self.where}: the name {name!r} would escape the output prefix; "
+                "the manifest or marker naming it is not objcli's, so pass --overwrite"
+            )
         return f"{self.root}/{name}"
 
     def _call(self, action: str, name: str, function, *args, **kwargs):
@@ -326,8 +328,13 @@ class RemoteStore:
         missing = [old for old, new in renames if old not in present and not self.exists(new)]
         for start in range(0, len(todo), COPIES_AT_ONCE):
             chunk = todo[start : start + COPIES_AT_ONCE]
-            self._call("copying it into place", chunk[0][1], self.fs.copy,
-                       [work.key(old) for old, _ in chunk], [self.key(new) for _, new in chunk])
+            self._call(
+                "copying it into place",
+                chunk[0][1],
+                self.fs.copy,
+                [work.key(old) for old, _ in chunk],
+                [self.key(new) for _, new in chunk],
+            )
             for _ in chunk:
                 crash_point("rename")
         return missing
@@ -351,7 +358,11 @@ class RemoteStore:
                 if not holder.get("pid") and attempt < 2:
                     time.sleep(0.2)  # the winner of a race is still writing its lock: read it again
                     continue
-                if holder.get("host") != socket.gethostname() or process_alive(holder.get("pid")) or not holder.get("pid"):
+                if (
+                    holder.get("host") != socket.gethostname()
+                    or process_alive(holder.get("pid"))
+                    or not holder.get("pid")
+                ):
                     who = f"pid {holder['pid']} on {holder.get('host')}" if holder.get("pid") else "another process"
                     raise ObjcliError(
                         f"output {self.where}: another run ({who}) is writing it; wait for it to finish, or if that "
@@ -361,8 +372,9 @@ class RemoteStore:
                 self.took_over = True  # a dead run of this host: its lock is taken over
             except storage_errors() as error:
                 raise storage_error(error, self.url, "taking the output's lock") from None
-        raise ObjcliError(f"output {self.where}: another run keeps taking the lock; wait for it to finish or choose "
-                          "another -o")
+        raise ObjcliError(
+            f"output {self.where}: another run keeps taking the lock; wait for it to finish or choose another -o"
+        )
 
     def _if_absent(self) -> dict:
         """S3's conditional put; other filesystems check first (a narrow race, said in the README)."""

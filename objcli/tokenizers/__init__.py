@@ -25,10 +25,14 @@ def open_tokenizer(path: str | Path) -> Tokenizer:
     path = Path(path)
     if path.is_dir():
         if not (path / "tokenizer.json").is_file():
-            raise ObjcliError(f"tokenizer {path}: the folder holds no tokenizer.json; pass a .model or a tokenizer.json")
+            raise ObjcliError(
+                f"tokenizer {path}: the folder holds no tokenizer.json; pass a .model or a tokenizer.json"
+            )
         path = path / "tokenizer.json"
     if not path.is_file():
-        raise ObjcliError(f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer")
+        raise ObjcliError(
+            f"tokenizer {path}: no such file; pass a SentencePiece .model or a tokenizer.json with --tokenizer"
+        )
     with open(path, "rb") as f:
         head = f.read(256).lstrip()
     if head.startswith(b"{"):

@@ -240,9 +240,11 @@ class Tokenizer:
         fix = f"name one of the tokenizer's own pieces ({', '.join(flags)}), or give" if flags else "give"
         if "--pad-token" in flags:  # padding is told apart by its id, so it needs a piece text never gives
             fix = fix.replace("pieces (", "pieces that no text produces, such as a reserved special (", 1)
-        return (f"the tokenizer's vocabulary ({self.vocab_size:,} ids) has no {', '.join(named)}; a model trained on "
-                f"these shards needs embedding rows for them: {fix} the trainer the tokenizer with them added "
-                "('objcli export-tokenizer OUT -o DIR')")
+        return (
+            f"the tokenizer's vocabulary ({self.vocab_size:,} ids) has no {', '.join(named)}; a model trained on "
+            f"these shards needs embedding rows for them: {fix} the trainer the tokenizer with them added "
+            "('objcli export-tokenizer OUT -o DIR')"
+        )
 
     def word_start_mask(self) -> np.ndarray:
         """Per model id: the piece begins a word (whole-word masking, BART spans)."""

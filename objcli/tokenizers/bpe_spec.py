@@ -16,15 +16,25 @@ from dataclasses import dataclass, field
 # GPT-2's split pattern: ByteLevel's own when ``use_regex`` is on.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # The published encodings' patterns, as tiktoken spells them (tiktoken_bpe.PRESETS; engines.py's scanners).
-CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
-                  r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
-])
-LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
-                  r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+    r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+    r"""\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 
 class Unsupported(ValueError):
@@ -111,10 +121,17 @@ def spec_from_tokenizer_json(document: dict) -> BPESpec:
     plain = [t for t in document.get("added_tokens", []) if not t.get("special")]
     if any(t.get(k) for t in plain for k in ("lstrip", "rstrip", "single_word")):
         raise Unsupported("an added token strips or matches single words")
-    return BPESpec(vocab=vocab, patterns=patterns, merges=merges, nfc=nfc, add_prefix_space=add_prefix_space,
-                   ignore_merges=bool(model.get("ignore_merges")), plain_added={t["content"]: t["id"] for t in plain},
-                   special={t["content"]: t["id"] for t in document.get("added_tokens", []) if t.get("special")},
-                   byte_chars=True)
+    return BPESpec(
+        vocab=vocab,
+        patterns=patterns,
+        merges=merges,
+        nfc=nfc,
+        add_prefix_space=add_prefix_space,
+        ignore_merges=bool(model.get("ignore_merges")),
+        plain_added={t["content"]: t["id"] for t in plain},
+        special={t["content"]: t["id"] for t in document.get("added_tokens", []) if t.get("special")},
+        byte_chars=True,
+    )
 
 
 def _normalizer_is_nfc(normalizer: dict | None) -> bool:

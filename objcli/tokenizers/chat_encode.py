@@ -37,8 +37,10 @@ def _flat(texts: list[str], ids: list, spans: list) -> tuple[np.ndarray, np.ndar
 def encode_with_library(library, texts: list[str]):
     """A ``tokenizers.Tokenizer`` that matches special tokens in text (its default)."""
     if not hasattr(library, "encode_batch_fast"):
-        raise ObjcliError("--objective chat maps assistant text to tokens by character offsets, which the tokenizers "
-                          "1.0 pre-release does not report; install the stable release: pip install 'tokenizers<1'")
+        raise ObjcliError(
+            "--objective chat maps assistant text to tokens by character offsets, which the tokenizers "
+            "1.0 pre-release does not report; install the stable release: pip install 'tokenizers<1'"
+        )
     encodings = library.encode_batch(texts, add_special_tokens=False)
     return _flat(texts, [e.ids for e in encodings], [e.offsets for e in encodings])
 

@@ -47,8 +47,10 @@ def _template_of(config: dict, where: Path) -> str | None:
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default")
         if template is None:
-            raise ObjcliError(f"{where}: chat_template lists no template named 'default' "
-                              f"(it has {', '.join(map(str, named))}); pass one with --chat-template FILE")
+            raise ObjcliError(
+                f"{where}: chat_template lists no template named 'default' "
+                f"(it has {', '.join(map(str, named))}); pass one with --chat-template FILE"
+            )
     if template is not None and not isinstance(template, str):
         raise ObjcliError(f"{where}: chat_template is not a string; pass a template with --chat-template FILE")
     return template
@@ -73,8 +75,10 @@ def find_template(tokenizer_path: Path, template_file: str | None, kind: str) ->
     if template_file:
         path = Path(template_file)
         if not path.is_file():
-            raise ObjcliError(f"--chat-template {template_file}: no such file; pass a .jinja template or a "
-                              "tokenizer_config.json that holds chat_template")
+            raise ObjcliError(
+                f"--chat-template {template_file}: no such file; pass a .jinja template or a "
+                "tokenizer_config.json that holds chat_template"
+            )
         if path.suffix == ".json":
             source_config = _read_json(path)
             template = _template_of(source_config, path)
@@ -90,9 +94,15 @@ def find_template(tokenizer_path: Path, template_file: str | None, kind: str) ->
     if not template and kind == "huggingface" and separate.is_file():
         return separate.read_text(encoding="utf-8"), tokens, str(separate)
     if template is None:
-        what = {"sentencepiece": "a SentencePiece model ships no chat template",
-                "tiktoken": "a tiktoken rank file ships no chat template"}.get(
-            kind, f"{config_path} has no chat_template" if config else f"there is no {config_path.name} beside {tokenizer_path.name}")
+        what = {
+            "sentencepiece": "a SentencePiece model ships no chat template",
+            "tiktoken": "a tiktoken rank file ships no chat template",
+        }.get(
+            kind,
+            f"{config_path} has no chat_template"
+            if config
+            else f"there is no {config_path.name} beside {tokenizer_path.name}",
+        )
         raise ObjcliError(f"--objective chat: {what}; pass the model's template with --chat-template FILE")
     return template, tokens, str(config_path)
 
@@ -107,8 +117,9 @@ class ChatTemplate:
         self.has_generation = bool(GENERATION_TAG.search(source))
         self.template = _compile(source, date, where)
 
-    def render(self, messages: list[dict], extra: dict | None = None,
-               add_generation_prompt: bool = False) -> tuple[str, list[tuple[int, int]]]:
+    def render(
+        self, messages: list[dict], extra: dict | None = None, add_generation_prompt: bool = False
+    ) -> tuple[str, list[tuple[int, int]]]:
         """The text and its generation blocks; ``extra``: the record's other top-level fields (``tools``,
         ``documents``, …), passed to the template as ``apply_chat_template`` passes its keyword arguments."""
         import jinja2
@@ -122,15 +133,27 @@ class ChatTemplate:
         try:
             with self.template.environment.activate_tracker(blocks, spans):
                 arguments = {"tools": None, "documents": None, **self.variables, **(extra or {})}
-                for block in self.template.generate(messages=messages, add_generation_prompt=add_generation_prompt,
-                                                    **arguments):
+                for block in self.template.generate(
+                    messages=messages, add_generation_prompt=add_generation_prompt, **arguments
+                ):
                     blocks.append(block)
                     written += len(block)
                     if written > limit:  # checked as it writes: the rendering never holds much more
-                        raise TemplateFailure(f"the template wrote over {limit:,} characters for one conversation "
-                                              "(its messages hold a quarter of that); check the template")
-        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-                ZeroDivisionError, OverflowError, RecursionError) as error:  # the sandbox's limits too
+                        raise TemplateFailure(
+                            f"the template wrote over {limit:,} characters for one conversation "
+                            "(its messages hold a quarter of that); check the template"
+                        )
+        except (
+            jinja2.TemplateError,
+            TypeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            ZeroDivisionError,
+            OverflowError,
+            RecursionError,
+        ) as error:  # the sandbox's limits too
             raise TemplateFailure(f"{type(error).__name__}: {error}") from None
         return "".join(blocks), spans
 
@@ -142,7 +165,9 @@ def _compile(source: str, date: str, where: str):
 
         from .jinja_sandbox import chat_environment
     except ImportError:
-        raise ObjcliError("--objective chat renders templates with Jinja2; install it with: pip install jinja2") from None
+        raise ObjcliError(
+            "--objective chat renders templates with Jinja2; install it with: pip install jinja2"
+        ) from None
     try:
         fixed_now = datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
@@ -150,7 +175,9 @@ def _compile(source: str, date: str, where: str):
     try:
         template = chat_environment(fixed_now).from_string(source)
     except jinja2.TemplateSyntaxError as error:
-        raise ObjcliError(f"chat template from {where}: line {error.lineno}: {error.message}; fix the template") from None
+        raise ObjcliError(
+            f"chat template from {where}: line {error.lineno}: {error.message}; fix the template"
+        ) from None
     # The same names and values as a dict: every render copies them into its context, and copying
     # Jinja's ChainMap of template and environment globals key by key was a third of a render.
     template.globals = dict(template.globals)

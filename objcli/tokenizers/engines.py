@@ -73,10 +73,15 @@ class TokenizersEngine:
             os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))
             self._threads = num_threads
         if self.legacy:
-            arrays = [np.asarray(e.ids, dtype=np.int32) for e in self.library.encode_batch_fast(texts, add_special_tokens=False)]
+            arrays = [
+                np.asarray(e.ids, dtype=np.int32)
+                for e in self.library.encode_batch_fast(texts, add_special_tokens=False)
+            ]
         else:
-            arrays = [e.ids_array for e in self.library.encode_batch(texts, add_special_tokens=False,
-                                                                       encode_special_tokens=not specials)]
+            arrays = [
+                e.ids_array
+                for e in self.library.encode_batch(texts, add_special_tokens=False, encode_special_tokens=not specials)
+            ]
         return flatten_arrays(arrays)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
@@ -209,7 +214,7 @@ def check_merges_are_ranks(spec: BPESpec) -> None:
         if any(s not in own for s in splits):
             raise Unsupported("a token can be split into two tokens that no merge joins")
         for (_left, middle), rank in own.items():
-            right = token[len(middle):] if token.startswith(middle) else None
+            right = token[len(middle) :] if token.startswith(middle) else None
             if right is not None and own.get((middle, right), rank) < rank:
                 raise Unsupported("two merges make one token in an order rank BPE does not follow")
 
@@ -225,11 +230,15 @@ class TiktokenEngine:
             raise Missing("install it with: pip install 'objcli[tiktoken]'") from None
         self.version = tiktoken.__version__
         try:
-            self.encoding = tiktoken.Encoding(name=label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+            self.encoding = tiktoken.Encoding(
+                name=label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials
+            )
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as error:  # a pattern its regex engine refuses; a Rust panic is a BaseException
-            raise Unsupported(f"tiktoken refuses it: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+            raise Unsupported(
+                f"tiktoken refuses it: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            ) from None
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         ids = self.encoding.encode_ordinary_batch(texts, num_threads=max(1, num_threads))
@@ -301,8 +310,10 @@ def describe(text: str) -> str:
     return f"{shown} ({len(text):,} characters, sha256 {digest})"
 
 
-FAST_NOTICE = ("a faster exact engine applies to {name} and is not installed: pip install 'objcli[fast]' "
-               "(the same tokens, checked by the engine probe; several times the speed). Said once")
+FAST_NOTICE = (
+    "a faster exact engine applies to {name} and is not installed: pip install 'objcli[fast]' "
+    "(the same tokens, checked by the engine probe; several times the speed). Said once"
+)
 
 
 def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> EngineChoice:
@@ -336,8 +347,9 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
             if isinstance(why, Missing) and "objcli[fast]" in str(why):
                 missing.append(name)
             if requested != "auto":
-                raise ObjcliError(f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); "
-                                  "pass --engine auto") from None
+                raise ObjcliError(
+                    f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); pass --engine auto"
+                ) from None
             continue
         if engine.reference:
             return EngineChoice(engine, "not needed: the reference engine")
@@ -349,14 +361,21 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
         difference = first_difference(engine, oracle, texts)
         label = f"{oracle.name} {oracle.version}"
         if difference is None:
-            return EngineChoice(engine, f"identical to {label} on {len(texts)} texts, {sum(map(len, texts)):,} characters")
-        say(f"engine {engine.name} {engine.version} encodes {describe(difference)} differently from {label}; "
-            "falling back to " + ("the next engine" if requested == "auto" else "the reference"))
+            return EngineChoice(
+                engine, f"identical to {label} on {len(texts)} texts, {sum(map(len, texts)):,} characters"
+            )
+        say(
+            f"engine {engine.name} {engine.version} encodes {describe(difference)} differently from {label}; "
+            "falling back to " + ("the next engine" if requested == "auto" else "the reference")
+        )
         if requested != "auto":
             return _choose_engine(tokenizer, "reference", sample, warn, missing)
     if unprobed is None:
-        raise ObjcliError(f"tokenizer {tokenizer.path}: no installed engine can encode it; "
-                          "install one with: pip install 'objcli[hf]'")
-    say(f"engine {unprobed.name} {unprobed.version} is a pre-release and no independent reference reads "
-        f"{tokenizer.path.name}; its tokens are unchecked (install the stable release beside it for a checked run)")
+        raise ObjcliError(
+            f"tokenizer {tokenizer.path}: no installed engine can encode it; install one with: pip install 'objcli[hf]'"
+        )
+    say(
+        f"engine {unprobed.name} {unprobed.version} is a pre-release and no independent reference reads "
+        f"{tokenizer.path.name}; its tokens are unchecked (install the stable release beside it for a checked run)"
+    )
     return EngineChoice(unprobed, "not probed: no independent reference reads this file")

@@ -72,17 +72,25 @@ class HuggingFaceTokenizer(Tokenizer):
         try:
             self.document, self._merges = _read_document(self.path.read_bytes())
             model = self.document["model"]
-            self.ids = {**model.get("vocab", {}), **{t["content"]: t["id"] for t in self.document.get("added_tokens", [])}}
+            self.ids = {
+                **model.get("vocab", {}),
+                **{t["content"]: t["id"] for t in self.document.get("added_tokens", [])},
+            }
         except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, AttributeError) as error:
-            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
-                              f"({error})") from None
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
+            ) from None
         if not isinstance(self.ids, dict) or not all(isinstance(i, int) for i in self.ids.values()):
-            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
-                              "(its vocabulary is not a table of ids)")
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
+                "(its vocabulary is not a table of ids)"
+            )
         self.vocab_size = max(self.ids.values(), default=-1) + 1
         if not self.vocab_size:  # every text would encode to nothing: rows of end-of-document tokens only
-            raise ObjcliError(f"tokenizer {self.path}: its vocabulary is empty; pass a trained tokenizer.json "
-                              "(or train one with 'objcli train-tokenizer')")
+            raise ObjcliError(
+                f"tokenizer {self.path}: its vocabulary is empty; pass a trained tokenizer.json "
+                "(or train one with 'objcli train-tokenizer')"
+            )
         self.add_bos = False
         self.config = self._read_config()
         try:  # the library decodes, whichever engine encodes; it also checks the whole file
@@ -90,8 +98,9 @@ class HuggingFaceTokenizer(Tokenizer):
         except Missing as why:
             raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
         except Exception as error:  # the library raises a bare Exception for malformed files
-            raise ObjcliError(f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json "
-                              f"({error})") from None
+            raise ObjcliError(
+                f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
+            ) from None
 
     @cached_property
     def library_engine(self) -> TokenizersEngine:
@@ -124,8 +133,10 @@ class HuggingFaceTokenizer(Tokenizer):
     @cached_property
     def _token_bytes(self) -> TokenBytes:
         """Each id's bytes: a byte-level piece has one character per byte."""
-        raw = {token_id: piece.translate(FROM_BYTE_CHARS).encode("latin-1", "replace")  # one byte a character
-               for piece, token_id in self.document["model"].get("vocab", {}).items()}
+        raw = {
+            token_id: piece.translate(FROM_BYTE_CHARS).encode("latin-1", "replace")  # one byte a character
+            for piece, token_id in self.document["model"].get("vocab", {}).items()
+        }
         raw.update({token_id: content.encode("utf-8") for content, token_id in self._added_ids.items()})
         return TokenBytes.of(raw, self.vocab_size)
 
@@ -138,12 +149,16 @@ class HuggingFaceTokenizer(Tokenizer):
         steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
         post = document.get("post_processor") or {}
         posts = post.get("processors", []) if post.get("type") == "Sequence" else [post]
-        return (model.get("type") == "BPE" and not document.get("normalizer")
-                and not any(model.get(k) for k in ("byte_fallback", "continuing_subword_prefix", "end_of_word_suffix"))
-                and {s.get("type") for s in steps} <= {"ByteLevel", "Split"} and "ByteLevel" in {s.get("type") for s in steps}
-                and not any(s.get("add_prefix_space") for s in steps)
-                and not any(p.get("trim_offsets") for p in posts)
-                and not any(t.get(k) for t in document.get("added_tokens", []) for k in ("lstrip", "rstrip", "single_word")))
+        return (
+            model.get("type") == "BPE"
+            and not document.get("normalizer")
+            and not any(model.get(k) for k in ("byte_fallback", "continuing_subword_prefix", "end_of_word_suffix"))
+            and {s.get("type") for s in steps} <= {"ByteLevel", "Split"}
+            and "ByteLevel" in {s.get("type") for s in steps}
+            and not any(s.get("add_prefix_space") for s in steps)
+            and not any(p.get("trim_offsets") for p in posts)
+            and not any(t.get(k) for t in document.get("added_tokens", []) for k in ("lstrip", "rstrip", "single_word"))
+        )
 
     @cached_property
     def full_document(self) -> dict:
@@ -235,7 +250,7 @@ class HuggingFaceTokenizer(Tokenizer):
         return self.ids.get(piece)
 
     def model_role_id(self, role: str) -> int | None:
-        for name in ((self.config[role],) if role in self.config else ROLE_NAMES[role]):
+        for name in (self.config[role],) if role in self.config else ROLE_NAMES[role]:
             if name in self.ids:
                 return self.ids[name]
         return None

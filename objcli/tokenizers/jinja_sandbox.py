@@ -87,8 +87,10 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
         if operator == "*" and isinstance(left, (str, list, tuple)) != isinstance(right, (str, list, tuple)):
             sequence, count = (left, right) if isinstance(left, (str, list, tuple)) else (right, left)
             if isinstance(count, int) and len(sequence) * count > MAX_RENDERED_CHARS:
-                raise SecurityError(f"a repetition of {len(sequence) * count:,} items is past the bound of "
-                                    f"{MAX_RENDERED_CHARS:,} on one rendering")
+                raise SecurityError(
+                    f"a repetition of {len(sequence) * count:,} items is past the bound of "
+                    f"{MAX_RENDERED_CHARS:,} on one rendering"
+                )
         return super().call_binop(context, operator, left, right)
 
     def is_safe_attribute(self, obj, attr, value) -> bool:
@@ -100,9 +102,11 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
 
 
 def chat_environment(fixed_now: datetime) -> ImmutableSandboxedEnvironment:
-    environment = ChatSandbox(trim_blocks=True, lstrip_blocks=True,
-                              extensions=[GenerationTracker, jinja2.ext.loopcontrols])
+    environment = ChatSandbox(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTracker, jinja2.ext.loopcontrols]
+    )
     environment.filters["tojson"] = tojson
-    environment.globals.update(raise_exception=raise_exception, strftime_now=fixed_now.strftime, dict=dict,
-                               namespace=Namespace)
+    environment.globals.update(
+        raise_exception=raise_exception, strftime_now=fixed_now.strftime, dict=dict, namespace=Namespace
+    )
     return environment

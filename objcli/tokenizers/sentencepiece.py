@@ -126,7 +126,7 @@ class SentencePieceTokenizer(Tokenizer):
         if first or self._anchor is None:
             return self.decode_batch([run])[0]
         anchor, text = self._anchor
-        return self.decode_batch([[anchor, *run]])[0][len(text):]
+        return self.decode_batch([[anchor, *run]])[0][len(text) :]
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         return self.processor.decode(ids) if ids else []
@@ -162,8 +162,11 @@ class SentencePieceTokenizer(Tokenizer):
     @cached_property
     def _unusable(self) -> np.ndarray:
         check = self.processor
-        return np.fromiter((check.is_unknown(i) or check.is_unused(i) for i in range(self.vocab_size)), dtype=bool,
-                           count=self.vocab_size)
+        return np.fromiter(
+            (check.is_unknown(i) or check.is_unused(i) for i in range(self.vocab_size)),
+            dtype=bool,
+            count=self.vocab_size,
+        )
 
     def control_mask(self) -> np.ndarray:
         return self._control.copy()

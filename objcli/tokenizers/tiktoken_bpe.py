@@ -30,18 +30,37 @@ from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 def _llama3_specials(base: int) -> dict[str, int]:
     """Meta's llama3 ``tokenizer.py``: 256 specials after the 128,000 ranks."""
-    names = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
-             "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>",
-             "<|end_header_id|>", "<|reserved_special_token_4|>", "<|eot_id|>"]
+    names = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|reserved_special_token_0|>",
+        "<|reserved_special_token_1|>",
+        "<|reserved_special_token_2|>",
+        "<|reserved_special_token_3|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|reserved_special_token_4|>",
+        "<|eot_id|>",
+    ]
     names += [f"<|reserved_special_token_{i}|>" for i in range(5, 256 - 5)]
     return {name: base + i for i, name in enumerate(names)}
 
 
 # Published encodings, by their number of ranks: (name, pattern, specials, bos, eos).
 PRESETS = {
-    100_256: ("cl100k_base", CL100K_PATTERN, {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
-                                              "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
-                                              "<|endofprompt|>": 100276}, None, "<|endoftext|>"),
+    100_256: (
+        "cl100k_base",
+        CL100K_PATTERN,
+        {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+        None,
+        "<|endoftext|>",
+    ),
     199_998: ("o200k_base", O200K_PATTERN, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}, None, "<|endoftext|>"),
     128_000: ("llama3", LLAMA3_PATTERN, _llama3_specials(128_000), "<|begin_of_text|>", "<|end_of_text|>"),
 }
@@ -72,19 +91,27 @@ def _read_ranks(path: Path) -> dict[bytes, int]:
             token, rank = line.split()
             token, rank = base64.b64decode(token, validate=True), int(rank)
         except ValueError:
-            raise ObjcliError(f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file") from None
+            raise ObjcliError(
+                f"tokenizer {path}: line {number} is not 'base64-token rank'; pass an intact rank file"
+            ) from None
         if not 0 <= rank <= MAX_ID or not token:
-            raise ObjcliError(f"tokenizer {path}: line {number} has rank {rank} for {token!r}; ranks are 0 to {MAX_ID:,} "
-                              "for non-empty tokens")
+            raise ObjcliError(
+                f"tokenizer {path}: line {number} has rank {rank} for {token!r}; ranks are 0 to {MAX_ID:,} "
+                "for non-empty tokens"
+            )
         if token in ranks or rank in tokens_of:
             first = ranks.get(token, rank)
-            raise ObjcliError(f"tokenizer {path}: line {number} repeats {'token ' + repr(token) if token in ranks else 'rank'} "
-                              f"{first}; pass an intact rank file")
+            raise ObjcliError(
+                f"tokenizer {path}: line {number} repeats {'token ' + repr(token) if token in ranks else 'rank'} "
+                f"{first}; pass an intact rank file"
+            )
         ranks[token], tokens_of[rank] = rank, token
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
-        raise ObjcliError(f"tokenizer {path}: no rank for the byte {bytes([missing[0]])!r} ({len(missing)} of 256 "
-                          "bytes missing); a byte-level rank file ranks every single byte")
+        raise ObjcliError(
+            f"tokenizer {path}: no rank for the byte {bytes([missing[0]])!r} ({len(missing)} of 256 "
+            "bytes missing); a byte-level rank file ranks every single byte"
+        )
     return ranks
 
 
@@ -94,8 +121,10 @@ def _check_side(side: Path, spec, ranks: dict[bytes, int]) -> tuple[str, dict[st
     import regex
 
     if not isinstance(spec, dict):
-        raise ObjcliError(f"{side}: holds {type(spec).__name__}, not an object; write "
-                          '{"pattern": …, "special_tokens": {…}, "bos": …, "eos": …}')
+        raise ObjcliError(
+            f"{side}: holds {type(spec).__name__}, not an object; write "
+            '{"pattern": …, "special_tokens": {…}, "bos": …, "eos": …}'
+        )
     pattern, specials = spec.get("pattern"), spec.get("special_tokens", {})
     if not isinstance(pattern, str) or not pattern:
         raise ObjcliError(f"{side}: 'pattern' must be a non-empty string (the split pattern), not {pattern!r}")
@@ -108,18 +137,24 @@ def _check_side(side: Path, spec, ranks: dict[bytes, int]) -> tuple[str, dict[st
     ranked, seen = set(ranks.values()), set()
     for text, token_id in specials.items():
         if not text or isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= MAX_ID:
-            raise ObjcliError(f"{side}: special {text!r} has id {token_id!r}; give a non-empty text an integer id "
-                              f"from 0 to {MAX_ID:,}")
+            raise ObjcliError(
+                f"{side}: special {text!r} has id {token_id!r}; give a non-empty text an integer id "
+                f"from 0 to {MAX_ID:,}"
+            )
         if token_id in ranked:
-            raise ObjcliError(f"{side}: special {text!r} has id {token_id}, which the rank file gives a token; "
-                              "give it an id past the ranks")
+            raise ObjcliError(
+                f"{side}: special {text!r} has id {token_id}, which the rank file gives a token; "
+                "give it an id past the ranks"
+            )
         if token_id in seen:
             raise ObjcliError(f"{side}: two specials share an id ({token_id}); give each its own")
         seen.add(token_id)
     for role in ("bos", "eos"):
         value = spec.get(role)
         if value is not None and (not isinstance(value, str) or value not in specials):
-            raise ObjcliError(f"{side}: '{role}' is {value!r}, which is not one of its special_tokens; name one, or null")
+            raise ObjcliError(
+                f"{side}: '{role}' is {value!r}, which is not one of its special_tokens; name one, or null"
+            )
     return pattern, specials, spec.get("bos"), spec.get("eos")
 
 
@@ -131,8 +166,9 @@ class TiktokenTokenizer(Tokenizer):
         try:
             import tiktoken  # noqa: F401 (decodes, and is the reference engine)
         except ImportError:
-            raise ObjcliError(f"tokenizer {self.path} is a tiktoken rank file; install support with: "
-                              "pip install 'objcli[tiktoken]'") from None
+            raise ObjcliError(
+                f"tokenizer {self.path} is a tiktoken rank file; install support with: pip install 'objcli[tiktoken]'"
+            ) from None
         self.ranks = _read_ranks(self.path)
         name, self.pattern, specials, self.bos, self.eos = self._settings(self.ranks)
         try:
@@ -184,8 +220,10 @@ class TiktokenTokenizer(Tokenizer):
                 raise ObjcliError(f"{side}: not valid JSON ({error}); fix it") from None
             return (self.path.stem, *_check_side(side, spec, ranks))
         if len(ranks) not in PRESETS:
-            raise ObjcliError(f"tokenizer {self.path}: a rank file of {len(ranks):,} tokens matches no published encoding; "
-                              f"give its split pattern and special tokens in {side.name}")
+            raise ObjcliError(
+                f"tokenizer {self.path}: a rank file of {len(ranks):,} tokens matches no published encoding; "
+                f"give its split pattern and special tokens in {side.name}"
+            )
         return PRESETS[len(ranks)]
 
     def side_files(self) -> dict[str, Path]:

@@ -70,12 +70,16 @@ def tokenizer_files() -> dict[str, Path]:
     from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN, _llama3_specials
 
     folder = DATA / "engines"
-    files = {"Llama 3 128k tokenizer.json": folder / "llama3" / "tokenizer.json",
-             "Llama 3 128k rank file": folder / "llama3.tiktoken",
-             "32k byte-level BPE tokenizer.json": folder / "bpe32k" / "tokenizer.json"}
+    files = {
+        "Llama 3 128k tokenizer.json": folder / "llama3" / "tokenizer.json",
+        "Llama 3 128k rank file": folder / "llama3.tiktoken",
+        "32k byte-level BPE tokenizer.json": folder / "bpe32k" / "tokenizer.json",
+    }
     if not all(p.exists() for p in files.values()):
         ranks = llama3_ranks()
-        rank_file_to_tokenizer_json(ranks, LLAMA3_PATTERN, _llama3_specials(128_000), files["Llama 3 128k tokenizer.json"])
+        rank_file_to_tokenizer_json(
+            ranks, LLAMA3_PATTERN, _llama3_specials(128_000), files["Llama 3 128k tokenizer.json"]
+        )
         write_rank_file(ranks, files["Llama 3 128k rank file"])
         _train_32k(files["32k byte-level BPE tokenizer.json"], LLAMA3_PATTERN)
     return files
@@ -87,11 +91,16 @@ def _train_32k(path: Path, pattern: str) -> None:
 
     root = SAMPLE_DATA
     tokenizer = Tokenizer(models.BPE(ignore_merges=True))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
-                                                       pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=32_000, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=32_000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl") for line in (root / name).open()]
     tokenizer.train_from_iterator(texts, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +119,8 @@ batches.append(batch)
 if tokenizer.endswith('.json'):
     import tokenizers
     library = tokenizers.Tokenizer.from_file(tokenizer)
-    encode = lambda b: sum(len(e) for e in library.encode_batch(b, add_special_tokens=False, encode_special_tokens=True))
+    encode = lambda b: sum(
+        len(e) for e in library.encode_batch(b, add_special_tokens=False, encode_special_tokens=True))
     engine = 'tokenizers ' + tokenizers.__version__
 else:
     import quicktok
@@ -131,20 +141,50 @@ print(json.dumps({"seconds": best, "cpu": cpu, "tokens": tokens, "engine": engin
 
 def ceiling(paths: list[Path], tokenizer: Path) -> dict:
     env = {**prerelease_env(), "RAYON_NUM_THREADS": str(CORES)}
-    out = subprocess.run([sys.executable, "-c", CEILING, json.dumps([str(p) for p in paths]), str(tokenizer), str(CORES)],
-                         capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", CEILING, json.dumps([str(p) for p in paths]), str(tokenizer), str(CORES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(out.stdout)
 
 
 def objcli(paths: list[Path], tokenizer: Path, engine: str, objective: str = "clm", env=None) -> dict:
     shutil.rmtree(OUT, ignore_errors=True)
     seq_len = "2048" if objective == "clm" else "512"
-    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(tokenizer), "--engine", engine,
-               "--objective", objective, "--seq-len", seq_len, "-o", str(OUT), "--quiet", "--workers", str(CORES)]
+    command = [
+        sys.executable,
+        "-m",
+        "objcli",
+        "transform",
+        *map(str, paths),
+        "-t",
+        str(tokenizer),
+        "--engine",
+        engine,
+        "--objective",
+        objective,
+        "--seq-len",
+        seq_len,
+        "-o",
+        str(OUT),
+        "--quiet",
+        "--workers",
+        str(CORES),
+    ]
     seconds, peak, _ = _run_tree(command, env)
     manifest = json.loads((OUT / "manifest.json").read_text())
-    return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "tokens": manifest["totals"]["tokens"],
-            "text_bytes": manifest["totals"]["text_bytes"], "engine": manifest["tokenizer"]["engine"]["name"]}
+    return {
+        "seconds": seconds,
+        "peak_rss": peak,
+        "cpu": _last_cpu[0],
+        "tokens": manifest["totals"]["tokens"],
+        "text_bytes": manifest["totals"]["text_bytes"],
+        "engine": manifest["tokenizer"]["engine"]["name"],
+    }
 
 
 def engines_table(paths: list[Path], repeats: int = 2) -> None:
@@ -161,30 +201,38 @@ def engines_table(paths: list[Path], repeats: int = 2) -> None:
             runs.setdefault("objcli today (--engine reference)", []).append(objcli(paths, tokenizer, "reference"))
             for objective in OBJECTIVES:
                 runs.setdefault(f"objcli {objective} (--engine auto)", []).append(
-                    objcli(paths, tokenizer, "auto", objective, fast_env))
+                    objcli(paths, tokenizer, "auto", objective, fast_env)
+                )
             if is_json:
                 large = "128k" in name
                 eos = "<|end_of_text|>" if large else "<|endoftext|>"
                 run = datatrove_tokenize(paths, tokenizer, int(megabytes * 1e6), eos, 4 if large else 2)
                 runs.setdefault("datatrove DocumentTokenizer", []).append({**run, "cpu": _last_cpu[0]})
-        _print_runs(f"{name}, {megabytes:.0f} MB, {CORES} cores (ratio: the ceiling's median wall / the row's):",
-                    runs, megabytes)
+        _print_runs(
+            f"{name}, {megabytes:.0f} MB, {CORES} cores (ratio: the ceiling's median wall / the row's):",
+            runs,
+            megabytes,
+        )
 
 
 def _print_runs(title: str, runs: dict[str, list[dict]], megabytes: float) -> None:
     top = statistics.median(r["seconds"] for r in runs["ceiling"])
     today = statistics.median(r["seconds"] for r in runs["objcli today (--engine reference)"])
     print(f"\n{title}")
-    print(f"{'':44} {'engine':>20} {'min s':>7} {'median s':>9} {'MB/s':>7} {'CPU ms/MB':>10} {'peak RSS':>9} "
-          f"{'ratio':>6} {'x today':>8}")
+    print(
+        f"{'':44} {'engine':>20} {'min s':>7} {'median s':>9} {'MB/s':>7} {'CPU ms/MB':>10} {'peak RSS':>9} "
+        f"{'ratio':>6} {'x today':>8}"
+    )
     for name, group in runs.items():
         walls = [r["seconds"] for r in group]
         median = statistics.median(walls)
         cpu = 1000 * statistics.median(r.get("cpu", 0.0) for r in group) / megabytes
         rss = f"{max(r['peak_rss'] for r in group) / 2**20:.0f} MiB" if "peak_rss" in group[0] else "-"
         engine = group[0].get("engine", "")
-        print(f"{name:44} {engine:>20} {min(walls):7.2f} {median:9.2f} {megabytes / median:7.1f} {cpu:10.1f} {rss:>9} "
-              f"{top / median:5.2f}x {today / median:7.2f}x")
+        print(
+            f"{name:44} {engine:>20} {min(walls):7.2f} {median:9.2f} {megabytes / median:7.1f} {cpu:10.1f} {rss:>9} "
+            f"{top / median:5.2f}x {today / median:7.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -58,13 +58,21 @@ def kernel_rows() -> list[tuple[str, float, float]]:
             )
             reference.corrupt(token_lists[row], mask, sentinel_list, 1)
 
-    results.append(("span-corruption 568 -> 512/114", _rate(t5_kernel, rows * length), _rate(t5_reference, few * length, 1)))
+    results.append(
+        ("span-corruption 568 -> 512/114", _rate(t5_kernel, rows * length), _rate(t5_reference, few * length, 1))
+    )
 
     results += prefix_rows(reference, rng, few)
 
     tokenizer = open_tokenizer(TOKENIZER)
-    config = TransformConfig(inputs=("-",), tokenizer=str(TOKENIZER), objective="ul2",
-                             objective_options=Ul2Options(), output="unused", seq_len=512)
+    config = TransformConfig(
+        inputs=("-",),
+        tokenizer=str(TOKENIZER),
+        objective="ul2",
+        objective_options=Ul2Options(),
+        output="unused",
+        seq_len=512,
+    )
     objective = Ul2(config, tokenizer)
     stream = rng.integers(0, 8000, size=2_000_000).astype(np.int32)
 
@@ -127,8 +135,10 @@ def prefix_rows(reference, rng, few: int) -> list[tuple[str, float, float]]:
             reference.prefix_split_per_token(token_lists[row], splits[row], 1)
 
     kernel_rate = _rate(prefix_kernel, rows * length)
-    return [("prefix-lm 2048 (both layouts)", kernel_rate, _rate(prefix_reference, few * length, 1)),
-            ("  vs a per-token reference loop", kernel_rate, _rate(prefix_per_token, few * length, 1))]
+    return [
+        ("prefix-lm 2048 (both layouts)", kernel_rate, _rate(prefix_reference, few * length, 1)),
+        ("  vs a per-token reference loop", kernel_rate, _rate(prefix_per_token, few * length, 1)),
+    ]
 
 
 def contrastive_rows(reference) -> list[tuple[str, float, float]]:
@@ -152,8 +162,14 @@ def contrastive_rows(reference) -> list[tuple[str, float, float]]:
             s, n = crop(starts, lengths, keys[2 * view], keys[2 * view + 1], 0.1, 0.5)
             zeros = np.zeros_like(s)
             values, offsets = gather_views(tokens, np.stack([s, n, zeros, zeros], axis=1))
-            augment(values, offsets, {"crop_start": keys[4 + view], "delete": token_keys[0], "swap": token_keys[1]},
-                    0.1, 0.1, 0.9)
+            augment(
+                values,
+                offsets,
+                {"crop_start": keys[4 + view], "delete": token_keys[0], "swap": token_keys[1]},
+                0.1,
+                0.1,
+                0.9,
+            )
 
     token_list = tokens[: few * length].tolist()
     key_list, delete_keys, swap_keys = keys.tolist(), token_keys[0].tolist(), token_keys[1].tolist()
@@ -161,7 +177,9 @@ def contrastive_rows(reference) -> list[tuple[str, float, float]]:
     def slow():
         for unit in range(few):
             for view in range(2):
-                s, n = reference.contriever_crop(length, key_list[2 * view][unit], key_list[2 * view + 1][unit], 0.1, 0.5)
+                s, n = reference.contriever_crop(
+                    length, key_list[2 * view][unit], key_list[2 * view + 1][unit], 0.1, 0.5
+                )
                 piece = token_list[unit * length + s : unit * length + s + n]
                 reference.augment_view(piece, key_list[4 + view][unit], delete_keys, swap_keys, 0.1, 0.1, 0.9)
 
@@ -180,7 +198,7 @@ def mtp_rows(reference) -> list[tuple[str, float, float]]:
     lengths = rng.integers(50, 1500, size=rows * 8)
     segment_rows = []
     for row in range(rows):  # documents cut at the row end, as concat packs them
-        sizes = np.minimum(np.cumsum(lengths[row * 8:(row + 1) * 8]), length)
+        sizes = np.minimum(np.cumsum(lengths[row * 8 : (row + 1) * 8]), length)
         segment_rows.append(np.searchsorted(sizes, np.arange(length), side="right") + 1)
     segments = np.stack(segment_rows).astype(np.int32)
     offsets = np.arange(rows + 1, dtype=np.int64) * length
@@ -210,10 +228,18 @@ def generative_rows(reference) -> list[tuple[str, float, float]]:
     modes = rng.choice([NONE, PSM, SPM], size=documents)
     cut_a, cut_b = draw_cuts(rng, lengths)  # token-level cuts stand in for the pieces' tokenization
     transformed = np.flatnonzero(modes != NONE)
-    piece_starts = np.stack([offsets[transformed], offsets[transformed] + cut_a[transformed],
-                             offsets[transformed] + cut_b[transformed]], axis=1).ravel()
-    piece_ends = np.stack([offsets[transformed] + cut_a[transformed], offsets[transformed] + cut_b[transformed],
-                           offsets[transformed + 1]], axis=1).ravel()
+    piece_starts = np.stack(
+        [offsets[transformed], offsets[transformed] + cut_a[transformed], offsets[transformed] + cut_b[transformed]],
+        axis=1,
+    ).ravel()
+    piece_ends = np.stack(
+        [
+            offsets[transformed] + cut_a[transformed],
+            offsets[transformed] + cut_b[transformed],
+            offsets[transformed + 1],
+        ],
+        axis=1,
+    ).ravel()
     piece_tokens = gather_ranges(tokens, piece_starts, piece_ends - piece_starts)
     piece_offsets = lengths_to_offsets(piece_ends - piece_starts)
     sentinels = np.array([8001, 8002, 8003], dtype=np.int32)
@@ -240,10 +266,14 @@ def generative_rows(reference) -> list[tuple[str, float, float]]:
     def fim_per_token():
         for d in range(few):
             if modes[d] != NONE:
-                reference.fim_document_per_token(token_lists[d], int(cut_a[d]), int(cut_b[d]), int(modes[d]), "starcoder", 8001, 8002, 8003)
+                reference.fim_document_per_token(
+                    token_lists[d], int(cut_a[d]), int(cut_b[d]), int(modes[d]), "starcoder", 8001, 8002, 8003
+                )
 
-    results = [("fim assembly (document level)", _rate(fim_kernel, len(tokens)), _rate(fim_slow, int(offsets[few]), 1)),
-               ("  vs a per-token reference loop", _rate(fim_kernel, len(tokens)), _rate(fim_per_token, int(offsets[few]), 1))]
+    results = [
+        ("fim assembly (document level)", _rate(fim_kernel, len(tokens)), _rate(fim_slow, int(offsets[few]), 1)),
+        ("  vs a per-token reference loop", _rate(fim_kernel, len(tokens)), _rate(fim_per_token, int(offsets[few]), 1)),
+    ]
 
     return results + bart_rows(reference, rng)
 
@@ -273,12 +303,23 @@ def bart_rows(reference, rng) -> list[tuple[str, float, float]]:
         words = np.add.reduceat(ws.astype(np.int64), example_offsets[:-1])
         span_lengths, span_example = poisson_spans(np.ceil(words * 0.3).astype(np.int64), 3.5, np.random.default_rng(2))
         start_word = place_spans(span_lengths, span_example, words, np.random.default_rng(3))
-        noised, noised_offsets = mask_spans(permuted, example_offsets, ws, span_lengths, span_example, start_word,
-                                            np.full(len(span_lengths), 8000, dtype=np.int32), 1)
+        noised, noised_offsets = mask_spans(
+            permuted,
+            example_offsets,
+            ws,
+            span_lengths,
+            span_example,
+            start_word,
+            np.full(len(span_lengths), 8000, dtype=np.int32),
+            1,
+        )
         rotate(noised, noised_offsets, 0.0, np.random.default_rng(4))
 
     slow_examples = 300
-    lists = [[text[sentence_offsets[s] : sentence_offsets[s + 1]].tolist() for s in range(e * 8, e * 8 + 8)] for e in range(slow_examples)]
+    lists = [
+        [text[sentence_offsets[s] : sentence_offsets[s + 1]].tolist() for s in range(e * 8, e * 8 + 8)]
+        for e in range(slow_examples)
+    ]
     word_lists = [word_start[example_offsets[e] : example_offsets[e + 1]].tolist() for e in range(slow_examples)]
 
     def bart_slow():
@@ -302,7 +343,13 @@ def bart_rows(reference, rng) -> list[tuple[str, float, float]]:
                 masked_before += length
             reference.bart_mask_example(flat, word_lists[e], placed, 1, 8000)
 
-    return [("bart (permute + spans + mask)", _rate(bart_kernel, len(text)), _rate(bart_slow, int(example_offsets[slow_examples]), 1))]
+    return [
+        (
+            "bart (permute + spans + mask)",
+            _rate(bart_kernel, len(text)),
+            _rate(bart_slow, int(example_offsets[slow_examples]), 1),
+        )
+    ]
 
 
 def hugging_face_collator():
@@ -338,15 +385,20 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
     word_start = rng.random(8001) < 0.6
     results = []
     for whole_word in (False, True):
+
         def kernel():
             candidates = ~special[ids]
             keys = rng.random(ids.shape, dtype=np.float32)
             if whole_word:
-                selected = select_units(unit_ids(candidates, word_start[ids]), keys, 0.15, False, np.full(rows, length), None)
+                selected = select_units(
+                    unit_ids(candidates, word_start[ids]), keys, 0.15, False, np.full(rows, length), None
+                )
             else:
                 selected = select_tokens(candidates, keys, 0.15)
             count = int(selected.sum())
-            replace_selected(ids, selected, rng.random(count, dtype=np.float32), rng.integers(4, 8000, count), 8000, 0.8, 0.1)
+            replace_selected(
+                ids, selected, rng.random(count, dtype=np.float32), rng.integers(4, 8000, count), 8000, 0.8, 0.1
+            )
 
         keys = [rng.random(length).tolist() for _ in range(3)]
         lists = ids[:few].tolist()
@@ -354,8 +406,9 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
 
         def slow():
             for r in range(few):
-                reference.mlm_row(lists[r], [True] * length, starts[r], keys[0], keys[1], keys[2], 0.15, False,
-                                  None, 8000, 0.8, 0.1)
+                reference.mlm_row(
+                    lists[r], [True] * length, starts[r], keys[0], keys[1], keys[2], 0.15, False, None, 8000, 0.8, 0.1
+                )
 
         name = "mlm --whole-word 512" if whole_word else "mlm 512"
         results.append((name, _rate(kernel, rows * length), _rate(slow, few * length, 1)))
@@ -367,7 +420,9 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
             else:
                 examples = [{"input_ids": row} for row in ids]
                 hf_rate = _rate(lambda: collator(examples), rows * length, 1)
-                results.append(("  Hugging Face DataCollatorForLanguageModeling", hf_rate, _rate(slow, few * length, 1)))
+                results.append(
+                    ("  Hugging Face DataCollatorForLanguageModeling", hf_rate, _rate(slow, few * length, 1))
+                )
                 results.append(("  objcli mlm kernel / Hugging Face collator", results[-2][1], hf_rate))
 
     documents = 2000
@@ -379,11 +434,16 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
 
     def nsp_kernel():
         streams = {s: derive_rng(0, 0, 0, s) for s in ("target", "split", "coin", "document", "truncate")}
-        pairs = bert_pairs(cumulative, document_sentences, streams, 128, 0.1, False, __import__("collections").Counter())
+        pairs = bert_pairs(
+            cumulative, document_sentences, streams, 128, 0.1, False, __import__("collections").Counter()
+        )
         assemble_rows(tokens, pairs, 128, 1, 2, 3)
 
     few_documents = [
-        [tokens[cumulative[s] : cumulative[s + 1]].tolist() for s in range(document_sentences[d], document_sentences[d + 1])]
+        [
+            tokens[cumulative[s] : cumulative[s + 1]].tolist()
+            for s in range(document_sentences[d], document_sentences[d + 1])
+        ]
         for d in range(200)
     ]
 

@@ -2,7 +2,8 @@
 
 Run by `make bench` (up to this machine's cores) and, alone, on a many-core machine:
 
-    python tests/benchmarks/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 [--runs clm/threads,…] [--json F]
+    python tests/benchmarks/bench_scaling.py --megabytes 400 --cores 1,2,4,8,16 --repeats 3 \\
+        [--runs clm/threads,…] [--json F]
 
 Each row is the same corpus at the same core count. The ceiling is linear: one SentencePiece thread's
 batched encode of texts already in memory, its wall divided by the number of cores (N x one core's
@@ -43,7 +44,9 @@ def build_corpus(folder: Path, megabytes: int, files: int = 16) -> list[Path]:
     return paths
 
 
-def ceiling_seconds(paths: list[Path], threads: int, batch_bytes: int = 1 << 20, cpu: list | None = None) -> tuple[float, int]:
+def ceiling_seconds(
+    paths: list[Path], threads: int, batch_bytes: int = 1 << 20, cpu: list | None = None
+) -> tuple[float, int]:
     """Best of two: SentencePiece batched encode of every text, ``threads`` threads, 1 MiB batches
     (with ``cpu``, the CPU seconds of the encoding alone are appended to it)."""
     import sentencepiece as spm
@@ -93,8 +96,26 @@ def cli_run(paths: list[Path], out: Path, workers: int, pool: str, objective: st
     adopt_orphans()
     shutil.rmtree(out, ignore_errors=True)
     seq_len = "2048" if objective == "clm" else "512"
-    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(TOKENIZER), "--objective",
-               objective, "--seq-len", seq_len, "-o", str(out), "--quiet", "--workers", str(workers), "--pool", pool]
+    command = [
+        sys.executable,
+        "-m",
+        "objcli",
+        "transform",
+        *map(str, paths),
+        "-t",
+        str(TOKENIZER),
+        "--objective",
+        objective,
+        "--seq-len",
+        seq_len,
+        "-o",
+        str(out),
+        "--quiet",
+        "--workers",
+        str(workers),
+        "--pool",
+        pool,
+    ]
     before, children = _children_cpu(), {c.pid for c in psutil.Process().children()}
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -129,8 +150,9 @@ def measure(paths: list[Path], cores: list[int], repeats: int, out: Path, runs: 
                 wall, used = cli_run(paths, out, count, pool, objective)
                 walls.setdefault(f"{objective}/{pool}", []).append(wall)
                 cpu.setdefault(f"{objective}/{pool}", []).append(used)
-        rows.append({"cores": count, "text_mb": text_bytes / 1e6, "walls": {k: v for k, v in walls.items() if v},
-                     "cpu": cpu})
+        rows.append(
+            {"cores": count, "text_mb": text_bytes / 1e6, "walls": {k: v for k, v in walls.items() if v}, "cpu": cpu}
+        )
         print_row(rows[-1])
     return rows
 
@@ -139,13 +161,18 @@ def print_row(row: dict) -> None:
     megabytes, ceiling = row["text_mb"], min(row["walls"]["ceiling"])
     if row["cores"] == 1 or not hasattr(print_row, "header"):
         print_row.header = True
-        print(f"{'cores':>5} {'run':>26} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'ratio (min)':>12} {'(median)':>9}")
+        print(
+            f"{'cores':>5} {'run':>26} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'ratio (min)':>12} {'(median)':>9}"
+        )
     for name, walls in row["walls"].items():
         cpu = f"{min(row['cpu'][name]) / megabytes:9.4f}" if name in row["cpu"] else f"{'':9}"
         ratio = ceiling / min(walls)
         median_ratio = statistics.median(row["walls"]["ceiling"]) / statistics.median(walls)
-        print(f"{row['cores']:5} {name:>26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu} "
-              f"{ratio:11.2f}x {median_ratio:8.2f}x", flush=True)
+        print(
+            f"{row['cores']:5} {name:>26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu} "
+            f"{ratio:11.2f}x {median_ratio:8.2f}x",
+            flush=True,
+        )
 
 
 def _probe(stop, cpu: list) -> None:
@@ -222,8 +249,14 @@ def model_rows(paths: list[Path], objectives: tuple[str, ...] = ("clm",), megaby
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
     scale = megabytes_at_scale / megabytes
     tokenizer_cpu = encoding[0]
-    spawn = _cpu_of([sys.executable, "-c", "import objcli.run.pipeline, objcli.formats, objcli.objectives, pyarrow; "
-                     f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})"])
+    spawn = _cpu_of(
+        [
+            sys.executable,
+            "-c",
+            "import objcli.run.pipeline, objcli.formats, objcli.objectives, pyarrow; "
+            f"from objcli.tokenizers import load_tokenizer; load_tokenizer({str(TOKENIZER)!r})",
+        ]
+    )
     forked = forked_worker_cpu(4)
     shared = {"T": tokenizer_cpu / megabytes, "S": spawn, "F": forked, "megabytes": megabytes, "objectives": {}}
     for objective in objectives:
@@ -246,17 +279,27 @@ def model_rows(paths: list[Path], objectives: tuple[str, ...] = ("clm",), megaby
 
 
 def print_model(model: dict, megabytes_at_scale: int = 1000) -> None:
-    print(f"T: tokenizer CPU, one thread: {model['T']:.4f} s/MB; S: the fork server's start-up CPU (once): "
-          f"{model['S']:.2f} s; F: a worker forked from it: {model['F'] * 1e3:.1f} ms of CPU (most of 4)")
-    print("P: the pipeline's CPU s/MB (one worker, in process, tokenizer included); G: the part holding the GIL; "
-          "IPC: bytes pickled between processes per MB of text.")
-    print(f"Expected ratio to the linear ceiling: threads T / max(P, N G); processes at {megabytes_at_scale} MB "
-          "T / (P + S + N F) (per MB)")
-    print(f"{'objective':>16} {'P s/MB':>8} {'G s/MB':>8} {'IPC B/MB':>9} {'thr 2':>6} {'thr 16':>7} {'thr 64':>7} "
-          f"{'proc 16':>8} {'proc 64':>8}")
+    print(
+        f"T: tokenizer CPU, one thread: {model['T']:.4f} s/MB; S: the fork server's start-up CPU (once): "
+        f"{model['S']:.2f} s; F: a worker forked from it: {model['F'] * 1e3:.1f} ms of CPU (most of 4)"
+    )
+    print(
+        "P: the pipeline's CPU s/MB (one worker, in process, tokenizer included); G: the part holding the GIL; "
+        "IPC: bytes pickled between processes per MB of text."
+    )
+    print(
+        f"Expected ratio to the linear ceiling: threads T / max(P, N G); processes at {megabytes_at_scale} MB "
+        "T / (P + S + N F) (per MB)"
+    )
+    print(
+        f"{'objective':>16} {'P s/MB':>8} {'G s/MB':>8} {'IPC B/MB':>9} {'thr 2':>6} {'thr 16':>7} {'thr 64':>7} "
+        f"{'proc 16':>8} {'proc 64':>8}"
+    )
     for name, m in model["objectives"].items():
-        print(f"{name:>16} {m['P']:8.4f} {m['G']:8.4f} {m['IPC']:9.0f} {m['threads 2']:6.2f} {m['threads 16']:7.2f} "
-              f"{m['threads 64']:7.2f} {m['processes 16']:8.2f} {m['processes 64']:8.2f}")
+        print(
+            f"{name:>16} {m['P']:8.4f} {m['G']:8.4f} {m['IPC']:9.0f} {m['threads 2']:6.2f} {m['threads 16']:7.2f} "
+            f"{m['threads 64']:7.2f} {m['processes 16']:8.2f} {m['processes 64']:8.2f}"
+        )
 
 
 def _first_task_cpu(_) -> float:
@@ -279,8 +322,11 @@ def forked_worker_cpu(workers: int) -> float:
     from objcli.executors.local import _process_context
 
     class Task:  # what _process_context reads of the run's first task
-        config = type("Config", (), {"tokenizer": str(TOKENIZER), "engine": "sentencepiece", "objective": "clm",
-                                     "objective_options": None})
+        config = type(
+            "Config",
+            (),
+            {"tokenizer": str(TOKENIZER), "engine": "sentencepiece", "objective": "clm", "objective_options": None},
+        )
 
     context, _ = _process_context([Task()])
     if context.get_start_method() != "forkserver":
@@ -312,12 +358,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.model:
         objectives = tuple(run.split("/")[0] for run in args.runs.split(","))
-        print_model(model_rows(build_corpus(ROOT / "bench_data" / "scaling", args.megabytes, files=8),
-                               tuple(dict.fromkeys(objectives))))
+        print_model(
+            model_rows(
+                build_corpus(ROOT / "bench_data" / "scaling", args.megabytes, files=8), tuple(dict.fromkeys(objectives))
+            )
+        )
         return
     paths = build_corpus(ROOT / "bench_data" / "scaling", args.megabytes)
     print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.0f} MB, {os.cpu_count()} cores")
-    rows = measure(paths, [int(c) for c in args.cores.split(",")], args.repeats, ROOT / "bench_out" / "scaling", args.runs)
+    rows = measure(
+        paths, [int(c) for c in args.cores.split(",")], args.repeats, ROOT / "bench_out" / "scaling", args.runs
+    )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

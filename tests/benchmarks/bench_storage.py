@@ -28,11 +28,20 @@ def moto_endpoint():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = psutil.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = psutil.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     saved = dict(os.environ)
-    os.environ.update({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -73,16 +82,23 @@ def storage_table(paths: list[Path], transform, repeats: int = 3) -> None:
             "s3 -> s3": (["s3://bench/corpus/"], "s3://bench/out"),
         }
         runs = _interleaved(variants, transform, server, repeats)
-        tenfold = _interleaved({"10x, local disk": ([ten], local_out), "10x, s3 -> local disk": (["s3://bench/ten/"], local_out)},
-                               transform, server, 2)
+        tenfold = _interleaved(
+            {"10x, local disk": ([ten], local_out), "10x, s3 -> local disk": (["s3://bench/ten/"], local_out)},
+            transform,
+            server,
+            2,
+        )
     shutil.rmtree(local_out, ignore_errors=True)
     _print(runs, sum(p.stat().st_size for p in paths) / 1e6, repeats)
     _print(tenfold, 10 * sum(p.stat().st_size for p in paths) / 1e6, 2)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import s3fs; s3fs.S3FileSystem().ls('bench')"], check=False,
-                   capture_output=True)
-    print(f"start-up that S3 adds (import s3fs, a client, one listing; a process of its own): "
-          f"{time.perf_counter() - started:.2f} s")
+    subprocess.run(
+        [sys.executable, "-c", "import s3fs; s3fs.S3FileSystem().ls('bench')"], check=False, capture_output=True
+    )
+    print(
+        f"start-up that S3 adds (import s3fs, a client, one listing; a process of its own): "
+        f"{time.perf_counter() - started:.2f} s"
+    )
 
 
 def _ten_copies(paths: list[Path]) -> Path:
@@ -110,13 +126,17 @@ def _interleaved(variants: dict, transform, server, repeats: int) -> dict[str, l
 
 
 def _print(runs: dict[str, list[dict]], megabytes: float, repeats: int) -> None:
-    print(f"\nObject storage (moto S3 on 127.0.0.1), clm --seq-len 2048, {megabytes:.0f} MB, "
-          f"({repeats} interleaved runs each):")
+    print(
+        f"\nObject storage (moto S3 on 127.0.0.1), clm --seq-len 2048, {megabytes:.0f} MB, "
+        f"({repeats} interleaved runs each):"
+    )
     print(f"{'':26} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'moto CPU s':>11} {'vs local':>9}")
     base = statistics.median(r["seconds"] for r in next(iter(runs.values())))
     for name, group in runs.items():
         walls = [r["seconds"] for r in group]
         cpu = statistics.median(r["cpu"] for r in group) / megabytes
         endpoint = statistics.median(r["endpoint_cpu"] for r in group)
-        print(f"{name:26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} {endpoint:11.2f} "
-              f"{base / statistics.median(walls):8.2f}x")
+        print(
+            f"{name:26} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} {endpoint:11.2f} "
+            f"{base / statistics.median(walls):8.2f}x"
+        )

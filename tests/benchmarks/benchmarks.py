@@ -91,10 +91,14 @@ def hf_tokenizer_file() -> Path:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=8000, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl")
-             for line in (ROOT / "sample_data" / name).read_text().splitlines()]
+    trainer = trainers.BpeTrainer(
+        vocab_size=8000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    texts = [
+        json.loads(line)["text"]
+        for name in ("prose.jsonl", "code.jsonl")
+        for line in (ROOT / "sample_data" / name).read_text().splitlines()
+    ]
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.save(str(path))
     return path
@@ -111,7 +115,9 @@ def tiktoken_rank_file() -> Path:
     byte_of = {ch: b for b, ch in enumerate(byte_characters())}
     vocab = json.loads(hf_tokenizer_file().read_text())["model"]["vocab"]
     ordinary = [token for token in sorted(vocab, key=vocab.get) if token != "<|endoftext|>"]
-    lines = [f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}" for rank, token in enumerate(ordinary)]
+    lines = [
+        f"{base64.b64encode(bytes(byte_of[c] for c in token)).decode()} {rank}" for rank, token in enumerate(ordinary)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -191,8 +197,9 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
 _last_cpu = [0.0]
 
 
-def datatrove_tokenize(paths: list[Path], tokenizer_path: Path, text_bytes: int, eos: str = "<|endoftext|>",
-                       token_bytes: int = 2) -> dict:
+def datatrove_tokenize(
+    paths: list[Path], tokenizer_path: Path, text_bytes: int, eos: str = "<|endoftext|>", token_bytes: int = 2
+) -> dict:
     """Hugging Face datatrove's DocumentTokenizer on the same files, tokenizer and cores."""
     out = ROOT / "bench_out_datatrove"
     shutil.rmtree(out, ignore_errors=True)
@@ -218,14 +225,31 @@ def objcli_transform(paths: list, *extra: str, output: str | None = None) -> dic
     """One CLI run into OUT (or ``output``, a URL: then the manifest is not read back)."""
     shutil.rmtree(OUT, ignore_errors=True)
     tokenizer = [] if "-t" in extra else ["-t", str(TOKENIZER)]
-    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), *tokenizer,
-               "--seq-len", "2048", "-o", str(output or OUT), "--quiet", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "objcli",
+        "transform",
+        *map(str, paths),
+        *tokenizer,
+        "--seq-len",
+        "2048",
+        "-o",
+        str(output or OUT),
+        "--quiet",
+        *extra,
+    ]
     seconds, peak, _ = _run_tree(command)
     if output:
         return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0]}
     totals = json.loads((OUT / "manifest.json").read_text())["totals"]
-    return {"seconds": seconds, "text_bytes": totals["text_bytes"], "tokens": totals["tokens"], "peak_rss": peak,
-            "cpu": _last_cpu[0]}
+    return {
+        "seconds": seconds,
+        "text_bytes": totals["text_bytes"],
+        "tokens": totals["tokens"],
+        "peak_rss": peak,
+        "cpu": _last_cpu[0],
+    }
 
 
 def objcli_in_process(paths: list[Path]) -> dict:
@@ -258,15 +282,20 @@ def memory_table(paths: list[Path]) -> None:
     print(f"\nPeak RSS at defaults ({CORES} workers, clm, --seq-len 2048; whole process tree):")
     print(f"{'':44} {'MB in':>7} {'seconds':>8} {'peak RSS':>9} {'vs 1x':>6}")
     base = None
-    for name, inputs, extra in (("1x corpus (8 files)", paths, ()), ("10x corpus (one file)", [big], ()),
-                                ("one 200 MB document", [document], ()),
-                                ("1x corpus, --shuffle-rows", paths, ("--shuffle-rows",)),
-                                ("10x corpus, --shuffle-rows", [big], ("--shuffle-rows",))):
+    for name, inputs, extra in (
+        ("1x corpus (8 files)", paths, ()),
+        ("10x corpus (one file)", [big], ()),
+        ("one 200 MB document", [document], ()),
+        ("1x corpus, --shuffle-rows", paths, ("--shuffle-rows",)),
+        ("10x corpus, --shuffle-rows", [big], ("--shuffle-rows",)),
+    ):
         run = objcli_transform(inputs, *extra)
         base = base or run["peak_rss"]
         megabytes = sum(p.stat().st_size for p in inputs) / 1e6
-        print(f"{name:44} {megabytes:7.0f} {run['seconds']:8.1f} {run['peak_rss'] / 2**20:6.0f} MiB "
-              f"{run['peak_rss'] / base:5.2f}x")
+        print(
+            f"{name:44} {megabytes:7.0f} {run['seconds']:8.1f} {run['peak_rss'] / 2**20:6.0f} MiB "
+            f"{run['peak_rss'] / base:5.2f}x"
+        )
 
 
 def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
@@ -281,8 +310,10 @@ def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
     for name, group in runs.items():
         walls = [r["seconds"] for r in group]
         cpu = statistics.median(r["cpu"] for r in group) / megabytes
-        print(f"{name:16} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
-              f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB")
+        print(
+            f"{name:16} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
+            f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB"
+        )
     ratio = [statistics.median(r["seconds"] for r in runs[n]) for n in runs]
     cpu = [statistics.median(r["cpu"] for r in runs[n]) for n in runs]
     print(f"cost of --shuffle-rows: {ratio[1] / ratio[0]:.2f}x the wall (median), {cpu[1] / cpu[0]:.2f}x the CPU")
@@ -295,7 +326,10 @@ def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
     for name, r in rows:
         rate = r["text_bytes"] / r["seconds"]
         rss = f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "-"
-        print(f"{name:48} {r['seconds']:8.2f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} {rss:>9} {rate / ceiling:6.2f}x")
+        print(
+            f"{name:48} {r['seconds']:8.2f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} {rss:>9} "
+            f"{rate / ceiling:6.2f}x"
+        )
 
 
 def peers_table(paths: list[Path]) -> None:
@@ -319,12 +353,16 @@ def peers_table(paths: list[Path]) -> None:
         rank_file = tiktoken_rank_file()
         ceiling = raw_tiktoken(paths, rank_file)
         through_objcli = objcli_transform(paths, "-t", str(rank_file), "--workers", str(CORES))
-        rows += [("tiktoken encode_ordinary_batch (ceiling)", ceiling, ceiling),
-                 ("objcli clm, tiktoken, --workers 2", through_objcli, ceiling)]
+        rows += [
+            ("tiktoken encode_ordinary_batch (ceiling)", ceiling, ceiling),
+            ("objcli clm, tiktoken, --workers 2", through_objcli, ceiling),
+        ]
     except ImportError:
         print("(tiktoken is not installed: no tiktoken rows)")
     try:
-        rows.append(("datatrove DocumentTokenizer, 2 workers", datatrove_tokenize(paths, tokenizer_json, hf["text_bytes"]), hf))
+        rows.append(
+            ("datatrove DocumentTokenizer, 2 workers", datatrove_tokenize(paths, tokenizer_json, hf["text_bytes"]), hf)
+        )
     except ImportError:
         print("(datatrove is not installed)")
     documents = sum(1 for p in paths for _ in open(p, "rb"))
@@ -334,9 +372,16 @@ def peers_table(paths: list[Path]) -> None:
         rate = r["text_bytes"] / r["seconds"]
         rss = f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "-"
         ratio = rate / (ceiling["text_bytes"] / ceiling["seconds"])
-        print(f"{name:42} {documents / r['seconds']:9,.0f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} {rss:>9} {ratio:6.2f}x")
-    print(f"objcli tokenizer.json, 2 workers vs 1: {one['seconds'] / two['seconds']:.2f}x; "
-          f"vs datatrove: {rows[-1][1]['seconds'] / two['seconds']:.2f}x faster" if len(rows) > 5 else "")
+        print(
+            f"{name:42} {documents / r['seconds']:9,.0f} {rate / 1e6:7.2f} {r['tokens'] / r['seconds'] / 1e6:7.2f} "
+            f"{rss:>9} {ratio:6.2f}x"
+        )
+    print(
+        f"objcli tokenizer.json, 2 workers vs 1: {one['seconds'] / two['seconds']:.2f}x; "
+        f"vs datatrove: {rows[-1][1]['seconds'] / two['seconds']:.2f}x faster"
+        if len(rows) > 5
+        else ""
+    )
     print("dolma: not installed here (pip's resolver backtracks through boto3 releases for over 6 minutes).")
 
 
@@ -348,11 +393,15 @@ def objectives_table(megabytes: int = 200) -> None:
 
     objectives = ("clm", "span-corruption", "prefix-lm", "ul2", "mlm", "nsp", "sop", "electra", "fim", "bart")
     paths = scaling_corpus(DATA / "scaling", megabytes)
-    print(f"\nEvery objective, {megabytes} MB in {len(paths)} files, default pool, --seq-len 2048 (clm) or 512, "
-          f"ratio = the linear ceiling's wall (one SentencePiece thread's / {CORES}) / objcli's (CLI, cold):")
+    print(
+        f"\nEvery objective, {megabytes} MB in {len(paths)} files, default pool, --seq-len 2048 (clm) or 512, "
+        f"ratio = the linear ceiling's wall (one SentencePiece thread's / {CORES}) / objcli's (CLI, cold):"
+    )
     measure(paths, [CORES], 2, OUT, ",".join(f"{o}/auto" for o in objectives))
-    print("\nMany-core model, every objective (bench corpus; objcli/docs/performance.md gives a 16-core machine's "
-          "measurements):")
+    print(
+        "\nMany-core model, every objective (bench corpus; objcli/docs/performance.md gives a 16-core machine's "
+        "measurements):"
+    )
     print_model(model_rows(build_corpus(), objectives))
 
 
@@ -362,12 +411,16 @@ def main() -> None:
     print(f"corpus: {len(paths)} JSONL files, {size / 1e6:.1f} MB, tokenizer {TOKENIZER.name}, {CORES} cores")
     print_table(
         "Pipeline cost beyond tokenization (one core, in process, no start-up):",
-        [("SentencePiece batched encode, 1 thread", raw_sentencepiece(paths, 1)),
-         ("objcli transform clm, library call, 1 worker", objcli_in_process(paths))],
+        [
+            ("SentencePiece batched encode, 1 thread", raw_sentencepiece(paths, 1)),
+            ("objcli transform clm, library call, 1 worker", objcli_in_process(paths)),
+        ],
     )
     rows = [(f"SentencePiece batched encode, {CORES} threads", raw_sentencepiece(paths, CORES))]
     for workers in (1, CORES):
-        rows.append((f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers))))
+        rows.append(
+            (f"objcli transform clm --workers {workers} (CLI)", objcli_transform(paths, "--workers", str(workers)))
+        )
     print_table(f"End to end on {CORES} cores (CLI process tree, start-up included):", rows)
     objectives_table()
 
@@ -395,8 +448,10 @@ def main() -> None:
         run = objcli_transform(paths, "--packing", mode)
         t = json.loads((OUT / "manifest.json").read_text())["totals"]
         packing[mode] = run["seconds"]
-        print(f"{mode:12} {t['rows']:>8,} {100 * t['padding_fraction']:>7.2f}% {t['documents_split']:>11,} "
-              f"{100 * t['split_fraction']:>7.2f}% {run['seconds']:>8.2f} {packing['concat'] / run['seconds']:>10.2f}x")
+        print(
+            f"{mode:12} {t['rows']:>8,} {100 * t['padding_fraction']:>7.2f}% {t['documents_split']:>11,} "
+            f"{100 * t['split_fraction']:>7.2f}% {run['seconds']:>8.2f} {packing['concat'] / run['seconds']:>10.2f}x"
+        )
 
     from bench_kernels import kernel_rows
 

@@ -69,8 +69,25 @@ def main(data: str, tokenizer: str, out: str) -> dict:
     laps.wrap(ShardSink, "write", "write rows (Arrow, sha256)")
     laps.wrap(ShardSink, "close", "close shards (fsync, rename)")
     try:
-        cli(["transform", data, "-t", tokenizer, "-o", out, "--overwrite", "-q", "--objective", "chat",
-             "--seq-len", "4096", "--workers", "1"], standalone_mode=False)
+        cli(
+            [
+                "transform",
+                data,
+                "-t",
+                tokenizer,
+                "-o",
+                out,
+                "--overwrite",
+                "-q",
+                "--objective",
+                "chat",
+                "--seq-len",
+                "4096",
+                "--workers",
+                "1",
+            ],
+            standalone_mode=False,
+        )
     except SystemExit:
         pass
     records = sum(1 for line in open(data, "rb") if line.strip())

@@ -47,12 +47,15 @@ def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
     a, b = str(halves / f"{stem}a.jsonl"), str(halves / f"{stem}b.jsonl")
     common = {"tokenizer": str(tokenizer), "partition_size": "16KiB", **options}
     # The whole run the append must equal: A then B, B starting partitions of its own (as recorded).
-    transform(config_from_values({**common, "inputs": [a, b], "input_breaks": [1], "output": str(tmp_path / "whole")}),
-              workers=1)
+    transform(
+        config_from_values({**common, "inputs": [a, b], "input_breaks": [1], "output": str(tmp_path / "whole")}),
+        workers=1,
+    )
     transform(config_from_values({**common, "inputs": [a, b], "output": str(tmp_path / "plain")}), workers=1)
     transform(config_from_values({**common, "inputs": [a], "output": str(tmp_path / "grown")}), workers=1)
-    values, manifest = appended_values({"inputs": [b], "output": str(tmp_path / "grown"), "tokenizer": str(tokenizer)},
-                                       {})
+    values, manifest = appended_values(
+        {"inputs": [b], "output": str(tmp_path / "grown"), "tokenizer": str(tokenizer)}, {}
+    )
     summary = transform(config_from_values(values), workers=1, append=manifest)
     assert "appended:" in summary.line()
     assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")  # shards and manifest
@@ -60,7 +63,8 @@ def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
     # A is large enough that no partition holds both A and B: the shards are plain `transform A B`'s too.
     fingerprinted = ("manifest.json", "state.json", "dataset_info.json")
     assert {k: v for k, v in folder_bytes(tmp_path / "grown").items() if k not in fingerprinted} == {
-        k: v for k, v in folder_bytes(tmp_path / "plain").items() if k not in fingerprinted}
+        k: v for k, v in folder_bytes(tmp_path / "plain").items() if k not in fingerprinted
+    }
 
 
 @pytest.mark.parametrize("objective", REGISTRY.names())
@@ -111,8 +115,24 @@ def test_a_killed_append_leaves_the_old_output_and_a_rerun_finishes_it(halves, s
     _run(a, "-o", tmp_path / "grown", *common)
     before = folder_bytes(tmp_path / "grown")
     env = {**os.environ, "OBJCLI_CRASH_AT": "partition-done:2"}
-    killed = subprocess.run([sys.executable, "-m", "objcli", "transform", str(b), "-o", str(tmp_path / "grown"),
-                             "--append", *common, "--workers", "1"], env=env, capture_output=True, text=True)
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(b),
+            "-o",
+            str(tmp_path / "grown"),
+            "--append",
+            *common,
+            "--workers",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -9
     assert verify_output(tmp_path / "grown").ok  # the old manifest and every shard it lists
     assert json.loads((tmp_path / "grown" / "manifest.json").read_text()) == json.loads(before["manifest.json"])

@@ -24,7 +24,9 @@ def test_missing_text_key_is_one_clear_line(tmp_path, sample_tokenizer):
         "choose the text field with --text-key\n"
     )
     assert not (tmp_path / "out" / "manifest.json").exists()
-    ok = invoke("transform", data, "-t", sample_tokenizer, "-o", tmp_path / "out", "--text-key", "content", "--seq-len", "4")
+    ok = invoke(
+        "transform", data, "-t", sample_tokenizer, "-o", tmp_path / "out", "--text-key", "content", "--seq-len", "4"
+    )
     assert ok.exit_code == 0, ok.output
 
 
@@ -58,7 +60,9 @@ def test_missing_tokenizer_and_not_a_model(tmp_path, small_corpus):
     (tmp_path / "junk.model").write_bytes(b"not a model")
     result = invoke("transform", small_corpus, "-t", tmp_path / "junk.model", "-o", tmp_path / "out")
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: tokenizer {tmp_path / 'junk.model'}: neither a SentencePiece model nor a tokenizer.json")
+    assert result.output.startswith(
+        f"Error: tokenizer {tmp_path / 'junk.model'}: neither a SentencePiece model nor a tokenizer.json"
+    )
 
 
 def test_existing_output_of_another_configuration_needs_overwrite(tmp_path, small_corpus, sample_tokenizer):
@@ -118,7 +122,12 @@ def test_bad_option_values(tmp_path, small_corpus, sample_tokenizer):
 def test_inspect_shows_segments_and_padding(tmp_path, sample_tokenizer):
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "Hello world."}\n{"text": "Second doc."}\n')
-    assert invoke("transform", data, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "64", "--remainder", "pad").exit_code == 0
+    assert (
+        invoke(
+            "transform", data, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "64", "--remainder", "pad"
+        ).exit_code
+        == 0
+    )
     result = invoke("inspect", tmp_path / "out", "--no-color")
     assert result.exit_code == 0
     lines = result.output.splitlines()
@@ -151,33 +160,68 @@ def test_readme_quickstart_output_is_real():
     assert pasted, "README should paste the demo's summary line"
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--objective", "clm", "--mask-prob", "0.2"], "Error: --mask-prob applies to electra, mlm, nsp, sop, not to clm\n"),
-    (["--objective", "t5", "--whole-word"], "Error: --whole-word applies to mlm, nsp, sop, not to span-corruption\n"),
-    (["--objective", "clm", "--remainder", "pad", "--packing", "best-fit"],
-     "Error: --remainder pad: applies to --packing concat, not best-fit\n"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--objective", "clm", "--mask-prob", "0.2"],
+            "Error: --mask-prob applies to electra, mlm, nsp, sop, not to clm\n",
+        ),
+        (
+            ["--objective", "t5", "--whole-word"],
+            "Error: --whole-word applies to mlm, nsp, sop, not to span-corruption\n",
+        ),
+        (
+            ["--objective", "clm", "--remainder", "pad", "--packing", "best-fit"],
+            "Error: --remainder pad: applies to --packing concat, not best-fit\n",
+        ),
+    ],
+)
 def test_options_of_another_objective_or_packer_are_refused(flags, message, small_corpus, sample_tokenizer, tmp_path):
-    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                       *flags])
+    result = CliRunner().invoke(
+        main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *flags]
+    )
     assert result.exit_code == 1 and result.output == message
 
 
 def test_manifest_records_everything_needed(tmp_path, small_corpus, sample_tokenizer):
-    invoke("transform", small_corpus, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "128", "--text-unit", "paragraph")
+    invoke(
+        "transform",
+        small_corpus,
+        "-t",
+        sample_tokenizer,
+        "-o",
+        tmp_path / "out",
+        "--seq-len",
+        "128",
+        "--text-unit",
+        "paragraph",
+    )
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["complete"] is True
     assert manifest["tokenizer"]["vocab_size"] == 8000 and len(manifest["tokenizer"]["sha256"]) == 64
     assert manifest["special_tokens"]["ids"] == {"eos": 2}
     assert [c["name"] for c in manifest["columns"]] == ["input_ids", "segment_ids", "position_ids"]
-    assert [i["path"] for i in manifest["inputs"]] == [str(small_corpus / n) for n in ("code.jsonl", "prose.jsonl", "reference.txt")]
+    assert [i["path"] for i in manifest["inputs"]] == [
+        str(small_corpus / n) for n in ("code.jsonl", "prose.jsonl", "reference.txt")
+    ]
     for shard in manifest["shards"]:
         assert set(shard) >= {"files", "rows", "tokens", "padding_tokens", "documents", "sha256"}
 
 
 def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_tokenizer):
-    result = invoke("transform", small_corpus, "-t", sample_tokenizer, "-o", tmp_path / "out", "--objective", "t5",
-                    "--format", "megatron")
+    result = invoke(
+        "transform",
+        small_corpus,
+        "-t",
+        sample_tokenizer,
+        "-o",
+        tmp_path / "out",
+        "--objective",
+        "t5",
+        "--format",
+        "megatron",
+    )
     assert result.exit_code == 1
     assert result.output == (
         "Error: --format megatron stores input_ids only, and span-corruption also writes labels; "
@@ -185,11 +229,14 @@ def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_
     )
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("[]", "the run did not complete"),
-    ('{"complete": true}', "not an objcli manifest (Object missing required field `objective`)"),
-    ('{"complete": true, "objective": "clm", "shards": 3}', "not an objcli manifest"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("[]", "the run did not complete"),
+        ('{"complete": true}', "not an objcli manifest (Object missing required field `objective`)"),
+        ('{"complete": true, "objective": "clm", "shards": 3}', "not an objcli manifest"),
+    ],
+)
 @pytest.mark.parametrize("command", ["verify", "stats", "inspect"])
 def test_a_manifest_that_does_not_fit_the_schema_is_one_line(command, content, expected, tmp_path):
     (tmp_path / "manifest.json").write_text(content)
@@ -207,10 +254,16 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(command, tmp_path,
     import sys
 
     out = tmp_path / "out"
-    CliRunner().invoke(main, ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", str(out),
-                              "--seq-len", "64", "-q"], catch_exceptions=False)
-    args = (["inspect", str(out), "--rows", "500"] if command == "inspect" else
-            ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", "-", "--seq-len", "64", "-q"])
+    CliRunner().invoke(
+        main,
+        ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", str(out), "--seq-len", "64", "-q"],
+        catch_exceptions=False,
+    )
+    args = (
+        ["inspect", str(out), "--rows", "500"]
+        if command == "inspect"
+        else ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", "-", "--seq-len", "64", "-q"]
+    )
     process = subprocess.Popen([sys.executable, "-m", "objcli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert len(process.stdout.read(100)) == 100
     process.stdout.close()  # the reader goes away with most of the output unread

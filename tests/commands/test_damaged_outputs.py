@@ -16,15 +16,18 @@ def mlm_output(small_corpus, sample_tokenizer, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("plot.txt", "name a .png, .pdf or .svg file"),
-    ("plot", "name a .png, .pdf or .svg file"),
-    (".png", "name a .png, .pdf or .svg file"),  # a hidden file named only by its extension
-    ("plot.jpeg", "name a .png, .pdf or .svg file"),
-    ("", "is a folder"),  # the folder itself
-    ("sub/", "is a folder"),
-    ("missing/x.png", "missing does not exist; create it"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("plot.txt", "name a .png, .pdf or .svg file"),
+        ("plot", "name a .png, .pdf or .svg file"),
+        (".png", "name a .png, .pdf or .svg file"),  # a hidden file named only by its extension
+        ("plot.jpeg", "name a .png, .pdf or .svg file"),
+        ("", "is a folder"),  # the folder itself
+        ("sub/", "is a folder"),
+        ("missing/x.png", "missing does not exist; create it"),
+    ],
+)
 def test_a_plot_path_that_cannot_be_written_is_one_line_before_any_work(mlm_output, tmp_path, name, message):
     (tmp_path / "sub").mkdir()
     target = str(tmp_path / name) if name else str(tmp_path)
@@ -44,8 +47,9 @@ def test_a_plot_in_each_format_is_written_whole(mlm_output, tmp_path, suffix):
     assert target.read_bytes().startswith(magic) and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
-def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(mlm_output, small_corpus, sample_tokenizer,
-                                                                          tmp_path):
+def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(
+    mlm_output, small_corpus, sample_tokenizer, tmp_path
+):
     """Item 6: export-tokenizer -o DIR replaced a tokenizer in DIR silently, the run's own included
     (then the output no longer verified and the run could not be repeated)."""
     from pathlib import Path
@@ -64,8 +68,9 @@ def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(mlm_o
     own = tmp_path / "own"
     own.mkdir()
     (own / "tokenizer.model").write_bytes(Path(sample_tokenizer).read_bytes())
-    run_transform([small_corpus / "prose.jsonl"],
-                  own / "tokenizer.model", tmp_path / "run", objective="mlm", seq_len=64)
+    run_transform(
+        [small_corpus / "prose.jsonl"], own / "tokenizer.model", tmp_path / "run", objective="mlm", seq_len=64
+    )
     before = (own / "tokenizer.model").read_bytes()
     for flags in ([], ["--overwrite"]):
         refused = runner.invoke(main, ["export-tokenizer", str(tmp_path / "run"), "-o", str(own), *flags])
@@ -102,10 +107,15 @@ def test_a_manifest_cannot_send_reads_outside_its_folder(small_corpus, sample_to
     assert result.output.startswith("Error:") and result.output.count("\n") == 1
 
 
-@pytest.mark.parametrize(("fmt", "name", "damage"), [
-    ("megatron", "megatron.txt", "edit"), ("megatron", "megatron.txt", "delete"),
-    ("hf", "state.json", "delete"), ("hf", "dataset_info.json", "edit"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "name", "damage"),
+    [
+        ("megatron", "megatron.txt", "edit"),
+        ("megatron", "megatron.txt", "delete"),
+        ("hf", "state.json", "delete"),
+        ("hf", "dataset_info.json", "edit"),
+    ],
+)
 def test_verify_checks_the_files_a_formats_loader_opens(small_corpus, sample_tokenizer, tmp_path, fmt, name, damage):
     """Item 9: a deleted or edited megatron.txt (pointing at ../../etc/passwd) or a deleted HF
     state.json passed verify."""
@@ -121,17 +131,21 @@ def test_verify_checks_the_files_a_formats_loader_opens(small_corpus, sample_tok
     assert ("is missing" if damage == "delete" else "differs from what the manifest's shards make it") in result.output
 
 
-@pytest.mark.parametrize(("extra", "point"), [
-    ([], "shard-write:1"),                                      # the first pass
-    (["--shuffle-rows"], "shuffle-bucket:1"),                   # the second pass (a 48-56 line traceback before)
-    (["--shuffle-rows"], "shard-write:3"),                      # a shard written by the second pass
-    (["--format", "megatron"], "format-file:1"),                # megatron.txt
-    (["--format", "hf"], "format-file:2"),                      # dataset_info.json
-    ([], "manifest.json:1"),                                    # the manifest, last
-    (["--split", "validation=20%"], "rename:1"),                # a shard renamed to its final name
-])
-def test_a_full_disk_on_every_write_path_is_one_line_and_a_rerun_finishes(small_corpus, sample_tokenizer, tmp_path,
-                                                                          extra, point):
+@pytest.mark.parametrize(
+    ("extra", "point"),
+    [
+        ([], "shard-write:1"),  # the first pass
+        (["--shuffle-rows"], "shuffle-bucket:1"),  # the second pass (a 48-56 line traceback before)
+        (["--shuffle-rows"], "shard-write:3"),  # a shard written by the second pass
+        (["--format", "megatron"], "format-file:1"),  # megatron.txt
+        (["--format", "hf"], "format-file:2"),  # dataset_info.json
+        ([], "manifest.json:1"),  # the manifest, last
+        (["--split", "validation=20%"], "rename:1"),  # a shard renamed to its final name
+    ],
+)
+def test_a_full_disk_on_every_write_path_is_one_line_and_a_rerun_finishes(
+    small_corpus, sample_tokenizer, tmp_path, extra, point
+):
     """Item 1: every write path turns an OS error into the one-line output error, leaves no manifest
     and no half-written file, and the same command then finishes with the bytes of a clean run."""
     import os
@@ -140,14 +154,37 @@ def test_a_full_disk_on_every_write_path_is_one_line_and_a_rerun_finishes(small_
 
     def run(out, fault=None):
         env = {**os.environ, **({"OBJCLI_CRASH_AT": fault} if fault else {})}
-        return subprocess.run([sys.executable, "-m", "objcli", "transform", str(small_corpus / "prose.jsonl"), "-t",
-                               sample_tokenizer, "--seq-len", "64", "--shard-size", "200", "--workers", "1", "-o",
-                               str(out), "-q", *extra], env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "objcli",
+                "transform",
+                str(small_corpus / "prose.jsonl"),
+                "-t",
+                sample_tokenizer,
+                "--seq-len",
+                "64",
+                "--shard-size",
+                "200",
+                "--workers",
+                "1",
+                "-o",
+                str(out),
+                "-q",
+                *extra,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     failed = run(tmp_path / "out", f"{point}:ENOSPC")
     assert failed.returncode == 1, failed.stderr
-    assert failed.stderr == (f"Error: output {tmp_path / 'out'}: no space left on the device; free some space and rerun "
-                             "the same command (finished partitions are kept)\n")
+    assert failed.stderr == (
+        f"Error: output {tmp_path / 'out'}: no space left on the device; free some space and rerun "
+        "the same command (finished partitions are kept)\n"
+    )
     assert not (tmp_path / "out" / "manifest.json").exists()
     assert not [p for p in (tmp_path / "out").rglob("*") if p.name.endswith(".tmp") and p.is_file()]
     assert run(tmp_path / "out").returncode == 0 and run(tmp_path / "clean").returncode == 0

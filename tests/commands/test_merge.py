@@ -39,8 +39,9 @@ def _outputs(parts, tokenizer, tmp_path, fmt, **options):
     outputs = []
     for k, path in enumerate(parts):
         out = tmp_path / f"src{k}"
-        run_transform([path], tokenizer, out, output_format=fmt, seq_len=128, shard_size="40" if k == 1 else "256MB",
-                      **options)
+        run_transform(
+            [path], tokenizer, out, output_format=fmt, seq_len=128, shard_size="40" if k == 1 else "256MB", **options
+        )
         outputs.append(out)
     return outputs
 
@@ -66,8 +67,9 @@ def test_merged_rows_are_the_sources_rows_in_order(fmt, parts, sample_tokenizer,
         (shard,) = manifest["shards"]
         prefix = tmp_path / "merged" / shard["files"][0].removesuffix(".bin")
         version, code, sequences, doc_index = megatron_read(prefix)
-        expected = [seq for s in sources for f in sorted(s.glob("*.bin"))
-                    for seq in megatron_read(f.with_suffix(""))[2]]
+        expected = [
+            seq for s in sources for f in sorted(s.glob("*.bin")) for seq in megatron_read(f.with_suffix(""))[2]
+        ]
         assert version == 1 and sequences == expected and doc_index == list(range(len(expected) + 1))
         assert (tmp_path / "merged" / "megatron.txt").read_text() == f"{t['tokens']} {prefix.name}\n"
     if fmt == "hf":
@@ -102,13 +104,19 @@ def test_a_killed_merge_leaves_no_manifest_and_a_rerun_finishes_it(parts, sample
     sources = _outputs(parts, sample_tokenizer, tmp_path, "arrow")
     merge([str(s) for s in sources], str(tmp_path / "whole"))
     env = {**os.environ, "OBJCLI_CRASH_AT": "merge-file:3"}
-    result = subprocess.run([sys.executable, "-m", "objcli", "merge", *map(str, sources), "-o", str(tmp_path / "m")],
-                            env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "objcli", "merge", *map(str, sources), "-o", str(tmp_path / "m")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == -signal.SIGKILL
     assert not (tmp_path / "m" / "manifest.json").exists()
     time.sleep(0.1)
     again = run_cli("merge", *sources, "-o", tmp_path / "m")
     assert again.returncode == 0, again.stderr
+
     def files(folder):
         return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".objcli-lock"}
 
@@ -154,8 +162,9 @@ def test_an_unsplit_source_joins_the_training_split_of_split_ones(fmt, parts, sa
     file, of which it kept one), and the validation split is the split source's alone."""
     packing = "none" if fmt in ("megatron", "tokens", "llmc", "nanoset") else "concat"
     split = tmp_path / "split"
-    run_transform(parts[:2], sample_tokenizer, split, output_format=fmt, seq_len=128, packing=packing,
-                  split="validation=20%")
+    run_transform(
+        parts[:2], sample_tokenizer, split, output_format=fmt, seq_len=128, packing=packing, split="validation=20%"
+    )
     whole = _outputs(parts[2:], sample_tokenizer, tmp_path, fmt, packing=packing)[0]
     manifest = merge([str(split), str(whole)], str(tmp_path / "merged"))
     assert verify_output(tmp_path / "merged").ok
@@ -189,10 +198,12 @@ def test_rows_a_merge_would_write_twice_are_named(parts, sample_tokenizer, tmp_p
     merge([str(first), str(second), str(tmp_path / "copy"), str(appended)], str(tmp_path / "out"), warn=told.append)
     count = len(read_manifest(second).shards)
     total = len(read_manifest(appended).shards)
-    assert told == [f"1 of the 1 shard files of {(tmp_path / 'copy').resolve()} are byte-identical to files of "
-                    f"{first.resolve()}: their rows appear twice in the merged output",
-                    f"{count:,} of the {total:,} shard files of {appended.resolve()} are byte-identical to files of "
-                    f"{second.resolve()}: their rows appear twice in the merged output"]
+    assert told == [
+        f"1 of the 1 shard files of {(tmp_path / 'copy').resolve()} are byte-identical to files of "
+        f"{first.resolve()}: their rows appear twice in the merged output",
+        f"{count:,} of the {total:,} shard files of {appended.resolve()} are byte-identical to files of "
+        f"{second.resolve()}: their rows appear twice in the merged output",
+    ]
     result = run_cli("merge", first, second, "-o", tmp_path / "cli")
     assert result.returncode == 0 and "warning" not in result.stderr
     result = run_cli("merge", first, tmp_path / "copy", "-o", tmp_path / "cli2")

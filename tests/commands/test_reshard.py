@@ -27,8 +27,15 @@ def _rows(folder):
 @pytest.mark.parametrize("size", ["37", "64KB"])
 def test_resharded_rows_are_the_rows_in_order(fmt, size, small_corpus, sample_tokenizer, tmp_path):
     packing = "none" if fmt in whole_document_formats() else "best-fit"
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", output_format=fmt, seq_len=128,
-                  packing=packing, shard_size="50")
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "src",
+        output_format=fmt,
+        seq_len=128,
+        packing=packing,
+        shard_size="50",
+    )
     manifest = reshard(str(tmp_path / "src"), str(tmp_path / "new"), size)
     assert verify_output(tmp_path / "new").ok
     assert _rows(tmp_path / "new") == _rows(tmp_path / "src")
@@ -42,13 +49,28 @@ def test_resharded_rows_are_the_rows_in_order(fmt, size, small_corpus, sample_to
     assert manifest["resharded_from"]["shards"] == len(source["shards"])
 
 
-def test_a_killed_reshard_leaves_no_manifest_and_the_same_command_writes_the_same_bytes(small_corpus,
-                                                                                        sample_tokenizer, tmp_path):
+def test_a_killed_reshard_leaves_no_manifest_and_the_same_command_writes_the_same_bytes(
+    small_corpus, sample_tokenizer, tmp_path
+):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="40")
     reshard(str(tmp_path / "src"), str(tmp_path / "whole"), "25")
     env = {**os.environ, "OBJCLI_CRASH_AT": "shard-write:3"}
-    killed = subprocess.run([sys.executable, "-m", "objcli", "reshard", str(tmp_path / "src"), "--shard-size", "25",
-                             "-o", str(tmp_path / "new")], env=env, capture_output=True, text=True)
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "reshard",
+            str(tmp_path / "src"),
+            "--shard-size",
+            "25",
+            "-o",
+            str(tmp_path / "new"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -9 and not (tmp_path / "new" / "manifest.json").exists()
     again = run_cli("reshard", tmp_path / "src", "--shard-size", "25", "-o", tmp_path / "new", "-q")
     assert again.returncode == 0, again.stderr
@@ -61,11 +83,13 @@ def test_a_killed_reshard_leaves_no_manifest_and_the_same_command_writes_the_sam
 
 def test_reshard_errors_are_one_line(small_corpus, sample_tokenizer, tmp_path):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128)
-    for args, message in (((tmp_path / "src", "--shard-size", "0", "-o", tmp_path / "n"), "--shard-size 0"),
-                          ((tmp_path / "src", "--shard-size", "10", "-o", tmp_path / "src"), "leave out -o to reshard in place"),
-                          ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json"),
-                          ((tmp_path / "src", "--shard-size", "10", "--overwrite"), "leave out --overwrite"),
-                          ((tmp_path / "nothing", "--shard-size", "10"), "no manifest.json")):
+    for args, message in (
+        ((tmp_path / "src", "--shard-size", "0", "-o", tmp_path / "n"), "--shard-size 0"),
+        ((tmp_path / "src", "--shard-size", "10", "-o", tmp_path / "src"), "leave out -o to reshard in place"),
+        ((tmp_path / "nothing", "--shard-size", "10", "-o", tmp_path / "n2"), "no manifest.json"),
+        ((tmp_path / "src", "--shard-size", "10", "--overwrite"), "leave out --overwrite"),
+        ((tmp_path / "nothing", "--shard-size", "10"), "no manifest.json"),
+    ):
         result = run_cli("reshard", *args)
         assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
@@ -76,11 +100,17 @@ def _comparable(folder):
 
 
 @pytest.mark.parametrize("fmt", ["arrow", "hf", "parquet", "megatron"])
-def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, small_corpus, sample_tokenizer,
-                                                                        tmp_path):
+def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, small_corpus, sample_tokenizer, tmp_path):
     packing = "none" if fmt in whole_document_formats() else "best-fit"
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", output_format=fmt, seq_len=128,
-                  packing=packing, shard_size="30")
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "src",
+        output_format=fmt,
+        seq_len=128,
+        packing=packing,
+        shard_size="30",
+    )
     before = _rows(tmp_path / "src")
     reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
     result = run_cli("reshard", tmp_path / "src", "--shard-size", "100KB")
@@ -90,15 +120,29 @@ def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, sm
     assert sorted(p.name for p in (tmp_path / "src").iterdir() if p.name.startswith(".")) == [".objcli-lock"]
 
 
-@pytest.mark.parametrize("point", ["shard-write:2", "shard-committed:1", "reshard-committed:1", "reshard-moved:1",
-                                   "reshard-moved:3", "manifest.json:1"])
-def test_an_in_place_reshard_killed_anywhere_is_old_or_finished_by_the_same_command(point, small_corpus,
-                                                                                     sample_tokenizer, tmp_path):
+@pytest.mark.parametrize(
+    "point",
+    [
+        "shard-write:2",
+        "shard-committed:1",
+        "reshard-committed:1",
+        "reshard-moved:1",
+        "reshard-moved:3",
+        "manifest.json:1",
+    ],
+)
+def test_an_in_place_reshard_killed_anywhere_is_old_or_finished_by_the_same_command(
+    point, small_corpus, sample_tokenizer, tmp_path
+):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="20")
     before, old_files = _rows(tmp_path / "src"), _comparable(tmp_path / "src")
     reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
-    killed = subprocess.run([sys.executable, "-m", "objcli", "reshard", str(tmp_path / "src"), "--shard-size", "100KB"],
-                            env={**os.environ, "OBJCLI_CRASH_AT": point}, capture_output=True, text=True)
+    killed = subprocess.run(
+        [sys.executable, "-m", "objcli", "reshard", str(tmp_path / "src"), "--shard-size", "100KB"],
+        env={**os.environ, "OBJCLI_CRASH_AT": point},
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -9, killed.stderr
     if (tmp_path / "src" / "manifest.json").exists():  # killed before the commit: the old output, whole
         assert verify_output(tmp_path / "src").ok and _rows(tmp_path / "src") == before
@@ -128,8 +172,8 @@ def test_growing_arrow_shards_are_their_sources_record_batches_back_to_back(smal
     taken = 0
     for shard, held in zip(manifest["shards"], new):  # bookkeeping: the sum of whole source shards, exact
         counts = [len(batches(tmp_path / "src", s)) for s in source["shards"]]
-        size = next(k for k in range(len(counts) + 1) if sum(counts[taken:taken + k]) == len(held))
-        group = source["shards"][taken:taken + size]
+        size = next(k for k in range(len(counts) + 1) if sum(counts[taken : taken + k]) == len(held))
+        group = source["shards"][taken : taken + size]
         for key in ("rows", "tokens", "padding_tokens", "documents", "segments"):
             assert shard[key] == sum(s[key] for s in group)
         assert sum(s["bytes"][s["files"][0]] for s in group) <= 120_000 + 2_000 * len(group)
@@ -143,8 +187,10 @@ def test_reshard_in_place_on_object_storage_is_refused_in_one_line():
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-@given(st.lists(st.tuples(st.integers(1, 50), st.sampled_from(["", "validation"])), min_size=1, max_size=30),
-       st.integers(50, 120))
+@given(
+    st.lists(st.tuples(st.integers(1, 50), st.sampled_from(["", "validation"])), min_size=1, max_size=30),
+    st.integers(50, 120),
+)
 def test_new_shards_are_greedy_runs_of_whole_source_shards_of_one_split(shards, limit):
     from pathlib import Path
 
@@ -164,8 +210,9 @@ def test_new_shards_are_greedy_runs_of_whole_source_shards_of_one_split(shards, 
 
 @pytest.mark.parametrize("damage", ["truncated", "missing", "garbled"])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_a_damaged_source_shard_is_named_in_one_line_and_nothing_is_written(damage, in_place, small_corpus,
-                                                                              sample_tokenizer, tmp_path):
+def test_a_damaged_source_shard_is_named_in_one_line_and_nothing_is_written(
+    damage, in_place, small_corpus, sample_tokenizer, tmp_path
+):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="20")
     shard = sorted((tmp_path / "src").glob("part-00001-*"))[0]
     data = shard.read_bytes()
@@ -174,7 +221,9 @@ def test_a_damaged_source_shard_is_named_in_one_line_and_nothing_is_written(dama
     else:
         shard.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:300] + b"\xff" * 40 + data[340:])
     before = folder_bytes(tmp_path / "src")
-    result = run_cli("reshard", tmp_path / "src", "--shard-size", "1MB", *([] if in_place else ["-o", tmp_path / "new"]))
+    result = run_cli(
+        "reshard", tmp_path / "src", "--shard-size", "1MB", *([] if in_place else ["-o", tmp_path / "new"])
+    )
     assert result.returncode == 1 and shard.name in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert folder_bytes(tmp_path / "src") == before
@@ -194,8 +243,14 @@ def _split_totals_from_shards(manifest):
 @pytest.mark.parametrize("command", ["reshard", "reshard in place", "merge"])
 def test_rebuilt_outputs_recount_their_splits(command, small_corpus, sample_tokenizer, tmp_path):
     for name, corpus in (("a", "prose.jsonl"), ("b", "code.jsonl")):
-        run_transform([small_corpus / corpus], sample_tokenizer, tmp_path / name, seq_len=128, shard_size="20",
-                      split="validation=20%")
+        run_transform(
+            [small_corpus / corpus],
+            sample_tokenizer,
+            tmp_path / name,
+            seq_len=128,
+            shard_size="20",
+            split="validation=20%",
+        )
     if command == "merge":
         args, out = ("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "new"), tmp_path / "new"
     elif command == "reshard":
@@ -228,15 +283,23 @@ def test_a_new_shard_of_one_source_shard_is_that_file_hard_linked(small_corpus, 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 @pytest.mark.parametrize("command", ["reshard", "merge"])
-def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_output(command, fmt, small_corpus,
-                                                                                    sample_tokenizer, tmp_path):
+def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_output(
+    command, fmt, small_corpus, sample_tokenizer, tmp_path
+):
     """``-o OUT --overwrite`` where OUT holds an earlier output, a source in a subfolder and a file of
     the user's: the earlier output's files go (as with ``transform --overwrite``), the rest stays."""
     packing = "none" if fmt in whole_document_formats() else "best-fit"
     out, source = tmp_path / "out", tmp_path / "out" / "kept-source"
     for folder, corpus in ((out, "code.jsonl"), (source, "prose.jsonl")):
-        run_transform([small_corpus / corpus], sample_tokenizer, folder, output_format=fmt, seq_len=128,
-                      packing=packing, shard_size="30")
+        run_transform(
+            [small_corpus / corpus],
+            sample_tokenizer,
+            folder,
+            output_format=fmt,
+            seq_len=128,
+            packing=packing,
+            shard_size="30",
+        )
     (out / "NOTES.txt").write_text("mine")
     before = folder_bytes(source)
     earlier = set(manifest_json(out)["shards"][0]["files"])
@@ -290,23 +353,30 @@ def test_the_stream_layout_is_where_pyarrow_finds_the_messages(batches, metadata
         assert layout.schema == path.read_bytes()[:body_start]
 
 
-FULL_DISK_POINTS = [("reshard in place", "shard-write:2"), ("reshard in place", "shard-committed:2"),
-                    ("reshard", "shard-write:2"), ("reshard", "shard-committed:1"),
-                    ("merge", "merge-file:2")]
+FULL_DISK_POINTS = [
+    ("reshard in place", "shard-write:2"),
+    ("reshard in place", "shard-committed:2"),
+    ("reshard", "shard-write:2"),
+    ("reshard", "shard-committed:1"),
+    ("merge", "merge-file:2"),
+]
 
 
 @pytest.mark.parametrize(("command", "point"), FULL_DISK_POINTS)
-def test_a_full_disk_is_one_line_leaves_the_sources_whole_and_gives_its_space_back(command, point, small_corpus,
-                                                                                   sample_tokenizer, tmp_path):
+def test_a_full_disk_is_one_line_leaves_the_sources_whole_and_gives_its_space_back(
+    command, point, small_corpus, sample_tokenizer, tmp_path
+):
     """A disk that fills up part way through (ENOSPC raised where a shard is written, a file linked or
     copied, or a shard committed) is one line saying what to do; every source still verifies with its
     bytes unchanged, and no work folder is left holding the half-built shards' space."""
     for name, corpus in (("a", "prose.jsonl"), ("b", "code.jsonl")):
         run_transform([small_corpus / corpus], sample_tokenizer, tmp_path / name, seq_len=128, shard_size="30")
     before = {name: folder_bytes(tmp_path / name) for name in ("a", "b")}
-    args = {"reshard in place": ("reshard", tmp_path / "a", "--shard-size", "64KB"),
-            "reshard": ("reshard", tmp_path / "a", "--shard-size", "64KB", "-o", tmp_path / "new"),
-            "merge": ("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "new")}[command]
+    args = {
+        "reshard in place": ("reshard", tmp_path / "a", "--shard-size", "64KB"),
+        "reshard": ("reshard", tmp_path / "a", "--shard-size", "64KB", "-o", tmp_path / "new"),
+        "merge": ("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "new"),
+    }[command]
     result = run_cli(*args, "-q", env={"OBJCLI_CRASH_AT": f"{point}:ENOSPC"})
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "no space left on the device" in result.stderr and "free some space" in result.stderr

@@ -19,7 +19,9 @@ def stats_json(folder):
 
 
 def test_clm_supervised_tokens_are_next_token_targets(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus], sample_tokenizer, tmp_path / "out", seq_len=256, packing="best-fit", text_unit="paragraph")
+    run_transform(
+        [small_corpus], sample_tokenizer, tmp_path / "out", seq_len=256, packing="best-fit", text_unit="paragraph"
+    )
     table, stats = table_of(tmp_path / "out"), stats_json(tmp_path / "out")
     segments = [[row.count(s) for s in range(1, max(row) + 1)] for row in table["segment_ids"]]
     assert stats["rows"] == len(table["input_ids"])
@@ -41,7 +43,14 @@ def test_mlm_and_span_corruption_supervision(small_corpus, sample_tokenizer, tmp
 
 
 def test_ul2_per_denoiser_counts_and_plot(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "ul2", objective="ul2", seq_len=128, mixture="ul2-3")
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "ul2",
+        objective="ul2",
+        seq_len=128,
+        mixture="ul2-3",
+    )
     table = table_of(tmp_path / "ul2")
     png = tmp_path / "stats.png"
     result = CliRunner().invoke(main, ["stats", str(tmp_path / "ul2"), "--plot", str(png)])

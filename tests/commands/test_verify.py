@@ -39,9 +39,13 @@ def corpus(small_corpus):
     return [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
 
 
-@pytest.mark.parametrize("objective, options", OBJECTIVES, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values())))
+@pytest.mark.parametrize(
+    "objective, options", OBJECTIVES, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values()))
+)
 def test_every_objective_passes(corpus, sample_tokenizer, tmp_path, objective, options):
-    run_transform(corpus, sample_tokenizer, tmp_path / "out", objective=objective, seq_len=128, shard_size="100", **options)
+    run_transform(
+        corpus, sample_tokenizer, tmp_path / "out", objective=objective, seq_len=128, shard_size="100", **options
+    )
     report = verify_output(tmp_path / "out")
     assert report.problems == []
     assert report.shards > 1 and report.rows > 100
@@ -49,7 +53,9 @@ def test_every_objective_passes(corpus, sample_tokenizer, tmp_path, objective, o
 
 @pytest.mark.parametrize("output_format", ["parquet", "npy", "megatron"])
 def test_every_format_passes(corpus, sample_tokenizer, tmp_path, output_format):
-    run_transform(corpus, sample_tokenizer, tmp_path / "out", seq_len=128, shard_size="100", output_format=output_format)
+    run_transform(
+        corpus, sample_tokenizer, tmp_path / "out", seq_len=128, shard_size="100", output_format=output_format
+    )
     assert verify_output(tmp_path / "out").problems == []
 
 
@@ -97,7 +103,9 @@ def test_catches_a_truncated_shard(written):
 
 def test_catches_an_unlisted_shard(written):
     (written / "part-00099-of-00100.arrow").write_bytes(b"")
-    assert verify_output(written).problems == ["part-00099-of-00100.arrow: not listed in the manifest (left by another run?)"]
+    assert verify_output(written).problems == [
+        "part-00099-of-00100.arrow: not listed in the manifest (left by another run?)"
+    ]
 
 
 def _rewrite_first_shard(folder, change):
@@ -124,7 +132,10 @@ def test_catches_broken_segment_ids(written):
 
     _rewrite_first_shard(written, swap)
     problems = verify_output(written).problems
-    assert problems == [f"{sorted(written.glob('part-*'))[0].name}: segment_ids do not count up from 1 with padding (0) only at the end of a row"]
+    assert problems == [
+        f"{sorted(written.glob('part-*'))[0].name}: segment_ids do not count up from 1 with padding (0) only at the "
+        "end of a row"
+    ]
 
 
 def test_catches_positions_that_do_not_restart(written):
@@ -169,7 +180,6 @@ def test_catches_prefix_labels_that_are_not_masked(corpus, sample_tokenizer, tmp
 
     _rewrite_first_shard(out, unmask)
     assert any("labels are not -100 on the prefix" in p for p in verify_output(out).problems)
-
 
 
 @given(sizes=st.lists(st.integers(0, 3000), max_size=12), writeback=st.integers(1, 4096))

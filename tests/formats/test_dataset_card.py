@@ -22,12 +22,20 @@ def manifest_of(folder):
 @pytest.mark.parametrize("fmt", ["arrow", "parquet"])
 def test_load_dataset_gives_every_split_whatever_its_name(fmt, tmp_path):
     out = tmp_path / "o"
-    run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=128, output_format=fmt,
-                  split="heldout=10%,validation=5%", shard_size="500")
+    run_transform(
+        [SAMPLE / "prose.jsonl"],
+        SAMPLE / "tokenizer.model",
+        out,
+        seq_len=128,
+        output_format=fmt,
+        split="heldout=10%,validation=5%",
+        shard_size="500",
+    )
     manifest = manifest_of(out)
     loaded = datasets.load_dataset(str(out))
     assert {name: split.num_rows for name, split in loaded.items()} == {
-        name: s["rows"] for name, s in manifest["splits"].items()}
+        name: s["rows"] for name, s in manifest["splits"].items()
+    }
     assert set(loaded) == {"train", "heldout", "validation"}
 
 
@@ -37,12 +45,18 @@ def test_the_cards_figures_are_the_manifests(tmp_path):
     manifest, card = manifest_of(out), card_of(out)
     info = card.data.dataset_info
     assert [f["name"] for f in info["features"]] == [c["name"] for c in manifest["columns"]]
-    assert {s["name"]: s["num_examples"] for s in info["splits"]} == {n: s["rows"] for n, s in manifest["splits"].items()}
+    assert {s["name"]: s["num_examples"] for s in info["splits"]} == {
+        n: s["rows"] for n, s in manifest["splits"].items()
+    }
     assert {s["name"]: s["num_bytes"] for s in info["splits"]} == {
-        name: sum(sum(s["bytes"].values()) for s in manifest["shards"] if s["split"] == name) for name in manifest["splits"]}
+        name: sum(sum(s["bytes"].values()) for s in manifest["shards"] if s["split"] == name)
+        for name in manifest["splits"]
+    }
     t = manifest["totals"]
     text = card.text
-    assert f"{t['documents_read']:,} read, {t['documents_written']:,} written, {t['documents_skipped']:,} skipped" in text
+    assert (
+        f"{t['documents_read']:,} read, {t['documents_written']:,} written, {t['documents_skipped']:,} skipped" in text
+    )
     assert manifest["tokenizer"]["sha256"] in text and f"{t['rows']:,} in {t['shards']:,} shards" in text
 
 

@@ -25,8 +25,9 @@ def documents(small_corpus, sample_tokenizer):
 
 
 def _run(small_corpus, sample_tokenizer, folder, fmt):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, folder, output_format=fmt, seq_len=64,
-                  shard_size="20KB")
+    run_transform(
+        [small_corpus / "prose.jsonl"], sample_tokenizer, folder, output_format=fmt, seq_len=64, shard_size="20KB"
+    )
     return manifest_json(folder)
 
 
@@ -41,7 +42,7 @@ def test_megatron_keeps_every_document_whole_with_its_eos(small_corpus, sample_t
         assert bin_name.endswith("_input_ids_document.bin") and idx_name.endswith("_input_ids_document.idx")
         dtype, lengths, pointers = read_megatron_index(tmp_path / idx_name)
         data = np.fromfile(tmp_path / bin_name, dtype=dtype)
-        sequences += [data[p // dtype.itemsize:p // dtype.itemsize + n].tolist() for n, p in zip(lengths, pointers)]
+        sequences += [data[p // dtype.itemsize : p // dtype.itemsize + n].tolist() for n, p in zip(lengths, pointers)]
     assert sequences == documents
     lines = (tmp_path / "megatron.txt").read_text().split("\n")[:-1]
     assert [int(line.split()[0]) for line in lines] == [s["tokens"] for s in manifest["shards"]]
@@ -80,14 +81,16 @@ def test_llmc_takes_uint32_and_llama3s_header_for_a_large_vocabulary(tmp_path):
     spec = ColumnSpec("input_ids", "ragged", 0, 128_255, "token ids")
     writer = LlmcWriter(tmp_path / "shard", [spec])
     values = np.array([5, 128_000, 70_000, 2], dtype=np.int32)
-    writer.write(RowBatch({"input_ids": Ragged(values, np.array([0, 3, 4]))}, np.array([3, 1]), np.zeros(2),
-                          np.ones(2)))
+    writer.write(
+        RowBatch({"input_ids": Ragged(values, np.array([0, 3, 4]))}, np.array([3, 1]), np.zeros(2), np.ones(2))
+    )
     (path, digest), (offsets_path, _) = writer.close()
     header = np.fromfile(path, dtype="<i4", count=3)
     assert tuple(header[:2]) == LLMC_MAGIC[np.dtype(np.uint32)] == (20240801, 7) and header[2] == 4
     assert np.fromfile(path, dtype="<u4", offset=1024).tolist() == values.tolist()
     assert np.load(offsets_path).tolist() == [0, 3, 4]
     import hashlib
+
     assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -108,8 +111,9 @@ def test_flat_formats_take_whole_documents_only(small_corpus, sample_tokenizer, 
     from objcli.errors import ObjcliError
 
     with pytest.raises(ObjcliError, match="--format llmc writes whole documents back to back"):
-        run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="llmc",
-                      packing="concat")
+        run_transform(
+            [small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="llmc", packing="concat"
+        )
 
 
 @pytest.mark.parametrize("objective, extra", [("clm", {}), ("nsp", {})])
@@ -119,12 +123,29 @@ def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp
     datasets = pytest.importorskip("datasets")
     import pyarrow as pa
 
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "hf", output_format="hf",
-                  objective=objective, seq_len=64, shard_size="20KB", **extra)
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "arrow", objective=objective,
-                  seq_len=64, shard_size="20KB", **extra)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "hf",
+        output_format="hf",
+        objective=objective,
+        seq_len=64,
+        shard_size="20KB",
+        **extra,
+    )
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "arrow",
+        objective=objective,
+        seq_len=64,
+        shard_size="20KB",
+        **extra,
+    )
     loaded = datasets.load_from_disk(str(tmp_path / "hf"))
-    arrow = pa.concat_tables(pa.ipc.open_stream(str(p)).read_all() for p in sorted((tmp_path / "arrow").glob("*.arrow")))
+    arrow = pa.concat_tables(
+        pa.ipc.open_stream(str(p)).read_all() for p in sorted((tmp_path / "arrow").glob("*.arrow"))
+    )
     assert loaded.num_rows == arrow.num_rows and loaded.column_names == arrow.column_names
     assert loaded.to_dict() == arrow.to_pydict()
     manifest = manifest_json(tmp_path / "hf")
@@ -137,8 +158,9 @@ def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp
 def test_megatron_gets_one_data_args_file_per_split(small_corpus, sample_tokenizer, tmp_path):
     """With --split, megatron.txt lists only train shards (a held-out split never trains) and
     megatron-validation.txt the validation ones, for --valid-data-path."""
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="megatron",
-                  split="validation=10%")
+    run_transform(
+        [small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path, output_format="megatron", split="validation=10%"
+    )
     manifest = manifest_json(tmp_path)
     for name, split in (("megatron.txt", "train"), ("megatron-validation.txt", "validation")):
         prefixes = [line.split()[1] for line in (tmp_path / name).read_text().splitlines()]

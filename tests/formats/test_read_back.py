@@ -57,14 +57,29 @@ def test_parquet_read_by_pyarrow_and_datasets(small_corpus, sample_tokenizer, tm
     run_transform([small_corpus], sample_tokenizer, tmp_path / "pq", seq_len=128, output_format="parquet")
     run_transform([small_corpus], sample_tokenizer, tmp_path / "ar", seq_len=128)
     pq_manifest, ar_manifest = manifest_json(tmp_path / "pq"), manifest_json(tmp_path / "ar")
-    pq_rows = pa.concat_tables(
-        [pq.read_table(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]]
-    ).column("input_ids").to_pylist()
-    ar_rows = pa.concat_tables(
-        [pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all() for s in ar_manifest["shards"]]
-    ).column("input_ids").to_pylist()
+    pq_rows = (
+        pa.concat_tables([pq.read_table(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]])
+        .column("input_ids")
+        .to_pylist()
+    )
+    ar_rows = (
+        pa.concat_tables(
+            [
+                pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all()
+                for s in ar_manifest["shards"]
+            ]
+        )
+        .column("input_ids")
+        .to_pylist()
+    )
     assert pq_rows == ar_rows
-    assert pq.ParquetFile(tmp_path / "pq" / pq_manifest["shards"][0]["files"][0]).metadata.row_group(0).column(0).compression == "ZSTD"
+    assert (
+        pq.ParquetFile(tmp_path / "pq" / pq_manifest["shards"][0]["files"][0])
+        .metadata.row_group(0)
+        .column(0)
+        .compression
+        == "ZSTD"
+    )
     loaded = datasets.load_dataset(
         "parquet", data_files=[str(tmp_path / "pq" / s["files"][0]) for s in pq_manifest["shards"]], split="train"
     )
@@ -86,8 +101,12 @@ def test_npy_shards_are_2d_uint16_and_match_arrow(small_corpus, sample_tokenizer
         arrays.append(np.asarray(array))
     ar_manifest = manifest_json(tmp_path / "ar")
     arrow_rows = [
-        r for s in ar_manifest["shards"]
-        for r in pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0]))).read_all().column("input_ids").to_pylist()
+        r
+        for s in ar_manifest["shards"]
+        for r in pa.ipc.open_stream(pa.memory_map(str(tmp_path / "ar" / s["files"][0])))
+        .read_all()
+        .column("input_ids")
+        .to_pylist()
     ]
     assert np.concatenate(arrays).tolist() == arrow_rows
 
@@ -135,7 +154,9 @@ def _shard_bytes(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("output_format", ["arrow", "parquet", "npy", "megatron"])
-def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_runs(small_corpus, sample_tokenizer, tmp_path, output_format):
+def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_runs(
+    small_corpus, sample_tokenizer, tmp_path, output_format
+):
     common = dict(seq_len=128, output_format=output_format, partition_size=20_000, shard_size="30")
     one = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "w2", workers=2, **common)
@@ -143,7 +164,9 @@ def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_r
     run_transform([small_corpus], sample_tokenizer, tmp_path / "p2", workers=2, pool="processes", **common)
     assert len(one.manifest["partitions"]) > 3
     first = _shard_bytes(tmp_path / "w1")
-    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b") == _shard_bytes(tmp_path / "p2")
+    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b") == _shard_bytes(
+        tmp_path / "p2"
+    )
     manifests = {(tmp_path / name / "manifest.json").read_bytes() for name in ("w1", "w2", "w1b", "p2")}
     assert len(manifests) == 1  # the manifest too: it records what was written, not how
 
@@ -169,7 +192,9 @@ def test_stdin_to_stdout_pipe(small_corpus, sample_tokenizer, tmp_path):
     data = (small_corpus / "prose.jsonl").read_bytes()
     run = subprocess.run(
         [sys.executable, "-m", "objcli", "transform", "-", "-t", sample_tokenizer, "--seq-len", "64", "-o", "-"],
-        input=data, capture_output=True, check=True,
+        input=data,
+        capture_output=True,
+        check=True,
     )
     table = pa.ipc.open_stream(pa.py_buffer(run.stdout)).read_all()
     stream = expected_stream(expected_documents([small_corpus / "prose.jsonl"]), sample_tokenizer)
@@ -186,14 +211,15 @@ def test_a_folder_of_small_files_loses_almost_nothing(sample_tokenizer, tmp_path
 
     from conftest import SAMPLE
 
-    records = [json.loads(line) for name in ("prose.jsonl", "code.jsonl")
-               for line in (SAMPLE / name).read_text().splitlines()]
+    records = [
+        json.loads(line) for name in ("prose.jsonl", "code.jsonl") for line in (SAMPLE / name).read_text().splitlines()
+    ]
     folder = tmp_path / "files"
     folder.mkdir()
     per_file = -(-len(records) * 5 // 168)
     stream = records * 5  # the sample data five times over, to reach the issue's 5 MB
     for i in range(168):
-        chunk = stream[i * per_file:(i + 1) * per_file]
+        chunk = stream[i * per_file : (i + 1) * per_file]
         (folder / f"file{i:03d}.jsonl").write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in chunk))
     summary = run_transform([folder], sample_tokenizer, tmp_path / "out", seq_len=2048)
     totals = summary.totals
@@ -206,15 +232,24 @@ def test_shuffle_documents_permutes_within_windows_whatever_the_workers(small_co
     """Issue 14: --shuffle-documents permutes the documents of each window of a partition, keyed to the
     seed and the data position: the same documents, another order, the same bytes for 1 and 2 workers."""
     from objcli.kernels.rng import derive_rng
-    from objcli.run.pipeline import shuffled_windows
+    from objcli.order.document_windows import shuffled_windows
 
     common = {"packing": "none", "seq_len": 1 << 20, "partition_size": "16KiB"}
     run_transform([small_corpus], sample_tokenizer, tmp_path / "plain", **common)
     for workers in (1, 2):
-        run_transform([small_corpus], sample_tokenizer, tmp_path / f"shuffled{workers}", workers=workers,
-                      shuffle_documents="8KB", **common)
+        run_transform(
+            [small_corpus],
+            sample_tokenizer,
+            tmp_path / f"shuffled{workers}",
+            workers=workers,
+            shuffle_documents="8KB",
+            **common,
+        )
     assert folder_bytes(tmp_path / "shuffled1") == folder_bytes(tmp_path / "shuffled2")
-    plain, shuffled = read_output(tmp_path / "plain")[1]["input_ids"], read_output(tmp_path / "shuffled1")[1]["input_ids"]
+    plain, shuffled = (
+        read_output(tmp_path / "plain")[1]["input_ids"],
+        read_output(tmp_path / "shuffled1")[1]["input_ids"],
+    )
     assert sorted(map(tuple, plain)) == sorted(map(tuple, shuffled)) and plain != shuffled
     # Windows never mix: the kernel keeps each window's documents together, in batches of about batch_bytes.
     texts = [f"doc{i:03d}" * (1 + i % 7) for i in range(300)]
@@ -261,14 +296,22 @@ def test_every_split_name_loads_back_by_the_documented_call(small_corpus, sample
     The output's dataset card names each split's files: load_dataset(OUT) gives every split by its name
     (and load_dataset("arrow", data_dir=OUT) still infers the names it knows)."""
     datasets = pytest.importorskip("datasets")
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "o", packing="none", seq_len=1 << 20,
-                  split="dev=20%,eval=20%,heldout=10%")
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "o",
+        packing="none",
+        seq_len=1 << 20,
+        split="dev=20%,eval=20%,heldout=10%",
+    )
     splits = manifest_json(tmp_path / "o")["splits"]
     loaded = datasets.load_dataset(str(tmp_path / "o"))
     assert {name: len(loaded[name]) for name in loaded} == {name: s["rows"] for name, s in splits.items()}
     inferred = datasets.load_dataset("arrow", data_dir=str(tmp_path / "o"))
     assert {"validation": len(inferred["validation"]), "test": len(inferred["test"])} == {
-        "validation": splits["dev"]["rows"], "test": splits["eval"]["rows"]}
+        "validation": splits["dev"]["rows"],
+        "test": splits["eval"]["rows"],
+    }
 
 
 def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, sample_tokenizer, tmp_path):
@@ -293,27 +336,56 @@ def test_a_split_given_as_a_count_has_exactly_that_many_documents(small_corpus, 
     for out in (tmp_path / "a", tmp_path / "b"):
         manifest, table = read_output(out)
         names = [s["split"] for s in manifest["shards"] for _ in range(s["rows"])]
-        by_split[out.name] = {n: sorted(map(tuple, (r for r, m in zip(table["input_ids"], names) if m == n)))
-                              for n in ("train", "validation", "test")}
+        by_split[out.name] = {
+            n: sorted(map(tuple, (r for r, m in zip(table["input_ids"], names) if m == n)))
+            for n in ("train", "validation", "test")
+        }
     assert by_split["a"] == by_split["b"]
     assert first.manifest["splits"]["validation"]["documents"] > 0
     # More documents asked than the corpus holds would leave train empty: one line, no output.
     from objcli.errors import ObjcliError
 
-    with pytest.raises(ObjcliError, match=f"^--split test=100000: the counts ask for 100,000 documents and the corpus "
-                                          f"has {len(lines)}, which would leave none to train"):
+    with pytest.raises(
+        ObjcliError,
+        match=f"^--split test=100000: the counts ask for 100,000 documents and the corpus "
+        f"has {len(lines)}, which would leave none to train",
+    ):
         run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "c", split="test=100000")
 
 
 def test_a_count_split_refuses_standard_input(sample_tokenizer, tmp_path):
-    done = run_cli("transform", "-", "-t", sample_tokenizer, "-o", tmp_path / "out", "--split", "test=10",
-                   input='{"text": "one"}\n')
+    done = run_cli(
+        "transform",
+        "-",
+        "-t",
+        sample_tokenizer,
+        "-o",
+        tmp_path / "out",
+        "--split",
+        "test=10",
+        input='{"text": "one"}\n',
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: --split test=10: a count needs a first pass over the inputs")
 
 
-@pytest.mark.parametrize("spec", ["train=5%", "validation=0", "validation=5%,validation=1%", "a=60%,b=50%", "v=x",
-                                  "test=-3", "test=1.5", ",,", "", " , ", "test=1e-300", "validation=0.0000000001"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "train=5%",
+        "validation=0",
+        "validation=5%,validation=1%",
+        "a=60%,b=50%",
+        "v=x",
+        "test=-3",
+        "test=1.5",
+        ",,",
+        "",
+        " , ",
+        "test=1e-300",
+        "validation=0.0000000001",
+    ],
+)
 def test_bad_split_specs_are_one_line_errors(spec):
     from objcli.errors import ObjcliError
     from objcli.order.splits import parse_splits
@@ -343,27 +415,47 @@ def test_a_count_split_that_leaves_no_document_to_train_is_refused(small_corpus,
 
     documents = sum(1 for line in (small_corpus / "prose.jsonl").read_text().splitlines() if line.strip())
     common = {"packing": "none", "seq_len": 1 << 20}
-    with pytest.raises(ObjcliError, match=f"ask for {documents:,} documents and the corpus has {documents:,}, which "
-                                          "would leave none to train"):
-        run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "a", split=f"test={documents}", **common)
-    summary = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "b",
-                            split=f"test={documents - 1}", **common)
-    assert summary.manifest["splits"]["train"]["rows"] == 1 and summary.manifest["splits"]["test"]["rows"] == documents - 1
+    with pytest.raises(
+        ObjcliError,
+        match=f"ask for {documents:,} documents and the corpus has {documents:,}, which would leave none to train",
+    ):
+        run_transform(
+            [small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "a", split=f"test={documents}", **common
+        )
+    summary = run_transform(
+        [small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "b", split=f"test={documents - 1}", **common
+    )
+    assert (
+        summary.manifest["splits"]["train"]["rows"] == 1 and summary.manifest["splits"]["test"]["rows"] == documents - 1
+    )
 
 
-@pytest.mark.parametrize(("objective", "workers", "expected"), [
-    ("clm", 2, "threads"), ("clm", 8, "threads"), ("clm", 9, "processes"), ("mlm", 16, "processes"),
-    ("nsp", 2, "processes"), ("bart", 1, "processes"),
-])
-def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(objective, workers, expected, small_corpus,
-                                                                     sample_tokenizer, tmp_path):
+@pytest.mark.parametrize(
+    ("objective", "workers", "expected"),
+    [
+        ("clm", 2, "threads"),
+        ("clm", 8, "threads"),
+        ("clm", 9, "processes"),
+        ("mlm", 16, "processes"),
+        ("nsp", 2, "processes"),
+        ("bart", 1, "processes"),
+    ],
+)
+def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(
+    objective, workers, expected, small_corpus, sample_tokenizer, tmp_path
+):
     """Sentence objectives cut their own pieces in Python (processes at any count); token-level ones
     run on threads until more workers than the GIL-held share of the pipeline can feed."""
     from objcli.recipe import config_from_values
     from objcli.transform import plan_run
 
-    values = {"inputs": [str(small_corpus)], "tokenizer": sample_tokenizer, "output": str(tmp_path / "o"),
-              "objective": objective, "seq_len": 128}
+    values = {
+        "inputs": [str(small_corpus)],
+        "tokenizer": sample_tokenizer,
+        "output": str(tmp_path / "o"),
+        "objective": objective,
+        "seq_len": 128,
+    }
     assert plan_run(config_from_values(values), "auto", workers=workers).pool == expected
     assert plan_run(config_from_values(values), "threads", workers=workers).pool == "threads"
 

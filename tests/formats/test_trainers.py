@@ -32,8 +32,15 @@ def recipe(name: str, **names) -> dict:
 
 def tiny_llama(vocab_size: int):
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+    )
     return transformers.LlamaForCausalLM(config)
 
 
@@ -62,8 +69,9 @@ def test_trainer_keeps_document_boundaries_in_packed_clm_rows(packing, tmp_path)
     out = tmp_path / "clm"
     lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:60]
     (tmp_path / "p.jsonl").write_text("".join(lines))
-    run_transform([tmp_path / "p.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=256, packing=packing,
-                  output_format="hf")
+    run_transform(
+        [tmp_path / "p.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=256, packing=packing, output_format="hf"
+    )
     model = tiny_llama(8000)
     names = recipe("clm", SHARDS=str(out), OUTPUT=str(tmp_path / "run"), model=model)
     trainer, train = names["trainer"], names["train"]
@@ -76,8 +84,9 @@ def test_trainer_keeps_document_boundaries_in_packed_clm_rows(packing, tmp_path)
 
     def documents_loss(row):
         segments = np.asarray(row["segment_ids"])
-        return sum(per_document_loss(model, np.asarray(row["input_ids"])[segments == k])
-                   for k in range(1, segments.max() + 1))
+        return sum(
+            per_document_loss(model, np.asarray(row["input_ids"])[segments == k]) for k in range(1, segments.max() + 1)
+        )
 
     for i in packed:
         assert summed_loss(model, batches[i]) == pytest.approx(documents_loss(raw[i]), rel=1e-4, abs=1e-3)
@@ -94,23 +103,23 @@ def test_sft_trainer_on_packed_chat_rows_equals_trl_on_the_conversations(tmp_pat
 
     trl = pytest.importorskip("trl")
     # TRL's config asks for bf16 by default, which a CPU refuses: the recipe runs as written, on the CPU.
-    monkeypatch.setattr(trl, "SFTConfig", functools.partial(trl.SFTConfig, bf16=False, use_cpu=True,
-                                                            report_to="none"))
+    monkeypatch.setattr(trl, "SFTConfig", functools.partial(trl.SFTConfig, bf16=False, use_cpu=True, report_to="none"))
     folder = build_tokenizer("chatml-generation", tmp_path / "tok")
     records = [{"messages": r["messages"]} for r in conversations(40, "chatml-generation", seed=4)]
     data = write_jsonl(records, tmp_path / "chat.jsonl")
-    run_transform([data], folder, tmp_path / "sft", objective="chat", seq_len=512, output_format="hf",
-                  pad_token="<|endoftext|>")  # one of its own: the model has no row for a <pad> added past it
+    run_transform(
+        [data], folder, tmp_path / "sft", objective="chat", seq_len=512, output_format="hf", pad_token="<|endoftext|>"
+    )  # one of its own: the model has no row for a <pad> added past it
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder.parent))
     model = tiny_llama(len(tokenizer))
-    names = recipe("chat", SHARDS=str(tmp_path / "sft"), OUTPUT=str(tmp_path / "run"), model=model,
-                   tokenizer=tokenizer)
+    names = recipe("chat", SHARDS=str(tmp_path / "sft"), OUTPUT=str(tmp_path / "run"), model=model, tokenizer=tokenizer)
     ours = sum(summed_loss(model, b) for b in eval_batches(names["trainer"], names["train"]))
 
     # TRL's own tokenization of the same conversations, assistant tokens only, one at a time.
     config = trl.SFTConfig(str(tmp_path / "trl"), assistant_only_loss=True)
-    theirs_trainer = trl.SFTTrainer(model=model, args=config, processing_class=tokenizer,
-                                    train_dataset=datasets.Dataset.from_list(records))
+    theirs_trainer = trl.SFTTrainer(
+        model=model, args=config, processing_class=tokenizer, train_dataset=datasets.Dataset.from_list(records)
+    )
     theirs = 0.0
     for example in theirs_trainer.train_dataset:
         # TRL folds its assistant mask into labels (-100 off the assistant's tokens).
@@ -123,16 +132,31 @@ def test_a_seq2seq_model_reads_span_corruption_rows_as_they_are(tmp_path):
     out = tmp_path / "t5"
     lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:30]
     (tmp_path / "p.jsonl").write_text("".join(lines))
-    run_transform([tmp_path / "p.jsonl"], SAMPLE / "tokenizer.model", out, objective="span-corruption", seq_len=128,
-                  output_format="hf")
+    run_transform(
+        [tmp_path / "p.jsonl"],
+        SAMPLE / "tokenizer.model",
+        out,
+        objective="span-corruption",
+        seq_len=128,
+        output_format="hf",
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     torch.manual_seed(0)
-    config = transformers.T5Config(vocab_size=manifest["tokenizer"]["total_vocab_size"], d_model=32, d_ff=64,
-                                   num_layers=2, num_heads=2, d_kv=16, decoder_start_token_id=0, pad_token_id=0)
+    config = transformers.T5Config(
+        vocab_size=manifest["tokenizer"]["total_vocab_size"],
+        d_model=32,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        d_kv=16,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
     model = transformers.T5ForConditionalGeneration(config)
     train = datasets.load_from_disk(str(out))
-    trainer = transformers.Trainer(model=model, args=transformers.TrainingArguments(str(tmp_path / "run")),
-                                   train_dataset=train)
+    trainer = transformers.Trainer(
+        model=model, args=transformers.TrainingArguments(str(tmp_path / "run")), train_dataset=train
+    )
     for batch, row in zip(eval_batches(trainer, train)[:8], train):
         targets = [t for t in row["labels"] if t != -100]
         direct = torch.tensor(row["input_ids"])[None], torch.tensor(targets)[None]

@@ -130,4 +130,5 @@ def test_per_token_references_equal_the_slicing_ones(tokens, data):
     assert reference.prefix_split_per_token(tokens, a, 1) == reference.prefix_split(tokens, a, 1)
     for mode, order in ((1, "starcoder"), (2, "starcoder"), (2, "naive")):
         assert reference.fim_document_per_token(tokens, a, b, mode, order, 97, 98, 99) == reference.fim_document(
-            tokens[:a], tokens[a:b], tokens[b:], mode, order, 97, 98, 99)
+            tokens[:a], tokens[a:b], tokens[b:], mode, order, 97, 98, 99
+        )

@@ -28,12 +28,24 @@ def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_repla
     fast = select_tokens(candidates, unit_keys, p)
     assert fast.tolist() == [[bool(c and k < p) for c, k in zip(cr, kr)] for cr, kr in zip(candidates, unit_keys)]
     # The kernel takes one action key and random token per selected token, in row-major order.
-    masked, labels = replace_selected(ids, selected, action_keys[selected], random_tokens[selected], MASK,
-                                      mask_replace, random_replace)
+    masked, labels = replace_selected(
+        ids, selected, action_keys[selected], random_tokens[selected], MASK, mask_replace, random_replace
+    )
     refs = [
-        reference.mlm_row(ids[r].tolist(), candidates[r].tolist(), unit_start[r].tolist(), unit_keys[r].tolist(),
-                          action_keys[r].tolist(), random_tokens[r].tolist(), p, exact, max_predictions, MASK,
-                          mask_replace, random_replace)
+        reference.mlm_row(
+            ids[r].tolist(),
+            candidates[r].tolist(),
+            unit_start[r].tolist(),
+            unit_keys[r].tolist(),
+            action_keys[r].tolist(),
+            random_tokens[r].tolist(),
+            p,
+            exact,
+            max_predictions,
+            MASK,
+            mask_replace,
+            random_replace,
+        )
         for r in range(rows)
     ]
     return units, selected, masked, labels, refs
@@ -42,7 +54,10 @@ def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_repla
 rows_strategy = st.integers(1, 5).flatmap(
     lambda rows: st.integers(1, 40).flatmap(
         lambda length: st.lists(st.integers(0, 12), min_size=rows * length, max_size=rows * length).map(
-            lambda v: np.array(v).reshape(rows, length))))
+            lambda v: np.array(v).reshape(rows, length)
+        )
+    )
+)
 
 
 @settings(max_examples=200)
@@ -120,13 +135,19 @@ def test_rates_within_three_sigma():
         assert abs(observed - share) < 3 * np.sqrt(share * (1 - share) / k)
 
 
-
-
 def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl"]
     run_transform(files, sample_tokenizer, tmp_path / "clm", seq_len=128)
-    run_transform(files, sample_tokenizer, tmp_path / "mlm", objective="mlm", seq_len=128, count="exact",
-                  max_predictions=20, dupe_factor=2)
+    run_transform(
+        files,
+        sample_tokenizer,
+        tmp_path / "mlm",
+        objective="mlm",
+        seq_len=128,
+        count="exact",
+        max_predictions=20,
+        dupe_factor=2,
+    )
     _, clm = read_output(tmp_path / "clm")
     manifest, mlm = read_output(tmp_path / "mlm")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
@@ -150,8 +171,15 @@ def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tm
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "wwm", objective="mlm", seq_len=128,
-                  whole_word=True, mask_prob=0.3)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "wwm",
+        objective="mlm",
+        seq_len=128,
+        whole_word=True,
+        mask_prob=0.3,
+    )
     _, table = read_output(tmp_path / "wwm")
     for labels in table["labels"][:200]:
         selected = [lab != -100 for lab in labels]
@@ -169,12 +197,26 @@ def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tm
     [
         (["--mask-prob", "1.5"], "Error: --mask-prob 1.5: must be between 0 and 1\n"),
         (["--random-replace", "-0.1"], "Error: --random-replace -0.1: must be between 0 and 1\n"),
-        (["--mask-replace", "0.8", "--random-replace", "0.3"],
-         "Error: --mask-replace 0.8 + --random-replace 0.3 = 1.1: must not exceed 1 (the rest stay unchanged)\n"),
+        (
+            ["--mask-replace", "0.8", "--random-replace", "0.3"],
+            "Error: --mask-replace 0.8 + --random-replace 0.3 = 1.1: must not exceed 1 (the rest stay unchanged)\n",
+        ),
         (["--dupe-factor", "0"], "Error: --dupe-factor 0: must be between 1 and 1000\n"),
     ],
 )
 def test_bad_probabilities(small_corpus, sample_tokenizer, tmp_path, args, message):
-    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                       "--objective", "mlm", *args])
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--objective",
+            "mlm",
+            *args,
+        ],
+    )
     assert (result.exit_code, result.output) == (1, message)

@@ -65,7 +65,9 @@ def test_composition_matches_reference(total, data):
 
 
 @settings(max_examples=150)
-@given(st.integers(2, 300), st.sampled_from([0.05, 0.15, 0.5, 0.8]), st.sampled_from([1, 3, 8, 64]), st.integers(0, 2**32))
+@given(
+    st.integers(2, 300), st.sampled_from([0.05, 0.15, 0.5, 0.8]), st.sampled_from([1, 3, 8, 64]), st.integers(0, 2**32)
+)
 def test_kernels_match_reference_and_keep_every_token(length, density, mean_span, seed):
     rows = 4
     rng = np.random.default_rng(seed)
@@ -120,6 +122,8 @@ def test_noise_density_over_many_examples():
 @given(st.integers(2, 40), st.data())
 def test_composition_with_tied_keys_ranks_ties_by_position(total, data):
     parts = data.draw(st.integers(1, total))
-    keys = np.array(data.draw(st.lists(st.lists(st.integers(0, 2), min_size=total - 1, max_size=total - 1), min_size=1, max_size=4)))
+    keys = np.array(
+        data.draw(st.lists(st.lists(st.integers(0, 2), min_size=total - 1, max_size=total - 1), min_size=1, max_size=4))
+    )
     keys = keys.reshape(-1, total - 1).astype(np.uint32)
     assert composition_from_keys(keys, parts).tolist() == [reference.composition(list(k), parts) for k in keys]

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from objcli.kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
 
-examples_strategy = st.lists(st.lists(st.tuples(st.integers(10, 60), st.booleans()), min_size=1, max_size=30), min_size=1, max_size=6)
+examples_strategy = st.lists(
+    st.lists(st.tuples(st.integers(10, 60), st.booleans()), min_size=1, max_size=30), min_size=1, max_size=6
+)
 
 
 def flatten(examples):
@@ -34,15 +36,31 @@ def test_span_masking_matches_reference_and_budget(examples, ratio, replace_leng
     assert np.all(lengths >= 0)
     assert np.bincount(example, weights=lengths, minlength=len(budgets)).astype(int).tolist() == budgets.tolist()
     starts = place_spans(lengths, example, words, rng)
-    out, out_offsets = mask_spans(tokens, offsets, word_start, lengths, example, starts,
-                                  np.full(len(lengths), 99, dtype=np.int32), replace_length,
-                                  np.zeros(len(lengths), dtype=bool), np.zeros(len(tokens), dtype=np.int32))
+    out, out_offsets = mask_spans(
+        tokens,
+        offsets,
+        word_start,
+        lengths,
+        example,
+        starts,
+        np.full(len(lengths), 99, dtype=np.int32),
+        replace_length,
+        np.zeros(len(lengths), dtype=bool),
+        np.zeros(len(tokens), dtype=np.int32),
+    )
     for e in range(len(examples)):
         spans = [(int(s), int(n)) for s, n, x in zip(starts, lengths, example) if x == e]
         covered = sorted(w for s, n in spans for w in range(s, s + n))
-        assert len(covered) == len(set(covered)) == budgets[e] and all(0 <= w < words[e] for w in covered)  # exact, no overlap
-        expected = reference.bart_mask_example(tokens[offsets[e] : offsets[e + 1]].tolist(),
-                                               word_start[offsets[e] : offsets[e + 1]].tolist(), spans, replace_length, 99)
+        assert len(covered) == len(set(covered)) == budgets[e] and all(
+            0 <= w < words[e] for w in covered
+        )  # exact, no overlap
+        expected = reference.bart_mask_example(
+            tokens[offsets[e] : offsets[e + 1]].tolist(),
+            word_start[offsets[e] : offsets[e + 1]].tolist(),
+            spans,
+            replace_length,
+            99,
+        )
         assert out[out_offsets[e] : out_offsets[e + 1]].tolist() == expected
 
 
@@ -82,8 +100,6 @@ def test_rotation_and_insertion(lengths, seed):
         assert row.count(7) == math.ceil((b - a) * 0.3)
 
 
-
-
 def test_bart_end_to_end(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl"]
     only_permute = run_transform(files, sample_tokenizer, tmp_path / "p", objective="bart", seq_len=128, mask_ratio=0.0)
@@ -92,20 +108,32 @@ def test_bart_end_to_end(small_corpus, sample_tokenizer, tmp_path):
         assert sorted(inputs) == sorted(labels) and inputs[0] == labels[0] == 1 and inputs[-1] == labels[-1] == 2
     assert only_permute.totals["documents_read"] == only_permute.totals["documents_written"]
 
-    run_transform(files, sample_tokenizer, tmp_path / "r", objective="bart", seq_len=128, mask_ratio=0.0,
-                  permute_sentences=0.0, rotate=1.0)
+    run_transform(
+        files,
+        sample_tokenizer,
+        tmp_path / "r",
+        objective="bart",
+        seq_len=128,
+        mask_ratio=0.0,
+        permute_sentences=0.0,
+        rotate=1.0,
+    )
     _, rotated = read_output(tmp_path / "r")
     for inputs, labels in zip(rotated["input_ids"], rotated["labels"]):
         body, original = inputs[1:-1], labels[1:-1]
         assert any(body == original[k:] + original[:k] for k in range(max(1, len(original))))
 
     # Without permutation the word starts of the labels are those the masking saw.
-    summary = run_transform(files, sample_tokenizer, tmp_path / "m", objective="bart", seq_len=128, permute_sentences=0.0)
+    summary = run_transform(
+        files, sample_tokenizer, tmp_path / "m", objective="bart", seq_len=128, permute_sentences=0.0
+    )
     manifest, masked = read_output(tmp_path / "m")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     starts_word = lambda t: sp.id_to_piece(t).startswith("\u2581")  # noqa: E731
-    expected_budget = sum(math.ceil((1 + sum(starts_word(t) for t in labels[2:-1])) * 0.3) for labels in masked["labels"])
+    expected_budget = sum(
+        math.ceil((1 + sum(starts_word(t) for t in labels[2:-1])) * 0.3) for labels in masked["labels"]
+    )
     assert summary.totals["masked_words"] == expected_budget
     # One <mask> per span and per insert, except the 10 % (mask-random) that became random tokens.
     spans = summary.totals["mask_spans"] + summary.totals["mask_inserts"]

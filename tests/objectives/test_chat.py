@@ -33,8 +33,11 @@ def _transformers_outputs(folder, records, with_mask):
     outputs = []
     for record in records:
         try:
-            outputs.append(tokenizer.apply_chat_template(record["messages"], tokenize=True, return_dict=True,
-                                                         return_assistant_tokens_mask=with_mask))
+            outputs.append(
+                tokenizer.apply_chat_template(
+                    record["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=with_mask
+                )
+            )
         except Exception as error:  # noqa: BLE001 (jinja2's TemplateError and what templates raise)
             assert "alternate" in str(error) or "not supported" in str(error) or "System role" in str(error), error
             outputs.append(None)
@@ -51,13 +54,22 @@ def _rows(out):
 def test_input_ids_and_masks_equal_transformers(family, span, tokenizers_dir, tmp_path):
     records = conversations(1000, family, seed=11)
     data = write_jsonl(records, tmp_path / "chat.jsonl")
-    has_markers = "{% generation" in (TEMPLATES / FAMILIES[family][0]).read_text() or "generation %}" in (
-        TEMPLATES / FAMILIES[family][0]).read_text()
+    has_markers = (
+        "{% generation" in (TEMPLATES / FAMILIES[family][0]).read_text()
+        or "generation %}" in (TEMPLATES / FAMILIES[family][0]).read_text()
+    )
     if has_markers and span == "content":
         return  # markers decide, whatever --assistant-span says
     hf, expected = _transformers_outputs(tokenizers_dir[family].parent, records, has_markers)
-    summary = run_transform([data], tokenizers_dir[family], tmp_path / "out", objective="chat", packing="none",
-                            seq_len=1 << 16, assistant_span=span)
+    summary = run_transform(
+        [data],
+        tokenizers_dir[family],
+        tmp_path / "out",
+        objective="chat",
+        packing="none",
+        seq_len=1 << 16,
+        assistant_span=span,
+    )
     manifest, ids, labels = _rows(tmp_path / "out")
     skipped = manifest["totals"]["skipped_by_reason"]
     assert skipped.get("template_error", 0) == sum(e is None for e in expected)
@@ -86,8 +98,11 @@ def _check_runs_are_assistant_turns(hf, row, supervised, record, family, span):
     one), its content as the template writes it, ending with the end-of-turn token."""
     edges = np.flatnonzero(np.diff(np.concatenate([[0], supervised.astype(np.int8), [0]])))
     runs = [hf.decode(row[a:b].tolist()) for a, b in zip(edges[::2], edges[1::2])]
-    contents = [m["content"] for m in record["messages"] if m["role"] == "assistant" and
-                (span == "turn" or m["content"].strip())]
+    contents = [
+        m["content"]
+        for m in record["messages"]
+        if m["role"] == "assistant" and (span == "turn" or m["content"].strip())
+    ]
     eos = TURN_END[family]
     assert len(runs) == len(contents)
     for run, content in zip(runs, contents):
@@ -98,13 +113,23 @@ def _check_runs_are_assistant_turns(hf, row, supervised, record, family, span):
 
 def _one_run(tokenizer, records, tmp_path, name="out", **options):
     data = write_jsonl(records, tmp_path / f"{name}.jsonl")
-    run_transform([data], tokenizer, tmp_path / name, objective="chat", **{"packing": "none", "seq_len": 4096, **options})
+    run_transform(
+        [data], tokenizer, tmp_path / name, objective="chat", **{"packing": "none", "seq_len": 4096, **options}
+    )
     return _rows(tmp_path / name)
 
 
 def test_loss_on_last_assistant_and_all(tokenizers_dir, tmp_path):
-    records = [{"messages": [{"role": "user", "content": "why rivers ?"}, {"role": "assistant", "content": "the model"},
-                             {"role": "user", "content": "and mountains ?"}, {"role": "assistant", "content": "history"}]}]
+    records = [
+        {
+            "messages": [
+                {"role": "user", "content": "why rivers ?"},
+                {"role": "assistant", "content": "the model"},
+                {"role": "user", "content": "and mountains ?"},
+                {"role": "assistant", "content": "history"},
+            ]
+        }
+    ]
     tokenizer = tokenizers_dir["qwen2.5"]
     _, ids, every = _one_run(tokenizer, records, tmp_path, "every")
     _, _, last = _one_run(tokenizer, records, tmp_path, "last", loss_on="last-assistant")
@@ -117,15 +142,21 @@ def test_loss_on_last_assistant_and_all(tokenizers_dir, tmp_path):
 
 def test_prompt_completion_records(tokenizers_dir, tmp_path):
     tokenizer = tokenizers_dir["llama3"]
-    records = [{"prompt": "Explain rivers :", "completion": " the history of rivers ."},
-               {"prompt": [{"role": "user", "content": "why ?"}],
-                "completion": [{"role": "assistant", "content": "here is why"}]}]
+    records = [
+        {"prompt": "Explain rivers :", "completion": " the history of rivers ."},
+        {
+            "prompt": [{"role": "user", "content": "why ?"}],
+            "completion": [{"role": "assistant", "content": "here is why"}],
+        },
+    ]
     manifest, ids, labels = _one_run(tokenizer, records, tmp_path, bos=True)  # BOS before a plain prompt
     hf = transformers.AutoTokenizer.from_pretrained(str(tokenizer.parent))
     plain = hf("<|begin_of_text|>Explain rivers : the history of rivers .<|eot_id|>", add_special_tokens=False)
     assert ids[0].tolist() == plain["input_ids"]
-    assert hf.decode(ids[0][labels[0] != IGNORE].tolist()) in (" the history of rivers .<|eot_id|>",
-                                                                "the history of rivers .<|eot_id|>")
+    assert hf.decode(ids[0][labels[0] != IGNORE].tolist()) in (
+        " the history of rivers .<|eot_id|>",
+        "the history of rivers .<|eot_id|>",
+    )
     chat = hf.apply_chat_template(records[1]["prompt"] + records[1]["completion"], tokenize=True, return_dict=True)
     assert ids[1].tolist() == chat["input_ids"]
     assert hf.decode(ids[1][labels[1] != IGNORE].tolist()) == "here is why<|eot_id|>"
@@ -134,8 +165,14 @@ def test_prompt_completion_records(tokenizers_dir, tmp_path):
 def test_overlong_conversations_are_cut_at_a_turn_or_dropped(tokenizers_dir, tmp_path):
     tokenizer = tokenizers_dir["qwen2.5"]
     long_turn = " ".join(["rivers mountains history"] * 40)
-    record = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "short answer"},
-                           {"role": "user", "content": "more"}, {"role": "assistant", "content": long_turn}]}
+    record = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "short answer"},
+            {"role": "user", "content": "more"},
+            {"role": "assistant", "content": long_turn},
+        ]
+    }
     alone = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": long_turn * 2}]}
     _, full, _ = _one_run(tokenizer, [record], tmp_path, "full")
     seq_len = len(full[0]) - 10
@@ -165,8 +202,15 @@ def test_bad_records_are_counted_skips_with_reasons(tokenizers_dir, tmp_path):
     data.write_text("".join(json.dumps(r) + "\n" for r in [good, *bad]) + "{broken\n[1, 2]\n")
     summary = run_transform([data], tokenizers_dir["mistral"], tmp_path / "out", objective="chat")
     totals = summary.manifest["totals"]
-    assert totals["skipped_by_reason"] == {"no_assistant_message": 1, "unknown_role": 1, "non_text_content": 1,
-                                 "template_error": 1, "no_messages": 1, "bad_json": 1, "not_an_object": 1}
+    assert totals["skipped_by_reason"] == {
+        "no_assistant_message": 1,
+        "unknown_role": 1,
+        "non_text_content": 1,
+        "template_error": 1,
+        "no_messages": 1,
+        "bad_json": 1,
+        "not_an_object": 1,
+    }
     assert totals["documents_read"] == 8 == totals["documents_written"] + totals["documents_skipped"]
 
 
@@ -174,12 +218,28 @@ def test_bad_records_are_counted_skips_with_reasons(tokenizers_dir, tmp_path):
 def test_a_template_that_rewrites_content_is_a_counted_skip(span, tokenizers_dir, tmp_path):
     """A rendering that cannot be taken apart skips that record, counted with its reason; the run goes on."""
     template = tmp_path / "upper.jinja"
-    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}")
-    records = [{"messages": [{"role": "user", "content": "HI"}, {"role": "assistant", "content": "OK"}]},
-               {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "lower"}]}]
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}"
+    )
+    records = [
+        {"messages": [{"role": "user", "content": "HI"}, {"role": "assistant", "content": "OK"}]},
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "lower"}]},
+    ]
     data = write_jsonl(records, tmp_path / "c.jsonl")
-    result = run_cli("transform", data, "-t", tokenizers_dir["qwen2.5"], "-o", tmp_path / "out", "--objective", "chat",
-                     "--chat-template", template, "--assistant-span", span)
+    result = run_cli(
+        "transform",
+        data,
+        "-t",
+        tokenizers_dir["qwen2.5"],
+        "-o",
+        tmp_path / "out",
+        "--objective",
+        "chat",
+        "--chat-template",
+        template,
+        "--assistant-span",
+        span,
+    )
     assert result.returncode == 0, result.stderr
     totals = json.loads((tmp_path / "out" / "manifest.json").read_text())["totals"]
     assert totals["skipped_by_reason"] == {"content_not_found": 1} and totals["documents_written"] == 1
@@ -189,16 +249,26 @@ def test_a_template_that_rewrites_content_is_a_counted_skip(span, tokenizers_dir
 def test_best_fit_packs_whole_conversations_apart(tokenizers_dir, tmp_path):
     records = conversations(400, "chatml-generation", seed=3)
     data = write_jsonl(records, tmp_path / "c.jsonl")
-    summary = run_transform([data], tokenizers_dir["chatml-generation"], tmp_path / "packed", objective="chat",
-                            seq_len=1024, output_format="parquet")
-    run_transform([data], tokenizers_dir["chatml-generation"], tmp_path / "single", objective="chat", packing="none",
-                  seq_len=1024)
+    summary = run_transform(
+        [data],
+        tokenizers_dir["chatml-generation"],
+        tmp_path / "packed",
+        objective="chat",
+        seq_len=1024,
+        output_format="parquet",
+    )
+    run_transform(
+        [data], tokenizers_dir["chatml-generation"], tmp_path / "single", objective="chat", packing="none", seq_len=1024
+    )
     _, singles, single_labels = _rows(tmp_path / "single")
     table = pq.read_table(sorted((tmp_path / "packed").glob("*.parquet")))
     ids, labels, segments = (np.array(table[c].to_pylist()) for c in ("input_ids", "labels", "segment_ids"))
     assert summary.manifest["totals"]["documents_split"] == 0
-    pieces = sorted((tuple(r[s == k]), tuple(lab[s == k])) for r, lab, s in zip(ids, labels, segments)
-                    for k in range(1, s.max() + 1))
+    pieces = sorted(
+        (tuple(r[s == k]), tuple(lab[s == k]))
+        for r, lab, s in zip(ids, labels, segments)
+        for k in range(1, s.max() + 1)
+    )
     assert pieces == sorted((tuple(a), tuple(b)) for a, b in zip(singles, single_labels))
     assert np.all(labels[segments == 0] == IGNORE)
     assert verify_output(tmp_path / "packed").ok
@@ -218,8 +288,18 @@ def test_plain_text_and_text_key_are_refused_in_one_line(tokenizers_dir, tmp_pat
     text.write_text("just text\n")
     result = run_cli("transform", text, "-t", tokenizers_dir["llama3"], "-o", tmp_path / "o", "--objective", "chat")
     assert result.returncode == 1 and "conversations are JSON records" in result.stderr
-    result = run_cli("transform", text, "-t", tokenizers_dir["llama3"], "-o", tmp_path / "o", "--objective", "chat",
-                     "--text-key", "body")
+    result = run_cli(
+        "transform",
+        text,
+        "-t",
+        tokenizers_dir["llama3"],
+        "-o",
+        tmp_path / "o",
+        "--objective",
+        "chat",
+        "--text-key",
+        "body",
+    )
     assert result.returncode == 1 and "--messages-key" in without_warnings(result.stderr)
 
 
@@ -227,8 +307,14 @@ def test_sentencepiece_and_tiktoken_need_a_template_and_then_work(sample_tokeniz
     data = write_jsonl(conversations(50, "mistral", seed=2), tmp_path / "c.jsonl")
     result = run_cli("transform", data, "-t", sample_tokenizer, "-o", tmp_path / "o", "--objective", "chat")
     assert result.returncode == 1 and "--chat-template" in result.stderr
-    summary = run_transform([data], sample_tokenizer, tmp_path / "sp", objective="chat", packing="none",
-                            chat_template=str(TEMPLATES / "mistral.jinja"))
+    summary = run_transform(
+        [data],
+        sample_tokenizer,
+        tmp_path / "sp",
+        objective="chat",
+        packing="none",
+        chat_template=str(TEMPLATES / "mistral.jinja"),
+    )
     _, ids, labels = _rows(tmp_path / "sp")
     assert summary.manifest["totals"]["documents_written"] == len(ids) > 0
     for row, label in zip(ids, labels):
@@ -245,13 +331,19 @@ def test_parquet_conversations_read_like_json_lines(tokenizers_dir, tmp_path):
     run_transform([tmp_path / "c.parquet"], tokenizers_dir["qwen2.5"], tmp_path / "pq", objective="chat")
     run_transform([tmp_path / "c.jsonl"], tokenizers_dir["qwen2.5"], tmp_path / "js", objective="chat")
     assert _rows(tmp_path / "pq")[1] and all(
-        np.array_equal(a, b) for a, b in zip(_rows(tmp_path / "pq")[1], _rows(tmp_path / "js")[1]))
+        np.array_equal(a, b) for a, b in zip(_rows(tmp_path / "pq")[1], _rows(tmp_path / "js")[1])
+    )
 
 
 def test_unknown_template_file_is_one_line(tokenizers_dir, tmp_path):
     with pytest.raises(ObjcliError, match="--chat-template"):
-        run_transform([write_jsonl([], tmp_path / "e.jsonl")], tokenizers_dir["qwen2.5"], tmp_path / "o",
-                      objective="chat", chat_template=str(tmp_path / "missing.jinja"))
+        run_transform(
+            [write_jsonl([], tmp_path / "e.jsonl")],
+            tokenizers_dir["qwen2.5"],
+            tmp_path / "o",
+            objective="chat",
+            chat_template=str(tmp_path / "missing.jinja"),
+        )
 
 
 @st.composite
@@ -337,11 +429,14 @@ def test_offsets_from_token_bytes_equal_the_library_offsets(family, tokenizers_d
 def test_strftime_now_gives_the_fixed_template_date(tokenizers_dir, tmp_path):
     """Templates that print today's date (Llama 3.1's) give the same bytes on any day."""
     template = tmp_path / "dated.jinja"
-    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }} {{ strftime_now('%d %b %Y') }}\\n"
-                        "{{ m.content }}<|im_end|>\\n{% endfor %}")
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }} {{ strftime_now('%d %b %Y') }}\\n"
+        "{{ m.content }}<|im_end|>\\n{% endfor %}"
+    )
     records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
-    _, ids, _ = _one_run(tokenizers_dir["qwen2.5"], records, tmp_path, chat_template=str(template),
-                         template_date="2031-02-03")
+    _, ids, _ = _one_run(
+        tokenizers_dir["qwen2.5"], records, tmp_path, chat_template=str(template), template_date="2031-02-03"
+    )
     hf = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir["qwen2.5"].parent))
     assert "user 03 Feb 2031" in hf.decode(ids[0].tolist())
 
@@ -351,14 +446,25 @@ def test_hostile_templates_are_counted_skips_or_one_line_errors(tokenizers_dir, 
     one that never writes the assistant's content skips every record (one line), never an empty mask."""
     records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "the answer"}]}] * 3
     data = write_jsonl(records, tmp_path / "c.jsonl")
-    cases = {"range.jinja": ("{% for i in range(10**7) %}x{% endfor %}", "every record"),
-             "silent.jinja": ("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}",
-                              "content_not_found"),
-             "broken.jinja": ("{% for m in messages %}{{ m.content", "fix the template")}
+    cases = {
+        "range.jinja": ("{% for i in range(10**7) %}x{% endfor %}", "every record"),
+        "silent.jinja": ("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}", "content_not_found"),
+        "broken.jinja": ("{% for m in messages %}{{ m.content", "fix the template"),
+    }
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)
-        result = run_cli("transform", data, "-t", tokenizers_dir["qwen2.5"], "-o", tmp_path / name.split(".")[0],
-                         "--objective", "chat", "--chat-template", tmp_path / name)
+        result = run_cli(
+            "transform",
+            data,
+            "-t",
+            tokenizers_dir["qwen2.5"],
+            "-o",
+            tmp_path / name.split(".")[0],
+            "--objective",
+            "chat",
+            "--chat-template",
+            tmp_path / name,
+        )
         error = without_warnings(result.stderr)
         assert result.returncode == 1 and error.startswith("Error: ") and error.count("\n") == 1, (name, error)
         assert message in error and "Traceback" not in result.stderr, (name, error)
@@ -394,14 +500,34 @@ def test_the_sandbox_remembers_each_verdict_and_gives_jinjas_own():
         yield 1
 
     objects = [[1], {"a": 1}, "text", (1,), {1}, generator(), generator, int, jinja2.utils.Namespace(), b"x"]
-    names = ["append", "update", "pop", "strip", "items", "__class__", "_hidden", "mro", "gi_frame", "__globals__",
-             "add", "count", "keys", "func_code", "upper", "real", "decode"]
+    names = [
+        "append",
+        "update",
+        "pop",
+        "strip",
+        "items",
+        "__class__",
+        "_hidden",
+        "mro",
+        "gi_frame",
+        "__globals__",
+        "add",
+        "count",
+        "keys",
+        "func_code",
+        "upper",
+        "real",
+        "decode",
+    ]
     reference, ours = ImmutableSandboxedEnvironment(), chat_environment(datetime(2026, 1, 1))
     for order in (names, names[::-1]):
         for obj in objects:
             for name in order:
                 value = getattr(obj, name, None)
-                assert ours.is_safe_attribute(obj, name, value) == reference.is_safe_attribute(obj, name, value), (obj, name)
+                assert ours.is_safe_attribute(obj, name, value) == reference.is_safe_attribute(obj, name, value), (
+                    obj,
+                    name,
+                )
     template = ours.from_string("{{ messages.append(1) }}")
     for _ in range(2):  # refused the first time and every time after
         with pytest.raises(jinja2.exceptions.SecurityError):
@@ -421,11 +547,17 @@ def test_chat_on_the_prerelease_writes_the_stable_releases_bytes(family, tokeniz
     data = write_jsonl(conversations(300, family, seed=21), tmp_path / "c.jsonl")
     common = [str(data), "-t", str(tokenizers_dir[family]), "--objective", "chat", "--workers", "2", "-q"]
     run_transform([data], tokenizers_dir[family], tmp_path / "stable", objective="chat", workers=2)
-    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-o", str(tmp_path / "fast")],
-                         env=prerelease_env(), capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "objcli", "transform", *common, "-o", str(tmp_path / "fast")],
+        env=prerelease_env(),
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     fast, stable = (json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("fast", "stable"))
-    assert fast["tokenizer"]["engine"]["version"].startswith("1.") and not stable["tokenizer"]["engine"]["version"].startswith("1.")
+    assert fast["tokenizer"]["engine"]["version"].startswith("1.") and not stable["tokenizer"]["engine"][
+        "version"
+    ].startswith("1.")
     assert [s["sha256"] for s in fast["shards"]] == [s["sha256"] for s in stable["shards"]]
     assert fast["totals"]["documents_written"] > 250
 
@@ -434,13 +566,25 @@ def test_keys_whose_value_is_null_are_dropped_as_transformers_drops_them(tokeniz
     """OpenAI's exports write "name": null, "tool_calls": null; a template that asks whether a key
     is defined must see them absent, in every message of the record (and none of the others)."""
     template = tmp_path / "defined.jinja"
-    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}{% if m.name is defined %}[{{ m.name }}]"
-                        "{% endif %}: {{ m.content }}<|im_end|>\n{% endfor %}")
-    messages = [{"role": "user", "content": "q", "name": None}, {"role": "assistant", "content": "a", "name": "bot"},
-                {"role": "user", "content": "r"}, {"role": "assistant", "content": "b", "tool_calls": None, "name": None}]
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }}{% if m.name is defined %}[{{ m.name }}]"
+        "{% endif %}: {{ m.content }}<|im_end|>\n{% endfor %}"
+    )
+    messages = [
+        {"role": "user", "content": "q", "name": None},
+        {"role": "assistant", "content": "a", "name": "bot"},
+        {"role": "user", "content": "r"},
+        {"role": "assistant", "content": "b", "tool_calls": None, "name": None},
+    ]
     _, ids, _ = _one_run(tokenizers_dir["qwen2.5"], [{"messages": messages}], tmp_path, chat_template=str(template))
     hf = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir["qwen2.5"].parent))
-    assert hf.decode(ids[0].tolist()) == "<|im_start|>user: q<|im_end|>\n<|im_start|>assistant[bot]: a<|im_end|>\n" \
-                                        "<|im_start|>user: r<|im_end|>\n<|im_start|>assistant: b<|im_end|>\n"
-    assert ids[0].tolist() == hf.apply_chat_template(messages, chat_template=template.read_text(), tokenize=True,
-                                                     return_dict=True)["input_ids"]
+    assert (
+        hf.decode(ids[0].tolist()) == "<|im_start|>user: q<|im_end|>\n<|im_start|>assistant[bot]: a<|im_end|>\n"
+        "<|im_start|>user: r<|im_end|>\n<|im_start|>assistant: b<|im_end|>\n"
+    )
+    assert (
+        ids[0].tolist()
+        == hf.apply_chat_template(messages, chat_template=template.read_text(), tokenize=True, return_dict=True)[
+            "input_ids"
+        ]
+    )

@@ -37,12 +37,38 @@ FAMILIES = {
     "phi3_5": ("<s>", "<|endoftext|>", set()),
     "deepseekv3": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", {"tool_calls", "reasoning"}),
 }
-SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-            "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>",
-            "<s>", "<|assistant|>", "<|end|>", "<|system|>", "<|user|>", "<｜begin▁of▁sentence｜>",
-            "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-            "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>",
-            "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"]
+SPECIALS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<bos>",
+    "<eos>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<s>",
+    "<|assistant|>",
+    "<|end|>",
+    "<|system|>",
+    "<|user|>",
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁outputs▁begin｜>",
+    "<｜tool▁outputs▁end｜>",
+    "<｜tool▁output▁begin｜>",
+    "<｜tool▁output▁end｜>",
+]
 WORDS = "the river runs to the sea ; why is the sky blue ? because light scatters , said the model".split()
 
 
@@ -57,9 +83,15 @@ def trained(tmp_path_factory) -> Path:
     tokenizer.decoder = decoders.ByteLevel()
     rng = np.random.default_rng(5)
     texts = [" ".join(rng.choice(WORDS, 12)) for _ in range(500)] + [p.read_text() for p in TRL.glob("*.jinja")]
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=1500, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=1500,
+            special_tokens=SPECIALS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder / "tokenizer.json"
 
@@ -69,8 +101,13 @@ def family_folder(trained: Path, family: str, template: str, root: Path) -> Path
     folder = root / template
     folder.mkdir(parents=True)
     (folder / "tokenizer.json").write_bytes(trained.read_bytes())
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "model_max_length": 1 << 20,
-              "chat_template": (TRL / f"{template}.jinja").read_text(), **({"bos_token": bos} if bos else {})}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": eos,
+        "model_max_length": 1 << 20,
+        "chat_template": (TRL / f"{template}.jinja").read_text(),
+        **({"bos_token": bos} if bos else {}),
+    }
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return folder
 
@@ -105,8 +142,16 @@ def conversations(family: str, count: int, seed: int) -> list[dict]:
                 messages.append({"role": "assistant", "content": f"ANS{k}b done"})
         record = {"messages": messages}
         if "tools" in features and rng.random() < 0.3:
-            record["tools"] = [{"type": "function", "function": {"name": "lookup", "description": "TOOLDESC finds",
-                                                                  "parameters": {"type": "object", "properties": {}}}}]
+            record["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "lookup",
+                        "description": "TOOLDESC finds",
+                        "parameters": {"type": "object", "properties": {}},
+                    },
+                }
+            ]
         records.append(record)
     return records
 
@@ -116,8 +161,15 @@ def expected(folder: Path, records: list[dict], with_mask: bool) -> list:
     outputs = []
     for record in records:
         try:
-            outputs.append(tokenizer.apply_chat_template(record["messages"], tools=record.get("tools"), tokenize=True,
-                                                         return_dict=True, return_assistant_tokens_mask=with_mask))
+            outputs.append(
+                tokenizer.apply_chat_template(
+                    record["messages"],
+                    tools=record.get("tools"),
+                    tokenize=True,
+                    return_dict=True,
+                    return_assistant_tokens_mask=with_mask,
+                )
+            )
         except Exception as error:  # noqa: BLE001 - what a template raises (Gemma's system turn)
             assert "not supported" in str(error) or "alternate" in str(error), error
             outputs.append(None)
@@ -158,9 +210,17 @@ def test_original_templates_supervise_every_assistant_turn_and_nothing_else(fami
     assert skipped.get("template_error", 0) == sum(o is None for o in outputs)
     # DeepSeek-V3's template drops an answer's text after its first tool-calling turn: such a record is
     # skipped (its loss would be on what the template wrote instead), and only such a record.
-    dropped = [o is not None and any(not _holds(hf.decode(o["input_ids"]), tag) for m in r["messages"]
-                                     if m["role"] == "assistant" for tag in _tags(m) if tag.startswith("ANS"))
-               for r, o in zip(records, outputs)]
+    dropped = [
+        o is not None
+        and any(
+            not _holds(hf.decode(o["input_ids"]), tag)
+            for m in r["messages"]
+            if m["role"] == "assistant"
+            for tag in _tags(m)
+            if tag.startswith("ANS")
+        )
+        for r, o in zip(records, outputs)
+    ]
     assert skipped.get("content_not_found", 0) <= sum(dropped)
     written = {tuple(row.tolist()) for row in ids}
     assert not any(d and tuple(o["input_ids"]) in written for d, o in zip(dropped, outputs))

@@ -23,8 +23,11 @@ def test_crop_worked_example():
     assert (start.tolist(), length.tolist()) == ([104], [3])  # ratio 0.35 -> 3 tokens; 8 starts, key 0.5 -> 4
 
 
-@given(st.lists(st.tuples(st.integers(1, 300), st.floats(0, 0.999), st.floats(0, 0.999)), min_size=1, max_size=20),
-       st.floats(0.01, 0.5), st.floats(0.5, 1.0))
+@given(
+    st.lists(st.tuples(st.integers(1, 300), st.floats(0, 0.999), st.floats(0, 0.999)), min_size=1, max_size=20),
+    st.floats(0.01, 0.5),
+    st.floats(0.5, 1.0),
+)
 def test_crop_matches_contrievers_randomcrop(units, low, high):
     n, ratio_keys, position_keys = (np.array(x) for x in zip(*units))
     starts, lengths = crop(np.zeros(len(n), np.int64), n, ratio_keys, position_keys, low, high)
@@ -43,8 +46,13 @@ def test_crop_lengths_are_within_bounds_and_uniform():
     assert np.all(np.abs(observed - count / 5) < 3 * np.sqrt(count * 0.2 * 0.8))
 
 
-@given(st.lists(st.lists(st.integers(0, 99), max_size=15), min_size=1, max_size=6),
-       st.floats(0, 0.6), st.floats(0, 0.6), st.sampled_from([1.0, 0.9, 0.5]), st.integers(0, 2**31))
+@given(
+    st.lists(st.lists(st.integers(0, 99), max_size=15), min_size=1, max_size=6),
+    st.floats(0, 0.6),
+    st.floats(0, 0.6),
+    st.sampled_from([1.0, 0.9, 0.5]),
+    st.integers(0, 2**31),
+)
 def test_augment_matches_the_reference_loop(views, delete, swap, keep, seed):
     rng = np.random.default_rng(seed)
     offsets = lengths_to_offsets(np.array([len(v) for v in views]))
@@ -57,7 +65,7 @@ def test_augment_matches_the_reference_loop(views, delete, swap, keep, seed):
     for i, view in enumerate(views):
         if keep < 1 and view:
             start, length = reference.contriever_crop(len(view), 1.0, keys["crop_start"][i], keep, keep)
-            view = view[start:start + length]
+            view = view[start : start + length]
         cropped.append(view)
     position = 0
     for view in cropped:
@@ -103,13 +111,15 @@ def _document_streams(corpus, tokenizer_path, sentences: bool) -> list[str]:
 @pytest.mark.parametrize("kind", PAIR_KINDS)
 def test_anchor_and_positive_share_a_document_and_negatives_never(small_corpus, sample_tokenizer, tmp_path, kind):
     corpus = small_corpus / "prose.jsonl"
-    run_transform([corpus], sample_tokenizer, tmp_path / "out", objective="contrastive", pairs=kind, seq_len=96,
-                  negatives=2)
+    run_transform(
+        [corpus], sample_tokenizer, tmp_path / "out", objective="contrastive", pairs=kind, seq_len=96, negatives=2
+    )
     _, table = read_output(tmp_path / "out")
     streams = _document_streams(corpus, sample_tokenizer, kind in ("ict", "adjacent"))
     checked = 0
-    for anchor, positive, *negatives in zip(table["anchor_ids"], table["positive_ids"], table["negative_1_ids"],
-                                            table["negative_2_ids"]):
+    for anchor, positive, *negatives in zip(
+        table["anchor_ids"], table["positive_ids"], table["negative_1_ids"], table["negative_2_ids"]
+    ):
         home = [i for i, s in enumerate(streams) if _as_text(anchor) in s]
         assert home, "an anchor is a contiguous piece of one document"
         assert any(_positive_in(streams[i], positive, anchor) for i in home)
@@ -130,21 +140,45 @@ def _positive_in(stream: str, positive, anchor) -> bool:
 
 def test_the_same_pairs_whatever_the_workers(small_corpus, sample_tokenizer, tmp_path):
     for workers in (1, 2):
-        run_transform([small_corpus], sample_tokenizer, tmp_path / str(workers), workers=workers,
-                      objective="contrastive", pairs="crop", negatives=1, augment="delete:0.1,swap:0.1",
-                      partition_size="16KiB", seq_len=64)
+        run_transform(
+            [small_corpus],
+            sample_tokenizer,
+            tmp_path / str(workers),
+            workers=workers,
+            objective="contrastive",
+            pairs="crop",
+            negatives=1,
+            augment="delete:0.1,swap:0.1",
+            partition_size="16KiB",
+            seq_len=64,
+        )
     assert folder_bytes(tmp_path / "1") == folder_bytes(tmp_path / "2")
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--pairs", "ict", "--min-crop", "0.2"], "Error: --min-crop applies to --pairs crop, not ict"),
-    (["--pairs", "dropout", "--pairs-per-document", "2"], "Error: --pairs-per-document: dropout pairs a unit"),
-    (["--augment", "shuffle:0.1"], "Error: --augment shuffle:0.1: 'shuffle:0.1' is not one of"),
-    (["--min-crop", "0.6"], "Error: --min-crop 0.6 is above --max-crop 0.5"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--pairs", "ict", "--min-crop", "0.2"], "Error: --min-crop applies to --pairs crop, not ict"),
+        (["--pairs", "dropout", "--pairs-per-document", "2"], "Error: --pairs-per-document: dropout pairs a unit"),
+        (["--augment", "shuffle:0.1"], "Error: --augment shuffle:0.1: 'shuffle:0.1' is not one of"),
+        (["--min-crop", "0.6"], "Error: --min-crop 0.6 is above --max-crop 0.5"),
+    ],
+)
 def test_options_that_cannot_apply_are_errors(small_corpus, sample_tokenizer, tmp_path, flags, message):
-    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o",
-                                       str(tmp_path / "o"), "--objective", "contrastive", *flags])
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--objective",
+            "contrastive",
+            *flags,
+        ],
+    )
     assert result.exit_code == 1 and result.output.startswith(message), result.output
 
 
@@ -152,8 +186,14 @@ def test_the_manual_infonce_snippet_runs_on_a_real_output(small_corpus, sample_t
     """The manual's 10-line InfoNCE example, run as printed on a contrastive output with negatives."""
     import re
 
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "pairs", objective="contrastive",
-                  seq_len=64, negatives=1)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "pairs",
+        objective="contrastive",
+        seq_len=64,
+        negatives=1,
+    )
     readme = (ROOT / "objcli" / "docs" / "objectives.md").read_text()
     snippet = re.search(r"InfoNCE from a batch.*?```python\n(.*?)```", readme, re.S).group(1)
     monkeypatch.chdir(tmp_path)

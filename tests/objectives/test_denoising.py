@@ -59,8 +59,9 @@ def test_span_corruption_rows_are_exact_and_reconstruct_the_stream(prose, sample
 
 
 def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample_tokenizer, tmp_path):
-    summary = run_transform(prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=256,
-                            final_chunk="pad", eos=True)
+    summary = run_transform(
+        prose, sample_tokenizer, tmp_path / "t5", objective="t5", seq_len=256, final_chunk="pad", eos=True
+    )
     manifest, table = read_output(tmp_path / "t5")
     assert summary.totals["final_chunks_padded"] == 1 and summary.totals["documents_skipped"] == 0
     last_inputs, last_labels = table["input_ids"][-1], table["labels"][-1]
@@ -69,15 +70,20 @@ def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample
     sentinels = set(manifest["special_tokens"]["sentinels"])
     real_inputs = [t for t in last_inputs if t != 3]
     real_labels = [t for t in last_labels if t != -100]
-    rebuilt = [t for i, lab in zip(table["input_ids"][:-1], table["labels"][:-1]) for t in fill_sentinels(i, lab, sentinels)]
+    rebuilt = [
+        t for i, lab in zip(table["input_ids"][:-1], table["labels"][:-1]) for t in fill_sentinels(i, lab, sentinels)
+    ]
     rebuilt += fill_sentinels(real_inputs, real_labels, sentinels)
     assert rebuilt == stream_of(prose, sample_tokenizer, eos=True)
 
 
 def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
     model = tmp_path / "sent.model"
-    result = CliRunner().invoke(main, ["train-tokenizer", str(prose[0]), "--vocab-size", "700", "-o", str(model)]
-                                + [f"--special=<extra_id_{i}>" for i in range(40)])
+    result = CliRunner().invoke(
+        main,
+        ["train-tokenizer", str(prose[0]), "--vocab-size", "700", "-o", str(model)]
+        + [f"--special=<extra_id_{i}>" for i in range(40)],
+    )
     assert result.exit_code == 0, result.output
     run_transform(prose, model, tmp_path / "t5", objective="t5", seq_len=128)
     manifest, table = read_output(tmp_path / "t5")
@@ -121,10 +127,20 @@ def reconstruct_ul2_row(inputs, labels, plan_kind, mode_len, sentinels, pad=3):
 
 @pytest.mark.parametrize("mode_tokens", ["text", "special"])
 def test_ul2_encdec_rows_are_exact_and_reconstruct_the_stream(prose, sample_tokenizer, tmp_path, mode_tokens):
-    summary = run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", seq_len=256, mode_tokens=mode_tokens)
+    summary = run_transform(
+        prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", seq_len=256, mode_tokens=mode_tokens
+    )
     manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
-    assert [d["name"] for d in denoisers] == ["R-3-0.15", "R-8-0.15", "S-0.25", "X-3-0.5", "X-8-0.5", "X-64-0.15", "X-64-0.5"]
+    assert [d["name"] for d in denoisers] == [
+        "R-3-0.15",
+        "R-8-0.15",
+        "S-0.25",
+        "X-3-0.5",
+        "X-8-0.5",
+        "X-64-0.15",
+        "X-64-0.5",
+    ]
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
     if mode_tokens == "special":
         added = manifest["special_tokens"]["added"]
@@ -155,8 +171,16 @@ def test_ul2_s_denoiser_splits_uniformly(small_corpus, sample_tokenizer, tmp_pat
     r = 0.25 the target is on average a quarter of the example."""
     mix = tmp_path / "s.toml"
     mix.write_text('[[denoiser]]\nkind = "prefix"\nnoise_density = 0.25\nname = "S"\nmode = ""\n')
-    run_transform([small_corpus], sample_tokenizer, tmp_path / "ul2", objective="ul2", mixture=str(mix), seq_len=64,
-                  layout=layout, mode_tokens="none")
+    run_transform(
+        [small_corpus],
+        sample_tokenizer,
+        tmp_path / "ul2",
+        objective="ul2",
+        mixture=str(mix),
+        seq_len=64,
+        layout=layout,
+        mode_tokens="none",
+    )
     _, table = read_output(tmp_path / "ul2")
     raw = 64 if layout == "encdec" else 62
     low = round(0.5 * (raw - 1))
@@ -172,8 +196,15 @@ def test_ul2_s_denoiser_splits_uniformly(small_corpus, sample_tokenizer, tmp_pat
 
 
 def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus], sample_tokenizer, tmp_path / "ul2", objective="ul2", mixture="ul2-3", seq_len=64,
-                  text_unit="paragraph")
+    run_transform(
+        [small_corpus],
+        sample_tokenizer,
+        tmp_path / "ul2",
+        objective="ul2",
+        mixture="ul2-3",
+        seq_len=64,
+        text_unit="paragraph",
+    )
     manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
     n = len(table["denoiser"])
@@ -185,7 +216,9 @@ def test_ul2_mixture_proportions_within_three_sigma(small_corpus, sample_tokeniz
 
 
 def test_ul2_decoder_layout(prose, sample_tokenizer, tmp_path):
-    run_transform(prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", layout="decoder", seq_len=300, mixture="ul2r")
+    run_transform(
+        prose, sample_tokenizer, tmp_path / "ul2", objective="ul2", layout="decoder", seq_len=300, mixture="ul2r"
+    )
     manifest, table = read_output(tmp_path / "ul2")
     denoisers = manifest["config"]["objective_options"]["denoisers"]
     sentinels = set(manifest["special_tokens"]["sentinels"])
@@ -203,16 +236,31 @@ def test_ul2_decoder_layout(prose, sample_tokenizer, tmp_path):
 
 def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
     good = tmp_path / "mix.toml"
-    good.write_text('[[denoiser]]\nkind = "span"\nmean_span = 5\nnoise_density = 0.2\nmode = "[NLU]"\nrate = 3\n'
-                    '[[denoiser]]\nkind = "prefix"\nnoise_density = 0.5\nname = "half"\n')
+    good.write_text(
+        '[[denoiser]]\nkind = "span"\nmean_span = 5\nnoise_density = 0.2\nmode = "[NLU]"\nrate = 3\n'
+        '[[denoiser]]\nkind = "prefix"\nnoise_density = 0.5\nname = "half"\n'
+    )
     run_transform(prose, sample_tokenizer, tmp_path / "out", objective="ul2", mixture=str(good), seq_len=128)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     table = manifest["config"]["objective_options"]["denoisers"]
     assert [(d["name"], d["rate"]) for d in table] == [("R-5-0.2", 3), ("half", 1.0)]
     bad = tmp_path / "bad.toml"
     bad.write_text('[[denoiser]]\nkind = "span"\nnoise_density = 0.2\nmean_span = 3\nmu = 3\n')
-    result = CliRunner().invoke(main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "x"),
-                                       "--objective", "ul2", "--mixture", str(bad)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(prose[0]),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "x"),
+            "--objective",
+            "ul2",
+            "--mixture",
+            str(bad),
+        ],
+    )
     assert result.exit_code == 1
     assert result.output == (
         f"Error: mixture file {bad}: denoiser 1 has unknown field 'mu' "
@@ -223,17 +271,31 @@ def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--objective", "t5", "--noise-density", "0"], "Error: --noise-density 0.0: must be between 0 and 1 (exclusive)\n"),
-        (["--objective", "t5", "--noise-density", "1"], "Error: --noise-density 1.0: must be between 0 and 1 (exclusive)\n"),
-        (["--objective", "t5", "--seq-len", "2"], "Error: --seq-len 2: no chunk length gives inputs of exactly that length "
-         "at noise density 0.15 and mean span 3.0; choose a larger --seq-len (at least 3)\n"),
+        (
+            ["--objective", "t5", "--noise-density", "0"],
+            "Error: --noise-density 0.0: must be between 0 and 1 (exclusive)\n",
+        ),
+        (
+            ["--objective", "t5", "--noise-density", "1"],
+            "Error: --noise-density 1.0: must be between 0 and 1 (exclusive)\n",
+        ),
+        (
+            ["--objective", "t5", "--seq-len", "2"],
+            "Error: --seq-len 2: no chunk length gives inputs of exactly that length "
+            "at noise density 0.15 and mean span 3.0; choose a larger --seq-len (at least 3)\n",
+        ),
         (["--objective", "t5", "--packing", "best-fit"], "Error: --packing best-fit: span-corruption takes none\n"),
         (["--objective", "clm", "--mixture", "ul2"], "Error: --mixture applies to ul2, not to clm\n"),
-        (["--objective", "ul2", "--mixture", "ul3"], "Error: --mixture ul3: neither a preset (ul2, ul2-3, ul2r) nor a TOML file\n"),
+        (
+            ["--objective", "ul2", "--mixture", "ul3"],
+            "Error: --mixture ul3: neither a preset (ul2, ul2-3, ul2r) nor a TOML file\n",
+        ),
     ],
 )
 def test_impossible_settings_fail_before_any_work(prose, sample_tokenizer, tmp_path, args, message):
-    result = CliRunner().invoke(main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *args])
+    result = CliRunner().invoke(
+        main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *args]
+    )
     assert result.exit_code == 1
     assert result.output == message
     assert not (tmp_path / "o").exists()

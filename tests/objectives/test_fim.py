@@ -15,8 +15,15 @@ from objcli.kernels.fim import NONE, PSM, SPM, assemble, first_units
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets
 
 CODE_MODEL = str(SAMPLE / "code.model")
-pieces_strategy = st.lists(st.tuples(st.lists(st.integers(0, 50), max_size=6), st.lists(st.integers(0, 50), max_size=6),
-                                     st.lists(st.integers(0, 50), max_size=6), st.sampled_from([NONE, PSM, SPM])), max_size=12)
+pieces_strategy = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 50), max_size=6),
+        st.lists(st.integers(0, 50), max_size=6),
+        st.lists(st.integers(0, 50), max_size=6),
+        st.sampled_from([NONE, PSM, SPM]),
+    ),
+    max_size=12,
+)
 
 
 def test_gather_ranges_worked_example():
@@ -36,8 +43,10 @@ def test_assemble_matches_reference(documents, order, every_document):
     first = first_units(modes, every_document)
     tokens, offsets = assemble(unit_tokens, unit_offsets, modes, first, np.array([97, 98, 99]), order)
     got = [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(docs))]
-    expected = [d if mode == NONE else reference.fim_document(p, m, s, mode, order, 97, 98, 99)
-                for d, (p, m, s, mode) in zip(docs, documents)]
+    expected = [
+        d if mode == NONE else reference.fim_document(p, m, s, mode, order, 97, 98, 99)
+        for d, (p, m, s, mode) in zip(docs, documents)
+    ]
     assert got == expected
 
 
@@ -82,11 +91,18 @@ def rebuild(tokens, ids, sp):
 
 @pytest.mark.parametrize("order", ["starcoder", "naive"])
 def test_pieces_reorder_back_to_the_original_text(tmp_path, order):
-    texts = ["def f(x):\n    return x + 1\n", "naïve café ☕ — 東京 🚀 e\u0301\u0301 done", "  indented\n\ttab\n",
-             "print('hello')\n" * 5, "x"] * 40
+    texts = [
+        "def f(x):\n    return x + 1\n",
+        "naïve café ☕ — 東京 🚀 e\u0301\u0301 done",
+        "  indented\n\ttab\n",
+        "print('hello')\n" * 5,
+        "x",
+    ] * 40
     corpus = tmp_path / "code.jsonl"
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    summary = run_transform([corpus], CODE_MODEL, tmp_path / "out", objective="fim", seq_len=64, spm_order=order, seed=4)
+    summary = run_transform(
+        [corpus], CODE_MODEL, tmp_path / "out", objective="fim", seq_len=64, spm_order=order, seed=4
+    )
     manifest, _, documents = stream_documents(tmp_path / "out")
     sentinels = manifest["special_tokens"]["ids"]
     ids = (sentinels["fim_prefix"], sentinels["fim_suffix"], sentinels["fim_middle"])
@@ -103,8 +119,15 @@ def test_pieces_reorder_back_to_the_original_text(tmp_path, order):
 
 
 def test_rates_within_three_sigma(small_corpus, tmp_path):
-    summary = run_transform([small_corpus / "prose.jsonl"], CODE_MODEL, tmp_path / "out", objective="fim", seq_len=512,
-                            fim_rate=0.3, fim_spm_rate=0.7)
+    summary = run_transform(
+        [small_corpus / "prose.jsonl"],
+        CODE_MODEL,
+        tmp_path / "out",
+        objective="fim",
+        seq_len=512,
+        fim_rate=0.3,
+        fim_spm_rate=0.7,
+    )
     t = summary.totals
     n = t["fim none"] + t["fim psm"] + t["fim spm"]
     transformed = t["fim psm"] + t["fim spm"]
@@ -140,8 +163,15 @@ def test_fim_modes_per_segment(tmp_path):
 
 
 def test_context_level_rows_keep_seq_len(small_corpus, tmp_path):
-    summary = run_transform([small_corpus / "code.jsonl"], CODE_MODEL, tmp_path / "out", objective="fim",
-                            seq_len=256, fim_level="context", fim_rate=0.9)
+    summary = run_transform(
+        [small_corpus / "code.jsonl"],
+        CODE_MODEL,
+        tmp_path / "out",
+        objective="fim",
+        seq_len=256,
+        fim_level="context",
+        fim_rate=0.9,
+    )
     _, table, _ = stream_documents(tmp_path / "out")
     assert {len(r) for r in table["input_ids"]} == {256}
     assert summary.totals["fim psm"] + summary.totals["fim spm"] > 0
@@ -155,8 +185,9 @@ def test_file_level_split_token(tmp_path):
     corpus = tmp_path / "repo.jsonl"
     files = ["def a():\n    pass\n", "class B:\n    x = 1\n", "print(3)\n"]
     corpus.write_text(json.dumps({"text": "<file_sep>".join(files)}) + "\n")
-    run_transform([corpus], CODE_MODEL, tmp_path / "out", objective="fim", seq_len=8, fim_rate=1.0,
-                  fim_split_token="<file_sep>")
+    run_transform(
+        [corpus], CODE_MODEL, tmp_path / "out", objective="fim", seq_len=8, fim_rate=1.0, fim_split_token="<file_sep>"
+    )
     manifest, table, documents = stream_documents(tmp_path / "out")
     sep = manifest["special_tokens"]["ids"]["fim_split"]
     stream = [t for row in table["input_ids"] for t in row]

@@ -27,15 +27,33 @@ def _run(args: list[str], out) -> tuple[dict, str]:
 
 
 def _args(name, options, packer, corpus, records, sample_tokenizer, seq_len):  # noqa: F811
-    return ["transform", *cli_inputs(name, corpus, records), "-t", sample_tokenizer, "--objective", name,
-            "--packing", packer, "--seq-len", str(seq_len),
-            *(a for k, v in options.items() for a in ("--" + k.replace("_", "-"), str(v)))]
+    return [
+        "transform",
+        *cli_inputs(name, corpus, records),
+        "-t",
+        sample_tokenizer,
+        "--objective",
+        name,
+        "--packing",
+        packer,
+        "--seq-len",
+        str(seq_len),
+        *(a for k, v in options.items() for a in ("--" + k.replace("_", "-"), str(v))),
+    ]
 
 
 @pytest.mark.parametrize("name, options, packer", COMBINATIONS)
 @pytest.mark.parametrize("seq_len", [128, 100_000])  # a partial last row; no full row at all (the warning)
-def test_a_remainder_hint_works_when_followed(name, options, packer, seq_len, corpus, records,  # noqa: F811
-                                              sample_tokenizer, tmp_path):
+def test_a_remainder_hint_works_when_followed(
+    name,
+    options,
+    packer,
+    seq_len,
+    corpus,  # noqa: F811
+    records,  # noqa: F811
+    sample_tokenizer,
+    tmp_path,
+):
     args = _args(name, options, packer, corpus, records, sample_tokenizer, seq_len)
     if seq_len > 4096 and REGISTRY.get(name).reads_records:
         return  # a conversation is one row of its own length: nothing is a remainder

@@ -25,9 +25,13 @@ def test_worked_example():
     assert heads_with_target(values, offsets, 2).tolist() == [2, 1, 0, 1, 0, 0, 1, 0]
 
 
-@given(st.lists(st.lists(st.integers(0, 3), max_size=12).map(sorted).map(lambda r: [v for v in r if v] +
-                                                                         [0] * r.count(0)), max_size=6),
-       st.integers(1, 5))
+@given(
+    st.lists(
+        st.lists(st.integers(0, 3), max_size=12).map(sorted).map(lambda r: [v for v in r if v] + [0] * r.count(0)),
+        max_size=6,
+    ),
+    st.integers(1, 5),
+)
 def test_kernel_matches_the_reference_loop(rows, heads):
     values, offsets = _flat(rows)
     expected = [v for row in reference.heads_with_target(rows, heads) for v in row]
@@ -52,8 +56,9 @@ def test_rows_are_clms_and_each_head_has_n_minus_k_targets(small_corpus, sample_
         assert packer in PACKERS
         options = {"seq_len": 96, "packing": packer}
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"clm-{packer}", objective="clm", **options)
-        run_transform([small_corpus], sample_tokenizer, tmp_path / f"mtp-{packer}", objective="mtp",
-                      mtp_heads=4, **options)
+        run_transform(
+            [small_corpus], sample_tokenizer, tmp_path / f"mtp-{packer}", objective="mtp", mtp_heads=4, **options
+        )
         clm, mtp = _arrow(tmp_path / f"clm-{packer}"), _arrow(tmp_path / f"mtp-{packer}")
         for name in clm.column_names:
             assert mtp.column(name).equals(clm.column(name)), (packer, name)

@@ -21,7 +21,10 @@ from objcli.objectives.sentences import ABBREVIATIONS, SENTINEL, split_batch
 
 
 def test_prose_splitting_rules():
-    text = 'Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday. "Really?" she asked. (Yes.) It was e.g. fine!\n\nNew paragraph 2 here'
+    text = (
+        'Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday. "Really?" she asked. (Yes.) It was e.g. fine!'
+        "\n\nNew paragraph 2 here"
+    )
     assert split_batch([text], "prose")[0] == [
         "Dr. Smith met J. R. Tolkien at 5 p.m. in the U.K. on Friday.",
         '"Really?" she asked.',
@@ -37,10 +40,28 @@ def test_prose_splitting_rules():
 # letters in both cases, digits (a decimal one that is not ASCII), a non-letter word character,
 # letters that are numbers or not ASCII (the Kelvin sign lower-cases to 'k'), whitespace of every
 # kind, the sentinel.
-SPLIT_ALPHABET = st.sampled_from(list(".!?\"')([] \n\t\r\x0b\x1c\x85\xa0\u2028\u3000" "aAdDrReEgGiIsStTxX19_\u00bd\u00b2"
-                                      "\u0663\u00e9\u00c9\u212a" + SENTINEL)
-                                 + ["Dr. ", "e.g. ", "i.e.", " J. ", "St.", "\n\n", "\n \n", ". A", "? (B", '." C',
-                                    "approx. 3", "U.S. A", "\u00c9. B"])
+SPLIT_ALPHABET = st.sampled_from(
+    list(
+        ".!?\"')([] \n\t\r\x0b\x1c\x85\xa0\u2028\u3000"
+        "aAdDrReEgGiIsStTxX19_\u00bd\u00b2"
+        "\u0663\u00e9\u00c9\u212a" + SENTINEL
+    )
+    + [
+        "Dr. ",
+        "e.g. ",
+        "i.e.",
+        " J. ",
+        "St.",
+        "\n\n",
+        "\n \n",
+        ". A",
+        "? (B",
+        '." C',
+        "approx. 3",
+        "U.S. A",
+        "\u00c9. B",
+    ]
+)
 SPLITTERS = ["compiled", "pure"]
 
 
@@ -69,8 +90,10 @@ def compiled_splitter_ready():
 
 @pytest.mark.usefixtures("compiled_splitter_ready")
 @pytest.mark.parametrize("path", SPLITTERS)
-@given(texts=st.lists(st.lists(SPLIT_ALPHABET, max_size=40).map("".join), max_size=6),
-       mode=st.sampled_from(["prose", "lines"]))
+@given(
+    texts=st.lists(st.lists(SPLIT_ALPHABET, max_size=40).map("".join), max_size=6),
+    mode=st.sampled_from(["prose", "lines"]),
+)
 def test_batch_splitting_matches_text_by_text_reference(path, texts, mode):
     """One pass over the joined batch, compiled or the regular expression, cuts exactly where the
     reference's candidate loop does, text by text, sentinel or not."""
@@ -86,9 +109,12 @@ def test_both_splitters_cut_the_sample_corpus_alike(sample_dir):
     """Real prose and code, ASCII batches and wider ones: the same sentences from both paths."""
     import json
 
-    texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl")
-             for line in (sample_dir / name).read_text(encoding="utf-8").splitlines()]
-    batches = [texts[i:i + 50] for i in range(0, len(texts), 50)] + [["plain ASCII. Only here"]]
+    texts = [
+        json.loads(line)["text"]
+        for name in ("prose.jsonl", "code.jsonl")
+        for line in (sample_dir / name).read_text(encoding="utf-8").splitlines()
+    ]
+    batches = [texts[i : i + 50] for i in range(0, len(texts), 50)] + [["plain ASCII. Only here"]]
     assert any(not "".join(b).isascii() for b in batches) and any("".join(b).isascii() for b in batches)
     results = {}
     for path in SPLITTERS:
@@ -107,7 +133,9 @@ def test_truncation_counts_match_google(la, lb, budget):
 
 def test_row_layout():
     tokens = np.arange(100, 120)
-    pairs = Pairs(np.array([0, 0]), np.array([0, 5]), np.array([3, 7]), np.array([10, 7]), np.array([12, 7]), np.array([0, 0]))
+    pairs = Pairs(
+        np.array([0, 0]), np.array([0, 5]), np.array([3, 7]), np.array([10, 7]), np.array([12, 7]), np.array([0, 0])
+    )
     ids, types, attention = assemble_rows(tokens, pairs, 10, cls_id=1, sep_id=2, pad_id=0)
     assert ids.tolist() == [[1, 100, 101, 102, 2, 110, 111, 2, 0, 0], [1, 105, 106, 2, 0, 0, 0, 0, 0, 0]]
     assert types.tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0] * 10]
@@ -121,11 +149,17 @@ def test_rows_match_the_reference_layout(ranges):
     seq_len = 16
     columns = [np.array([r[k] for r in ranges], dtype=np.int64).reshape(-1) for k in range(4)]
     a_start, a_len, b_start, b_len = columns
-    pairs = Pairs(np.zeros(len(ranges), np.int64), a_start, a_start + a_len, b_start, b_start + b_len,
-                  np.zeros(len(ranges), np.int64))
+    pairs = Pairs(
+        np.zeros(len(ranges), np.int64),
+        a_start,
+        a_start + a_len,
+        b_start,
+        b_start + b_len,
+        np.zeros(len(ranges), np.int64),
+    )
     ids, types, attention = assemble_rows(tokens, pairs, seq_len, cls_id=1, sep_id=2, pad_id=0)
     for i, (a, la, b, lb) in enumerate(ranges):
-        expected = reference.pair_row(tokens[a:a + la].tolist(), tokens[b:b + lb].tolist(), seq_len, 1, 2, 0)
+        expected = reference.pair_row(tokens[a : a + la].tolist(), tokens[b : b + lb].tolist(), seq_len, 1, 2, 0)
         assert (ids[i].tolist(), types[i].tolist(), attention[i].tolist()) == expected
     assert ids.dtype == types.dtype == attention.dtype == np.int32
 
@@ -176,11 +210,11 @@ def test_pairs_respect_documents_and_labels_balance(sop):
     assert list(pairs.document) == sorted(pairs.document)  # document order
 
 
-
-
 @pytest.mark.parametrize("objective", ["nsp", "sop"])
 def test_nsp_and_sop_end_to_end(small_corpus, sample_tokenizer, tmp_path, objective):
-    summary = run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective=objective, seq_len=128)
+    summary = run_transform(
+        [small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective=objective, seq_len=128
+    )
     manifest, table = read_output(tmp_path / "out")
     ids = manifest["special_tokens"]["ids"]
     assert (ids["cls"], ids["sep"]) == (8000, 8001)  # allocated after the vocabulary
@@ -199,8 +233,14 @@ def test_nsp_and_sop_end_to_end(small_corpus, sample_tokenizer, tmp_path, object
 
 @pytest.mark.parametrize("draws", ["with-replacement", "exact"])
 def test_electra_masking(small_corpus, sample_tokenizer, tmp_path, draws):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="electra", seq_len=128,
-                  electra_draws=draws)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "out",
+        objective="electra",
+        seq_len=128,
+        electra_draws=draws,
+    )
     manifest, table = read_output(tmp_path / "out")
     mask_id = manifest["special_tokens"]["ids"]["mask"]
     max_predictions = int((0.15 + 0.005) * 128)  # 19
@@ -219,8 +259,15 @@ def test_electra_masking(small_corpus, sample_tokenizer, tmp_path, draws):
 
 
 def test_nsp_with_mlm_masking(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="nsp", seq_len=64,
-                  mlm=True, count="exact")
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "out",
+        objective="nsp",
+        seq_len=64,
+        mlm=True,
+        count="exact",
+    )
     manifest, table = read_output(tmp_path / "out")
     special = {manifest["special_tokens"]["ids"][k] for k in ("cls", "sep", "pad")}
     for labels, attention in zip(table["labels"], table["attention_mask"]):
@@ -230,19 +277,43 @@ def test_nsp_with_mlm_masking(small_corpus, sample_tokenizer, tmp_path):
 
 
 def test_seq_len_too_short_for_a_pair(small_corpus, sample_tokenizer, tmp_path):
-    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                       "--objective", "nsp", "--seq-len", "4"])
-    assert (result.exit_code, result.output) == (1, "Error: --seq-len 4: [CLS] A [SEP] B [SEP] needs at least 5 tokens\n")
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--objective",
+            "nsp",
+            "--seq-len",
+            "4",
+        ],
+    )
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: --seq-len 4: [CLS] A [SEP] B [SEP] needs at least 5 tokens\n",
+    )
 
 
-@given(st.lists(st.integers(0, 30), min_size=1, max_size=12), st.integers(5, 80), st.booleans(),
-       st.lists(st.floats(0, 0.999), min_size=12, max_size=12))
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=12),
+    st.integers(5, 80),
+    st.booleans(),
+    st.lists(st.floats(0, 0.999), min_size=12, max_size=12),
+)
 def test_electra_segments_match_the_example_builder(lengths, target, one_segment, coins):
     """Issue 13, fidelity 2: A's target is (this example's target - 3) // 2, and a sentence may join A
     after B has started; checked against a line-for-line port of ExampleBuilder._create_example."""
     sentences = [list(range(100 * i, 100 * i + n)) for i, n in enumerate(lengths)]
-    in_first = electra_first_segment(np.array([lengths]), np.array([len(lengths)]),
-                                     np.array([100_000 if one_segment else (target - 3) // 2]), np.array([coins]))[0]
+    in_first = electra_first_segment(
+        np.array([lengths]),
+        np.array([len(lengths)]),
+        np.array([100_000 if one_segment else (target - 3) // 2]),
+        np.array([coins]),
+    )[0]
     first = [t for s, a in zip(sentences, in_first) if a for t in s]
     second = [t for s, a in zip(sentences, in_first) if not a for t in s]
     expected = reference.electra_create_example(sentences, target, 10_000, one_segment, coins)
@@ -276,16 +347,22 @@ def test_electra_draws_give_the_expected_number_of_distinct_positions():
     (126 candidates, budget 19: 17.7, where exact selection gives 19)."""
     rows, n, k = 4000, 126, 19
     rng = np.random.default_rng(7)
-    selected, _ = draw_with_replacement(np.ones((rows, n), dtype=bool), np.full(rows, k), rng.random((rows, k)),
-                                        rng.random((rows, k)), 0.85)
+    selected, _ = draw_with_replacement(
+        np.ones((rows, n), dtype=bool), np.full(rows, k), rng.random((rows, k)), rng.random((rows, k)), 0.85
+    )
     distinct = selected.sum(axis=1)
     expected = n * (1 - (1 - 1 / n) ** k)
     assert abs(distinct.mean() - expected) < 3 * distinct.std() / np.sqrt(rows)
 
 
-@given(chunks=st.lists(st.tuples(st.lists(st.integers(0, 30), min_size=1, max_size=10), st.integers(0, 60),
-                                 st.booleans()), min_size=1, max_size=8),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    chunks=st.lists(
+        st.tuples(st.lists(st.integers(0, 30), min_size=1, max_size=10), st.integers(0, 60), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
 @settings(deadline=None)  # the first example loads the compiled walk (numba)
 def test_the_compiled_electra_walk_makes_the_numpy_walks_decisions(chunks, seed):
     """kernels/electra_walk.py (numba, one chunk at a time) against kernels/pairs.py's NumPy walk (every
@@ -309,8 +386,20 @@ def test_compiled_and_pure_runs_write_the_same_bytes(objective, small_corpus, sa
     outputs = {}
     for pure in ("0", "1"):
         out = tmp_path / f"pure-{pure}"
-        result = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--objective", objective,
-                         "--seq-len", "128", "-q", env={"OBJCLI_PURE_PYTHON": pure})
+        result = run_cli(
+            "transform",
+            small_corpus,
+            "-t",
+            sample_tokenizer,
+            "-o",
+            out,
+            "--objective",
+            objective,
+            "--seq-len",
+            "128",
+            "-q",
+            env={"OBJCLI_PURE_PYTHON": pure},
+        )
         assert result.returncode == 0, result.stderr
         outputs[pure] = {k: v for k, v in folder_bytes(out).items() if k != ".objcli-lock"}
     assert outputs["0"] == outputs["1"] and any(k.endswith(".arrow") for k in outputs["0"])

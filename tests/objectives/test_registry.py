@@ -45,7 +45,9 @@ def variants():
 
 
 COMBINATIONS = [
-    pytest.param(name, options, packer, fmt, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}-{fmt}")
+    pytest.param(
+        name, options, packer, fmt, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}-{fmt}"
+    )
     for name, options in variants()
     for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
     for fmt in OUTPUT_FORMATS
@@ -82,18 +84,29 @@ def cli_inputs(name: str, corpus, records) -> list[str]:
 
 
 @pytest.mark.parametrize("objective, options, packer, fmt", COMBINATIONS)
-def test_every_objective_packer_and_format(objective, options, packer, fmt, corpus, records, sample_tokenizer, tmp_path):
+def test_every_objective_packer_and_format(
+    objective, options, packer, fmt, corpus, records, sample_tokenizer, tmp_path
+):
     out = tmp_path / "out"
     folder, needed = inputs_for(objective, corpus, records)
     options = {**options, **needed}
     try:
-        summary = run_transform([folder], sample_tokenizer, out, objective=objective, seq_len=96, packing=packer,
-                                output_format=fmt, **options)
+        summary = run_transform(
+            [folder],
+            sample_tokenizer,
+            out,
+            objective=objective,
+            seq_len=96,
+            packing=packer,
+            output_format=fmt,
+            **options,
+        )
     except ObjcliError as error:  # only formats of whole token documents refuse: other columns, or packed rows
         message = str(error)
         assert fmt in whole_document_formats(), message
         assert message.startswith(f"--format {fmt} stores input_ids only") or (
-            packer != "none" and message.startswith(f"--format {fmt} writes whole documents")), message
+            packer != "none" and message.startswith(f"--format {fmt} writes whole documents")
+        ), message
         return
     manifest = summary.manifest
     t = manifest["totals"]
@@ -122,8 +135,14 @@ def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
         # One screen, in sections; the objective's own options in a section named after it.
         assert len(text.splitlines()) < 80, name
         headings = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
-        assert headings == ["Input:", "Objective and rows:", *([f"{name} options:"] if option_fields(
-            REGISTRY.get(name).options_type) else []), "Order, splits and mixture:", "Output:", "Execution:"], name
+        assert headings == [
+            "Input:",
+            "Objective and rows:",
+            *([f"{name} options:"] if option_fields(REGISTRY.get(name).options_type) else []),
+            "Order, splits and mixture:",
+            "Output:",
+            "Execution:",
+        ], name
         own = {f.name for f in option_fields(REGISTRY.get(name).options_type)}
         for field_name in owners:
             flag = "--" + field_name.replace("_", "-") + " "
@@ -133,24 +152,54 @@ def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
 @pytest.mark.parametrize("name", REGISTRY.names())
 def test_a_manifest_is_a_recipe_that_repeats_the_run(name, corpus, records, sample_tokenizer, tmp_path):
     first = tmp_path / "first"
-    run = CliRunner().invoke(main, ["transform", *cli_inputs(name, corpus, records), "-t", sample_tokenizer, "-o", str(first), "--objective",
-                                    name, "--seq-len", "96", "--seed", "5", "-q"])
+    run = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            *cli_inputs(name, corpus, records),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(first),
+            "--objective",
+            name,
+            "--seq-len",
+            "96",
+            "--seed",
+            "5",
+            "-q",
+        ],
+    )
     assert run.exit_code == 0, run.output
-    again = CliRunner().invoke(main, ["transform", "--recipe", str(first / "manifest.json"), "-o", str(tmp_path / "again"),
-                                      "-q"])
+    again = CliRunner().invoke(
+        main, ["transform", "--recipe", str(first / "manifest.json"), "-o", str(tmp_path / "again"), "-q"]
+    )
     assert again.exit_code == 0, again.output
     shards = sorted(p.name for p in first.glob("part-*"))
     assert shards and all((first / s).read_bytes() == (tmp_path / "again" / s).read_bytes() for s in shards)
 
 
 def test_print_recipe_round_trips_and_command_line_wins(corpus, sample_tokenizer, tmp_path):
-    args = ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), "--objective", "mlm",
-            "--whole-word", "--seq-len", "64"]
+    args = [
+        "transform",
+        str(corpus),
+        "-t",
+        sample_tokenizer,
+        "-o",
+        str(tmp_path / "o"),
+        "--objective",
+        "mlm",
+        "--whole-word",
+        "--seq-len",
+        "64",
+    ]
     text = CliRunner().invoke(main, [*args, "--print-recipe"]).output
     recipe = tmp_path / "run.toml"
     recipe.write_text(text)
     assert 'objective = "mlm"' in text and "whole-word = true" in text and "seq-len = 64" in text
-    resolved = CliRunner().invoke(main, ["transform", "--recipe", str(recipe), "--seq-len", "32", "--print-recipe"]).output
+    resolved = (
+        CliRunner().invoke(main, ["transform", "--recipe", str(recipe), "--seq-len", "32", "--print-recipe"]).output
+    )
     assert "seq-len = 32" in resolved and "whole-word = true" in resolved
 
 
@@ -167,8 +216,21 @@ def test_a_packer_an_objective_does_not_take_is_refused_in_one_line(corpus, reco
         taken = REGISTRY.get(name).packers(REGISTRY.get(name).options_type())
         refused = [p for p in ("none", "concat", "best-fit", "trim-and-pack") if p not in taken]
         for packer in refused:
-            result = CliRunner().invoke(main, ["transform", *cli_inputs(name, corpus, records), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                               "--objective", name, "--packing", packer])
+            result = CliRunner().invoke(
+                main,
+                [
+                    "transform",
+                    *cli_inputs(name, corpus, records),
+                    "-t",
+                    sample_tokenizer,
+                    "-o",
+                    str(tmp_path / "o"),
+                    "--objective",
+                    name,
+                    "--packing",
+                    packer,
+                ],
+            )
             assert result.exit_code == 1
             assert result.output.startswith(f"Error: --packing {packer}: {name} takes {', '.join(taken)}")
 
@@ -187,10 +249,18 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
 
         def examples(self, batch):
             lengths = np.diff(batch.offsets)
-            reversed_tokens = np.concatenate([batch.tokens[a:b][::-1] for a, b in zip(batch.offsets[:-1], batch.offsets[1:])])
-            return RowBatch({"input_ids": Ragged(batch.tokens, batch.offsets),
-                             "labels": Ragged(reversed_tokens.astype(np.int32), batch.offsets)},
-                            tokens=2 * lengths, padding=np.zeros(len(lengths), np.int64), documents=np.ones(len(lengths), np.int64))
+            reversed_tokens = np.concatenate(
+                [batch.tokens[a:b][::-1] for a, b in zip(batch.offsets[:-1], batch.offsets[1:])]
+            )
+            return RowBatch(
+                {
+                    "input_ids": Ragged(batch.tokens, batch.offsets),
+                    "labels": Ragged(reversed_tokens.astype(np.int32), batch.offsets),
+                },
+                tokens=2 * lengths,
+                padding=np.zeros(len(lengths), np.int64),
+                documents=np.ones(len(lengths), np.int64),
+            )
 
     @register("reverse-test")
     class Reverse(Objective):
@@ -206,8 +276,10 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
             return ("none", "trim-and-pack")
 
         def example_columns(self):
-            return [ColumnSpec("input_ids", "ragged", 0, self.top, "a document"),
-                    ColumnSpec("labels", "ragged", 0, self.top, "its reverse", role="labels", family="labels")]
+            return [
+                ColumnSpec("input_ids", "ragged", 0, self.top, "a document"),
+                ColumnSpec("labels", "ragged", 0, self.top, "its reverse", role="labels", family="labels"),
+            ]
 
         def partition_transform(self, partition_index):
             return _Reverse()
@@ -215,13 +287,18 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
     try:
         for packer in ("none", "trim-and-pack"):
             out = tmp_path / packer
-            run_transform([corpus], sample_tokenizer, out, objective="reverse-test", seq_len=64, packing=packer, pool="threads")
+            run_transform(
+                [corpus], sample_tokenizer, out, objective="reverse-test", seq_len=64, packing=packer, pool="threads"
+            )
             assert verify_output(out).ok
             stats = compute_stats(out)
             assert stats["supervised_tokens"] > 0 and stats["rows"] > 0
             assert "labels:" in "\n".join(inspect_output(str(out), 1, None, False))
             manifest = json.loads((out / "manifest.json").read_text())
-            assert [c["role"] for c in manifest["columns"]][:2] == ["tokens", "segment_ids" if packer != "none" else "labels"]
+            assert [c["role"] for c in manifest["columns"]][:2] == [
+                "tokens",
+                "segment_ids" if packer != "none" else "labels",
+            ]
         help_text = CliRunner().invoke(main, ["transform", "--objective", "reverse-test", "--help"]).output
         assert "--packing" in help_text and len(help_text.splitlines()) < 80
     finally:

@@ -21,14 +21,22 @@ def _rows(summary_out):
     return manifest, [np.array(r) for r in table["input_ids"]]
 
 
-@pytest.mark.parametrize("objective, packer", [(n, p) for n in NEXT_TOKEN
-                                               for p in REGISTRY.get(n).packers(REGISTRY.get(n).options_type())])
+@pytest.mark.parametrize(
+    "objective, packer", [(n, p) for n in NEXT_TOKEN for p in REGISTRY.get(n).packers(REGISTRY.get(n).options_type())]
+)
 def test_rows_are_one_token_longer(objective, packer, small_corpus, sample_tokenizer, tmp_path):
     runs = {}
     for row_tokens in ("seq-len", "seq-len+1"):
         out = tmp_path / row_tokens
-        run_transform([small_corpus], sample_tokenizer, out, objective=objective, packing=packer, seq_len=SEQ_LEN,
-                      row_tokens=row_tokens)
+        run_transform(
+            [small_corpus],
+            sample_tokenizer,
+            out,
+            objective=objective,
+            packing=packer,
+            seq_len=SEQ_LEN,
+            row_tokens=row_tokens,
+        )
         assert verify_output(out).ok
         runs[row_tokens] = _rows(out)
     (_, short), (manifest, long) = runs["seq-len"], runs["seq-len+1"]

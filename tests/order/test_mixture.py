@@ -19,8 +19,12 @@ def sources(sample_dir, tmp_path_factory):
     functions' paragraphs), so a share of the output is a sum over hundreds of keyed draws."""
     folder = tmp_path_factory.mktemp("sources")
     prose = (sample_dir / "prose.jsonl").read_text(encoding="utf-8").splitlines()[:3000]
-    code = [p for line in (sample_dir / "code.jsonl").read_text(encoding="utf-8").splitlines()
-            for p in json.loads(line)["text"].split("\n\n") if p.strip()]
+    code = [
+        p
+        for line in (sample_dir / "code.jsonl").read_text(encoding="utf-8").splitlines()
+        for p in json.loads(line)["text"].split("\n\n")
+        if p.strip()
+    ]
     (folder / "prose.jsonl").write_text("\n".join(prose) + "\n", encoding="utf-8")
     (folder / "code.jsonl").write_text("".join(json.dumps({"text": p}) + "\n" for p in code), encoding="utf-8")
     assert len(code) > 1000
@@ -51,8 +55,15 @@ def test_the_output_holds_the_mixture_asked_for(weights, sources, sample_tokeniz
 def test_budgets_and_repeats(sources, sample_tokenizer, tmp_path):
     """Token budgets: rate = budget / the source's tokens; a rate of 2.5 repeats every document 2 or
     3 times, each repeat with draws of its own (MLM masks differ between copies)."""
-    plain = run_transform([], sample_tokenizer, tmp_path / "plain", source=sources, weights="prose=1M,code=1M",
-                          objective="mlm", seq_len=128)
+    plain = run_transform(
+        [],
+        sample_tokenizer,
+        tmp_path / "plain",
+        source=sources,
+        weights="prose=1M,code=1M",
+        objective="mlm",
+        seq_len=128,
+    )
     mixture = plain.manifest["mixture"]
     for entry in mixture.values():
         assert entry["rate"] == pytest.approx(1e6 / entry["estimated_tokens"])
@@ -74,36 +85,85 @@ def test_copies_follow_the_text_not_its_place():
 def test_the_same_bytes_for_any_workers(sources, sample_tokenizer, tmp_path):
     outputs = []
     for workers in (1, 2):
-        run_transform([], sample_tokenizer, tmp_path / str(workers), workers=workers, source=sources,
-                      weights="prose=0.5,code=0.5", seq_len=128, partition_size="16KiB", shuffle_rows=True)
+        run_transform(
+            [],
+            sample_tokenizer,
+            tmp_path / str(workers),
+            workers=workers,
+            source=sources,
+            weights="prose=0.5,code=0.5",
+            seq_len=128,
+            partition_size="16KiB",
+            shuffle_rows=True,
+        )
         outputs.append(folder_bytes(tmp_path / str(workers)))
     assert outputs[0] == outputs[1]
 
 
-@pytest.mark.parametrize("weights, message", [
-    ("prose=0.5", "give every source (prose, code) either a share"),
-    ("prose=0.5,code=1B", "give every source (prose, code) either a share"),
-    ("prose=0.5,web=0.5", "must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B)"),
-    ("prose=-1,code=1", "must be SOURCE=SHARE"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ("prose=0.5", "give every source (prose, code) either a share"),
+        ("prose=0.5,code=1B", "give every source (prose, code) either a share"),
+        ("prose=0.5,web=0.5", "must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B)"),
+        ("prose=-1,code=1", "must be SOURCE=SHARE"),
+    ],
+)
 def test_bad_weights_are_one_line_errors(weights, message):
     with pytest.raises(ObjcliError, match=f"^--weights {weights}: .*{message}".replace("(", r"\(").replace(")", r"\)")):
         parse_weights(weights, ["prose", "code"])
 
 
 def test_the_command_line_and_its_refusals(sources, sample_tokenizer, tmp_path):
-    done = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights", "prose=0.6,code=0.4",
-                   "-t", sample_tokenizer, "--seq-len", "128", "-o", tmp_path / "out", "-q")
+    done = run_cli(
+        "transform",
+        "--source",
+        sources[0],
+        "--source",
+        sources[1],
+        "--weights",
+        "prose=0.6,code=0.4",
+        "-t",
+        sample_tokenizer,
+        "--seq-len",
+        "128",
+        "-o",
+        tmp_path / "out",
+        "-q",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["recipe"]["source"] == sources
-    for extra, error in ((["--format", "megatron"], "Error: --format megatron stores input_ids only"),
-                         ([], "Error: --source and --weights go together")):
+    for extra, error in (
+        (["--format", "megatron"], "Error: --format megatron stores input_ids only"),
+        ([], "Error: --source and --weights go together"),
+    ):
         weights = [] if not extra else ["--weights", "prose=0.6,code=0.4"]
-        done = run_cli("transform", "--source", sources[0], "--source", sources[1], *weights, *extra,
-                       "-t", sample_tokenizer, "-o", tmp_path / "bad")
+        done = run_cli(
+            "transform",
+            "--source",
+            sources[0],
+            "--source",
+            sources[1],
+            *weights,
+            *extra,
+            "-t",
+            sample_tokenizer,
+            "-o",
+            tmp_path / "bad",
+        )
         assert done.returncode == 1 and done.stderr.startswith(error), done.stderr
-    done = run_cli("transform", sources[0].split("=")[1], "--source", sources[0], "--weights", "prose=1",
-                   "-t", sample_tokenizer, "-o", tmp_path / "bad")
+    done = run_cli(
+        "transform",
+        sources[0].split("=")[1],
+        "--source",
+        sources[0],
+        "--weights",
+        "prose=1",
+        "-t",
+        sample_tokenizer,
+        "-o",
+        tmp_path / "bad",
+    )
     assert done.stderr.startswith("Error: --source names every input of a mixture")
 
 
@@ -113,24 +173,71 @@ def test_a_file_in_two_sources_is_refused_naming_it_and_both(sources, sample_tok
     through a symbolic link. Each is one line naming the file and both sources."""
     folder = sources[0].split("=", 1)[1].rsplit("/", 1)[0]
     (tmp_path / "link.jsonl").symlink_to(f"{folder}/prose.jsonl")
-    for second in (f"web={folder}/prose.jsonl", f"web={folder}", f"web={folder}/*.jsonl", f"web={tmp_path / 'link.jsonl'}"):
-        done = run_cli("transform", "--source", sources[0], "--source", second, "--weights", "prose=0.5,web=0.5",
-                       "-t", sample_tokenizer, "-o", tmp_path / "out", "-q")
+    for second in (
+        f"web={folder}/prose.jsonl",
+        f"web={folder}",
+        f"web={folder}/*.jsonl",
+        f"web={tmp_path / 'link.jsonl'}",
+    ):
+        done = run_cli(
+            "transform",
+            "--source",
+            sources[0],
+            "--source",
+            second,
+            "--weights",
+            "prose=0.5,web=0.5",
+            "-t",
+            sample_tokenizer,
+            "-o",
+            tmp_path / "out",
+            "-q",
+        )
         assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
-        assert done.stderr.startswith("Error: --source prose and --source web both hold ") and "prose.jsonl" in done.stderr
+        assert (
+            done.stderr.startswith("Error: --source prose and --source web both hold ") and "prose.jsonl" in done.stderr
+        )
         assert not (tmp_path / "out").exists()
 
 
 def test_a_budget_needing_many_copies_warns_and_one_needing_thousands_is_refused(sources, sample_tokenizer, tmp_path):
     """Issue 30: a token budget needing thousands of copies of each document neither warned nor asked."""
-    natural = run_transform([], sample_tokenizer, tmp_path / "n", source=sources, weights="prose=1M,code=1M", seq_len=128)
+    natural = run_transform(
+        [], sample_tokenizer, tmp_path / "n", source=sources, weights="prose=1M,code=1M", seq_len=128
+    )
     code_tokens = natural.manifest["mixture"]["code"]["estimated_tokens"]
-    warned = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights",
-                     f"prose=100K,code={6 * code_tokens // 1000}K", "-t", sample_tokenizer, "--seq-len", "128",
-                     "-o", tmp_path / "w", "-q")
+    warned = run_cli(
+        "transform",
+        "--source",
+        sources[0],
+        "--source",
+        sources[1],
+        "--weights",
+        f"prose=100K,code={6 * code_tokens // 1000}K",
+        "-t",
+        sample_tokenizer,
+        "--seq-len",
+        "128",
+        "-o",
+        tmp_path / "w",
+        "-q",
+    )
     assert warned.returncode == 0 and "source code: every document is written about 6.0 times" in warned.stderr
-    refused = run_cli("transform", "--source", sources[0], "--source", sources[1], "--weights",
-                      f"prose=100K,code={2000 * code_tokens // 1000}K", "-t", sample_tokenizer, "--seq-len", "128",
-                      "-o", tmp_path / "r", "-q")
+    refused = run_cli(
+        "transform",
+        "--source",
+        sources[0],
+        "--source",
+        sources[1],
+        "--weights",
+        f"prose=100K,code={2000 * code_tokens // 1000}K",
+        "-t",
+        sample_tokenizer,
+        "--seq-len",
+        "128",
+        "-o",
+        tmp_path / "r",
+        "-q",
+    )
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
     assert refused.stderr.startswith("Error: --weights: source code holds about") and "2,000 copies" in refused.stderr

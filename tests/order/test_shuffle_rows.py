@@ -19,8 +19,12 @@ from objcli.order import shuffle
 
 def _row_keys(folder) -> list[str]:
     """Each row, in order, as a digest of every column's values."""
-    return [hashlib.sha256(b"".join(np.asarray(v, dtype=np.int64).tobytes() + k.encode() for k, v in sorted(row.items()))
-                           ).hexdigest() for _, row in iter_rows(folder)]
+    return [
+        hashlib.sha256(
+            b"".join(np.asarray(v, dtype=np.int64).tobytes() + k.encode() for k, v in sorted(row.items()))
+        ).hexdigest()
+        for _, row in iter_rows(folder)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def test_same_rows_in_an_order_unrelated_to_the_source(two_sources, sample_token
     positions = np.arange(len(after))
     assert 0 < from_prose.sum() < len(after)
     assert abs(_mann_whitney_z(positions[from_prose], positions[~from_prose])) < 4
-    unshuffled_z = _mann_whitney_z(positions[: prose_rows], positions[prose_rows:])
+    unshuffled_z = _mann_whitney_z(positions[:prose_rows], positions[prose_rows:])
     assert abs(unshuffled_z) > 10  # the test can tell: corpus order fails it
     # Shard sizes follow --shard-size, not the partitions.
     assert [s["rows"] for s in shuffled.manifest["shards"]][:-1] == [200] * (len(shuffled.manifest["shards"]) - 1)
@@ -72,13 +76,22 @@ def test_the_same_bytes_for_any_workers_and_pool(two_sources, sample_tokenizer, 
     outputs = []
     for workers, pool in ((1, "threads"), (2, "threads"), (2, "processes")):
         out = tmp_path / f"{workers}-{pool}"
-        run_transform(two_sources, sample_tokenizer, out, workers=workers, pool=pool, seq_len=64, shuffle_rows=True,
-                      partition_size="20000")
+        run_transform(
+            two_sources,
+            sample_tokenizer,
+            out,
+            workers=workers,
+            pool=pool,
+            seq_len=64,
+            shuffle_rows=True,
+            partition_size="20000",
+        )
         outputs.append(folder_bytes(out))
     assert outputs[0] == outputs[1] == outputs[2]
     other_seed = tmp_path / "seed1"
-    run_transform(two_sources, sample_tokenizer, other_seed, seq_len=64, shuffle_rows=True, partition_size="20000",
-                  seed=1)
+    run_transform(
+        two_sources, sample_tokenizer, other_seed, seq_len=64, shuffle_rows=True, partition_size="20000", seed=1
+    )
     assert _row_keys(other_seed) != _row_keys(tmp_path / "1-threads")
 
 
@@ -99,9 +112,11 @@ def test_each_split_is_shuffled_apart(two_sources, sample_tokenizer, tmp_path, s
     shuffled = run_transform(two_sources, sample_tokenizer, tmp_path / "shuffled", shuffle_rows=True, **common)
     assert shuffled.manifest["splits"] == plain.manifest["splits"]
     for name in ("train", "validation"):
+
         def rows_of(folder, split=name):
             keys, names = _row_keys(folder), [f for f, _ in iter_rows(folder)]
             return [k for k, f in zip(keys, names) if f.startswith(split + "-")]
+
         assert sorted(rows_of(tmp_path / "plain")) == sorted(rows_of(tmp_path / "shuffled"))
 
 
@@ -113,7 +128,9 @@ def test_killed_while_shuffling_resumes_to_the_same_bytes(two_sources, sample_to
     assert not (tmp_path / "out" / "manifest.json").exists()
     resumed = run_cli(*args, "-o", tmp_path / "out")
     assert resumed.returncode == 0, resumed.stderr
-    assert "partitions kept from the interrupted run" in resumed.stderr and "shards of shuffled rows ->" in resumed.stderr
+    assert (
+        "partitions kept from the interrupted run" in resumed.stderr and "shards of shuffled rows ->" in resumed.stderr
+    )
     assert folder_bytes(tmp_path / "out") == folder_bytes(tmp_path / "clean")
     assert manifest_json(tmp_path / "out")["config"]["shuffle_rows"] is True
 

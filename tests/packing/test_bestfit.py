@@ -26,7 +26,9 @@ def test_same_placement_as_reference(lengths, capacity):
 def test_best_fit_clm_properties(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
     seq_len = 512
-    summary = run_transform(files, sample_tokenizer, tmp_path / "bf", packing="best-fit", seq_len=seq_len, pack_window=30_000)
+    summary = run_transform(
+        files, sample_tokenizer, tmp_path / "bf", packing="best-fit", seq_len=seq_len, pack_window=30_000
+    )
     concat = run_transform(files, sample_tokenizer, tmp_path / "cc", seq_len=seq_len)
     _, table = read_output(tmp_path / "bf")
     sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
@@ -56,19 +58,26 @@ def test_best_fit_is_deterministic_across_workers(small_corpus, sample_tokenizer
     assert len(files) > 1 and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
 
 
-
 @pytest.mark.parametrize("objective,extra", [("bart", {}), ("prefix-lm", {"layout": "encdec"})])
 def test_trim_and_pack_gives_back_the_unpacked_examples(small_corpus, sample_tokenizer, tmp_path, objective, extra):
     files = [small_corpus / "prose.jsonl"]
     seq_len = 96
     run_transform(files, sample_tokenizer, tmp_path / "plain", objective=objective, seq_len=seq_len, **extra)
-    summary = run_transform(files, sample_tokenizer, tmp_path / "packed", objective=objective, seq_len=seq_len, pack=True, **extra)
+    summary = run_transform(
+        files, sample_tokenizer, tmp_path / "packed", objective=objective, seq_len=seq_len, pack=True, **extra
+    )
 
     plain, packed = read_output(tmp_path / "plain")[1], read_output(tmp_path / "packed")[1]
     expected = sorted((tuple(i[:seq_len]), tuple(lab[:seq_len])) for i, lab in zip(plain["input_ids"], plain["labels"]))
     got = []
-    for ids, segs, pos, labels, lsegs, lpos in zip(packed["input_ids"], packed["segment_ids"], packed["position_ids"],
-                                                   packed["labels"], packed["label_segment_ids"], packed["label_positions"]):
+    for ids, segs, pos, labels, lsegs, lpos in zip(
+        packed["input_ids"],
+        packed["segment_ids"],
+        packed["position_ids"],
+        packed["labels"],
+        packed["label_segment_ids"],
+        packed["label_positions"],
+    ):
         assert len(ids) == len(labels) == seq_len
         for s in range(1, max(segs) + 1):
             inputs = [t for t, g in zip(ids, segs) if g == s]
@@ -95,11 +104,14 @@ def _segments(row_values, segment_ids):
 def test_prefix_lm_decoder_pack_gives_back_one_example_per_document(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
     seq_len = 256
-    summary = run_transform(files, sample_tokenizer, tmp_path / "out", objective="prefix-lm", pack=True, seq_len=seq_len)
+    summary = run_transform(
+        files, sample_tokenizer, tmp_path / "out", objective="prefix-lm", pack=True, seq_len=seq_len
+    )
     _, table = read_output(tmp_path / "out")
     pieces = []
-    for ids, labels, segments, positions, prefixes in zip(table["input_ids"], table["labels"], table["segment_ids"],
-                                                          table["position_ids"], table["prefix_lengths"]):
+    for ids, labels, segments, positions, prefixes in zip(
+        table["input_ids"], table["labels"], table["segment_ids"], table["position_ids"], table["prefix_lengths"]
+    ):
         assert len(ids) == len(labels) == seq_len
         assert len(prefixes) == max(segments)  # one prefix length per segment
         for example, example_labels, example_positions, k in zip(
@@ -120,8 +132,14 @@ def test_prefix_lm_decoder_pack_gives_back_one_example_per_document(small_corpus
 
 
 def test_prefix_lm_split_points_are_uniform(small_corpus, sample_tokenizer, tmp_path):
-    run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "out", objective="prefix-lm", pack=True,
-                  seq_len=256)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "out",
+        objective="prefix-lm",
+        pack=True,
+        seq_len=256,
+    )
     _, table = read_output(tmp_path / "out")
     # k / (n - 1) is uniform on (0, 1]: its mean is about 1/2 (within 3 standard errors).
     fractions = []
@@ -135,7 +153,9 @@ def test_prefix_lm_split_points_are_uniform(small_corpus, sample_tokenizer, tmp_
 def test_mlm_best_fit_rows_are_whole_documents_masked(small_corpus, sample_tokenizer, tmp_path):
     files = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
     seq_len = 256
-    summary = run_transform(files, sample_tokenizer, tmp_path / "out", objective="mlm", packing="best-fit", seq_len=seq_len)
+    summary = run_transform(
+        files, sample_tokenizer, tmp_path / "out", objective="mlm", packing="best-fit", seq_len=seq_len
+    )
     _, table = read_output(tmp_path / "out")
     pieces, selected, valid = [], 0, 0
     for ids, labels, segments in zip(table["input_ids"], table["labels"], table["segment_ids"]):
@@ -152,9 +172,14 @@ def test_mlm_best_fit_rows_are_whole_documents_masked(small_corpus, sample_token
 
 
 def test_decoder_pack_is_deterministic_across_workers(small_corpus, sample_tokenizer, tmp_path):
-    for name, extra in (("prefix", {"objective": "prefix-lm", "pack": True}), ("mlm", {"objective": "mlm", "packing": "best-fit"})):
+    for name, extra in (
+        ("prefix", {"objective": "prefix-lm", "pack": True}),
+        ("mlm", {"objective": "mlm", "packing": "best-fit"}),
+    ):
         common = dict(seq_len=256, partition_size=30_000, **extra)
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}1", workers=1, **common)
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"{name}2", workers=2, **common)
         files = sorted(p.name for p in (tmp_path / f"{name}1").glob("part-*"))
-        assert files and all((tmp_path / f"{name}1" / f).read_bytes() == (tmp_path / f"{name}2" / f).read_bytes() for f in files)
+        assert files and all(
+            (tmp_path / f"{name}1" / f).read_bytes() == (tmp_path / f"{name}2" / f).read_bytes() for f in files
+        )

@@ -59,7 +59,7 @@ def test_best_fit_places_every_token_once_and_splits_only_long_examples(docs, se
     rows = packer.finish()
     ids, segments = rows.columns["input_ids"], rows.columns["segment_ids"]
     pieces = [p for r in range(len(ids)) for p in _segments(ids[r], segments[r])]
-    expected = [d[i:i + seq_len] for d in docs for i in range(0, len(d), seq_len)]
+    expected = [d[i : i + seq_len] for d in docs for i in range(0, len(d), seq_len)]
     assert sorted(pieces) == sorted(expected)  # whole examples, or row-sized pieces of long ones
     per_segment = rows.columns["tag"]
     assert len(per_segment.values) == len(pieces)  # one tag per segment
@@ -80,7 +80,7 @@ def test_concat_keeps_the_stream_and_none_keeps_each_example(docs, seq_len):
     rows = none.process(_examples(docs, tags=list(range(len(docs)))))
     ragged = rows.columns["input_ids"]
     pieces = [ragged.values[a:b].tolist() for a, b in zip(ragged.offsets[:-1], ragged.offsets[1:])]
-    assert pieces == [d[i:i + seq_len] for d in docs for i in range(0, len(d), seq_len)]
+    assert pieces == [d[i : i + seq_len] for d in docs for i in range(0, len(d), seq_len)]
     assert rows.columns["tag"].values.tolist() == [i for i, d in enumerate(docs) for _ in range(0, len(d), seq_len)]
 
 

@@ -30,7 +30,7 @@ def blocks(path: Path):
             j = i + 1
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
-            yield i + 1, lines[i][3:].strip(), lines[i + 1:j], lines[i - 1] if i else ""
+            yield i + 1, lines[i][3:].strip(), lines[i + 1 : j], lines[i - 1] if i else ""
             i = j + 1
         else:
             i += 1
@@ -82,8 +82,14 @@ def test_console_blocks_print_what_the_page_shows(path, line, language, body, be
     (tmp_path / "sample_data").symlink_to(SAMPLE)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "132"}
     for command, expected in _commands(body):
-        result = subprocess.run(["bash", "-o", "pipefail", "-c", command + " 2>&1"], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command + " 2>&1"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, (command, result.stdout, result.stderr)
         assert _masked(result.stdout) == _masked(expected), f"{path.name}:{line}: {command}"
 

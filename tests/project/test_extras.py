@@ -30,8 +30,11 @@ LLAMA_STYLE = SAMPLE / "llama-style"
 def wheel(tmp_path_factory) -> Path:
     """objcli built once, as a wheel, for every environment below."""
     folder = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(ROOT)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     return next(folder.glob("objcli-*.whl"))
 
 
@@ -45,8 +48,11 @@ def make_venv(folder: Path, wheel: Path, extra: str | None) -> Path:
     for packages in ([*FIRST.get(extra, [])], [target]):
         if not packages:
             continue
-        result = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
-                                 "--disable-pip-version-check", *packages], capture_output=True, text=True)
+        result = subprocess.run(
+            [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
     return folder / "bin"
 
@@ -54,8 +60,14 @@ def make_venv(folder: Path, wheel: Path, extra: str | None) -> Path:
 def objcli(bin_folder: Path, *args, env=None, cwd=None) -> subprocess.CompletedProcess:
     environment = {**os.environ, **(env or {})}
     environment.pop("PYTHONPATH", None)  # nothing of the test environment leaks in
-    return subprocess.run([str(bin_folder / "objcli"), *map(str, args)], capture_output=True, text=True,
-                          env=environment, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [str(bin_folder / "objcli"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def long_documents(folder: Path) -> Path:
@@ -76,12 +88,15 @@ def manifest(folder: Path) -> dict:
 
 
 def one_error_line(result) -> str:
-    assert result.returncode != 0 and result.stderr.count("\n") == 1 and result.stderr.startswith("Error: "), result.stderr
+    assert result.returncode != 0 and result.stderr.count("\n") == 1 and result.stderr.startswith("Error: "), (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr
     return result.stderr
 
 
 # ---- what each extra is for ----
+
 
 def check_core(bin_folder, tmp):
     out = tmp / "core-out"
@@ -94,23 +109,45 @@ def check_core(bin_folder, tmp):
 
 def check_hf(bin_folder, tmp):
     out, cache = tmp / "hf-out", tmp / "cache"
-    first = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "-o", out,
-                   env={"XDG_CACHE_HOME": str(cache)})
+    first = objcli(
+        bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "-o", out, env={"XDG_CACHE_HOME": str(cache)}
+    )
     assert first.returncode == 0, first.stderr
     written = manifest(out)
     assert written["tokenizer"]["engine"]["name"] == "tokenizers" and written["totals"]["rows"] > 0
     # The stable library is exact but not the fastest: the user is told once, and not again.
     assert first.stderr.count("pip install 'objcli[fast]'") == 1, first.stderr
-    again = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "-o", out, "--overwrite",
-                   env={"XDG_CACHE_HOME": str(cache)})
+    again = objcli(
+        bin_folder,
+        "transform",
+        long_documents(tmp),
+        "-t",
+        LLAMA_STYLE,
+        "-o",
+        out,
+        "--overwrite",
+        env={"XDG_CACHE_HOME": str(cache)},
+    )
     assert again.returncode == 0 and "objcli[fast]" not in again.stderr, again.stderr
 
 
 def check_fast(bin_folder, tmp):
     """The quickstart's Llama-style run, with the fast engine chosen and recorded, no notice."""
     out = tmp / "fast-out"
-    result = objcli(bin_folder, "transform", long_documents(tmp), "-t", LLAMA_STYLE, "--seq-len", "1024",
-                    "--format", "hf", "-o", out, env={"XDG_CACHE_HOME": str(tmp / "cache")})
+    result = objcli(
+        bin_folder,
+        "transform",
+        long_documents(tmp),
+        "-t",
+        LLAMA_STYLE,
+        "--seq-len",
+        "1024",
+        "--format",
+        "hf",
+        "-o",
+        out,
+        env={"XDG_CACHE_HOME": str(tmp / "cache")},
+    )
     assert result.returncode == 0, result.stderr
     engine = manifest(out)["tokenizer"]["engine"]
     assert (engine["name"], engine["version"][:3]) in (("tokenizers", "1.0"), ("quicktok", engine["version"][:3]))
@@ -124,8 +161,11 @@ def check_tiktoken(bin_folder, tmp):
 
     document = json.loads((LLAMA_STYLE / "tokenizer.json").read_text())
     specials = {t["content"]: t["id"] for t in document["added_tokens"]}
-    ranks = {piece.translate(FROM_BYTE_CHARS).encode("latin-1"): rank
-             for piece, rank in document["model"]["vocab"].items() if piece not in specials}
+    ranks = {
+        piece.translate(FROM_BYTE_CHARS).encode("latin-1"): rank
+        for piece, rank in document["model"]["vocab"].items()
+        if piece not in specials
+    }
     rank_file = write_rank_file(ranks, tmp / "tt" / "sample.tiktoken")
     pattern = document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
     side = {"pattern": pattern, "special_tokens": specials, "bos": "<|begin_of_text|>", "eos": "<|end_of_text|>"}
@@ -147,15 +187,32 @@ def check_s3(bin_folder, tmp):
     server.start()
     try:
         host, port = server.get_host_and_port()
-        env = {"AWS_ACCESS_KEY_ID": "objcli-test", "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-               "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
-        client = s3fs.S3FileSystem(key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
-                                   client_kwargs={"endpoint_url": env["AWS_ENDPOINT_URL"]})
+        env = {
+            "AWS_ACCESS_KEY_ID": "objcli-test",
+            "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+        }
+        client = s3fs.S3FileSystem(
+            key=env["AWS_ACCESS_KEY_ID"],
+            secret=env["AWS_SECRET_ACCESS_KEY"],
+            client_kwargs={"endpoint_url": env["AWS_ENDPOINT_URL"]},
+        )
         client.mkdir("extras")
         client.put(str(SAMPLE / "prose.jsonl"), "extras/in/prose.jsonl")
-        result = objcli(bin_folder, "transform", "s3://extras/in/prose.jsonl", "-t", SAMPLE / "tokenizer.model",
-                        "-o", "s3://extras/out", "-q", env=env)
+        result = objcli(
+            bin_folder,
+            "transform",
+            "s3://extras/in/prose.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "-o",
+            "s3://extras/out",
+            "-q",
+            env=env,
+        )
         assert result.returncode == 0, result.stderr
         client.invalidate_cache()
         assert json.loads(client.cat("extras/out/manifest.json"))["totals"]["rows"] > 0
@@ -167,24 +224,50 @@ def check_gcs(bin_folder, tmp):
     """gcsfs is there: a gs:// input reaches the (absent) service and fails as a service does, in one
     line, not as a missing module."""
     env = {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9", "GCSFS_DEFAULT_PROJECT": "objcli"}
-    result = objcli(bin_folder, "transform", "gs://bucket/prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o",
-                    tmp / "gcs-out", env=env)
+    result = objcli(
+        bin_folder,
+        "transform",
+        "gs://bucket/prose.jsonl",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp / "gcs-out",
+        env=env,
+    )
     line = one_error_line(result)
     assert "gs://bucket" in line and "pip install" not in line
 
 
 def check_dask(bin_folder, tmp):
     out = tmp / "dask-out"
-    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
-                    "--executor", "dask", "--workers", "2", "--partition-size", "256KiB", "-q")
+    result = objcli(
+        bin_folder,
+        "transform",
+        SAMPLE / "prose.jsonl",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        out,
+        "--executor",
+        "dask",
+        "--workers",
+        "2",
+        "--partition-size",
+        "256KiB",
+        "-q",
+    )
     assert result.returncode == 0, result.stderr
     assert len(manifest(out)["partitions"]) > 1
 
 
 def check_plot(bin_folder, tmp):
     out = tmp / "plot-out"
-    assert objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
-                  "-q").returncode == 0
+    assert (
+        objcli(
+            bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out, "-q"
+        ).returncode
+        == 0
+    )
     result = objcli(bin_folder, "stats", out, "--plot", tmp / "stats.png")
     assert result.returncode == 0, result.stderr
     assert (tmp / "stats.png").read_bytes().startswith(b"\x89PNG")
@@ -193,12 +276,32 @@ def check_plot(bin_folder, tmp):
 def check_datasets(bin_folder, tmp):
     """The README's tour: an hf output read back by datasets, splits as a DatasetDict."""
     out = tmp / "datasets-out"
-    result = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", out,
-                    "--format", "hf", "--split", "validation=10%", "-q")
+    result = objcli(
+        bin_folder,
+        "transform",
+        SAMPLE / "prose.jsonl",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        out,
+        "--format",
+        "hf",
+        "--split",
+        "validation=10%",
+        "-q",
+    )
     assert result.returncode == 0, result.stderr
-    read = subprocess.run([str(bin_folder / "python"), "-c", "import datasets, sys; d = datasets.load_from_disk("
-                           "sys.argv[1]); print(sorted(d), sum(d.num_rows.values()))", str(out)],
-                          capture_output=True, text=True)
+    read = subprocess.run(
+        [
+            str(bin_folder / "python"),
+            "-c",
+            "import datasets, sys; d = datasets.load_from_disk("
+            "sys.argv[1]); print(sorted(d), sum(d.num_rows.values()))",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert read.returncode == 0, read.stderr
     assert read.stdout.split() == ["['train',", "'validation']", str(manifest(out)["totals"]["rows"])]
 
@@ -224,19 +327,54 @@ def check_train(bin_folder, tmp):
     out = tmp / "train-out"
     lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:40]
     (tmp / "p.jsonl").write_text("".join(lines))
-    assert objcli(bin_folder, "transform", tmp / "p.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128",
-                  "--format", "hf", "-o", out, "-q").returncode == 0
-    run = subprocess.run([str(bin_folder / "python"), "-c", TRAIN, str(ROOT / "objcli" / "docs" / "formats.md"),
-                          str(out), str(tmp / "run")], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert (
+        objcli(
+            bin_folder,
+            "transform",
+            tmp / "p.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "--seq-len",
+            "128",
+            "--format",
+            "hf",
+            "-o",
+            out,
+            "-q",
+        ).returncode
+        == 0
+    )
+    run = subprocess.run(
+        [
+            str(bin_folder / "python"),
+            "-c",
+            TRAIN,
+            str(ROOT / "objcli" / "docs" / "formats.md"),
+            str(out),
+            str(tmp / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     steps, loss = run.stdout.split()[-2:]
     assert steps == "2" and float(loss) > 0
 
 
-FEATURES = {None: check_core, "hf": check_hf, "fast": check_fast, "tiktoken": check_tiktoken, "s3": check_s3,
-            "gcs": check_gcs, "dask": check_dask, "plot": check_plot, "datasets": check_datasets,
-            "train": check_train}
+FEATURES = {
+    None: check_core,
+    "hf": check_hf,
+    "fast": check_fast,
+    "tiktoken": check_tiktoken,
+    "s3": check_s3,
+    "gcs": check_gcs,
+    "dask": check_dask,
+    "plot": check_plot,
+    "datasets": check_datasets,
+    "train": check_train,
+}
 
 
 def test_every_extra_has_a_feature_test():

@@ -24,20 +24,27 @@ def _held(folder) -> dict[str, bytes]:
 
 def _rows(folder) -> list[list[int]]:
     manifest = manifest_json(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(Path(folder) / s["files"][0]))).read_all() for s in manifest["shards"]]
+    tables = [
+        pa.ipc.open_stream(pa.memory_map(str(Path(folder) / s["files"][0]))).read_all() for s in manifest["shards"]
+    ]
     return [row for t in tables for row in t.column("input_ids").to_pylist()]
 
 
 # ---- 1. a missing optional module names its extra; every extra installs what it imports ----
 
+
 def test_every_module_named_for_an_extra_is_in_that_extra():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for module, extra in EXTRA_OF_MODULE.items():
-        names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().replace("-", "_")
-                 for d in extras[extra]}
-        assert module in names or module.replace("_v1", "-v1").replace("-", "_") in names or (
-            module == "dask" and "distributed" in names) or (module == "quicktok_v1" and "quicktok_v1" in names), \
-            (module, extra, names)
+        names = {
+            d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().replace("-", "_") for d in extras[extra]
+        }
+        assert (
+            module in names
+            or module.replace("_v1", "-v1").replace("-", "_") in names
+            or (module == "dask" and "distributed" in names)
+            or (module == "quicktok_v1" and "quicktok_v1" in names)
+        ), (module, extra, names)
 
 
 def test_a_missing_module_in_a_partition_is_one_line_naming_its_extra(tmp_path):
@@ -62,10 +69,16 @@ def test_missing_module_is_none_for_other_errors():
 
 # ---- 4. a .json file holding an array of records ----
 
-records = st.lists(st.one_of(
-    st.fixed_dictionaries({"text": st.text(alphabet="abc xyzé\n", min_size=0, max_size=40)}),
-    st.fixed_dictionaries({"other": st.integers()}),
-    st.integers(), st.text(max_size=5)), min_size=1, max_size=25)
+records = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"text": st.text(alphabet="abc xyzé\n", min_size=0, max_size=40)}),
+        st.fixed_dictionaries({"other": st.integers()}),
+        st.integers(),
+        st.text(max_size=5),
+    ),
+    min_size=1,
+    max_size=25,
+)
 
 
 @settings(max_examples=25, deadline=None)
@@ -77,8 +90,9 @@ def test_a_json_array_is_read_as_its_records_with_json_lines_accounting(tmp_path
     outs = {}
     for name in ("a.json", "a.jsonl"):
         try:
-            summary = run_transform([folder / name], SAMPLE / "tokenizer.model", folder / f"out-{name}", seq_len=8,
-                                    packing="none")
+            summary = run_transform(
+                [folder / name], SAMPLE / "tokenizer.model", folder / f"out-{name}", seq_len=8, packing="none"
+            )
         except Exception as error:  # every record bad: the same refusal for both
             outs[name] = type(error).__name__
             continue
@@ -91,12 +105,21 @@ def test_a_json_array_is_read_as_its_records_with_json_lines_accounting(tmp_path
 def test_a_json_array_names_bad_elements_and_a_broken_array_is_a_counted_skip(tmp_path):
     good = [{"text": f"record number {i} " * 20} for i in range(5)]
     (tmp_path / "ok.json").write_text(json.dumps([good[0], 7, good[1]]))
-    result = run_cli("transform", tmp_path / "ok.json", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o1",
-                     "--packing", "none")
+    result = run_cli(
+        "transform", tmp_path / "ok.json", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o1", "--packing", "none"
+    )
     assert result.returncode == 0 and "ok.json element 2: the record is JSON but not an object" in result.stderr
     (tmp_path / "broken.json").write_text(json.dumps(good)[:-40])  # cut inside the fourth record
-    result = run_cli("transform", tmp_path / "broken.json", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o2",
-                     "--packing", "none")
+    result = run_cli(
+        "transform",
+        tmp_path / "broken.json",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp_path / "o2",
+        "--packing",
+        "none",
+    )
     assert result.returncode == 0, result.stderr
     totals = manifest_json(tmp_path / "o2")["totals"]
     assert totals["skipped_by_reason"] == {"bad_json": 1} and totals["documents_written"] == 4
@@ -108,55 +131,102 @@ def test_a_json_array_on_standard_input_and_in_a_gzip_file(tmp_path):
 
     items = [{"text": f"document {i} " * 30} for i in range(30)]
     (tmp_path / "a.json.gz").write_bytes(gzip.compress(json.dumps(items).encode()))
-    stdin = run_cli("transform", "-", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "s", "--seq-len", "64",
-                    input=json.dumps(items))
-    packed = run_cli("transform", tmp_path / "a.json.gz", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "g",
-                     "--seq-len", "64")
+    stdin = run_cli(
+        "transform",
+        "-",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp_path / "s",
+        "--seq-len",
+        "64",
+        input=json.dumps(items),
+    )
+    packed = run_cli(
+        "transform", tmp_path / "a.json.gz", "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "g", "--seq-len", "64"
+    )
     assert stdin.returncode == 0 and packed.returncode == 0, stdin.stderr + packed.stderr
-    assert _rows(tmp_path / "s") == _rows(tmp_path / "g") and manifest_json(tmp_path / "g")["totals"]["documents_written"] == 30
+    assert (
+        _rows(tmp_path / "s") == _rows(tmp_path / "g")
+        and manifest_json(tmp_path / "g")["totals"]["documents_written"] == 30
+    )
 
 
 def test_a_large_json_array_is_never_split_into_byte_ranges(tmp_path):
     items = [{"text": f"document {i} " * 50} for i in range(2000)]
     (tmp_path / "big.json").write_text(json.dumps(items))
-    summary = run_transform([tmp_path / "big.json"], SAMPLE / "tokenizer.model", tmp_path / "o", seq_len=128,
-                            partition_size="64KiB")
+    summary = run_transform(
+        [tmp_path / "big.json"], SAMPLE / "tokenizer.model", tmp_path / "o", seq_len=128, partition_size="64KiB"
+    )
     assert len(summary.manifest["partitions"]) == 1 and summary.totals["documents_read"] == 2000
 
 
 # ---- 5. --pad-token ----
 
+
 def test_pad_token_names_an_existing_piece_and_export_writes_it(tmp_path):
     out = tmp_path / "o"
-    allocated = run_cli("transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--packing", "best-fit",
-                        "--seq-len", "256", "-o", out)
+    allocated = run_cli(
+        "transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--packing", "best-fit", "--seq-len", "256", "-o", out
+    )
     assert allocated.returncode == 0 and "no pad '<pad>' as id 8192" in allocated.stderr
     assert "--pad-token" in allocated.stderr
-    result = run_cli("transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--packing", "best-fit", "--seq-len",
-                     "256", "--pad-token", "<|reserved_special_token_0|>", "-o", out, "--overwrite")
+    result = run_cli(
+        "transform",
+        SAMPLE / "prose.jsonl",
+        "-t",
+        LLAMA_STYLE,
+        "--packing",
+        "best-fit",
+        "--seq-len",
+        "256",
+        "--pad-token",
+        "<|reserved_special_token_0|>",
+        "-o",
+        out,
+        "--overwrite",
+    )
     assert result.returncode == 0 and "8192" not in result.stderr, result.stderr
     manifest = manifest_json(out)
     assert manifest["special_tokens"]["ids"]["pad"] == 2 and manifest["special_tokens"]["added"] == {}
     assert manifest["recipe"]["pad-token"] == "<|reserved_special_token_0|>"
     rows = pa.ipc.open_stream(pa.memory_map(str(out / manifest["shards"][0]["files"][0]))).read_all()
-    padded = [t for ids, segs in zip(rows["input_ids"].to_pylist(), rows["segment_ids"].to_pylist())
-              for t, s in zip(ids, segs) if s == 0]
+    padded = [
+        t
+        for ids, segs in zip(rows["input_ids"].to_pylist(), rows["segment_ids"].to_pylist())
+        for t, s in zip(ids, segs)
+        if s == 0
+    ]
     assert padded and set(padded) == {2}
     assert run_cli("export-tokenizer", out, "-o", tmp_path / "tok").returncode == 0
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert config["pad_token"] == "<|reserved_special_token_0|>" and config["eos_token"] == "<|end_of_text|>"
-    unknown = run_cli("transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--pad-token", "<nope>", "-o",
-                      tmp_path / "x")
+    unknown = run_cli(
+        "transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--pad-token", "<nope>", "-o", tmp_path / "x"
+    )
     assert unknown.returncode == 1 and "--pad-token '<nope>': not a piece" in unknown.stderr
 
 
 # ---- 6. --format hf --split: DatasetDict.save_to_disk's layout ----
 
+
 def test_hf_with_splits_loads_as_a_dataset_dict_and_survives_reshard_and_overwrite(tmp_path):
     datasets = pytest.importorskip("datasets")
     out = tmp_path / "o"
-    result = run_cli("transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--format", "hf",
-                     "--split", "validation=10%,test=20", "--seq-len", "128", "-o", out)
+    result = run_cli(
+        "transform",
+        SAMPLE / "prose.jsonl",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "--format",
+        "hf",
+        "--split",
+        "validation=10%,test=20",
+        "--seq-len",
+        "128",
+        "-o",
+        out,
+    )
     assert result.returncode == 0, result.stderr
     manifest = manifest_json(out)
     loaded = datasets.load_from_disk(str(out))
@@ -166,27 +236,47 @@ def test_hf_with_splits_loads_as_a_dataset_dict_and_survives_reshard_and_overwri
     assert run_cli("verify", out).returncode == 0
     assert run_cli("reshard", out, "--num-shards", "3").returncode == 0
     assert {k: v.num_rows for k, v in datasets.load_from_disk(str(out)).items()} == {
-        k: s["rows"] for k, s in manifest["splits"].items()}
-    assert run_cli("transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--format", "hf",
-                   "--seq-len", "128", "-o", out, "--overwrite").returncode == 0
+        k: s["rows"] for k, s in manifest["splits"].items()
+    }
+    assert (
+        run_cli(
+            "transform",
+            SAMPLE / "prose.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "--format",
+            "hf",
+            "--seq-len",
+            "128",
+            "-o",
+            out,
+            "--overwrite",
+        ).returncode
+        == 0
+    )
     assert not (out / "validation").exists() and not (out / "dataset_dict.json").exists()
     assert isinstance(datasets.load_from_disk(str(out)), datasets.Dataset)
 
 
 def _split_rows(folder, split):
     manifest = manifest_json(folder)
-    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all()
-              for s in manifest["shards"] if s["split"] == split]
+    tables = [
+        pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all()
+        for s in manifest["shards"]
+        if s["split"] == split
+    ]
     return [r for t in tables for r in t.column("input_ids").to_pylist()]
 
 
 # ---- 7. reshard --num-shards ----
 
+
 @pytest.mark.parametrize("fmt", ["arrow", "parquet", "npy"])
 def test_reshard_to_a_number_of_shards_balances_rows_within_one(fmt, tmp_path):
     out = tmp_path / "o"
-    run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=100, output_format=fmt,
-                  split="validation=7%")
+    run_transform(
+        [SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=100, output_format=fmt, split="validation=7%"
+    )
     before = manifest_json(out)
     result = run_cli("reshard", out, "--num-shards", "5", "-o", tmp_path / "r")
     assert result.returncode == 0, result.stderr
@@ -201,10 +291,12 @@ def test_reshard_to_a_number_of_shards_balances_rows_within_one(fmt, tmp_path):
 
 # ---- 9. the summary says the row length and the cuts; labelled lines on a terminal ----
 
+
 def test_the_summary_says_the_row_length_and_cut_documents(tmp_path):
     (tmp_path / "long.jsonl").write_text(json.dumps({"text": "word " * 30_000}) + "\n")
-    summary = run_transform([tmp_path / "long.jsonl"], SAMPLE / "tokenizer.model", tmp_path / "o",
-                            max_document_chars=50_000)
+    summary = run_transform(
+        [tmp_path / "long.jsonl"], SAMPLE / "tokenizer.model", tmp_path / "o", max_document_chars=50_000
+    )
     line = summary.line()
     assert "(--seq-len 2048)" in line and "1 over --max-document-chars 50,000 cut into pieces" in line
     assert "\n" not in line
@@ -221,9 +313,22 @@ def test_the_summary_on_a_terminal_is_labelled_lines(tmp_path):
     import sys
 
     parent, child = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "objcli", "transform", str(SAMPLE / "prose.jsonl"), "-t",
-                                str(SAMPLE / "tokenizer.model"), "-o", str(tmp_path / "o"), "-q"],
-                               stderr=child, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(SAMPLE / "prose.jsonl"),
+            "-t",
+            str(SAMPLE / "tokenizer.model"),
+            "-o",
+            str(tmp_path / "o"),
+            "-q",
+        ],
+        stderr=child,
+        stdout=subprocess.DEVNULL,
+    )
     os.close(child)
     output = b""
     while True:
@@ -246,11 +351,16 @@ def test_the_summary_of_a_complete_run_is_one_line_either_way():
 
 # ---- 11. one rule for foreign files in an output folder ----
 
+
 def test_a_foreign_file_is_kept_by_every_command_and_an_output_needs_overwrite(tmp_path):
     source = tmp_path / "source"
     run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", source, seq_len=256)
-    for command in (["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "256"],
-                    ["merge", source], ["reshard", source, "--num-shards", "2"], ["export-tokenizer", source]):
+    for command in (
+        ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "256"],
+        ["merge", source],
+        ["reshard", source, "--num-shards", "2"],
+        ["export-tokenizer", source],
+    ):
         out = tmp_path / command[0]
         out.mkdir()
         (out / "notes.txt").write_text("mine")
@@ -274,8 +384,11 @@ def test_a_datasets_save_in_the_output_is_refused_by_every_command(tmp_path):
     datasets = pytest.importorskip("datasets")
     source = tmp_path / "source"
     run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", source, seq_len=256)
-    for command in (["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model"], ["merge", source],
-                    ["reshard", source, "--num-shards", "2"]):
+    for command in (
+        ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model"],
+        ["merge", source],
+        ["reshard", source, "--num-shards", "2"],
+    ):
         out = tmp_path / f"saved-{command[0]}"
         datasets.Dataset.from_dict({"a": [1, 2]}).save_to_disk(str(out))
         held = _held(out)
@@ -285,10 +398,11 @@ def test_a_datasets_save_in_the_output_is_refused_by_every_command(tmp_path):
 
 # ---- 2. the demo installs what the README's tour uses; 3. the fast engines are said ----
 
+
 def test_make_demo_installs_what_the_tour_imports():
     """The README's tour reads the shards with datasets: the install that make demo does brings it."""
     makefile = (ROOT / "Makefile").read_text()
-    core = makefile[makefile.index("$(VENV)/.installed-core:"):makefile.index("touch $@")]
+    core = makefile[makefile.index("$(VENV)/.installed-core:") : makefile.index("touch $@")]
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     installed = {e for e in extras if f"[{e}]" in core or f",{e}]" in core or f"[{e}," in core}
     readme = (ROOT / "README.md").read_text()
@@ -318,7 +432,19 @@ def test_a_tokenizer_folder_inside_the_corpus_is_not_read_as_data(tmp_path):
     assert walked.returncode == 0 and "skipped 2 tokenizer or model file(s)" in walked.stderr, walked.stderr
     manifest = manifest_json(tmp_path / "o")
     assert [Path(i["path"]).name for i in manifest["inputs"]] == ["prose.jsonl"]
-    assert manifest["totals"]["documents_skipped"] == manifest["totals"]["skipped_by_reason"].get("remainder_dropped", 0)
-    named = run_cli("transform", tmp_path / "corpus" / "tok" / "tokenizer_config.json", "-t", SAMPLE / "tokenizer.model",
-                    "-o", tmp_path / "n", "--text-key", "bos_token", "--packing", "none")
+    assert manifest["totals"]["documents_skipped"] == manifest["totals"]["skipped_by_reason"].get(
+        "remainder_dropped", 0
+    )
+    named = run_cli(
+        "transform",
+        tmp_path / "corpus" / "tok" / "tokenizer_config.json",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp_path / "n",
+        "--text-key",
+        "bos_token",
+        "--packing",
+        "none",
+    )
     assert named.returncode == 0 and manifest_json(tmp_path / "n")["totals"]["documents_written"] == 1

@@ -57,14 +57,37 @@ def test_every_module_imports_on_its_own():
 def test_ruff_passes_with_the_complexity_limit():
     """pyproject.toml selects C90 (mccabe, max-complexity 12) beside the usual rules."""
     root = PACKAGE.parent
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "objcli", "tests"], cwd=root, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "objcli", "tests"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout
 
 
-STAGES = ("readers", "tokenizers", "objectives", "packing", "writers", "kernels", "order", "storage")
-ORCHESTRATION = ("objcli.transform", "objcli.run", "objcli.cli", "objcli.cli_options", "objcli.commands",
-                 "objcli.executors")
+def test_every_line_is_as_ruff_format_writes_it():
+    """One layout, lines of at most 120 characters (pyproject.toml), so the limits above count code, not width."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "objcli", "tests"],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout
+
+
+STAGES = ("readers", "tokenizers", "objectives", "packing", "formats", "kernels", "order", "storage")
+ORCHESTRATION = (
+    "objcli.transform",
+    "objcli.run",
+    "objcli.cli",
+    "objcli.cli_options",
+    "objcli.commands",
+    "objcli.executors",
+)
 
 
 def _imports(path: Path) -> set[str]:
@@ -93,6 +116,79 @@ def test_stage_packages_never_import_the_orchestration():
     for path in MODULES:
         stage = path.relative_to(PACKAGE).parts[0]
         if stage in STAGES:
-            back += [f"{_name(path)} -> {m}" for m in _imports(path)
-                     if any(m == o or m.startswith(o + ".") for o in ORCHESTRATION)]
+            back += [
+                f"{_name(path)} -> {m}"
+                for m in _imports(path)
+                if any(m == o or m.startswith(o + ".") for o in ORCHESTRATION)
+            ]
     assert not back
+
+
+def _objcli_imports(path: Path, modules: set[str]) -> set[str]:
+    """The objcli modules a file imports (``from .x import name`` counts as ``x.name`` where that is a module)."""
+    found = set()
+    for name in _imports(path):
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != _name(path):
+            found.add(name)
+    return found
+
+
+def _package(module: str) -> str:
+    """The top-level part a module belongs to: ``objcli.formats`` for ``objcli.formats.arrow``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else module
+
+
+def test_no_import_circle_between_modules_or_packages():
+    """Imports at any depth (inside functions too) form no circle between two modules, and no two parts of
+    objcli (a stage package, orchestration, the root modules) import each other: each has a place in one
+    order, so a module can be read, tested and moved knowing only what it imports."""
+    modules = {_name(p) for p in MODULES}
+    graph = {_name(p): _objcli_imports(p, modules) for p in MODULES}
+    circles = []
+    for start in graph:  # a depth-first search for a path back to the start
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert not circles, circles[:5]
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        packages.setdefault(_package(module), set()).update(_package(m) for m in imported)
+    mutual = sorted(f"{a} <-> {b}" for a in packages for b in packages[a] if a < b and a in packages.get(b, ()))
+    assert not mutual
+
+
+def test_no_objective_reads_the_configuration_the_packer_or_the_format():
+    """Objectives get a narrow context (objectives/base.ObjectiveContext): the run resolves policy once."""
+    readers = []
+    for path in (PACKAGE / "objectives").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = _imports(path)
+        readers += [f"{path.name} imports {m}" for m in imported if m.startswith(("objcli.config", "objcli.packing"))]
+        readers += [
+            f"{path.name}:{node.lineno} reads .{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("config", "packing", "output_format", "remainder")
+        ]
+    assert not readers
+
+
+def test_the_transform_module_is_plan_run_finish():
+    assert len((PACKAGE / "transform.py").read_text().splitlines()) <= 250
+
+
+def test_tests_are_shaped_like_the_package():
+    """A folder of tests for every stage package, the helpers in support/, the benchmarks in benchmarks/, and no
+    test file loose at the top."""
+    tests = PACKAGE.parent / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert set(STAGES) <= folders and {"support", "benchmarks"} <= folders
+    assert sorted(p.name for p in tests.glob("*.py")) == ["conftest.py"]

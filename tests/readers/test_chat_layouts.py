@@ -23,8 +23,13 @@ def qwen(tmp_path_factory):
 
 
 CONVERSATIONS = [
-    [("system", "be brief"), ("user", "why rivers ?"), ("assistant", "the model answers"), ("user", "and ?"),
-     ("assistant", " history ")],
+    [
+        ("system", "be brief"),
+        ("user", "why rivers ?"),
+        ("assistant", "the model answers"),
+        ("user", "and ?"),
+        ("assistant", " history "),
+    ],
     [("user", "explain 42"), ("assistant", "")],
     [("user", "what about mountains"), ("assistant", "here is a list")],
 ]
@@ -59,13 +64,25 @@ def test_sharegpt_gives_the_ids_and_masks_of_messages(qwen, tmp_path, array):
 
 @pytest.mark.parametrize("array", [False, True], ids=["jsonl", "json-array"])
 def test_alpaca_gives_the_ids_and_masks_of_messages(qwen, tmp_path, array):
-    alpaca = [{"instruction": "Give three tips.", "input": "", "output": "Eat, sleep, walk."},
-              {"instruction": "Translate.", "input": "bonjour", "output": "hello", "system": "be exact"}]
-    messages = [{"messages": [{"role": "user", "content": "Give three tips."},
-                              {"role": "assistant", "content": "Eat, sleep, walk."}]},
-                {"messages": [{"role": "system", "content": "be exact"},
-                              {"role": "user", "content": "Translate.\n\nbonjour"},
-                              {"role": "assistant", "content": "hello"}]}]
+    alpaca = [
+        {"instruction": "Give three tips.", "input": "", "output": "Eat, sleep, walk."},
+        {"instruction": "Translate.", "input": "bonjour", "output": "hello", "system": "be exact"},
+    ]
+    messages = [
+        {
+            "messages": [
+                {"role": "user", "content": "Give three tips."},
+                {"role": "assistant", "content": "Eat, sleep, walk."},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "system", "content": "be exact"},
+                {"role": "user", "content": "Translate.\n\nbonjour"},
+                {"role": "assistant", "content": "hello"},
+            ]
+        },
+    ]
     (tmp_path / "a.json").write_text(json.dumps(alpaca) if array else "")
     path = tmp_path / "a.json" if array else tmp_path / "a.jsonl"
     if not array:
@@ -74,28 +91,42 @@ def test_alpaca_gives_the_ids_and_masks_of_messages(qwen, tmp_path, array):
     assert _run(qwen, path, tmp_path / "a")[1:] == _run(qwen, tmp_path / "m.jsonl", tmp_path / "m")[1:]
 
 
-PARTS = ("{% if tools %}<|im_start|>system\ntools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
-         "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ m.content }}{% else %}"
-         "{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PARTS = (
+    "{% if tools %}<|im_start|>system\ntools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ m.content }}{% else %}"
+    "{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def test_content_parts_skips_and_the_template_arguments(qwen, tmp_path):
     hf = transformers.AutoTokenizer.from_pretrained(str(qwen.parent))
     (tmp_path / "parts.jinja").write_text(PARTS)
     tools = [{"type": "function", "function": {"name": "lookup", "description": "finds", "parameters": {}}}]
-    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "why rivers ?"}]},
-                          {"role": "assistant", "content": "the model"}], "tools": tools}
-    records = [parts,
-               {"messages": [{"role": "user", "content": [{"type": "image", "url": "x.png"}]},
-                             {"role": "assistant", "content": "a cat"}]},
-               {"prompt": [{"role": "user", "content": "only a prompt"}]}]
+    parts = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "why rivers ?"}]},
+            {"role": "assistant", "content": "the model"},
+        ],
+        "tools": tools,
+    }
+    records = [
+        parts,
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "image", "url": "x.png"}]},
+                {"role": "assistant", "content": "a cat"},
+            ]
+        },
+        {"prompt": [{"role": "user", "content": "only a prompt"}]},
+    ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     totals, ids, labels = _run(qwen, tmp_path / "c.jsonl", tmp_path / "o", chat_template=str(tmp_path / "parts.jinja"))
     assert totals["skipped_by_reason"] == {"non_text_content": 1, "prompt_only": 1}
     assert totals["documents_read"] == 3 == totals["documents_written"] + totals["documents_skipped"]
-    expected = hf.apply_chat_template(parts["messages"], tools=tools, tokenize=True, return_dict=True,
-                                      chat_template=PARTS)["input_ids"]
+    expected = hf.apply_chat_template(
+        parts["messages"], tools=tools, tokenize=True, return_dict=True, chat_template=PARTS
+    )["input_ids"]
     assert ids[0] == expected  # the tools were rendered, as apply_chat_template renders them
     taught = hf.decode([t for t, lab in zip(ids[0], labels[0]) if lab != IGNORE])
     assert taught == "the model<|im_end|>"
@@ -113,9 +144,11 @@ def test_one_example_per_assistant_turn(qwen, tmp_path):
         assert np.sum(np.array(label) != IGNORE) > 0
 
 
-LLAMA2 = ("{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
-          "message['content'].strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
-          "{{ ' ' + message['content'].strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+LLAMA2 = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
+    "message['content'].strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'].strip() + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +159,20 @@ def mistral(tmp_path_factory):
 @pytest.mark.parametrize("span", ["turn", "content"])
 def test_llama2_strip_and_a_trailing_space_are_taken_apart(span, mistral, tmp_path):
     (tmp_path / "llama2.jinja").write_text(LLAMA2)
-    records = [{"messages": [{"role": "user", "content": "why rivers ? "}, {"role": "assistant", "content": "x "},
-                             {"role": "user", "content": " and"}, {"role": "assistant", "content": " history\n"}]}]
+    records = [
+        {
+            "messages": [
+                {"role": "user", "content": "why rivers ? "},
+                {"role": "assistant", "content": "x "},
+                {"role": "user", "content": " and"},
+                {"role": "assistant", "content": " history\n"},
+            ]
+        }
+    ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    totals, ids, labels = _run(mistral, tmp_path / "c.jsonl", tmp_path / "o", assistant_span=span,
-                               chat_template=str(tmp_path / "llama2.jinja"))
+    totals, ids, labels = _run(
+        mistral, tmp_path / "c.jsonl", tmp_path / "o", assistant_span=span, chat_template=str(tmp_path / "llama2.jinja")
+    )
     assert totals["documents_written"] == 1, totals
     hf = transformers.AutoTokenizer.from_pretrained(str(mistral.parent))
     taught = hf.decode([t for t, lab in zip(ids[0], labels[0]) if lab != IGNORE])

@@ -21,9 +21,41 @@ from objcli.recipe import _by_key, config_from_values, load_recipe, to_toml
 
 pytest.importorskip("tiktoken")
 
-VALUES = [0, 1, -1, 2, 64, 2**31, 2**63, 2**64, -(2**64), 0.5, 1.5, -0.0, 1e-300, 1e300, float("inf"), float("nan"),
-          True, False, "", "x", "128", "true", "false", "0.5", "../x", "s3://b//a", "\x00", "é" * 3, [], ["a"], [1, 2],
-          {"a": 1}, None]
+VALUES = [
+    0,
+    1,
+    -1,
+    2,
+    64,
+    2**31,
+    2**63,
+    2**64,
+    -(2**64),
+    0.5,
+    1.5,
+    -0.0,
+    1e-300,
+    1e300,
+    float("inf"),
+    float("nan"),
+    True,
+    False,
+    "",
+    "x",
+    "128",
+    "true",
+    "false",
+    "0.5",
+    "../x",
+    "s3://b//a",
+    "\x00",
+    "é" * 3,
+    [],
+    ["a"],
+    [1, 2],
+    {"a": 1},
+    None,
+]
 
 
 def _value(rng: random.Random):
@@ -91,8 +123,19 @@ def test_fuzz_recipes_that_pass_run_and_balance(small_corpus, sample_tokenizer, 
         table = {k: v for k, v in recipe_case(seed).items() if k != "inputs"}
         table.update({"inputs": [str(small)], "tokenizer": sample_tokenizer})
         (tmp_path / "run.toml").write_text(to_toml({k: v for k, v in table.items() if v is not None}))
-        result = CliRunner().invoke(main, ["transform", "--recipe", str(tmp_path / "run.toml"), "-o",
-                                           str(tmp_path / f"o{seed}"), "-q", "--workers", "1"])
+        result = CliRunner().invoke(
+            main,
+            [
+                "transform",
+                "--recipe",
+                str(tmp_path / "run.toml"),
+                "-o",
+                str(tmp_path / f"o{seed}"),
+                "-q",
+                "--workers",
+                "1",
+            ],
+        )
         assert result.exception is None or isinstance(result.exception, SystemExit), (seed, result.output)
         if result.exit_code == 0:
             totals = json.loads((tmp_path / f"o{seed}" / "manifest.json").read_text())["totals"]
@@ -112,8 +155,17 @@ def side_case(seed: int, folder: Path) -> Path:
     lines = [f"{base64.b64encode(t).decode()} {r}" for t, r in BYTES]
     for _ in range(rng.randrange(0, 3)):
         at = rng.randrange(len(lines))
-        lines[at] = rng.choice([lines[at][: rng.randrange(len(lines[at]) or 1)], lines[at] + " 7", "", "!!!! 3",
-                                lines[rng.randrange(len(lines))], lines[at].replace(" ", "\t"), "YWI= -5"])
+        lines[at] = rng.choice(
+            [
+                lines[at][: rng.randrange(len(lines[at]) or 1)],
+                lines[at] + " 7",
+                "",
+                "!!!! 3",
+                lines[rng.randrange(len(lines))],
+                lines[at].replace(" ", "\t"),
+                "YWI= -5",
+            ]
+        )
     side = {"pattern": r"\S+|\s+", "special_tokens": {"<|e|>": 300}, "bos": None, "eos": "<|e|>"}
     for _ in range(rng.randrange(0, 3)):
         key = rng.choice(["pattern", "special_tokens", "bos", "eos", "extra"])
@@ -157,7 +209,7 @@ def _mutate(node, rng: random.Random):
         at = rng.randrange(len(node))
         if rng.random() < 0.2:
             return node[:at]
-        return [*node[:at], _mutate(node[at], rng), *node[at + 1:]]
+        return [*node[:at], _mutate(node[at], rng), *node[at + 1 :]]
     return _value(rng)
 
 
@@ -171,19 +223,29 @@ def check_manifest(seed: int, finished: Path, folder: Path) -> None:
     (out / "manifest.json").write_text(json.dumps(_mutate(document, random.Random(seed))))
     for command in (["verify"], ["stats", "--json"], ["inspect", "--rows", "1"]):
         result = CliRunner().invoke(main, [*command, str(out)])
-        assert result.exception is None or isinstance(result.exception, SystemExit), (seed, command, result.output[-800:])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            seed,
+            command,
+            result.output[-800:],
+        )
         assert "Traceback" not in result.output, (seed, command)
 
 
 def blocks(name: str, fast: int, total: int, size: int) -> list:
     """Seeds in blocks of ``size``: the first ``fast`` blocks in the default suite, the rest slow."""
-    return [pytest.param(name, range(b * size, (b + 1) * size), id=f"{name}-{b}",
-                         marks=() if b < fast else pytest.mark.slow) for b in range(total)]
+    return [
+        pytest.param(
+            name, range(b * size, (b + 1) * size), id=f"{name}-{b}", marks=() if b < fast else pytest.mark.slow
+        )
+        for b in range(total)
+    ]
 
 
 # 4,000 recipes, 3,300 tiktoken file pairs and 2,910 manifests: 10,210 cases, of which 790 by default.
-@pytest.mark.parametrize(("kind", "seeds"), [*blocks("recipes", 4, 40, 100), *blocks("tiktoken", 3, 33, 100),
-                                             *blocks("manifests", 3, 100, 30)])
+@pytest.mark.parametrize(
+    ("kind", "seeds"),
+    [*blocks("recipes", 4, 40, 100), *blocks("tiktoken", 3, 33, 100), *blocks("manifests", 3, 100, 30)],
+)
 def test_fuzz_files(kind, seeds, request, tmp_path):
     for seed in seeds:
         if kind == "manifests":

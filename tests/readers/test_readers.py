@@ -64,7 +64,11 @@ def test_text_lines_in_every_compression(tmp_path, compression):
 def test_paragraph_and_file_units(tmp_path):
     path = tmp_path / "prose.txt"
     path.write_text("one\nstill one\n\n\n  \ntwo\n\nthree\n")
-    assert read_all(path, text_unit="paragraph")[0] == ["one\nstill one", "two", "three"]  # no line end kept at the edges (issue 17, item 10)
+    assert read_all(path, text_unit="paragraph")[0] == [
+        "one\nstill one",
+        "two",
+        "three",
+    ]  # no line end kept at the edges (issue 17, item 10)
     assert read_all(path, text_unit="file")[0] == ["one\nstill one\n\n\n  \ntwo\n\nthree\n"]
 
 
@@ -82,7 +86,9 @@ def test_parquet_column_and_nulls(tmp_path):
     texts, log = read_all(path, text_key="body")
     assert texts == ["a", "c"]
     assert log.read == 3 and log.skipped == {"null_text": 1}
-    with pytest.raises(ObjcliError, match=r"no column 'text' \(columns: body, n\); choose the text column with --text-key"):
+    with pytest.raises(
+        ObjcliError, match=r"no column 'text' \(columns: body, n\); choose the text column with --text-key"
+    ):
         read_all(path)
     with pytest.raises(ObjcliError, match="column 'n' is int64, not text"):
         read_all(path, text_key="n")
@@ -97,8 +103,12 @@ def test_a_dotted_text_key_reaches_nested_fields(tmp_path):
     assert texts == DOCS
     assert log.skipped == {"missing_field": 2, "not_a_string": 1}
     assert "record has no field 'meta.body.text' (its fields: meta;" in log.first_example["missing_field"]
-    table = pa.table({"meta": [{"body": {"text": d}} for d in DOCS] + [{"body": {"text": None}}],
-                      "meta.flat": DOCS + ["dotted name"]})
+    table = pa.table(
+        {
+            "meta": [{"body": {"text": d}} for d in DOCS] + [{"body": {"text": None}}],
+            "meta.flat": DOCS + ["dotted name"],
+        }
+    )
     pq.write_table(table, tmp_path / "nested.parquet")
     texts, log = read_all(tmp_path / "nested.parquet", text_key="meta.body.text")
     assert texts == DOCS and log.skipped == {"null_text": 1}
@@ -165,9 +175,9 @@ BAD_JSONL = (
     b'{"text": "good one"}\n'
     b'{"text": broken\n'
     b'{"body": "no text field"}\n'
-    b'\n'
+    b"\n"
     b'{"text": 42}\n'
-    b'[1, 2]\n'
+    b"[1, 2]\n"
     b'{"text": "bad \xff utf8"}\n'
     b'{"text": ""}\n'
     b'{"text": "good two"}\n'
@@ -181,7 +191,12 @@ def test_bad_records_are_counted_per_reason_with_first_location(tmp_path):
     assert texts == ["good one", "good two"]
     assert log.read == 8  # the blank line is not a record
     assert dict(log.skipped) == {
-        "bad_json": 1, "missing_field": 1, "not_a_string": 1, "not_an_object": 1, "invalid_utf8": 1, "empty_text": 1,
+        "bad_json": 1,
+        "missing_field": 1,
+        "not_a_string": 1,
+        "not_an_object": 1,
+        "invalid_utf8": 1,
+        "empty_text": 1,
     }
     assert log.first_example["bad_json"].startswith(f"{path}:2: broken JSON")
     assert log.first_example["missing_field"] == f"{path}:3: record has no field 'text' (its fields: body)"

@@ -96,8 +96,22 @@ def _hostile_specs(rng: random.Random, tmp_path: Path, inputs: Path, kinds: set,
         specs += [str(sorted(inputs.iterdir())[0]), str(inputs / "*")]
     if rng.random() < 0.2:
         kinds.add("nested output")
-        earlier = CliRunner().invoke(main, ["transform", str(inputs / "*"), "-t", tokenizer, "-o",
-                                            str(inputs / "earlier"), "--seq-len", "32", "--workers", "1", "-q"])
+        earlier = CliRunner().invoke(
+            main,
+            [
+                "transform",
+                str(inputs / "*"),
+                "-t",
+                tokenizer,
+                "-o",
+                str(inputs / "earlier"),
+                "--seq-len",
+                "32",
+                "--workers",
+                "1",
+                "-q",
+            ],
+        )
         assert "Traceback" not in earlier.output
     if rng.random() < 0.2:
         kinds.add("fifo")
@@ -126,8 +140,21 @@ def _run_case(seed: int, tmp_path: Path, sample_tokenizer: str, kinds: set | Non
     specs = _hostile_specs(rng, tmp_path, inputs, kinds, sample_tokenizer)
     objective = rng.choice(OBJECTIVES)
     out = tmp_path / "out"
-    args = ["transform", *specs, "-t", sample_tokenizer, "-o", str(out), "--objective", objective,
-            "--seq-len", "32", "--workers", "1", "-q"]
+    args = [
+        "transform",
+        *specs,
+        "-t",
+        sample_tokenizer,
+        "-o",
+        str(out),
+        "--objective",
+        objective,
+        "--seq-len",
+        "32",
+        "--workers",
+        "1",
+        "-q",
+    ]
     result = CliRunner().invoke(main, args)
     if (tmp_path / "pipe").exists():  # free the feeding thread if the run stopped before reading it
         os.close(os.open(tmp_path / "pipe", os.O_RDONLY | os.O_NONBLOCK))
@@ -185,8 +212,16 @@ def test_a_file_that_vanishes_mid_run_is_one_clear_error(small_corpus, sample_to
     from objcli.objectives import REGISTRY
     from objcli.transform import transform
 
-    config = TransformConfig((str(inputs),), sample_tokenizer, "clm", REGISTRY.get("clm").options_type(),
-                             str(tmp_path / "out"), seq_len=32, shard_size="1000", batch_size="16KiB")
+    config = TransformConfig(
+        (str(inputs),),
+        sample_tokenizer,
+        "clm",
+        REGISTRY.get("clm").options_type(),
+        str(tmp_path / "out"),
+        seq_len=32,
+        shard_size="1000",
+        batch_size="16KiB",
+    )
     with pytest.raises(ObjcliError) as error:
         transform(config, workers=1, progress=delete_the_second_file)
     assert str(error.value) == (
@@ -223,7 +258,9 @@ def small_disk(tmp_path):
 
 def test_a_full_disk_is_one_clear_error_and_no_manifest(small_disk, small_corpus, sample_tokenizer):
     out = small_disk / "out"
-    done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1", "-q")
+    done = run_cli(
+        "transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1", "-q"
+    )
     assert done.returncode == 1
     assert done.stderr == (
         f"Error: output {out}: no space left on the device; free some space and rerun the same command "
@@ -240,8 +277,20 @@ def _limit_file_size():
 
 def test_a_write_error_is_one_clear_error_and_no_manifest(small_corpus, sample_tokenizer, tmp_path):
     out = tmp_path / "out"
-    done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "--seq-len", "64", "--workers", "1",
-                   "-q", preexec_fn=_limit_file_size)
+    done = run_cli(
+        "transform",
+        small_corpus,
+        "-t",
+        sample_tokenizer,
+        "-o",
+        out,
+        "--seq-len",
+        "64",
+        "--workers",
+        "1",
+        "-q",
+        preexec_fn=_limit_file_size,
+    )
     assert done.returncode == 1
     assert done.stderr == (
         f"Error: output {out}: a file would pass the file-size limit (ulimit -f); raise the limit or pass a smaller "
@@ -261,7 +310,12 @@ def test_an_unwritable_output_folder_is_one_clear_error(small_corpus, sample_tok
     try:
         for out, message in (
             (readonly, f"Error: output {readonly}: folder is not writable; choose another with -o\n"),
-            (readonly / "out", f"Error: output {readonly / 'out'}: not writable ({'Read-only file system' if os.geteuid() == 0 else 'Permission denied'}); choose another folder with -o\n"),
+            (
+                readonly / "out",
+                f"Error: output {readonly / 'out'}: not writable "
+                f"({'Read-only file system' if os.geteuid() == 0 else 'Permission denied'}); "
+                "choose another folder with -o\n",
+            ),
         ):
             done = run_cli("transform", small_corpus, "-t", sample_tokenizer, "-o", out, "-q")
             assert done.returncode == 1
@@ -275,6 +329,8 @@ def test_an_unwritable_output_folder_is_one_clear_error(small_corpus, sample_tok
 
 def test_an_output_path_that_is_a_file_is_one_clear_error(small_corpus, sample_tokenizer, tmp_path):
     (tmp_path / "taken").write_text("not a folder")
-    result = CliRunner().invoke(main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "taken")])
+    result = CliRunner().invoke(
+        main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "taken")]
+    )
     assert result.exit_code == 1
     assert result.output.splitlines()[-1].startswith(f"Error: output {tmp_path / 'taken'}: ")

@@ -19,8 +19,20 @@ pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def local_reference(small_corpus, sample_tokenizer, tmp_path_factory):
     out = tmp_path_factory.mktemp("local") / "out"
-    args = [small_corpus, "-t", sample_tokenizer, "--objective", "span-corruption", "--seq-len", "128",
-            "--partition-size", "20000", "--shard-size", "40", "-q"]
+    args = [
+        small_corpus,
+        "-t",
+        sample_tokenizer,
+        "--objective",
+        "span-corruption",
+        "--seq-len",
+        "128",
+        "--partition-size",
+        "20000",
+        "--shard-size",
+        "40",
+        "-q",
+    ]
     done = objcli("transform", *args, "-o", out, "--workers", "2")
     assert done.returncode == 0, done.stderr
     return args, folder_bytes(out)
@@ -55,8 +67,9 @@ def test_external_scheduler_and_workers(local_reference, tmp_path):
         elsewhere = tmp_path / "elsewhere"  # the client runs in another folder than the workers
         elsewhere.mkdir()
         relative = [os.path.relpath(a, elsewhere) if isinstance(a, Path) else a for a in args]
-        done = objcli("transform", *relative, "-o", "out", "--executor", "dask", "--scheduler", cluster.address,
-                      cwd=elsewhere)
+        done = objcli(
+            "transform", *relative, "-o", "out", "--executor", "dask", "--scheduler", cluster.address, cwd=elsewhere
+        )
         assert done.returncode == 0, done.stderr
         written = folder_bytes(elsewhere / "out")
         manifest = json.loads(written.pop("manifest.json"))
@@ -88,8 +101,17 @@ def test_workers_without_objcli_are_one_clear_error(local_reference, tmp_path):
 def test_unreachable_scheduler_is_one_clear_error_not_a_hang(local_reference, tmp_path):
     args, _ = local_reference
     started = time.monotonic()
-    done = objcli("transform", *args, "-o", tmp_path / "out", "--executor", "dask", "--scheduler",
-                  "tcp://127.0.0.1:9", env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
+    done = objcli(
+        "transform",
+        *args,
+        "-o",
+        tmp_path / "out",
+        "--executor",
+        "dask",
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+        env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"},
+    )
     assert time.monotonic() - started < 60
     assert done.returncode == 1
     assert without_warnings(done.stderr) == (
@@ -104,8 +126,22 @@ def test_a_failed_task_names_its_input_and_writes_no_manifest(sample_tokenizer, 
     corpus.mkdir()
     (corpus / "good.jsonl").write_text("".join(json.dumps({"text": f"Line {i}."}) + "\n" for i in range(50)))
     (corpus / "bad.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
-    done = objcli("transform", corpus, "-t", sample_tokenizer, "-o", tmp_path / "out", "--seq-len", "8",
-                  "--strict", "--executor", "dask", "--workers", "2", "-q")
+    done = objcli(
+        "transform",
+        corpus,
+        "-t",
+        sample_tokenizer,
+        "-o",
+        tmp_path / "out",
+        "--seq-len",
+        "8",
+        "--strict",
+        "--executor",
+        "dask",
+        "--workers",
+        "2",
+        "-q",
+    )
     assert done.returncode == 1
     assert done.stderr.startswith(f"Error: {corpus / 'bad.jsonl'}:2: ")
     assert done.stderr.count("\n") == 1

@@ -15,8 +15,11 @@ SAMPLE = SAMPLE_DATA
 
 def peak_rss_mib(*args) -> tuple[float, str]:
     """Run ``objcli transform`` in one process (--workers 1) and return its peak RSS and stderr."""
-    process = subprocess.Popen([sys.executable, "-m", "objcli", "transform", *map(str, args), "--workers", "1", "-q"],
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "objcli", "transform", *map(str, args), "--workers", "1", "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stderr = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, stderr
@@ -35,8 +38,19 @@ def _rss_for(tmp_path: Path, sizes: tuple[int, int]) -> list[float]:
     peaks = []
     for megabytes in sizes:
         data = corpus_file(tmp_path / f"corpus-{megabytes}.jsonl", megabytes)
-        peak, _ = peak_rss_mib(data, "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / f"out-{megabytes}",
-                               "--seq-len", "2048", "--partition-size", "4MiB", "--batch-size", "1MiB")
+        peak, _ = peak_rss_mib(
+            data,
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "-o",
+            tmp_path / f"out-{megabytes}",
+            "--seq-len",
+            "2048",
+            "--partition-size",
+            "4MiB",
+            "--batch-size",
+            "1MiB",
+        )
         peaks.append(peak)
         data.unlink()
     return peaks

@@ -13,8 +13,9 @@ from objcli.cli import main
 
 
 def _docs(path, count, tag):
-    path.write_text("".join(json.dumps({"text": f"{tag} document number {i}, with a few words."}) + "\n"
-                            for i in range(count)))
+    path.write_text(
+        "".join(json.dumps({"text": f"{tag} document number {i}, with a few words."}) + "\n" for i in range(count))
+    )
 
 
 def _transform(*args):
@@ -87,8 +88,9 @@ def test_the_same_input_named_twice_is_read_once(sample_tokenizer, tmp_path, mon
     corpus.mkdir()
     _docs(corpus / "a.jsonl", 12, "only")
     monkeypatch.chdir(tmp_path)
-    result = _transform("corpus/a.jsonl", "./corpus/a.jsonl", "corpus", "corpus/*.jsonl", "-t", sample_tokenizer,
-                        "-o", tmp_path / "out")
+    result = _transform(
+        "corpus/a.jsonl", "./corpus/a.jsonl", "corpus", "corpus/*.jsonl", "-t", sample_tokenizer, "-o", tmp_path / "out"
+    )
     assert result.exit_code == 0
     assert manifest_json(tmp_path / "out")["totals"]["documents_read"] == 12
     assert "input ./corpus/a.jsonl is named more than once; reading it once" in result.output
@@ -141,9 +143,31 @@ def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_
     text = (small_corpus / "prose.jsonl").read_text()
     corpus.write_text(text * 40)
     main_process = subprocess.Popen(
-        [sys.executable, "-m", "objcli", "transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "out"),
-         "--objective", "nsp", "--seq-len", "64", "--workers", "2", "--pool", "processes", "--partition-size", "200000",
-         "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "out"),
+            "--objective",
+            "nsp",
+            "--seq-len",
+            "64",
+            "--workers",
+            "2",
+            "--pool",
+            "processes",
+            "--partition-size",
+            "200000",
+            "-q",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     parent = psutil.Process(main_process.pid)
     deadline = time.monotonic() + 60
     workers = []
@@ -172,8 +196,10 @@ def test_a_second_writer_of_an_output_folder_is_refused_in_one_line(sample_token
         held.flush()
         result = _transform(corpus, "-t", sample_tokenizer, "-o", out)
     assert result.exit_code == 1
-    assert result.output == (f"Error: output {out}: another run (pid 4242 on somehost) is writing it; "
-                             "wait for it to finish or choose another -o\n")
+    assert result.output == (
+        f"Error: output {out}: another run (pid 4242 on somehost) is writing it; "
+        "wait for it to finish or choose another -o\n"
+    )
     assert _transform(corpus, "-t", sample_tokenizer, "-o", out).exit_code == 0  # free again
 
 
@@ -181,8 +207,9 @@ def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_pat
     """Rough edges: --workers 0 silently meant all cores; --partition-size 1 made a partition per byte."""
     corpus = tmp_path / "a.jsonl"
     _docs(corpus, 3, "few")
-    zero = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                     "--workers", "0"])
+    zero = CliRunner().invoke(
+        main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), "--workers", "0"]
+    )
     assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be between 1 and 4096\n"
     tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
     assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
@@ -201,10 +228,13 @@ def test_options_that_would_do_nothing_are_errors(sample_tokenizer, tmp_path):
     assert empty.exit_code == 1 and empty.output.startswith("Error: --eos-token '': an empty piece is no token")
 
 
-@pytest.mark.parametrize("body, reason", [
-    ('[{"text": 5}, {"text": 6}]\n', "2 not_a_string"),  # a .json file holding one JSON array
-    ('{"text": 5}\n{"text": ["a"]}\n', "2 not_a_string"),  # a text field that is never a string
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ('[{"text": 5}, {"text": 6}]\n', "2 not_a_string"),  # a .json file holding one JSON array
+        ('{"text": 5}\n{"text": ["a"]}\n', "2 not_a_string"),  # a text field that is never a string
+    ],
+)
 def test_a_run_in_which_every_record_is_bad_is_an_error(sample_tokenizer, tmp_path, body, reason):
     """Rough edge: a run that wrote nothing because every record was bad exited 0 without a word."""
     corpus = tmp_path / "records.json"
@@ -219,16 +249,44 @@ def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
     """Rough edge: a --seq-len longer than the corpus (or an empty input) wrote nothing, silently."""
     corpus = tmp_path / "a.jsonl"
     _docs(corpus, 3, "few")
-    short = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                      "--seq-len", "100000", "--workers", "1"])
+    short = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--seq-len",
+            "100000",
+            "--workers",
+            "1",
+        ],
+    )
     assert short.exit_code == 0 and "warning: no row was written: each partition's tokens" in short.output
     assert "pass --remainder pad or a smaller --seq-len" in short.output
     (tmp_path / "empty.jsonl").write_text("")
-    nothing = CliRunner().invoke(main, ["transform", str(tmp_path / "empty.jsonl"), "-t", sample_tokenizer,
-                                        "-o", str(tmp_path / "o2")])
+    nothing = CliRunner().invoke(
+        main, ["transform", str(tmp_path / "empty.jsonl"), "-t", sample_tokenizer, "-o", str(tmp_path / "o2")]
+    )
     assert nothing.exit_code == 0 and "warning: no document was read" in nothing.output
-    padded = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o3"),
-                                       "--seq-len", "100000", "--remainder", "pad", "-q"])
+    padded = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o3"),
+            "--seq-len",
+            "100000",
+            "--remainder",
+            "pad",
+            "-q",
+        ],
+    )
     assert padded.exit_code == 0 and manifest_json(tmp_path / "o3")["totals"]["rows"] == 1
 
 
@@ -239,9 +297,12 @@ def test_paragraphs_keep_no_line_ends_and_read_crlf_as_lf(tmp_path):
     path = tmp_path / "p.txt"
     path.write_bytes(b"first line\r\nsecond line\r\n\r\nlast paragraph\r\n")
     files = resolve_inputs([str(path)])
-    texts = [t for p in plan_partitions(files, 1 << 30, "paragraph")
-             for batch in read_documents(p, ReadOptions("text", "paragraph", False, 1 << 20), RecordLog(False))
-             for t in batch]
+    texts = [
+        t
+        for p in plan_partitions(files, 1 << 30, "paragraph")
+        for batch in read_documents(p, ReadOptions("text", "paragraph", False, 1 << 20), RecordLog(False))
+        for t in batch
+    ]
     assert texts == ["first line\nsecond line", "last paragraph"]
 
 
@@ -280,13 +341,36 @@ def test_stats_say_what_is_not_known_instead_of_misreporting(sample_tokenizer, s
     """Item 9: NSP without --mlm showed 70.9 % supervised tokens; Megatron and Arrow disagreed."""
     from objcli.commands.stats import compute_stats
 
-    CliRunner().invoke(main, ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "-o",
-                              str(tmp_path / "nsp"), "--objective", "nsp", "--seq-len", "64", "-q"])
+    CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus / "prose.jsonl"),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "nsp"),
+            "--objective",
+            "nsp",
+            "--seq-len",
+            "64",
+            "-q",
+        ],
+    )
     nsp = compute_stats(tmp_path / "nsp")
     assert nsp["supervision"] == "example-labels" and nsp["supervised_tokens"] == 0
     for fmt in ("arrow", "megatron"):  # Megatron's rows packed by concat: it stores no segment ids
-        _transform(small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / fmt, "--format", fmt,
-                   "--packing", "concat")
+        _transform(
+            small_corpus / "prose.jsonl",
+            "-t",
+            sample_tokenizer,
+            "-o",
+            tmp_path / fmt,
+            "--format",
+            fmt,
+            "--packing",
+            "concat",
+        )
     arrow, megatron = compute_stats(tmp_path / "arrow"), compute_stats(tmp_path / "megatron")
     assert arrow["examples_per_row"] > 1 and megatron["examples_per_row"] is None
     _transform(small_corpus / "prose.jsonl", "-t", sample_tokenizer, "-o", tmp_path / "whole", "--format", "megatron")
@@ -319,12 +403,32 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
     import sys
     import time
 
-    args = [sys.executable, "-m", "objcli", "transform", str(small_corpus), "-t", str(sample_tokenizer),
-            "--pool", "processes", "--workers", "2", "--partition-size", "16KiB", "--seq-len", "64"]
+    args = [
+        sys.executable,
+        "-m",
+        "objcli",
+        "transform",
+        str(small_corpus),
+        "-t",
+        str(sample_tokenizer),
+        "--pool",
+        "processes",
+        "--workers",
+        "2",
+        "--partition-size",
+        "16KiB",
+        "--seq-len",
+        "64",
+    ]
     for delay in (0.3, 0.6, 0.9, 1.2):
         out = tmp_path / f"out{delay}"
-        run = subprocess.Popen([*args, "-o", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               start_new_session=True, text=True)
+        run = subprocess.Popen(
+            [*args, "-o", str(out)],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
         time.sleep(delay)
         os.killpg(run.pid, signal.SIGINT)
         stderr = run.communicate(timeout=120)[1]
@@ -336,8 +440,9 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
 
 
 @pytest.mark.parametrize("pool", ["processes", pytest.param("threads", marks=pytest.mark.slow)])
-def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(sample_tokenizer, small_corpus, tmp_path,
-                                                                           pool):
+def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(
+    sample_tokenizer, small_corpus, tmp_path, pool
+):
     """Issue 30: SIGTERM (a scheduler stopping the job, `kill`) ended the main process by the default
     action, and multiprocessing's resource tracker printed "leaked semaphore objects"; it is now handled
     as Ctrl-C is: workers stopped, the lock released, one line, exit 143, and the rerun finishes."""
@@ -347,8 +452,25 @@ def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(samp
 
     corpus = tmp_path / "big.jsonl"
     corpus.write_text((small_corpus / "prose.jsonl").read_text() * 30)
-    args = [sys.executable, "-m", "objcli", "transform", str(corpus), "-t", str(sample_tokenizer), "--objective", "nsp",
-            "--pool", pool, "--workers", "2", "--partition-size", "64KiB", "--seq-len", "64"]
+    args = [
+        sys.executable,
+        "-m",
+        "objcli",
+        "transform",
+        str(corpus),
+        "-t",
+        str(sample_tokenizer),
+        "--objective",
+        "nsp",
+        "--pool",
+        pool,
+        "--workers",
+        "2",
+        "--partition-size",
+        "64KiB",
+        "--seq-len",
+        "64",
+    ]
     terminated = 0
     for delay in (0.8, 1.5):
         out = tmp_path / f"out{delay}"
@@ -359,8 +481,10 @@ def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(samp
         assert "leaked" not in stderr and "Traceback" not in stderr and len(stderr.splitlines()) <= 1, stderr
         if run.returncode == 143:
             terminated += 1
-            assert stderr == ("Error: terminated (SIGTERM); rerun the same command to go on (an output folder keeps "
-                              "its finished partitions)\n")
+            assert stderr == (
+                "Error: terminated (SIGTERM); rerun the same command to go on (an output folder keeps "
+                "its finished partitions)\n"
+            )
             assert (out / ".objcli-lock").read_text() == ""  # released: no writer named
         assert run_cli(*args[3:], "-o", out, "-q").returncode == 0
         assert manifest_json(out)["complete"]

@@ -47,9 +47,24 @@ def test_every_integer_option_is_bounded(f):
 
 @pytest.mark.parametrize(("seed", "code"), [(2**64, 1), (2**64 - 1, 0)])
 def test_a_seed_past_64_bits_is_one_line_and_the_largest_runs(small_corpus, sample_tokenizer, tmp_path, seed, code):
-    result = CliRunner().invoke(main, ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer,
-                                       "--split", "validation=10%", "--seed", str(seed), "--seq-len", "64",
-                                       "-o", str(tmp_path / "o"), "-q"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus / "prose.jsonl"),
+            "-t",
+            sample_tokenizer,
+            "--split",
+            "validation=10%",
+            "--seed",
+            str(seed),
+            "--seq-len",
+            "64",
+            "-o",
+            str(tmp_path / "o"),
+            "-q",
+        ],
+    )
     assert result.exit_code == code, result.output
     if code:
         assert result.output == f"Error: --seed {seed}: must be between 0 and {2**64 - 1}\n"

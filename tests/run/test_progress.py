@@ -31,9 +31,13 @@ def corpus(tmp_path_factory):
 def on_a_terminal(*args, env=None) -> str:
     """stderr of ``objcli ARGS`` run with stderr on a pseudo-terminal, carriage returns as lines."""
     parent, child = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "objcli", *map(str, args)], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=child, env={**os.environ, "COLUMNS": "160",
-                                                                             **(env or {})})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "objcli", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=child,
+        env={**os.environ, "COLUMNS": "160", **(env or {})},
+    )
     os.close(child)
     output = b""
     while True:
@@ -59,8 +63,20 @@ def _check_rises_to_full(text: str, phase: str) -> None:
 @pytest.fixture(scope="module")
 def output(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("progress-out") / "o"
-    text = on_a_terminal("transform", corpus, "-t", SAMPLE / "tokenizer.model", "-o", out, "--partition-size", "1MiB",
-                         "--seq-len", "512", "--shard-size", "400")
+    text = on_a_terminal(
+        "transform",
+        corpus,
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        out,
+        "--partition-size",
+        "1MiB",
+        "--seq-len",
+        "512",
+        "--shard-size",
+        "400",
+    )
     return out, text
 
 
@@ -73,42 +89,110 @@ def test_transform_shows_bytes_of_input_against_the_total(output):
 @pytest.mark.parametrize("command", ["verify", "stats", "reshard", "merge"])
 def test_commands_over_shards_show_how_far_they_are(command, output, tmp_path):
     out, _ = output
-    args = {"verify": [out], "stats": [out], "reshard": [out, "--shard-size", "300", "-o", tmp_path / "r"],
-            "merge": [out, "-o", tmp_path / "m"]}[command]
+    args = {
+        "verify": [out],
+        "stats": [out],
+        "reshard": [out, "--shard-size", "300", "-o", tmp_path / "r"],
+        "merge": [out, "-o", tmp_path / "m"],
+    }[command]
     _check_rises_to_full(on_a_terminal(command, *args), command)
 
 
 def test_a_resumed_run_starts_from_what_is_done(corpus, tmp_path):
     out = tmp_path / "o"
-    args = ["transform", corpus, "-t", SAMPLE / "tokenizer.model", "-o", out, "--partition-size", "1MiB", "--workers", "1"]
-    killed = subprocess.run([sys.executable, "-m", "objcli", *map(str, args)], capture_output=True,
-                            env={**os.environ, "OBJCLI_CRASH_AT": "partition-start:8"})
+    args = [
+        "transform",
+        corpus,
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        out,
+        "--partition-size",
+        "1MiB",
+        "--workers",
+        "1",
+    ]
+    killed = subprocess.run(
+        [sys.executable, "-m", "objcli", *map(str, args)],
+        capture_output=True,
+        env={**os.environ, "OBJCLI_CRASH_AT": "partition-start:8"},
+    )
     assert killed.returncode != 0
     text = on_a_terminal(*args)
-    first = [int(PERCENT.search(line).group(1)) for line in text.splitlines() if line.startswith("transform") and "%" in line]
+    first = [
+        int(PERCENT.search(line).group(1)) for line in text.splitlines() if line.startswith("transform") and "%" in line
+    ]
     assert first and first[0] >= 20, first  # seven partitions of seventeen were kept
     assert "7 of 17 partitions kept" in text
 
 
 def test_progress_lines_for_logs(corpus, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "objcli", "transform", str(corpus), "-t", str(SAMPLE / "tokenizer.model"),
-                             "-o", str(tmp_path / "o"), "--partition-size", "1MiB"], capture_output=True, text=True,
-                            env={**os.environ, "OBJCLI_PROGRESS": "0.2"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(corpus),
+            "-t",
+            str(SAMPLE / "tokenizer.model"),
+            "-o",
+            str(tmp_path / "o"),
+            "--partition-size",
+            "1MiB",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OBJCLI_PROGRESS": "0.2"},
+    )
     lines = [line for line in result.stderr.splitlines() if line.startswith("objcli transform: ")]
     percents = [int(PERCENT.search(line).group(1)) for line in lines]
     assert len(lines) >= 2 and percents == sorted(percents) and percents[-1] == 100
     assert all(" left" in line for line in lines)
-    quiet = subprocess.run([sys.executable, "-m", "objcli", "transform", str(corpus), "-t", str(SAMPLE / "tokenizer.model"),
-                            "-o", str(tmp_path / "q"), "-q"], capture_output=True, text=True,
-                           env={**os.environ, "OBJCLI_PROGRESS": "0.2"})
+    quiet = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(corpus),
+            "-t",
+            str(SAMPLE / "tokenizer.model"),
+            "-o",
+            str(tmp_path / "q"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OBJCLI_PROGRESS": "0.2"},
+    )
     assert "objcli transform: " not in quiet.stderr  # --quiet wins
 
 
 def test_the_dask_executor_counts_what_its_workers_finished(corpus, tmp_path):
     pytest.importorskip("distributed")
-    result = subprocess.run([sys.executable, "-m", "objcli", "transform", str(corpus), "-t", str(SAMPLE / "tokenizer.model"),
-                             "-o", str(tmp_path / "o"), "--partition-size", "2MiB", "--executor", "dask", "--workers", "2"],
-                            capture_output=True, text=True, env={**os.environ, "OBJCLI_PROGRESS": "0.01"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(corpus),
+            "-t",
+            str(SAMPLE / "tokenizer.model"),
+            "-o",
+            str(tmp_path / "o"),
+            "--partition-size",
+            "2MiB",
+            "--executor",
+            "dask",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OBJCLI_PROGRESS": "0.01"},
+    )
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("objcli transform: ")]
     percents = [int(PERCENT.search(line).group(1)) for line in lines]

@@ -32,8 +32,11 @@ def _kind(hint):
     return tuple if (typing.get_origin(kind) is tuple or kind is tuple) else kind
 
 
-CASES = [pytest.param(key, _kind(hint), value, id=f"{key}={json.dumps(value)}")
-         for key, (_, hint) in sorted(_by_key().items()) for value in WRONG[_kind(hint)]]
+CASES = [
+    pytest.param(key, _kind(hint), value, id=f"{key}={json.dumps(value)}")
+    for key, (_, hint) in sorted(_by_key().items())
+    for value in WRONG[_kind(hint)]
+]
 
 
 @pytest.mark.parametrize(("key", "kind", "value"), CASES)
@@ -47,11 +50,18 @@ def test_every_key_refuses_every_wrong_type_naming_the_key(tmp_path, key, kind, 
             load_recipe(str(path))
 
 
-@pytest.mark.parametrize(("line", "field", "expected"), [
-    ("seq-len = 128", "seq_len", 128), ("shuffle-rows = false", "shuffle_rows", False),
-    ("strict = true", "strict", True), ("mask-prob = 1", "mask_prob", 1.0), ('inputs = "a.jsonl"', "inputs", ["a.jsonl"]),
-    ('source = ["web=a/", "code=b/"]', "source", ("web=a/", "code=b/")), ('preset = "bart-large"', "bart_preset", "bart-large"),
-])
+@pytest.mark.parametrize(
+    ("line", "field", "expected"),
+    [
+        ("seq-len = 128", "seq_len", 128),
+        ("shuffle-rows = false", "shuffle_rows", False),
+        ("strict = true", "strict", True),
+        ("mask-prob = 1", "mask_prob", 1.0),
+        ('inputs = "a.jsonl"', "inputs", ["a.jsonl"]),
+        ('source = ["web=a/", "code=b/"]', "source", ("web=a/", "code=b/")),
+        ('preset = "bart-large"', "bart_preset", "bart-large"),
+    ],
+)
 def test_right_types_and_the_clis_old_spellings_are_read(tmp_path, line, field, expected):
     (tmp_path / "r.toml").write_text(line + "\n")
     assert load_recipe(str(tmp_path / "r.toml")) == {field: expected}
@@ -60,8 +70,19 @@ def test_right_types_and_the_clis_old_spellings_are_read(tmp_path, line, field, 
 def test_the_reported_cases_are_one_line_from_the_command_line(small_corpus, sample_tokenizer, tmp_path):
     for line in ("seq-len = true", 'seq-len = "128"', 'shuffle-rows = "false"', 'strict = "false"'):
         (tmp_path / "r.toml").write_text(line + "\n")
-        result = CliRunner().invoke(main, ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer,
-                                           "--recipe", str(tmp_path / "r.toml"), "-o", str(tmp_path / "o")])
+        result = CliRunner().invoke(
+            main,
+            [
+                "transform",
+                str(small_corpus / "prose.jsonl"),
+                "-t",
+                sample_tokenizer,
+                "--recipe",
+                str(tmp_path / "r.toml"),
+                "-o",
+                str(tmp_path / "o"),
+            ],
+        )
         assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
         assert result.output.startswith(f"Error: --recipe {tmp_path / 'r.toml'}: '{line.split(' ')[0]}' must be")
         assert not (tmp_path / "o").exists()
@@ -71,10 +92,14 @@ def test_a_manifest_from_another_version_warns(small_corpus, sample_tokenizer, t
     run = ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "--seq-len", "64", "-q"]
     assert CliRunner().invoke(main, [*run, "-o", str(tmp_path / "a")]).exit_code == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    same = CliRunner().invoke(main, ["transform", "--recipe", str(tmp_path / "a" / "manifest.json"), "-o", str(tmp_path / "b"), "-q"])
+    same = CliRunner().invoke(
+        main, ["transform", "--recipe", str(tmp_path / "a" / "manifest.json"), "-o", str(tmp_path / "b"), "-q"]
+    )
     assert same.exit_code == 0 and "warning" not in same.output
     manifest["objcli_version"] = "0.0.1"
     (tmp_path / "old.json").write_text(json.dumps(manifest))
-    old = CliRunner().invoke(main, ["transform", "--recipe", str(tmp_path / "old.json"), "-o", str(tmp_path / "c"), "-q"])
+    old = CliRunner().invoke(
+        main, ["transform", "--recipe", str(tmp_path / "old.json"), "-o", str(tmp_path / "c"), "-q"]
+    )
     assert old.exit_code == 0 and "written by objcli 0.0.1 (manifest version 1)" in old.output
     assert to_toml({"seq-len": 64}) == "seq-len = 64\n"

@@ -47,15 +47,24 @@ def _prose(folder):
 def template_in_a_file(folder):
     tokenizer, args = _chat_family(folder, "mistral")
     shutil.copy(TEMPLATES / "mistral.jinja", folder / "t.jinja")
-    return tokenizer, [*args, "--chat-template", str(folder / "t.jinja")], lambda: _edit_template(folder / "t.jinja", "[INST]", "[INST]!"), \
-        "t.jinja"
+    return (
+        tokenizer,
+        [*args, "--chat-template", str(folder / "t.jinja")],
+        lambda: _edit_template(folder / "t.jinja", "[INST]", "[INST]!"),
+        "t.jinja",
+    )
 
 
 def template_in_the_config(folder):
     tokenizer, args = _chat_family(folder)
-    return tokenizer, args, lambda: _edit_config(
-        folder / "tok", chat_template=lambda t: t.replace("<|end_header_id|>", "<|end_header_id|>:")), \
-        "tokenizer_config.json"
+    return (
+        tokenizer,
+        args,
+        lambda: _edit_config(
+            folder / "tok", chat_template=lambda t: t.replace("<|end_header_id|>", "<|end_header_id|>:")
+        ),
+        "tokenizer_config.json",
+    )
 
 
 def template_beside_the_tokenizer(folder):
@@ -63,30 +72,46 @@ def template_beside_the_tokenizer(folder):
     template = json.loads((tokenizer / "tokenizer_config.json").read_text())["chat_template"]
     _edit_config(tokenizer, chat_template=lambda t: None)
     (tokenizer / "chat_template.jinja").write_text(template)
-    return tokenizer, args, lambda: _edit_template(tokenizer / "chat_template.jinja", "You are Qwen", "You are Qwen!"), \
-        "chat_template.jinja"
+    return (
+        tokenizer,
+        args,
+        lambda: _edit_template(tokenizer / "chat_template.jinja", "You are Qwen", "You are Qwen!"),
+        "chat_template.jinja",
+    )
 
 
 def eos_in_the_config(folder):
     _prose(folder)
     build_tokenizer("llama3", folder / "tok")
-    return folder / "tok", [], lambda: _edit_config(folder / "tok", eos_token=lambda _: "<|end_of_text|>"), \
-        "tokenizer_config.json"
+    return (
+        folder / "tok",
+        [],
+        lambda: _edit_config(folder / "tok", eos_token=lambda _: "<|end_of_text|>"),
+        "tokenizer_config.json",
+    )
 
 
 def bos_in_the_config(folder):
     _prose(folder)
     build_tokenizer("llama3", folder / "tok")
-    return folder / "tok", ["--bos"], lambda: _edit_config(folder / "tok", bos_token=lambda _: "<|start_header_id|>"), \
-        "tokenizer_config.json"
+    return (
+        folder / "tok",
+        ["--bos"],
+        lambda: _edit_config(folder / "tok", bos_token=lambda _: "<|start_header_id|>"),
+        "tokenizer_config.json",
+    )
 
 
 def pad_in_the_config(folder):
     _prose(folder)
     build_tokenizer("llama3", folder / "tok")
     _edit_config(folder / "tok", pad_token=lambda _: "<|end_of_text|>")
-    return folder / "tok", ["--packing", "best-fit"], \
-        lambda: _edit_config(folder / "tok", pad_token=lambda _: "<|end_header_id|>"), "tokenizer_config.json"
+    return (
+        folder / "tok",
+        ["--packing", "best-fit"],
+        lambda: _edit_config(folder / "tok", pad_token=lambda _: "<|end_header_id|>"),
+        "tokenizer_config.json",
+    )
 
 
 def specials_in_a_tiktoken_side_file(folder):
@@ -97,19 +122,37 @@ def specials_in_a_tiktoken_side_file(folder):
     _prose(folder)
     document = json.loads((SAMPLE / "llama-style" / "tokenizer.json").read_text())
     specials = {t["content"]: t["id"] for t in document["added_tokens"]}
-    ranks = {p.translate(FROM_BYTE_CHARS).encode("latin-1"): r for p, r in document["model"]["vocab"].items()
-             if p not in specials}
+    ranks = {
+        p.translate(FROM_BYTE_CHARS).encode("latin-1"): r
+        for p, r in document["model"]["vocab"].items()
+        if p not in specials
+    }
     rank_file = write_rank_file(ranks, folder / "tt" / "sample.tiktoken")
     side = rank_file.with_name(rank_file.name + ".json")
-    spec = {"pattern": document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], "special_tokens": specials,
-            "bos": None, "eos": "<|end_of_text|>"}
+    spec = {
+        "pattern": document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"],
+        "special_tokens": specials,
+        "bos": None,
+        "eos": "<|end_of_text|>",
+    }
     side.write_text(json.dumps(spec))
-    return rank_file, [], lambda: side.write_text(json.dumps({**spec, "eos": "<|reserved_special_token_0|>"})), \
-        "sample.tiktoken"
+    return (
+        rank_file,
+        [],
+        lambda: side.write_text(json.dumps({**spec, "eos": "<|reserved_special_token_0|>"})),
+        "sample.tiktoken",
+    )
 
 
-CASES = [template_in_a_file, template_in_the_config, template_beside_the_tokenizer, eos_in_the_config,
-         bos_in_the_config, pad_in_the_config, specials_in_a_tiktoken_side_file]
+CASES = [
+    template_in_a_file,
+    template_in_the_config,
+    template_beside_the_tokenizer,
+    eos_in_the_config,
+    bos_in_the_config,
+    pad_in_the_config,
+    specials_in_a_tiktoken_side_file,
+]
 
 
 def _shards(folder):
@@ -151,12 +194,29 @@ def test_an_edited_file_beside_the_tokenizer_is_noticed_everywhere(case, tmp_pat
 
 def test_an_output_whose_reshard_stopped_past_its_commit_names_the_command_that_finishes_it(tmp_path):
     out = tmp_path / "out"
-    assert run_cli("transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128",
-                   "-o", out, "--shard-size", "300", "-q").returncode == 0
+    assert (
+        run_cli(
+            "transform",
+            SAMPLE / "prose.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "--seq-len",
+            "128",
+            "-o",
+            out,
+            "--shard-size",
+            "300",
+            "-q",
+        ).returncode
+        == 0
+    )
     stopped = run_cli("reshard", out, "--shard-size", "700", env={"OBJCLI_CRASH_AT": "reshard-moved"})
     assert stopped.returncode != 0
-    for command in (["verify", out], ["inspect", out], ["transform", SAMPLE / "prose.jsonl", "-t",
-                                                         SAMPLE / "tokenizer.model", "--seq-len", "128", "-o", out]):
+    for command in (
+        ["verify", out],
+        ["inspect", out],
+        ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128", "-o", out],
+    ):
         result = run_cli(*command)
         assert result.returncode == 1 and f"objcli reshard {out} --shard-size 700" in result.stderr, result.stderr
     assert run_cli("reshard", out, "--shard-size", "700").returncode == 0
@@ -165,18 +225,41 @@ def test_an_output_whose_reshard_stopped_past_its_commit_names_the_command_that_
 
 def test_a_template_that_writes_without_bound_is_a_counted_skip(tmp_path):
     template = tmp_path / "big.jinja"
-    template.write_text("{% for m in messages %}{% for i in range(100000) %}{{ m['content'] * 1000 }}{% endfor %}"
-                        "{{ m['content'] }}{% endfor %}")
+    template.write_text(
+        "{% for m in messages %}{% for i in range(100000) %}{{ m['content'] * 1000 }}{% endfor %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
     small = tmp_path / "small.jinja"
     small.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
-    records = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
-               {"messages": [{"role": "user", "content": "x" * 20}, {"role": "assistant", "content": "y"}]}]
+    records = [
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
+        {"messages": [{"role": "user", "content": "x" * 20}, {"role": "assistant", "content": "y"}]},
+    ]
     write_jsonl(records, tmp_path / "c.jsonl")
-    for repeat in ("{{ m['content'] * 100000000 }}", "{% for i in range(100000) %}{{ m['content'] * 1000 }}{% endfor %}"):
-        template.write_text("{% for m in messages %}{% if m['role'] == 'assistant' and m['content'] == 'y' %}" + repeat +
-                            "{% endif %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
-        result = run_cli("transform", tmp_path / "c.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "chat",
-                         "--chat-template", template, "-o", tmp_path / "o", "--overwrite", "--loss-on", "all")
+    for repeat in (
+        "{{ m['content'] * 100000000 }}",
+        "{% for i in range(100000) %}{{ m['content'] * 1000 }}{% endfor %}",
+    ):
+        template.write_text(
+            "{% for m in messages %}{% if m['role'] == 'assistant' and m['content'] == 'y' %}"
+            + repeat
+            + "{% endif %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        )
+        result = run_cli(
+            "transform",
+            tmp_path / "c.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+            "--objective",
+            "chat",
+            "--chat-template",
+            template,
+            "-o",
+            tmp_path / "o",
+            "--overwrite",
+            "--loss-on",
+            "all",
+        )
         assert result.returncode == 0, result.stderr
         totals = json.loads((tmp_path / "o" / "manifest.json").read_text())["totals"]
         assert totals["skipped_by_reason"] == {"template_error": 1} and totals["documents_written"] == 1

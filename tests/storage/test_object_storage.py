@@ -16,10 +16,18 @@ pytest.importorskip("moto.server")
 
 from objcli.formats import FORMATS, whole_document_formats  # noqa: E402
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "objcli-test", "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
-               "AWS_DEFAULT_REGION": "us-east-1"}
-NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-                  "AWS_CONFIG_FILE": "/nonexistent", "AWS_EC2_METADATA_DISABLED": "true"}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "objcli-test",
+    "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+NO_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "",
+    "AWS_SECRET_ACCESS_KEY": "",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +41,14 @@ def s3():
     server.start()
     host, port = server.get_host_and_port()
     saved = dict(os.environ)
-    os.environ.update({**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-                       "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"})
+    os.environ.update(
+        {
+            **CREDENTIALS,
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+        }
+    )
     try:
         yield s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
     finally:
@@ -79,7 +93,11 @@ def upload(s3, folder, prefix):
 
 def objects(s3, prefix) -> dict[str, bytes]:
     """Every object under a prefix (not below it), by name: the remote twin of folder_bytes."""
-    return {path.rsplit("/", 1)[-1]: s3.cat_file(path) for path in sorted(s3.find(prefix)) if path.count("/") == prefix.count("/") + 1}
+    return {
+        path.rsplit("/", 1)[-1]: s3.cat_file(path)
+        for path in sorted(s3.find(prefix))
+        if path.count("/") == prefix.count("/") + 1
+    }
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -87,8 +105,13 @@ def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sampl
     """Same sorted listing, same partitions (byte ranges included), same shards, in every format;
     written to the bucket, they are the bytes a local run writes."""
     url = upload(s3, corpus, f"{bucket}/corpus")
-    options = {"output_format": fmt, "partition_size": "100000", "seq_len": 128, "objective": "clm",
-               **({"packing": "none"} if fmt in whole_document_formats() else {})}
+    options = {
+        "output_format": fmt,
+        "partition_size": "100000",
+        "seq_len": 128,
+        "objective": "clm",
+        **({"packing": "none"} if fmt in whole_document_formats() else {}),
+    }
     local = run_transform([corpus], sample_tokenizer, tmp_path / "local", workers=2, **options)
     remote = run_transform([url], sample_tokenizer, f"s3://{bucket}/out", workers=2, **options)
     expected = local_bytes(tmp_path / "local")
@@ -101,7 +124,8 @@ def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sampl
     assert manifest["shards"] == local_manifest["shards"]
     assert remote.totals == local.totals
     assert [p["path"].removeprefix(url) for p in manifest["inputs"]] == [
-        os.path.relpath(p["path"], corpus) for p in local_manifest["inputs"]]
+        os.path.relpath(p["path"], corpus) for p in local_manifest["inputs"]
+    ]
     ranges = [p["byte_range"] for part in manifest["partitions"] for p in part["pieces"] if p["byte_range"]]
     assert len(ranges) >= 3  # big.jsonl was read in ranged pieces
 
@@ -130,8 +154,12 @@ def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sampl
     assert table.num_rows == manifest["shards"][0]["rows"]
     lengths = [len(row) for row in table.column("input_ids").to_pylist()]
     assert lengths == [128] * table.num_rows  # packed rows of --seq-len
-    loaded = datasets.load_dataset("parquet", data_files=f"{out}/part-*.parquet", split="train",
-                                   storage_options={"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}})
+    loaded = datasets.load_dataset(
+        "parquet",
+        data_files=f"{out}/part-*.parquet",
+        split="train",
+        storage_options={"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}},
+    )
     assert len(loaded) == summary.totals["rows"]
     run_transform([corpus], sample_tokenizer, f"s3://{bucket}/hf", workers=2, output_format="hf", seq_len=128)
     saved = datasets.load_from_disk(f"s3://{bucket}/hf")
@@ -154,8 +182,16 @@ def clean_remote_run(s3, corpus, sample_tokenizer):
     return args, objects(s3, "clean-run/clean")
 
 
-@pytest.mark.parametrize("crash_at, kept", [("upload:1", False), ("upload:3", True), ("partition-done:2", True),
-                                            ("rename:2", True), ("manifest.json:1", True)])
+@pytest.mark.parametrize(
+    "crash_at, kept",
+    [
+        ("upload:1", False),
+        ("upload:3", True),
+        ("partition-done:2", True),
+        ("rename:2", True),
+        ("manifest.json:1", True),
+    ],
+)
 def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run, crash_at, kept):
     """SIGKILL while shards go up, between partitions, while they are copied into place, and just
     before the manifest: never a manifest without its shards; the rerun (its lock taken over from
@@ -180,11 +216,13 @@ def test_a_live_run_holds_the_output(s3, bucket, corpus, sample_tokenizer):
     s3.pipe_file(f"{bucket}/out/.objcli-lock", json.dumps({"host": "elsewhere", "pid": 1, "since": 0}).encode())
     done = run_cli("transform", corpus, "-t", sample_tokenizer, "-o", f"s3://{bucket}/out", "-q")
     assert done.returncode == 1
-    assert done.stderr == (f"Error: output s3://{bucket}/out: another run (pid 1 on elsewhere) is writing it; wait for it "
-                           f"to finish, or if that run is gone, delete s3://{bucket}/out/.objcli-lock\n")
+    assert done.stderr == (
+        f"Error: output s3://{bucket}/out: another run (pid 1 on elsewhere) is writing it; wait for it "
+        f"to finish, or if that run is gone, delete s3://{bucket}/out/.objcli-lock\n"
+    )
 
 
-PRELOAD = '''
+PRELOAD = """
 import os, sys
 FORBIDDEN = os.environ["OBJCLI_TEST_FORBIDDEN"]
 def refuse(event, args):
@@ -192,7 +230,7 @@ def refuse(event, args):
         if os.path.abspath(os.fsdecode(args[0])).startswith(FORBIDDEN):
             raise PermissionError(f"a worker touched the client's folder: {os.fsdecode(args[0])}")
 sys.addaudithook(refuse)
-'''
+"""
 
 
 def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer, tmp_path):
@@ -215,9 +253,20 @@ def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer
     env = {"OBJCLI_TEST_FORBIDDEN": str(client), "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])}
     cluster = DaskProcesses(cluster_folder, workers=2, env=env)
     try:
-        done = run_cli("transform", *args, "-o", f"s3://{bucket}/out", "--executor", "dask", "--scheduler",
-                       cluster.address, cwd=client)
-        shared = run_cli("transform", *args, "-o", client / "shared", "--executor", "dask", "--scheduler", cluster.address)
+        done = run_cli(
+            "transform",
+            *args,
+            "-o",
+            f"s3://{bucket}/out",
+            "--executor",
+            "dask",
+            "--scheduler",
+            cluster.address,
+            cwd=client,
+        )
+        shared = run_cli(
+            "transform", *args, "-o", client / "shared", "--executor", "dask", "--scheduler", cluster.address
+        )
     finally:
         cluster.stop()
     assert done.returncode == 0, done.stderr
@@ -228,8 +277,18 @@ def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer
     assert all(written[k] == expected[k] for k in written if k not in ("manifest.json", "README.md"))
 
 
-@pytest.mark.parametrize("case", ["no credentials", "no bucket (input)", "no bucket (output)", "nothing at the prefix",
-                                  "unknown protocol", "prefix with ..", "gs:// without gcsfs"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no credentials",
+        "no bucket (input)",
+        "no bucket (output)",
+        "nothing at the prefix",
+        "unknown protocol",
+        "prefix with ..",
+        "gs:// without gcsfs",
+    ],
+)
 def test_storage_failures_are_one_line(s3, bucket, corpus, sample_tokenizer, case):
     url = f"s3://{bucket}/corpus/"
     inputs, output, env, expected = corpus, f"s3://{bucket}/out", {}, ""
@@ -238,10 +297,14 @@ def test_storage_failures_are_one_line(s3, bucket, corpus, sample_tokenizer, cas
         expected = f"Error: {url}: no credentials found (listing it); set them the standard way (AWS_ACCESS_KEY_ID"
     elif case == "no bucket (input)":
         inputs = "s3://no-such-bucket-here/corpus/"
-        expected = "Error: s3://no-such-bucket-here/corpus/: no such bucket 'no-such-bucket-here' (listing it); check the name"
+        expected = (
+            "Error: s3://no-such-bucket-here/corpus/: no such bucket 'no-such-bucket-here' (listing it); check the name"
+        )
     elif case == "no bucket (output)":
         output = "s3://no-such-bucket-here/out"
-        expected = "Error: s3://no-such-bucket-here/out: no such bucket 'no-such-bucket-here' (taking the output's lock)"
+        expected = (
+            "Error: s3://no-such-bucket-here/out: no such bucket 'no-such-bucket-here' (taking the output's lock)"
+        )
     elif case == "nothing at the prefix":
         inputs = url
         expected = f"Error: {url}: no such object or prefix (listing it); check the URL"
@@ -297,12 +360,23 @@ def test_any_fsspec_protocol_works_in_and_out(corpus, sample_tokenizer, tmp_path
     memory.rm("/objcli-test", recursive=True)
 
 
-@pytest.mark.parametrize("code, message, expected", [
-    ("AccessDenied", "Access Denied", "s3://b/k: access denied (reading it) (Access Denied); check the credentials' permissions"),
-    ("SlowDown", "Please reduce your request rate.", "s3://b/k: the storage service is throttling requests and retries did not"),
-    ("Throttling", "Rate exceeded", "s3://b/k: the storage service is throttling requests"),
-    ("NoSuchBucket", "The specified bucket does not exist", "s3://b/k: no such bucket 'b' (reading it)"),
-])
+@pytest.mark.parametrize(
+    "code, message, expected",
+    [
+        (
+            "AccessDenied",
+            "Access Denied",
+            "s3://b/k: access denied (reading it) (Access Denied); check the credentials' permissions",
+        ),
+        (
+            "SlowDown",
+            "Please reduce your request rate.",
+            "s3://b/k: the storage service is throttling requests and retries did not",
+        ),
+        ("Throttling", "Rate exceeded", "s3://b/k: the storage service is throttling requests"),
+        ("NoSuchBucket", "The specified bucket does not exist", "s3://b/k: no such bucket 'b' (reading it)"),
+    ],
+)
 def test_service_errors_as_the_client_raises_them_are_one_line(code, message, expected):
     """Errors moto does not produce on demand, built as botocore raises them and translated by s3fs
     itself, then by objcli."""
@@ -332,14 +406,25 @@ def test_export_tokenizer_reads_an_output_in_a_bucket(s3, bucket, corpus, sample
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no such object or prefix" in missing.stderr
 
 
-@pytest.mark.parametrize(("url", "fix"), [("s3://{b}//a//", "write s3://{b}/a/"), ("s3://{b}/a/./c", "write s3://{b}/a/c"),
-                                         ("s3://{b}/a/../c", "name the key without '..'")])
-def test_an_output_url_with_an_empty_or_dot_part_is_refused_before_any_work(s3, bucket, corpus, sample_tokenizer, url, fix):
+@pytest.mark.parametrize(
+    ("url", "fix"),
+    [
+        ("s3://{b}//a//", "write s3://{b}/a/"),
+        ("s3://{b}/a/./c", "write s3://{b}/a/c"),
+        ("s3://{b}/a/../c", "name the key without '..'"),
+    ],
+)
+def test_an_output_url_with_an_empty_or_dot_part_is_refused_before_any_work(
+    s3, bucket, corpus, sample_tokenizer, url, fix
+):
     """Issue 30, item 8: s3://bucket//a// processed everything, then failed with "shard … vanished" on
     every rerun, leaving .objcli-tmp behind."""
     done = run_cli("transform", corpus, "-t", sample_tokenizer, "-o", url.format(b=bucket), "-q")
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(f"Error: -o {url.format(b=bucket)}: the path has an empty") and fix.format(b=bucket) in done.stderr
+    assert (
+        done.stderr.startswith(f"Error: -o {url.format(b=bucket)}: the path has an empty")
+        and fix.format(b=bucket) in done.stderr
+    )
     assert s3.ls(bucket) == []
 
 
@@ -362,8 +447,12 @@ def _dead_staging() -> list:
     from objcli.storage.staging import STAGING_PREFIX, process_alive
 
     found = Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*")
-    return [p for p in found if p.name[len(STAGING_PREFIX):].split("-")[0].isdigit()
-            and not process_alive(int(p.name[len(STAGING_PREFIX):].split("-")[0]))]
+    return [
+        p
+        for p in found
+        if p.name[len(STAGING_PREFIX) :].split("-")[0].isdigit()
+        and not process_alive(int(p.name[len(STAGING_PREFIX) :].split("-")[0]))
+    ]
 
 
 def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monkeypatch):
@@ -375,8 +464,11 @@ def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monk
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead, live, other = (tmp_path / f"{STAGING_PREFIX}{gone.stdout.strip()}-x", tmp_path / f"{STAGING_PREFIX}{os.getpid()}-y",
-                         tmp_path / f"{STAGING_PREFIX}abcdef")
+    dead, live, other = (
+        tmp_path / f"{STAGING_PREFIX}{gone.stdout.strip()}-x",
+        tmp_path / f"{STAGING_PREFIX}{os.getpid()}-y",
+        tmp_path / f"{STAGING_PREFIX}abcdef",
+    )
     for folder in (dead, live, other):
         folder.mkdir()
         (folder / "part.arrow").write_bytes(b"x")
@@ -394,8 +486,9 @@ def test_appending_to_an_output_in_a_bucket_gives_the_bytes_of_the_whole_run(s3,
     result = run_cli("transform", b, "-o", f"s3://{bucket}/grown", "--append", "-t", str(sample_tokenizer), "-q")
     assert result.returncode == 0 and "appended: " in result.stderr, result.stderr
     # The whole run it equals: A then B, B starting partitions of its own (what the recipe records).
-    run_transform([a, b], sample_tokenizer, f"s3://{bucket}/whole", seq_len=128, partition_size="100000",
-                  input_breaks=[1])
+    run_transform(
+        [a, b], sample_tokenizer, f"s3://{bucket}/whole", seq_len=128, partition_size="100000", input_breaks=[1]
+    )
     assert objects(s3, f"{bucket}/grown") == objects(s3, f"{bucket}/whole")
 
 
@@ -407,10 +500,17 @@ def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tok
         assert run_cli("transform", source, "-o", f"s3://{bucket}/{name}", *common).returncode == 0
         assert run_cli("transform", source, "-o", tmp_path / name, *common).returncode == 0
     for command, remote_args, local_args in (
-            ("merge", (f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m"),
-             (tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m")),
-            ("reshard", (f"s3://{bucket}/m", "--shard-size", "70", "-o", f"s3://{bucket}/r"),
-             (tmp_path / "m", "--shard-size", "70", "-o", tmp_path / "r"))):
+        (
+            "merge",
+            (f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m"),
+            (tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m"),
+        ),
+        (
+            "reshard",
+            (f"s3://{bucket}/m", "--shard-size", "70", "-o", f"s3://{bucket}/r"),
+            (tmp_path / "m", "--shard-size", "70", "-o", tmp_path / "r"),
+        ),
+    ):
         for args in (remote_args, local_args):
             result = run_cli(command, *args, "-q")
             assert result.returncode == 0, result.stderr
@@ -419,7 +519,8 @@ def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tok
         assert remote.keys() == local.keys()
         made_from_manifest = ("manifest.json", "README.md")  # which name the sources as given
         assert {k: v for k, v in remote.items() if k not in made_from_manifest} == {
-            k: v for k, v in local.items() if k not in made_from_manifest}
+            k: v for k, v in local.items() if k not in made_from_manifest
+        }
     merged = json.loads(objects(s3, f"{bucket}/m")["manifest.json"])
     assert [m["output"] for m in merged["merged_from"]] == [f"s3://{bucket}/a", f"s3://{bucket}/b"]
     again = run_cli("merge", f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m")

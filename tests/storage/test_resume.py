@@ -19,8 +19,20 @@ def objcli(*args, crash_at=None, **kwargs):
 def clean_run(small_corpus, sample_tokenizer, tmp_path_factory):
     """The reference: an uninterrupted run (several partitions, several shards per partition)."""
     out = tmp_path_factory.mktemp("clean") / "out"
-    args = [small_corpus, "-t", sample_tokenizer, "--seq-len", "128", "--partition-size", "20000",
-            "--shard-size", "40", "--workers", "1", "-q"]
+    args = [
+        small_corpus,
+        "-t",
+        sample_tokenizer,
+        "--seq-len",
+        "128",
+        "--partition-size",
+        "20000",
+        "--shard-size",
+        "40",
+        "--workers",
+        "1",
+        "-q",
+    ]
     done = objcli("transform", *args, "-o", out)
     assert done.returncode == 0, done.stderr
     manifest = manifest_json(out)
@@ -73,8 +85,21 @@ def test_a_changed_input_restarts_the_interrupted_run(small_corpus, sample_token
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes((small_corpus / "prose.jsonl").read_bytes())
     out = tmp_path / "out"
-    args = ["transform", corpus, "-t", sample_tokenizer, "--seq-len", "64", "--partition-size", "20000",
-            "--workers", "1", "-q", "-o", out]
+    args = [
+        "transform",
+        corpus,
+        "-t",
+        sample_tokenizer,
+        "--seq-len",
+        "64",
+        "--partition-size",
+        "20000",
+        "--workers",
+        "1",
+        "-q",
+        "-o",
+        out,
+    ]
     assert objcli(*args, crash_at="partition-done:2").returncode == -signal.SIGKILL
     with open(corpus, "a") as f:
         f.write(json.dumps({"text": "One more document, added after the crash."}) + "\n")

@@ -29,7 +29,9 @@ def read_rank_file(path: Path) -> dict[bytes, int]:
 
 def write_rank_file(ranks: dict[bytes, int], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    path.write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
+    )
     return path
 
 
@@ -57,31 +59,61 @@ def shipped_ranks(name: str) -> dict[bytes, int]:
 def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
     merges = []
     for token, rank in ranks.items():
-        local = [(ranks[token[:k]], ranks[token[k:]], token[:k], token[k:]) for k in range(1, len(token))
-                 if token[:k] in ranks and token[k:] in ranks]
+        local = [
+            (ranks[token[:k]], ranks[token[k:]], token[:k], token[k:])
+            for k in range(1, len(token))
+            if token[:k] in ranks and token[k:] in ranks
+        ]
         merges += [(rank, *m) for m in sorted(local)]
     merges.sort(key=lambda m: m[0])
     return [(m[3], m[4]) for m in merges]
 
 
-def rank_file_to_tokenizer_json(ranks: dict[bytes, int], pattern: str, specials: dict[str, int], path: Path,
-                                normalizer: dict | None = None) -> Path:
+def rank_file_to_tokenizer_json(
+    ranks: dict[bytes, int], pattern: str, specials: dict[str, int], path: Path, normalizer: dict | None = None
+) -> Path:
     table = byte_characters()
 
     def text(token: bytes) -> str:
         return "".join(table[b] for b in token)
 
-    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-             "vocab": {text(t): r for t, r in sorted(ranks.items(), key=lambda x: x[1])},
-             "merges": [[text(a), text(b)] for a, b in merges_from_ranks(ranks)]}
-    added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-              "special": True} for s, i in sorted(specials.items(), key=lambda x: x[1])]
+    model = {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": True,
+        "vocab": {text(t): r for t, r in sorted(ranks.items(), key=lambda x: x[1])},
+        "merges": [[text(a), text(b)] for a, b in merges_from_ranks(ranks)],
+    }
+    added = [
+        {
+            "id": i,
+            "content": s,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for s, i in sorted(specials.items(), key=lambda x: x[1])
+    ]
     document = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": normalizer,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
         "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": model,

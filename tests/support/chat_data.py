@@ -14,24 +14,45 @@ TEMPLATES = CHAT_TEMPLATES
 
 # family -> (template, byte-level?, special tokens, bos, eos)
 FAMILIES = {
-    "llama3": ("llama3.jinja", True,
-               ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-               "<|begin_of_text|>", "<|eot_id|>"),
+    "llama3": (
+        "llama3.jinja",
+        True,
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+    ),
     "qwen2.5": ("qwen2.5.jinja", True, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], None, "<|im_end|>"),
     "mistral": ("mistral.jinja", False, ["<unk>", "<s>", "</s>"], "<s>", "</s>"),
-    "gemma": ("gemma.jinja", False, ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"],
-              "<bos>", "<eos>"),
-    "chatml-generation": ("chatml-generation.jinja", True, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                          None, "<|im_end|>"),
+    "gemma": (
+        "gemma.jinja",
+        False,
+        ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"],
+        "<bos>",
+        "<eos>",
+    ),
+    "chatml-generation": (
+        "chatml-generation.jinja",
+        True,
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        None,
+        "<|im_end|>",
+    ),
 }
 
 # What ends an assistant turn in each format (the token the model learns to stop with).
-TURN_END = {"llama3": "<|eot_id|>", "qwen2.5": "<|im_end|>", "mistral": "</s>", "gemma": "<end_of_turn>",
-            "chatml-generation": "<|im_end|>"}
+TURN_END = {
+    "llama3": "<|eot_id|>",
+    "qwen2.5": "<|im_end|>",
+    "mistral": "</s>",
+    "gemma": "<end_of_turn>",
+    "chatml-generation": "<|im_end|>",
+}
 
-WORDS = ("the model answers what the user asks about rivers , mountains and the history of printing ; "
-         "please explain why 42 is an answer ? Sure : here is a list of three things . def f ( x ) : return x * 2 "
-         "café naïve 東京 大学 Привет мир 🙂 🚀 مرحبا").split()
+WORDS = (
+    "the model answers what the user asks about rivers , mountains and the history of printing ; "
+    "please explain why 42 is an answer ? Sure : here is a list of three things . def f ( x ) : return x * 2 "
+    "café naïve 東京 大学 Привет мир 🙂 🚀 مرحبا"
+).split()
 
 
 def training_texts() -> list[str]:
@@ -59,12 +80,17 @@ def build_tokenizer(family: str, folder: Path) -> Path:
         tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
         tokenizer.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first")
         alphabet = []
-    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=specials, initial_alphabet=alphabet,
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
     tokenizer.train_from_iterator(training_texts(), trainer)
     tokenizer.save(str(folder / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "chat_template": (TEMPLATES / template_file).read_text(),
-              "eos_token": eos, "model_max_length": 1 << 20}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": (TEMPLATES / template_file).read_text(),
+        "eos_token": eos,
+        "model_max_length": 1 << 20,
+    }
     if bos:
         config["bos_token"] = bos
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))

@@ -18,22 +18,47 @@ class DaskProcesses:
         self.folder = folder
         self.file = folder / "scheduler.json"
         self.processes = []
-        self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                    "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.file)
+        self._start(
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--dashboard-address",
+            "127.0.0.1:0",
+            "--scheduler-file",
+            self.file,
+        )
         deadline = time.monotonic() + 60
         while not self.file.exists():
             assert time.monotonic() < deadline, (folder / "scheduler.log").read_text()
             time.sleep(0.1)
         self.address = json.loads(self.file.read_text())["address"]
-        self._start("worker", "--scheduler-file", self.file, "--host", "127.0.0.1", "--no-dashboard",
-                    "--nthreads", "1", "--nworkers", str(workers), env=env)
+        self._start(
+            "worker",
+            "--scheduler-file",
+            self.file,
+            "--host",
+            "127.0.0.1",
+            "--no-dashboard",
+            "--nthreads",
+            "1",
+            "--nworkers",
+            str(workers),
+            env=env,
+        )
         self._wait_for(workers)
 
     def _start(self, role, *args, env=None):
         log = open(self.folder / f"{role}.log", "w")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
-            [str(BIN / "dask"), role, *map(str, args)], stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})}, cwd=self.folder, start_new_session=True,
+            [str(BIN / "dask"), role, *map(str, args)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=self.folder,
+            start_new_session=True,
         )
         self.processes.append((process, log))
 

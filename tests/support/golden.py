@@ -62,7 +62,9 @@ COMMANDS = {
 }
 
 
-def corpus_slice(folder: Path, prose_lines: int, code_lines: int, text_chars: int, names=("prose", "code", "reference")) -> Path:
+def corpus_slice(
+    folder: Path, prose_lines: int, code_lines: int, text_chars: int, names=("prose", "code", "reference")
+) -> Path:
     """A folder holding the first lines of the sample prose and code JSONL and the first
     characters of the sample plain text."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -94,8 +96,18 @@ def run(name: str, corpus: Path, out: Path) -> dict[str, str]:
 
     from objcli.cli import main
 
-    args = [str(corpus), "-t", str(SAMPLE / "tokenizer.model"), "-o", str(out), "--workers", "1", "-q",
-            "--overwrite", *COMMANDS[name].split()]
+    args = [
+        str(corpus),
+        "-t",
+        str(SAMPLE / "tokenizer.model"),
+        "-o",
+        str(out),
+        "--workers",
+        "1",
+        "-q",
+        "--overwrite",
+        *COMMANDS[name].split(),
+    ]
     result = CliRunner().invoke(main, ["transform", *args], catch_exceptions=False)
     if result.exit_code != 0:
         raise RuntimeError(f"{name}: exit {result.exit_code}: {result.output}")

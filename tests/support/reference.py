@@ -24,7 +24,7 @@ def pack_concat(docs: list[list[int]], seq_len: int, pad_id=None, overlap: int =
     stream = [(token, d, i == 0) for d, doc in enumerate(docs) for i, token in enumerate(doc)]
     rows = []
     while len(stream) >= seq_len or (pad_id is not None and len(stream) > overlap):
-        chunk, stream = stream[:seq_len], stream[seq_len - overlap:]
+        chunk, stream = stream[:seq_len], stream[seq_len - overlap :]
         if len(chunk) < seq_len:
             stream = []
         ids, segs, pos, started = [], [], [], 0
@@ -59,6 +59,7 @@ def split_long(docs: list[list[int]], max_length: int) -> list[tuple[int, list[i
 
 
 # ---- T5 span corruption (REFERENCE §5), one example at a time ----
+
 
 def plan_lengths(inputs_length, noise_density, mean_span):
     """T5's random_spans_helper, transcribed."""
@@ -123,8 +124,21 @@ def prefix_split(tokens, k, eos):
 
 # ---- masked LM (REFERENCE §3), one row at a time ----
 
-def mlm_row(ids, candidates, unit_start, unit_keys, action_keys, random_tokens, p, exact, max_predictions,
-            mask_id, mask_replace, random_replace):
+
+def mlm_row(
+    ids,
+    candidates,
+    unit_start,
+    unit_keys,
+    action_keys,
+    random_tokens,
+    p,
+    exact,
+    max_predictions,
+    mask_id,
+    mask_replace,
+    random_replace,
+):
     units, unit = [], 0
     for i, candidate in enumerate(candidates):
         if candidate and (unit_start[i] or i == 0 or not candidates[i - 1]):
@@ -286,27 +300,35 @@ def heads_with_target(rows_of_segment_ids: list[list[int]], heads: int) -> list[
     return out
 
 
-def electra_create_example(sentences: list[list[int]], target_length: int, max_length: int, one_segment: bool,
-                           coins: list[float]) -> tuple[list[int], list[int]]:
+def electra_create_example(
+    sentences: list[list[int]], target_length: int, max_length: int, one_segment: bool, coins: list[float]
+) -> tuple[list[int], list[int]]:
     """ELECTRA's ``ExampleBuilder._create_example`` (build_pretraining_dataset.py), line for line,
     with its random draws passed in: ``one_segment`` for ``random.random() < 0.1`` and ``coins[i]``
     for the coin of sentence i."""
     first_segment_target_length = 100000 if one_segment else (target_length - 3) // 2
     first_segment, second_segment = [], []
     for i, sentence in enumerate(sentences):
-        if (len(first_segment) == 0 or len(first_segment) + len(sentence) < first_segment_target_length
-                or (len(second_segment) == 0 and len(first_segment) < first_segment_target_length
-                    and coins[i] < 0.5)):
+        if (
+            len(first_segment) == 0
+            or len(first_segment) + len(sentence) < first_segment_target_length
+            or (len(second_segment) == 0 and len(first_segment) < first_segment_target_length and coins[i] < 0.5)
+        ):
             first_segment += sentence
         else:
             second_segment += sentence
-    first_segment = first_segment[:max_length - 2]
-    second_segment = second_segment[:max(0, max_length - len(first_segment) - 3)]
+    first_segment = first_segment[: max_length - 2]
+    second_segment = second_segment[: max(0, max_length - len(first_segment) - 3)]
     return first_segment, second_segment
 
 
-def electra_mask(candidates: list[bool], budget: int, position_keys: list[float], action_keys: list[float],
-                 mask_replace: float = 0.85) -> tuple[set[int], set[int]]:
+def electra_mask(
+    candidates: list[bool],
+    budget: int,
+    position_keys: list[float],
+    action_keys: list[float],
+    mask_replace: float = 0.85,
+) -> tuple[set[int], set[int]]:
     """ELECTRA's ``pretrain_helpers.mask`` for one row: ``budget`` categorical draws over the candidates
     (uniform), each a [MASK] when its action key < 0.85; a position drawn twice is one selection.
     Returns (selected positions, positions that become [MASK])."""
@@ -322,7 +344,9 @@ def electra_mask(candidates: list[bool], budget: int, position_keys: list[float]
     return selected, masked
 
 
-def contriever_crop(n: int, ratio_key: float, position_key: float, min_ratio: float, max_ratio: float) -> tuple[int, int]:
+def contriever_crop(
+    n: int, ratio_key: float, position_key: float, min_ratio: float, max_ratio: float
+) -> tuple[int, int]:
     """Contriever's ``randomcrop`` for a unit of n tokens, with its two draws passed in:
     (start, length) of ``x[start:start + int(n * ratio)]``, at least one token."""
     ratio = min_ratio + (max_ratio - min_ratio) * ratio_key
@@ -331,12 +355,19 @@ def contriever_crop(n: int, ratio_key: float, position_key: float, min_ratio: fl
     return start, length
 
 
-def augment_view(view: list[int], crop_key: float, delete_keys: list[float], swap_keys: list[float],
-                 delete: float, swap: float, keep: float) -> list[int]:
+def augment_view(
+    view: list[int],
+    crop_key: float,
+    delete_keys: list[float],
+    swap_keys: list[float],
+    delete: float,
+    swap: float,
+    keep: float,
+) -> list[int]:
     """One view through crop, deletion and non-overlapping adjacent swaps, token by token."""
     if keep < 1:
         start, length = contriever_crop(len(view), 1.0, crop_key, keep, keep)
-        view = view[start:start + length]
+        view = view[start : start + length]
     if delete > 0:
         kept = [t for t, k in zip(view, delete_keys) if k >= delete]
         view = kept if kept or not view else view[:1]
@@ -396,6 +427,7 @@ def pair_row(tokens_a: list[int], tokens_b: list[int], seq_len: int, cls: int, s
 
 
 # ---- per-token forms: list slicing above runs in C; these say what each token does ----
+
 
 def prefix_split_per_token(tokens, k, eos):
     """``prefix_split`` token by token: before k to the encoder (no loss), from k to the targets."""

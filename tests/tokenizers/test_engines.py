@@ -43,17 +43,21 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
     folder = tmp_path_factory.mktemp("engines")
     ranks = llama3_ranks()
-    paths = {"llama3.json": rank_file_to_tokenizer_json(ranks, LLAMA3_PATTERN, _llama3_specials(128_000),
-                                                        folder / "llama3" / "tokenizer.json"),
-             "llama3.tiktoken": write_rank_file(ranks, folder / "llama3.tiktoken"),
-             # OpenAI's published encodings, recognised by their rank counts (patterns as tiktoken has them)
-             "cl100k.tiktoken": write_rank_file(shipped_ranks("cl100k"), folder / "cl100k_base.tiktoken"),
-             "o200k.tiktoken": write_rank_file(shipped_ranks("o200k"), folder / "o200k_base.tiktoken")}
+    paths = {
+        "llama3.json": rank_file_to_tokenizer_json(
+            ranks, LLAMA3_PATTERN, _llama3_specials(128_000), folder / "llama3" / "tokenizer.json"
+        ),
+        "llama3.tiktoken": write_rank_file(ranks, folder / "llama3.tiktoken"),
+        # OpenAI's published encodings, recognised by their rank counts (patterns as tiktoken has them)
+        "cl100k.tiktoken": write_rank_file(shipped_ranks("cl100k"), folder / "cl100k_base.tiktoken"),
+        "o200k.tiktoken": write_rank_file(shipped_ranks("o200k"), folder / "o200k_base.tiktoken"),
+    }
     trained = Tokenizer(models.BPE())
     trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trained.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     trained.train_from_iterator([json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()], trainer)
     (folder / "gpt2").mkdir()
     trained.save(str(folder / "gpt2" / "tokenizer.json"))
@@ -73,13 +77,17 @@ def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
 # The readable python engine on the whole multilingual corpus takes 3-7 s a file: gpt2.json's in
 # the default run, the 128k files' under `slow` (the probe checks python against the stable
 # library on every run anyway).
-CASES = [pytest.param(name, engine, marks=[pytest.mark.slow] if engine == "python" and name != "gpt2.json" else [])
-         for name, engines in (("llama3.json", ("tokenizers", "python")),
-                               ("gpt2.json", ("tokenizers", "python")),
-                               ("llama3.tiktoken", ("quicktok", "tiktoken", "python")),
-                               ("cl100k.tiktoken", ("quicktok", "tiktoken")),
-                               ("o200k.tiktoken", ("quicktok", "tiktoken")))
-         for engine in engines]
+CASES = [
+    pytest.param(name, engine, marks=[pytest.mark.slow] if engine == "python" and name != "gpt2.json" else [])
+    for name, engines in (
+        ("llama3.json", ("tokenizers", "python")),
+        ("gpt2.json", ("tokenizers", "python")),
+        ("llama3.tiktoken", ("quicktok", "tiktoken", "python")),
+        ("cl100k.tiktoken", ("quicktok", "tiktoken")),
+        ("o200k.tiktoken", ("quicktok", "tiktoken")),
+    )
+    for engine in engines
+]
 
 
 @pytest.mark.parametrize(("name", "engine"), CASES)
@@ -150,16 +158,22 @@ def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypa
         tokenizer = open_tokenizer(files["llama3.tiktoken"])
         choice = choose_engine(tokenizer, requested, [], warnings.append)
         assert choice.engine.name == "tiktoken"
-        assert re.search(r"engine quicktok 0\.4\.0 encodes .+ \(\d[\d,]* characters, sha256 [0-9a-f]{12}\) "
-                         r"differently from tiktoken", warnings[-1])
+        assert re.search(
+            r"engine quicktok 0\.4\.0 encodes .+ \(\d[\d,]* characters, sha256 [0-9a-f]{12}\) "
+            r"differently from tiktoken",
+            warnings[-1],
+        )
     assert len(warnings) == 2
 
 
-@pytest.mark.parametrize(("name", "engine", "message"), [
-    ("gpt2.json", "quicktok", "no scanner for this split pattern"),
-    ("gpt2.json", "sentencepiece", "encoded by tokenizers, quicktok or python"),
-    ("llama3.tiktoken", "tokenizers", "encoded by tiktoken, quicktok or python"),
-])
+@pytest.mark.parametrize(
+    ("name", "engine", "message"),
+    [
+        ("gpt2.json", "quicktok", "no scanner for this split pattern"),
+        ("gpt2.json", "sentencepiece", "encoded by tokenizers, quicktok or python"),
+        ("llama3.tiktoken", "tokenizers", "encoded by tiktoken, quicktok or python"),
+    ],
+)
 def test_an_engine_that_cannot_take_the_file_is_a_one_line_error(files, name, engine, message):
     with pytest.raises(ObjcliError, match=f"--engine {engine}: .*{message}"):
         choose_engine(open_tokenizer(files[name]), engine, [])
@@ -175,8 +189,21 @@ def test_the_manifest_records_the_engine_and_the_recipe_replays_it(files, small_
     manifest_b, rows_b = read_output(tmp_path / "b")
     assert manifest_b["tokenizer"]["engine"]["name"] == "tiktoken" and rows_b == rows
     assert manifest_b["config_sha256"] == manifest["config_sha256"]
-    replay = subprocess.run([sys.executable, "-m", "objcli", "transform", "--recipe", str(tmp_path / "a" / "manifest.json"),
-                             "-o", str(tmp_path / "c"), "--quiet"], capture_output=True, text=True)
+    replay = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            "--recipe",
+            str(tmp_path / "a" / "manifest.json"),
+            "-o",
+            str(tmp_path / "c"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert replay.returncode == 0, replay.stderr
     assert json.loads((tmp_path / "c" / "manifest.json").read_text())["tokenizer"]["engine"]["name"] == "quicktok"
 
@@ -184,16 +211,34 @@ def test_the_manifest_records_the_engine_and_the_recipe_replays_it(files, small_
 def test_the_probe_holds_every_script_and_the_models_special_texts():
     texts = probe_texts(["<|eot_id|>"], ["first batch " * 10, "x" * 10**6])
     whole = texts[0]
-    for sample in ("中文", "日本語", "한국어", "हिन्दी", "العربية", "עברית", "Съешь", "👩‍👩‍👧‍👦", "a\u0301",
-                   "\u3000", "\u2028", "\r\n", "123456789012", "Donaudampfschifffahrts"):
+    for sample in (
+        "中文",
+        "日本語",
+        "한국어",
+        "हिन्दी",
+        "العربية",
+        "עברית",
+        "Съешь",
+        "👩‍👩‍👧‍👦",
+        "a\u0301",
+        "\u3000",
+        "\u2028",
+        "\r\n",
+        "123456789012",
+        "Donaudampfschifffahrts",
+    ):
         assert sample in whole, sample
     assert any("<|eot_id|>" in t for t in texts) and "first batch " * 10 in texts
     assert sum(map(len, texts[-2:])) <= 256 * 1024 + 120  # the run's batch, capped
 
 
 def spec(vocab: list[bytes], merges: list[tuple[bytes, bytes]]) -> BPESpec:
-    return BPESpec(vocab={t: i for i, t in enumerate(vocab)}, patterns=["x"],
-                   merges={m: r for r, m in enumerate(merges)}, ignore_merges=True)
+    return BPESpec(
+        vocab={t: i for i, t in enumerate(vocab)},
+        patterns=["x"],
+        merges={m: r for r, m in enumerate(merges)},
+        ignore_merges=True,
+    )
 
 
 BYTES = [bytes([b]) for b in range(256)]
@@ -230,8 +275,12 @@ for path in sys.argv[3:]:
     np.save(f"{sys.argv[2]}/{len(sys.argv)}-{path.split('/')[-2]}.npy", np.array(ids, dtype=object), allow_pickle=True)
 """
     names = ["llama3.json", "gpt2.json"]
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "corpus.json"), str(tmp_path),
-                          *(str(files[n]) for n in names)], env=prerelease_env(), capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "corpus.json"), str(tmp_path), *(str(files[n]) for n in names)],
+        env=prerelease_env(),
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     for name in names:
         got = np.load(tmp_path / f"{len(names) + 3}-{files[name].parent.name}.npy", allow_pickle=True)
@@ -243,9 +292,27 @@ for path in sys.argv[3:]:
 def test_objcli_on_the_prerelease_writes_the_stable_releases_bytes(files, small_corpus, tmp_path, name):
     inputs = [small_corpus / "prose.jsonl", small_corpus / "code.jsonl"]
     run_transform(inputs, files[name], tmp_path / "stable", seq_len=256, workers=2)
-    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *map(str, inputs), "-t", str(files[name]),
-                          "--seq-len", "256", "--workers", "2", "-o", str(tmp_path / "fast"), "--quiet"],
-                         env=prerelease_env(), capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            *map(str, inputs),
+            "-t",
+            str(files[name]),
+            "--seq-len",
+            "256",
+            "--workers",
+            "2",
+            "-o",
+            str(tmp_path / "fast"),
+            "--quiet",
+        ],
+        env=prerelease_env(),
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     manifest, rows = read_output(tmp_path / "fast")
     engine = manifest["tokenizer"]["engine"]
@@ -254,7 +321,9 @@ def test_objcli_on_the_prerelease_writes_the_stable_releases_bytes(files, small_
     stable_manifest, stable_rows = read_output(tmp_path / "stable")
     assert rows == stable_rows and manifest["config_sha256"] == stable_manifest["config_sha256"]
     for shard in manifest["shards"]:
-        assert (tmp_path / "fast" / shard["files"][0]).read_bytes() == (tmp_path / "stable" / shard["files"][0]).read_bytes()
+        assert (tmp_path / "fast" / shard["files"][0]).read_bytes() == (
+            tmp_path / "stable" / shard["files"][0]
+        ).read_bytes()
 
 
 def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_corpus, tmp_path):
@@ -265,17 +334,58 @@ def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_co
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "tokenizer.json").write_text(json.dumps(document))
     common = [str(small_corpus / "prose.jsonl"), "--seq-len", "64", "-q"]
-    run = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(tmp_path / "bare"),
-                          "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            *common,
+            "-t",
+            str(tmp_path / "bare"),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     warning = [line for line in run.stderr.splitlines() if "warning" in line]
     assert len(warning) == 1 and "vocabulary (128,000 ids) has no eos '</s>' as id 128000" in warning[0]
     assert "(--eos-token)" in warning[0] and "'objcli export-tokenizer OUT -o DIR'" in warning[0]
-    own = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(files["llama3.json"]),
-                          "-o", str(tmp_path / "own")], capture_output=True, text=True)
+    own = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            *common,
+            "-t",
+            str(files["llama3.json"]),
+            "-o",
+            str(tmp_path / "own"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert own.returncode == 0 and "warning" not in own.stderr  # the model's own <|end_of_text|>
-    sentinels = subprocess.run([sys.executable, "-m", "objcli", "transform", *common, "-t", str(files["llama3.json"]),
-                                "--objective", "t5", "-o", str(tmp_path / "t5")], capture_output=True, text=True)
+    sentinels = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            *common,
+            "-t",
+            str(files["llama3.json"]),
+            "--objective",
+            "t5",
+            "-o",
+            str(tmp_path / "t5"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert "has no 100 T5 sentinels <extra_id_N> as ids 128256-128355" in sentinels.stderr
 
 
@@ -290,8 +400,9 @@ def test_the_python_engines_heap_merges_as_the_pair_by_pair_loop(data, by_rank):
     from objcli.tokenizers.python_bpe import PythonBPE
 
     alphabet = [b"a", b"b", b"c"]
-    joins = data.draw(st.lists(st.lists(st.sampled_from(alphabet), min_size=2, max_size=4).map(b"".join),
-                               max_size=12, unique=True))
+    joins = data.draw(
+        st.lists(st.lists(st.sampled_from(alphabet), min_size=2, max_size=4).map(b"".join), max_size=12, unique=True)
+    )
     vocab = {t: i for i, t in enumerate([*alphabet, *joins])}
     if by_rank:
         merges = None

@@ -22,8 +22,20 @@ def export_and_rows(folder, destination):
 
 def test_a_sentencepiece_model_gains_the_allocated_specials(small_corpus, sample_tokenizer, tmp_path):
     out = tmp_path / "nsp"
-    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "-o", str(out),
-            "--objective", "nsp", "--mlm", "--seq-len", "64", "-q"]
+    args = [
+        "transform",
+        str(small_corpus / "prose.jsonl"),
+        "-t",
+        sample_tokenizer,
+        "-o",
+        str(out),
+        "--objective",
+        "nsp",
+        "--mlm",
+        "--seq-len",
+        "64",
+        "-q",
+    ]
     assert CliRunner().invoke(main, args).exit_code == 0
     rows, tokenizer = export_and_rows(out, tmp_path / "tok")
     manifest = manifest_json(out)

@@ -22,15 +22,16 @@ def hf_folder(tmp_path_factory):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>", "<|pad|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=1500,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").read_text().splitlines()[:300]]
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>", "pad_token": "<|pad|>"}))
     return folder
-
-
 
 
 def test_same_corpus_through_both_tokenizer_kinds(small_corpus, sample_tokenizer, hf_folder, tmp_path):
@@ -113,8 +114,9 @@ def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_pa
     tokenizer = Tokenizer.from_file(str(hf_folder / "tokenizer.json"))
     tokenizer.add_special_tokens(["<|begin_of_text|>"])
     bos = tokenizer.token_to_id("<|begin_of_text|>")
-    tokenizer.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
-                                                             special_tokens=[("<|begin_of_text|>", bos)])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)]
+    )
     tokenizer.save(str(folder / "tokenizer.json"))
     args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(folder), "--seq-len", "64", "--packing", "none"]
     followed = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "auto")])
@@ -135,15 +137,27 @@ def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_c
     from objcli.cli import main
 
     out = tmp_path / "mlm"
-    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(hf_folder), "-o", str(out), "--objective",
-            "mlm", "--seq-len", "64", "-q"]
+    args = [
+        "transform",
+        str(small_corpus / "prose.jsonl"),
+        "-t",
+        str(hf_folder),
+        "-o",
+        str(out),
+        "--objective",
+        "mlm",
+        "--seq-len",
+        "64",
+        "-q",
+    ]
     assert CliRunner().invoke(main, args).exit_code == 0
     assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     exported = Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
     assert exported.get_vocab_size(with_added_tokens=True) == manifest["tokenizer"]["total_vocab_size"]
     assert manifest["special_tokens"]["added"] and all(
-        exported.token_to_id(piece) == token_id for piece, token_id in manifest["special_tokens"]["added"].items())
+        exported.token_to_id(piece) == token_id for piece, token_id in manifest["special_tokens"]["added"].items()
+    )
 
 
 def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path):
@@ -154,12 +168,39 @@ def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path)
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["<s> already marked", "plain text", "<s>again"]))
-    result = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"),
-                                       "--bos", "--seq-len", "8", "--remainder", "pad"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--bos",
+            "--seq-len",
+            "8",
+            "--remainder",
+            "pad",
+        ],
+    )
     assert result.exit_code == 0
     assert "warning: 2 documents already start with the BOS text '<s>', and get the BOS token too" in result.output
-    quiet = CliRunner().invoke(main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "p"),
-                                      "--seq-len", "8", "--remainder", "pad"])
+    quiet = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "p"),
+            "--seq-len",
+            "8",
+            "--remainder",
+            "pad",
+        ],
+    )
     assert "already start with the BOS text" not in quiet.output  # no BOS added (SentencePiece: no template)
 
 

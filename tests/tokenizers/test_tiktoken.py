@@ -25,11 +25,14 @@ def rank_file(small_corpus, tmp_path_factory):
     ranks = bpe_train("".join(texts)[:20_000], 400, CL100K_PATTERN, visualise=None)
     folder = tmp_path_factory.mktemp("tiktoken")
     path = folder / "tokenizer.model"
-    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    path.write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
+    )
     side = {"pattern": CL100K_PATTERN, "special_tokens": {"<|endoftext|>": 400}, "eos": "<|endoftext|>"}
     (folder / "tokenizer.model.json").write_text(json.dumps(side))
-    encoding = tiktoken.Encoding("tiny", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,
-                                 special_tokens={"<|endoftext|>": 400})
+    encoding = tiktoken.Encoding(
+        "tiny", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 400}
+    )
     return path, encoding, texts
 
 
@@ -54,8 +57,9 @@ def test_a_published_encoding_is_recognised_by_its_rank_count(tmp_path):
     tokenizer = open_tokenizer(path)
     assert tokenizer.vocab_size == 100_277 and tokenizer.resolve("eos") == 100_257
     assert tokenizer.ordinary_ids().max() == 100_255  # the gap and the specials never replace a token
-    (tmp_path / "short.tiktoken").write_text("".join(f"{base64.b64encode(t).decode()} {r}\n"
-                                                     for r, t in enumerate(ranks[:300])))
+    (tmp_path / "short.tiktoken").write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(ranks[:300]))
+    )
     with pytest.raises(ObjcliError, match="matches no published encoding; give its split pattern"):
         open_tokenizer(tmp_path / "short.tiktoken")
 
@@ -74,8 +78,19 @@ def test_export_writes_every_special_into_the_side_file(rank_file, small_corpus,
 
     path, _, _ = rank_file
     out = tmp_path / "mlm"
-    args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(path), "-o", str(out), "--objective", "mlm",
-            "--seq-len", "64", "-q"]
+    args = [
+        "transform",
+        str(small_corpus / "prose.jsonl"),
+        "-t",
+        str(path),
+        "-o",
+        str(out),
+        "--objective",
+        "mlm",
+        "--seq-len",
+        "64",
+        "-q",
+    ]
     assert CliRunner().invoke(main, args).exit_code == 0
     assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
     exported = open_tokenizer(tmp_path / "tok" / "tokenizer.model")
@@ -92,20 +107,25 @@ BYTE_RANKS = [(bytes([b]), b) for b in range(256)]
 GOOD_SIDE = {"pattern": r"\S+|\s+", "special_tokens": {"<|eos|>": 300}, "bos": None, "eos": "<|eos|>"}
 
 
-@pytest.mark.parametrize(("side", "message"), [
-    # every field with each wrong type or value (issue 30: a Rust panic, tracebacks, or accepted silently)
-    *[({**GOOD_SIDE, "pattern": p}, "'pattern' must be a non-empty string") for p in ("", None, 5, ["x"], True)],
-    *[({**GOOD_SIDE, "pattern": p}, "not a valid regular expression") for p in ("(", "[a-", "x{2,1}")],
-    *[({**GOOD_SIDE, "special_tokens": v}, "'special_tokens' must be an object") for v in ([], "x", 5, True)],
-    *[({**GOOD_SIDE, "special_tokens": {"<|eos|>": v}}, "give a non-empty text an integer id")
-      for v in (-1, 2**31, 2**64, "300", 3.5, True, None)],
-    ({**GOOD_SIDE, "special_tokens": {"": 300}, "eos": None}, "give a non-empty text an integer id"),
-    ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 5}}, "which the rank file gives a token"),
-    ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 300, "<|x|>": 300}}, "two specials share an id"),
-    *[({**GOOD_SIDE, "eos": v}, "'eos' is .* not one of its special_tokens") for v in ("<|other|>", 300, [])],
-    ({**GOOD_SIDE, "bos": "<s>"}, "'bos' is '<s>', which is not one of its special_tokens"),
-    ([GOOD_SIDE], "holds list, not an object"),
-])
+@pytest.mark.parametrize(
+    ("side", "message"),
+    [
+        # every field with each wrong type or value (issue 30: a Rust panic, tracebacks, or accepted silently)
+        *[({**GOOD_SIDE, "pattern": p}, "'pattern' must be a non-empty string") for p in ("", None, 5, ["x"], True)],
+        *[({**GOOD_SIDE, "pattern": p}, "not a valid regular expression") for p in ("(", "[a-", "x{2,1}")],
+        *[({**GOOD_SIDE, "special_tokens": v}, "'special_tokens' must be an object") for v in ([], "x", 5, True)],
+        *[
+            ({**GOOD_SIDE, "special_tokens": {"<|eos|>": v}}, "give a non-empty text an integer id")
+            for v in (-1, 2**31, 2**64, "300", 3.5, True, None)
+        ],
+        ({**GOOD_SIDE, "special_tokens": {"": 300}, "eos": None}, "give a non-empty text an integer id"),
+        ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 5}}, "which the rank file gives a token"),
+        ({**GOOD_SIDE, "special_tokens": {"<|eos|>": 300, "<|x|>": 300}}, "two specials share an id"),
+        *[({**GOOD_SIDE, "eos": v}, "'eos' is .* not one of its special_tokens") for v in ("<|other|>", 300, [])],
+        ({**GOOD_SIDE, "bos": "<s>"}, "'bos' is '<s>', which is not one of its special_tokens"),
+        ([GOOD_SIDE], "holds list, not an object"),
+    ],
+)
 def test_a_bad_side_file_is_one_line(tmp_path, side, message):
     path = tmp_path / "tok.tiktoken"
     path.write_text(_rank_lines(BYTE_RANKS))
@@ -114,15 +134,18 @@ def test_a_bad_side_file_is_one_line(tmp_path, side, message):
         open_tokenizer(path)
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWI= 257\n", "line 258 repeats token b'ab' 256"),
-    (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWJj 256\n", "line 258 repeats rank 256"),
-    (_rank_lines(BYTE_RANKS[1:]), r"no rank for the byte b'\\x00' \(1 of 256"),
-    (_rank_lines(BYTE_RANKS) + "YWI= -1\n", "has rank -1"),
-    (_rank_lines(BYTE_RANKS) + f"YWI= {2**31}\n", "ranks are 0 to 2,147,483,647"),
-    (_rank_lines(BYTE_RANKS) + "YW", "line 257 is not 'base64-token rank'"),  # cut mid-line
-    (_rank_lines(BYTE_RANKS) + "YW 300\n", "line 257 is not 'base64-token rank'"),  # truncated base64
-])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWI= 257\n", "line 258 repeats token b'ab' 256"),
+        (_rank_lines(BYTE_RANKS) + "YWI= 256\nYWJj 256\n", "line 258 repeats rank 256"),
+        (_rank_lines(BYTE_RANKS[1:]), r"no rank for the byte b'\\x00' \(1 of 256"),
+        (_rank_lines(BYTE_RANKS) + "YWI= -1\n", "has rank -1"),
+        (_rank_lines(BYTE_RANKS) + f"YWI= {2**31}\n", "ranks are 0 to 2,147,483,647"),
+        (_rank_lines(BYTE_RANKS) + "YW", "line 257 is not 'base64-token rank'"),  # cut mid-line
+        (_rank_lines(BYTE_RANKS) + "YW 300\n", "line 257 is not 'base64-token rank'"),  # truncated base64
+    ],
+)
 def test_a_bad_rank_file_is_one_line(tmp_path, lines, message):
     path = tmp_path / "tok.tiktoken"
     path.write_text(lines)

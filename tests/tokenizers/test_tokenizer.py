@@ -51,7 +51,9 @@ def test_batched_encode_equals_one_call_per_document(sample_tokenizer, small_cor
     for threads in (1, 2):
         tokens, offsets = tok.encode(texts, num_threads=threads)
         assert tokens.dtype == np.int32 and offsets.dtype == np.int64
-        assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == [sp.encode(t) for t in texts]
+        assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == [
+            sp.encode(t) for t in texts
+        ]
 
 
 def test_joined_buffers_equal_the_public_encode(sample_tokenizer, small_corpus):

@@ -13,14 +13,17 @@ def _train(*args):
     return CliRunner().invoke(main, ["train-tokenizer", *map(str, args), "-q"])
 
 
-@pytest.mark.parametrize("case, message", [
-    ("folder", "Error: output {tmp}/existing: is a folder; name the .model file to write"),
-    ("proc", "Error: output /proc/x.model: cannot be written"),
-    ("empty", "Error: inputs: no text to train on (0 documents with text)"),
-    ("too large", "Error: --vocab-size 50000: too large for this corpus, which makes at most"),
-    ("too small", "Error: --vocab-size 60: too small for the"),
-    ("threads", "Error: Invalid value for '--threads': 0 is not in the range 1<=x<=1024"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("folder", "Error: output {tmp}/existing: is a folder; name the .model file to write"),
+        ("proc", "Error: output /proc/x.model: cannot be written"),
+        ("empty", "Error: inputs: no text to train on (0 documents with text)"),
+        ("too large", "Error: --vocab-size 50000: too large for this corpus, which makes at most"),
+        ("too small", "Error: --vocab-size 60: too small for the"),
+        ("threads", "Error: Invalid value for '--threads': 0 is not in the range 1<=x<=1024"),
+    ],
+)
 def test_bad_requests_fail_in_one_line_and_leave_no_temp_file(tmp_path, small_corpus, case, message):
     """Item 8: each of these was a traceback, an INTERNAL: src/trainer_interface.cc message, or a
     failure after the whole training that left tokdir.tmp behind."""
@@ -51,8 +54,9 @@ def test_training_shows_progress_from_sentencepiece(tmp_path, small_corpus):
     assert any(line.startswith("objcli: loaded ") and line.endswith(" sentences") for line in lines)
     assert any(line.startswith("objcli: EM round: ") for line in lines)
     assert all(line.startswith("objcli: ") for line in lines), "SentencePiece's own log leaked through"
-    quiet = run_cli("train-tokenizer", small_corpus / "prose.jsonl", "--vocab-size", 500, "-o", tmp_path / "q.model",
-                    "-q")
+    quiet = run_cli(
+        "train-tokenizer", small_corpus / "prose.jsonl", "--vocab-size", 500, "-o", tmp_path / "q.model", "-q"
+    )
     assert quiet.stderr.count("\n") == 1  # only the final line
     assert (tmp_path / "t.model").read_bytes() == (tmp_path / "q.model").read_bytes()  # progress changes nothing
 

@@ -9,11 +9,11 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..order.mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
+from ..order.splits import counted, plan_bounds, smallest, uniforms
 from ..readers import Partition, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents, utf8_bytes
 from ..tokenizers import Tokenizer
-from .mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
-from .splits import counted, plan_bounds, smallest, uniforms
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):
@@ -26,8 +26,9 @@ def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokeniz
 def _refuse_streams(option: str, partitions: list[Partition], hint: str) -> None:
     streams = [p.input.path for p in partitions if p.input.is_stream]
     if streams:
-        raise ObjcliError(f"{option} needs a first pass over the inputs, and {streams[0]} is a stream, read once; "
-                          f"{hint}")
+        raise ObjcliError(
+            f"{option} needs a first pass over the inputs, and {streams[0]} is a stream, read once; {hint}"
+        )
 
 
 def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> tuple:
@@ -46,8 +47,10 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
             # One more than the counts: whether any document is left to train.
             kept = smallest(np.concatenate([kept, uniforms(texts, config.seed)]), k + 1)
     if len(kept) <= k:  # train would be empty: surely not what was meant
-        raise ObjcliError(f"--split {config.split}: the counts ask for {k:,} documents and the corpus has {len(kept):,}, "
-                          "which would leave none to train; ask for fewer, or give fractions (test=1%)")
+        raise ObjcliError(
+            f"--split {config.split}: the counts ask for {k:,} documents and the corpus has {len(kept):,}, "
+            "which would leave none to train; ask for fewer, or give fractions (test=1%)"
+        )
     return tuple(plan_bounds(config.split, kept[:k]))
 
 
@@ -75,4 +78,6 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
         per_byte = len(tokenizer.encode(sample, 1)[0]) / sample_bytes if sample_bytes else 0.0
         estimated[name] = text_bytes * per_byte + documents * boundary
     rates = plan_rates(kind, values, estimated)
-    return {name: {kind: values[name], "estimated_tokens": round(estimated[name]), "rate": rates[name]} for name in names}
+    return {
+        name: {kind: values[name], "estimated_tokens": round(estimated[name]), "rate": rates[name]} for name in names
+    }

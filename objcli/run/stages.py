@@ -1,0 +1,67 @@
+"""The run's stages built from its configuration, the same in the main process (the plan) and in
+every worker (the pipeline): the objective with its narrow context, the packer, the written columns."""
+
+from __future__ import annotations
+
+from ..config import TransformConfig
+from ..objectives import REGISTRY
+from ..objectives.base import Objective, ObjectiveContext
+from ..order.mixture import parse_sources
+from ..packing import PACKERS, Packer, PackSettings, make_packer
+from ..rows import ColumnSpec
+from ..tokenizers import Tokenizer
+
+
+def objective_context(config: TransformConfig) -> ObjectiveContext:
+    """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
+    return ObjectiveContext(
+        config.objective_options,
+        config.seq_len,
+        config.row_length,
+        config.seed,
+        config.bos,
+        config.eos,
+        PACKERS[config.packing].pads_rows(config.remainder),
+        config.packing != "none",
+    )
+
+
+def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
+    return REGISTRY.get(config.objective)(objective_context(config), tokenizer)
+
+
+WHOLE = 1 << 62  # a row length no document reaches
+
+
+def build_packer(config: TransformConfig, objective: Objective) -> Packer:
+    # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
+    whole = config.format.whole_documents and config.packing == "none"
+    overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
+    settings = PackSettings(
+        WHOLE if whole else config.row_length,
+        tuple(objective.example_columns()),
+        objective.pad_id,
+        config.pack_window,
+        objective.examples_are_documents,
+        overlap,
+    )
+    return make_packer(config.packing, settings)
+
+
+def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
+    """The written columns: the objective's, then with ``--source`` the source of each row."""
+    columns = objective.columns(packer.columns())
+    if config.source:
+        names = tuple(parse_sources(config.source))
+        columns.append(
+            ColumnSpec(
+                "source",
+                "scalar",
+                0,
+                len(names) - 1,
+                "the mixture source of the row",
+                role="category",
+                categories=names,
+            )
+        )
+    return columns
