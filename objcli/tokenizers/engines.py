@@ -14,12 +14,16 @@ quicktok at 20-80x ``tokenizers`` 0.2x). Each engine gives one flat int32 array 
   reference with a one-line warning naming that text.
 
 The choice is made once, in the main process (``choose_engine``); workers load the engine named in
-the run's configuration and never probe again, so every partition encodes alike.
+the run's configuration and never probe again, so every partition encodes alike. A probe that passed
+is kept in the user's cache (``$XDG_CACHE_HOME/objcli/probe-verdicts``) per tokenizer files' sha256,
+engine name and version and objcli version: a later run of the same three finds it and starts
+without loading the reference or probing; anything that differs probes again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -160,6 +164,34 @@ def _cache_folder(digest: str, version: str) -> Path:
 def cache_folder(name: str) -> Path:
     """``$XDG_CACHE_HOME/objcli/NAME`` (default ``~/.cache``): what objcli keeps between runs."""
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / name
+
+
+def _verdict_path(tokenizer, engine) -> tuple[Path, dict]:
+    from .. import __version__
+
+    key = {"objcli": __version__, "tokenizer": tokenizer.sha256, "engine": engine.name, "version": engine.version}
+    digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:32]
+    return cache_folder("probe-verdicts") / f"{digest}.json", key
+
+
+def kept_verdict(tokenizer, engine) -> str | None:
+    """The parity probe's verdict on this tokenizer's files (their sha256), this engine and version and
+    this objcli version, if a run found it before (only passes are kept); anything else that differs
+    and the probe runs again. Saves loading the independent reference and encoding the probe (a 128k
+    ``tokenizer.json``'s readable reference takes most of a second to build)."""
+    path, key = _verdict_path(tokenizer, engine)
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("key") != key or not isinstance(kept.get("verdict"), str):
+        return None
+    return kept["verdict"]
+
+
+def keep_verdict(tokenizer, engine, verdict: str) -> None:
+    path, key = _verdict_path(tokenizer, engine)
+    _write_quietly(path, json.dumps({"key": key, "verdict": verdict}) + "\n")
 
 
 def _write_quietly(path: Path, text: str) -> None:
@@ -353,6 +385,9 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
             continue
         if engine.reference:
             return EngineChoice(engine, "not needed: the reference engine")
+        kept = kept_verdict(tokenizer, engine)
+        if kept is not None:
+            return EngineChoice(engine, kept)
         oracle = tokenizer.probe_reference(engine)
         if oracle is None:
             unprobed = unprobed or engine
@@ -361,9 +396,11 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
         difference = first_difference(engine, oracle, texts)
         label = f"{oracle.name} {oracle.version}"
         if difference is None:
-            return EngineChoice(
-                engine, f"identical to {label} on {len(texts)} texts, {sum(map(len, texts)):,} characters"
-            )
+            # Said alike whether this run probed or found the verdict kept (the manifest's bytes do not
+            # depend on a cache), so it names what a probe reads, not this run's counts.
+            verdict = f"identical to {label} on the shipped probe, the special tokens' texts and a run's first batch"
+            keep_verdict(tokenizer, engine, verdict)
+            return EngineChoice(engine, verdict)
         say(
             f"engine {engine.name} {engine.version} encodes {describe(difference)} differently from {label}; "
             "falling back to " + ("the next engine" if requested == "auto" else "the reference")

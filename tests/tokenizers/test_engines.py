@@ -140,8 +140,9 @@ def test_auto_takes_the_fastest_engine_that_passes_the_probe(files, corpus):
     assert (choice.engine.name, choice.probe) == ("tokenizers", "not needed: the reference engine")
 
 
-def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypatch):
+def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypatch, tmp_path):
     """The probe compares every text; one token off in one text is a fallback naming that text."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no verdict kept by another test
     original = QuicktokEngine.encode_batch
 
     def off_by_one(self, texts, threads):
@@ -164,6 +165,55 @@ def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypa
             warnings[-1],
         )
     assert len(warnings) == 2
+
+
+def _probes(monkeypatch, tokenizer_type) -> list[str]:
+    """Counts the independent references built for a probe (what a kept verdict saves)."""
+    built = []
+    original = tokenizer_type.probe_reference
+
+    def counted(self, engine):
+        built.append(engine.name)
+        return original(self, engine)
+
+    monkeypatch.setattr(tokenizer_type, "probe_reference", counted)
+    return built
+
+
+def test_a_passing_probe_is_kept_per_tokenizer_engine_and_version(files, corpus, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tokenizer = open_tokenizer(files["llama3.tiktoken"])
+    built = _probes(monkeypatch, type(tokenizer))
+    first = choose_engine(tokenizer, "auto", corpus[:20])
+    assert first.engine.name == "quicktok" and built == ["quicktok"]
+    again = choose_engine(open_tokenizer(files["llama3.tiktoken"]), "auto", corpus[20:40])
+    assert (again.engine.name, again.probe) == ("quicktok", first.probe) and built == ["quicktok"]  # not probed
+    # The same words whether probed on another sample or kept: the manifest does not depend on the cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "elsewhere"))
+    assert choose_engine(open_tokenizer(files["llama3.tiktoken"]), "auto", corpus[40:45]).probe == first.probe
+    assert built == ["quicktok"] * 2
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    # Another objcli version, a changed file, a damaged entry: the probe runs again.
+    monkeypatch.setattr("objcli.__version__", "0.0.0-other")
+    choose_engine(open_tokenizer(files["llama3.tiktoken"]), "auto", [])
+    assert built == ["quicktok"] * 3
+    for entry in (tmp_path / "objcli" / "probe-verdicts").iterdir():
+        entry.write_text("{not json")
+    choose_engine(open_tokenizer(files["llama3.tiktoken"]), "auto", [])
+    assert built == ["quicktok"] * 4
+
+
+def test_a_failed_probe_is_never_kept(files, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    original = QuicktokEngine.encode_batch
+
+    def off_by_one(self, texts, threads):
+        tokens, offsets = original(self, texts, threads)
+        return tokens + 1, offsets
+
+    monkeypatch.setattr(QuicktokEngine, "encode_batch", off_by_one)
+    assert choose_engine(open_tokenizer(files["llama3.tiktoken"]), "auto", [], lambda _: None).engine.name == "tiktoken"
+    assert not (tmp_path / "objcli" / "probe-verdicts").exists()
 
 
 @pytest.mark.parametrize(
