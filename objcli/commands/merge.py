@@ -108,21 +108,7 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
         rename = {name: prefix + name[len(old) :] for name in shard.files}
         for name, new in rename.items():
             link_or_copy(folder / name, work / new)
-        merged.append(
-            ShardRecord(
-                partition=index,
-                ordinal=0,
-                files=[rename[n] for n in shard.files],
-                sha256={rename[n]: d for n, d in shard.sha256.items()},
-                rows=shard.rows,
-                tokens=shard.tokens,
-                padding_tokens=shard.padding_tokens,
-                documents=shard.documents,
-                segments=shard.segments,
-                split=shard.split,
-                bytes={rename[n]: b for n, b in shard.bytes.items()},
-            )
-        )
+        merged.append(shard.renamed(rename, partition=index, ordinal=0))
     return merged
 
 

@@ -203,19 +203,7 @@ def _work_shard(shard) -> tuple[ShardRecord, dict[str, str]]:
     final = final_prefix(shard.files[0])
     work = work_prefix(shard.partition, shard.split, shard.ordinal)
     rename = {name: work + name[len(final) :] for name in shard.files}
-    return ShardRecord(
-        shard.partition,
-        shard.ordinal,
-        [rename[n] for n in shard.files],
-        {rename[n]: d for n, d in shard.sha256.items()},
-        rows=shard.rows,
-        tokens=shard.tokens,
-        padding_tokens=shard.padding_tokens,
-        documents=shard.documents,
-        segments=shard.segments,
-        split=shard.split,
-        bytes={rename[n]: b for n, b in shard.bytes.items()},
-    ), rename
+    return shard.renamed(rename), rename
 
 
 def adopt(folder, results: list[tuple], config_sha256: str, run_key: str) -> None:

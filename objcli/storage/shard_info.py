@@ -34,6 +34,13 @@ class ShardRecord(msgspec.Struct):
     def to_json(self) -> dict:
         return msgspec.to_builtins(self)
 
+    def renamed(self, rename: dict[str, str], **changes) -> ShardRecord:
+        """The same shard with its files renamed (``rename``: old name -> new) and ``changes`` made."""
+        files = [rename[n] for n in self.files]
+        sha256 = {rename[n]: d for n, d in self.sha256.items()}
+        sizes = {rename[n]: b for n, b in self.bytes.items()}
+        return msgspec.structs.replace(self, files=files, sha256=sha256, bytes=sizes, **changes)
+
     @classmethod
     def from_json(cls, data: dict) -> ShardRecord:
         return msgspec.convert(data, cls)
