@@ -89,10 +89,11 @@ class TransformConfig:
     )
     output_format: str = option("arrow", "Shard format.", choices=OUTPUT_FORMATS, flag="--format", group=OUTPUT)
     shard_size: str = option("256MB", "Rows per shard (10000) or bytes of token data (256MB).", group=OUTPUT)
-    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
-    text_key: str = option(
-        "text", "JSON field or Parquet column of the text; dots reach nested ones (meta.body).", group=INPUT
+    provenance: bool = option(
+        False, "Record each row segment's file, record and character span (see 'objcli trace').", group=OUTPUT
     )
+    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
+    text_key: str = option("text", "JSON field or Parquet column of the text (meta.body: a nested one).", group=INPUT)
     text_unit: str = option(
         "line",
         "Plain text: a document per line, per blank-line paragraph, or per file.",
@@ -215,6 +216,8 @@ class TransformConfig:
             raise ObjcliError("--shuffle-rows needs every row before it writes the first; write to a folder with -o")
         if self.shuffle_documents is not None:
             parse_bytes(self.shuffle_documents, "--shuffle-documents")
+        if self.provenance:
+            self._check_provenance()
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
@@ -253,6 +256,19 @@ class TransformConfig:
                     "the tokenizer's own"
                 )
 
+    def _check_provenance(self) -> None:
+        from .objectives import REGISTRY
+
+        objective = REGISTRY.get(self.objective)
+        if objective.provenance != "tokens":
+            takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance == "tokens")
+            raise ObjcliError(
+                f"--provenance: {objective.name} rewrites its documents into examples, and their spans are not "
+                f"recorded yet; it is recorded for {takes}"
+            )
+        if self.output == "-":
+            raise ObjcliError("--provenance writes a file beside each shard; write to an output folder with -o")
+
     def _check_mixture(self) -> None:
         from .order.mixture import parse_sources, parse_weights
 
@@ -278,7 +294,9 @@ class TransformConfig:
         """How this run reads its inputs: text fields, or whole records for objectives that read them."""
         from .readers import ReadOptions
 
-        return ReadOptions(self.text_key, self.text_unit, strict, self.batch_bytes, self._reads_records())
+        return ReadOptions(
+            self.text_key, self.text_unit, strict, self.batch_bytes, self._reads_records(), self.provenance
+        )
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY
@@ -338,6 +356,8 @@ class TransformConfig:
             data["input_breaks"] = list(self.input_breaks)
         if self.pad_token is None:
             del data["pad_token"]  # as before --pad-token existed
+        if not self.provenance:
+            del data["provenance"]  # as before --provenance existed: the fingerprints of other runs stay
         return data
 
     def fingerprint(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:

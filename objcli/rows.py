@@ -39,6 +39,7 @@ ColumnKind = Literal["fixed", "ragged", "scalar"]
 # starts wherever a position does not follow the one before). Outputs written before used "positions";
 # readers go by the manifest's names and roles.
 POSITION_IDS = "position_ids"
+HIDDEN = "__"  # columns rows carry through the stages but no format writes (--provenance's)
 ROLES = (
     "tokens",
     "labels",
@@ -158,9 +159,12 @@ class RowBatch:
         return self.num_rows
 
     def row_nbytes(self) -> np.ndarray:
-        """In-memory bytes per row (int32 values), used to size shards given in bytes."""
+        """In-memory bytes per row (int32 values), used to size shards given in bytes. Hidden columns
+        (``__`` names: where rows come from, with --provenance) are not written to shards: not counted."""
         sizes = np.zeros(self.num_rows, dtype=np.int64)
-        for col in self.columns.values():
+        for name, col in self.columns.items():
+            if name.startswith(HIDDEN):
+                continue
             if isinstance(col, Ragged):
                 sizes += np.diff(col.offsets) * 4
             elif col.ndim == 2:

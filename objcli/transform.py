@@ -92,6 +92,7 @@ def _run_partitions(
             plan.mixture[p.source]["rate"] if p.source else 1.0,
             sources.index(p.source) if p.source else -1,
             shared,
+            plan.input_names() if config.provenance else (),
         )
         for p in todo
     ]

@@ -53,6 +53,8 @@ class RowsToShuffle(ArrowWriter):
     """``--shuffle-rows``, first pass: a partition's rows in order, as Arrow work files that also
     keep each row's bookkeeping (the counts the manifest sums), for the shuffle to move with it."""
 
+    keeps_hidden = True  # with --provenance, the rows' spans too (formats/provenance.py), not a file of their own
+
     def _schema(self, schema):
         import pyarrow as pa
 

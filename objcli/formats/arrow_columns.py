@@ -43,20 +43,28 @@ def list_parts(column) -> tuple[np.ndarray, np.ndarray]:
     return numpy_of(column.values), offsets
 
 
+def _wide(spec: ColumnSpec) -> bool:
+    """A column whose values pass int32 (only the row shuffle's work files hold one: provenance)."""
+    return spec.max_value >= 2**31 or spec.min_value < -(2**31)
+
+
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
     """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles."""
-    return pa.schema(
-        [pa.field(c.name, pa.int32() if c.kind == "scalar" else pa.list_(pa.int32()), nullable=False) for c in columns]
-    )
+    fields = []
+    for c in columns:
+        value = pa.int64() if _wide(c) else pa.int32()
+        fields.append(pa.field(c.name, value if c.kind == "scalar" else pa.list_(value), nullable=False))
+    return pa.schema(fields)
 
 
-def _int32_array(values: np.ndarray) -> pa.Array:
+def _int_array(values: np.ndarray, dtype=np.int32) -> pa.Array:
     # Built from the buffer directly: no copy, and no detour through pyarrow's pandas shim.
-    values = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+    values = np.ascontiguousarray(values, dtype=dtype)
+    kind = pa.int64() if values.dtype == np.int64 else pa.int32()
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
-def to_arrow(column) -> pa.Array:
+def to_arrow(column, dtype=np.int32) -> pa.Array:
     if isinstance(column, Ragged):
         values, offsets = column.values, column.offsets
     elif column.ndim == 2:
@@ -64,15 +72,17 @@ def to_arrow(column) -> pa.Array:
         values = column.reshape(-1)
         offsets = np.arange(0, rows * length + 1, length, dtype=np.int64)
     else:
-        return _int32_array(column)
+        return _int_array(column, dtype)
     offsets = np.ascontiguousarray(offsets, dtype=np.int32)
+    child = _int_array(values, dtype)
     return pa.ListArray.from_buffers(
-        pa.list_(pa.int32()), len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[_int32_array(values)]
+        pa.list_(child.type), len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[child]
     )
 
 
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
-    return pa.record_batch([to_arrow(rows.columns[c.name]) for c in columns], schema=arrow_schema(columns))
+    arrays = [to_arrow(rows.columns[c.name], np.int64 if _wide(c) else np.int32) for c in columns]
+    return pa.record_batch(arrays, schema=arrow_schema(columns))
 
 
 def table_columns(table: pa.Table, specs: list[ColumnInfo]) -> dict[str, Column]:

@@ -15,6 +15,7 @@ import numpy as np
 from ..rows import ColumnSpec, RowBatch
 from ..storage.shard_info import ShardRecord, work_prefix
 from .base import ShardWriter
+from .provenance import SPECS, ProvenanceWriter
 
 
 @dataclass
@@ -30,10 +31,15 @@ class ShardSink:
     split: str = ""  # with --split: the split, in the work file names
     row_counts: tuple[int, ...] = ()  # reshard --num-shards: each shard's rows, in order (instead of shard_rows)
     publish: Callable[[Path], None] | None = None  # object storage: uploads each finished file
+    # --provenance: the run's input names, which the rows' hidden __p_file columns index; each shard
+    # then gets its .provenance file (formats/provenance.py). A work file of the row shuffle keeps
+    # the hidden columns itself (its writer is given them).
+    provenance: list[str] | None = None
     shards: list[ShardRecord] = field(default_factory=list)
 
     def __post_init__(self):
         self._writer = None
+        self._spans = None
         self._info: ShardRecord | None = None
         self._bytes = 0
 
@@ -48,6 +54,8 @@ class ShardSink:
             take = self._rows_that_fit(rows, start, row_bytes)
             part = rows.slice(start, start + take)
             self._writer.write(part)
+            if self._spans is not None:
+                self._spans.write(part)
             info = self._info
             info.rows += part.num_rows
             info.tokens += int(part.tokens.sum())
@@ -82,12 +90,18 @@ class ShardSink:
     def _open(self) -> None:
         ordinal = len(self.shards)
         base = self.folder / work_prefix(self.partition, self.split, ordinal)
-        self._writer = self.writer_type(base, self.columns)
+        keeps_hidden = self.provenance is not None and getattr(self.writer_type, "keeps_hidden", False)
+        self._writer = self.writer_type(base, self.columns + list(SPECS) if keeps_hidden else self.columns)
+        if self.provenance is not None and not keeps_hidden:
+            self._spans = ProvenanceWriter(base, self.provenance)
         self._info = ShardRecord(self.partition, ordinal, [], {}, split=self.split)
         self._bytes = 0
 
     def _close_shard(self) -> None:
         files = self._writer.close()
+        if self._spans is not None:
+            files.append(self._spans.close())
+            self._spans = None
         self._info.files = [path.name for path, _ in files]
         self._info.sha256 = {path.name: digest for path, digest in files}
         self._info.bytes = {path.name: path.stat().st_size for path, _ in files}

@@ -121,6 +121,9 @@ class Objective:
     # Labels are, position by position, the token itself or -100 (``verify`` checks it).
     labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
+    # --provenance: "tokens" where examples are the batch's documents, one each, as tokenized (BOS and
+    # EOS around them), so a segment's span follows from its tokens; None: not recorded yet.
+    provenance: ClassVar[str | None] = None
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.
     warnings: ClassVar[dict[str, str]] = {}

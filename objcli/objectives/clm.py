@@ -16,6 +16,7 @@ from .base import DocumentBatch, Objective, PartitionTransform, document_example
 @register("clm", "causal")
 class CausalLM(Objective):
     options_type = NoOptions  # packing is the run's (--packing), not the objective's
+    provenance = "tokens"  # examples are the documents (document_examples)
     examples_are_documents = True
     supervision = "next-token"
     next_token_rows = True

@@ -101,9 +101,4 @@ def with_copies(rows: RowBatch, masker: Masker, partition: int, key: int, masked
         copies.append(RowBatch({**rows.columns, **masked}, rows.tokens, rows.padding, documents))
     if len(copies) == 1:
         return copies[0]
-    return RowBatch(
-        {name: np.concatenate([c.columns[name] for c in copies]) for name in copies[0].columns},
-        np.concatenate([c.tokens for c in copies]),
-        np.concatenate([c.padding for c in copies]),
-        np.concatenate([c.documents for c in copies]),
-    )
+    return RowBatch.concat(copies)

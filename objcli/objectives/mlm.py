@@ -33,6 +33,7 @@ def labels_column(top: int) -> ColumnSpec:
 @register("mlm")
 class MaskedLM(Objective):
     options_type = MlmOptions
+    provenance = "tokens"  # examples are the documents (document_examples)
     examples_are_documents = True
 
     def __init__(self, context, tokenizer):

@@ -31,6 +31,7 @@ import pyarrow as pa
 from ..formats import FORMATS, ShardSink
 from ..formats.arrow import BOOKKEEPING
 from ..formats.arrow_columns import list_parts, numpy_of
+from ..formats.provenance import SPECS
 from ..kernels.ragged import lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
@@ -50,6 +51,7 @@ def shuffle_rows(
     shard_limit,
     seed: int,
     publish=None,
+    provenance: list[str] | None = None,
 ) -> list[ShardRecord]:
     """Replace the partitions' work shards (in partition order) by shuffled shards of the final
     format, split by split; returns the new shards, written to ``work`` (and handed to ``publish``
@@ -67,8 +69,10 @@ def shuffle_rows(
             shard_limit.bytes,
             split=split,
             publish=publish,
+            provenance=provenance,
         )
-        for rows in _shuffled_buckets([s for s in shards if s.split == split], work, columns, seed, split):
+        held = columns + list(SPECS) if provenance is not None else columns  # what the work files hold
+        for rows in _shuffled_buckets([s for s in shards if s.split == split], work, held, seed, split):
             sink.write(rows)
         out += sink.close()
     return out

@@ -31,10 +31,13 @@ class ConcatPacker:
         self.stride = self.seq_len - self.overlap
         self.rows_made = 0
         self.tag_names = per_example_names(settings)
+        # Token columns beside input_ids (the provenance's token places): carried with the stream.
+        self.aligned = [c.name for c in settings.columns if c.kind != "scalar" and c.name != "input_ids"]
         self.counters: Counter = Counter()
         self.carry_tokens = np.zeros(0, dtype=np.int32)
         self.carry_first = np.zeros(0, dtype=bool)  # each document's first token
         self.carry_tags = {name: np.zeros(0, dtype=np.int32) for name in self.tag_names}
+        self.carry_aligned = {name: np.zeros(0, dtype=np.int32) for name in self.aligned}
         self.firsts_consumed = 0  # documents that started before the carry (their ordinals come first)
         self.last_split_doc = -1
 
@@ -55,6 +58,8 @@ class ConcatPacker:
         for name in self.tag_names:
             token_tags = np.repeat(examples.columns[name].astype(np.int32), lengths)
             self.carry_tags[name] = np.concatenate([self.carry_tags[name], token_tags])
+        for name in self.aligned:
+            self.carry_aligned[name] = np.concatenate([self.carry_aligned[name], examples.columns[name].values])
         return self._emit(pad=False)
 
     def finish(self) -> RowBatch | None:
@@ -70,8 +75,9 @@ class ConcatPacker:
         packed = pack_concat(stream, stream_first, self.seq_len, self.pad_id if pad else None, self.overlap)
         rest = packed.consumed
         self.carry_tokens, self.carry_first = stream[rest:], stream_first[rest:]
-        stream_tags = self.carry_tags
+        stream_tags, stream_aligned = self.carry_tags, self.carry_aligned
         self.carry_tags = {name: tags[rest:] for name, tags in stream_tags.items()}
+        self.carry_aligned = {name: values[rest:] for name, values in stream_aligned.items()}
         rows = len(packed.input_ids)
         if rows == 0:
             return None
@@ -82,6 +88,8 @@ class ConcatPacker:
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, POSITION_IDS: packed.positions}
         for name, tags in stream_tags.items():
             columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
+        for name, values in stream_aligned.items():
+            columns[name] = stream_rows(values, rows, self.seq_len, self.stride)
         return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
 
     def _count_split_documents(self, stream_first, rows) -> None:

@@ -4,6 +4,7 @@ tokens do not change, and the UTF-8 size of a batch (what MB/s and ``text_bytes`
 from __future__ import annotations
 
 from ..tokenizers import Tokenizer
+from .origins import piece_of
 from .records import RecordLog
 
 
@@ -26,9 +27,11 @@ def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog
                 waiting = []
             log.cut += 1
             log.read -= 1
+            start = 0
             for piece in tokenizer.iter_pieces(text, limit):
                 log.read += 1
-                yield [piece]
+                yield [piece_of(text, start, piece)]
+                start += len(piece)
         if waiting:
             yield waiting
 

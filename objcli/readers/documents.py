@@ -16,10 +16,11 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import ObjcliError
-from ..storage.remote import open_input
+from ..storage.remote import open_input, public_url
 from .inputs import STDIN, Partition, Piece, sniff_format
 from .json_array import ElementLocator, array_blocks
 from .opening import open_for_reading, reopened, skip_byte_order_mark
+from .origins import sourced_batch
 from .parquet import parquet_texts
 from .records import RecordLog
 
@@ -33,6 +34,7 @@ class ReadOptions:
     strict: bool = False
     batch_bytes: int = 1 << 20
     records: bool = False  # each document is a whole JSON record (its JSON text), for conversations
+    provenance: bool = False  # each text a SourcedText (origins.py): its file, record and offset
 
 
 class _Locator:
@@ -100,11 +102,13 @@ def _decode_text_block(block: bytes, first_line: int, log: RecordLog, locate) ->
             try:
                 lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError as error:
+                lines.append("")  # a line of its own still: the next lines keep their numbers
                 if raw.strip():
                     log.read += 1
                     log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
     texts = [line.rstrip("\r") for line in lines if line.strip()]
     log.read += len(texts)
+    log.kept(first_line + i for i, line in enumerate(lines) if line.strip())
     return texts
 
 
@@ -137,7 +141,7 @@ class _JsonLines:
         return self._drop_empty(texts, block, first_line, log, locate)
 
     def _drop_empty(self, texts, block, first_line, log, locate) -> list[str]:
-        if all(texts):
+        if all(texts) and log.records is None:
             return texts
         # Name the lines: records are the block's non-blank lines in order (decode_lines skips blank
         # ones), so the k-th text is the k-th non-blank line; nothing is decoded again.
@@ -145,6 +149,7 @@ class _JsonLines:
         for k, text in enumerate(texts):
             if not text:
                 log.skip("empty_text", locate(first_line + lines[k]), f"field '{self.text_key}' is empty")
+        log.kept(first_line + lines[k] for k, text in enumerate(texts) if text)
         return [t for t in texts if t]
 
     def _decode_line_by_line(self, block, first_line, log, locate) -> list[str]:
@@ -159,6 +164,7 @@ class _JsonLines:
                 text = self.text_of(self.decoder.decode(raw))
                 if text:
                     texts.append(text)
+                    log.kept((first_line + i,))
                 else:
                     log.skip("empty_text", where, f"field '{key}' is empty")
             except UnicodeDecodeError as error:
@@ -194,8 +200,10 @@ class _JsonRecords:
             self.decoder.decode_lines(block)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return self._line_by_line(block, first_line, log, locate)
-        lines = [raw.decode("utf-8").strip() for raw in block.split(b"\n") if raw.strip()]
+        raws = block.split(b"\n")
+        lines = [raw.decode("utf-8").strip() for raw in raws if raw.strip()]
         log.read += len(lines)
+        log.kept(first_line + i for i, raw in enumerate(raws) if raw.strip())
         return lines
 
     def _line_by_line(self, block, first_line, log, locate) -> list[str]:
@@ -207,6 +215,7 @@ class _JsonRecords:
             try:
                 self.decoder.decode(raw)
                 records.append(raw.decode("utf-8").strip())
+                log.kept((first_line + i,))
             except UnicodeDecodeError as error:
                 log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
             except msgspec.ValidationError:
@@ -240,6 +249,7 @@ def _paragraphs(stream, piece, options, log, locator) -> Iterator[list[str]]:
                 try:
                     # As line mode does: no line ends kept at the edges, CRLF read as LF.
                     texts.append(piece.decode("utf-8").replace("\r\n", "\n").strip("\r\n"))
+                    log.kept((line_index + piece[: len(piece) - len(piece.lstrip(b"\r\n"))].count(b"\n"),))
                 except UnicodeDecodeError as error:
                     log.skip("invalid_utf8", locator(line_index), f"invalid UTF-8 ({error.reason})")
             line_index += piece.count(b"\n") + separator.count(b"\n")
@@ -256,7 +266,9 @@ def _whole_file(stream, piece, options, log, locator) -> Iterator[list[str]]:
         return
     log.read += 1
     try:
-        yield [data.decode("utf-8")]
+        text = data.decode("utf-8")
+        log.kept((0,))
+        yield [text]
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n")
         log.skip("invalid_utf8", locator(line), f"invalid UTF-8 ({error.reason})")
@@ -312,7 +324,21 @@ def read_documents(partition: Partition, options: ReadOptions, log: RecordLog) -
 
 def read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
     """Batches of document texts from one piece (a file, or a byte range of one); ``log`` learns
-    how far into the piece they come from (progress)."""
+    how far into the piece they come from (progress). With ``options.provenance``, each text is a
+    ``SourcedText`` naming its file and record."""
+    if not options.provenance:
+        yield from _read_piece(piece, options, log)
+        return
+    log.records = []
+    name = public_url(piece.input.path)
+    try:
+        for texts in _read_piece(piece, options, log):
+            yield sourced_batch(texts, name, piece.first_record, log.records)
+    finally:
+        log.records = None
+
+
+def _read_piece(piece: Piece, options: ReadOptions, log: RecordLog) -> Iterator[list[str]]:
     fmt = piece.input.format
     if fmt == "parquet":
         yield from parquet_texts(piece, None if options.records else options.text_key, log)

@@ -66,6 +66,7 @@ class Piece:
     input: InputFile
     start: int = 0
     end: int | None = None
+    first_record: int = 0  # with --provenance: the records (lines) of the file before ``start``
 
     @property
     def size(self) -> int:

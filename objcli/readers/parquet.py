@@ -47,6 +47,7 @@ def parquet_records(parquet_file, log: RecordLog) -> Iterator[list[str]]:
     for batch in parquet_file.iter_batches(batch_size=8192):
         rows = batch.to_pylist()
         log.read += len(rows)
+        log.kept(range(done, done + len(rows)))
         done += len(rows)
         log.piece_fraction = done / total  # progress: the share of the file's rows read
         yield [msgspec.json.encode(row).decode("utf-8") for row in rows]
@@ -74,6 +75,9 @@ def parquet_texts(piece: Piece, key: str | None, log: RecordLog) -> Iterator[lis
     for batch in parquet_file.iter_batches(batch_size=8192, columns=[key]):
         column = pc.struct_field(batch.column(0), inner) if inner else batch.column(0)
         log.read += len(column)
+        if log.records is not None:
+            valid = column.is_valid().to_pylist() if column.null_count else [True] * len(column)
+            log.kept(row + i for i, ok in enumerate(valid) if ok)
         if column.null_count:
             first_null = int(pc.index(pc.is_null(column), True).as_py())
             for _ in range(column.null_count):

@@ -35,6 +35,14 @@ class RecordLog:
     pieces_done_bytes: int = 0
     piece_bytes: int = 0
     piece_fraction: float = 0.0
+    # With --provenance: each returned text's record, counted in the piece being read (its line, row
+    # or array element), appended in the order the texts come (``read_piece`` takes them).
+    records: list[int] | None = None
+
+    def kept(self, indices) -> None:
+        """The records of the texts a reader returns, when the run records where they come from."""
+        if self.records is not None:
+            self.records.extend(indices)
 
     @property
     def input_bytes(self) -> int:

@@ -93,6 +93,7 @@ def shuffle_pass(shards, folder, work: Path, plan):
             config.shard_limit,
             config.seed,
             publish=folder.work_store.publish if remote else None,
+            provenance=list(plan.input_names()) if config.provenance else None,
         )
     except OSError as error:  # a full disk in the second pass is the same one line as in the first
         for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass

@@ -29,11 +29,13 @@ from ..order.splits import assign_splits, split_names
 from ..packing import Packer
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents, utf8_bytes
+from ..readers.origins import copy_of
 from ..rows import RowBatch
 from ..storage.faults import crash_point
 from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
 from ..storage.stores import open_store
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
+from .provenance import Sources
 from .stages import build_objective, build_packer, run_columns
 
 
@@ -50,6 +52,7 @@ class PartitionTask:
     mixture_rate: float = 1.0  # --source: copies per document of this partition's source, from first_pass
     source_index: int = -1  # --source: the value of the rows' source column
     process_threads: int = 1  # tokenizer threads shared by the partitions running in this process
+    inputs: tuple[str, ...] = ()  # --provenance: the run's input files as the manifest names them
 
 
 @dataclass
@@ -113,8 +116,11 @@ class _Chain:
     tokenizes_itself: bool  # the objective tokenizes its own pieces (sentences, FIM's), not documents
     first_document: int = 0
     source_index: int = -1  # --source: every row of the partition gets it in its source column
+    sources: Sources | None = None  # --provenance: where each document comes from
 
     def _write(self, rows: RowBatch | None) -> None:
+        if self.sources is not None:
+            rows = self.sources.spans(rows)
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -135,6 +141,11 @@ class _Chain:
             config.shard_limit.bytes,
             split=split,
             publish=work.publish if work.remote else None,
+            provenance=list(task.inputs) if config.provenance else None,
+        )
+        bos = getattr(objective, "bos_id", None) is not None
+        sources = (
+            Sources({name: i for i, name in enumerate(task.inputs)}, tokenizer, bos) if config.provenance else None
         )
         return cls(
             objective.partition_transform(partition),
@@ -142,12 +153,17 @@ class _Chain:
             sink,
             objective.tokenizes_itself,
             source_index=task.source_index,
+            sources=sources,
         )
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
-        self._write(self.transform.rows(self.packer.process(self.transform.examples(batch))))
+        examples = self.transform.examples(batch)
+        if self.sources is not None:
+            self.sources.add(texts, tokens, offsets)
+            examples = self.sources.mark(examples, self.first_document)
+        self._write(self.transform.rows(self.packer.process(examples)))
         self.first_document += len(texts)
         return len(tokens)
 
@@ -184,7 +200,7 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
         keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
         log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
         if len(keep):
-            yield take(texts, keep)
+            yield [copy_of(text, j) for text in take(texts, keep)] if j and config.provenance else take(texts, keep)
 
 
 class _Running:

@@ -11,8 +11,10 @@ from ..errors import ObjcliError
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..readers.origins import number_records
 from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
+from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engines import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
@@ -35,6 +37,10 @@ class RunPlan:
     mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
     task_tokenizer: str = ""  # where partitions load the tokenizer from, if not --tokenizer's path
     identity: dict = dataclasses.field(default_factory=dict)  # every file read besides the inputs (storage/identity.py)
+
+    def input_names(self) -> tuple[str, ...]:
+        """The run's input files as the manifest names them (what --provenance's files index)."""
+        return tuple(public_url(f.path) for f in self.files)
 
 
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
@@ -60,6 +66,8 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
             source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
+    if config.provenance:  # a piece's records are counted from its file's start
+        partitions = number_records(partitions)
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(
             f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "

@@ -8,8 +8,9 @@ from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..order.mixture import parse_sources
 from ..packing import PACKERS, Packer, PackSettings, make_packer
-from ..rows import ColumnSpec
+from ..rows import HIDDEN, ColumnSpec
 from ..tokenizers import Tokenizer
+from .provenance import EXAMPLE_SPECS
 
 
 def objective_context(config: TransformConfig) -> ObjectiveContext:
@@ -37,9 +38,10 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
     whole = config.format.whole_documents and config.packing == "none"
     overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
+    marks = EXAMPLE_SPECS if config.provenance else ()  # each example's document and token places
     settings = PackSettings(
         WHOLE if whole else config.row_length,
-        tuple(objective.example_columns()),
+        (*objective.example_columns(), *marks),
         objective.pad_id,
         config.pack_window,
         objective.examples_are_documents,
@@ -49,8 +51,9 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
 
 
 def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
-    """The written columns: the objective's, then with ``--source`` the source of each row."""
-    columns = objective.columns(packer.columns())
+    """The written columns: the objective's, then with ``--source`` the source of each row (the
+    hidden ones, ``__`` names, ride with the rows unwritten)."""
+    columns = [c for c in objective.columns(packer.columns()) if not c.name.startswith(HIDDEN)]
     if config.source:
         names = tuple(parse_sources(config.source))
         columns.append(

@@ -208,6 +208,11 @@ class Tokenizer:
             start += cut
         yield text[start:]
 
+    def token_char_ends(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
+        """Where each token ends in the texts joined end to end (in characters), exact from the tokens'
+        bytes for a byte-level BPE; None where the tokens do not say (the caller measures by decoding)."""
+        return None
+
     def side_files(self) -> dict[str, Path]:
         """Files read beside the tokenizer file whose content changes what a run writes (a run's
         identity, ``storage/identity.py``), by what they are."""

@@ -23,7 +23,6 @@ without loading the reference or probing; anything that differs probes again.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ import numpy as np
 
 from .base import flatten_arrays
 from .bpe_spec import BPESpec, Unsupported
+from .user_cache import cache_folder, keep_verdict, kept_verdict, write_quietly
 
 PROBE_SAMPLE_CHARS = 256 * 1024  # of the run's first batch: the readable reference runs at about 5 MB/s
 
@@ -129,13 +129,13 @@ class QuicktokEngine:
                 spec = spec_of()
                 _quicktok_data(spec, _scanner(spec), folder)
             except Unsupported as why:
-                _write_quietly(refused, str(why))
+                write_quietly(refused, str(why))
                 raise
         try:
             self.encoding = quicktok.Tokenizer("objcli", str(folder))
         except RuntimeError as error:  # its own checks (ranks with gaps): the next engine takes the file
             why = f"quicktok refuses its data ({str(error).split(':')[1].strip() if ':' in str(error) else error})"
-            _write_quietly(refused, why)
+            write_quietly(refused, why)
             raise Unsupported(why) from None
 
     def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,50 +159,6 @@ def _scanner(spec: BPESpec) -> str:
 
 def _cache_folder(digest: str, version: str) -> Path:
     return cache_folder("quicktok") / f"{digest[:24]}-{version}"
-
-
-def cache_folder(name: str) -> Path:
-    """``$XDG_CACHE_HOME/objcli/NAME`` (default ``~/.cache``): what objcli keeps between runs."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / name
-
-
-def _verdict_path(tokenizer, engine) -> tuple[Path, dict]:
-    from .. import __version__
-
-    key = {"objcli": __version__, "tokenizer": tokenizer.sha256, "engine": engine.name, "version": engine.version}
-    digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:32]
-    return cache_folder("probe-verdicts") / f"{digest}.json", key
-
-
-def kept_verdict(tokenizer, engine) -> str | None:
-    """The parity probe's verdict on this tokenizer's files (their sha256), this engine and version and
-    this objcli version, if a run found it before (only passes are kept); anything else that differs
-    and the probe runs again. Saves loading the independent reference and encoding the probe (a 128k
-    ``tokenizer.json``'s readable reference takes most of a second to build)."""
-    path, key = _verdict_path(tokenizer, engine)
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(kept, dict) or kept.get("key") != key or not isinstance(kept.get("verdict"), str):
-        return None
-    return kept["verdict"]
-
-
-def keep_verdict(tokenizer, engine, verdict: str) -> None:
-    path, key = _verdict_path(tokenizer, engine)
-    _write_quietly(path, json.dumps({"key": key, "verdict": verdict}) + "\n")
-
-
-def _write_quietly(path: Path, text: str) -> None:
-    """A cache entry; a cache that cannot be written only means deciding again next time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError:
-        pass
 
 
 def _quicktok_data(spec: BPESpec, scanner: str, folder: Path) -> None:
@@ -360,7 +316,7 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
         notice = cache_folder("notices") / "fast-engine"
         if not notice.exists():
             warn(FAST_NOTICE.format(name=tokenizer.path.name))
-            _write_quietly(notice, "said\n")
+            write_quietly(notice, "said\n")
     return choice
 
 

@@ -126,6 +126,12 @@ class HuggingFaceTokenizer(Tokenizer):
                 return encoded
         return encode_with_library(self._chat_library, texts)
 
+    def token_char_ends(self, texts, tokens, offsets):
+        if not self._offsets_from_bytes:
+            return None
+        spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
+        return None if spans is None else spans[3]
+
     @cached_property
     def _added_ids(self) -> dict[str, int]:
         return {t["content"]: t["id"] for t in self.document.get("added_tokens", [])}

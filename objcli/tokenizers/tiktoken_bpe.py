@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import CL100K_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, Unsupported, spec_from_ranks
-from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken
+from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken, spans_from_token_bytes
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 
@@ -279,6 +279,10 @@ class TiktokenTokenizer(Tokenizer):
             if encoded is not None:
                 return encoded
         return encode_tiktoken(self.encoding, texts)
+
+    def token_char_ends(self, texts, tokens, offsets):
+        spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
+        return None if spans is None else spans[3]
 
     @cached_property
     def _token_bytes(self) -> TokenBytes:

@@ -1,0 +1,137 @@
+"""``--provenance`` in one partition's chain: what each document is (its file, record, offset in the
+record's text, copy) and where its tokens fall in its text; examples marked with their document and
+each token's place in it, which the packers carry to every segment; rows given their spans.
+
+A segment's span is the characters of its record's text that its tokens cover: for a byte-level BPE
+exact, from each token's bytes (``Tokenizer.token_char_ends``); for others, measured on the decoded
+prefix of the document. A document is an example here (objectives whose examples are the batch's
+documents, one each, BOS and EOS around them: ``Objective.provenance == "tokens"``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats.provenance import COLUMNS
+from ..kernels.ragged import lengths_to_offsets
+from ..rows import ColumnSpec, Ragged, RowBatch
+
+SOURCE, TOKEN = "__source", "__token"
+# What the packers carry: each example's document (one value per example, per segment once packed)
+# and each token's index in its example (per token; its value at a segment's first token).
+EXAMPLE_SPECS = (
+    ColumnSpec(SOURCE, "scalar", 0, 2**31 - 1, "the example's document", role="per_segment"),
+    ColumnSpec(TOKEN, "ragged", 0, 2**31 - 1, "the token's index in its example", role="positions"),
+)
+
+
+class _Growing:
+    """An int64 array appended to in batches, its capacity doubled (a partition's tokens, say)."""
+
+    def __init__(self):
+        self.data, self.size = np.zeros(1024, np.int64), 0
+
+    def extend(self, values) -> int:
+        start, need = self.size, self.size + len(values)
+        if need > len(self.data):
+            grown = np.zeros(max(need, 2 * len(self.data)), np.int64)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[start:need] = values
+        self.size = need
+        return start
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+class Sources:
+    """The documents of one chain, by their ordinal in it."""
+
+    def __init__(self, files: dict[str, int], tokenizer, bos: bool):
+        self.files, self.tokenizer, self.bos = files, tokenizer, int(bos)
+        self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
+        self.ends = _Growing()  # each document's tokens' character ends, counted in the document's text
+        self.tokens = _Growing()  # the tokens themselves, where characters are measured by decoding
+
+    def add(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
+        """A batch's documents (SourcedTexts), tokenized: ``tokens``/``offsets`` as encoded."""
+        counts = np.diff(offsets)
+        self.origins["file"].extend([self.files[t.file] for t in texts])
+        for name in ("record", "start", "copy"):
+            self.origins[name].extend([getattr(t, name) for t in texts])
+        self.origins["length"].extend([len(t) for t in texts])
+        self.origins["tokens"].extend(counts)
+        ends = self.tokenizer.token_char_ends(texts, tokens, offsets)
+        if ends is None:
+            base = self.tokens.extend(tokens)
+        else:
+            starts = np.repeat(lengths_to_offsets(np.fromiter(map(len, texts), np.int64, len(texts)))[:-1], counts)
+            base = self.ends.extend(ends - starts)
+        self.origins["base"].extend(base + offsets[:-1])
+
+    def mark(self, examples: RowBatch, first_document: int) -> RowBatch:
+        """The examples of a batch (its documents, in order) with their document and token places."""
+        ids = examples.columns["input_ids"]
+        lengths = np.diff(ids.offsets)
+        examples.columns[SOURCE] = first_document + np.arange(len(lengths), dtype=np.int64)
+        places = np.arange(len(ids.values), dtype=np.int64) - np.repeat(ids.offsets[:-1], lengths)
+        examples.columns[TOKEN] = Ragged(places.astype(np.int32), ids.offsets)
+        return examples
+
+    def spans(self, rows: RowBatch | None) -> RowBatch | None:
+        """The rows with their segments' spans as the ``__p_*`` columns, the packers' marks gone."""
+        if rows is None:
+            return None
+        document, first, length, row_offsets = _segments(rows)
+        column = {name: grown.view()[document] for name, grown in self.origins.items()}
+        t0 = np.clip(first - self.bos, 0, column["tokens"])
+        t1 = np.clip(first + length - self.bos, t0, column["tokens"])
+        c0, c1 = self._chars(document, column, t0), self._chars(document, column, t1)
+        segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
+        values = {"segment": segment, "file": column["file"], "record": column["record"]}
+        values.update(start=column["start"] + c0, end=column["start"] + c1, copy=column["copy"])
+        del rows.columns[SOURCE], rows.columns[TOKEN]
+        for name, hidden in zip(("segment", "file", "record", "start", "end", "copy"), COLUMNS):
+            rows.columns[hidden] = Ragged(np.asarray(values[name], np.int64), row_offsets)
+        return rows
+
+    def _chars(self, document: np.ndarray, column: dict, t: np.ndarray) -> np.ndarray:
+        """Characters of each document's text before its token ``t``."""
+        whole = t == column["tokens"]
+        chars = np.where(whole, column["length"], 0)
+        inside = np.flatnonzero((t > 0) & ~whole)
+        if not len(inside):
+            return chars
+        if self.ends.size:
+            chars[inside] = self.ends.view()[column["base"][inside] + t[inside] - 1]
+            return chars
+        tokens = self.tokens.view()
+        prefixes = [tokens[column["base"][i] : column["base"][i] + t[i]].tolist() for i in inside]
+        chars[inside] = [len(text) for text in self.tokenizer.decode_batch(prefixes)]
+        return chars
+
+
+def _segments(rows: RowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment of the rows, in order: (its document, its first token's place in the example, its
+    tokens), and the rows' offsets into the segments."""
+    segment_ids, places, sources = rows.columns["segment_ids"], rows.columns[TOKEN], rows.columns[SOURCE]
+    document = np.asarray(sources.values if isinstance(sources, Ragged) else sources, np.int64)
+    if isinstance(segment_ids, Ragged):  # one example per row (--packing none)
+        offsets = np.asarray(places.offsets)
+        return (
+            document,
+            places.values[offsets[:-1]].astype(np.int64),
+            np.diff(offsets),
+            lengths_to_offsets(np.ones(len(offsets) - 1, np.int64)),
+        )
+    rows_count, seq_len = segment_ids.shape
+    starts = np.zeros(segment_ids.shape, dtype=bool)
+    starts[:, 0] = segment_ids[:, 0] > 0
+    starts[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    position = np.flatnonzero(starts)  # row * seq_len + column of each segment's first token
+    row = position // seq_len
+    row_end = row * seq_len + np.asarray(rows.tokens, np.int64)[row]  # padding only ever ends a row
+    end = np.where(np.append(row[1:] == row[:-1], False), np.append(position[1:], 0), row_end)
+    first = np.asarray(places).reshape(-1)[position].astype(np.int64)
+    return document, first, end - position, lengths_to_offsets(starts.sum(axis=1))
