@@ -50,6 +50,7 @@ def _signature(manifest: Manifest) -> list[tuple[str, object]]:
         ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
         ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
         ("seq_len", manifest.config.get("seq_len") if fixed else None),
+        ("--provenance", bool(manifest.config.get("provenance"))),  # every shard has its spans, or none
     ]
 
 
@@ -340,6 +341,11 @@ def _merge_local(
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)
             shards = [ShardRecord(**s.to_json()) for s in shuffled]
+        elif FORMATS[plan.first.format].merge_joins_shards and plan.first.config.get("provenance"):
+            raise ObjcliError(
+                f"merge: --format {plan.first.format} joins each split's shards into one, and their provenance "
+                "files are not joined yet; reshard the merged rows another way, or merge without --provenance"
+            )
         elif FORMATS[plan.first.format].merge_joins_shards:
             shards = _merge_megatron(plan, work)
         else:

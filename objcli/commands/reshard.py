@@ -70,7 +70,7 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
     else every source shard's rows through the format's writer."""
     for shard in manifest.shards:
         check_source_files("reshard", folder, shard)
-    if limit.bytes:
+    if limit.bytes and not manifest.config.get("provenance"):  # spans are cut with their rows
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:
             return copied

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import ShardSize
 from ..formats import FORMATS, ShardSink
+from ..formats.provenance import provenance_file, read_provenance
 from ..formats.reading import read_shard_columns
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..run.progress import phase
@@ -22,7 +23,7 @@ from ..storage.manifest import Manifest
 
 def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
     """Every source shard's rows through the format's writer, one split's shards at a time."""
-    specs, sinks = _specs(manifest), {}
+    specs, sinks, names = _specs(manifest), {}, _provenance_names(manifest)
     split_rows: dict[str, int] = {}
     for shard in manifest.shards:
         split_rows[shard.split] = split_rows.get(shard.split, 0) + shard.rows
@@ -41,8 +42,9 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
                 limit.bytes,
                 split=shard.split,
                 row_counts=counts,
+                provenance=names,
             )
-        sink.write(_row_batch(folder, manifest, shard))
+        sink.write(_row_batch(folder, manifest, shard, names))
     return [s for sink in sinks.values() for s in sink.close()]
 
 
@@ -76,12 +78,21 @@ def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[n
     return tokens, padding, documents
 
 
-def _row_batch(folder: Path, manifest: Manifest, shard) -> RowBatch:
+def _provenance_names(manifest: Manifest) -> list[str] | None:
+    """With --provenance: the input names the rows' spans index (the manifest's inputs, then any other
+    a provenance file names, as a merged output's may)."""
+    return [i["path"] for i in manifest.inputs] if manifest.config.get("provenance") else None
+
+
+def _row_batch(folder: Path, manifest: Manifest, shard, names: list[str] | None = None) -> RowBatch:
     columns = read_shard_columns(folder, manifest, shard)
     data = {
         name: Ragged(np.asarray(v[0]), np.asarray(v[1], np.int64)) if isinstance(v, tuple) else np.asarray(v)
         for name, v in columns.items()
     }
+    spans = provenance_file(shard) if names is not None else None
+    if spans is not None:
+        data.update(read_provenance(folder / spans, shard.rows, names))
     return RowBatch(data, *_bookkeeping(columns, manifest, shard, shard.rows))
 
 
@@ -94,15 +105,18 @@ def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, se
 
     first = manifests[0]
     specs, spread = _specs(first), []
+    names = [i["path"] for m in manifests for i in m.inputs] if first.config.get("provenance") else None
     index = 0
     for source, manifest in zip(sources, manifests):
         for shard in manifest.shards:
-            sink = ShardSink(work, index, RowsToShuffle, specs, max(shard.rows, 1), None, split=shard.split)
-            sink.write(_row_batch(Path(source), manifest, shard))
+            sink = ShardSink(
+                work, index, RowsToShuffle, specs, max(shard.rows, 1), None, split=shard.split, provenance=names
+            )
+            sink.write(_row_batch(Path(source), manifest, shard, names))
             spread += sink.close()
             index += 1
     limit = ShardSize.parse(first.config.get("shard_size", "256MB"))
-    shuffled = shuffle_rows(spread, work, specs, first.format, limit, seed)
+    shuffled = shuffle_rows(spread, work, specs, first.format, limit, seed, provenance=names)
     for shard in spread:
         for name in shard.files:
             (work / name).unlink(missing_ok=True)
