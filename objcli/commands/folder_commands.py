@@ -223,6 +223,34 @@ def reshard_command(source, shard_size, num_shards, output, overwrite, quiet):
         )
 
 
+@click.command("trace")
+@click.argument("folder")
+@click.argument("row", type=click.IntRange(min=0))
+@click.option("--split", default=None, help="The split ROW counts in (an output with splits).")
+@click.option("--json", "as_json", is_flag=True, help="Print the spans as JSON: file, record, chars, segment.")
+def trace_command(folder, row, split, as_json):
+    """Where each segment of ROW (0-based, in shard order) of FOLDER comes from: its input file, record
+    and character span, and the text itself where the file can be read. Needs --provenance. Example:
+
+    objcli trace shards/ 1234
+    """
+    import json
+
+    from .trace import trace, trace_lines
+
+    try:
+        with readable_output(folder) as local:
+            if as_json:
+                click.echo(json.dumps(trace(local, row, split)))
+            else:
+                for line in trace_lines(local, row, split):
+                    click.echo(line)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
+        raise _damaged(folder, error) from None
+
+
 FOLDER_COMMANDS = [
     export_tokenizer_command,
     inspect_command,
@@ -230,4 +258,5 @@ FOLDER_COMMANDS = [
     stats_command,
     merge_command,
     reshard_command,
+    trace_command,
 ]

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..formats import FORMATS, Column
+from ..formats.provenance import provenance_file
 from ..kernels import IGNORE
 from ..run.progress import phase
 from ..storage.files import file_sha256
@@ -76,7 +77,7 @@ def verify_output(folder: str | Path) -> Report:
                     f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
                 ]
             if columns is not None:
-                problems = _check_columns(manifest, shard, columns)
+                problems = _check_columns(manifest, shard, columns) + _check_provenance(folder, manifest, shard)
                 report.rows += shard.rows
         report.problems += [f"{shard.files[0]}: {p}" for p in problems]
     shown.close()
@@ -103,6 +104,27 @@ def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
         elif path.read_bytes() != text.encode():
             problems.append(f"{name}: differs from what the manifest's shards make it (edited after the run?)")
     return problems
+
+
+def _check_provenance(folder: Path, manifest: Manifest, shard: ShardRecord) -> list[str]:
+    """With --provenance: the shard's provenance file gives every row at least one span, rows in range."""
+    if not manifest.config.get("provenance"):
+        return []
+    name = provenance_file(shard)
+    if name is None:
+        return ["has no provenance file (the run was made with --provenance)"]
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(folder / name, columns=["row", "start", "end"])
+    except Exception as error:  # noqa: BLE001 - a damaged file is a finding
+        return [f"{name} cannot be read ({type(error).__name__})"]
+    rows = table.column("row").to_numpy()
+    if len(np.unique(rows)) != shard.rows or (len(rows) and (rows.min() < 0 or rows.max() >= shard.rows)):
+        return [f"{name}: spans do not name each of the shard's {shard.rows} rows"]
+    if np.any(table.column("end").to_numpy() < table.column("start").to_numpy()):
+        return [f"{name}: a span ends before it starts"]
+    return []
 
 
 def _check_files(folder: Path, shard: ShardRecord) -> list[str]:

@@ -1,0 +1,96 @@
+"""``objcli trace OUT ROW``: where the segments of one row come from, from an output written with
+``--provenance`` (``formats/provenance.py``): each segment's input file, record and character span,
+and the text itself where the file can still be read (read as the run read it: the same format,
+text field and text unit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ObjcliError
+from ..formats.provenance import provenance_file
+from ..storage.manifest import Manifest, read_manifest
+
+
+def _shard_of(manifest: Manifest, row: int, split: str | None):
+    """(the shard holding the split's ``row``-th row, the row's index in it)."""
+    splits = list(dict.fromkeys(s.split for s in manifest.shards))
+    if split is None:
+        if len(splits) > 1:
+            raise ObjcliError(f"trace: the output has splits {', '.join(splits)}; name one with --split")
+        split = splits[0] if splits else ""
+    elif split not in splits:
+        raise ObjcliError(f"trace: --split {split}: the output's splits are {', '.join(s or '(none)' for s in splits)}")
+    shards = [s for s in manifest.shards if s.split == split]
+    total = sum(s.rows for s in shards)
+    if not 0 <= row < total:
+        raise ObjcliError(f"trace: row {row}: the {split or 'output'}'s rows are 0 to {total - 1}")
+    for shard in shards:
+        if row < shard.rows:
+            return shard, row
+        row -= shard.rows
+    raise AssertionError("unreachable: the rows add up")
+
+
+def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
+    """Each span of the row: ``file``, ``record``, ``chars`` ([start, end) in the record's text),
+    ``segment``, and ``copy`` (a mixture's repetition)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    if not manifest.config.get("provenance"):
+        raise ObjcliError(f"trace: {folder} was written without --provenance; rerun the transform with it")
+    shard, index = _shard_of(manifest, row, split)
+    name = provenance_file(shard)
+    if name is None:
+        raise ObjcliError(f"trace: {shard.files[0]} has no provenance file; run 'objcli verify {folder}'")
+    table = pq.read_table(folder / name)
+    rows = table.filter(pc.equal(table.column("row"), index)).to_pylist()
+    return [
+        {"file": r["file"], "record": r["record"], "chars": [r["start"], r["end"]], "segment": r["segment"]}
+        | ({"copy": r["copy"]} if r["copy"] else {})
+        for r in rows
+    ]
+
+
+def record_text(manifest: Manifest, path: str, record: int) -> str | None:
+    """The text of a record as the run read it, or None where the file cannot be read now."""
+    from ..readers import RecordLog, resolve_inputs
+    from ..readers.documents import read_piece
+    from ..readers.inputs import Piece
+
+    config = manifest.config
+    options = _read_options(config)
+    try:
+        (found,) = resolve_inputs([path], config.get("input_format", "auto"))
+        for texts in read_piece(Piece(found), options, RecordLog()):
+            for text in texts:
+                if text.record == record:
+                    return str(text)
+    except (ObjcliError, OSError, ValueError):
+        return None
+    return None
+
+
+def _read_options(config: dict):
+    from ..readers import ReadOptions
+
+    return ReadOptions(config.get("text_key", "text"), config.get("text_unit", "line"), provenance=True)
+
+
+def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[str]:
+    """The row's spans for a person: a header per segment, then its text."""
+    manifest = read_manifest(folder)
+    lines = []
+    for span in trace(folder, row, split):
+        start, end = span["chars"]
+        copy = f", copy {span['copy']}" if span.get("copy") else ""
+        lines.append(
+            f"── segment {span['segment']}: {span['file']} record {span['record']} "
+            f"(0-based), characters {start:,}-{end:,}{copy}"
+        )
+        text = record_text(manifest, span["file"], span["record"])
+        lines.append(text[start:end] if text is not None else "(the file cannot be read here)")
+    return lines
