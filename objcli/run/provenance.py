@@ -51,7 +51,8 @@ class Sources:
     def __init__(self, files: dict[str, int], tokenizer, bos: bool):
         self.files, self.tokenizer, self.bos = files, tokenizer, int(bos)
         self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
-        self.ends = _Growing()  # each document's tokens' character ends, counted in the document's text
+        self.starts = _Growing()  # each document's tokens' first characters, counted in the document's text
+        self.ends = _Growing()  # and their ends
         self.tokens = _Growing()  # the tokens themselves, where characters are measured by decoding
 
     def add(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
@@ -62,12 +63,14 @@ class Sources:
             self.origins[name].extend([getattr(t, name) for t in texts])
         self.origins["length"].extend([len(t) for t in texts])
         self.origins["tokens"].extend(counts)
-        ends = self.tokenizer.token_char_ends(texts, tokens, offsets)
-        if ends is None:
+        spans = self.tokenizer.token_char_spans(texts, tokens, offsets)
+        if spans is None:
             base = self.tokens.extend(tokens)
         else:
-            starts = np.repeat(lengths_to_offsets(np.fromiter(map(len, texts), np.int64, len(texts)))[:-1], counts)
-            base = self.ends.extend(ends - starts)
+            text_starts = lengths_to_offsets(np.fromiter(map(len, texts), np.int64, len(texts)))[:-1]
+            shift = np.repeat(text_starts, counts)
+            self.starts.extend(spans[0] - shift)
+            base = self.ends.extend(spans[1] - shift)
         self.origins["base"].extend(base + offsets[:-1])
 
     def mark(self, examples: RowBatch, first_document: int) -> RowBatch:
@@ -87,7 +90,8 @@ class Sources:
         column = {name: grown.view()[document] for name, grown in self.origins.items()}
         t0 = np.clip(first - self.bos, 0, column["tokens"])
         t1 = np.clip(first + length - self.bos, t0, column["tokens"])
-        c0, c1 = self._chars(document, column, t0), self._chars(document, column, t1)
+        c0, c1 = self._chars(column, t0, first=True), self._chars(column, t1, first=False)
+        c1 = np.maximum(c1, c0)
         segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
         values = {"segment": segment, "file": column["file"], "record": column["record"]}
         values.update(start=column["start"] + c0, end=column["start"] + c1, copy=column["copy"])
@@ -96,15 +100,17 @@ class Sources:
             rows.columns[hidden] = Ragged(np.asarray(values[name], np.int64), row_offsets)
         return rows
 
-    def _chars(self, document: np.ndarray, column: dict, t: np.ndarray) -> np.ndarray:
-        """Characters of each document's text before its token ``t``."""
+    def _chars(self, column: dict, t: np.ndarray, first: bool) -> np.ndarray:
+        """Where each document's token ``t`` starts (``first``), or where its token ``t - 1`` ends, in
+        characters of its text: a span holds a character whose bytes it holds part of."""
         whole = t == column["tokens"]
         chars = np.where(whole, column["length"], 0)
         inside = np.flatnonzero((t > 0) & ~whole)
         if not len(inside):
             return chars
         if self.ends.size:
-            chars[inside] = self.ends.view()[column["base"][inside] + t[inside] - 1]
+            place = column["base"][inside] + t[inside]
+            chars[inside] = self.starts.view()[place] if first else self.ends.view()[place - 1]
             return chars
         tokens = self.tokens.view()
         prefixes = [tokens[column["base"][i] : column["base"][i] + t[i]].tolist() for i in inside]

@@ -208,9 +208,10 @@ class Tokenizer:
             start += cut
         yield text[start:]
 
-    def token_char_ends(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
-        """Where each token ends in the texts joined end to end (in characters), exact from the tokens'
-        bytes for a byte-level BPE; None where the tokens do not say (the caller measures by decoding)."""
+    def token_char_spans(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray):
+        """(starts, ends): each token's characters in the texts joined end to end, exact from the
+        tokens' bytes for a byte-level BPE (a token that starts inside a character belongs to it); None
+        where the tokens do not say (the caller measures by decoding)."""
         return None
 
     def side_files(self) -> dict[str, Path]:

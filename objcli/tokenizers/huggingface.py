@@ -126,11 +126,11 @@ class HuggingFaceTokenizer(Tokenizer):
                 return encoded
         return encode_with_library(self._chat_library, texts)
 
-    def token_char_ends(self, texts, tokens, offsets):
+    def token_char_spans(self, texts, tokens, offsets):
         if not self._offsets_from_bytes:
             return None
         spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
-        return None if spans is None else spans[3]
+        return None if spans is None else spans[2:]
 
     @cached_property
     def _added_ids(self) -> dict[str, int]:

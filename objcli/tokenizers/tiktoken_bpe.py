@@ -280,9 +280,9 @@ class TiktokenTokenizer(Tokenizer):
                 return encoded
         return encode_tiktoken(self.encoding, texts)
 
-    def token_char_ends(self, texts, tokens, offsets):
+    def token_char_spans(self, texts, tokens, offsets):
         spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
-        return None if spans is None else spans[3]
+        return None if spans is None else spans[2:]
 
     @cached_property
     def _token_bytes(self) -> TokenBytes:

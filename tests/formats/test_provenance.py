@@ -1,0 +1,215 @@
+"""--provenance: for every segment of every row, the recorded span cut from the source record's text
+is exactly the text the segment's tokens decode to (a byte-level BPE: exact), whatever the packer,
+shuffles, splits, long records cut, partitions cut inside a file, mixtures, append, merge and
+reshard (where a row boundary falls inside a character, the span holds that character whole); the
+shards are the bytes a run without it writes; `objcli trace` reads it back."""
+
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from conftest import folder_bytes, run_cli, run_transform
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from paths import SAMPLE_DATA
+from tokenizers import Tokenizer
+
+from objcli.cli import main
+from objcli.commands.trace import trace
+from objcli.commands.verify import verify_output
+from objcli.formats.reading import iter_rows
+from objcli.tokenizers.bpe_spec import byte_characters
+
+TOKENIZER = SAMPLE_DATA / "llama-style" / "tokenizer.json"  # byte-level BPE
+BYTES = {c: b for b, c in enumerate(byte_characters())}  # a byte-level piece's characters, as bytes
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Prose and code records as JSON lines, a JSON array, Parquet and plain text lines."""
+    folder = tmp_path_factory.mktemp("provenance")
+    texts = [json.loads(line)["text"] for line in (SAMPLE_DATA / "prose.jsonl").open()][:120]
+    texts += [json.loads(line)["text"] for line in (SAMPLE_DATA / "code.jsonl").open()][:40]
+    (folder / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:80]))
+    (folder / "b.json").write_text(json.dumps([{"text": t} for t in texts[80:120]]))
+    pq.write_table(pa.table({"text": texts[120:]}), folder / "c.parquet")
+    (folder / "d.txt").write_text("".join(t.replace("\n", " ").strip() + "\n" for t in texts[:30]))
+    return folder
+
+
+def _record(path: str, record: int, cache: dict) -> str:
+    """A record's text, read here the plain way each format is written above."""
+    if path not in cache:
+        if path.endswith(".jsonl"):
+            cache[path] = [json.loads(line)["text"] for line in open(path)]
+        elif path.endswith(".json"):
+            cache[path] = [r["text"] for r in json.load(open(path))]
+        elif path.endswith(".parquet"):
+            cache[path] = pq.read_table(path).column("text").to_pylist()
+        else:
+            cache[path] = open(path).read().split("\n")
+    return cache[path][record]
+
+
+def _as_traced(span: dict) -> dict:
+    traced = {"file": span["file"], "record": span["record"], "chars": [span["start"], span["end"]]}
+    return {**traced, "segment": span["segment"], **({"copy": span["copy"]} if span["copy"] else {})}
+
+
+def check_spans(out) -> int:
+    """Every span against its segment's tokens; returns how many spans were checked."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((out / "manifest.json").read_text())
+    specials = {v for k, v in manifest["special_tokens"]["ids"].items() if k in ("bos", "eos", "pad")}
+    rows = [row for _, row in iter_rows(out)]  # in the manifest's shard order
+    recorded = []  # each row's spans, read from the provenance files (trace is checked on a sample)
+    for shard in manifest["shards"]:
+        table = pq.read_table(out / shard["files"][-1]).to_pylist()
+        by_row = [[] for _ in range(shard["rows"])]
+        for span in table:
+            by_row[span["row"]].append(span)
+        recorded += [(shard["split"], spans) for spans in by_row]
+    seen: dict[str, int] = {}
+    spans, cache = 0, {}
+    for number, (row, (split, found)) in enumerate(zip(rows, recorded)):
+        index = seen[split] = seen.get(split, -1) + 1  # the row's place among its split's rows
+        if number % 97 == 0:
+            expected = [_as_traced(f) for f in found]
+            assert trace(out, index, split or None) == expected
+        segment_ids, tokens = row["segment_ids"], row["input_ids"]
+        if manifest["objective"] == "mlm":  # the original tokens: the labels where a token was masked
+            tokens = np.where(row["labels"] >= 0, row["labels"], tokens)
+        assert sorted({s["segment"] for s in found}) == list(range(int(segment_ids.max())))
+        for span in found:
+            ids = [int(t) for t in tokens[segment_ids == span["segment"] + 1] if t not in specials]
+            source = _record(span["file"], span["record"], cache)[span["start"] : span["end"]]
+            text = tokenizer.decode(ids, skip_special_tokens=False)
+            if "\ufffd" not in text:
+                assert source == text, span
+            else:  # a row boundary inside a character: the span holds that character whole
+                pieces = b"".join(bytes(BYTES[c] for c in tokenizer.id_to_token(i)) for i in ids)
+                at = source.encode().find(pieces)
+                assert 0 <= at <= 3 and len(source.encode()) - at - len(pieces) <= 3, span
+            spans += 1
+    return spans
+
+
+OPTIONS = st.fixed_dictionaries(
+    {
+        "packing": st.sampled_from(["concat", "best-fit", "none"]),
+        "seq_len": st.sampled_from([64, 200]),
+        "shuffle_rows": st.booleans(),
+        "split": st.sampled_from(["", "validation=25%"]),
+        "shuffle_documents": st.sampled_from([None, "32KiB"]),
+        "max_document_chars": st.sampled_from([10_000_000, 1500]),
+        "partition_size": st.sampled_from(["16MiB", "16KiB"]),
+    }
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(options=OPTIONS)
+def test_every_span_is_the_text_its_segment_decodes_to(options, inputs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    options = {k: v for k, v in options.items() if v not in ("", None)}
+    files = [inputs / name for name in ("a.jsonl", "b.json", "c.parquet")]
+    run_transform(files, TOKENIZER, out, provenance=True, shard_size="40", pool="threads", **options)
+    assert verify_output(out).ok and check_spans(out) > 0
+    plain = tmp_path_factory.mktemp("plain")
+    run_transform(files, TOKENIZER, plain, shard_size="40", pool="threads", **options)
+    with_spans = {k: v for k, v in folder_bytes(out).items() if not k.endswith(".provenance")}
+    assert {k: v for k, v in with_spans.items() if k not in ("manifest.json", "README.md")} == {
+        k: v for k, v in folder_bytes(plain).items() if k not in ("manifest.json", "README.md")
+    }  # the shards are a plain run's: the spans are only added beside them
+
+
+@pytest.mark.parametrize("objective", ["mtp", "mlm"])
+def test_text_lines_and_other_document_objectives(objective, inputs, tmp_path):
+    run_transform([inputs / "d.txt"], TOKENIZER, tmp_path / "out", objective=objective, seq_len=96, provenance=True)
+    assert check_spans(tmp_path / "out") > 0
+
+
+def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
+    common = ["-t", TOKENIZER, "--seq-len", "128", "--provenance", "--shard-size", "30", "-q"]
+    for name, source in (("one", "a.jsonl"), ("two", "b.json")):
+        assert run_cli("transform", inputs / source, "-o", tmp_path / name, *common).returncode == 0
+    steps = [
+        ("merge", tmp_path / "one", tmp_path / "two", "-o", tmp_path / "merged"),
+        ("merge", tmp_path / "one", tmp_path / "two", "-o", tmp_path / "shuffled", "--shuffle-rows", "7"),
+        ("reshard", tmp_path / "merged", "--num-shards", "3", "-o", tmp_path / "three"),
+        ("reshard", tmp_path / "merged", "--shard-size", "20KB", "-o", tmp_path / "bytes"),
+    ]
+    for step in steps:
+        result = CliRunner().invoke(main, [str(a) for a in step])
+        assert result.exit_code == 0, result.output
+    shutil.copytree(tmp_path / "one", tmp_path / "grown")
+    assert run_cli("transform", inputs / "b.json", "-o", tmp_path / "grown", "--append", "-q").returncode == 0
+    expected = check_spans(tmp_path / "merged")
+    for name in ("shuffled", "three", "bytes", "grown"):
+        assert verify_output(tmp_path / name).ok and check_spans(tmp_path / name) == expected
+
+
+def test_a_mixture_records_each_copy(inputs, tmp_path):
+    """A small source repeated to meet its share: each span names which copy of the document it is."""
+    (tmp_path / "small.jsonl").write_text("".join((inputs / "a.jsonl").read_text().splitlines(keepends=True)[:4]))
+    run_transform(
+        [],
+        TOKENIZER,
+        tmp_path / "out",
+        source=[f"small={tmp_path / 'small.jsonl'}", f"big={inputs / 'a.jsonl'}"],
+        weights="small=0.5,big=0.5",
+        seq_len=128,
+        provenance=True,
+    )
+    assert check_spans(tmp_path / "out") > 0
+    tables = [pq.read_table(path) for path in sorted((tmp_path / "out").glob("*.provenance"))]
+    copies = pa.concat_tables(tables).filter(pa.compute.match_substring(pa.compute.cast(
+        pa.concat_tables(tables).column("file"), pa.string()), "small.jsonl")).column("copy").to_pylist()  # fmt: skip
+    assert max(copies) >= 2 and sorted(set(copies)) == list(range(max(copies) + 1))
+
+
+def test_trace_prints_each_segment_and_its_text(inputs, tmp_path):
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", seq_len=64, provenance=True)
+    runner = CliRunner()
+    shown = runner.invoke(main, ["trace", str(tmp_path / "out"), "3"])
+    spans = json.loads(runner.invoke(main, ["trace", str(tmp_path / "out"), "3", "--json"]).output)
+    assert shown.exit_code == 0 and all(set(s) == {"file", "record", "chars", "segment"} for s in spans)
+    record = json.loads((inputs / "a.jsonl").read_text().splitlines()[spans[0]["record"]])["text"]
+    assert record[slice(*spans[0]["chars"])] in shown.output and f"record {spans[0]['record']}" in shown.output
+    errors = [
+        (["trace", str(tmp_path / "out"), "100000"], "row 100000: the output's rows are 0 to"),
+        (["trace", str(tmp_path / "out"), "1", "--split", "test"], "--split test: the output's splits are"),
+    ]
+    for args, message in errors:
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(inputs, tmp_path):
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
+    result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
+    assert result.exit_code == 1 and "written without --provenance" in result.output
+    for objective in ("span-corruption", "bart"):
+        result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
+                         "--objective", objective, "--provenance")  # fmt: skip
+        assert result.returncode == 1 and result.stderr.count("\n") == 1 and "clm, mlm, mtp" in result.stderr
+
+
+def test_a_damaged_provenance_file_fails_verify(inputs, tmp_path):
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", seq_len=64, provenance=True)
+    sidecar = next((tmp_path / "out").glob("*.provenance"))
+    table = pq.read_table(sidecar)
+    pq.write_table(table.slice(0, table.num_rows // 2), sidecar)
+    assert any("sha256 differs" in p for p in verify_output(tmp_path / "out").problems)
+    # The manifest edited to match: the spans no longer name every row.
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    for shard in manifest["shards"]:
+        if sidecar.name in shard["sha256"]:
+            shard["sha256"][sidecar.name] = hashlib.sha256(sidecar.read_bytes()).hexdigest()
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    assert any("do not name each of the shard's" in p for p in verify_output(tmp_path / "out").problems)
