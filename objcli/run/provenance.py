@@ -2,10 +2,11 @@
 record's text, copy) and where its tokens fall in its text; examples marked with their document and
 each token's place in it, which the packers carry to every segment; rows given their spans.
 
-A segment's span is the characters of its record's text that its tokens cover: for a byte-level BPE
-exact, from each token's bytes (``Tokenizer.token_char_ends``); for others, measured on the decoded
-prefix of the document. A document is an example here (objectives whose examples are the batch's
-documents, one each, BOS and EOS around them: ``Objective.provenance == "tokens"``).
+A segment's span is the characters of its record's text that its tokens cover
+(``Tokenizer.token_char_spans``): for a byte-level BPE exact, from each token's bytes; for others,
+measured on the pieces (exact where the tokenizer's normalization leaves the text as it is). A
+document is an example here (objectives whose examples are the batch's documents, one each, BOS and
+EOS around them: ``Objective.provenance == "tokens"``).
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ EXAMPLE_SPECS = (
 class _Growing:
     """An int64 array appended to in batches, its capacity doubled (a partition's tokens, say)."""
 
-    def __init__(self):
-        self.data, self.size = np.zeros(1024, np.int64), 0
+    def __init__(self, dtype=np.int64):
+        self.data, self.size = np.zeros(1024, dtype), 0
 
     def extend(self, values) -> int:
         start, need = self.size, self.size + len(values)
         if need > len(self.data):
-            grown = np.zeros(max(need, 2 * len(self.data)), np.int64)
+            grown = np.zeros(max(need, 2 * len(self.data)), self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[start:need] = values
@@ -51,9 +52,8 @@ class Sources:
     def __init__(self, files: dict[str, int], tokenizer, bos: bool):
         self.files, self.tokenizer, self.bos = files, tokenizer, int(bos)
         self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
-        self.starts = _Growing()  # each document's tokens' first characters, counted in the document's text
-        self.ends = _Growing()  # and their ends
-        self.tokens = _Growing()  # the tokens themselves, where characters are measured by decoding
+        self.starts = _Growing(np.int32)  # each document's tokens' first characters, in the document's text
+        self.ends = _Growing(np.int32)  # and their ends
 
     def add(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
         """A batch's documents (SourcedTexts), tokenized: ``tokens``/``offsets`` as encoded."""
@@ -63,14 +63,9 @@ class Sources:
             self.origins[name].extend([getattr(t, name) for t in texts])
         self.origins["length"].extend([len(t) for t in texts])
         self.origins["tokens"].extend(counts)
-        spans = self.tokenizer.token_char_spans(texts, tokens, offsets)
-        if spans is None:
-            base = self.tokens.extend(tokens)
-        else:
-            text_starts = lengths_to_offsets(np.fromiter(map(len, texts), np.int64, len(texts)))[:-1]
-            shift = np.repeat(text_starts, counts)
-            self.starts.extend(spans[0] - shift)
-            base = self.ends.extend(spans[1] - shift)
+        starts, ends = self.tokenizer.token_char_spans(texts, tokens, offsets)
+        self.starts.extend(starts)
+        base = self.ends.extend(ends)
         self.origins["base"].extend(base + offsets[:-1])
 
     def mark(self, examples: RowBatch, first_document: int) -> RowBatch:
@@ -108,14 +103,9 @@ class Sources:
         inside = np.flatnonzero((t > 0) & ~whole)
         if not len(inside):
             return chars
-        if self.ends.size:
-            place = column["base"][inside] + t[inside]
-            chars[inside] = self.starts.view()[place] if first else self.ends.view()[place - 1]
-            return chars
-        tokens = self.tokens.view()
-        prefixes = [tokens[column["base"][i] : column["base"][i] + t[i]].tolist() for i in inside]
-        chars[inside] = [len(text) for text in self.tokenizer.decode_batch(prefixes)]
-        return chars
+        place = column["base"][inside] + t[inside]
+        chars[inside] = self.starts.view()[place] if first else self.ends.view()[place - 1]
+        return np.clip(chars, 0, column["length"])  # pieces measured past a normalized text end inside it
 
 
 def _segments(rows: RowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

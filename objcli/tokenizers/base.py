@@ -209,10 +209,34 @@ class Tokenizer:
         yield text[start:]
 
     def token_char_spans(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray):
-        """(starts, ends): each token's characters in the texts joined end to end, exact from the
-        tokens' bytes for a byte-level BPE (a token that starts inside a character belongs to it); None
-        where the tokens do not say (the caller measures by decoding)."""
-        return None
+        """(starts, ends): where each token's characters start and end in its own text (int32; the
+        caller clips them to the text). A byte-level BPE says them exactly from the tokens' bytes (its
+        override; a token that starts inside a character belongs to it); here they are measured on
+        the pieces: a piece's characters with its word mark (``▁``) a space, a text's first mark not
+        counted where the text does not start with a space, specials none, a byte piece one: exact
+        where the tokenizer's normalization leaves the text as it is."""
+        chars, marked = self._piece_chars
+        lengths = chars[tokens]
+        counts = np.diff(offsets)
+        firsts = offsets[:-1][counts > 0]
+        plain_start = np.fromiter((not t[:1].isspace() for t in texts), bool, len(texts))[counts > 0]
+        lengths[firsts[plain_start & marked[tokens[firsts]]]] -= 1
+        running = np.cumsum(lengths, dtype=np.int64)
+        ends = (running - np.repeat(np.concatenate([[0], running])[offsets[:-1]], counts)).astype(np.int32)
+        return ends - lengths, ends
+
+    @cached_property
+    def _piece_chars(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per model id: the characters of its piece in text, and whether it starts with a word mark."""
+        pieces, control = self.pieces(), self.control_mask()
+        chars = np.array([len(p.replace("\u2581", " ")) for p in pieces], np.int32)
+        chars[[i for i, p in enumerate(pieces) if len(p) == 6 and p.startswith("<0x") and p.endswith(">")]] = 1
+        chars[control[: len(chars)]] = 0
+        marked = np.array([p.startswith("\u2581") for p in pieces], bool)
+        extra = self.total_vocab_size - len(chars)  # ids added past the model: specials, never in text
+        return np.concatenate([chars, np.zeros(max(extra, 0), np.int32)]), np.concatenate(
+            [marked, np.zeros(max(extra, 0), bool)]
+        )
 
     def side_files(self) -> dict[str, Path]:
         """Files read beside the tokenizer file whose content changes what a run writes (a run's

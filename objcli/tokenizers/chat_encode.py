@@ -139,6 +139,16 @@ def encode_split_at_specials(texts: list[str], specials: dict[str, int], encode,
     return spans_from_token_bytes(texts, tokens, offsets, table)
 
 
+def spans_within_texts(texts: list[str], tokens: np.ndarray, offsets: np.ndarray, table: TokenBytes):
+    """``spans_from_token_bytes``' (starts, ends), counted in each token's own text (int32); None where
+    the tokens' bytes do not add up to the texts'."""
+    spans = spans_from_token_bytes(texts, tokens, offsets, table)
+    if spans is None:
+        return None
+    shift = np.repeat(lengths_to_offsets(np.fromiter(map(len, texts), np.int64, len(texts)))[:-1], np.diff(offsets))
+    return (spans[2] - shift).astype(np.int32), (spans[3] - shift).astype(np.int32)
+
+
 def spans_from_token_bytes(texts: list[str], tokens: np.ndarray, offsets: np.ndarray, table: TokenBytes):
     """Each token's character span, from its bytes: a byte-level token is its bytes and nothing
     normalizes the text. None where the tokens' bytes do not add up to a text's UTF-8."""

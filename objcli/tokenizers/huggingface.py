@@ -28,7 +28,13 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import FROM_BYTE_CHARS, BPESpec, Unsupported, spec_from_tokenizer_json
-from .chat_encode import TokenBytes, encode_split_at_specials, encode_with_library, spans_from_token_bytes
+from .chat_encode import (
+    TokenBytes,
+    encode_split_at_specials,
+    encode_with_library,
+    spans_from_token_bytes,
+    spans_within_texts,
+)
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
 
 ROLE_NAMES = {
@@ -127,10 +133,8 @@ class HuggingFaceTokenizer(Tokenizer):
         return encode_with_library(self._chat_library, texts)
 
     def token_char_spans(self, texts, tokens, offsets):
-        if not self._offsets_from_bytes:
-            return None
-        spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
-        return None if spans is None else spans[2:]
+        spans = spans_within_texts(texts, tokens, offsets, self._token_bytes) if self._offsets_from_bytes else None
+        return super().token_char_spans(texts, tokens, offsets) if spans is None else spans
 
     @cached_property
     def _added_ids(self) -> dict[str, int]:

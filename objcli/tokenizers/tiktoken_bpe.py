@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ObjcliError
 from .base import Tokenizer
 from .bpe_spec import CL100K_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, Unsupported, spec_from_ranks
-from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken, spans_from_token_bytes
+from .chat_encode import TokenBytes, encode_split_at_specials, encode_tiktoken, spans_within_texts
 from .engines import PythonEngine, QuicktokEngine, TiktokenEngine
 
 
@@ -281,8 +281,8 @@ class TiktokenTokenizer(Tokenizer):
         return encode_tiktoken(self.encoding, texts)
 
     def token_char_spans(self, texts, tokens, offsets):
-        spans = spans_from_token_bytes(texts, tokens, offsets, self._token_bytes)
-        return None if spans is None else spans[2:]
+        spans = spans_within_texts(texts, tokens, offsets, self._token_bytes)
+        return super().token_char_spans(texts, tokens, offsets) if spans is None else spans
 
     @cached_property
     def _token_bytes(self) -> TokenBytes:

@@ -319,6 +319,30 @@ def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
     print(f"cost of --shuffle-rows: {ratio[1] / ratio[0]:.2f}x the wall (median), {cpu[1] / cpu[0]:.2f}x the CPU")
 
 
+def provenance_table(paths: list[Path], repeats: int = 3) -> None:
+    """Issue 41: clm with --provenance against the same run without, interleaved; goal <= 5 % more CPU.
+    With the bench's SentencePiece model (spans measured on the pieces) and a byte-level BPE
+    tokenizer.json (spans exact from the tokens' bytes)."""
+    tokenizers = {"SentencePiece": TOKENIZER, "byte-level BPE": ROOT / "sample_data" / "llama-style" / "tokenizer.json"}
+    print(f"\n--provenance, clm --seq-len 2048, {CORES} workers ({repeats} interleaved runs each):")
+    print(f"{'':36} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'peak RSS':>9}")
+    for label, tokenizer in tokenizers.items():
+        runs: dict[str, list[dict]] = {"without": [], "--provenance": []}
+        for _ in range(repeats):
+            runs["without"].append(objcli_transform(paths, "-t", str(tokenizer)))
+            runs["--provenance"].append(objcli_transform(paths, "-t", str(tokenizer), "--provenance"))
+        megabytes = runs["without"][0]["text_bytes"] / 1e6
+        for name, group in runs.items():
+            walls = [r["seconds"] for r in group]
+            cpu = statistics.median(r["cpu"] for r in group) / megabytes
+            print(
+                f"{label + ', ' + name:36} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
+                f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB"
+            )
+        cpu = [statistics.median(r["cpu"] for r in runs[n]) for n in runs]
+        print(f"{label}: --provenance costs {cpu[1] / cpu[0]:.3f}x the CPU (median of {repeats})")
+
+
 def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
     ceiling = rows[0][1]["text_bytes"] / rows[0][1]["seconds"]
     print(f"\n{title}")
@@ -439,6 +463,7 @@ def main() -> None:
 
     storage_table(paths, objcli_transform)
     shuffle_table(paths)
+    provenance_table(paths)
     memory_table(paths)
 
     print("\nPacking at --seq-len 2048 (CLI, same corpus, same run):")
