@@ -18,7 +18,7 @@ TOPICS = {
     "formats": "output formats, the trainers that read them, the manifest",
     "reliability": "atomic writes, resume, locks, accounting, memory",
     "storage": "object storage (s3://, gs://, hf://) and Dask clusters",
-    "commands": "inspect, verify, stats, merge, reshard, --append, export-tokenizer, train-tokenizer",
+    "commands": "inspect, verify, stats, trace, merge, reshard, --append, export-tokenizer, train-tokenizer",
     "options": "every transform option (generated from the code)",
     "performance": "the benchmarks and what they show",
     "architecture": "module map, dependencies, adding an objective",
