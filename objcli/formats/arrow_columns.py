@@ -57,11 +57,21 @@ def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _int_array(values: np.ndarray, dtype=np.int32) -> pa.Array:
+def int_array(values: np.ndarray, dtype=np.int32) -> pa.Array:
     # Built from the buffer directly: no copy, and no detour through pyarrow's pandas shim.
     values = np.ascontiguousarray(values, dtype=dtype)
     kind = pa.int64() if values.dtype == np.int64 else pa.int32()
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def string_array(texts: list[str]) -> pa.Array:
+    """Strings from their UTF-8 bytes and offsets (``pa.array`` of a list imports pandas: 0.2 s)."""
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
 
 
 def to_arrow(column, dtype=np.int32) -> pa.Array:
@@ -72,9 +82,9 @@ def to_arrow(column, dtype=np.int32) -> pa.Array:
         values = column.reshape(-1)
         offsets = np.arange(0, rows * length + 1, length, dtype=np.int64)
     else:
-        return _int_array(column, dtype)
+        return int_array(column, dtype)
     offsets = np.ascontiguousarray(offsets, dtype=np.int32)
-    child = _int_array(values, dtype)
+    child = int_array(values, dtype)
     return pa.ListArray.from_buffers(
         pa.list_(child.type), len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[child]
     )

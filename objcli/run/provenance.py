@@ -35,7 +35,7 @@ class _Growing:
     def extend(self, values) -> int:
         start, need = self.size, self.size + len(values)
         if need > len(self.data):
-            grown = np.zeros(max(need, 2 * len(self.data)), self.data.dtype)
+            grown = np.zeros(max(need, len(self.data) * 3 // 2), self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[start:need] = values
@@ -52,8 +52,10 @@ class Sources:
     def __init__(self, files: dict[str, int], tokenizer, bos: bool):
         self.files, self.tokenizer, self.bos = files, tokenizer, int(bos)
         self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
-        self.starts = _Growing(np.int32)  # each document's tokens' first characters, in the document's text
-        self.ends = _Growing(np.int32)  # and their ends
+        # Each document's tokens' ends, in characters of its text; and how far each token starts before
+        # the end of the one before it (1 where it starts inside a character): 5 bytes a token.
+        self.ends = _Growing(np.int32)
+        self.back = _Growing(np.int8)
 
     def add(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
         """A batch's documents (SourcedTexts), tokenized: ``tokens``/``offsets`` as encoded."""
@@ -64,7 +66,9 @@ class Sources:
         self.origins["length"].extend([len(t) for t in texts])
         self.origins["tokens"].extend(counts)
         starts, ends = self.tokenizer.token_char_spans(texts, tokens, offsets)
-        self.starts.extend(starts)
+        previous = np.concatenate([[0], ends[:-1]]).astype(np.int32)
+        previous[offsets[:-1][counts > 0]] = 0  # a document's first token follows nothing
+        self.back.extend(np.clip(previous - starts, 0, 127))
         base = self.ends.extend(ends)
         self.origins["base"].extend(base + offsets[:-1])
 
@@ -104,7 +108,7 @@ class Sources:
         if not len(inside):
             return chars
         place = column["base"][inside] + t[inside]
-        chars[inside] = self.starts.view()[place] if first else self.ends.view()[place - 1]
+        chars[inside] = self.ends.view()[place - 1] - (self.back.view()[place] if first else 0)
         return np.clip(chars, 0, column["length"])  # pieces measured past a normalized text end inside it
 
 
