@@ -260,8 +260,8 @@ class TransformConfig:
         from .objectives import REGISTRY
 
         objective = REGISTRY.get(self.objective)
-        if objective.provenance != "tokens":
-            takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance == "tokens")
+        if objective.provenance is None:
+            takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance)
             raise ObjcliError(
                 f"--provenance: {objective.name} rewrites its documents into examples, and their spans are not "
                 f"recorded yet; it is recorded for {takes}"

@@ -122,7 +122,9 @@ class Objective:
     labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
     # --provenance: "tokens" where examples are the batch's documents, one each, as tokenized (BOS and
-    # EOS around them), so a segment's span follows from its tokens; None: not recorded yet.
+    # EOS around them), so a segment's span follows from its tokens; "stream" where each example is cut
+    # from the documents joined (objectives/stream.py: the stream records what; its spans are the
+    # original text the example was made from); None: not recorded yet.
     provenance: ClassVar[str | None] = None
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.

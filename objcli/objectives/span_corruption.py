@@ -36,6 +36,7 @@ class SpanCorruptionOptions(Options):
 class SpanCorruption(Objective):
     options_type = SpanCorruptionOptions
     default_eos = False  # T5 concatenates documents without a separator
+    provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -24,6 +24,11 @@ class TokenStream:
         self.first = np.zeros(0, dtype=bool)  # True where a document starts
         self.doc_ids = np.zeros(0, dtype=np.int64)
         self.examples_taken = 0  # examples cut so far in this partition (keys randomness)
+        # --provenance (run/provenance.Sources, set by the run): each token's place in its document
+        # (BOS first), and the examples' source spans, recorded as examples are cut.
+        self.sources = None
+        self.places = np.zeros(0, dtype=np.int32)
+        self.taken_places = self.places
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -40,11 +45,15 @@ class TokenStream:
         self.tokens = np.concatenate([self.tokens, tokens])
         self.first = np.concatenate([self.first, first])
         self.doc_ids = np.concatenate([self.doc_ids, doc_ids])
+        if self.sources is not None:
+            places = np.arange(len(tokens), dtype=np.int32) - np.repeat(offsets[:-1], lengths).astype(np.int32)
+            self.places = np.concatenate([self.places, places])
 
     def take(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Remove the first ``count`` tokens: (tokens, first-token flags, document ids)."""
         taken = self.tokens[:count], self.first[:count], self.doc_ids[:count]
         self.tokens, self.first, self.doc_ids = self.tokens[count:], self.first[count:], self.doc_ids[count:]
+        self.taken_places, self.places = self.places[:count], self.places[count:]
         return taken
 
     def take_rows(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +71,8 @@ class TokenStream:
         """As ``count_split``, for examples starting at ``starts`` (of any lengths)."""
         if not len(first):
             return
+        if self.sources is not None:
+            self.sources.cut(self.examples_taken, doc_ids, self.taken_places, starts)
         continued = doc_ids[starts][~first[starts]]
         previous = getattr(self, "_last_split", -1)
         unique = np.unique(continued)

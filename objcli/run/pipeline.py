@@ -143,18 +143,9 @@ class _Chain:
             publish=work.publish if work.remote else None,
             provenance=list(task.inputs) if config.provenance else None,
         )
-        bos = getattr(objective, "bos_id", None) is not None
-        sources = (
-            Sources({name: i for i, name in enumerate(task.inputs)}, tokenizer, bos) if config.provenance else None
-        )
-        return cls(
-            objective.partition_transform(partition),
-            packer,
-            sink,
-            objective.tokenizes_itself,
-            source_index=task.source_index,
-            sources=sources,
-        )
+        transform = objective.partition_transform(partition)
+        sources = _sources(objective, transform, tokenizer, task.inputs) if config.provenance else None
+        return cls(transform, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
@@ -168,9 +159,23 @@ class _Chain:
         return len(tokens)
 
     def close(self) -> list:
-        self._write(self.transform.rows(self.packer.process(self.transform.finish())))
+        last = self.transform.finish()
+        if self.sources is not None:
+            last = self.sources.mark(last, self.first_document)
+        self._write(self.transform.rows(self.packer.process(last)))
         self._write(self.transform.rows(self.packer.finish()))
         return self.sink.close()
+
+
+def _sources(objective, transform, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
+    """--provenance: the chain's documents; an objective that cuts a stream of documents has its
+    stream record what each example is cut from."""
+    kind = objective.provenance
+    bos = getattr(objective, "bos_id" if kind == "tokens" else "join_bos", None) is not None
+    sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind)
+    if kind == "stream":
+        transform.stream.sources = sources
+    return sources
 
 
 def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:

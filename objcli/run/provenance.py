@@ -18,6 +18,7 @@ from ..kernels.ragged import lengths_to_offsets
 from ..rows import ColumnSpec, Ragged, RowBatch
 
 SOURCE, TOKEN = "__source", "__token"
+SOURCE_SPEC = ColumnSpec(SOURCE, "scalar", 0, 2**31 - 1, "the example", role="per_segment")
 # What the packers carry: each example's document (one value per example, per segment once packed)
 # and each token's index in its example (per token; its value at a segment's first token).
 EXAMPLE_SPECS = (
@@ -47,10 +48,14 @@ class _Growing:
 
 
 class Sources:
-    """The documents of one chain, by their ordinal in it."""
+    """The documents of one chain, by their ordinal in it. ``kind``: "tokens" (examples are the
+    documents) or "stream" (examples are cut from the documents joined, ``objectives/stream.py``:
+    each records the runs of documents it was cut from, and a segment's spans are its example's)."""
 
-    def __init__(self, files: dict[str, int], tokenizer, bos: bool):
-        self.files, self.tokenizer, self.bos = files, tokenizer, int(bos)
+    def __init__(self, files: dict[str, int], tokenizer, bos: bool, kind: str = "tokens"):
+        self.files, self.tokenizer, self.bos, self.kind = files, tokenizer, int(bos), kind
+        self.examples = 0  # examples marked so far
+        self.cuts = {name: _Growing() for name in ("example", "document", "first", "end")}
         self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
         # Each document's tokens' ends, in characters of its text; and how far each token starts before
         # the end of the one before it (1 where it starts inside a character): 5 bytes a token.
@@ -72,8 +77,28 @@ class Sources:
         base = self.ends.extend(ends)
         self.origins["base"].extend(base + offsets[:-1])
 
-    def mark(self, examples: RowBatch, first_document: int) -> RowBatch:
-        """The examples of a batch (its documents, in order) with their document and token places."""
+    def cut(self, first_example: int, documents: np.ndarray, places: np.ndarray, starts: np.ndarray) -> None:
+        """Examples cut from the stream: tokens of ``documents`` at ``places``, an example from each
+        of ``starts``; each run of one document in an example is recorded as a span."""
+        run = np.zeros(len(documents), dtype=bool)
+        run[starts] = True
+        run[1:] |= documents[1:] != documents[:-1]
+        run_starts = np.flatnonzero(run)
+        run_ends = np.append(run_starts[1:], len(documents))
+        self.cuts["example"].extend(first_example + np.searchsorted(starts, run_starts, side="right") - 1)
+        self.cuts["document"].extend(documents[run_starts])
+        self.cuts["first"].extend(places[run_starts])
+        self.cuts["end"].extend(places[run_ends - 1].astype(np.int64) + 1)
+
+    def mark(self, examples: RowBatch | None, first_document: int) -> RowBatch | None:
+        """The examples of a batch with their document and token places ("tokens"), or their ordinal
+        among the examples cut ("stream")."""
+        if examples is None:
+            return None
+        if self.kind == "stream":
+            examples.columns[SOURCE] = self.examples + np.arange(examples.num_rows, dtype=np.int64)
+            self.examples += examples.num_rows
+            return examples
         ids = examples.columns["input_ids"]
         lengths = np.diff(ids.offsets)
         examples.columns[SOURCE] = first_document + np.arange(len(lengths), dtype=np.int64)
@@ -85,19 +110,46 @@ class Sources:
         """The rows with their segments' spans as the ``__p_*`` columns, the packers' marks gone."""
         if rows is None:
             return None
-        document, first, length, row_offsets = _segments(rows)
+        if self.kind == "stream":
+            segment, document, first, end, row_offsets = self._example_runs(rows)
+        else:
+            document, first, length, row_offsets = _segments(rows)
+            end = first + length
+            segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
         column = {name: grown.view()[document] for name, grown in self.origins.items()}
         t0 = np.clip(first - self.bos, 0, column["tokens"])
-        t1 = np.clip(first + length - self.bos, t0, column["tokens"])
+        t1 = np.clip(end - self.bos, t0, column["tokens"])
         c0, c1 = self._chars(column, t0, first=True), self._chars(column, t1, first=False)
         c1 = np.maximum(c1, c0)
-        segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
         values = {"segment": segment, "file": column["file"], "record": column["record"]}
         values.update(start=column["start"] + c0, end=column["start"] + c1, copy=column["copy"])
-        del rows.columns[SOURCE], rows.columns[TOKEN]
+        del rows.columns[SOURCE]
+        rows.columns.pop(TOKEN, None)
         for name, hidden in zip(("segment", "file", "record", "start", "end", "copy"), COLUMNS):
             rows.columns[hidden] = Ragged(np.asarray(values[name], np.int64), row_offsets)
         return rows
+
+    def _example_runs(self, rows: RowBatch):
+        """Per span: (its segment, document, first and end places), and the rows' offsets into the
+        spans: every run of documents each segment's example was cut from."""
+        sources = rows.columns[SOURCE]
+        if isinstance(sources, Ragged):  # packed examples: one per segment
+            examples, segment_offsets = np.asarray(sources.values, np.int64), np.asarray(sources.offsets)
+        else:
+            examples, segment_offsets = np.asarray(sources, np.int64), np.arange(len(sources) + 1, dtype=np.int64)
+        table = self.cuts["example"].view()
+        low, high = np.searchsorted(table, examples, "left"), np.searchsorted(table, examples, "right")
+        counts = high - low
+        picked = np.repeat(low, counts) + np.arange(counts.sum()) - np.repeat(lengths_to_offsets(counts)[:-1], counts)
+        segment_in_row = np.arange(len(examples)) - np.repeat(segment_offsets[:-1], np.diff(segment_offsets))
+        span_offsets = lengths_to_offsets(counts)[segment_offsets]
+        return (
+            np.repeat(segment_in_row, counts),
+            self.cuts["document"].view()[picked],
+            self.cuts["first"].view()[picked],
+            self.cuts["end"].view()[picked],
+            span_offsets,
+        )
 
     def _chars(self, column: dict, t: np.ndarray, first: bool) -> np.ndarray:
         """Where each document's token ``t`` starts (``first``), or where its token ``t - 1`` ends, in

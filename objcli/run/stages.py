@@ -10,7 +10,7 @@ from ..order.mixture import parse_sources
 from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..rows import HIDDEN, ColumnSpec
 from ..tokenizers import Tokenizer
-from .provenance import EXAMPLE_SPECS
+from .provenance import EXAMPLE_SPECS, SOURCE_SPEC
 
 
 def objective_context(config: TransformConfig) -> ObjectiveContext:
@@ -38,7 +38,8 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
     whole = config.format.whole_documents and config.packing == "none"
     overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
-    marks = EXAMPLE_SPECS if config.provenance else ()  # each example's document and token places
+    # --provenance: each example's document and token places, or its ordinal among a stream's examples
+    marks = (EXAMPLE_SPECS if objective.provenance == "tokens" else (SOURCE_SPEC,)) if config.provenance else ()
     settings = PackSettings(
         WHOLE if whole else config.row_length,
         (*objective.example_columns(), *marks),

@@ -17,6 +17,7 @@ from conftest import folder_bytes, run_cli, run_transform
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import SAMPLE_DATA
+from readback import fill_sentinels
 from tokenizers import Tokenizer
 
 from objcli.cli import main
@@ -134,6 +135,40 @@ def test_text_lines_and_other_document_objectives(objective, inputs, tmp_path):
     assert check_spans(tmp_path / "out") > 0
 
 
+def test_span_corruption_rows_come_from_their_spans(inputs, tmp_path):
+    """An example cut from the documents joined: its spans, in order, are the text its tokens were
+    before corruption (inputs with each sentinel filled from the labels)."""
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", objective="span-corruption", seq_len=128,
+                  provenance=True)  # fmt: skip
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    ids, sentinels = manifest["special_tokens"]["ids"], set(manifest["special_tokens"]["sentinels"])
+    cache, rows = {}, [row for _, row in iter_rows(tmp_path / "out")]
+    for index, row in enumerate(rows):
+        inputs_, labels = [int(t) for t in row["input_ids"]], [int(t) for t in row["labels"] if t >= 0]
+        original = fill_sentinels([*inputs_, ids.get("eos", 0)], labels, sentinels)
+        text = tokenizer.decode([t for t in original if t not in {*ids.values(), *sentinels}])
+        spans = trace(tmp_path / "out", index)
+        assert "".join(_record(s["file"], s["record"], cache)[slice(*s["chars"])] for s in spans) == text
+    assert len(rows) > 100
+
+
+@pytest.mark.parametrize("packing", ["none", "trim-and-pack"])
+def test_ul2_examples_tile_their_documents(packing, inputs, tmp_path):
+    """The stream is cut end to end: over the rows in order, each document's spans follow one another
+    from its first character, with nothing left out or read twice (whatever each denoiser made)."""
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", objective="ul2", seq_len=128, packing=packing,
+                  provenance=True)  # fmt: skip
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "out").glob("*.provenance")))
+    reached: dict[int, int] = {}
+    for span in table.to_pylist():
+        assert span["start"] == reached.get(span["record"], 0), span
+        reached[span["record"]] = span["end"]
+    texts = (inputs / "a.jsonl").read_text().splitlines()
+    whole = [r for r, end in reached.items() if end == len(json.loads(texts[r])["text"])]
+    assert len(whole) >= len(reached) - 1 and len(reached) > 10  # but the last, whose tail was dropped
+
+
 def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
     common = ["-t", TOKENIZER, "--seq-len", "128", "--provenance", "--shard-size", "30", "-q"]
     for name, source in (("one", "a.jsonl"), ("two", "b.json")):
@@ -194,10 +229,14 @@ def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(input
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
-    for objective in ("span-corruption", "bart"):
+    for objective in ("fim", "bart"):
         result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
                          "--objective", objective, "--provenance")  # fmt: skip
-        assert result.returncode == 1 and result.stderr.count("\n") == 1 and "clm, mlm, mtp" in result.stderr
+        assert (
+            result.returncode == 1
+            and result.stderr.count("\n") == 1
+            and "clm, mlm, mtp, span-corruption, ul2" in result.stderr
+        )
 
 
 def test_a_damaged_provenance_file_fails_verify(inputs, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
 from conftest import manifest_json, read_output, run_transform
-from readback import expected_documents
+from readback import expected_documents, fill_sentinels
 
 from objcli.cli import main
 from objcli.errors import ObjcliError
@@ -20,18 +20,6 @@ def stream_of(files, tokenizer, eos):
     for text in expected_documents(files):
         stream += sp.encode(text) + ([sp.eos_id()] if eos else [])
     return stream
-
-
-def fill_sentinels(inputs, labels, sentinels):
-    """Undo span corruption: each input sentinel becomes the label span it names."""
-    spans, current = {}, None
-    for token in labels[:-1]:
-        if token in sentinels:
-            current = token
-            spans[current] = []
-        else:
-            spans[current].append(token)
-    return [t for token in inputs[:-1] for t in (spans[token] if token in sentinels else [token])]
 
 
 @pytest.fixture(scope="module")

@@ -44,3 +44,15 @@ def megatron_read(prefix: Path):
     itemsize = np.dtype(dtype).itemsize
     sequences = [data[p // itemsize : p // itemsize + n].tolist() for p, n in zip(pointers, lengths)]
     return version, code, sequences, list(doc_index)
+
+
+def fill_sentinels(inputs, labels, sentinels):
+    """Undo span corruption: each input sentinel becomes the label span it names."""
+    spans, current = {}, None
+    for token in labels[:-1]:
+        if token in sentinels:
+            current = token
+            spans[current] = []
+        else:
+            spans[current].append(token)
+    return [t for token in inputs[:-1] for t in (spans[token] if token in sentinels else [token])]
