@@ -260,11 +260,12 @@ class TransformConfig:
         from .objectives import REGISTRY
 
         objective = REGISTRY.get(self.objective)
-        if objective.provenance is None:
+        if objective.provenance_of(self.objective_options) is None:
             takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance)
+            takes += ", fim (--fim-level document)"
             raise ObjcliError(
-                f"--provenance: {objective.name} rewrites its documents into examples, and their spans are not "
-                f"recorded yet; it is recorded for {takes}"
+                f"--provenance: {objective.name} rewrites its documents into examples this way, and their spans "
+                f"are not recorded yet; it is recorded for {takes}"
             )
         if self.output == "-":
             raise ObjcliError("--provenance writes a file beside each shard; write to an output folder with -o")

@@ -124,7 +124,8 @@ class Objective:
     # --provenance: "tokens" where examples are the batch's documents, one each, as tokenized (BOS and
     # EOS around them), so a segment's span follows from its tokens; "stream" where each example is cut
     # from the documents joined (objectives/stream.py: the stream records what; its spans are the
-    # original text the example was made from); None: not recorded yet.
+    # original text the example was made from); "documents" where each example is one document rewritten
+    # (its spans: the whole document); None: not recorded yet.
     provenance: ClassVar[str | None] = None
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.
@@ -140,6 +141,11 @@ class Objective:
     def identity_files(self) -> dict[str, Path]:
         """Files the objective reads (a chat template), by what they are: part of the run's identity."""
         return {}
+
+    @classmethod
+    def provenance_of(cls, options) -> str | None:
+        """How --provenance is recorded with these options (see ``provenance``)."""
+        return cls.provenance
 
     @classmethod
     def compiled_kernels(cls, options) -> tuple[str, ...]:

@@ -123,6 +123,12 @@ class FillInTheMiddle(Objective):
         return None if options.fim_level == "context" else super().keeps_remainder(packing, options)
 
     @classmethod
+    def provenance_of(cls, options) -> str | None:
+        """Document level: each example is one document, rearranged (its span: the whole document).
+        Context level rearranges packed rows: not recorded yet."""
+        return "documents" if options.fim_level == "document" else None
+
+    @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         # Context level transforms segments of rows cut from a stream, as Megatron does.
         return ("concat",) if options.fim_level == "context" else ("concat", "best-fit", "none")

@@ -170,7 +170,7 @@ class _Chain:
 def _sources(objective, transform, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
     """--provenance: the chain's documents; an objective that cuts a stream of documents has its
     stream record what each example is cut from."""
-    kind = objective.provenance
+    kind = objective.provenance_of(objective.options)
     bos = getattr(objective, "bos_id" if kind == "tokens" else "join_bos", None) is not None
     sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind)
     if kind == "stream":

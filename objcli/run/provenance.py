@@ -69,6 +69,10 @@ class Sources:
         for name in ("record", "start", "copy"):
             self.origins[name].extend([getattr(t, name) for t in texts])
         self.origins["length"].extend([len(t) for t in texts])
+        if self.kind == "documents":  # a segment's span is its whole document: no token is placed
+            self.origins["tokens"].extend(np.zeros(len(texts), np.int64))
+            self.origins["base"].extend(np.zeros(len(texts), np.int64))
+            return
         self.origins["tokens"].extend(counts)
         starts, ends = self.tokenizer.token_char_spans(texts, tokens, offsets)
         previous = np.concatenate([[0], ends[:-1]]).astype(np.int32)
@@ -95,8 +99,9 @@ class Sources:
         among the examples cut ("stream")."""
         if examples is None:
             return None
-        if self.kind == "stream":
-            examples.columns[SOURCE] = self.examples + np.arange(examples.num_rows, dtype=np.int64)
+        if self.kind in ("stream", "documents"):  # the ordinal of the example, or of its document
+            first = self.examples if self.kind == "stream" else first_document
+            examples.columns[SOURCE] = first + np.arange(examples.num_rows, dtype=np.int64)
             self.examples += examples.num_rows
             return examples
         ids = examples.columns["input_ids"]
@@ -110,7 +115,11 @@ class Sources:
         """The rows with their segments' spans as the ``__p_*`` columns, the packers' marks gone."""
         if rows is None:
             return None
-        if self.kind == "stream":
+        if self.kind == "documents":
+            document, row_offsets = _per_segment(rows.columns[SOURCE])
+            segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
+            first = end = np.zeros(len(document), np.int64)
+        elif self.kind == "stream":
             segment, document, first, end, row_offsets = self._example_runs(rows)
         else:
             document, first, length, row_offsets = _segments(rows)
@@ -120,6 +129,8 @@ class Sources:
         t0 = np.clip(first - self.bos, 0, column["tokens"])
         t1 = np.clip(end - self.bos, t0, column["tokens"])
         c0, c1 = self._chars(column, t0, first=True), self._chars(column, t1, first=False)
+        if self.kind == "documents":
+            c0, c1 = np.zeros(len(document), np.int64), column["length"]
         c1 = np.maximum(c1, c0)
         values = {"segment": segment, "file": column["file"], "record": column["record"]}
         values.update(start=column["start"] + c0, end=column["start"] + c1, copy=column["copy"])
@@ -132,11 +143,7 @@ class Sources:
     def _example_runs(self, rows: RowBatch):
         """Per span: (its segment, document, first and end places), and the rows' offsets into the
         spans: every run of documents each segment's example was cut from."""
-        sources = rows.columns[SOURCE]
-        if isinstance(sources, Ragged):  # packed examples: one per segment
-            examples, segment_offsets = np.asarray(sources.values, np.int64), np.asarray(sources.offsets)
-        else:
-            examples, segment_offsets = np.asarray(sources, np.int64), np.arange(len(sources) + 1, dtype=np.int64)
+        examples, segment_offsets = _per_segment(rows.columns[SOURCE])
         table = self.cuts["example"].view()
         low, high = np.searchsorted(table, examples, "left"), np.searchsorted(table, examples, "right")
         counts = high - low
@@ -162,6 +169,14 @@ class Sources:
         place = column["base"][inside] + t[inside]
         chars[inside] = self.ends.view()[place - 1] - (self.back.view()[place] if first else 0)
         return np.clip(chars, 0, column["length"])  # pieces measured past a normalized text end inside it
+
+
+def _per_segment(sources) -> tuple[np.ndarray, np.ndarray]:
+    """A per-example mark after packing: (its value per segment, the rows' offsets into them); one a
+    row where examples were not packed."""
+    if isinstance(sources, Ragged):
+        return np.asarray(sources.values, np.int64), np.asarray(sources.offsets, np.int64)
+    return np.asarray(sources, np.int64), np.arange(len(sources) + 1, dtype=np.int64)
 
 
 def _segments(rows: RowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

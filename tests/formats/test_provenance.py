@@ -7,6 +7,7 @@ shards are the bytes a run without it writes; `objcli trace` reads it back."""
 import hashlib
 import json
 import shutil
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -169,6 +170,28 @@ def test_ul2_examples_tile_their_documents(packing, inputs, tmp_path):
     assert len(whole) >= len(reached) - 1 and len(reached) > 10  # but the last, whose tail was dropped
 
 
+@pytest.mark.parametrize("packing", ["concat", "best-fit", "none"])
+def test_a_fim_segment_spans_its_whole_document(packing, inputs, tmp_path):
+    """FIM at document level rearranges each document: a segment's span is the document it was made
+    from, whose characters its tokens hold (all of them where no row boundary cut the document)."""
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", objective="fim", seq_len=512, packing=packing,
+                  provenance=True)  # fmt: skip
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skip = {*manifest["special_tokens"]["ids"].values(), *manifest["special_tokens"]["sentinels"]}
+    rows, cache, pieces = [row for _, row in iter_rows(tmp_path / "out")], {}, Counter()
+    spans = [(index, span) for index in range(len(rows)) for span in trace(tmp_path / "out", index)]
+    pieces.update(span["record"] for _, span in spans)
+    last = max(pieces)
+    for index, span in spans:
+        record = _record(span["file"], span["record"], cache)
+        assert span["chars"] == [0, len(record)]
+        segment = rows[index]["input_ids"][rows[index]["segment_ids"] == span["segment"] + 1]
+        text = Counter(tokenizer.decode([int(t) for t in segment if t not in skip]))
+        whole = pieces[span["record"]] == 1 and span["record"] != last  # concat drops the last one's tail
+        assert not text - Counter(record) and (not whole or text == Counter(record))
+
+
 def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
     common = ["-t", TOKENIZER, "--seq-len", "128", "--provenance", "--shard-size", "30", "-q"]
     for name, source in (("one", "a.jsonl"), ("two", "b.json")):
@@ -229,9 +252,9 @@ def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(input
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
-    for objective in ("fim", "bart"):
+    for objective, extra in (("bart", ()), ("fim", ("--fim-level", "context"))):
         result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
-                         "--objective", objective, "--provenance")  # fmt: skip
+                         "--objective", objective, *extra, "--provenance")  # fmt: skip
         assert (
             result.returncode == 1
             and result.stderr.count("\n") == 1
