@@ -275,3 +275,12 @@ def test_a_damaged_provenance_file_fails_verify(inputs, tmp_path):
             shard["sha256"][sidecar.name] = hashlib.sha256(sidecar.read_bytes()).hexdigest()
     (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
     assert any("do not name each of the shard's" in p for p in verify_output(tmp_path / "out").problems)
+
+
+def test_provenance_is_the_same_bytes_whatever_the_workers_and_pool(inputs, tmp_path):
+    files = [inputs / "a.jsonl", inputs / "b.json"]
+    options = {"seq_len": 128, "provenance": True, "partition_size": "16KiB", "shuffle_rows": True}
+    run_transform(files, TOKENIZER, tmp_path / "one", workers=1, pool="threads", **options)
+    run_transform(files, TOKENIZER, tmp_path / "two", workers=2, pool="processes", **options)
+    assert folder_bytes(tmp_path / "one") == folder_bytes(tmp_path / "two")
+    assert any(name.endswith(".provenance") for name in folder_bytes(tmp_path / "one"))
