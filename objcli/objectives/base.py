@@ -147,6 +147,10 @@ class Objective:
         """How --provenance is recorded with these options (see ``provenance``)."""
         return cls.provenance
 
+    def provenance_kind(self) -> str | None:
+        """How this run records it (where the packer changes how examples are made)."""
+        return self.provenance_of(self.options)
+
     @classmethod
     def compiled_kernels(cls, options) -> tuple[str, ...]:
         """The compiled (numba) kernels a run calls, which a fork server loads once for every worker

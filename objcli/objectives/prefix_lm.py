@@ -61,6 +61,11 @@ class PrefixLM(Objective):
         # --layout decoder --packing best-fit: one example per document, split after packing.
         self.examples_are_documents = decoder and context.packed
 
+    provenance = "stream"  # the token stream's chunks; documents packed best-fit: see provenance_kind
+
+    def provenance_kind(self) -> str | None:
+        return "tokens" if self.examples_are_documents else "stream"
+
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:
         return "--final-chunk pad"  # the objective chunks the stream itself, whatever the packer

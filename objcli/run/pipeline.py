@@ -170,8 +170,9 @@ class _Chain:
 def _sources(objective, transform, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
     """--provenance: the chain's documents; an objective that cuts a stream of documents has its
     stream record what each example is cut from."""
-    kind = objective.provenance_of(objective.options)
-    bos = getattr(objective, "bos_id" if kind == "tokens" else "join_bos", None) is not None
+    kind = objective.provenance_kind()
+    joined = kind != "tokens" or not hasattr(objective, "bos_id")  # the BOS the stream or the documents get
+    bos = getattr(objective, "join_bos" if joined else "bos_id", None) is not None
     sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind)
     if kind == "stream":
         transform.stream.sources = sources

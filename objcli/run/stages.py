@@ -39,7 +39,7 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     whole = config.format.whole_documents and config.packing == "none"
     overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
     # --provenance: each example's document and token places, or its ordinal among a stream's examples
-    kind = objective.provenance_of(objective.options)
+    kind = objective.provenance_kind()
     marks = (EXAMPLE_SPECS if kind == "tokens" else (SOURCE_SPEC,)) if config.provenance else ()
     settings = PackSettings(
         WHOLE if whole else config.row_length,

@@ -192,6 +192,27 @@ def test_a_fim_segment_spans_its_whole_document(packing, inputs, tmp_path):
         assert not text - Counter(record) and (not whole or text == Counter(record))
 
 
+@pytest.mark.parametrize(
+    "layout, packing", [("decoder", "none"), ("decoder", "best-fit"), ("encdec", "none"), ("encdec", "trim-and-pack")]
+)
+def test_prefix_lm_rows_are_their_spans_text(layout, packing, inputs, tmp_path):
+    """Prefix LM keeps the text: a row's tokens (its prefix, then its target) are its spans' text."""
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", objective="prefix-lm", layout=layout,
+                  packing=packing, seq_len=128, provenance=True)  # fmt: skip
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skip = set(manifest["special_tokens"]["ids"].values())
+    cache, checked = {}, 0
+    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
+        tokens = [*row["input_ids"], *(row["labels"] if layout == "encdec" else [])]
+        text = tokenizer.decode([int(t) for t in tokens if t >= 0 and t not in skip])
+        spans = trace(tmp_path / "out", index)
+        if "\ufffd" not in text:  # a row boundary inside a character: see check_spans
+            assert "".join(_record(s["file"], s["record"], cache)[slice(*s["chars"])] for s in spans) == text
+            checked += 1
+    assert checked > 100
+
+
 def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
     common = ["-t", TOKENIZER, "--seq-len", "128", "--provenance", "--shard-size", "30", "-q"]
     for name, source in (("one", "a.jsonl"), ("two", "b.json")):
@@ -258,7 +279,7 @@ def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(input
         assert (
             result.returncode == 1
             and result.stderr.count("\n") == 1
-            and "clm, mlm, mtp, span-corruption, ul2" in result.stderr
+            and "clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)" in result.stderr
         )
 
 
