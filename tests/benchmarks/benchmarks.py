@@ -298,6 +298,17 @@ def memory_table(paths: list[Path]) -> None:
         )
 
 
+def print_runs(runs: dict[str, list[dict]], megabytes: float, width: int, prefix: str = "") -> None:
+    """One line per group of interleaved runs: min and median wall, median CPU per MB, peak RSS."""
+    for name, group in runs.items():
+        walls = [r["seconds"] for r in group]
+        cpu = statistics.median(r["cpu"] for r in group) / megabytes
+        print(
+            f"{prefix + name:{width}} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
+            f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB"
+        )
+
+
 def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
     """Issue 14: --shuffle-rows against the same run unshuffled, interleaved; goal <= 1.3x."""
     runs: dict[str, list[dict]] = {"in order": [], "--shuffle-rows": []}
@@ -307,13 +318,7 @@ def shuffle_table(paths: list[Path], repeats: int = 3) -> None:
     megabytes = runs["in order"][0]["text_bytes"] / 1e6
     print(f"\n--shuffle-rows, clm --seq-len 2048, {CORES} workers ({repeats} interleaved runs each):")
     print(f"{'':16} {'min s':>7} {'median s':>9} {'CPU s/MB':>9} {'peak RSS':>9}")
-    for name, group in runs.items():
-        walls = [r["seconds"] for r in group]
-        cpu = statistics.median(r["cpu"] for r in group) / megabytes
-        print(
-            f"{name:16} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
-            f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB"
-        )
+    print_runs(runs, megabytes, 16)
     ratio = [statistics.median(r["seconds"] for r in runs[n]) for n in runs]
     cpu = [statistics.median(r["cpu"] for r in runs[n]) for n in runs]
     print(f"cost of --shuffle-rows: {ratio[1] / ratio[0]:.2f}x the wall (median), {cpu[1] / cpu[0]:.2f}x the CPU")
@@ -332,13 +337,7 @@ def provenance_table(paths: list[Path], repeats: int = 3) -> None:
             runs["without"].append(objcli_transform(paths, "-t", str(tokenizer)))
             runs["--provenance"].append(objcli_transform(paths, "-t", str(tokenizer), "--provenance"))
         megabytes = runs["without"][0]["text_bytes"] / 1e6
-        for name, group in runs.items():
-            walls = [r["seconds"] for r in group]
-            cpu = statistics.median(r["cpu"] for r in group) / megabytes
-            print(
-                f"{label + ', ' + name:36} {min(walls):7.2f} {statistics.median(walls):9.2f} {cpu:9.4f} "
-                f"{max(r['peak_rss'] for r in group) / 2**20:6.0f} MiB"
-            )
+        print_runs(runs, megabytes, 36, label + ", ")
         cpu = [statistics.median(r["cpu"] for r in runs[n]) for n in runs]
         print(f"{label}: --provenance costs {cpu[1] / cpu[0]:.3f}x the CPU (median of {repeats})")
 
