@@ -40,6 +40,7 @@ ColumnKind = Literal["fixed", "ragged", "scalar"]
 # readers go by the manifest's names and roles.
 POSITION_IDS = "position_ids"
 HIDDEN = "__"  # columns rows carry through the stages but no format writes (--provenance's)
+DOCUMENT = "__document"  # an example's document among its batch's, where examples are not one each
 ROLES = (
     "tokens",
     "labels",

@@ -75,9 +75,13 @@ def record_text(manifest: Manifest, path: str, record: int) -> str | None:
 
 
 def _read_options(config: dict):
+    from ..objectives import REGISTRY
     from ..readers import ReadOptions
 
-    return ReadOptions(config.get("text_key", "text"), config.get("text_unit", "line"), provenance=True)
+    records = REGISTRY.get(config.get("objective", "clm")).reads_records  # chat: the record's JSON text
+    return ReadOptions(
+        config.get("text_key", "text"), config.get("text_unit", "line"), records=records, provenance=True
+    )
 
 
 def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[str]:

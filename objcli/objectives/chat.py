@@ -34,7 +34,7 @@ from ..kernels import IGNORE
 from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens, truncation_ends
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template
 from .base import DocumentBatch, Objective, PartitionTransform, register
@@ -78,6 +78,7 @@ class Chat(Objective):
     reads_records = True
     labels_are_inputs = True
     boundaries = "conversations as the chat template writes them"
+    provenance = "documents"  # an example is one record (several with --turns each): its span, the record
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
 
@@ -148,7 +149,8 @@ class _ChatPartition(PartitionTransform):
 
     def _conversations(self, record: str) -> list:
         """The record's conversation, or with ``--turns each`` one per assistant turn (up to it)."""
-        conversation = conversation_of(msgspec.json.decode(record), self.o.options.messages_key)
+        # str(): a --provenance SourcedText is a str subclass, which msgspec does not take.
+        conversation = conversation_of(msgspec.json.decode(str(record)), self.o.options.messages_key)
         if self.o.options.turns == "together" or conversation.prompt is not None:
             return [conversation]
         return [
@@ -231,6 +233,7 @@ class _ChatPartition(PartitionTransform):
             {
                 "input_ids": Ragged(ids, new_offsets),
                 "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
+                DOCUMENT: record[chosen].astype(np.int64),  # each example's record in the batch (--provenance)
             },
             tokens=new_lengths.astype(np.int64),
             padding=np.zeros(len(chosen), dtype=np.int64),

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..formats.provenance import COLUMNS
 from ..kernels.ragged import lengths_to_offsets
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 
 SOURCE, TOKEN = "__source", "__token"
 SOURCE_SPEC = ColumnSpec(SOURCE, "scalar", 0, 2**31 - 1, "the example", role="per_segment")
@@ -99,9 +99,12 @@ class Sources:
         among the examples cut ("stream")."""
         if examples is None:
             return None
+        local = examples.columns.pop(DOCUMENT, None)  # an objective that skips or repeats documents says which
         if self.kind in ("stream", "documents"):  # the ordinal of the example, or of its document
             first = self.examples if self.kind == "stream" else first_document
-            examples.columns[SOURCE] = first + np.arange(examples.num_rows, dtype=np.int64)
+            examples.columns[SOURCE] = first + (
+                np.arange(examples.num_rows, dtype=np.int64) if local is None else local
+            )
             self.examples += examples.num_rows
             return examples
         ids = examples.columns["input_ids"]

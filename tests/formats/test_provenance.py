@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from chat_data import TEMPLATES, conversations, write_jsonl
 from click.testing import CliRunner
 from conftest import folder_bytes, run_cli, run_transform
 from hypothesis import HealthCheck, given, settings
@@ -273,13 +274,13 @@ def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(input
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
-    for objective, extra in (("bart", ()), ("fim", ("--fim-level", "context"))):
+    for objective, extra in (("bart", ()), ("fim", ("--fim-level", "context"))):  # chat: see below
         result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
                          "--objective", objective, *extra, "--provenance")  # fmt: skip
         assert (
             result.returncode == 1
             and result.stderr.count("\n") == 1
-            and "clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)" in result.stderr
+            and "chat, clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)" in result.stderr
         )
 
 
@@ -305,3 +306,21 @@ def test_provenance_is_the_same_bytes_whatever_the_workers_and_pool(inputs, tmp_
     run_transform(files, TOKENIZER, tmp_path / "two", workers=2, pool="processes", **options)
     assert folder_bytes(tmp_path / "one") == folder_bytes(tmp_path / "two")
     assert any(name.endswith(".provenance") for name in folder_bytes(tmp_path / "one"))
+
+
+def test_a_chat_example_spans_its_whole_record(sample_tokenizer, tmp_path):
+    """A conversation is one record: each segment's span is its record's whole JSON text, and every
+    record written is named (skipped ones are not)."""
+    write_jsonl(conversations(60, "mistral", seed=3), tmp_path / "chat.jsonl")
+    run_transform([tmp_path / "chat.jsonl"], sample_tokenizer, tmp_path / "out", objective="chat", seq_len=256,
+                  chat_template=str(TEMPLATES / "mistral.jinja"), provenance=True)  # fmt: skip
+    lines = (tmp_path / "chat.jsonl").read_text(encoding="utf-8").splitlines()
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    seen = set()
+    for index in range(manifest["totals"]["rows"]):
+        for span in trace(tmp_path / "out", index):
+            assert span["chars"] == [0, len(lines[span["record"]].strip())]
+            seen.add(span["record"])
+    assert len(seen) == manifest["totals"]["documents_written"] > 20
+    shown = CliRunner().invoke(main, ["trace", str(tmp_path / "out"), "0"]).output
+    assert '"messages"' in shown
