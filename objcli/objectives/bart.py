@@ -22,7 +22,7 @@ from ..kernels.bart import insert_noise, mask_spans, permute_sentences, place_sp
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
 from ..options import Options, option
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
 from .sentences import split_batch
@@ -97,6 +97,7 @@ class BartOptions(Options):
 @register("bart")
 class Bart(Objective):
     options_type = BartOptions
+    provenance = "documents"  # an example is sentences of one document: its span, that document
     took_pack = True
     default_eos = False
     tokenizes_itself = True
@@ -179,7 +180,11 @@ class _BartPartition(PartitionTransform):
         first_example[1:] = example_document[1:] != example_document[:-1]
         input_lengths, label_lengths = np.diff(input_offsets), np.diff(label_offsets)
         return RowBatch(
-            {"input_ids": Ragged(inputs, input_offsets), "labels": Ragged(labels, label_offsets)},
+            {
+                "input_ids": Ragged(inputs, input_offsets),
+                "labels": Ragged(labels, label_offsets),
+                DOCUMENT: example_document.astype(np.int64),  # each example's document (--provenance)
+            },
             tokens=input_lengths + label_lengths,
             padding=np.zeros(examples, dtype=np.int64),
             documents=first_example,

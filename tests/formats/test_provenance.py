@@ -274,13 +274,14 @@ def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(input
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
-    for objective, extra in (("bart", ()), ("fim", ("--fim-level", "context"))):  # chat: see below
+    for objective, extra in (("nsp", ()), ("fim", ("--fim-level", "context"))):
         result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
                          "--objective", objective, *extra, "--provenance")  # fmt: skip
         assert (
             result.returncode == 1
             and result.stderr.count("\n") == 1
-            and "chat, clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)" in result.stderr
+            and "bart, chat, clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)"
+            in result.stderr
         )
 
 
@@ -324,3 +325,21 @@ def test_a_chat_example_spans_its_whole_record(sample_tokenizer, tmp_path):
     assert len(seen) == manifest["totals"]["documents_written"] > 20
     shown = CliRunner().invoke(main, ["trace", str(tmp_path / "out"), "0"]).output
     assert '"messages"' in shown
+
+
+def test_a_bart_example_spans_the_document_its_sentences_come_from(inputs, tmp_path):
+    """BART cuts each document's sentences into examples: an example's span is that document, whose
+    characters its targets (the example's text before noise) hold, and every document written is named."""
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", objective="bart", seq_len=128, provenance=True)
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skip = set(manifest["special_tokens"]["ids"].values())
+    cache, seen = {}, set()
+    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
+        (span,) = trace(tmp_path / "out", index)
+        record = _record(span["file"], span["record"], cache)
+        assert span["chars"] == [0, len(record)]
+        target = tokenizer.decode([int(t) for t in row["labels"] if t >= 0 and t not in skip])
+        assert not Counter(target.replace(" ", "")) - Counter(record.replace(" ", ""))
+        seen.add(span["record"])
+    assert len(seen) == manifest["totals"]["documents_written"]
