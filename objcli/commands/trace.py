@@ -55,23 +55,23 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     ]
 
 
-def record_text(manifest: Manifest, path: str, record: int) -> str | None:
-    """The text of a record as the run read it, or None where the file cannot be read now."""
+def record_texts(manifest: Manifest, path: str, records: set[int]) -> dict[int, str]:
+    """The texts of some records of one file as the run read them, in one pass over it (none where the
+    file cannot be read now)."""
     from ..readers import RecordLog, resolve_inputs
     from ..readers.documents import read_piece
     from ..readers.inputs import Piece
 
-    config = manifest.config
-    options = _read_options(config)
+    config, found = manifest.config, {}
     try:
-        (found,) = resolve_inputs([path], config.get("input_format", "auto"))
-        for texts in read_piece(Piece(found), options, RecordLog()):
-            for text in texts:
-                if text.record == record:
-                    return str(text)
+        (source,) = resolve_inputs([path], config.get("input_format", "auto"))
+        for texts in read_piece(Piece(source), _read_options(config), RecordLog()):
+            found.update((text.record, str(text)) for text in texts if text.record in records)
+            if len(found) == len(records):
+                break
     except (ObjcliError, OSError, ValueError):
-        return None
-    return None
+        return {}
+    return found
 
 
 def _read_options(config: dict):
@@ -87,14 +87,19 @@ def _read_options(config: dict):
 def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[str]:
     """The row's spans for a person: a header per segment, then its text."""
     manifest = read_manifest(folder)
+    spans = trace(folder, row, split)
+    wanted: dict[str, set[int]] = {}
+    for span in spans:
+        wanted.setdefault(span["file"], set()).add(span["record"])
+    texts = {(path, r): t for path, records in wanted.items() for r, t in record_texts(manifest, path, records).items()}
     lines = []
-    for span in trace(folder, row, split):
+    for span in spans:
         start, end = span["chars"]
         copy = f", copy {span['copy']}" if span.get("copy") else ""
         lines.append(
             f"── segment {span['segment']}: {span['file']} record {span['record']} "
             f"(0-based), characters {start:,}-{end:,}{copy}"
         )
-        text = record_text(manifest, span["file"], span["record"])
+        text = texts.get((span["file"], span["record"]))
         lines.append(text[start:end] if text is not None else "(the file cannot be read here)")
     return lines

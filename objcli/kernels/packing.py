@@ -114,11 +114,17 @@ def stream_rows(values: np.ndarray, rows: int, seq_len: int, stride: int) -> np.
     return np.ascontiguousarray(windows(values[:needed], seq_len)[::stride])
 
 
-def first_of_segments(segment_ids: np.ndarray, token_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the value at the first token of each segment: (values as int32, row offsets)."""
-    rows, seq_len = segment_ids.shape
+def segment_starts(segment_ids: np.ndarray) -> np.ndarray:
+    """(rows, seq_len) booleans: the first token of each segment (padding, segment 0, starts none)."""
     first = np.zeros(segment_ids.shape, dtype=bool)
     first[:, 0] = segment_ids[:, 0] > 0
     first[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    return first
+
+
+def first_of_segments(segment_ids: np.ndarray, token_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the value at the first token of each segment: (values as int32, row offsets)."""
+    rows, seq_len = segment_ids.shape
+    first = segment_starts(segment_ids)
     values = token_values.reshape(rows, seq_len)[first]
     return values.astype(np.int32), lengths_to_offsets(first.sum(axis=1))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.provenance import COLUMNS
+from ..kernels.packing import segment_starts
 from ..kernels.ragged import lengths_to_offsets
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 
@@ -195,10 +196,8 @@ def _segments(rows: RowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             np.diff(offsets),
             lengths_to_offsets(np.ones(len(offsets) - 1, np.int64)),
         )
-    rows_count, seq_len = segment_ids.shape
-    starts = np.zeros(segment_ids.shape, dtype=bool)
-    starts[:, 0] = segment_ids[:, 0] > 0
-    starts[:, 1:] = (segment_ids[:, 1:] != segment_ids[:, :-1]) & (segment_ids[:, 1:] > 0)
+    seq_len = segment_ids.shape[1]
+    starts = segment_starts(segment_ids)
     position = np.flatnonzero(starts)  # row * seq_len + column of each segment's first token
     row = position // seq_len
     row_end = row * seq_len + np.asarray(rows.tokens, np.int64)[row]  # padding only ever ends a row
