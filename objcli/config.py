@@ -262,7 +262,6 @@ class TransformConfig:
         objective = REGISTRY.get(self.objective)
         if objective.provenance_of(self.objective_options) is None:
             takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance)
-            takes += ", fim (--fim-level document)"  # prefix-lm's class-level answer covers both layouts
             raise ObjcliError(
                 f"--provenance: {objective.name} rewrites its documents into examples this way, and their spans "
                 f"are not recorded yet; it is recorded for {takes}"

@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats import FORMATS
 from ..formats.megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
+from ..formats.provenance import join_provenance, provenance_file
 from ..run.progress import phase
 from ..storage.files import HashingFile
 from ..storage.identity import side_digests
@@ -193,6 +194,13 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     out_idx.close()
     digests = [bin_digest, out_idx.digest.hexdigest()]
     records = [s for _, s in shards]
+    sizes = {files[0]: bin_size, files[1]: out_idx.path.stat().st_size}
+    if all(provenance_file(s) for s in records):  # --provenance: the spans joined as the rows are
+        sidecars = [folder / provenance_file(s) for folder, s in shards]
+        path, digest = join_provenance(sidecars, [s.rows for s in records], work / prefix)
+        files.append(path.name)
+        digests.append(digest)
+        sizes[path.name] = path.stat().st_size
     return ShardRecord(
         partition=0,
         ordinal=0,
@@ -204,7 +212,7 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
         documents=sum(s.documents for s in records),
         segments=sum(s.segments for s in records),
         split=records[0].split,
-        bytes={files[0]: bin_size, files[1]: out_idx.path.stat().st_size},
+        bytes=sizes,
     )
 
 
@@ -341,11 +349,6 @@ def _merge_local(
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)
             shards = [ShardRecord(**s.to_json()) for s in shuffled]
-        elif FORMATS[plan.first.format].merge_joins_shards and plan.first.config.get("provenance"):
-            raise ObjcliError(
-                f"merge: --format {plan.first.format} joins each split's shards into one, and their provenance "
-                "files are not joined yet; reshard the merged rows another way, or merge without --provenance"
-            )
         elif FORMATS[plan.first.format].merge_joins_shards:
             shards = _merge_megatron(plan, work)
         else:

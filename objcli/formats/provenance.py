@@ -80,6 +80,24 @@ class ProvenanceWriter:
         return commit(temp)
 
 
+def join_provenance(paths: list[Path], rows: list[int], base: Path) -> tuple[Path, str]:
+    """One provenance file for shards joined back to back (merge's Megatron join): each file's rows
+    counted on from the rows of the shards before it. Returns (its path, its sha256)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables, before = [], 0
+    for path, count in zip(paths, rows):
+        table = pq.read_table(path)
+        shifted = pc.add(table.column("row"), pa.scalar(before, pa.int64()))
+        tables.append(table.set_column(table.schema.get_field_index("row"), "row", shifted))
+        before += count
+    temp = temp_file(base, SUFFIX)
+    pq.write_table(pa.concat_tables(tables).unify_dictionaries(), temp, compression="zstd")
+    return commit(temp)
+
+
 def read_provenance(path: Path, rows: int, files: list[str]) -> dict[str, Ragged]:
     """A provenance file as the hidden columns of its shard's ``rows`` rows, file names as indices into
     ``files`` (names not in it yet are added), so the columns can be written again under any shard."""

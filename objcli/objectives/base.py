@@ -124,8 +124,9 @@ class Objective:
     # --provenance: "tokens" where examples are the batch's documents, one each, as tokenized (BOS and
     # EOS around them), so a segment's span follows from its tokens; "stream" where each example is cut
     # from the documents joined (objectives/stream.py: the stream records what; its spans are the
-    # original text the example was made from); "documents" where each example is one document rewritten
-    # (its spans: the whole document); None: not recorded yet.
+    # original text the example was made from); "documents" where each example is made from whole
+    # documents rewritten (its spans: those documents; the ``DOCUMENT`` column names them, one an example
+    # or, ragged, several for unpacked rows of pairs and views); None: not recorded (refused).
     provenance: ClassVar[str | None] = None
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.

@@ -34,7 +34,7 @@ from ..kernels.contrastive import augment, crop, gather_views, other_documents, 
 from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
 from ..options import Options, option
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
 from .sentences import split_batch
@@ -108,6 +108,8 @@ class Contrastive(Objective):
     options_type = ContrastiveOptions
     default_eos = False
     supervision = "pairs"
+    # --provenance: a row's spans are the whole documents its views are cut from (crops, sentences)
+    provenance = "documents"
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -188,7 +190,12 @@ class _ContrastivePartition(PartitionTransform):
         self.counters["pairs"] += len(pair_units)
         if not len(pair_units):
             return None
-        return self._rows(units.tokens, views, pair_documents, key)
+        rows = self._rows(units.tokens, views, pair_documents, key)
+        # --provenance: the anchor's and positive's document, then each negative's
+        negatives = units.documents[picked] if o.negatives else np.zeros((len(pair_units), 0), np.int64)
+        row_documents = np.concatenate([pair_documents[:, None], negatives], axis=1).astype(np.int64)
+        rows.columns[DOCUMENT] = Ragged(row_documents.ravel(), np.arange(len(pair_units) + 1) * (1 + o.negatives))
+        return rows
 
     def _units(self, batch: DocumentBatch) -> _Units:
         o, room = self.o.options, self.o.room

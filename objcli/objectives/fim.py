@@ -31,7 +31,7 @@ from ..kernels.fim import NONE, PSM, SPM, assemble, draw_cuts, first_units
 from ..kernels.packing import first_of_segments, segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
-from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
+from ..rows import HIDDEN, POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
 
 TOKEN_PRESETS = {
@@ -122,11 +122,15 @@ class FillInTheMiddle(Objective):
         # Context level rearranges whole rows cut from the stream (Megatron drops the partial last one).
         return None if options.fim_level == "context" else super().keeps_remainder(packing, options)
 
+    provenance = "tokens"  # at context level; at document level "documents" (provenance_of)
+
     @classmethod
     def provenance_of(cls, options) -> str | None:
         """Document level: each example is one document, rearranged (its span: the whole document).
-        Context level rearranges packed rows: not recorded yet."""
-        return "documents" if options.fim_level == "document" else None
+        Context level rearranges the segments of rows packed from the documents as clm packs them:
+        a segment's span is the text it was packed from (what FIM's sentinels push past the row's end
+        is cut, so a row may hold less of its last span's text)."""
+        return "documents" if options.fim_level == "document" else "tokens"
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
@@ -299,5 +303,6 @@ class _FimPartition(PartitionTransform):
             "segment_ids": segment_ids,
             POSITION_IDS: positions,
             "fim_modes": Ragged(*first_of_segments(segment_ids, unit_modes.ravel())),
+            **{name: column for name, column in rows.columns.items() if name.startswith(HIDDEN)},  # ride along
         }
         return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)

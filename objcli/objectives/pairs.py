@@ -41,9 +41,9 @@ from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.compiled import compiled
 from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
-from ..kernels.ragged import gather_ranges
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
-from ..rows import ColumnSpec, RowBatch
+from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
@@ -230,6 +230,10 @@ class _PairObjective(Objective):
     default_eos = False  # sentences are joined by [SEP], not EOS
     tokenizes_itself = True
     label_column: str | None = None
+    # --provenance: an example's spans are the whole documents its sentences come from (A's; B's
+    # where it is another, NSP's random B), as the pairs' sentences are stripped, truncated, swapped.
+    provenance = "documents"
+    b_from_other_documents = False  # whether B may come from another document (NSP)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -294,6 +298,7 @@ class _PairPartition(PartitionTransform):
         first_of_document[1:] = pairs.document[1:] != pairs.document[:-1]
         real = attention_mask.sum(axis=1).astype(np.int64)
         columns = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+        columns[DOCUMENT] = _example_documents(pairs, cumulative, document_sentences, o.b_from_other_documents)
         if o.label_column:
             columns[o.label_column] = pairs.label.astype(np.int32)
             self.counters[f"{o.label_column}=1"] += int(pairs.label.sum())
@@ -309,9 +314,26 @@ class _PairPartition(PartitionTransform):
         return with_copies(rows, o.masker, self.partition, key, masked)
 
 
+def _example_documents(pairs: Pairs, cumulative, document_sentences, b_elsewhere: bool) -> Ragged:
+    """Each example's documents in the batch: A's, then B's where it is another one (``b_elsewhere``:
+    B's first token's sentence tells its document)."""
+    a = pairs.document.astype(np.int64)
+    b = a
+    if b_elsewhere:
+        sentence = np.searchsorted(cumulative, pairs.b_start, "right") - 1
+        b = np.searchsorted(document_sentences, sentence, "right") - 1
+    two = (b != a) & (pairs.b_end > pairs.b_start)
+    offsets = lengths_to_offsets(1 + two.astype(np.int64))
+    values = np.empty(int(offsets[-1]), np.int64)
+    values[offsets[:-1]] = a
+    values[offsets[:-1][two] + 1] = b[two]
+    return Ragged(values, offsets)
+
+
 @register("nsp")
 class NextSentencePrediction(_PairObjective):
     options_type = PairOptions
+    b_from_other_documents = True  # a random B (next_sentence_label 1) is another document's
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -331,6 +353,7 @@ class NextSentencePrediction(_PairObjective):
 
 @register("sop")
 class SentenceOrderPrediction(NextSentencePrediction):
+    b_from_other_documents = False  # A and B are consecutive sentences of one document
     label_column = "sentence_order_label"
     label_doc = "0 = A then B as written, 1 = swapped"
 

@@ -118,9 +118,9 @@ class _Chain:
     source_index: int = -1  # --source: every row of the partition gets it in its source column
     sources: Sources | None = None  # --provenance: where each document comes from
 
-    def _write(self, rows: RowBatch | None) -> None:
-        if self.sources is not None:
-            rows = self.sources.spans(rows)
+    def _write(self, packed: RowBatch | None) -> None:
+        # Spans before the row step: it may rearrange a row's segments (FIM at context level).
+        rows = self.transform.rows(packed if self.sources is None else self.sources.spans(packed))
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -154,7 +154,7 @@ class _Chain:
         if self.sources is not None:
             self.sources.add(texts, tokens, offsets)
             examples = self.sources.mark(examples, self.first_document)
-        self._write(self.transform.rows(self.packer.process(examples)))
+        self._write(self.packer.process(examples))
         self.first_document += len(texts)
         return len(tokens)
 
@@ -162,8 +162,8 @@ class _Chain:
         last = self.transform.finish()
         if self.sources is not None:
             last = self.sources.mark(last, self.first_document)
-        self._write(self.transform.rows(self.packer.process(last)))
-        self._write(self.transform.rows(self.packer.finish()))
+        self._write(self.packer.process(last))
+        self._write(self.packer.finish())
         return self.sink.close()
 
 

@@ -56,6 +56,7 @@ class Sources:
     def __init__(self, files: dict[str, int], tokenizer, bos: bool, kind: str = "tokens"):
         self.files, self.tokenizer, self.bos, self.kind = files, tokenizer, int(bos), kind
         self.examples = 0  # examples marked so far
+        self.several = False  # whether an example names several documents (kind "documents", unpacked)
         self.cuts = {name: _Growing() for name in ("example", "document", "first", "end")}
         self.origins = {name: _Growing() for name in ("file", "record", "start", "copy", "length", "tokens", "base")}
         # Each document's tokens' ends, in characters of its text; and how far each token starts before
@@ -101,6 +102,10 @@ class Sources:
         if examples is None:
             return None
         local = examples.columns.pop(DOCUMENT, None)  # an objective that skips or repeats documents says which
+        if isinstance(local, Ragged):  # several documents an example (pairs, views): one row each, unpacked
+            self.several = True
+            examples.columns[SOURCE] = Ragged(first_document + local.values, local.offsets)
+            return examples
         if self.kind in ("stream", "documents"):  # the ordinal of the example, or of its document
             first = self.examples if self.kind == "stream" else first_document
             examples.columns[SOURCE] = first + (
@@ -122,6 +127,8 @@ class Sources:
         if self.kind == "documents":
             document, row_offsets = _per_segment(rows.columns[SOURCE])
             segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
+            if self.several:  # a row is one example of several documents: each is a span of segment 0
+                segment[:] = 0
             first = end = np.zeros(len(document), np.int64)
         elif self.kind == "stream":
             segment, document, first, end, row_offsets = self._example_runs(rows)

@@ -234,6 +234,37 @@ def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
         assert verify_output(tmp_path / name).ok and check_spans(tmp_path / name) == expected
 
 
+def test_a_megatron_join_joins_the_spans(inputs, tmp_path):
+    """merge joins each split's Megatron shards into one pair: its provenance file is the sources'
+    spans in the same order, rows counted on, and each span is its document's text."""
+    common = ["-t", TOKENIZER, "--format", "megatron", "--provenance", "--shard-size", "40KB", "-q"]
+    for name, source in (("one", "a.jsonl"), ("two", "b.json")):
+        args = ("transform", inputs / source, "-o", tmp_path / name, *common, "--split", "validation=20%")
+        assert run_cli(*args).returncode == 0
+    result = CliRunner().invoke(
+        main, ["merge", str(tmp_path / "one"), str(tmp_path / "two"), "-o", str(tmp_path / "m")]
+    )
+    assert result.exit_code == 0, result.output
+    merged = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert verify_output(tmp_path / "m").ok and len(merged["shards"]) == 2
+    tokenizer, cache, rows = Tokenizer.from_file(str(TOKENIZER)), {}, {}
+    for split in ("train", "validation"):
+        expected = []
+        for name in ("one", "two"):
+            manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+            count = sum(s["rows"] for s in manifest["shards"] if s["split"] == split)
+            expected += [trace(tmp_path / name, i, split) for i in range(count)]
+        assert len(expected) > 10 and [trace(tmp_path / "m", i, split) for i in range(len(expected))] == expected
+        rows[split] = expected
+    ids = merged["special_tokens"]["ids"]
+    first = merged["shards"][0]
+    for index, (_, row) in enumerate(iter_rows(tmp_path / "m")):  # shards in the manifest's order
+        later = index >= first["rows"]
+        (span,) = rows[merged["shards"][int(later)]["split"]][index - first["rows"] * later]
+        text = tokenizer.decode([int(t) for t in row["input_ids"] if t not in (ids["bos"], ids["eos"])])
+        assert _record(span["file"], span["record"], cache)[slice(*span["chars"])] == text
+
+
 def test_a_mixture_records_each_copy(inputs, tmp_path):
     """A small source repeated to meet its share: each span names which copy of the document it is."""
     (tmp_path / "small.jsonl").write_text("".join((inputs / "a.jsonl").read_text().splitlines(keepends=True)[:4]))
@@ -270,19 +301,17 @@ def test_trace_prints_each_segment_and_its_text(inputs, tmp_path):
         assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
 
 
-def test_trace_without_provenance_and_objectives_that_rewrite_are_one_line(inputs, tmp_path):
+def test_trace_without_provenance_and_an_objective_that_does_not_record_are_one_line(inputs, tmp_path, monkeypatch):
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
-    for objective, extra in (("nsp", ()), ("fim", ("--fim-level", "context"))):
-        result = run_cli("transform", inputs / "a.jsonl", "-t", TOKENIZER, "-o", tmp_path / objective,
-                         "--objective", objective, *extra, "--provenance")  # fmt: skip
-        assert (
-            result.returncode == 1
-            and result.stderr.count("\n") == 1
-            and "bart, chat, clm, mlm, mtp, prefix-lm, span-corruption, ul2, fim (--fim-level document)"
-            in result.stderr
-        )
+    from objcli.objectives.pairs import NextSentencePrediction
+
+    monkeypatch.setattr(NextSentencePrediction, "provenance", None)  # an objective registered without it
+    result = CliRunner().invoke(main, ["transform", str(inputs / "a.jsonl"), "-t", str(TOKENIZER), "-o",
+                                       str(tmp_path / "nsp"), "--objective", "nsp", "--provenance"])  # fmt: skip
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert "--provenance: nsp rewrites" in result.output and "bart, chat, clm, contrastive, electra" in result.output
 
 
 def test_a_damaged_provenance_file_fails_verify(inputs, tmp_path):
@@ -343,3 +372,77 @@ def test_a_bart_example_spans_the_document_its_sentences_come_from(inputs, tmp_p
         assert not Counter(target.replace(" ", "")) - Counter(record.replace(" ", ""))
         seen.add(span["record"])
     assert len(seen) == manifest["totals"]["documents_written"]
+
+
+def _restored(row: dict) -> np.ndarray:
+    """A row's tokens before masking (the labels where a token was selected)."""
+    ids = np.asarray(row["input_ids"])
+    return np.where(row["labels"] >= 0, row["labels"], ids) if "labels" in row else ids
+
+
+def _inside(tokenizer, ids, skip: set, record: str) -> bool:
+    """Whether the characters ``ids`` decode to (special tokens and cut characters left out) are
+    characters of ``record``."""
+    text = tokenizer.decode([int(t) for t in ids if t not in skip]).replace("\ufffd", "")
+    return not Counter(text.replace(" ", "")) - Counter(record.replace(" ", ""))
+
+
+@pytest.mark.parametrize(
+    "objective, extra", [("nsp", ()), ("nsp", ("--mlm",)), ("sop", ()), ("electra", ()), ("contrastive", ())]
+)
+def test_pair_and_view_rows_span_the_documents_they_come_from(objective, extra, inputs, tmp_path):
+    """NSP, SOP, ELECTRA and contrastive rows join pieces of one or more documents: a row's spans
+    are those whole documents, A's (or the anchor's) first, then B's where it is another (NSP's
+    random B) or each negative's; each piece's characters are its document's. The shards are a
+    plain run's bytes."""
+    options = ["--negatives", "2"] if objective == "contrastive" else list(extra)
+    args = [inputs / "a.jsonl", "-t", TOKENIZER, "--objective", objective, "--seq-len", "96", *options]
+    assert run_cli("transform", *args, "-o", tmp_path / "out", "--provenance").returncode == 0
+    assert run_cli("transform", *args, "-o", tmp_path / "plain").returncode == 0
+    shards = {k: v for k, v in folder_bytes(tmp_path / "out").items() if k.endswith(".arrow")}
+    assert shards and shards == {k: v for k, v in folder_bytes(tmp_path / "plain").items() if k.endswith(".arrow")}
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skip = set(manifest["special_tokens"]["ids"].values())
+    cache, seen, two = {}, set(), 0
+    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
+        spans = trace(tmp_path / "out", index)
+        records = [_record(s["file"], s["record"], cache) for s in spans]
+        assert all(s["chars"] == [0, len(r)] and s["segment"] == 0 for s, r in zip(spans, records))
+        seen.update(s["record"] for s in spans)
+        if objective == "contrastive":
+            assert len(spans) == 3 and spans[0]["record"] not in {spans[1]["record"], spans[2]["record"]}
+            views = ["anchor_ids", "positive_ids", "negative_1_ids", "negative_2_ids"]
+            assert all(_inside(tokenizer, row[v], skip, records[max(0, i - 1)]) for i, v in enumerate(views))
+            continue
+        ids, types = _restored(row), np.asarray(row["token_type_ids"])
+        label = int(row.get("next_sentence_label", 0))
+        assert len(spans) == (2 if label and objective == "nsp" and spans[0]["record"] != spans[-1]["record"] else 1)
+        two += len(spans) == 2
+        assert _inside(tokenizer, ids[types == 0], skip, records[0])
+        assert _inside(tokenizer, ids[types == 1], skip, records[-1])
+    assert seen and len(seen) <= manifest["totals"]["documents_written"]
+    assert two > 0 if objective == "nsp" else two == 0
+
+
+def test_context_fim_segments_come_from_their_spans(inputs, tmp_path):
+    """FIM at context level rearranges the segments of rows packed as clm packs them: with no
+    segment transformed, every span is exactly its segment's text; transformed, each segment's
+    pieces are characters of its span's text."""
+    common = dict(objective="fim", seq_len=128, fim_level="context", provenance=True)
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", fim_rate=0.0, **common)
+    assert check_spans(tmp_path / "plain") > 100
+    run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", fim_rate=1.0, **common)
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skip = {*manifest["special_tokens"]["ids"].values(), *manifest["special_tokens"]["sentinels"]}
+    cache, checked, transformed = {}, 0, 0
+    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
+        spans = {s["segment"]: s for s in trace(tmp_path / "out", index)}
+        transformed += int(np.sum(np.asarray(row["fim_modes"]) > 0))
+        for segment in range(int(row["segment_ids"].max())):
+            span = spans[segment]
+            text = _record(span["file"], span["record"], cache)[slice(*span["chars"])]
+            assert _inside(tokenizer, row["input_ids"][row["segment_ids"] == segment + 1], skip, text)
+            checked += 1
+    assert checked > 100 and transformed > checked // 2
