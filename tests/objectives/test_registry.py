@@ -6,12 +6,14 @@ for every objective."""
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
 from click.testing import CliRunner
-from conftest import run_transform
+from conftest import folder_bytes, run_transform
 
 from objcli.cli import main
 from objcli.commands.show import inspect_output
@@ -126,6 +128,41 @@ def test_every_objective_packer_and_format(
         assert 0 <= stats["supervised_tokens"] <= stats["tokens"] + stats["padding_tokens"]
     shown = list(inspect_output(str(out), 2, None, False))
     assert shown[0].startswith("── row 0 ·") and "tokens" in shown[0]
+
+
+@pytest.mark.parametrize(
+    "objective, options, packer",
+    [
+        pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
+        for name, options in variants()
+        for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+    ],
+)
+def test_every_objective_and_packer_records_where_rows_come_from(
+    objective, options, packer, corpus, records, sample_tokenizer, tmp_path
+):
+    """--provenance, every objective and packer it takes: the shards are a plain run's bytes, and
+    every row names at least one span inside a record of its input file (empty where a segment is
+    only its EOS)."""
+    folder, needed = inputs_for(objective, corpus, records)
+    common = dict(objective=objective, seq_len=96, packing=packer, shard_size="25", **options, **needed)
+    run_transform([folder], sample_tokenizer, tmp_path / "plain", **common)
+    run_transform([folder], sample_tokenizer, tmp_path / "out", provenance=True, **common)
+    assert verify_output(tmp_path / "out").ok
+    shards = {k: v for k, v in folder_bytes(tmp_path / "out").items() if k.endswith(".arrow")}
+    assert shards == {k: v for k, v in folder_bytes(tmp_path / "plain").items() if k.endswith(".arrow")}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    lengths = {}
+    for shard in manifest["shards"]:
+        table = pq.read_table(tmp_path / "out" / shard["files"][-1]).to_pylist()
+        assert {span["row"] for span in table} == set(range(shard["rows"]))
+        for span in table:
+            if span["file"] not in lengths:
+                lines = (folder / Path(span["file"]).name).read_text(encoding="utf-8").splitlines()
+                lengths[span["file"]] = [
+                    len(json.loads(line)["text"]) if "text" in line[:9] else len(line) for line in lines
+                ]
+            assert 0 <= span["start"] <= span["end"] <= lengths[span["file"]][span["record"]], span
 
 
 def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
