@@ -58,11 +58,11 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
 
     def start_early(partitions) -> None:
         pooled = sum(not p.input.is_stream for p in partitions)
-        if executor == "local" and will_fork(config.objective, pool, workers, pooled):
+        if executor == "local" and will_fork(config.objective, pool, workers, pooled, config.tokenizer):
             start_fork_server(config.tokenizer, compiled_kernels(config))
 
     planned = plan_stages(config, warn, start_early)
-    planned.pool = choose_pool(pool, planned.objective, planned.tokenizer, workers)
+    planned.pool = choose_pool(pool, planned.objective, planned.tokenizer, workers, config.tokenizer)
     return planned
 
 
