@@ -42,16 +42,15 @@ def segments_and_positions(doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def segments_from_starts(starts: np.ndarray, padding: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Segment ids and positions from a (rows, seq_len) boolean array marking where documents
-    start (modified in place: every row starts a segment); ``padding`` marks padding, if any.
+    start (read only: every row starts a segment whatever it says); ``padding`` marks padding, if any.
 
     A row holds a few segments, so both come from the segments' starts by ``np.repeat`` (each
     segment's number, and its first token's index) in two passes over the tokens: 2.6x the cumulative
     sum and running maximum along the rows they replace."""
     rows, seq_len = starts.shape
-    starts[:, 0] = True
-    if padding is not None:
-        starts &= ~padding
-    first = np.flatnonzero(starts)  # row-major: each segment's first token, flat
+    marked = starts if padding is None else starts & ~padding
+    row_first = np.arange(rows, dtype=np.int64) * seq_len
+    first = np.union1d(np.flatnonzero(marked), row_first)  # row-major: each segment's first token, flat
     lengths = np.diff(first, append=rows * seq_len)
     row_first = np.searchsorted(first, (first // seq_len) * seq_len)  # the row's first segment
     index = np.int32 if rows * seq_len < 2**31 else np.int64
@@ -99,7 +98,7 @@ def pack_concat(
     if padded:
         padding = np.zeros(row_starts.shape, dtype=bool)
         padding[-1, tail:] = True
-    segment_ids, positions = segments_from_starts(np.array(row_starts, dtype=bool, copy=True), padding)
+    segment_ids, positions = segments_from_starts(row_starts, padding)
     return PackedRows(
         input_ids=stream_rows(tokens, num_rows, seq_len, stride),
         segment_ids=segment_ids,

@@ -84,7 +84,8 @@ class ConcatPacker:
         self.rows_made += rows
         self._count_split_documents(stream_first, rows)
         self.firsts_consumed += int(np.count_nonzero(stream_first[:rest]))
-        padding = np.sum(packed.segment_ids == 0, axis=1)
+        # Only a padded last row has padding (a pass over every token otherwise).
+        padding = np.sum(packed.segment_ids == 0, axis=1) if pad else np.zeros(rows, np.int64)
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, POSITION_IDS: packed.positions}
         for name, tags in stream_tags.items():
             columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
