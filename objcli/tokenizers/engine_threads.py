@@ -52,7 +52,7 @@ def cores_per_call(engine) -> float:
     probe = resources.files("objcli.tokenizers").joinpath("probe.txt").read_text(encoding="utf-8")
     texts = probe.split("\n\n") * 128
     least, started = float("inf"), time.perf_counter()
-    for call in range(CALLS):
+    for _ in range(CALLS):
         wall, cpu = time.perf_counter(), time.process_time()
         engine.encode_batch(texts, 1)
         seconds = time.perf_counter() - wall

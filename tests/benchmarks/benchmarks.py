@@ -451,6 +451,9 @@ def main() -> None:
     from bench_engines import engines_table, fresh_corpus
 
     engines_table(fresh_corpus())
+    from bench_fast_path import fast_path_table
+
+    fast_path_table()
     from bench_chat import chat_table
 
     chat_table()
