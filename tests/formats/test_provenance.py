@@ -64,6 +64,21 @@ def _as_traced(span: dict) -> dict:
     return {**traced, "segment": span["segment"], **({"copy": span["copy"]} if span["copy"] else {})}
 
 
+def row_spans(out) -> list[list[dict]]:
+    """Each row's spans as ``trace`` gives them, read from the provenance files in shard order (an
+    output without splits); ``trace`` itself is checked against them on a sample of rows."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    rows = []
+    for shard in manifest["shards"]:
+        by_row = [[] for _ in range(shard["rows"])]
+        for span in pq.read_table(out / shard["files"][-1]).to_pylist():
+            by_row[span["row"]].append(_as_traced(span))
+        rows += by_row
+    for index in range(0, len(rows), 97):
+        assert trace(out, index) == rows[index]
+    return rows
+
+
 def check_spans(out) -> int:
     """Every span against its segment's tokens; returns how many spans were checked."""
     tokenizer = Tokenizer.from_file(str(TOKENIZER))
@@ -396,7 +411,9 @@ def test_pair_and_view_rows_span_the_documents_they_come_from(objective, extra, 
     random B) or each negative's; each piece's characters are its document's. The shards are a
     plain run's bytes."""
     options = ["--negatives", "2"] if objective == "contrastive" else list(extra)
-    args = [inputs / "a.jsonl", "-t", TOKENIZER, "--objective", objective, "--seq-len", "96", *options]
+    lines = (inputs / "a.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "a.jsonl").write_text("".join(lines[:30]))
+    args = [tmp_path / "a.jsonl", "-t", TOKENIZER, "--objective", objective, "--seq-len", "96", *options]
     assert run_cli("transform", *args, "-o", tmp_path / "out", "--provenance").returncode == 0
     assert run_cli("transform", *args, "-o", tmp_path / "plain").returncode == 0
     shards = {k: v for k, v in folder_bytes(tmp_path / "out").items() if k.endswith(".arrow")}
@@ -405,8 +422,7 @@ def test_pair_and_view_rows_span_the_documents_they_come_from(objective, extra, 
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     skip = set(manifest["special_tokens"]["ids"].values())
     cache, seen, two = {}, set(), 0
-    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
-        spans = trace(tmp_path / "out", index)
+    for (_, row), spans in zip(iter_rows(tmp_path / "out"), row_spans(tmp_path / "out"), strict=True):
         records = [_record(s["file"], s["record"], cache) for s in spans]
         assert all(s["chars"] == [0, len(r)] and s["segment"] == 0 for s, r in zip(spans, records))
         seen.update(s["record"] for s in spans)
@@ -437,8 +453,8 @@ def test_context_fim_segments_come_from_their_spans(inputs, tmp_path):
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     skip = {*manifest["special_tokens"]["ids"].values(), *manifest["special_tokens"]["sentinels"]}
     cache, checked, transformed = {}, 0, 0
-    for index, (_, row) in enumerate(iter_rows(tmp_path / "out")):
-        spans = {s["segment"]: s for s in trace(tmp_path / "out", index)}
+    for (_, row), found in zip(iter_rows(tmp_path / "out"), row_spans(tmp_path / "out"), strict=True):
+        spans = {s["segment"]: s for s in found}
         transformed += int(np.sum(np.asarray(row["fim_modes"]) > 0))
         for segment in range(int(row["segment_ids"].max())):
             span = spans[segment]
