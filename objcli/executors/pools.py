@@ -9,43 +9,56 @@ import os
 from ..objectives import REGISTRY
 from ..tokenizers.user_cache import cache_folder, write_quietly
 
-THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it (see choose_pool)
+THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it, for the slowest engines
+# make bench's many-core model: the part of the pipeline that holds the GIL, and objcli's own work
+# beside the engine at steady state (clm, the held-out corpus: 9.4 ms/MB), CPU ms per MB of text.
+GIL_MS_PER_MB = 4.0
+OWN_MS_PER_MB = 10.0
+
+
+def threads_bound(engine_ms_per_mb: float) -> int:
+    """Workers a thread pool feeds before the part of the pipeline that holds the GIL binds it: N
+    workers each at 1/P MB per ms need N G / P of the GIL (P = the engine's cost + objcli's own), so
+    at most P / G of them; between 2 and THREADS_AT_MOST."""
+    return max(2, min(THREADS_AT_MOST, int((engine_ms_per_mb + OWN_MS_PER_MB) / GIL_MS_PER_MB)))
 
 
 def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "") -> str:
     """Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
     token-level objectives); processes where Python holds it: objectives that cut their own pieces
     to tokenize (sentences, FIM's prefix/middle/suffix; on 16 cores nsp ran 2.8x and fim 1.3x faster
-    in processes), and ``tokenizers`` 0.x, whose batches scale better apart. Processes too for an
-    engine that runs threads of its own inside a call (measured: ``tokenizers/engine_threads.py``;
-    ``tokenizers`` 1.0's pre-releases): Python threads would queue on the same engine threads, one
-    engine per process takes a core each. Past THREADS_AT_MOST workers, threads are bound by the part
-    of the pipeline that holds the GIL whatever the objective (N G > P: G is 4 ms/MB against P's 35
-    for clm in make bench's many-core model), and workers forked from the preloaded server start in
-    13-17 ms of CPU. ``source``: the tokenizer as the command names it, under which the choice is
+    in processes), and ``tokenizers`` 0.x, whose batches scale better apart. Past ``threads_bound``
+    workers, threads are bound by the part of the pipeline that holds the GIL whatever the objective:
+    the faster the engine, the sooner (its cost measured once, ``tokenizers/engine_cost.py``: a 32k
+    byte-level BPE on ``tokenizers`` 1.0 rc3 about 9 ms/MB, so threads up to 4 workers; SentencePiece
+    about 26, so up to THREADS_AT_MOST); workers forked from the preloaded server start in 13-17 ms
+    of CPU. On 2 cores the two pools tie for the fast engine (2.93 s each on 200 MB, threads 12 %
+    less CPU). ``source``: the tokenizer as the command names it, under which a measured choice is
     kept as the next run's hint (``will_fork``)."""
     if pool != "auto":
         return pool
-    chosen = "threads"
     python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
     if python_bound or workers > THREADS_AT_MOST:
-        chosen = "processes"
-    elif workers > 1 and _cores() > 1:
-        from ..tokenizers.engine_threads import runs_own_threads
+        return "processes"
+    busy = min(workers, _cores())  # workers beyond the cores add no throughput to bound
+    if busy <= 2:
+        return "threads"
+    from ..tokenizers.engine_cost import engine_cost
 
-        chosen = "processes" if runs_own_threads(tokenizer.engine) else "threads"
-        _keep_hint(source, chosen == "processes")
+    cost = engine_cost(tokenizer.engine, tokenizer.sha256)
+    chosen = "processes" if busy > threads_bound(cost["ms_per_mb"]) else "threads"
+    _keep_hint(source, chosen == "processes")
     return chosen
 
 
 def will_fork(objective_name: str, pool: str, workers: int, pooled: int, tokenizer: str = "") -> bool:
     """Whether ``pooled`` partitions will run in forked processes, as far as is known before the
     tokenizer loads (``choose_pool`` says the same wherever this says yes, but for the hint: the
-    last run of this tokenizer file found its engine running threads of its own)."""
+    last run of this tokenizer file found its engine too fast for a thread pool of its workers)."""
     if workers < 2 or pooled < 2:
         return False
     always = REGISTRY.get(objective_name).tokenizes_itself is True  # a class that always cuts its own pieces
-    auto = always or workers > THREADS_AT_MOST or (_cores() > 1 and _hinted(tokenizer))
+    auto = always or workers > THREADS_AT_MOST or (min(workers, _cores()) > 2 and _hinted(tokenizer))
     return pool == "processes" or (pool == "auto" and auto)
 
 

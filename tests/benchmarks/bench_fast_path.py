@@ -5,7 +5,7 @@ byte-level BPE ``tokenizer.json`` and the pinned ``tokenizers`` pre-release.
 - **The linear ceiling**: the engine's own ``encode_batch`` over the texts in memory, in a process
   pinned to one core (the pre-release runs a thread of its own inside each call, so "one thread"
   unpinned keeps 1.6-2 cores busy), times CORES.
-- **objcli** clm (``--pool auto`` and ``threads``, and one worker), mlm and span corruption, CLI,
+- **objcli** clm (``--pool auto`` and ``processes``, and one worker), mlm and span corruption, CLI,
   start-up included: min and median wall of interleaved repeats, CPU per MB of the process tree,
   peak RSS, ratio = the ceiling's wall / the row's.
 - **Start-up**: a 20-document file with the probe's verdict kept, 32k and 128k ``tokenizer.json``.
@@ -76,7 +76,7 @@ def fast_path_table(repeats: int = 2) -> None:
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
     rows = {
         "objcli clm, --workers 2 (auto)": ("clm", "--workers", str(CORES)),
-        "objcli clm, --workers 2 --pool threads": ("clm", "--workers", str(CORES), "--pool", "threads"),
+        "objcli clm, --workers 2 --pool processes": ("clm", "--workers", str(CORES), "--pool", "processes"),
         "objcli clm, --workers 1": ("clm", "--workers", "1"),
         "objcli mlm, --workers 2 (auto)": ("mlm", "--workers", str(CORES)),
         "objcli span-corruption, --workers 2 (auto)": ("span-corruption", "--workers", str(CORES)),

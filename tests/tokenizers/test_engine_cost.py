@@ -1,0 +1,105 @@
+"""``--pool auto`` weighs the engine's cost, measured (CPU per MB of the probe text) and kept per
+engine, version and tokenizer: the faster the engine, the fewer workers a thread pool feeds before
+the part of the pipeline that holds the GIL binds it, and the sooner processes take over."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import prerelease_env
+from paths import SAMPLE_DATA
+
+from objcli.executors import pools
+from objcli.tokenizers import engine_cost
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Engine:
+    """Spends ``seconds`` of CPU a call, in NumPy."""
+
+    version = "1"
+
+    def __init__(self, name: str, seconds: float):
+        self.name, self.seconds, self.calls = name, seconds, 0
+
+    def encode_batch(self, texts, num_threads):
+        self.calls += 1
+        values, until = np.random.default_rng(0).random(50_000), time.process_time() + self.seconds
+        while time.process_time() < until:
+            np.sort(values)
+        return np.zeros(0, np.int32), np.zeros(len(texts) + 1, np.int64)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_cost_is_measured_once_and_kept(cache):
+    slow, fast = _Engine("slow", 0.02), _Engine("fast", 0.002)
+    costs = engine_cost.engine_cost(slow, "ab" * 32), engine_cost.engine_cost(fast, "ab" * 32)
+    assert costs[0]["ms_per_mb"] > 5 * costs[1]["ms_per_mb"] > 0
+    kept = json.loads(next((cache / "objcli" / "engine-cost").glob("slow-1-*.json")).read_text())
+    assert kept["ms_per_mb"] == costs[0]["ms_per_mb"]
+    calls = slow.calls
+    assert engine_cost.engine_cost(slow, "ab" * 32) == costs[0] and slow.calls == calls  # not measured again
+    assert engine_cost.engine_cost(slow, "cd" * 32) and slow.calls > calls  # another tokenizer: measured
+
+
+@pytest.mark.parametrize(("engine_ms", "bound"), [(2.0, 3), (9.1, 4), (26.0, 8), (260.0, 8), (0.0, 2)])
+def test_a_thread_pool_feeds_fewer_workers_the_faster_the_engine(engine_ms, bound):
+    assert pools.threads_bound(engine_ms) == bound
+
+
+class _Tokenizer:
+    def __init__(self, engine, path):
+        self.engine, self.path, self.sha256 = engine, path, "ef" * 32
+
+
+class _Objective:
+    tokenizes_itself = False
+
+
+def test_auto_weighs_the_engine_and_hints_the_next_run(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(pools, "_cores", lambda: 16)
+    monkeypatch.setattr(engine_cost, "measure", lambda engine: {"ms_per_mb": {"fast": 9.1, "slow": 26.0}[engine.name]})
+    (tmp_path / "tok.json").write_text("{}")
+    source = str(tmp_path / "tok.json")
+    fast, slow = _Tokenizer(_Engine("fast", 0), source), _Tokenizer(_Engine("slow", 0), source)
+    assert pools.choose_pool("auto", _Objective(), fast, 2, source) == "threads"  # two: never bound
+    assert pools.choose_pool("auto", _Objective(), fast, 4, source) == "threads"
+    assert not pools.will_fork("clm", "auto", 6, 8, source)
+    assert pools.choose_pool("auto", _Objective(), fast, 6, source) == "processes"
+    assert pools.will_fork("clm", "auto", 6, 8, source)  # the fork server starts early next time
+    assert pools.choose_pool("auto", _Objective(), slow, 8, source) == "threads"
+    assert pools.choose_pool("auto", _Objective(), slow, 9, source) == "processes"  # past THREADS_AT_MOST
+    assert pools.choose_pool("threads", _Objective(), fast, 6, source) == "threads"  # asked for
+    monkeypatch.setattr(pools, "_cores", lambda: 2)
+    assert pools.choose_pool("auto", _Objective(), fast, 6, source) == "threads"  # two cores: two busy
+    (tmp_path / "tok.json").write_text("{ }")  # the file changed: no hint
+    monkeypatch.setattr(pools, "_cores", lambda: 16)
+    assert not pools.will_fork("clm", "auto", 6, 8, source)
+
+
+@pytest.mark.slow  # a timing, on the real engines
+def test_the_pinned_pre_release_costs_a_fraction_of_the_stable_library(tmp_path):
+    """Measured on the real engines (the bench's 32k byte-level BPE is 9 ms/MB on rc3): 1.0's
+    pre-release encodes the sample tokenizer.json at a fraction of 0.x's CPU per MB."""
+    code = (
+        "import sys; from objcli.tokenizers import open_tokenizer; "
+        "from objcli.tokenizers.engine_cost import measure; "
+        "print(measure(open_tokenizer(sys.argv[1]).library_engine)['ms_per_mb'])"
+    )
+    tokenizer = str(SAMPLE_DATA / "llama-style" / "tokenizer.json")
+    runs = [
+        subprocess.run([sys.executable, "-c", code, tokenizer], capture_output=True, text=True, env=env, check=True)
+        for env in (dict(os.environ), prerelease_env())
+    ]
+    stable, fast = (float(r.stdout.split()[-1]) for r in runs)
+    assert fast * 5 < stable, (stable, fast)
