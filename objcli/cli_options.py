@@ -32,8 +32,8 @@ class Execution:
     )
     pool: str = option(
         "auto",
-        "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizer.json "
-        "and more than 8 workers; else threads.",
+        "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizers 0.x, "
+        "more than 8 workers (fewer for a fast engine); else threads.",
         choices=("auto", "threads", "processes"),
         group=RUN,
     )
