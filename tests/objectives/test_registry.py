@@ -150,7 +150,7 @@ def test_every_objective_and_packer_records_where_rows_come_from(
     run_transform([folder], sample_tokenizer, tmp_path / "out", provenance=True, **common)
     assert verify_output(tmp_path / "out").ok
     shards = {k: v for k, v in folder_bytes(tmp_path / "out").items() if k.endswith(".arrow")}
-    assert shards == {k: v for k, v in folder_bytes(tmp_path / "plain").items() if k.endswith(".arrow")}
+    assert shards and shards == {k: v for k, v in folder_bytes(tmp_path / "plain").items() if k.endswith(".arrow")}
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     lengths = {}
     for shard in manifest["shards"]:
