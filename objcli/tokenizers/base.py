@@ -381,5 +381,7 @@ class Tokenizer:
 
 def flatten_arrays(arrays) -> tuple[np.ndarray, np.ndarray]:
     offsets = lengths_to_offsets(np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays)))
-    tokens = np.concatenate(arrays).astype(np.int32, copy=False) if len(arrays) else np.zeros(0, np.int32)
-    return tokens, offsets
+    tokens = np.concatenate(arrays) if len(arrays) else np.zeros(0, np.int32)
+    if tokens.dtype == np.uint32:  # tokenizers 1.0's ids: below 2**31, the same bits, no second copy
+        return tokens.view(np.int32), offsets
+    return tokens.astype(np.int32, copy=False), offsets
