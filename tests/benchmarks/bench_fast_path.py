@@ -46,7 +46,9 @@ def objcli_run(paths: list[Path], tokenizer: Path, objective: str, *extra: str) 
     seq_len = "2048" if objective == "clm" else "512"
     command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(tokenizer)]
     command += ["--objective", objective, "--seq-len", seq_len, "-o", str(OUT), "--quiet", *extra]
-    seconds, peak, _ = _run_tree(command, prerelease_env())
+    env = prerelease_env()
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: objcli's bytecode cached, not compiled each run
+    seconds, peak, _ = _run_tree(command, env)
     manifest = json.loads((OUT / "manifest.json").read_text())
     return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "text_bytes": manifest["totals"]["text_bytes"]}
 
