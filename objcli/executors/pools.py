@@ -3,8 +3,10 @@ loads (so that a fork server can start beside the main process's planning) and a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from pathlib import Path
 
 from ..objectives import REGISTRY
 from ..tokenizers.user_cache import cache_folder, write_quietly
@@ -69,10 +71,8 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _hint_path(tokenizer) -> object:
+def _hint_path(tokenizer: str) -> Path | None:
     """The hint's file for a tokenizer file as it is now (its path, size and modification time)."""
-    import hashlib
-
     try:
         stat = os.stat(tokenizer)
     except OSError:
@@ -81,7 +81,7 @@ def _hint_path(tokenizer) -> object:
     return cache_folder("pool-hints") / hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def _keep_hint(tokenizer, processes: bool) -> None:
+def _keep_hint(tokenizer: str, processes: bool) -> None:
     path = _hint_path(tokenizer) if tokenizer else None
     if path is not None:
         write_quietly(path, json.dumps({"processes": processes}) + "\n")

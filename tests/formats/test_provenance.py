@@ -64,16 +64,21 @@ def _as_traced(span: dict) -> dict:
     return {**traced, "segment": span["segment"], **({"copy": span["copy"]} if span["copy"] else {})}
 
 
-def row_spans(out) -> list[list[dict]]:
-    """Each row's spans as ``trace`` gives them, read from the provenance files in shard order (an
-    output without splits); ``trace`` itself is checked against them on a sample of rows."""
-    manifest = json.loads((out / "manifest.json").read_text())
-    rows = []
-    for shard in manifest["shards"]:
+def recorded_spans(out) -> list[tuple[str, list[dict]]]:
+    """Each row's (split, spans as the provenance files hold them), in the manifest's shard order."""
+    recorded = []
+    for shard in json.loads((out / "manifest.json").read_text())["shards"]:
         by_row = [[] for _ in range(shard["rows"])]
         for span in pq.read_table(out / shard["files"][-1]).to_pylist():
-            by_row[span["row"]].append(_as_traced(span))
-        rows += by_row
+            by_row[span["row"]].append(span)
+        recorded += [(shard["split"], spans) for spans in by_row]
+    return recorded
+
+
+def row_spans(out) -> list[list[dict]]:
+    """Each row's spans as ``trace`` gives them (an output without splits); ``trace`` itself is
+    checked against them on a sample of rows."""
+    rows = [[_as_traced(span) for span in spans] for _, spans in recorded_spans(out)]
     for index in range(0, len(rows), 97):
         assert trace(out, index) == rows[index]
     return rows
@@ -85,13 +90,7 @@ def check_spans(out) -> int:
     manifest = json.loads((out / "manifest.json").read_text())
     specials = {v for k, v in manifest["special_tokens"]["ids"].items() if k in ("bos", "eos", "pad")}
     rows = [row for _, row in iter_rows(out)]  # in the manifest's shard order
-    recorded = []  # each row's spans, read from the provenance files (trace is checked on a sample)
-    for shard in manifest["shards"]:
-        table = pq.read_table(out / shard["files"][-1]).to_pylist()
-        by_row = [[] for _ in range(shard["rows"])]
-        for span in table:
-            by_row[span["row"]].append(span)
-        recorded += [(shard["split"], spans) for spans in by_row]
+    recorded = recorded_spans(out)  # trace is checked on a sample
     seen: dict[str, int] = {}
     spans, cache = 0, {}
     for number, (row, (split, found)) in enumerate(zip(rows, recorded)):
