@@ -20,7 +20,7 @@ from ..storage.remote import open_input, public_url
 from .inputs import STDIN, Partition, Piece, sniff_format
 from .json_array import ElementLocator, array_blocks
 from .opening import open_for_reading, reopened, skip_byte_order_mark
-from .origins import sourced_batch
+from .origins import count_newlines, sourced_batch
 from .parquet import parquet_texts
 from .records import RecordLog
 
@@ -53,7 +53,7 @@ class _Locator:
                 remaining, self._base = self.data_start, 0
                 while remaining > 0:
                     block = f.read(min(remaining, 1 << 24))
-                    self._base += block.count(b"\n")
+                    self._base += count_newlines(block)
                     remaining -= len(block)
         return f"{self.path}:{self._base + line_index + 1}"
 
@@ -84,7 +84,7 @@ def _line_blocks(stream: BinaryIO, piece: Piece, batch_bytes: int, locator: _Loc
         block = [b"".join([*carry, data[:cut]]) if carry else data[:cut]]
         carry = [data[cut:]] if cut < len(data) else []
         del data
-        lines = block[0].count(b"\n")
+        lines = count_newlines(block[0])
         # Handed over, not kept: a suspended generator would otherwise hold the block (a huge
         # line, maybe) for as long as its consumer works on it.
         yield line_index, block.pop()

@@ -11,10 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from objcli.errors import BadRecord, ObjcliError
 from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
 from objcli.readers.inputs import InputFile, Partition, Piece
+from objcli.readers.origins import count_newlines
 
 DOCS = ["first document", "second — with ünïcode ✓", "  indented code():\n    return 1", "last"]
 
@@ -281,3 +284,9 @@ def test_empty_texts_are_named_by_their_line_in_a_block_that_decodes_whole(tmp_p
     texts, log = read_all(path, text_key="text")
     assert texts == ["a", "b", "c"] and log.read == 5 and log.skipped == {"empty_text": 2}
     assert log.first_example["empty_text"] == f"{path}:3: field 'text' is empty"
+
+
+@given(st.binary(max_size=4096) | st.lists(st.sampled_from([b"\n", b"\r\n", b"x", b"\xe2\x9c\x93", b""])).map(b"".join))
+def test_count_newlines_agrees_with_bytes_count(data):
+    """Every block's lines are counted with NumPy (line numbers in errors and provenance rest on it)."""
+    assert count_newlines(data) == data.count(b"\n")
