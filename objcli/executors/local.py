@@ -16,17 +16,19 @@ from concurrent.futures.process import BrokenProcessPool
 
 from ..errors import ObjcliError
 from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
+from .affinity import ThreadPinner, cores_to_pin, pin_process
 from .base import partition_failed
 
 _progress_queue = None
 
 
-def _init_worker(progress_queue, parent: int | None) -> None:
+def _init_worker(progress_queue, parent: int | None, cores: list[int] | None = None, started=None) -> None:
     global _progress_queue
     _progress_queue = progress_queue
     if parent is None:
         _release_fork_server()
     _exit_with_parent(parent)
+    pin_process(cores, started)
 
 
 def _release_fork_server() -> None:
@@ -177,15 +179,18 @@ class LocalExecutor:
                 yield result
             return
         workers = min(self.workers, len(tasks))
+        cores = cores_to_pin(workers)  # a core for each worker where they fill every core (affinity.py)
         if self.pool == "threads":
             progress_queue = queue.SimpleQueue()  # progress reaches ``report`` in this thread only
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objcli-partition")
+            pinner = ThreadPinner(cores) if cores else None
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objcli-partition", initializer=pinner)
             submit = lambda task: pool.submit(run_partition, task, progress_queue.put)  # noqa: E731
         else:
             context, parent = _process_context(tasks)
             progress_queue = context.Queue()
+            initargs = (progress_queue, parent, cores, context.Value("i", 0) if cores else None)
             pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(progress_queue, parent)
+                max_workers=workers, mp_context=context, initializer=_init_worker, initargs=initargs
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         with pool:

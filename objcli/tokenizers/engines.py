@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -280,9 +281,31 @@ def probe_texts(special_texts: list[str], sample: list[str]) -> list[str]:
     return texts
 
 
+@contextmanager
+def on_one_core():
+    """The calling thread kept to one core for the block. ``tokenizers`` 1.0 starts helper threads
+    on a call whose thread may run on several cores, and every later call shares them: the probe,
+    in the main thread, must start none, or the workers pinned to a core each where they fill the
+    cores (``executors/affinity.py``) would share them on a first run (measured: no gain then)."""
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+    except OSError:
+        allowed = None
+    try:
+        yield
+    finally:
+        if allowed is not None:
+            os.sched_setaffinity(0, allowed)
+
+
 def first_difference(engine, reference, texts: list[str]) -> str | None:
     """The first text the two engines encode differently, or None."""
-    a_tokens, a_offsets = engine.encode_batch(texts, 1)
+    with on_one_core():  # the same tokens; no helper threads left behind (on_one_core)
+        a_tokens, a_offsets = engine.encode_batch(texts, 1)
     b_tokens, b_offsets = reference.encode_batch(texts, 1)
     for i, text in enumerate(texts):
         a = a_tokens[a_offsets[i] : a_offsets[i + 1]]

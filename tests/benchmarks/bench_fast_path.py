@@ -5,7 +5,8 @@ byte-level BPE ``tokenizer.json`` and the pinned ``tokenizers`` pre-release.
 - **The linear ceiling**: the engine's own ``encode_batch`` over the texts in memory, in a process
   pinned to one core (the pre-release runs a thread of its own inside each call, so "one thread"
   unpinned keeps 1.6-2 cores busy), times CORES.
-- **objcli** clm (``--pool auto`` and ``processes``, and one worker), mlm and span corruption, CLI,
+- **objcli** clm (``--pool auto`` and ``processes``, each with its workers pinned to a core, as a run
+  whose workers fill the cores has them, and not; and one worker), mlm and span corruption, CLI,
   start-up included: min and median wall of interleaved repeats, CPU per MB of the process tree,
   peak RSS, ratio = the ceiling's wall / the row's.
 - **Start-up**: a 20-document file with the probe's verdict kept, 32k and 128k ``tokenizer.json``.
@@ -28,6 +29,7 @@ from held_out import held_out_corpus
 from paths import ROOT
 
 HERE = Path(__file__).parent
+UNPINNED = "OBJCLI_PIN_WORKERS=0"  # a row's mark: its workers left free (executors/affinity.py)
 
 
 def _pinned() -> list[str]:
@@ -41,13 +43,14 @@ def engine_one_core(paths: list[Path], tokenizer: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def objcli_run(paths: list[Path], tokenizer: Path, objective: str, *extra: str) -> dict:
+def objcli_run(paths: list[Path], tokenizer: Path, objective: str, *extra: str, env_extra: dict | None = None) -> dict:
     shutil.rmtree(OUT, ignore_errors=True)
     seq_len = "2048" if objective == "clm" else "512"
     command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(tokenizer)]
     command += ["--objective", objective, "--seq-len", seq_len, "-o", str(OUT), "--quiet", *extra]
     env = prerelease_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: objcli's bytecode cached, not compiled each run
+    env.update(env_extra or {})
     seconds, peak, _ = _run_tree(command, env)
     manifest = json.loads((OUT / "manifest.json").read_text())
     return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "text_bytes": manifest["totals"]["text_bytes"]}
@@ -76,30 +79,35 @@ def fast_path_table(repeats: int = 2) -> None:
     files = tokenizer_files()
     tokenizer = files["32k byte-level BPE tokenizer.json"]
     megabytes = sum(p.stat().st_size for p in paths) / 1e6
+    two = ("--workers", str(CORES))
     rows = {
-        "objcli clm, --workers 2 (auto)": ("clm", "--workers", str(CORES)),
-        "objcli clm, --workers 2 --pool processes": ("clm", "--workers", str(CORES), "--pool", "processes"),
+        "objcli clm, --workers 2 (auto)": ("clm", *two),
+        "objcli clm, --workers 2 --pool processes": ("clm", *two, "--pool", "processes"),
+        "objcli clm, --workers 2, workers not pinned": ("clm", *two, UNPINNED),
+        "objcli clm, --workers 2 --pool processes, not pinned": ("clm", *two, "--pool", "processes", UNPINNED),
         "objcli clm, --workers 1": ("clm", "--workers", "1"),
-        "objcli mlm, --workers 2 (auto)": ("mlm", "--workers", str(CORES)),
-        "objcli span-corruption, --workers 2 (auto)": ("span-corruption", "--workers", str(CORES)),
+        "objcli mlm, --workers 2 (auto)": ("mlm", *two),
+        "objcli span-corruption, --workers 2 (auto)": ("span-corruption", *two),
     }
     runs: dict[str, list[dict]] = {"engine encode_batch, one core": []}
     for _ in range(repeats):  # interleaved: each repeat runs every row once
         runs["engine encode_batch, one core"].append(engine_one_core(paths, tokenizer))
         for name, (objective, *extra) in rows.items():
-            runs.setdefault(name, []).append(objcli_run(paths, tokenizer, objective, *extra))
+            env = {"OBJCLI_PIN_WORKERS": "0"} if UNPINNED in extra else None
+            extra = [e for e in extra if e != UNPINNED]
+            runs.setdefault(name, []).append(objcli_run(paths, tokenizer, objective, *extra, env_extra=env))
     one_core = min(r["seconds"] for r in runs["engine encode_batch, one core"])
     ceiling = one_core / CORES
     print(f"\nThe fast path (issue 42): held-out corpus, {about}; 32k byte-level BPE tokenizer.json, {CORES} cores")
     print(f"linear ceiling: {CORES} x the engine's one-core encode = {ceiling:.2f} s ({megabytes / ceiling:.0f} MB/s)")
-    print(f"{'':44} {'min s':>7} {'median s':>9} {'MB/s':>7} {'CPU ms/MB':>10} {'peak RSS':>9} {'ratio':>6}")
+    print(f"{'':52} {'min s':>7} {'median s':>9} {'MB/s':>7} {'CPU ms/MB':>10} {'peak RSS':>9} {'ratio':>6}")
     for name, group in runs.items():
         walls = [r["seconds"] for r in group]
         cpu = 1000 * statistics.median(r.get("cpu", 0.0) for r in group) / megabytes
         rss = f"{max(r['peak_rss'] for r in group) / 2**20:.0f} MiB" if "peak_rss" in group[0] else "-"
         ratio = ceiling / min(walls) if name.startswith("objcli") else CORES * 1.0
         print(
-            f"{name:44} {min(walls):7.2f} {statistics.median(walls):9.2f} {megabytes / min(walls):7.1f} "
+            f"{name:52} {min(walls):7.2f} {statistics.median(walls):9.2f} {megabytes / min(walls):7.1f} "
             f"{cpu:10.1f} {rss:>9} {ratio:5.2f}x"
         )
     for name in ("32k byte-level BPE tokenizer.json", "Llama 3 128k tokenizer.json"):
