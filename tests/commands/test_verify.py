@@ -182,12 +182,13 @@ def test_catches_prefix_labels_that_are_not_masked(corpus, sample_tokenizer, tmp
     assert any("labels are not -100 on the prefix" in p for p in verify_output(out).problems)
 
 
-@given(sizes=st.lists(st.integers(0, 3000), max_size=12), writeback=st.integers(1, 4096))
+@given(sizes=st.lists(st.integers(0, 3000), max_size=12), writeback=st.integers(1, 4096), pinned=st.booleans())
 @settings(max_examples=60, deadline=None)
-def test_a_hashing_file_holds_and_hashes_exactly_what_was_written(sizes, writeback, tmp_path_factory):
+def test_a_hashing_file_holds_and_hashes_exactly_what_was_written(sizes, writeback, pinned, tmp_path_factory):
     """Whatever the sizes of the writes, and however often the writeback is started early (the
     threshold is lowered here so that it happens between and inside small writes), the file holds
-    the bytes written, in order, and the digest is theirs."""
+    the bytes written, in order, and the digest is theirs: hashed on another thread, or in the
+    writer's own where it is pinned to one core."""
     from objcli.storage import files
 
     path = tmp_path_factory.mktemp("hashing") / "shard.bin"
@@ -195,6 +196,7 @@ def test_a_hashing_file_holds_and_hashes_exactly_what_was_written(sizes, writeba
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(files, "WRITEBACK_BYTES", writeback)
         patch.setattr(files, "OVERLAP_BYTES", 1024)  # the hash on another thread too
+        patch.setattr(files, "_several_cores", lambda: not pinned)
         out = files.HashingFile(path)
         for chunk in chunks:
             assert out.write(chunk) == len(chunk)
