@@ -34,9 +34,10 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "")
     the faster the engine, the sooner (its cost measured once, ``tokenizers/engine_cost.py``: a 32k
     byte-level BPE on ``tokenizers`` 1.0 rc3 about 9 ms/MB, so threads up to 4 workers; SentencePiece
     about 26, so up to THREADS_AT_MOST); workers forked from the preloaded server start in 13-17 ms
-    of CPU. On 2 cores the two pools tie for the fast engine (2.93 s each on 200 MB, threads 12 %
-    less CPU). ``source``: the tokenizer as the command names it, under which a measured choice is
-    kept as the next run's hint (``will_fork``)."""
+    of CPU. On 2 cores, workers pinned to a core each (``affinity.py``), processes ran the fast engine
+    2.35-2.72 s on 200 MB against threads' 2.41-2.66 s, with 1.7x the memory: threads stay.
+    ``source``: the tokenizer as the command names it, under which a measured choice is kept as the
+    next run's hint (``will_fork``)."""
     if pool != "auto":
         return pool
     python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
