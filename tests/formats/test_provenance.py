@@ -129,9 +129,21 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(options=OPTIONS)
 def test_every_span_is_the_text_its_segment_decodes_to(options, inputs, tmp_path_factory):
+    """Each run writes a shard a row (3 s an example): the default suite draws 4 layouts, the slow one 40."""
+    _spans_are_their_segments_text(options, inputs, tmp_path_factory)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(options=OPTIONS)
+def test_every_span_is_the_text_its_segment_decodes_to_in_many_layouts(options, inputs, tmp_path_factory):
+    _spans_are_their_segments_text(options, inputs, tmp_path_factory)
+
+
+def _spans_are_their_segments_text(options, inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     options = {k: v for k, v in options.items() if v not in ("", None)}
     files = [inputs / name for name in ("a.jsonl", "b.json", "c.parquet")]
