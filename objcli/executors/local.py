@@ -15,8 +15,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolE
 from concurrent.futures.process import BrokenProcessPool
 
 from ..errors import ObjcliError
+from ..run.affinity import ThreadPinner, cores_to_pin, pin_process
 from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
-from .affinity import ThreadPinner, cores_to_pin, pin_process
 from .base import partition_failed
 
 _progress_queue = None

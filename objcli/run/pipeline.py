@@ -35,6 +35,7 @@ from ..storage.faults import crash_point
 from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
 from ..storage.stores import open_store
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
+from .affinity import free_for
 from .provenance import Sources
 from .stages import build_objective, build_packer, run_columns
 
@@ -256,7 +257,9 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()
 
     def encode(texts: list[str], specials: bool = False):
-        return tokenizer.encode(texts, encode_threads(task), specials)
+        threads = encode_threads(task)
+        with free_for(threads):  # a pinned worker left with idle cores beside it uses them (affinity.py)
+            return tokenizer.encode(texts, threads, specials)
 
     repeats = passes(task.mixture_rate)
     documents = itertools.chain.from_iterable(

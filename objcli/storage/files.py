@@ -53,7 +53,7 @@ def _hasher() -> ThreadPoolExecutor:
 
 def _several_cores() -> bool:
     """Whether the calling thread may run on more than one core: a worker pinned to a core of its own
-    (``executors/affinity.py``) hashes in its own thread, as a second thread could only share its core
+    (``run/affinity.py``) hashes in its own thread, as a second thread could only share its core
     (measured: 2-5 % less wall than handing the hash over)."""
     return not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) > 1
 

@@ -286,7 +286,7 @@ def on_one_core():
     """The calling thread kept to one core for the block. ``tokenizers`` 1.0 starts helper threads
     on a call whose thread may run on several cores, and every later call shares them: the probe,
     in the main thread, must start none, or the workers pinned to a core each where they fill the
-    cores (``executors/affinity.py``) would share them on a first run (measured: no gain then)."""
+    cores (``run/affinity.py``) would share them on a first run (measured: no gain then)."""
     if not hasattr(os, "sched_setaffinity"):
         yield
         return

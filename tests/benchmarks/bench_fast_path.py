@@ -29,7 +29,7 @@ from held_out import held_out_corpus
 from paths import ROOT
 
 HERE = Path(__file__).parent
-UNPINNED = "OBJCLI_PIN_WORKERS=0"  # a row's mark: its workers left free (executors/affinity.py)
+UNPINNED = "OBJCLI_PIN_WORKERS=0"  # a row's mark: its workers left free (run/affinity.py)
 
 
 def _pinned() -> list[str]:

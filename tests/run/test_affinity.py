@@ -1,4 +1,4 @@
-"""A core for each worker where the workers fill every core the run may use (executors/affinity.py):
+"""A core for each worker where the workers fill every core the run may use (run/affinity.py):
 the real pools, asked where their workers may run; the bytes written are the same pinned or not."""
 
 import hashlib
@@ -9,8 +9,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 from conftest import run_transform
 
-from objcli.executors import affinity
 from objcli.executors.local import _init_worker
+from objcli.run import affinity
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
 CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -112,3 +112,24 @@ def test_the_probe_leaves_no_engine_threads_behind_for_pinned_workers_to_share(s
     assert found["engine"] == "tokenizers" and found["probe"].startswith("identical")
     assert found["added"][0] == 0  # the probe: none
     assert found["added"][1] > 0, found  # a call on several cores does start them (what the probe avoids)
+
+
+@many_cores
+def test_a_pinned_worker_is_free_for_a_batch_that_asks_for_more_threads():
+    """At a run's end a partition left with idle cores beside it encodes with more threads
+    (``pipeline.encode_threads``): its worker is free for those batches, then back on its core."""
+
+    def places(_):
+        seen = [_where_i_run()]
+        for threads in (1, 2):
+            with affinity.free_for(threads):
+                seen.append(_where_i_run())
+            seen.append(_where_i_run())
+        return seen
+
+    with ThreadPoolExecutor(max_workers=1, initializer=affinity.ThreadPinner(CORES)) as pool:
+        pinned, one_thread, after_one, two_threads, after_two = pool.submit(places, None).result()
+    assert pinned == one_thread == after_one == after_two == frozenset({CORES[0]})
+    assert two_threads == frozenset(CORES)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a worker never pinned is left as it is
+        assert set(pool.submit(places, None).result()) == {frozenset(CORES)}

@@ -9,14 +9,21 @@ threads, 2-5 % faster (objcli/docs/performance.md). With fewer workers than core
 the engine's threads, and the scheduler, use the idle cores.
 
 Worker k (in the order the pool starts them) takes the k-th core of those this process may use, so
-two runs side by side each put one worker on every core, as they would unpinned.
-``OBJCLI_PIN_WORKERS=0`` leaves every worker free. The bytes written do not depend on it.
+two runs side by side each put one worker on every core, as they would unpinned. A batch that is
+to be encoded with more than one thread (a partition left running with fewer beside it, at the end
+of a run: ``pipeline.encode_threads``) is encoded with the worker free again (``free_for``), so the
+engine's threads can use the cores the finished workers left. ``OBJCLI_PIN_WORKERS=0`` leaves every
+worker free. The bytes written do not depend on any of it.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import threading
+from contextlib import contextmanager
+
+_pinned = threading.local()  # .cores: what the calling thread may use unpinned, where it is pinned
 
 
 def cores_to_pin(workers: int) -> list[int] | None:
@@ -31,8 +38,26 @@ def pin_to(cores: list[int], index: int) -> None:
     """The calling thread (the process, for a worker process's main thread) to one core."""
     try:
         os.sched_setaffinity(0, {cores[index % len(cores)]})
+        _pinned.cores = cores
     except OSError:  # the core was taken away since (a cgroup's cpuset changed): stay free
         pass
+
+
+@contextmanager
+def free_for(threads: int):
+    """The calling worker free to run on all its cores for the block, where it is pinned and the
+    block asks for more than one thread (its engine's threads start from it and inherit where it
+    may run); back on its core after."""
+    cores = getattr(_pinned, "cores", None)
+    if threads <= 1 or cores is None:
+        yield
+        return
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
 
 
 class ThreadPinner:
