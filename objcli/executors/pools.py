@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from ..objectives import REGISTRY
+from ..run.affinity import allowed_cores
 from ..tokenizers.user_cache import cache_folder, write_quietly
 
 THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it, for the slowest engines
@@ -66,10 +67,7 @@ def will_fork(objective_name: str, pool: str, workers: int, pooled: int, tokeniz
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return len(allowed_cores())
 
 
 def _hint_path(tokenizer: str) -> Path | None:

@@ -27,11 +27,18 @@ from contextlib import contextmanager
 _pinned = threading.local()  # .cores: what the calling thread may use unpinned, where it is pinned
 
 
+def allowed_cores() -> list[int]:
+    """The cores this thread may run on (all of the machine's where the system cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
 def cores_to_pin(workers: int) -> list[int] | None:
     """The cores to hand out, in order, where ``workers`` fill them all; else None."""
     if os.environ.get("OBJCLI_PIN_WORKERS", "") == "0" or not hasattr(os, "sched_setaffinity"):
         return None
-    cores = sorted(os.sched_getaffinity(0))
+    cores = allowed_cores()
     return cores if 1 < len(cores) <= workers else None
 
 
