@@ -8,7 +8,18 @@ import signal
 import sys
 
 
+def _closed_streams_to_devnull() -> None:
+    """A command started with standard error (or output) closed (``2>&-``) gets None for it from
+    Python: what it would have printed goes to /dev/null instead, and the run's status is the run's."""
+    import os
+
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - for the process's life
+
+
 def run() -> None:
+    _closed_streams_to_devnull()
     try:
         from .cli import main
     except KeyboardInterrupt:

@@ -51,6 +51,8 @@ class _Group(click.Group):
             raise _Interrupted(INTERRUPTED) from None
         except BrokenPipeError:
             _reader_went_away()
+        except ObjcliError as error:  # raised before a command's own handling (a bad OBJCLI_PROGRESS)
+            raise _Fail(str(error)) from None
         except ModuleNotFoundError as error:  # an optional module a feature imports: name its extra
             missing = missing_module(error)
             if missing is None:

@@ -21,6 +21,7 @@ from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
 from .order.mixture import check_repeats
+from .order.splits import split_names
 from .readers.inputs import STDIN
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
@@ -134,6 +135,8 @@ def _open_output(
         run_key,
         SIDE_FILES,
         record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})),
+        inputs=[f.path for f in plan.files if not f.is_stream],
+        planned=config.format.split_folder_files(split_names(config.split) if config.split else []),
     )
     adopt = None
     if append is not None:

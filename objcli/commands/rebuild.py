@@ -100,12 +100,14 @@ def on_any_storage(command: str, sources: list[str], output: str, overwrite: boo
 
 
 def _held(url: str, store=None) -> list[str]:
-    """objcli's files at an output on object storage: its manifest first, if any, then shards."""
-    from ..storage.output import is_shard_name
+    """objcli's files at an output on object storage (storage.output.own_files): its manifest first,
+    if any, then the files it lists and the format files."""
+    from ..formats import SIDE_FILES
+    from ..storage.output import own_files
     from ..storage.stores import open_store
 
-    names = [n for n in (store or open_store(url)).names() if n == MANIFEST_NAME or is_shard_name(n)]
-    return sorted(names, key=lambda n: n != MANIFEST_NAME)
+    names = own_files(store or open_store(url), SIDE_FILES)
+    return sorted(names, key=lambda n: (n != MANIFEST_NAME, n))
 
 
 def _refuse_filled(command: str, url: str, held: list[str]) -> None:
@@ -188,9 +190,9 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     cleared and the build restarted; any other file (notes, a README, a source kept inside the
     output) is the user's, kept, and never blocks."""
     from ..formats import SIDE_FILES
-    from ..storage.output import is_own_file
+    from ..storage.output import own_files
 
-    held = [p for p in out.iterdir() if p.is_file() and is_own_file(p.name, SIDE_FILES)]
+    held = [out / name for name in sorted(own_files(LocalStore(out), SIDE_FILES))]
     killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()
     if held and not overwrite and not killed:
         raise ObjcliError(

@@ -55,12 +55,18 @@ class Report:
         )
 
 
+def _shard_kind(name: str) -> str:
+    """What follows a shard's number: ``.arrow`` of ``part-00000-of-00002.arrow``."""
+    return name[name.index("-of-") + len("-of-") + 5 :]
+
+
 def verify_output(folder: str | Path) -> Report:
     folder = Path(folder)
     manifest = read_manifest(folder)
     report = Report(folder)
     listed = {name for shard in manifest.shards for name in shard.files}
-    for path in sorted(p for p in folder.iterdir() if is_shard_name(p.name)):
+    kinds = {_shard_kind(name) for name in listed}  # a user's data-00000-of-00001.csv is none of objcli's
+    for path in sorted(p for p in folder.iterdir() if is_shard_name(p.name) and _shard_kind(p.name) in kinds):
         if path.name not in listed:
             report.problems.append(f"{path.name}: not listed in the manifest (left by another run?)")
     shown = phase("verify", len(manifest.shards), "shards")

@@ -110,6 +110,9 @@ class HfFormat(ArrowFormat):
             return dict(zip(HF_FILES, saved_dataset(shards, columns, fingerprint)))
         return saved_dataset_dict(splits, shards, columns, fingerprint)
 
+    def split_folder_files(self, splits: list[str]) -> list[str]:
+        return [f"{split}/{name}" for split in splits for name in HF_FILES] if splits else []
+
     def remove_side_folders(self, store) -> None:
         """The split folders of an output with splits (their two files, then the folder if that left it
         empty): named by its ``dataset_dict.json``."""

@@ -106,6 +106,11 @@ class OutputFormat:
         """Folders ``side_files`` made (a rebuild removes them with the files)."""
         return None
 
+    def split_folder_files(self, splits: list[str]) -> list[str]:
+        """The files ``side_files`` writes inside folders of the output for these splits (checked for
+        links and the user's files before a run starts)."""
+        return []
+
 
 @dataclass(frozen=True)
 class SideFiles:

@@ -19,7 +19,7 @@ from ..errors import ObjcliError
 from ..storage.remote import open_input, public_url
 from .inputs import STDIN, Partition, Piece, sniff_format
 from .json_array import ElementLocator, array_blocks
-from .opening import open_for_reading, reopened, skip_byte_order_mark
+from .opening import open_for_reading, skip_byte_order_mark
 from .origins import count_newlines, sourced_batch
 from .parquet import parquet_texts
 from .records import RecordLog
@@ -279,8 +279,7 @@ def _json_lines(stream, piece, options, log, locator, array: bool = False) -> It
     jsonl = _JsonRecords() if options.records else _JsonLines(options.text_key)
     if array:
         locator = ElementLocator(locator.path)
-        reopen = None if piece.input.is_stream else lambda: reopened(piece, locator.path)
-        blocks = array_blocks(stream, options.batch_bytes, log, locator, reopen)
+        blocks = array_blocks(stream, options.batch_bytes, log, locator)
     else:
         blocks = _line_blocks(stream, piece, options.batch_bytes, locator)
     for first_line, block in blocks:

@@ -192,15 +192,34 @@ def _read_head(f: BinaryIO, path: str) -> bytes:
         raise ObjcliError(f"input {path}: corrupt compressed data ({error})") from None
 
 
-def _is_objcli_output(folder: Path) -> bool:
-    """A folder an objcli run wrote (or is writing): its shards and manifest are never inputs."""
-    if (folder / ".objcli-tmp").exists():
-        return True
+def objcli_output_files(folder: Path) -> tuple[set[str], set[str]] | None:
+    """The files and subfolders of an objcli output written (or being written) in ``folder``: its
+    manifest, the shards and files it lists, its formats' side files and split folders, and for a run
+    still going the names its shards take. None when the folder holds no objcli output: any other
+    file in it is the user's (a corpus kept beside an output is read)."""
+    import json
+
+    from ..formats import SIDE_FILES
+    from ..storage.output import is_shard_name
+
+    running = (folder / ".objcli-tmp").exists()
     try:
         with open(folder / "manifest.json", "rb") as f:
-            return b'"objcli_version"' in f.read(200)
-    except OSError:
-        return False
+            manifest = json.loads(f.read())
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict) or "objcli_version" not in manifest:
+        manifest = None
+    if manifest is None and not running:
+        return None
+    files = {"manifest.json", "README.md"}
+    for shard in manifest.get("shards", []) if manifest else []:
+        if isinstance(shard, dict) and isinstance(shard.get("files"), list):
+            files.update(str(name) for name in shard["files"])
+    names = os.listdir(folder)
+    files.update(n for n in names if SIDE_FILES.is_side_file(n) or (running and is_shard_name(n)))
+    splits = {split for split in names if os.path.isfile(os.path.join(folder, split, "state.json"))}
+    return files, splits if "dataset_dict.json" in files else set()
 
 
 # The JSON files of a Hugging Face tokenizer or model folder: a folder walk leaves them out (a corpus
@@ -222,16 +241,23 @@ MODEL_FILES = frozenset(
 def _folder_files(folder: str, warn=None) -> list[str]:
     """Data files under a folder, sorted. Symbolic links are followed as ``find -L`` does (a folder
     reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``)
-    and every folder holding an objcli output is skipped; dangling links are named in a warning."""
-    files, dangling, seen, model_files = [], [], set(), []
+    and an objcli output's own files are skipped (any other file beside them is read); dangling links
+    are named in a warning."""
+    files, dangling, seen, model_files, outputs = [], [], set(), [], []
     for parent, folders, names in os.walk(folder, followlinks=True):
         real = os.stat(parent)
-        if (real.st_dev, real.st_ino) in seen or _is_objcli_output(Path(parent)):
+        if (real.st_dev, real.st_ino) in seen:
             folders[:] = []
             continue
         seen.add((real.st_dev, real.st_ino))
-        folders[:] = [d for d in folders if not d.startswith(".")]
+        output = objcli_output_files(Path(parent))
+        own, own_folders = output or (set(), set())
+        if output is not None:
+            outputs.append(parent)
+        folders[:] = [d for d in folders if not d.startswith(".") and d not in own_folders]
         for name in names:
+            if name in own:  # an objcli output's own file: never an input, whatever its name
+                continue
             path = os.path.join(parent, name)
             if name.startswith(".") or _format_from_name(name) is None:
                 continue
@@ -242,14 +268,21 @@ def _folder_files(folder: str, warn=None) -> list[str]:
                 files.append(path)
             elif not os.path.exists(path):
                 dangling.append(path)
-    if dangling and warn:
+    if warn:
+        _say_left_out(folder, outputs, dangling, model_files, warn)
+    return sorted(files)
+
+
+def _say_left_out(folder: str, outputs: list[str], dangling: list[str], model_files: list[str], warn) -> None:
+    if outputs:
+        warn(f"input {folder}: left out the objcli output in {outputs[0]} (its manifest, shards and format files)")
+    if dangling:
         warn(f"input {folder}: skipped {len(dangling)} dangling symbolic link(s), e.g. {sorted(dangling)[0]}")
-    if model_files and warn:
+    if model_files:
         warn(
             f"input {folder}: skipped {len(model_files)} tokenizer or model file(s), e.g. {sorted(model_files)[0]}; "
             "name a file to read it as data"
         )
-    return sorted(files)
 
 
 def _unique(files: list[InputFile], warn) -> list[InputFile]:

@@ -4,7 +4,6 @@ encodings refused, and the failures of decompressors and storage clients as one 
 from __future__ import annotations
 
 import io
-from contextlib import contextmanager
 
 from ..errors import ObjcliError
 from ..storage.remote import is_url, storage_error, storage_errors
@@ -33,14 +32,6 @@ def skip_byte_order_mark(stream, path: str) -> None:
             f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
             f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
         )
-
-
-@contextmanager
-def reopened(piece: Piece, path: str):
-    """The piece's bytes again from its start (a JSON array read a second time)."""
-    with open_for_reading(piece) as stream:
-        skip_byte_order_mark(stream, path)
-        yield stream
 
 
 class open_for_reading:

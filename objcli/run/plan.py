@@ -116,14 +116,32 @@ def plan_objective(
     tokenizer.role_pieces = {r: p for r, p in roles if p}
     if config.pad_token and tokenizer.model_id(config.pad_token) is None:
         raise ObjcliError(
-            f"--pad-token {config.pad_token!r}: not a piece of the tokenizer {config.tokenizer}; name one "
-            f"it has (its EOS, say), or leave --pad-token out to use its own pad token"
+            f"--pad-token {config.pad_token!r}: not a piece of the tokenizer {config.tokenizer}; "
+            f"{_pad_hint(config, tokenizer)}"
         )
     if config.bos is None:
         config = dataclasses.replace(config, bos=template_bos is not None)
     objective = build_objective(config, tokenizer)
     check_special_roles(tokenizer, warn)
     return config, tokenizer, objective, run_columns(config, objective, build_packer(config, objective))
+
+
+def _pad_hint(config: TransformConfig, tokenizer: Tokenizer) -> str:
+    """A hint that works when followed: a special piece of the tokenizer that no other role takes
+    (the run's roles as they would be without the bad --pad-token), else leaving the option out."""
+    bos = config.bos if config.bos is not None else tokenizer.template_bos() is not None
+    without_pad = dataclasses.replace(config, pad_token=None, bos=bos)
+    try:
+        build_objective(without_pad, tokenizer)
+        taken = set(tokenizer.special.ids.values())
+        control = tokenizer.control_mask()
+    except ObjcliError:
+        return "leave --pad-token out to use the tokenizer's own pad token (or one objcli adds)"
+    free = [i for i in range(min(len(control), tokenizer.vocab_size)) if control[i] and i not in taken]
+    own = "leave --pad-token out to use the tokenizer's own pad token (or one objcli adds)"
+    if not free:
+        return own
+    return f"name a special piece no other role uses, such as --pad-token {tokenizer.piece(free[0])!r}, or {own}"
 
 
 def first_texts(partitions, config: TransformConfig) -> list[str]:

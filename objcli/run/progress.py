@@ -24,13 +24,20 @@ def configure(quiet: bool) -> str | None:
     ``off``) first, then a bar when standard error is a terminal; never with ``--quiet``."""
     global _MODE, _INTERVAL
     wanted = os.environ.get("OBJCLI_PROGRESS", "").strip().lower()
+    if wanted not in ("", "auto", "bar", "lines", "off", "0", "no", "none") and not _is_number(wanted):
+        from ..errors import ObjcliError
+
+        raise ObjcliError(
+            f"OBJCLI_PROGRESS={os.environ['OBJCLI_PROGRESS']!r}: not a progress setting; set it to lines, "
+            "a number of seconds between lines, bar, off or auto (or unset it)"
+        )
     if quiet or wanted in ("off", "0", "no", "none"):
         _MODE = None
     elif wanted == "lines" or _is_number(wanted):
         _MODE = "lines"
         _INTERVAL = float(wanted) if _is_number(wanted) else 30.0
     else:
-        _MODE = "bar" if sys.stderr.isatty() else None
+        _MODE = "bar" if wanted == "bar" or sys.stderr.isatty() else None
     return _MODE
 
 

@@ -47,9 +47,28 @@ class SideFileNames(Protocol):
     def remove_folders(self, store) -> None: ...
 
 
-def is_own_file(name: str, side_files: SideFileNames) -> bool:
-    """A file an output's writer put there (manifest, shards, a format's side files): what --overwrite removes."""
-    return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp") or is_shard_name(name) or side_files.is_side_file(name)
+FINISHING = "finishing.json"  # in the work folder: the final names a run is giving its files
+
+
+def listed_files(manifest: dict | None) -> set[str]:
+    """The files a manifest names as its shards' (plain names in the output folder only)."""
+    names = set()
+    for shard in (manifest or {}).get("shards", []) if isinstance(manifest, dict) else []:
+        files = shard.get("files") if isinstance(shard, dict) else None
+        names.update(n for n in files or [] if isinstance(n, str) and n and "/" not in n and n not in (".", ".."))
+    return names
+
+
+def own_files(store, side_files: SideFileNames, work_store=None) -> set[str]:
+    """The files in an output that objcli put there, what --overwrite removes: its manifest, the files
+    the manifest lists, those a run that stopped while finishing was naming (its work folder's
+    ``finishing.json``), and the formats' side files by their exact names. A file of any other name
+    is the user's, however much it looks like a shard (``data-00000-of-00001.csv``)."""
+    names = set(store.names())
+    owned = {MANIFEST_NAME, MANIFEST_NAME + ".tmp"} | listed_files(store.read_json(MANIFEST_NAME))
+    if work_store is not None:
+        owned |= listed_files({"shards": [work_store.read_json(FINISHING) or {}]})
+    return {n for n in names if n in owned or side_files.is_side_file(n)}
 
 
 @dataclass
@@ -152,11 +171,14 @@ class OutputFolder:
     restarted: str = ""  # "interrupted" or "finished": an earlier run of this configuration read other inputs
     # This run's configuration and identity (storage/identity.py), to name what differs from an earlier run's.
     record: dict = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)  # the run's input files: never removed, whatever their name
+    planned: list[str] = field(default_factory=list)  # the side files this run writes in split folders
 
     def __post_init__(self):
         self.work_store = self.store.child(WORK_FOLDER)
         self._locked = False
         self.adopt = None
+        self.owned: set[str] = set()  # what objcli wrote here before this run (own_files), found at open
 
     @property
     def work(self) -> Path:
@@ -194,10 +216,12 @@ class OutputFolder:
         manifest = store.read_json(MANIFEST_NAME)
         run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
+        self._check_split_folders()
+        self.owned = own_files(store, self.side_files, work) | self._planned_present()
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
-        # objcli's own names only (manifest, shards, format files): any other file is the user's, kept.
-        leftovers = [n for n in store.names() if is_own_file(n, self.side_files) and not n.endswith(".tmp")]
+        # objcli's own names only (manifest, listed shards, format files): any other file is the user's, kept.
+        leftovers = sorted(n for n in self.owned if not n.endswith(".tmp"))
         leftovers += [f"{WORK_FOLDER}/{n}" for n in work.names() if n.endswith(".done.json")]
         # A run killed before its first partition finished left only its run file: it is still
         # this configuration's run, and --resume may continue it.
@@ -245,9 +269,8 @@ class OutputFolder:
             # that changed size or time since: nothing is reusable.
             self.restarted = "interrupted" if same else ""
             work.remove()
-            for name in store.names() if self.adopt is None else ():  # an append keeps the output's own
-                if is_shard_name(name):
-                    store.delete(name)
+            if self.adopt is None:  # an append keeps the output's own
+                self._delete_own(n for n in self.owned if n != MANIFEST_NAME and not self.side_files.is_side_file(n))
         work.staging()  # a local work folder is made here
         work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key, **self.record})
 
@@ -268,12 +291,70 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
+        self._delete_own(self.owned)  # refused before anything goes if one of them is an input
         self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
         self.side_files.remove_folders(self.store)
-        for name in self.store.names():
-            if is_own_file(name, self.side_files):
-                self.store.delete(name)
+        for name in self.planned:
+            self.store.delete(name)
         self.work_store.remove()
+
+    def _delete_own(self, names) -> None:
+        """Remove files objcli wrote here, never an input of this run (one line instead)."""
+        names = sorted(names)
+        for name in names:
+            if self._is_input(name):
+                raise ObjcliError(
+                    f"output {self.store.where}: {name} is an input of this run and a file of the output there; "
+                    "choose another folder with -o (or move the input out of it)"
+                )
+        for name in names:
+            self.store.delete(name)
+
+    def _is_input(self, name: str) -> bool:
+        if self.store.remote:
+            return any(i.rstrip("/") == f"{self.store.url}/{name}" for i in self.inputs)
+        path = os.path.realpath(self.store.path / name)
+        return any(os.path.realpath(i) == path for i in self.inputs if "://" not in i)
+
+    def _check_split_folders(self) -> None:
+        """A split's folder (``--format hf --split``) is a real folder inside the output: objcli never
+        writes, nor removes, through a symbolic link to somewhere else."""
+        for folder in sorted({n.rpartition("/")[0] for n in self.planned if "/" in n}):
+            path = None if self.store.remote else self.store.path / folder
+            if path is not None and path.is_symlink():
+                raise ObjcliError(
+                    f"output {self.store.where}: {folder} is a symbolic link, where this run writes the {folder} "
+                    "split's files; remove the link or choose another folder with -o"
+                )
+            if (
+                not self.store.remote
+                and (self.store.path / folder).exists()
+                and not (self.store.path / folder).is_dir()
+            ):
+                raise ObjcliError(
+                    f"output {self.store.where}: {folder} is a file, where this run writes the {folder} split's "
+                    "folder; move it or choose another folder with -o"
+                )
+
+    def _planned_present(self) -> set[str]:
+        """The split folders' side files this run writes that a file already holds: the user's or an
+        earlier run's, refused or removed as a top-level side file is."""
+        return {n for n in self.planned if self.store.read_text(n) is not None}
+
+    def _refuse_foreign_targets(self, names: list[str]) -> None:
+        """A file of the user's where this run's shard or side file goes (a ``part-00000-of-00001.arrow``
+        no manifest of objcli's lists) is never replaced: the run stops before its renames, its
+        partitions kept, so the same command finishes it once the file is moved."""
+        present = set(self.store.names())
+        for name in names:
+            if name in present and name not in self.owned and name != "README.md" and not self._finishing(name):
+                raise ObjcliError(
+                    f"output {self.store.where}: {name} is a file objcli did not write, where this run puts one of "
+                    "its own; move it away and rerun the same command (finished partitions are kept)"
+                )
+
+    def _finishing(self, name: str) -> bool:
+        return name in listed_files({"shards": [self.work_store.read_json(FINISHING) or {}]})
 
     def _check_complete(self, manifest: dict) -> None:
         for shard in decode_manifest(manifest, f"{self.store.where}/{MANIFEST_NAME}").shards:
@@ -331,15 +412,18 @@ class OutputFolder:
         manifest (last), then clean up."""
         store = self.store
         try:
+            finishing = sorted({new for _, new in renames} | set(extra or {}))
+            self._refuse_foreign_targets(finishing)
+            self.work_store.write_json(FINISHING, {"files": [n for n in finishing if "/" not in n]})
             for name, text in (extra or {}).items():
                 store.write_text(name, text)
             missing = store.promote(self.work_store, renames)
             if missing:
                 raise ObjcliError(f"output {store.where}: shard {missing[0]} vanished while the run finished; rerun")
             store.write_json(MANIFEST_NAME, manifest)
-            listed = {name for shard in manifest["shards"] for name in shard["files"]}
-            for name in store.names():  # after --append, the old names of renumbered shards
-                if is_shard_name(name) and name not in listed:
+            listed = listed_files(manifest)
+            for name in sorted(self.owned - listed):  # after --append, the old names of renumbered shards
+                if name != MANIFEST_NAME and not self.side_files.is_side_file(name) and not self._is_input(name):
                     store.delete(name)
         except OSError as error:
             raise output_error(error, store.where) from None

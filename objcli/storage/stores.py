@@ -91,7 +91,14 @@ class LocalStore:
     def write_json(self, name: str, data: dict) -> None:
         write_json_atomically(self.path / name, data)
 
+    def _through_link(self, name: str) -> bool:
+        """Whether a name's folder part (a split's folder) is a symbolic link: out of the folder."""
+        parent = (self.path / name).parent
+        return parent != self.path and parent.is_symlink()
+
     def write_text(self, name: str, text: str) -> None:
+        if self._through_link(name):
+            raise ObjcliError(f"output {self.path}: {Path(name).parent} is a symbolic link; remove it and rerun")
         temp = self.path / (name + ".tmp")
         temp.parent.mkdir(exist_ok=True)  # a split's folder (--format hf --split)
         try:
@@ -102,9 +109,12 @@ class LocalStore:
             temp.unlink(missing_ok=True)
 
     def delete(self, name: str) -> None:
-        (self.path / name).unlink(missing_ok=True)
+        if not self._through_link(name):  # never a file outside the folder
+            (self.path / name).unlink(missing_ok=True)
 
     def remove_empty_folder(self, name: str) -> None:
+        if (self.path / name).is_symlink():
+            return
         try:
             (self.path / name).rmdir()
         except OSError:  # missing, or holding files of the user's own

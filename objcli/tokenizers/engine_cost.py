@@ -15,6 +15,7 @@ it once.
 from __future__ import annotations
 
 import json
+import math
 import time
 from importlib import resources
 
@@ -36,8 +37,10 @@ def engine_cost(engine, tokenizer_sha256: str) -> dict:
     path = _path(engine, tokenizer_sha256)
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(kept, dict) and isinstance(kept.get("ms_per_mb"), float):
-            return {"ms_per_mb": kept["ms_per_mb"]}
+        value = kept.get("ms_per_mb") if isinstance(kept, dict) else None
+        # A damaged entry (NaN, Infinity, a negative or a string) is measured again, as a damaged verdict is.
+        if isinstance(value, float) and math.isfinite(value) and value > 0:
+            return {"ms_per_mb": value}
     except (OSError, ValueError):
         pass
     cost = measure(engine)
@@ -57,4 +60,4 @@ def measure(engine) -> dict:
         least = min(least, time.process_time() - cpu)
         if time.perf_counter() - started > BUDGET_SECONDS:
             break
-    return {"ms_per_mb": round(1000 * least / megabytes, 3)}
+    return {"ms_per_mb": max(round(1000 * least / megabytes, 3), 0.001)}  # never 0: a clock's coarse tick

@@ -11,8 +11,18 @@ from pathlib import Path
 
 
 def cache_folder(name: str) -> Path:
-    """``$XDG_CACHE_HOME/objcli/NAME`` (default ``~/.cache``): what objcli keeps between runs."""
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcli" / name
+    """``$XDG_CACHE_HOME/objcli/NAME`` (default ``~/.cache``): what objcli keeps between runs. As the
+    XDG spec says, an empty or relative ``XDG_CACHE_HOME`` is ignored: a cache in whatever folder the
+    command runs from would be read as inputs by a later run there."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home folder known: a folder of the user's own under the temp folder
+            import tempfile
+
+            base = os.path.join(tempfile.gettempdir(), f"objcli-cache-{os.getuid()}")
+    return Path(base) / "objcli" / name
 
 
 def _verdict_path(tokenizer, engine) -> tuple[Path, dict]:
