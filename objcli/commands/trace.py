@@ -46,6 +46,13 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     name = provenance_file(shard)
     if name is None:
         raise ObjcliError(f"trace: {shard.files[0]} has no provenance file; run 'objcli verify {folder}'")
+    from ..storage.files import file_sha256
+
+    if file_sha256(folder / name) != shard.sha256.get(name):  # swapped or edited: its origins would be another's
+        raise ObjcliError(
+            f"trace: {name} does not match what the manifest records; run 'objcli verify {folder}' and rebuild the "
+            "output (the transform with --overwrite)"
+        )
     table = pq.read_table(folder / name)
     rows = table.filter(pc.equal(table.column("row"), index)).to_pylist()
     return [
@@ -91,7 +98,11 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
     wanted: dict[str, set[int]] = {}
     for span in spans:
         wanted.setdefault(span["file"], set()).add(span["record"])
-    texts = {(path, r): t for path, records in wanted.items() for r, t in record_texts(manifest, path, records).items()}
+    texts, changed = {}, {}
+    for path, records in wanted.items():
+        where, changed[path] = _source_as_run(manifest, path)
+        if not changed[path]:
+            texts.update(((path, r), t) for r, t in record_texts(manifest, where, records).items())
     lines = []
     for span in spans:
         start, end = span["chars"]
@@ -101,5 +112,26 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
             f"(0-based), characters {start:,}-{end:,}{copy}"
         )
         text = texts.get((span["file"], span["record"]))
-        lines.append(text[start:end] if text is not None else "(the file cannot be read here)")
+        if changed[span["file"]]:
+            lines.append(f"(not shown: {changed[span['file']]})")
+        else:
+            lines.append(text[start:end] if text is not None else "(the file cannot be read here)")
     return lines
+
+
+def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:
+    """(where the input the run read is now, why its text cannot be trusted: "" when it is the same
+    file, by the size and modification time the manifest recorded)."""
+    import os
+
+    entry = next((i for i in manifest.inputs if i.get("path") == path), None)
+    if entry is None or "resolved" not in entry:
+        return path, ""  # a stream, object storage, or a manifest from before objcli recorded where
+    where = entry["resolved"]
+    try:
+        stat = os.stat(where)
+    except OSError:
+        return where, f"{where} is gone since the run"
+    if stat.st_size != entry.get("bytes") or stat.st_mtime_ns != entry.get("modified_ns"):
+        return where, f"{where} changed since the run (its size or modification time differs); its records may be others"
+    return where, ""

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..formats import FORMATS, Column
 from ..formats.provenance import provenance_file
+from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..run.progress import phase
 from ..storage.files import file_sha256
@@ -53,6 +54,32 @@ class Report:
             f"objcli verify: {self.folder}: {len(self.problems)} problem(s) in {self.shards} shards; "
             "rerun the transform with --overwrite to rebuild the output"
         )
+
+
+def _added_identity_files(manifest) -> list[str]:
+    """Files that a transform with the same options would read now beside the tokenizer and the run
+    did not (a ``tokenizer_config.json`` or ``chat_template.jinja`` put there since): the transform
+    refuses for them, so verify names them as it names an edited one."""
+    from ..storage.remote import is_url
+    from ..tokenizers import open_tokenizer
+
+    path = manifest.identity.get("tokenizer", {}).get("path", "")
+    if not path or is_url(path) or not Path(path).is_file():
+        return []  # the output was moved to another machine: nothing here to compare
+    try:
+        beside = dict(open_tokenizer(path).side_files())
+    except (ObjcliError, OSError, ValueError):
+        return []  # an edited tokenizer is named by check_identity
+    template = Path(path).with_name("chat_template.jinja")
+    if manifest.config.get("objective") == "chat" and not manifest.config.get("chat_template") and template.is_file():
+        beside["chat template"] = template
+    recorded = {Path(entry["path"]).resolve() for entry in manifest.identity.values() if entry.get("path")}
+    return [
+        f"{what} {file}: added beside the tokenizer since the run, which read no such file; rerun the transform "
+        "with --overwrite to rebuild the output with it"
+        for what, file in beside.items()
+        if Path(file).resolve() not in recorded
+    ]
 
 
 def _shard_kind(name: str) -> str:
@@ -89,6 +116,7 @@ def verify_output(folder: str | Path) -> Report:
     shown.close()
     report.problems += _check_format_files(folder, manifest)
     report.problems += check_identity(manifest.identity)  # the template and configs, where they are here
+    report.problems += _added_identity_files(manifest)
     totals = manifest.totals
     if totals["shards"] != len(manifest.shards):
         report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")

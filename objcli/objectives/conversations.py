@@ -22,6 +22,8 @@ as written (or trimmed) plus the end-of-turn token right after it.
 
 from __future__ import annotations
 
+import json
+
 import re
 from dataclasses import dataclass, field
 
@@ -142,11 +144,33 @@ def _alpaca(record: dict) -> list[dict]:
     return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": fields["output"]}]
 
 
+def _tools(value) -> list[dict] | None:
+    """A record's ``tools`` as ``apply_chat_template`` takes them: a list of JSON schemas (objects).
+    Many datasets on the Hub store the list as a JSON string: it is parsed (an empty string is no
+    tools). Any other shape (an object, a list of strings) ``transformers`` refuses, and a template
+    would iterate it a character or a key at a time: a counted skip naming why."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise BadRecord("bad_tools", "field 'tools' is a string that is not JSON") from None
+    if isinstance(value, list) and all(isinstance(tool, dict) for tool in value):
+        return value
+    what = type(value).__name__ if not isinstance(value, list) else "a list holding non-objects"
+    raise BadRecord("bad_tools", f"field 'tools' is {what}, not a list of JSON schemas (objects)")
+
+
 def conversation_of(record, messages_key: str) -> Conversation:
     """The conversation a record holds, in any layout we know (see the module)."""
     if not isinstance(record, dict):
         raise BadRecord("not_an_object", "the record is not a JSON object")
     extra = {k: v for k, v in record.items() if k not in LAYOUT_FIELDS and k != messages_key}
+    if "tools" in extra:
+        extra["tools"] = _tools(extra["tools"])
     first = 0
     if messages_key in record:
         messages = _messages(record[messages_key], f"field '{messages_key}'")

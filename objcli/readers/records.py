@@ -74,6 +74,7 @@ CONVERSATION_SKIPS = {
     "prompt_only",
     "history_rewritten",
     "content_not_found",
+    "bad_tools",
 }
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +18,21 @@ from ..readers.records import every_record_bad, why_no_rows
 from ..recipe import recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error
-from ..storage.remote import public_url, tokenizer_location
+from ..storage.remote import is_url, public_url, tokenizer_location
 from .pipeline import RUN_WARNINGS
+
+
+def input_entry(f) -> dict:
+    """An input as the manifest records it: its path as given, and for a local file where it was
+    (``resolved``) and when it was last changed, so ``trace`` reads the same file or says it changed."""
+    entry = {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
+    if f.is_stream or is_url(f.path):
+        return entry
+    try:
+        modified = os.stat(f.path).st_mtime_ns
+    except OSError:
+        return entry
+    return entry | {"resolved": os.path.abspath(f.path), "modified_ns": modified}
 
 
 def build_manifest(plan, results: list, shards, run_key: str) -> dict:
@@ -47,10 +61,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "special_tokens": tokenizer.special.to_json(),
         "format": config.output_format,
         "columns": [c.to_json() for c in FORMATS[config.output_format].stored_columns(plan.columns)],
-        "inputs": [
-            {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
-            for f in plan.files
-        ],
+        "inputs": [input_entry(f) for f in plan.files],
         "partitions": [
             {
                 **p.to_json(),

@@ -89,10 +89,15 @@ def find_template(tokenizer_path: Path, template_file: str | None, kind: str) ->
             return path.read_text(encoding="utf-8"), tokens, str(path)
         except (OSError, UnicodeDecodeError) as error:
             raise ObjcliError(f"--chat-template {template_file}: not readable UTF-8 text ({error})") from None
+    # Newer checkpoints keep the template beside the config; where both hold one, transformers
+    # renders with the file (its from_pretrained puts the file's over the config's), and so does objcli.
+    separate = tokenizer_path.with_name("chat_template.jinja")
+    if kind == "huggingface" and separate.is_file():
+        try:
+            return separate.read_text(encoding="utf-8"), tokens, str(separate)
+        except (OSError, UnicodeDecodeError) as error:
+            raise ObjcliError(f"{separate}: not readable UTF-8 text ({error}); fix or remove the file") from None
     template = _template_of(config, config_path) if config else None
-    separate = tokenizer_path.with_name("chat_template.jinja")  # newer checkpoints keep it beside, not inside
-    if not template and kind == "huggingface" and separate.is_file():
-        return separate.read_text(encoding="utf-8"), tokens, str(separate)
     if template is None:
         what = {
             "sentencepiece": "a SentencePiece model ships no chat template",
