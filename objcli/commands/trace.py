@@ -133,5 +133,5 @@ def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:
     except OSError:
         return where, f"{where} is gone since the run"
     if stat.st_size != entry.get("bytes") or stat.st_mtime_ns != entry.get("modified_ns"):
-        return where, f"{where} changed since the run (its size or modification time differs); its records may be others"
+        return where, f"{where} changed since the run (its size or modification time differs); rerun to trace it"
     return where, ""

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ObjcliError
 from ..formats import FORMATS, Column
 from ..formats.provenance import provenance_file
-from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..run.progress import phase
 from ..storage.files import file_sha256

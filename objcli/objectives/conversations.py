@@ -23,7 +23,6 @@ as written (or trimmed) plus the end-of-turn token right after it.
 from __future__ import annotations
 
 import json
-
 import re
 from dataclasses import dataclass, field
 
