@@ -422,7 +422,7 @@ class OutputFolder:
                 raise ObjcliError(f"output {store.where}: shard {missing[0]} vanished while the run finished; rerun")
             store.write_json(MANIFEST_NAME, manifest)
             listed = listed_files(manifest)
-            for name in sorted(self.owned - listed):  # after --append, the old names of renumbered shards
+            for name in sorted(self.owned - listed - set(finishing)):  # after --append: renumbered shards' old names
                 if name != MANIFEST_NAME and not self.side_files.is_side_file(name) and not self._is_input(name):
                     store.delete(name)
         except OSError as error:
