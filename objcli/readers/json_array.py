@@ -20,10 +20,12 @@ from typing import BinaryIO
 
 import numpy as np
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 16  # the scan's temporaries (about 30 bytes a byte) stay under two batches
 _SPACE, _NEWLINE, _CONTROL = 32, 10, 1
-_WHITESPACE = np.zeros(256, dtype=bool)
-_WHITESPACE[[9, 10, 13, 32]] = True
+_STEP = np.zeros(256, dtype=np.int64)  # what a structural byte does to the nesting depth
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+_BACKSLASH = ord("\\")
 
 
 class ElementLocator:
@@ -45,46 +47,60 @@ class BrokenArray(Exception):
 class ArrayScanner:
     """Turns the chunks of one JSON array into JSON lines, one element a line; what a chunk leaves
     open (a string, a backslash run, the nesting depth, whether the element holds anything) is
-    carried to the next."""
+    carried to the next. Only the chunk's quotes, newlines and structural bytes are looked at one by
+    one (as sparse position arrays): a byte's place inside or outside a string is the parity of the
+    real quotes before it."""
 
     def __init__(self):
         self.in_string = False
         self.backslashes = 0  # the run of backslashes that ended the previous chunk
         self.depth = 0
         self.phase = "before"  # before the '[', "inside" the array, "after" its ']'
-        self.elements = 0  # elements ended by a comma so far
+        self.elements = 0  # elements ended so far
         self.content = False  # the open element holds a non-space byte
 
     def feed(self, chunk: bytes) -> tuple[bytes, BrokenArray | None]:
         """The chunk as JSON lines (the same length, every finished element ended by a newline), or
         with a damage: its part up to the last whole element, and the damage."""
         a = np.frombuffer(chunk, dtype=np.uint8).copy()
-        inside = self._strings(a)
-        outside = ~inside & (a != ord('"'))
-        step = (outside & ((a == ord("[")) | (a == ord("{")))).astype(np.int32)
-        step -= outside & ((a == ord("]")) | (a == ord("}")))
-        depth_after = self.depth + np.cumsum(step, dtype=np.int64)
-        newline = a == _NEWLINE
-        a[newline & ~inside] = _SPACE
-        a[newline & inside] = _CONTROL
+        quotes, string_before = self._real_quotes(a), self.in_string
+        self.in_string ^= bool(len(quotes) & 1)
+
+        def outside(positions: np.ndarray) -> np.ndarray:
+            return ((np.searchsorted(quotes, positions) + string_before) & 1) == 0
+
+        newlines = np.flatnonzero(a == _NEWLINE)
+        plain = outside(newlines)
+        a[newlines[plain]] = _SPACE
+        a[newlines[~plain]] = _CONTROL  # a raw newline in a string: invalid JSON, and stays invalid
+        folded = a | 0x20  # '[' and '{' both become '{', ']' and '}' both '}': two comparisons, not four
+        marks = np.flatnonzero((folded == ord("{")) | (folded == ord("}")) | (a == ord(",")))
+        marks = marks[outside(marks)]
         if self.phase == "after":
             return self._after(a, -1)
         start = 0
         if self.phase == "before":
-            found = np.flatnonzero(~_WHITESPACE[a])
-            if not found.size:
+            text = a > _SPACE
+            if not text.any():
                 return a.tobytes(), None
-            start = int(found[0])
+            start = int(np.argmax(text))
             if a[start] != ord("["):
                 return b"", BrokenArray(0, "the file does not hold a JSON array")
             a[: start + 1] = _SPACE
-            self.phase, start = "inside", start + 1
-        closes = np.flatnonzero(depth_after[start:] <= 0)
-        end = start + int(closes[0]) if closes.size else len(a)
-        self.depth = 0 if closes.size else int(depth_after[-1])
-        region = slice(start, end)
-        commas = start + np.flatnonzero(outside[region] & (a[region] == ord(",")) & (depth_after[region] == 1))
-        filled = self._filled_segments(a, start, end, commas)
+            self.phase, self.depth, start = "inside", 1, start + 1
+            marks = marks[marks >= start]
+        return self._elements(a, start, marks)
+
+    def _elements(self, a: np.ndarray, start: int, marks: np.ndarray) -> tuple[bytes, BrokenArray | None]:
+        kinds = a[marks]
+        step = _STEP[kinds]
+        depth_after = self.depth + np.cumsum(step, dtype=np.int64)
+        closes = np.flatnonzero(depth_after <= 0)
+        end = int(marks[closes[0]]) if closes.size else len(a)
+        self.depth = 0 if closes.size else int(depth_after[-1]) if len(depth_after) else self.depth
+        before_end = marks < end
+        commas = marks[before_end & (kinds == ord(",")) & (depth_after == 1)]
+        filled = self._filled_pieces(a, start, end, commas)
         empty = np.flatnonzero(~filled[:-1])
         if empty.size:  # a comma ends an element with nothing in it: [1,,2]
             j = int(empty[0])
@@ -111,41 +127,56 @@ class ArrayScanner:
             return None
         return BrokenArray(self.elements, "the file ends inside the array" if self.phase == "inside" else "no array")
 
-    def _strings(self, a: np.ndarray) -> np.ndarray:
-        """Which bytes lie inside a string: quotes not escaped by an odd run of backslashes toggle."""
-        n = len(a)
-        if not n:
-            return np.zeros(0, dtype=bool)
-        backslash = a == ord("\\")
-        last_other = np.maximum.accumulate(np.where(backslash, -1, np.arange(n)))
+    def _real_quotes(self, a: np.ndarray) -> np.ndarray:
+        """The positions of the quotes not escaped by an odd run of backslashes before them (runs are
+        short: a few steps back from every quote at once; a long one is counted over the chunk)."""
         quotes = np.flatnonzero(a == ord('"'))
+        run = np.zeros(len(quotes), dtype=np.int64)
+        alive = np.ones(len(quotes), dtype=bool)
+        for back in range(1, 17):
+            at = quotes - back
+            reached = alive & (at < 0)
+            run[reached] += self.backslashes  # the run goes on into the previous chunk
+            alive &= (at >= 0) & (a[np.maximum(at, 0)] == _BACKSLASH)
+            if not alive.any():
+                break
+            run += alive
+        else:
+            run = self._long_runs(a, quotes)
+        ends_in = a[-1] == _BACKSLASH if len(a) else False
+        if ends_in:
+            others = np.flatnonzero(a != _BACKSLASH)
+            tail = len(a) - 1 - int(others[-1]) if others.size else len(a) + self.backslashes
+            self.backslashes = tail
+        else:
+            self.backslashes = 0 if len(a) else self.backslashes
+        return quotes[run % 2 == 0]
+
+    def _long_runs(self, a: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+        """Each quote's run of backslashes, over the whole chunk (a run of more than 16)."""
+        last_other = np.maximum.accumulate(np.where(a == _BACKSLASH, -1, np.arange(len(a), dtype=np.int64)))
         before = np.maximum(quotes - 1, 0)
         run = np.where(quotes > 0, quotes - 1 - last_other[before], 0)
         reaches_start = (quotes == 0) | (last_other[before] == -1)
-        run = run + np.where(reaches_start, self.backslashes, 0)
-        toggles = np.zeros(n, dtype=np.int32)
-        toggles[quotes[run % 2 == 0]] = 1
-        parity = (np.cumsum(toggles, dtype=np.int64) + self.in_string) & 1
-        self.in_string = bool(parity[-1])
-        tail = n - 1 - int(last_other[-1])
-        self.backslashes = tail + (self.backslashes if last_other[-1] == -1 else 0)
-        return parity.astype(bool)
+        return run + np.where(reaches_start, self.backslashes, 0)
 
-    def _filled_segments(self, a: np.ndarray, start: int, end: int, commas: np.ndarray) -> np.ndarray:
+    def _filled_pieces(self, a: np.ndarray, start: int, end: int, commas: np.ndarray) -> np.ndarray:
         """For each piece between the region's start, its commas and its end: whether it holds a
         non-space byte (the first piece continues the open element)."""
-        counts = np.concatenate(([0], np.cumsum(~_WHITESPACE[a[start:end]], dtype=np.int64)))
-        bounds = np.concatenate(([0], commas - start, [end - start]))
-        after = np.concatenate(([0], commas - start + 1, [end - start]))
-        filled = counts[bounds[1:]] - counts[after[:-1]] > 0
+        text = a[:end] > _SPACE  # JSON's whitespace is all below; a control byte there is no element either
+        text[commas] = False
+        lows = np.concatenate(([start], commas + 1))
+        filled = np.zeros(len(lows), dtype=bool)
+        if commas.size:  # each piece with its comma (made blank): never an empty range
+            filled[:-1] = np.logical_or.reduceat(text[: int(commas[-1]) + 1], lows[:-1])
+        filled[-1] = text[int(lows[-1]) : end].any()
         filled[0] |= self.content
         return filled
 
     def _after(self, a: np.ndarray, end: int) -> tuple[bytes, BrokenArray | None]:
         """The array's ']' (at ``end``) and what follows it: only whitespace may."""
         self.phase = "after"
-        extra = np.flatnonzero(~_WHITESPACE[a[end + 1 :]])
-        if extra.size:
+        if (a[end + 1 :] > _SPACE).any():
             return a[: end + 1].tobytes(), BrokenArray(self.elements, "data after the end of the array")
         a[end + 1 :] = _SPACE
         return a.tobytes(), None

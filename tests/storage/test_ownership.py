@@ -90,7 +90,9 @@ def test_hf_split_folders_are_checked_like_the_top_level_and_never_followed(tmp_
 
 WORDS = st.sampled_from(["part", "train", "data", "validation", "test"])
 EXTENSIONS = st.sampled_from(["csv", "jsonl", "arrow", "parquet", "bin", "idx", "provenance", "txt", "json"])
-SHARD_LIKE = st.builds(lambda w, i, n, e: f"{w}-{i:05d}-of-{n:05d}.{e}", WORDS, st.integers(0, 2), st.just(1), EXTENSIONS)
+SHARD_LIKE = st.builds(
+    lambda w, i, n, e: f"{w}-{i:05d}-of-{n:05d}.{e}", WORDS, st.integers(0, 2), st.just(1), EXTENSIONS
+)
 OTHER = st.sampled_from(["notes.txt", "README.txt", "manifest.json.bak", "megatron.csv", "state.txt"])
 FILES = st.lists(
     st.tuples(st.one_of(SHARD_LIKE, OTHER), st.sampled_from(["file", "input", "link"])),
