@@ -291,9 +291,11 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
-        self._delete_own(self.owned)  # refused before anything goes if one of them is an input
+        if any(self._is_input(name) for name in self.owned):
+            self._delete_own(self.owned)  # refused, one line, before anything goes
         self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
-        self.side_files.remove_folders(self.store)
+        self.side_files.remove_folders(self.store)  # named by dataset_dict.json: before it goes
+        self._delete_own(self.owned)
         for name in self.planned:
             self.store.delete(name)
         self.work_store.remove()

@@ -254,3 +254,43 @@ def _tags(message: dict) -> list[str]:
     text = message.get("content", "") + " " + message.get("reasoning_content", "")
     names = [c["function"]["name"] for c in message.get("tool_calls", [])]
     return [w for w in text.split() if w.startswith(("ANS", "RSN"))] + names
+
+
+TOOL = {"type": "function", "function": {"name": "lookup", "description": "finds", "parameters": {"type": "object"}}}
+
+
+def test_tools_stored_as_a_json_string_render_as_the_list_and_other_shapes_are_counted_skips(trained, tmp_path):
+    """Many Hub datasets store ``tools`` as a JSON string: parsed into the list it holds (the ids
+    transformers gives for the list); an object or a list of strings, which transformers refuses and
+    a template would iterate a character or a key at a time, is a counted ``bad_tools`` skip."""
+    folder = family_folder(trained, "qwen2_5", "qwen2_5_training", tmp_path)
+    messages = [{"role": "user", "content": "find it"}, {"role": "assistant", "content": "ANS found"}]
+    as_list = {"messages": messages, "tools": [TOOL]}
+    _, outputs = expected(folder, [as_list], with_mask=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    for shape in ({"lookup": TOOL}, ["lookup"]):
+        with pytest.raises(Exception):  # noqa: B017, PT011 - transformers' own refusal, whatever its class
+            tokenizer.apply_chat_template(messages, tools=shape, tokenize=False)
+    records = [
+        {"messages": messages, "tools": json.dumps([TOOL])},
+        {"messages": messages, "tools": {"lookup": TOOL}},
+        {"messages": messages, "tools": ["lookup"]},
+        {"messages": messages, "tools": "[not json"},
+        {"messages": messages, "tools": ""},
+    ]
+    totals, ids, _ = _run(folder, records, tmp_path / "out")
+    assert totals["skipped_by_reason"] == {"bad_tools": 3}
+    assert ids[0].tolist() == outputs[0]["input_ids"]  # the string parsed: the list's rendering
+    assert ids[1].tolist() == expected(folder, [{"messages": messages}], with_mask=True)[1][0]["input_ids"]
+
+
+def test_chat_template_jinja_is_taken_over_the_configs_as_transformers_takes_it(trained, tmp_path):
+    folder = family_folder(trained, "qwen2_5", "qwen2_5_training", tmp_path)
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ANS a"}]}]
+    _, from_config = expected(folder, records, with_mask=True)
+    (folder / "chat_template.jinja").write_text((TRL / "qwen3_training.jinja").read_text())  # another template
+    _, outputs = expected(folder, records, with_mask=True)
+    assert outputs[0]["input_ids"] != from_config[0]["input_ids"]  # transformers took the file
+    _, ids, labels = _run(folder, records, tmp_path / "out")
+    assert ids[0].tolist() == outputs[0]["input_ids"]
+    assert (labels[0] != IGNORE).astype(int).tolist() == outputs[0]["assistant_masks"]

@@ -74,3 +74,25 @@ def test_a_remainder_hint_works_when_followed(
         again, output = _run([*args, *hint.split(" ")], tmp_path / "again")
         assert again["totals"].get("tokens_dropped", 0) < dropped, output
         assert not HINT.findall(output), output  # the hint is not given again once followed
+
+
+PAD_HINT = re.compile(r"such as --pad-token ('[^']+')")
+
+
+@pytest.mark.parametrize("tokenizer", ["tokenizer.model", "code.model", "llama-style"])
+@pytest.mark.parametrize("objective", ["clm", "mlm", "span-corruption"])
+def test_the_pad_token_hint_works_when_followed(tokenizer, objective, tmp_path):
+    """A --pad-token the tokenizer lacks names one it has that no other role takes: following it runs."""
+    from paths import SAMPLE_DATA
+
+    args = ["transform", str(SAMPLE_DATA / "prose.jsonl"), "-t", str(SAMPLE_DATA / tokenizer), "--objective",
+            objective, "--seq-len", "128"]  # fmt: skip
+    refused = CliRunner().invoke(main, [*args, "--pad-token", "NOTAPIECE", "-o", str(tmp_path / "x")])
+    assert refused.exit_code == 1 and "NOTAPIECE" in refused.output, refused.output
+    hint = PAD_HINT.search(refused.output)
+    assert hint, refused.output
+    followed = CliRunner().invoke(main, [*args, "--pad-token", hint.group(1).strip("'"), "-o", str(tmp_path / "o")])
+    assert followed.exit_code == 0, followed.output
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    piece = hint.group(1).strip("'")
+    assert manifest["special_tokens"]["pieces"].get("pad", piece) == piece  # concat pads nothing: no pad role

@@ -290,3 +290,34 @@ def test_empty_texts_are_named_by_their_line_in_a_block_that_decodes_whole(tmp_p
 def test_count_newlines_agrees_with_bytes_count(data):
     """Every block's lines are counted with NumPy (line numbers in errors and provenance rest on it)."""
     assert count_newlines(data) == data.count(b"\n")
+
+
+def test_a_folder_holding_inputs_and_an_objcli_output_reads_the_inputs_and_leaves_the_output_out(tmp_path):
+    """The user's .jsonl beside an output (even inside an output folder) is read; the output's manifest,
+    shards, format files and split folders never are, and the warning says which output was left out."""
+    from conftest import SAMPLE, run_cli
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)
+    (folder / "mine.jsonl").write_text("".join(lines[:30]))
+    for fmt in ("hf", "megatron"):
+        out = folder / f"out-{fmt}"
+        split = ["--split", "validation=0.2"] if fmt == "hf" else []
+        made = run_cli("transform", folder / "mine.jsonl", "-t", SAMPLE / "tokenizer.model", "--format", fmt,
+                       *split, "--seq-len", "64", "-o", out, "-q")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        (out / "notes.jsonl").write_text("".join(lines[30:35]))  # the user's own file inside the output
+    warnings = []
+    files = resolve_inputs([str(folder)], warn=warnings.append)
+    assert sorted(f.path.removeprefix(str(folder) + "/") for f in files) == [
+        "mine.jsonl",
+        "out-hf/notes.jsonl",
+        "out-megatron/notes.jsonl",
+    ]
+    assert any("left out the objcli output in" in w for w in warnings)
+    (folder / "mine.jsonl").unlink()
+    (folder / "out-hf" / "notes.jsonl").unlink()
+    (folder / "out-megatron" / "notes.jsonl").unlink()
+    with pytest.raises(ObjcliError, match="holds no .jsonl"):
+        resolve_inputs([str(folder)])

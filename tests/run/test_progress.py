@@ -197,3 +197,37 @@ def test_the_dask_executor_counts_what_its_workers_finished(corpus, tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.startswith("objcli transform: ")]
     percents = [int(PERCENT.search(line).group(1)) for line in lines]
     assert percents and percents == sorted(percents) and percents[-1] == 100, lines
+
+
+@pytest.mark.parametrize("command", ["transform", "verify"])
+def test_a_closed_standard_error_leaves_the_status_the_runs(command, tmp_path):
+    """``2>&-`` with OBJCLI_PROGRESS=lines: Python has no sys.stderr; a good run still exits 0."""
+    import shlex
+
+    small = tmp_path / "p.jsonl"
+    small.write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:40]))
+    transform = [sys.executable, "-m", "objcli", "transform", str(small), "-t", str(SAMPLE / "tokenizer.model"),
+                 "--seq-len", "64", "-o", str(tmp_path / "o")]  # fmt: skip
+    if command == "verify":
+        assert subprocess.run(transform, capture_output=True).returncode == 0
+        args = [sys.executable, "-m", "objcli", "verify", str(tmp_path / "o")]
+    else:
+        args = transform
+    closed = subprocess.run(
+        ["sh", "-c", " ".join(map(shlex.quote, args)) + " 2>&-"],
+        env={**os.environ, "OBJCLI_PROGRESS": "lines"},
+        stdout=subprocess.PIPE,
+    )
+    assert closed.returncode == 0
+    assert subprocess.run([sys.executable, "-m", "objcli", "verify", str(tmp_path / "o")]).returncode == 0
+
+
+def test_an_unknown_progress_setting_is_one_line(tmp_path):
+    shown = subprocess.run(
+        [sys.executable, "-m", "objcli", "verify", str(tmp_path)],
+        env={**os.environ, "OBJCLI_PROGRESS": "abc"},
+        capture_output=True,
+        text=True,
+    )
+    assert shown.returncode == 1 and shown.stderr.count("\n") == 1 and "OBJCLI_PROGRESS='abc'" in shown.stderr
+    assert "lines" in shown.stderr and "Traceback" not in shown.stderr

@@ -144,7 +144,25 @@ def specials_in_a_tiktoken_side_file(folder):
     )
 
 
+def config_added_beside(folder):
+    """A tokenizer.json run without a config, then a tokenizer_config.json put beside it (issue 50)."""
+    import shutil
+
+    _prose(folder)
+    shutil.copytree(SAMPLE / "llama-style", folder / "tok")
+    (folder / "tok" / "tokenizer_config.json").unlink()
+    return (
+        folder / "tok" / "tokenizer.json",
+        [],
+        lambda: (folder / "tok" / "tokenizer_config.json").write_text(
+            json.dumps({"eos_token": "<|reserved_special_token_0|>"})
+        ),
+        "tokenizer_config.json",
+    )
+
+
 CASES = [
+    config_added_beside,
     template_in_a_file,
     template_in_the_config,
     template_beside_the_tokenizer,

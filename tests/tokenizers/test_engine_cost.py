@@ -103,3 +103,51 @@ def test_the_pinned_pre_release_costs_a_fraction_of_the_stable_library(tmp_path)
     ]
     stable, fast = (float(r.stdout.split()[-1]) for r in runs)
     assert fast * 5 < stable, (stable, fast)
+
+
+@pytest.mark.parametrize("damaged", ["NaN", "Infinity", "-Infinity", "-3.0", "0.0", '"12"', "null", "[1]"])
+def test_a_damaged_kept_cost_is_measured_again(cache, damaged):
+    engine = _Engine("kept", 0.002)
+    measured = engine_cost.engine_cost(engine, "ab" * 32)
+    path = next((cache / "objcli" / "engine-cost").glob("kept-1-*.json"))
+    path.write_text('{"engine": "kept", "version": "1", "ms_per_mb": ' + damaged + "}\n")
+    calls = engine.calls
+    again = engine_cost.engine_cost(engine, "ab" * 32)
+    assert engine.calls > calls and 0 < again["ms_per_mb"] < float("inf")
+    assert json.loads(path.read_text())["ms_per_mb"] == again["ms_per_mb"]  # the entry is mended
+    assert pools.threads_bound(again["ms_per_mb"]) >= 2 and measured
+
+
+@pytest.mark.parametrize("value", ["", "relative/cache"])
+def test_an_empty_or_relative_xdg_cache_home_is_ignored_as_the_spec_says(value, tmp_path):
+    """objcli's cache never lands in the folder a command runs from (its .json files would be read
+    as inputs by the next run there): $HOME/.cache instead."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    (work / "p.jsonl").write_text("".join((SAMPLE_DATA / "prose.jsonl").read_text().splitlines(keepends=True)[:20]))
+    env = {**os.environ, "XDG_CACHE_HOME": value, "HOME": str(home)}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            "p.jsonl",
+            "-t",
+            str(SAMPLE_DATA / "llama-style"),
+            "--seq-len",
+            "64",
+            "-o",
+            str(tmp_path / "o"),
+            "--workers",
+            "3",
+        ],  # fmt: skip
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["p.jsonl"]  # nothing written where it ran
+    assert (home / ".cache" / "objcli").is_dir()
