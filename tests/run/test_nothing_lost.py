@@ -401,7 +401,6 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
     line (the interruption, or the summary if the run had finished) and a rerun finishes the output."""
     import subprocess
     import sys
-    import time
 
     args = [
         sys.executable,
@@ -420,8 +419,8 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
         "--seq-len",
         "64",
     ]
-    for delay in (0.3, 0.6, 0.9, 1.2):
-        out = tmp_path / f"out{delay}"
+    for state in RUN_STATES:
+        out = tmp_path / f"out-{state}"
         run = subprocess.Popen(
             [*args, "-o", str(out)],
             stderr=subprocess.PIPE,
@@ -429,7 +428,7 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
             start_new_session=True,
             text=True,
         )
-        time.sleep(delay)
+        wait_for_run_state(run, out, state)
         os.killpg(run.pid, signal.SIGINT)
         stderr = run.communicate(timeout=120)[1]
         assert "Traceback" not in stderr and len(stderr.splitlines()) <= 1, stderr
@@ -437,6 +436,32 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
             assert stderr.startswith("Error: interrupted; rerun the same command")
         assert run_cli(*args[3:], "-o", out, "-q").returncode == 0
         assert manifest_json(out)["complete"]
+
+
+RUN_STATES = ("locked", "partition begun", "partition done", "two partitions done")
+
+
+def wait_for_run_state(run, out, state: str, timeout: float = 120) -> None:
+    """Wait until a run into ``out`` reached ``state`` (its lock taken, a partition's first file in the
+    work folder, one or two partitions finished), or ended: a busy machine only makes this take longer,
+    never makes the signal land before the run began (a fixed sleep did, on a loaded 2-core CI)."""
+    import time
+
+    work = out / ".objcli-tmp"
+    reached = {
+        "locked": lambda: (out / ".objcli-lock").exists() and (out / ".objcli-lock").read_text().startswith("pid"),
+        "partition begun": lambda: any(p.name.startswith("p0") for p in work.glob("*")),
+        "partition done": lambda: len(list(work.glob("*.done.json"))) >= 1,
+        "two partitions done": lambda: len(list(work.glob("*.done.json"))) >= 2,
+    }[state]
+    deadline = time.monotonic() + timeout
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            if reached():
+                return
+        except OSError:  # the folder is being made or renamed
+            pass
+        time.sleep(0.01)  # polling the state, not waiting a fixed time for it
 
 
 @pytest.mark.parametrize("pool", ["processes", pytest.param("threads", marks=pytest.mark.slow)])
@@ -448,7 +473,6 @@ def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(
     as Ctrl-C is: workers stopped, the lock released, one line, exit 143, and the rerun finishes."""
     import subprocess
     import sys
-    import time
 
     corpus = tmp_path / "big.jsonl"
     corpus.write_text((small_corpus / "prose.jsonl").read_text() * 30)
@@ -472,10 +496,10 @@ def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(
         "64",
     ]
     terminated = 0
-    for delay in (0.8, 1.5):
-        out = tmp_path / f"out{delay}"
+    for state in ("partition begun", "partition done"):
+        out = tmp_path / f"out-{state}"
         run = subprocess.Popen([*args, "-o", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        time.sleep(delay)
+        wait_for_run_state(run, out, state)
         run.send_signal(signal.SIGTERM)
         stderr = without_warnings(run.communicate(timeout=120)[1])  # nsp allocates [CLS] and [SEP]: a warning
         assert "leaked" not in stderr and "Traceback" not in stderr and len(stderr.splitlines()) <= 1, stderr
