@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .cli_options import Fail as _Fail
-from .cli_options import TransformCommand, collect_values, warn_line
+from .cli_options import TokenizeCommand, TransformCommand, collect_values, tokenize_values, warn_line
 from .commands.folder_commands import FOLDER_COMMANDS
 from .errors import INTERRUPTED, ObjcliError, missing_module
 from .readers.inputs import TEXT_UNITS
@@ -122,6 +122,56 @@ def transform(**values):
         raise _Fail(str(error)) from None
     # A person at a terminal reads labelled lines; a log or a pipe keeps one line a run.
     click.echo(summary.lines() if sys.stderr.isatty() else summary.line(), err=True)
+
+
+@main.command(cls=TokenizeCommand, context_settings={"max_content_width": 132, "terminal_width": 132})
+def tokenize(**values):
+    """Tokenize INPUTS once into a token store, which every transform then reads with no tokenizer run.
+
+    The store keeps each document's ids (2 bytes a token under a 65,536-id vocabulary), in the text
+    run's partitions and batches: `objcli transform STORE --objective X ...` writes the same shards as
+    the same command over the text. Example:
+
+        objcli tokenize corpus/ -t tok.model -o store/ && objcli transform store/ --objective ul2 -o ul2/
+    """
+    import dataclasses
+
+    from .recipe import config_from_values
+    from .transform import transform as run_transform
+
+    try:
+        given, runner = tokenize_values(values)
+        missing = [
+            n
+            for n, key in (("INPUTS", "inputs"), ("--tokenizer", "tokenizer"), ("--output", "output"))
+            if not given.get(key)
+        ]
+        if missing:
+            raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
+        config = dataclasses.replace(config_from_values(given), token_store=True)
+        bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
+        try:
+            summary = run_transform(config, **runner, progress=bar, warn=warn_line)
+        finally:
+            if bar:
+                bar.close()
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    click.echo(store_line(summary), err=True)
+
+
+def store_line(summary) -> str:
+    """``objcli tokenize``'s one summary line."""
+    m = summary.manifest
+    t, size = m["totals"], m["token_store"]["bytes"]
+    skipped = ", ".join(f"{n:,} {reason}" for reason, n in t["skipped_by_reason"].items())
+    return (
+        f"objcli tokenize: {t['documents_read']:,} documents read, {t['documents_written']:,} stored"
+        f"{f', skipped {skipped}' if skipped else ''}; {t['tokens']:,} tokens ({m['token_store']['ids_dtype']}): "
+        f"{size['tokens'] / max(t['tokens'], 1):.2f} bytes a token, {size['boundaries_and_metadata']:,} bytes of "
+        f"boundaries and metadata; {t['shards']:,} shards -> {summary.output} in {summary.seconds:.1f}s"
+        + (" (nothing to do: the store is complete)" if summary.already_complete else "")
+    )
 
 
 class _TransformProgress:

@@ -207,5 +207,42 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     return values_out, runner
 
 
+# What `objcli tokenize` takes: how the text is read and cut into documents and batches, the tokenizer,
+# where the store goes and how its shards are cut, and how the run executes.
+TOKENIZE_FIELDS = (
+    "tokenizer", "output", "engine", "text_key", "text_unit", "input_format", "max_document_chars",
+    "partition_size", "batch_size", "shard_size", "strict",
+)  # fmt: skip
+TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet")
+
+
+class TokenizeCommand(click.Command):
+    """``objcli tokenize``'s options: the same definitions as transform's, those a store is made with."""
+
+    @cached_property
+    def generated(self) -> list[click.Parameter]:
+        from .config import TransformConfig
+
+        fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
+        fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
+        return [click.Argument(["inputs"], nargs=-1), *_options_of(fields)]
+
+    def get_params(self, ctx):
+        return [*self.generated, *super().get_params(ctx)]
+
+
+def tokenize_values(values: dict) -> tuple[dict, dict]:
+    """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
+    given = {k: v for k, v in values.items() if v not in (None, ())}
+    runner = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
+    for f in dataclasses.fields(Execution):
+        check_field(f, runner.get(f.name))
+    for flag in ("overwrite", "resume", "quiet"):
+        runner[flag] = bool(runner[flag])
+    runner["executor"] = runner["executor"] or "local"
+    runner["pool"] = runner["pool"] or "auto"
+    return {**given, "inputs": list(values.get("inputs") or ())}, runner
+
+
 class Fail(click.ClickException):
     """Prints ``Error: <one line>`` and exits 1."""

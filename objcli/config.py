@@ -156,6 +156,8 @@ class TransformConfig:
         "", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).", group=ORDER
     )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
+    # Not an option: `objcli tokenize` sets it, and the run writes a token store instead of an objective's rows.
+    token_store: bool = False
     engine: str = option(
         "auto",
         "What encodes: auto (the fastest installed engine that passes the parity probe), "
@@ -315,7 +317,7 @@ class TransformConfig:
     @property
     def format(self):
         """The output format (formats/): what it stores and which packers it takes."""
-        return format_of(self.output_format)
+        return format_of("store" if self.token_store else self.output_format)
 
     @property
     def row_length(self) -> int:
@@ -358,6 +360,8 @@ class TransformConfig:
             del data["pad_token"]  # as before --pad-token existed
         if not self.provenance:
             del data["provenance"]  # as before --provenance existed: the fingerprints of other runs stay
+        if not self.token_store:
+            del data["token_store"]
         return data
 
     def fingerprint(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:

@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
-from ..formats import FORMATS
+from ..formats import format_of
 from ..formats.megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
 from ..formats.provenance import join_provenance, provenance_file
 from ..run.progress import phase
@@ -349,7 +349,7 @@ def _merge_local(
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)
             shards = [ShardRecord(**s.to_json()) for s in shuffled]
-        elif FORMATS[plan.first.format].merge_joins_shards:
+        elif format_of(plan.first.format).merge_joins_shards:
             shards = _merge_megatron(plan, work)
         else:
             shards = _copy_shards(plan, work)

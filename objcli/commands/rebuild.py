@@ -171,11 +171,11 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
     """Shards to their final names, the format's own files, then the manifest, last."""
     for old, new in renames:
         os.replace(work / old, out / new)
-    from ..formats import FORMATS
+    from ..formats import format_of
     from ..formats.dataset_card import card_files
 
     records = decode_manifest(manifest, MANIFEST_NAME)
-    files = FORMATS[records.format].side_files(records.shards, records.columns, records.config_sha256)
+    files = format_of(records.format).side_files(records.shards, records.columns, records.config_sha256)
     for name, text in {**files, **card_files(LocalStore(out), manifest)}.items():
         (out / name).parent.mkdir(exist_ok=True)  # a split's folder (hf with splits)
         (out / name).write_text(text, encoding="utf-8")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ShardSize
-from ..formats import FORMATS, ShardSink
+from ..formats import ShardSink, format_of
 from ..formats.provenance import provenance_file, read_provenance
 from ..formats.reading import read_shard_columns
 from ..rows import ColumnSpec, Ragged, RowBatch
@@ -36,7 +36,7 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
             sink = sinks[shard.split] = ShardSink(
                 work,
                 0,
-                FORMATS[manifest.format].writer,
+                format_of(manifest.format).writer,
                 specs,
                 limit.rows,
                 limit.bytes,

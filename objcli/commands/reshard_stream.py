@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..formats import FORMATS
+from ..formats import format_of
 from ..run.progress import phase
 from ..storage.faults import crash_point
 from ..storage.files import start_writeback
@@ -192,7 +192,7 @@ def reshard_streams(folder: Path, manifest, work: Path, limit_bytes: int) -> lis
     """The new shards, or None when this path does not apply (see the module). Copies and hashes are
     queued apart, so that no copy waits for the hash of the shard before it: hashing (0.5 s of CPU
     per GB) is the longer of the two, and the copies then fill the cores' gaps."""
-    if not FORMATS[manifest.format].arrow_stream or not hasattr(os, "copy_file_range"):
+    if not format_of(manifest.format).arrow_stream or not hasattr(os, "copy_file_range"):
         return None
     if any(len(shard.files) != 1 for shard in manifest.shards):
         return None

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from ..formats import FORMATS, Column
+from ..formats import Column, format_of
 from ..formats.provenance import provenance_file
 from ..kernels import IGNORE
 from ..run.progress import phase
@@ -103,7 +103,7 @@ def verify_output(folder: str | Path) -> Report:
         problems = _check_files(folder, shard)
         if not problems:
             try:
-                columns = FORMATS[manifest.format].read_columns(folder, manifest, shard)
+                columns = format_of(manifest.format).read_columns(folder, manifest, shard)
             except Exception as error:  # any parse failure of a damaged file is a finding, not a crash
                 columns = None
                 problems = [
@@ -129,7 +129,7 @@ def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
     """The files a format's loader opens besides the shards (Megatron's data-args lists, the HF
     saved-dataset files) follow from the manifest: each must be there, byte for byte (an edited
     ``megatron.txt`` could send a trainer anywhere)."""
-    expected = FORMATS[manifest.format].side_files(manifest.shards, manifest.columns, manifest.config_sha256)
+    expected = format_of(manifest.format).side_files(manifest.shards, manifest.columns, manifest.config_sha256)
     problems = []
     for name, text in expected.items():
         path = folder / name

@@ -15,6 +15,7 @@ from .megatron import MEGATRON
 from .npy import NPY
 from .parquet import PARQUET
 from .sink import ShardSink
+from .store import STORE, STORE_FORMAT
 
 FORMATS: dict[str, OutputFormat] = {f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET)}
 
@@ -39,7 +40,8 @@ def register(output_format: OutputFormat) -> OutputFormat:
 
 
 def format_of(name: str) -> OutputFormat:
-    return FORMATS[name]
+    """A registered format, or the token store (written by ``objcli tokenize``, never a --format choice)."""
+    return STORE_FORMAT if name == STORE else FORMATS[name]
 
 
 def whole_document_formats() -> tuple[str, ...]:

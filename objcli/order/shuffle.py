@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..formats import FORMATS, ShardSink
+from ..formats import ShardSink, format_of
 from ..formats.arrow import BOOKKEEPING
 from ..formats.arrow_columns import list_parts, numpy_of
 from ..formats.provenance import SPECS
@@ -63,7 +63,7 @@ def shuffle_rows(
         sink = ShardSink(
             work,
             SHUFFLED,
-            FORMATS[output_format].writer,
+            format_of(output_format).writer,
             columns,
             shard_limit.rows,
             shard_limit.bytes,

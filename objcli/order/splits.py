@@ -108,11 +108,14 @@ def plan_bounds(spec: str, smallest_u: np.ndarray | None = None) -> list[tuple[i
 def uniforms(texts: list[str], seed: int) -> np.ndarray:
     """The keyed uniform ``u`` of each text."""
     start = zlib.crc32(str(seed).encode())
-    crc = np.fromiter(
-        map(zlib.crc32, map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")), repeat(start)),
-        dtype=np.uint64,
-        count=len(texts),
-    )
+    if not isinstance(texts, list):  # a token store's documents: their CRC from a seeded start, from the stored one
+        crc = texts.keyed_crc(start)
+    else:
+        crc = np.fromiter(
+            map(zlib.crc32, map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")), repeat(start)),
+            dtype=np.uint64,
+            count=len(texts),
+        )
     with np.errstate(over="ignore"):
         return (_mix(crc ^ np.uint64(seed)) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 

@@ -40,6 +40,8 @@ def utf8_bytes(texts: list[str]) -> int:
     """Bytes of the texts in UTF-8 (what MB/s and ``text_bytes`` mean). An ASCII text's length is
     its size (``isascii`` reads a flag), so an ASCII batch costs two C-level passes; only the
     texts that are not ASCII are encoded to count."""
+    if not isinstance(texts, list):  # a token store's documents know their sizes
+        return int(texts.utf8.sum())
     size = sum(map(len, texts))
     ascii_flags = list(map(str.isascii, texts))
     if not all(ascii_flags):

@@ -95,6 +95,7 @@ class Partition:
     index: int
     pieces: tuple[Piece, ...]
     source: str = ""  # with --source: the mixture source the pieces belong to
+    stored: int = -1  # a token store's partition (readers/token_store.py): its index in the store
 
     @property
     def input(self) -> InputFile:

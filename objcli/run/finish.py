@@ -9,7 +9,6 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import ObjcliError
-from ..formats import FORMATS
 from ..objectives.base import remainder_hint
 from ..order.mixture import mixture_totals
 from ..order.shuffle import shuffle_rows
@@ -20,6 +19,7 @@ from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error
 from ..storage.remote import is_url, public_url, tokenizer_location
 from .pipeline import RUN_WARNINGS
+from .stores import store_summary
 
 
 def input_entry(f) -> dict:
@@ -59,8 +59,8 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         },
         "identity": plan.identity,
         "special_tokens": tokenizer.special.to_json(),
-        "format": config.output_format,
-        "columns": [c.to_json() for c in FORMATS[config.output_format].stored_columns(plan.columns)],
+        "format": config.format.name,
+        "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
         "inputs": [input_entry(f) for f in plan.files],
         "partitions": [
             {
@@ -79,6 +79,11 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "totals": totals(results, shards),
         **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
         **({"mixture": mixture_totals(plan.mixture, plan.partitions, results)} if config.source else {}),
+        **(
+            {"token_store": store_summary(config, tokenizer, totals(results, shards), shards)}
+            if config.token_store
+            else {}
+        ),
     }
 
 

@@ -9,18 +9,18 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..order.document_windows import char_lengths
 from ..order.mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
 from ..order.splits import counted, plan_bounds, smallest, uniforms
-from ..readers import Partition, RecordLog, read_documents
-from ..readers.cutting import cut_long_documents, utf8_bytes
+from ..readers import Partition, RecordLog
+from ..readers.cutting import utf8_bytes
 from ..tokenizers import Tokenizer
+from .documents import partition_documents, token_count
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):
     options = config.read_options(config.strict)
-    log = RecordLog(strict=config.strict)
-    limit = 0 if options.records else config.max_document_chars  # a record is never cut
-    return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
+    return partition_documents(partition, config, options, RecordLog(strict=config.strict), tokenizer)
 
 
 def _refuse_streams(option: str, partitions: list[Partition], hint: str) -> None:
@@ -65,17 +65,16 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     boundary = int(bool(config.bos)) + int(bool(config.eos))
     estimated = {}
     for name in names:
-        text_bytes = documents = sample_chars = 0
-        sample: list[str] = []
+        text_bytes = documents = sample_chars = sample_bytes = sample_tokens = 0
         for partition in (p for p in partitions if p.source == name):
             for texts in _documents(config, partition, tokenizer):
                 text_bytes += utf8_bytes(texts)
                 documents += len(texts)
-                if sample_chars < SAMPLE_CHARS:
-                    sample += texts
-                    sample_chars += sum(map(len, texts))
-        sample_bytes = utf8_bytes(sample)
-        per_byte = len(tokenizer.encode(sample, 1)[0]) / sample_bytes if sample_bytes else 0.0
+                if sample_chars < SAMPLE_CHARS:  # the first MiB of text: a store counted its tokens
+                    sample_tokens += token_count(texts, tokenizer)
+                    sample_bytes += utf8_bytes(texts)
+                    sample_chars += int(char_lengths(texts).sum())
+        per_byte = sample_tokens / sample_bytes if sample_bytes else 0.0
         estimated[name] = text_bytes * per_byte + documents * boundary
     rates = plan_rates(kind, values, estimated)
     return {

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 
@@ -27,17 +26,20 @@ from ..order.document_windows import shuffled_windows, take
 from ..order.mixture import NOT_SAMPLED, copies, passes
 from ..order.splits import assign_splits, split_names
 from ..packing import Packer
-from ..readers import Partition, ReadOptions, RecordLog, read_documents
-from ..readers.cutting import cut_long_documents, utf8_bytes
+from ..readers import Partition, ReadOptions, RecordLog
+from ..readers.cutting import utf8_bytes
 from ..readers.origins import copy_of
+from ..readers.token_store import StoredDocuments
 from ..rows import RowBatch
 from ..storage.faults import crash_point
 from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
 from ..storage.stores import open_store
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
 from .affinity import free_for
+from .documents import partition_documents, starting_with
 from .provenance import Sources
 from .stages import build_objective, build_packer, run_columns
+from .store_chain import StoreChain
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,10 @@ class _Chain:
         return cls(transform, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
+        if isinstance(texts, StoredDocuments):  # a token store's documents: tokenized already
+            tokens, offsets = texts.tokens, texts.offsets
+        else:
+            tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
         examples = self.transform.examples(batch)
         if self.sources is not None:
@@ -158,6 +163,9 @@ class _Chain:
         self._write(self.packer.process(examples))
         self.first_document += len(texts)
         return len(tokens)
+
+    def counters(self) -> list[dict]:
+        return [self.transform.counters, self.packer.counters]
 
     def close(self) -> list:
         last = self.transform.finish()
@@ -190,8 +198,7 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
     (``--shuffle-documents``), and, with ``--source``, only those with more than ``j`` copies (the
     rest counted as skipped: read = written + skipped holds over every pass)."""
     config, index = task.config, task.partition.index
-    limit = 0 if options.records else config.max_document_chars  # a record is never cut
-    documents = cut_long_documents(read_documents(task.partition, options, log), limit, tokenizer, log)
+    documents = partition_documents(task.partition, config, options, log, tokenizer)
     if config.shuffle_window_bytes:
         stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
         documents = shuffled_windows(
@@ -246,10 +253,13 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer, config.engine)
     tokenizer.adopt(task.special)
-    chains = [
-        _Chain.build(config, tokenizer, task, name, work)
-        for name in (split_names(config.split) if config.split else [""])
-    ]
+    if config.token_store:  # objcli tokenize: the documents' tokens, kept for every derived run
+        chains = [StoreChain.build(config, tokenizer, task, work)]
+    else:
+        chains = [
+            _Chain.build(config, tokenizer, task, name, work)
+            for name in (split_names(config.split) if config.split else [""])
+        ]
     log = RecordLog(strict=config.strict)
     options = config.read_options(config.strict)
     text_bytes = 0
@@ -274,7 +284,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
         )
         tokens = sum(chain.feed(group, batch_index, encode) for chain, group in zip(chains, groups) if group)
         if bos_text:
-            seen["texts_starting_with_bos_text"] += sum(map(str.startswith, texts, repeat(bos_text)))
+            seen["texts_starting_with_bos_text"] += starting_with(texts, bos_text)
         size = utf8_bytes(texts)
         text_bytes += size
         if report is not None:  # sentence-level objectives report 0 tokens
@@ -284,7 +294,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     if report is not None and task.partition.size > reported:
         report(Progress(input_bytes=task.partition.size - reported))
     shards = [shard for chain in chains for shard in chain.close()]
-    counters = [c for chain in chains for c in (chain.transform.counters, chain.packer.counters)]
+    counters = [c for chain in chains for c in chain.counters()]
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
     work.flush()  # every shard uploaded before the marker says the partition is done
     if task.run_key:

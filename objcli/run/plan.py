@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..formats.store import store_columns
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
 from ..readers.origins import number_records
+from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
 from ..storage.remote import public_url
@@ -19,6 +21,7 @@ from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engines import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
+from .stores import adopt_store_settings, check_store_run, store_group
 
 
 @dataclass
@@ -43,6 +46,12 @@ class RunPlan:
         return tuple(public_url(f.path) for f in self.files)
 
 
+def _store_inputs(config: TransformConfig) -> list[str]:
+    """The run's inputs that are token stores (``objcli tokenize``'s outputs)."""
+    paths = [p for ps in parse_sources(config.source).values() for p in ps] if config.source else config.inputs
+    return [path for path in paths if store_manifest(path) is not None]
+
+
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(paths)), len(paths)]
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
@@ -54,14 +63,17 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
     before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
     check_output_outside_inputs(config)
     files, partitions, by_source = [], [], {}
+    stores = _store_inputs(config)
+    config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
         source_files = by_source[source] = []
         # Partitions never mix sources (each row then has one), nor inputs an --append added.
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
-            group_files = resolve_inputs(group, config.input_format, warn)
+            stored = store_group(group)
+            group_files = stored[0] if stored else resolve_inputs(group, config.input_format, warn)
+            planned = stored[1] if stored else plan_partitions(group_files, config.partition_bytes, config.text_unit)
             partitions += [
-                dataclasses.replace(p, index=len(partitions) + i, source=source)
-                for i, p in enumerate(plan_partitions(group_files, config.partition_bytes, config.text_unit))
+                dataclasses.replace(p, index=len(partitions) + i, source=source) for i, p in enumerate(planned)
             ]
             source_files += group_files
         files += source_files
@@ -76,6 +88,10 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
     if before_tokenizer is not None:
         before_tokenizer(partitions)
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
+    if stores:
+        check_store_run(stores, tokenizer, objective, tokenizer.special)
+    if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
+        columns = store_columns(tokenizer.total_vocab_size)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
     lost = [
         c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")
@@ -146,8 +162,8 @@ def _pad_hint(config: TransformConfig, tokenizer: Tokenizer) -> str:
 
 def first_texts(partitions, config: TransformConfig) -> list[str]:
     """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
-    if not partitions or partitions[0].input.is_stream:
-        return []
+    if not partitions or partitions[0].input.is_stream or partitions[0].stored >= 0:
+        return []  # a stream is read once, later; a token store has no text
     options = config.read_options(False)
     try:
         return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])

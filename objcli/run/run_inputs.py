@@ -29,8 +29,8 @@ def make_run_key(fingerprint: str, files) -> str:
         if is_url(f.path):
             stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
             continue
-        try:
-            stat = os.stat(f.path)
+        try:  # a token store is its manifest (written last, rewritten by every change to the store)
+            stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else f.path)
         except OSError as error:
             raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
         stats.append([f.path, stat.st_size, stat.st_mtime_ns])

@@ -1,0 +1,150 @@
+"""The token store that ``objcli tokenize`` writes and every ``objcli transform STORE`` reads.
+
+A store is an output folder like the others (manifest, partitions, atomic shards, resume): each shard
+an Arrow IPC stream file (``part-00000-of-00004.store``), one row per document, in the order and the
+batches the text run gives its objective:
+
+==============  ==============================  ==============================================
+column          type                            what a derived run needs it for
+==============  ==============================  ==============================================
+``ids``         list<uint16> (uint32 past       the document's tokens: no tokenizer runs again
+                65,536 ids)
+``batch``       int32                           the batch the text run encoded it in (objectives
+                                                key their randomness to batches and documents)
+``chars``       int64                           its length in characters (``--shuffle-documents``
+                                                cuts windows and batches by it)
+``utf8``        int64                           its UTF-8 bytes (MB/s, text bytes, mixture estimates)
+``crc``         uint32                          CRC-32 of its UTF-8 bytes: the keyed hash that
+                                                places it in a ``--split`` or a mixture's copies
+                                                is CRC-32 from a seeded start, which follows from
+                                                this and the length (``crc32_from``)
+``bos_text``    bool                            whether the text begins with the BOS piece
+==============  ==============================  ==============================================
+
+The tokens take 2 bytes each under a 65,536-id vocabulary; the rest is 25 bytes a document, reported
+apart in the manifest (``token_store.bytes``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.manifest import ColumnInfo, Manifest
+from ..storage.shard_info import ShardRecord
+from .base import Column, OutputFormat, commit, temp_file
+
+STORE = "store"
+METADATA = {  # column -> (Arrow type name, NumPy dtype, description)
+    "batch": ("int32", np.int32, "the batch the text run encoded the document in"),
+    "chars": ("int64", np.int64, "characters of the document's text"),
+    "utf8": ("int64", np.int64, "UTF-8 bytes of the document's text"),
+    "crc": ("uint32", np.uint32, "CRC-32 of the document's UTF-8 bytes"),
+    "bos_text": ("bool_", np.bool_, "the text begins with the BOS piece"),
+}
+
+
+def ids_dtype(total_vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype that holds every id."""
+    return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+def store_columns(total_vocab_size: int) -> list[ColumnSpec]:
+    ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
+    return [ids] + [
+        ColumnSpec(name, "scalar", 0, 2**32 - 1, doc, "per_segment", "ids") for name, (_, _, doc) in METADATA.items()
+    ]
+
+
+def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict[str, np.ndarray]) -> RowBatch:
+    """A batch of documents as store rows (one a row)."""
+    lengths = np.diff(offsets)
+    columns = {"ids": Ragged(tokens, offsets), **metadata}
+    return RowBatch(columns, tokens=lengths, padding=np.zeros(len(lengths), np.int64), documents=np.ones_like(lengths))
+
+
+def crc32_from(crc: np.ndarray, lengths: np.ndarray, start: int) -> np.ndarray:
+    """``zlib.crc32(text, start)`` of each text from ``zlib.crc32(text)`` and its length: CRC-32 is
+    affine in its starting value, so crc(text, s) = crc(text, 0) ^ crc(zeros, s) ^ crc(zeros, 0)
+    over as many zero bytes as the text has (one C call per document over a shared zero buffer)."""
+    zeros = memoryview(bytes(int(lengths.max()) if len(lengths) else 0))
+    shift = np.fromiter(
+        (zlib.crc32(zeros[:n], start) ^ zlib.crc32(zeros[:n]) for n in lengths.tolist()), np.uint64, len(lengths)
+    )
+    return crc.astype(np.uint64) ^ shift
+
+
+class StoreWriter:
+    """One store shard: an Arrow IPC stream, a record batch per batch of documents."""
+
+    suffix = ".store"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        import pyarrow as pa
+
+        self.dtype = ids_dtype(columns[0].max_value + 1)
+        self.schema = pa.schema(
+            [pa.field("ids", pa.list_(pa.from_numpy_dtype(self.dtype)), nullable=False)]
+            + [pa.field(name, getattr(pa, arrow)(), nullable=False) for name, (arrow, _, _) in METADATA.items()]
+        )
+        self.temp = temp_file(base, self.suffix)
+        self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
+
+    def write(self, rows: RowBatch) -> None:
+        import pyarrow as pa
+
+        ids = rows.columns["ids"]
+        values = pa.array(np.asarray(ids.values).astype(self.dtype, copy=False))
+        arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
+        arrays += [pa.array(np.asarray(rows.columns[name], dtype=dtype)) for name, (_, dtype, _) in METADATA.items()]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
+    def close(self) -> list[tuple[Path, str]]:
+        self.writer.close()
+        return [commit(self.temp)]
+
+
+def read_store_table(path: Path):
+    """A store shard, memory-mapped (the tokens are not copied until a batch asks for them)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+
+
+def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(flat ids, int64 offsets, the metadata columns) of a store table's rows."""
+    import pyarrow as pa
+
+    ids = table.column("ids").combine_chunks()
+    if isinstance(ids, pa.ChunkedArray):  # an empty table
+        ids = pa.array([], type=table.schema.field("ids").type)
+    offsets = ids.offsets.to_numpy().astype(np.int64)
+    values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    metadata = {name: table.column(name).to_numpy() for name in METADATA}
+    return values, offsets - offsets[0], metadata
+
+
+class StoreFormat(OutputFormat):
+    name = STORE
+    writer = StoreWriter
+    help = "a token store (objcli tokenize): each document's ids once, for every derived transform"
+
+    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+        dtype = ids_dtype(columns[0].max_value + 1)
+        infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
+        return infos + [ColumnInfo.of(c, np.dtype(METADATA[c.name][1]), METADATA[c.name][0]) for c in columns[1:]]
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        table = read_store_table(folder / shard.files[0])
+        names = [c.name for c in manifest.columns]
+        if table.schema.names != names:
+            raise ValueError(f"{shard.files[0]}: columns {table.schema.names}, the manifest lists {names}")
+        values, offsets, metadata = table_documents(table)
+        single = np.arange(table.num_rows + 1, dtype=np.int64)
+        return {"ids": Column(values, offsets), **{n: Column(v, single) for n, v in metadata.items()}}
+
+
+STORE_FORMAT = StoreFormat()

@@ -1,0 +1,155 @@
+"""A token store (``objcli tokenize``) as an input: its partitions, and their documents as the text
+run's batches, tokens and all, with no text and no tokenizer (``formats/store.py`` says what a
+store holds).
+
+``StoredDocuments`` stands where a batch of texts stands in the run: it knows how many documents it
+has, their lengths in characters and UTF-8 bytes, their keyed hashes (``--split``, mixtures), which
+begin with the BOS text, and their tokens. Every step that orders, splits, samples or measures
+documents asks it the way it asks a list of texts, so a derived run makes the same choices."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..formats.store import STORE, crc32_from, read_store_table, table_documents
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from .inputs import InputFile, Partition, Piece
+
+
+@dataclass
+class StoredDocuments:
+    tokens: np.ndarray  # int32, flat
+    offsets: np.ndarray  # int64, len + 1
+    chars: np.ndarray  # int64 per document
+    utf8: np.ndarray  # int64 per document
+    crc: np.ndarray  # uint32 per document: CRC-32 of its UTF-8 bytes
+    bos_text: np.ndarray  # bool per document
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+    def __getitem__(self, index: slice) -> StoredDocuments:
+        """Documents ``start:stop``: views, nothing copied."""
+        start, stop, _ = index.indices(len(self))
+        stop = max(start, stop)
+        lo, hi = self.offsets[start], self.offsets[stop]
+        columns = (c[start:stop] for c in (self.chars, self.utf8, self.crc, self.bos_text))
+        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns)
+
+    def take(self, indices) -> StoredDocuments:
+        indices = np.asarray(indices, dtype=np.int64)
+        lengths = np.diff(self.offsets)[indices]
+        tokens = gather_ranges(self.tokens, self.offsets[:-1][indices], lengths)
+        return StoredDocuments(
+            tokens,
+            lengths_to_offsets(lengths),
+            *(column[indices] for column in (self.chars, self.utf8, self.crc, self.bos_text)),
+        )
+
+    @staticmethod
+    def concat(parts: list[StoredDocuments]) -> StoredDocuments:
+        lengths = np.concatenate([np.diff(p.offsets) for p in parts])
+        columns = [np.concatenate([getattr(p, name) for p in parts]) for name in ("chars", "utf8", "crc", "bos_text")]
+        return StoredDocuments(np.concatenate([p.tokens for p in parts]), lengths_to_offsets(lengths), *columns)
+
+    def keyed_crc(self, start: int) -> np.ndarray:
+        """``zlib.crc32(text, start)`` of each document, as the text run computes it."""
+        return crc32_from(self.crc, self.utf8, start)
+
+    def token_count(self) -> int:
+        return int(self.offsets[-1])
+
+
+def store_manifest(path: str | Path) -> dict | None:
+    """The manifest of the token store at ``path`` (a folder), or None when it is not one."""
+    try:
+        with open(Path(path) / "manifest.json", encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != STORE or "token_store" not in manifest:
+        return None
+    if not manifest.get("complete"):
+        raise ObjcliError(f"input {path}: the token store is not finished; rerun its objcli tokenize to complete it")
+    return manifest
+
+
+def store_input(path: str) -> InputFile:
+    """A store folder as one input: its size is its shards' bytes (what progress counts)."""
+    manifest = store_manifest(path)
+    size = sum(sum(shard["bytes"].values()) for shard in manifest["shards"])
+    return InputFile(path, STORE, None, size, version=str(os.stat(Path(path) / "manifest.json").st_mtime_ns))
+
+
+def store_partitions(store: InputFile) -> list[Partition]:
+    """The store's partitions, each its shards: the text run's partitions, document for document."""
+    manifest = store_manifest(store.path)
+    shards = {shard["files"][0]: shard for shard in manifest["shards"]}
+    partitions = []
+    for entry in manifest["partitions"]:
+        pieces = []
+        for name in entry["shards"]:
+            size = sum(shards[name]["bytes"].values())
+            pieces.append(Piece(InputFile(os.path.join(store.path, name), STORE, None, size)))
+        if not pieces:  # a partition whose records were all skipped: its accounting still counts
+            pieces.append(Piece(InputFile(store.path, STORE, None, 0)))
+        partitions.append(Partition(entry["index"], tuple(pieces), stored=entry["index"]))
+    return partitions
+
+
+def partition_accounting(partition: Partition) -> dict:
+    """What the tokenize run counted for this partition (read, skipped by reason, long ones cut)."""
+    folder = Path(partition.pieces[0].input.path)
+    folder = folder if folder.is_dir() else folder.parent
+    manifest = store_manifest(folder)
+    return next(p for p in manifest["partitions"] if p["index"] == partition.stored)
+
+
+def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
+    """The partition's documents in the text run's batches (a batch may run across two shards); a
+    batch index the text run passed with no document is an empty batch here too."""
+    accounting = partition_accounting(partition)
+    log.read += accounting["documents_read"]
+    for reason, count in accounting["skipped_by_reason"].items():
+        log.skipped[reason] += count
+    log.cut += accounting.get("counters", {}).get("long_documents_cut", 0)
+    pending: list[StoredDocuments] = []
+    batch = 0
+    for piece in partition.pieces:
+        if os.path.isdir(piece.input.path):
+            continue
+        documents, batches = _read_shard(Path(piece.input.path))
+        log.pieces_done_bytes += piece.size
+        values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
+        for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
+            while batch < value:  # the batch in hand is done (and any the text run gave no document)
+                yield StoredDocuments.concat(pending) if pending else _empty()
+                pending, batch = [], batch + 1
+            pending.append(documents[start:end])
+    if pending:
+        yield StoredDocuments.concat(pending)
+
+
+def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:
+    tokens, offsets, metadata = table_documents(read_store_table(path))
+    documents = StoredDocuments(
+        tokens.astype(np.int32),
+        offsets,
+        metadata["chars"].astype(np.int64),
+        metadata["utf8"].astype(np.int64),
+        metadata["crc"],
+        metadata["bos_text"].astype(bool),
+    )
+    return documents, metadata["batch"]
+
+
+def _empty() -> StoredDocuments:
+    none = np.zeros(0, dtype=np.int64)
+    return StoredDocuments(np.zeros(0, np.int32), np.zeros(1, np.int64), none, none, none.astype(np.uint32), none > 0)

@@ -1,0 +1,35 @@
+"""A partition's documents in batches, as every pass over it sees them: read from the text (long
+ones cut), or, from a token store, the text run's batches with their tokens (``readers/token_store.py``)."""
+
+from __future__ import annotations
+
+from itertools import repeat
+
+from ..config import TransformConfig
+from ..readers import Partition, ReadOptions, RecordLog, read_documents
+from ..readers.cutting import cut_long_documents
+from ..readers.token_store import StoredDocuments, stored_batches
+from ..tokenizers import Tokenizer
+
+
+def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
+    """Batches of the partition's documents; ``log`` counts what was read and skipped (a store's
+    partition brings the counts its tokenize run made)."""
+    if partition.stored >= 0:
+        return stored_batches(partition, log)
+    limit = 0 if options.records else config.max_document_chars  # a record is never cut
+    return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
+
+
+def starting_with(texts, prefix: str) -> int:
+    """How many documents begin with ``prefix`` (the BOS text)."""
+    if isinstance(texts, StoredDocuments):
+        return int(texts.bos_text.sum())
+    return sum(map(str.startswith, texts, repeat(prefix)))
+
+
+def token_count(texts, tokenizer: Tokenizer) -> int:
+    """Tokens of the documents (a store knows; text is encoded on one thread)."""
+    if isinstance(texts, StoredDocuments):
+        return texts.token_count()
+    return len(tokenizer.encode(texts, 1)[0])

@@ -1,0 +1,65 @@
+"""``objcli tokenize``'s chain: each batch's documents encoded once and kept as token-store rows
+(``formats/store.py``), with what every derived run needs to make the text run's choices."""
+
+from __future__ import annotations
+
+import zlib
+from itertools import repeat
+
+import numpy as np
+
+from ..config import TransformConfig
+from ..formats import ShardSink
+from ..formats.store import STORE_FORMAT, document_rows, store_columns
+from ..tokenizers import Tokenizer
+
+
+class StoreChain:
+    def __init__(self, sink: ShardSink, bos_piece: str | None):
+        self.sink, self.bos_piece = sink, bos_piece
+
+    @classmethod
+    def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, work) -> StoreChain:
+        sink = ShardSink(
+            work.staging(),
+            task.partition.index,
+            STORE_FORMAT.writer,
+            store_columns(tokenizer.total_vocab_size),
+            config.shard_limit.rows,
+            config.shard_limit.bytes,
+            publish=work.publish if work.remote else None,
+        )
+        return cls(sink, bos_piece(tokenizer, task.special))
+
+    def feed(self, texts: list[str], batch_index: int, encode) -> int:
+        tokens, offsets = encode(texts)
+        encoded = list(map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")))
+        count = len(texts)
+        metadata = {
+            "batch": np.full(count, batch_index, dtype=np.int32),
+            "chars": np.fromiter(map(len, texts), dtype=np.int64, count=count),
+            "utf8": np.fromiter(map(len, encoded), dtype=np.int64, count=count),
+            "crc": np.fromiter(map(zlib.crc32, encoded), dtype=np.uint32, count=count),
+            "bos_text": np.fromiter(map(str.startswith, texts, repeat(self.bos_piece or "\0")), dtype=bool, count=count)
+            if self.bos_piece
+            else np.zeros(count, dtype=bool),
+        }
+        self.sink.write(document_rows(tokens, offsets, metadata))
+        return len(tokens)
+
+    def counters(self) -> list[dict]:
+        return []
+
+    def close(self) -> list:
+        return self.sink.close()
+
+
+def bos_piece(tokenizer: Tokenizer, special) -> str | None:
+    """The BOS piece a derived run with --bos would use (and whose text the store looks for at each
+    document's start): the run's, else the model's own BOS, else the default name (never allocated)."""
+    from ..tokenizers.base import DEFAULT_PIECES
+
+    if special.pieces.get("bos"):
+        return special.pieces["bos"]
+    token_id = tokenizer.model_role_id("bos")
+    return tokenizer.piece(token_id) if token_id is not None else DEFAULT_PIECES.get("bos")

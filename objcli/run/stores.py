@@ -1,0 +1,102 @@
+"""A run that reads token stores (``objcli tokenize``'s outputs) instead of text: where they enter
+the plan, which of the run's settings they fix, and what such a run cannot do."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import TransformConfig
+from ..errors import ObjcliError
+from ..readers.token_store import store_input, store_manifest, store_partitions
+
+# What decides a text run's documents and batches before its objective: a store was made with them,
+# so a derived run takes its values (the same command from text, with these, writes the same bytes).
+READING = ("text_key", "text_unit", "input_format", "max_document_chars", "partition_size", "batch_size")
+
+
+def store_group(group: list[str]):
+    """(files, partitions) for a group of inputs that is one token store; None for text inputs."""
+    stores = [path for path in group if store_manifest(path) is not None]
+    if not stores:
+        return None
+    if len(group) > 1:
+        raise ObjcliError(
+            f"input {stores[0]}: a token store is read on its own; give it alone (or as one --source), "
+            "and tokenize text inputs into a store of their own"
+        )
+    store = store_input(stores[0])
+    return [store], store_partitions(store)
+
+
+def adopt_store_settings(config: TransformConfig, stores: list[str]) -> TransformConfig:
+    """The run's reading settings, taken from the stores it reads: each one the run leaves at its
+    default is the store's; one given otherwise is refused, naming the store's value."""
+    if not stores:
+        return config
+    if config.provenance:
+        raise ObjcliError(
+            f"--provenance: input {stores[0]} is a token store, which keeps no character offsets per token; "
+            "run the transform from the text to record provenance"
+        )
+    if config.token_store:
+        raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
+    defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
+    values = {}
+    for store in stores:
+        recorded = store_manifest(store)["config"]
+        for key in READING:
+            stored, current = recorded.get(key), getattr(config, key)
+            if current != stored and current != defaults[key] and values.get(key, current) != stored:
+                flag = "--" + key.replace("_", "-")
+                raise ObjcliError(
+                    f"{flag} {current}: the token store {store} was tokenized with {flag} {stored}, which fixes its "
+                    f"documents and batches; drop {flag} (or tokenize the text again with it)"
+                )
+            if key in values and values[key] != stored:
+                raise ObjcliError(
+                    f"input {store}: tokenized with --{key.replace('_', '-')} {stored}, another store of this run "
+                    f"with {values[key]}; tokenize them alike"
+                )
+            values[key] = stored
+    return dataclasses.replace(config, **values)
+
+
+def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
+    """The tokenizer must be the store's (by sha256); an objective that splits text into its own
+    pieces (sentences, FIM's characters, conversations) has no text to split here."""
+    for store in stores:
+        recorded = store_manifest(store)
+        if recorded["tokenizer"]["sha256"] != tokenizer.sha256:
+            raise ObjcliError(
+                f"--tokenizer {tokenizer.path}: the token store {store} was made with {recorded['tokenizer']['path']} "
+                f"(sha256 {recorded['tokenizer']['sha256'][:12]}…, this one {tokenizer.sha256[:12]}…); "
+                "give that tokenizer, or tokenize the text again with this one"
+            )
+        bos = recorded["token_store"].get("bos_piece")
+        if special.pieces.get("bos") not in (None, bos):
+            raise ObjcliError(
+                f"--bos-token {special.pieces['bos']}: the token store {store} knows which texts begin with "
+                f"{bos!r}, not with this one; leave --bos-token out"
+            )
+    if objective.tokenizes_itself:
+        raise ObjcliError(
+            f"--objective {objective.name}: {objective.name} cuts each document's text into pieces of its own "
+            f"(sentences, characters or turns) and tokenizes them, and the token store {stores[0]} keeps whole "
+            "documents' tokens without their text; run it from the text"
+        )
+
+
+def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:
+    """The manifest's ``token_store`` section: what a derived run takes from it, and its size."""
+    from ..formats.store import ids_dtype
+    from .store_chain import bos_piece
+
+    token_bytes = ids_dtype(tokenizer.total_vocab_size).itemsize * totals.get("tokens", 0)
+    stored = sum(sum(s.bytes.values()) for s in shards)
+    return {
+        "tokenized": "documents",
+        "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
+        "bos_piece": bos_piece(tokenizer, tokenizer.special),
+        "reading": {key: getattr(config, key) for key in READING},
+        "bytes": {"tokens": token_bytes, "boundaries_and_metadata": stored - token_bytes, "total": stored},
+    }
