@@ -170,6 +170,7 @@ def store_line(summary) -> str:
         f"{f', skipped {skipped}' if skipped else ''}; {t['tokens']:,} tokens ({m['token_store']['ids_dtype']}): "
         f"{size['tokens'] / max(t['tokens'], 1):.2f} bytes a token, {size['boundaries_and_metadata']:,} bytes of "
         f"boundaries and metadata; {t['shards']:,} shards -> {summary.output} in {summary.seconds:.1f}s"
+        + (f"; {summary.kept:,} partitions kept from the interrupted run" if summary.kept else "")
         + (" (nothing to do: the store is complete)" if summary.already_complete else "")
     )
 

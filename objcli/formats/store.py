@@ -38,6 +38,7 @@ from ..storage.shard_info import ShardRecord
 from .base import Column, OutputFormat, commit, temp_file
 
 STORE = "store"
+RECORD_BATCH_TOKENS = 1 << 22  # 8 MiB of uint16 ids a record batch (a shard's last may be shorter)
 METADATA = {  # column -> (Arrow type name, NumPy dtype, description)
     "batch": ("int32", np.int32, "the batch the text run encoded the document in"),
     "chars": ("int64", np.int64, "characters of the document's text"),
@@ -92,17 +93,32 @@ class StoreWriter:
         )
         self.temp = temp_file(base, self.suffix)
         self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
+        self.pending: list[RowBatch] = []
+        self.pending_tokens = 0
 
     def write(self, rows: RowBatch) -> None:
+        """Rows are gathered into record batches of about ``RECORD_BATCH_TOKENS`` tokens: an Arrow
+        record batch costs a message and padded buffers, too much per batch of short documents."""
+        self.pending.append(rows)
+        self.pending_tokens += len(rows.columns["ids"].values)
+        if self.pending_tokens >= RECORD_BATCH_TOKENS:
+            self._flush()
+
+    def _flush(self) -> None:
         import pyarrow as pa
 
-        ids = rows.columns["ids"]
+        if not self.pending:
+            return
+        ids = Ragged.concat([rows.columns["ids"] for rows in self.pending])
         values = pa.array(np.asarray(ids.values).astype(self.dtype, copy=False))
         arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
-        arrays += [pa.array(np.asarray(rows.columns[name], dtype=dtype)) for name, (_, dtype, _) in METADATA.items()]
+        for name, (_, dtype, _) in METADATA.items():
+            arrays.append(pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending])))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.pending, self.pending_tokens = [], 0
 
     def close(self) -> list[tuple[Path, str]]:
+        self._flush()
         self.writer.close()
         return [commit(self.temp)]
 

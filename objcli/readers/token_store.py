@@ -109,7 +109,8 @@ def partition_accounting(partition: Partition) -> dict:
     folder = Path(partition.pieces[0].input.path)
     folder = folder if folder.is_dir() else folder.parent
     manifest = store_manifest(folder)
-    return next(p for p in manifest["partitions"] if p["index"] == partition.stored)
+    entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
+    return {**entry, "sha256": {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}}
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -125,6 +126,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
     for piece in partition.pieces:
         if os.path.isdir(piece.input.path):
             continue
+        _check_shard(Path(piece.input.path), accounting["sha256"])
         documents, batches = _read_shard(Path(piece.input.path))
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
@@ -135,6 +137,17 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
             pending.append(documents[start:end])
     if pending:
         yield StoredDocuments.concat(pending)
+
+
+def _check_shard(path: Path, recorded: dict[str, str]) -> None:
+    """A shard edited or damaged since the store was made is refused before a token of it is used."""
+    from ..storage.files import file_sha256
+
+    if file_sha256(path) != recorded.get(path.name):
+        raise ObjcliError(
+            f"input {path}: does not match the sha256 the token store's manifest records (edited or damaged); "
+            f"run 'objcli verify {path.parent}' and tokenize the text again"
+        )
 
 
 def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:

@@ -14,6 +14,7 @@ import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
 from click.testing import CliRunner
 from conftest import folder_bytes, run_transform
+from objective_variants import variants
 
 from objcli.cli import main
 from objcli.commands.show import inspect_output
@@ -26,25 +27,6 @@ from objcli.objectives import REGISTRY
 from objcli.objectives.base import Objective, PartitionTransform, register
 from objcli.options import NoOptions, option_fields
 from objcli.rows import ColumnSpec, Ragged, RowBatch
-
-
-def variants():
-    """(objective, option values) for every choice that changes which packers an objective takes."""
-    for name in REGISTRY.names():
-        options_type = REGISTRY.get(name).options_type
-        seen = {REGISTRY.get(name).packers(options_type())}
-        yield name, {}
-        for f in option_fields(options_type):
-            for choice in f.metadata["choices"] or ():
-                try:
-                    options = options_type(**{f.name: choice})
-                except ObjcliError:  # a choice that needs another option first (--sentences needs --pairs ict)
-                    continue
-                packers = REGISTRY.get(name).packers(options)
-                if packers not in seen:
-                    seen.add(packers)
-                    yield name, {f.name: choice}
-
 
 COMBINATIONS = [
     pytest.param(

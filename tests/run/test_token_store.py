@@ -1,0 +1,215 @@
+"""Tokenize once, derive every objective (issue 51): ``transform STORE`` writes the same shard bytes as
+``transform TEXT`` with the same options and seed, for every objective × packer it takes (from the
+registry) and the ordering options, on a corpus with bad records, long documents cut by
+``--max-document-chars``, several files and several partitions. An objective that cuts text into
+pieces of its own is refused in one line."""
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+from conftest import SAMPLE, folder_bytes, manifest_json, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from objective_variants import variants
+
+from objcli.commands.verify import verify_output
+from objcli.config import OUTPUT_FORMATS
+from objcli.errors import ObjcliError
+from objcli.formats import whole_document_formats
+from objcli.formats.store import crc32_from
+from objcli.objectives import REGISTRY
+from objcli.recipe import config_from_values
+from objcli.transform import transform
+
+SPM = SAMPLE / "tokenizer.model"
+READING = {"partition_size": "48KiB", "batch_size": "16KiB", "max_document_chars": 3000}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Three files: prose JSON lines with bad records, code JSON lines, plain text (several partitions)."""
+    folder = tmp_path_factory.mktemp("store-corpus")
+    prose = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)
+    bad = ['{"text": ""}\n', "{broken\n", '{"other": 1}\n', '{"text": 7}\n']
+    (folder / "a.jsonl").write_text("".join(prose[:60] + bad + prose[60:120]))
+    (folder / "b.jsonl").write_text("".join((SAMPLE / "code.jsonl").read_text().splitlines(keepends=True)[:40]))
+    (folder / "c.txt").write_text(
+        "".join(json.loads(line)["text"].replace("\n", " ") + "\n" for line in prose[120:160])
+    )
+    return folder
+
+
+def _run(inputs, out, **values):
+    config = config_from_values(
+        {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **values}
+    )
+    return transform(config, workers=2, overwrite=True)
+
+
+@pytest.fixture(scope="module")
+def store(corpus, tmp_path_factory):
+    import dataclasses
+
+    out = tmp_path_factory.mktemp("store") / "store"
+    config = config_from_values({"inputs": [str(corpus)], "tokenizer": str(SPM), "output": str(out), **READING})
+    transform(dataclasses.replace(config, token_store=True), workers=2, overwrite=True)
+    return out
+
+
+def _shards(folder) -> dict[str, bytes]:
+    """The files the manifest lists (the hf state file's fingerprint names the run's inputs, as the
+    manifest does: it differs where it describes them)."""
+    listed = {name for shard in manifest_json(folder)["shards"] for name in shard["files"]}
+    return {k: v for k, v in folder_bytes(folder).items() if k in listed}
+
+
+def _same(corpus, store, tmp_path, **options) -> dict:
+    """The text run and the store run with these options: the same shard bytes and accounting."""
+    text = _run([corpus], tmp_path / "text", **READING, **options)
+    derived = _run([store], tmp_path / "derived", **options)
+    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
+    t, d = text.manifest["totals"], derived.manifest["totals"]
+    assert t == d, (t, d)
+    assert derived.manifest["inputs"][0]["format"] == "store"  # the manifest names the store it came from
+    return derived.manifest
+
+
+def _tokenizes_itself(config_values: dict) -> bool:
+    """Whether the objective, as configured, cuts each text into pieces of its own and encodes them."""
+    from objcli.run.plan import plan_objective
+
+    config = config_from_values({"inputs": ["-"], "tokenizer": str(SPM), "output": "-", **config_values})
+    return plan_objective(config)[2].tokenizes_itself
+
+
+COMBINATIONS = [
+    pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
+    for name, options in variants()
+    for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+]
+
+
+@pytest.mark.parametrize("name, options, packer", COMBINATIONS)
+def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
+    name, options, packer, corpus, store, tmp_path
+):
+    run = {"objective": name, "packing": packer, "seq_len": 96, **options}
+    if REGISTRY.get(name).reads_records:
+        run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
+    if _tokenizes_itself(run):
+        with pytest.raises(ObjcliError, match="run it from the text"):
+            _run([store], tmp_path / "derived", **run)
+        return
+    _same(corpus, store, tmp_path, **run)
+
+
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+def test_every_format_from_a_store(fmt, corpus, store, tmp_path):
+    packing = {"packing": "none"} if fmt in whole_document_formats() else {}
+    _same(corpus, store, tmp_path, objective="clm", seq_len=128, output_format=fmt, **packing)
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm", "span-corruption", "ul2"])
+@pytest.mark.parametrize(
+    "ordering",
+    [
+        {"split": "validation=10%,test=5%"},
+        {"split": "test=7"},  # a count: the first pass over the store
+        {"shuffle_documents": "32KiB"},
+        {"shuffle_rows": True},
+        {"shuffle_documents": "20KiB", "split": "validation=20%", "shuffle_rows": True, "seed": 7},
+    ],
+    ids=["split", "split-count", "shuffle-documents", "shuffle-rows", "all"],
+)
+def test_splits_and_shuffles_from_a_store(objective, ordering, corpus, store, tmp_path):
+    manifest = _same(corpus, store, tmp_path, objective=objective, seq_len=96, **ordering)
+    assert verify_output(tmp_path / "derived").ok
+    if "split" in ordering:
+        assert len(manifest["splits"]) == len(ordering["split"].split(",")) + 1
+
+
+def test_a_mixture_of_stores_writes_the_mixture_of_texts(corpus, tmp_path):
+    import dataclasses
+
+    stores = {}
+    for name in ("prose", "code"):
+        source = corpus / ("a.jsonl" if name == "prose" else "b.jsonl")
+        config = config_from_values(
+            {"inputs": [str(source)], "tokenizer": str(SPM), "output": str(tmp_path / name), **READING}
+        )
+        transform(dataclasses.replace(config, token_store=True), workers=1, overwrite=True)
+        stores[name] = tmp_path / name
+    weights = {"weights": "prose=0.3,code=0.7", "objective": "clm", "seq_len": 64}
+    text = _run(
+        [],
+        tmp_path / "text",
+        source=[f"prose={corpus / 'a.jsonl'}", f"code={corpus / 'b.jsonl'}"],
+        **READING,
+        **weights,
+    )
+    derived = _run([], tmp_path / "derived", source=[f"prose={stores['prose']}", f"code={stores['code']}"], **weights)
+    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived")
+    assert text.manifest["mixture"] == derived.manifest["mixture"]
+
+
+def test_the_store_is_two_bytes_a_token_and_verifies(store):
+    manifest = manifest_json(store)
+    size = manifest["token_store"]["bytes"]
+    assert manifest["token_store"]["ids_dtype"] == "uint16"
+    assert size["tokens"] == 2 * manifest["totals"]["tokens"]
+    documents = manifest["totals"]["documents_written"]  # 25 bytes each, 4 of their boundary, plus framing
+    assert 25 * documents <= size["boundaries_and_metadata"] <= 29 * documents + 2048 * manifest["totals"]["shards"]
+    assert len(manifest["partitions"]) >= 3
+    t = manifest["totals"]
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"] and t["documents_skipped"] >= 3
+    assert verify_output(store).ok
+
+
+def test_a_store_refuses_another_tokenizer_other_reading_options_and_provenance(store, tmp_path):
+    other = SAMPLE / "code.model"
+    for options, message in [
+        ({"tokenizer": str(other)}, "the token store"),
+        ({"batch_size": "64KiB"}, "--batch-size 64KiB: the token store"),
+        ({"max_document_chars": 500}, "--max-document-chars 500: the token store"),
+        ({"provenance": True}, "--provenance: input"),
+    ]:
+        values = {"inputs": [str(store)], "tokenizer": str(SPM), "output": str(tmp_path / "o"), **options}
+        with pytest.raises(ObjcliError, match=message):
+            transform(config_from_values(values), workers=1, overwrite=True)
+
+
+def test_a_store_edited_by_hand_is_named_by_verify_and_refused_by_transform(corpus, tmp_path):
+    store = tmp_path / "store"
+    done = run_cli("tokenize", corpus / "a.jsonl", "-t", SPM, "-o", store, "-q")
+    assert done.returncode == 0 and "2.00 bytes a token" in done.stderr, done.stderr
+    shard = next(store.glob("*.store"))
+    data = bytearray(shard.read_bytes())
+    data[-200] ^= 1
+    shard.write_bytes(bytes(data))
+    verify = run_cli("verify", store)
+    assert verify.returncode == 1 and shard.name in verify.stdout + verify.stderr
+    derived = run_cli("transform", store, "-t", SPM, "-o", tmp_path / "d")
+    assert derived.returncode == 1 and derived.stderr.count("\n") == 1 and shard.name in derived.stderr
+
+
+def test_tokenize_resumes_after_a_kill_to_the_same_bytes(corpus, tmp_path):
+    args = ["tokenize", corpus, "-t", SPM, "--partition-size", "48KiB", "--batch-size", "16KiB"]
+    clean = run_cli(*args, "-o", tmp_path / "clean", "-q")
+    assert clean.returncode == 0, clean.stderr
+    killed = run_cli(
+        *args, "-o", tmp_path / "killed", "-q", "--workers", "1", env={"OBJCLI_CRASH_AT": "partition-done:2"}
+    )
+    assert killed.returncode == -9
+    assert not (tmp_path / "killed" / "manifest.json").exists()
+    rerun = run_cli(*args, "-o", tmp_path / "killed", "-q", "--workers", "1")
+    assert rerun.returncode == 0 and "kept" in rerun.stderr, rerun.stderr
+    assert _shards(tmp_path / "killed") == _shards(tmp_path / "clean")
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=200), start=st.integers(0, 2**32 - 1))
+def test_the_seeded_crc_follows_from_the_stored_one(data, start):
+    expected = zlib.crc32(data, start)
+    assert crc32_from(np.array([zlib.crc32(data)], np.uint32), np.array([len(data)]), start)[0] == expected
