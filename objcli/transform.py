@@ -35,7 +35,8 @@ from .run.stdout import StdoutStream
 from .run.summary import Summary
 from .storage.output import OutputFolder, PartitionResult, final_names
 from .storage.remote import is_url
-from .storage.stores import open_store, share_tokenizer
+from .storage.staging import share_tokenizer
+from .storage.stores import open_store
 
 __all__ = ["RunPlan", "plan_run", "transform"]
 

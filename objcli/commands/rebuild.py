@@ -103,7 +103,7 @@ def _held(url: str, store=None) -> list[str]:
     """objcli's files at an output on object storage (storage.output.own_files): its manifest first,
     if any, then the files it lists and the format files."""
     from ..formats import SIDE_FILES
-    from ..storage.output import own_files
+    from ..storage.ownership import own_files
     from ..storage.stores import open_store
 
     names = own_files(store or open_store(url), SIDE_FILES)
@@ -190,7 +190,7 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     cleared and the build restarted; any other file (notes, a README, a source kept inside the
     output) is the user's, kept, and never blocks."""
     from ..formats import SIDE_FILES
-    from ..storage.output import own_files
+    from ..storage.ownership import own_files
 
     held = [out / name for name in sorted(own_files(LocalStore(out), SIDE_FILES))]
     killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()

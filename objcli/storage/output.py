@@ -27,6 +27,16 @@ from typing import Protocol
 from ..errors import ObjcliError
 from .faults import crash_point
 from .manifest import MANIFEST_NAME, PENDING_RESHARD, decode_manifest, pending_reshard
+from .ownership import (
+    FINISHING,
+    check_split_folders,
+    delete_own,
+    is_input,
+    listed_files,
+    own_files,
+    planned_present,
+    refuse_foreign_targets,
+)
 from .shard_info import ShardRecord, work_prefix
 from .stores import LocalStore, RemoteStore
 
@@ -45,30 +55,6 @@ class SideFileNames(Protocol):
     def is_side_file(self, name: str) -> bool: ...
 
     def remove_folders(self, store) -> None: ...
-
-
-FINISHING = "finishing.json"  # in the work folder: the final names a run is giving its files
-
-
-def listed_files(manifest: dict | None) -> set[str]:
-    """The files a manifest names as its shards' (plain names in the output folder only)."""
-    names = set()
-    for shard in (manifest or {}).get("shards", []) if isinstance(manifest, dict) else []:
-        files = shard.get("files") if isinstance(shard, dict) else None
-        names.update(n for n in files or [] if isinstance(n, str) and n and "/" not in n and n not in (".", ".."))
-    return names
-
-
-def own_files(store, side_files: SideFileNames, work_store=None) -> set[str]:
-    """The files in an output that objcli put there, what --overwrite removes: its manifest, the files
-    the manifest lists, those a run that stopped while finishing was naming (its work folder's
-    ``finishing.json``), and the formats' side files by their exact names. A file of any other name
-    is the user's, however much it looks like a shard (``data-00000-of-00001.csv``)."""
-    names = set(store.names())
-    owned = {MANIFEST_NAME, MANIFEST_NAME + ".tmp"} | listed_files(store.read_json(MANIFEST_NAME))
-    if work_store is not None:
-        owned |= listed_files({"shards": [work_store.read_json(FINISHING) or {}]})
-    return {n for n in names if n in owned or side_files.is_side_file(n)}
 
 
 @dataclass
@@ -216,8 +202,8 @@ class OutputFolder:
         manifest = store.read_json(MANIFEST_NAME)
         run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
-        self._check_split_folders()
-        self.owned = own_files(store, self.side_files, work) | self._planned_present()
+        check_split_folders(self.store, self.planned)
+        self.owned = own_files(store, self.side_files, work) | planned_present(self.store, self.planned)
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
         # objcli's own names only (manifest, listed shards, format files): any other file is the user's, kept.
@@ -270,7 +256,8 @@ class OutputFolder:
             self.restarted = "interrupted" if same else ""
             work.remove()
             if self.adopt is None:  # an append keeps the output's own
-                self._delete_own(n for n in self.owned if n != MANIFEST_NAME and not self.side_files.is_side_file(n))
+                shards = [n for n in self.owned if n != MANIFEST_NAME and not self.side_files.is_side_file(n)]
+                delete_own(self.store, self.inputs, shards)
         work.staging()  # a local work folder is made here
         work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key, **self.record})
 
@@ -291,72 +278,14 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
-        if any(self._is_input(name) for name in self.owned):
-            self._delete_own(self.owned)  # refused, one line, before anything goes
+        if any(is_input(self.store, name, self.inputs) for name in self.owned):
+            delete_own(self.store, self.inputs, self.owned)  # refused, one line, before anything goes
         self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
         self.side_files.remove_folders(self.store)  # named by dataset_dict.json: before it goes
-        self._delete_own(self.owned)
+        delete_own(self.store, self.inputs, self.owned)
         for name in self.planned:
             self.store.delete(name)
         self.work_store.remove()
-
-    def _delete_own(self, names) -> None:
-        """Remove files objcli wrote here, never an input of this run (one line instead)."""
-        names = sorted(names)
-        for name in names:
-            if self._is_input(name):
-                raise ObjcliError(
-                    f"output {self.store.where}: {name} is an input of this run and a file of the output there; "
-                    "choose another folder with -o (or move the input out of it)"
-                )
-        for name in names:
-            self.store.delete(name)
-
-    def _is_input(self, name: str) -> bool:
-        if self.store.remote:
-            return any(i.rstrip("/") == f"{self.store.url}/{name}" for i in self.inputs)
-        path = os.path.realpath(self.store.path / name)
-        return any(os.path.realpath(i) == path for i in self.inputs if "://" not in i)
-
-    def _check_split_folders(self) -> None:
-        """A split's folder (``--format hf --split``) is a real folder inside the output: objcli never
-        writes, nor removes, through a symbolic link to somewhere else."""
-        for folder in sorted({n.rpartition("/")[0] for n in self.planned if "/" in n}):
-            path = None if self.store.remote else self.store.path / folder
-            if path is not None and path.is_symlink():
-                raise ObjcliError(
-                    f"output {self.store.where}: {folder} is a symbolic link, where this run writes the {folder} "
-                    "split's files; remove the link or choose another folder with -o"
-                )
-            if (
-                not self.store.remote
-                and (self.store.path / folder).exists()
-                and not (self.store.path / folder).is_dir()
-            ):
-                raise ObjcliError(
-                    f"output {self.store.where}: {folder} is a file, where this run writes the {folder} split's "
-                    "folder; move it or choose another folder with -o"
-                )
-
-    def _planned_present(self) -> set[str]:
-        """The split folders' side files this run writes that a file already holds: the user's or an
-        earlier run's, refused or removed as a top-level side file is."""
-        return {n for n in self.planned if self.store.read_text(n) is not None}
-
-    def _refuse_foreign_targets(self, names: list[str]) -> None:
-        """A file of the user's where this run's shard or side file goes (a ``part-00000-of-00001.arrow``
-        no manifest of objcli's lists) is never replaced: the run stops before its renames, its
-        partitions kept, so the same command finishes it once the file is moved."""
-        present = set(self.store.names())
-        for name in names:
-            if name in present and name not in self.owned and name != "README.md" and not self._finishing(name):
-                raise ObjcliError(
-                    f"output {self.store.where}: {name} is a file objcli did not write, where this run puts one of "
-                    "its own; move it away and rerun the same command (finished partitions are kept)"
-                )
-
-    def _finishing(self, name: str) -> bool:
-        return name in listed_files({"shards": [self.work_store.read_json(FINISHING) or {}]})
 
     def _check_complete(self, manifest: dict) -> None:
         for shard in decode_manifest(manifest, f"{self.store.where}/{MANIFEST_NAME}").shards:
@@ -415,7 +344,7 @@ class OutputFolder:
         store = self.store
         try:
             finishing = sorted({new for _, new in renames} | set(extra or {}))
-            self._refuse_foreign_targets(finishing)
+            refuse_foreign_targets(self.store, self.work_store, finishing, self.owned)
             self.work_store.write_json(FINISHING, {"files": [n for n in finishing if "/" not in n]})
             for name, text in (extra or {}).items():
                 store.write_text(name, text)
@@ -425,7 +354,8 @@ class OutputFolder:
             store.write_json(MANIFEST_NAME, manifest)
             listed = listed_files(manifest)
             for name in sorted(self.owned - listed - set(finishing)):  # after --append: renumbered shards' old names
-                if name != MANIFEST_NAME and not self.side_files.is_side_file(name) and not self._is_input(name):
+                side = name == MANIFEST_NAME or self.side_files.is_side_file(name)
+                if not side and not is_input(self.store, name, self.inputs):
                     store.delete(name)
         except OSError as error:
             raise output_error(error, store.where) from None

@@ -30,3 +30,12 @@ def process_alive(pid) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def share_tokenizer(path: str, work) -> str:
+    """Upload a local tokenizer (a file, or a folder's ``tokenizer.json``) into the work prefix, for
+    workers that share no folder with this machine; returns its URL."""
+    source = Path(path)
+    if source.is_dir():
+        source = source / "tokenizer.json"
+    return work.upload(source, f"tokenizer.{source.name}")

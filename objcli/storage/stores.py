@@ -396,12 +396,3 @@ class RemoteStore:
 
     def unlock(self) -> None:
         self.delete(LOCK_NAME)
-
-
-def share_tokenizer(path: str, work: RemoteStore) -> str:
-    """Upload a local tokenizer (a file, or a folder's ``tokenizer.json``) into the work prefix, for
-    workers that share no folder with this machine; returns its URL."""
-    source = Path(path)
-    if source.is_dir():
-        source = source / "tokenizer.json"
-    return work.upload(source, f"tokenizer.{source.name}")
