@@ -79,10 +79,14 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
                 f"{bos!r}, not with this one; leave --bos-token out"
             )
     if objective.tokenizes_itself:
+        # FIM at context level (Megatron's, on packed rows' tokens) is derived; its document level cuts characters.
+        context = (
+            " (or pass --fim-level context, which works on tokens)" if hasattr(objective.options, "fim_level") else ""
+        )
         raise ObjcliError(
             f"--objective {objective.name}: {objective.name} cuts each document's text into pieces of its own "
             f"(sentences, characters or turns) and tokenizes them, and the token store {stores[0]} keeps whole "
-            "documents' tokens without their text; run it from the text"
+            f"documents' tokens without their text; run it from the text{context}"
         )
 
 

@@ -454,6 +454,9 @@ def main() -> None:
     from bench_fast_path import fast_path_table
 
     fast_path_table()
+    from bench_store import store_table
+
+    store_table()
     from bench_chat import chat_table
 
     chat_table()

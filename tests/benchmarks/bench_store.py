@@ -1,0 +1,90 @@
+"""`make bench`, issue 51: deriving objectives from a token store against the same run from text.
+
+On the held-out corpus (``held_out.py``, 200 MB), with SentencePiece (the sample model) and with the
+fast engine (a 32k byte-level BPE ``tokenizer.json`` on the pinned pre-release): ``objcli tokenize``
+once per tokenizer, then clm, mlm and span corruption from the text and from the store, interleaved
+(each repeat runs every row once), same cores, CLI with start-up. Printed: min and median wall, CPU
+per MB of text of the process tree, peak RSS, and the ratio text / store (min walls). The store's
+size: bytes a token and, apart, its boundaries and metadata. Nothing here asserts a figure.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from bench_engines import prerelease_env, tokenizer_files
+from benchmarks import CORES, DATA, OUT, TOKENIZER, _last_cpu, _run_tree
+from held_out import held_out_corpus
+
+OBJECTIVES = {"clm": "2048", "mlm": "512", "span-corruption": "512"}
+
+
+def _objcli(command: list[str], env: dict) -> dict:
+    seconds, peak, _ = _run_tree([sys.executable, "-m", "objcli", *command], env)
+    return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0]}
+
+
+def _env() -> dict:
+    env = prerelease_env()
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
+    return env
+
+
+def tokenize(paths: list[Path], tokenizer: Path, store: Path) -> dict:
+    shutil.rmtree(store, ignore_errors=True)
+    run = _objcli(
+        ["tokenize", *map(str, paths), "-t", str(tokenizer), "-o", str(store), "-q", "--workers", str(CORES)], _env()
+    )
+    manifest = json.loads((store / "manifest.json").read_text())
+    return {**run, "manifest": manifest}
+
+
+def derived_rows(paths: list[Path], tokenizer: Path, store: Path, repeats: int) -> dict[str, list[dict]]:
+    runs: dict[str, list[dict]] = {}
+    for _ in range(repeats):  # interleaved
+        for objective, seq_len in OBJECTIVES.items():
+            for source, inputs in (("text", [str(p) for p in paths]), ("store", [str(store)])):
+                shutil.rmtree(OUT, ignore_errors=True)
+                command = ["transform", *inputs, "-t", str(tokenizer), "--objective", objective, "--seq-len", seq_len]
+                command += ["-o", str(OUT), "-q", "--workers", str(CORES)]
+                runs.setdefault(f"{objective} from {source}", []).append(_objcli(command, _env()))
+    return runs
+
+
+def store_table(repeats: int = 2) -> None:
+    paths, about = held_out_corpus(DATA / "held-out")
+    megabytes = sum(p.stat().st_size for p in paths) / 1e6
+    tokenizers = {"SentencePiece (sample model)": TOKENIZER}
+    fast = tokenizer_files().get("32k byte-level BPE tokenizer.json")
+    if fast is not None:
+        tokenizers["fast engine (32k byte-level BPE, tokenizers 1.0 pre-release)"] = fast
+    print(f"\nDerived from a token store (issue 51): held-out corpus, {about}; {CORES} cores, CLI, start-up included")
+    for label, tokenizer in tokenizers.items():
+        store = DATA / f"store-{Path(tokenizer).stem}"
+        made = tokenize(paths, tokenizer, store)
+        size, totals = made["manifest"]["token_store"]["bytes"], made["manifest"]["totals"]
+        print(
+            f"\n{label}: tokenize {made['seconds']:.2f} s ({1000 * made['cpu'] / megabytes:.1f} CPU ms/MB), "
+            f"{totals['tokens']:,} tokens, {size['tokens'] / totals['tokens']:.2f} bytes a token + "
+            f"{size['boundaries_and_metadata'] / 2**20:.1f} MiB of boundaries and metadata "
+            f"({size['boundaries_and_metadata'] / totals['tokens']:.3f} bytes a token)"
+        )
+        runs = derived_rows(paths, tokenizer, store, repeats)
+        print(f"{'':32} {'min s':>7} {'median s':>9} {'CPU ms/MB':>10} {'peak RSS':>9} {'text/store':>11}")
+        for name, group in runs.items():
+            walls = [r["seconds"] for r in group]
+            objective = name.split(" from ")[0]
+            ratio = min(r["seconds"] for r in runs[f"{objective} from text"]) / min(walls)
+            print(
+                f"{name:32} {min(walls):7.2f} {statistics.median(walls):9.2f} "
+                f"{1000 * statistics.median(r['cpu'] for r in group) / megabytes:10.1f} "
+                f"{max(r['peak_rss'] for r in group) / 2**20:7.0f} MiB {ratio:10.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    store_table()
