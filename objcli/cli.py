@@ -148,7 +148,7 @@ def tokenize(**values):
         ]
         if missing:
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
-        config = dataclasses.replace(config_from_values(given), token_store=True)
+        config = dataclasses.replace(config_from_values(given), token_store=runner.pop("token_store"))
         bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
         try:
             summary = run_transform(config, **runner, progress=bar, warn=warn_line)

@@ -14,6 +14,7 @@ from functools import cached_property
 
 import click
 
+from .objectives.sentences import SPLITTERS
 from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, option_fields
 
 
@@ -216,6 +217,19 @@ TOKENIZE_FIELDS = (
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet")
 
 
+@dataclass(frozen=True)
+class StoreKind:
+    """What ``objcli tokenize`` keeps besides transform's reading options."""
+
+    sentences: str | None = option(
+        None,
+        "Tokenize each document's sentences apart (prose or lines, the splitters of --sentences), for the "
+        "sentence objectives: nsp, sop, electra, bart, contrastive ict and adjacent [default: whole documents].",
+        choices=SPLITTERS,
+        group=RUN,
+    )
+
+
 class TokenizeCommand(click.Command):
     """``objcli tokenize``'s options: the same definitions as transform's, those a store is made with."""
 
@@ -224,6 +238,7 @@ class TokenizeCommand(click.Command):
         from .config import TransformConfig
 
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
+        fields += _run_fields(StoreKind)
         fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
         return [click.Argument(["inputs"], nargs=-1), *_options_of(fields)]
 
@@ -241,6 +256,7 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
         runner[flag] = bool(runner[flag])
     runner["executor"] = runner["executor"] or "local"
     runner["pool"] = runner["pool"] or "auto"
+    runner["token_store"] = given.pop("sentences", None) or "documents"
     return {**given, "inputs": list(values.get("inputs") or ())}, runner
 
 

@@ -156,8 +156,9 @@ class TransformConfig:
         "", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).", group=ORDER
     )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
-    # Not an option: `objcli tokenize` sets it, and the run writes a token store instead of an objective's rows.
-    token_store: bool = False
+    # Not an option: `objcli tokenize` sets it ("documents", or a sentence splitter for a per-sentence store),
+    # and the run writes a token store instead of an objective's rows.
+    token_store: str = ""
     engine: str = option(
         "auto",
         "What encodes: auto (the fastest installed engine that passes the parity probe), "

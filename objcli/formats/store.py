@@ -38,6 +38,7 @@ from ..storage.shard_info import ShardRecord
 from .base import Column, OutputFormat, commit, temp_file
 
 STORE = "store"
+SENTENCES = "sentences"  # a per-sentence store's column: each document's sentences' token counts
 RECORD_BATCH_TOKENS = 1 << 22  # 8 MiB of uint16 ids a record batch (a shard's last may be shorter)
 METADATA = {  # column -> (Arrow type name, NumPy dtype, description)
     "batch": ("int32", np.int32, "the batch the text run encoded the document in"),
@@ -53,15 +54,21 @@ def ids_dtype(total_vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int) -> list[ColumnSpec]:
+def store_columns(total_vocab_size: int, sentences: bool = False) -> list[ColumnSpec]:
+    """The store's columns; ``sentences``: a store tokenized per sentence also lists each document's
+    sentences' token counts (its ids are its sentences' ids, one after another)."""
     ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
-    return [ids] + [
+    metadata = [
         ColumnSpec(name, "scalar", 0, 2**32 - 1, doc, "per_segment", "ids") for name, (_, _, doc) in METADATA.items()
     ]
+    counts = ColumnSpec(
+        SENTENCES, "ragged", 0, 2**31 - 1, "tokens of each of the document's sentences", "per_segment", SENTENCES
+    )
+    return [ids, *metadata, *([counts] if sentences else [])]
 
 
-def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict[str, np.ndarray]) -> RowBatch:
-    """A batch of documents as store rows (one a row)."""
+def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> RowBatch:
+    """A batch of documents as store rows (one a row); ``metadata`` may hold the sentences' counts."""
     lengths = np.diff(offsets)
     columns = {"ids": Ragged(tokens, offsets), **metadata}
     return RowBatch(columns, tokens=lengths, padding=np.zeros(len(lengths), np.int64), documents=np.ones_like(lengths))
@@ -87,9 +94,11 @@ class StoreWriter:
         import pyarrow as pa
 
         self.dtype = ids_dtype(columns[0].max_value + 1)
+        self.sentences = any(c.name == SENTENCES for c in columns)
         self.schema = pa.schema(
             [pa.field("ids", pa.list_(pa.from_numpy_dtype(self.dtype)), nullable=False)]
             + [pa.field(name, getattr(pa, arrow)(), nullable=False) for name, (arrow, _, _) in METADATA.items()]
+            + ([pa.field(SENTENCES, pa.list_(pa.int32()), nullable=False)] if self.sentences else [])
         )
         self.temp = temp_file(base, self.suffix)
         self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
@@ -114,6 +123,10 @@ class StoreWriter:
         arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
         for name, (_, dtype, _) in METADATA.items():
             arrays.append(pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending])))
+        if self.sentences:
+            counts = Ragged.concat([rows.columns[SENTENCES] for rows in self.pending])
+            values = pa.array(np.asarray(counts.values, dtype=np.int32))
+            arrays.append(pa.ListArray.from_arrays(pa.array(counts.offsets.astype(np.int32)), values))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.pending, self.pending_tokens = [], 0
 
@@ -140,6 +153,11 @@ def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
     offsets = ids.offsets.to_numpy().astype(np.int64)
     values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
     metadata = {name: table.column(name).to_numpy() for name in METADATA}
+    if SENTENCES in table.schema.names:
+        counts = table.column(SENTENCES).combine_chunks()
+        count_offsets = counts.offsets.to_numpy().astype(np.int64)
+        lengths = counts.values.to_numpy(zero_copy_only=False)[count_offsets[0] : count_offsets[-1]]
+        metadata[SENTENCES] = Ragged(lengths.astype(np.int64), count_offsets - count_offsets[0])
     return values, offsets - offsets[0], metadata
 
 
@@ -151,7 +169,10 @@ class StoreFormat(OutputFormat):
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         dtype = ids_dtype(columns[0].max_value + 1)
         infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
-        return infos + [ColumnInfo.of(c, np.dtype(METADATA[c.name][1]), METADATA[c.name][0]) for c in columns[1:]]
+        for c in columns[1:]:
+            known = METADATA.get(c.name, ("list<item: int32>", np.int32, ""))
+            infos.append(ColumnInfo.of(c, np.dtype(known[1]), known[0]))
+        return infos
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         table = read_store_table(folder / shard.files[0])
@@ -160,7 +181,10 @@ class StoreFormat(OutputFormat):
             raise ValueError(f"{shard.files[0]}: columns {table.schema.names}, the manifest lists {names}")
         values, offsets, metadata = table_documents(table)
         single = np.arange(table.num_rows + 1, dtype=np.int64)
-        return {"ids": Column(values, offsets), **{n: Column(v, single) for n, v in metadata.items()}}
+        columns = {"ids": Column(values, offsets)}
+        for name, value in metadata.items():
+            columns[name] = Column(value.values, value.offsets) if isinstance(value, Ragged) else Column(value, single)
+        return columns
 
 
 STORE_FORMAT = StoreFormat()

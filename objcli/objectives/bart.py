@@ -25,7 +25,6 @@ from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
-from .sentences import split_batch
 
 PRESETS = {
     "bart-large": dict(
@@ -136,8 +135,7 @@ class _BartPartition(PartitionTransform):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o, opts = self.o, self.o.options
-        sentences, counts = split_batch(batch.texts, opts.sentences)
-        tokens, sentence_offsets = batch.encode(sentences)
+        tokens, sentence_offsets, counts = batch.sentence_tokens(opts.sentences)
         # Sentences longer than an example are cut; pieces keep their document.
         budget = o.context.seq_len - 2
         sentence_offsets, source = split_long_items(sentence_offsets, budget)

@@ -51,6 +51,19 @@ class DocumentBatch:
     first_document: int  # index within the partition of the first document here
     batch_index: int  # position of this batch within the partition
     encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None  # the run's tokenizer
+    # A per-sentence token store's (tokens, sentence offsets, sentences per document): no text to split.
+    sentences: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def sentence_tokens(self, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every sentence's tokens (flat), each sentence's token offsets, and each document's count of
+        sentences: split by ``mode`` and encoded, or as a per-sentence token store kept them."""
+        if self.sentences is not None:
+            return self.sentences
+        from .sentences import split_batch
+
+        sentences, counts = split_batch(self.texts, mode)
+        tokens, cumulative = self.encode(sentences)
+        return tokens, cumulative, counts
 
 
 def document_examples(batch: DocumentBatch, bos_id: int | None, eos_id: int | None) -> RowBatch:

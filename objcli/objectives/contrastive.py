@@ -37,7 +37,6 @@ from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import sentences_option
-from .sentences import split_batch
 
 PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
 VIEW_LAYOUTS = ("ragged", "padded")
@@ -204,8 +203,7 @@ class _ContrastivePartition(PartitionTransform):
             lengths = np.diff(offsets)
             keep = lengths > 0
             return _Units(batch.tokens, offsets[:-1][keep], lengths[keep], source[keep])
-        sentences, counts = split_batch(batch.texts, o.sentences)
-        tokens, cumulative = batch.encode(sentences)
+        tokens, cumulative, counts = batch.sentence_tokens(o.sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         if o.pairs == "adjacent":
             return _windows(tokens, cumulative, document_sentences, o.window_sentences)

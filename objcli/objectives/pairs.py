@@ -47,7 +47,6 @@ from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
-from .sentences import split_batch
 
 
 @dataclass(frozen=True)
@@ -276,8 +275,7 @@ class _PairPartition(PartitionTransform):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         o = self.o
-        sentences, counts = split_batch(batch.texts, o.options.sentences)
-        tokens, cumulative = batch.encode(sentences)
+        tokens, cumulative, counts = batch.sentence_tokens(o.options.sentences)
         document_sentences = np.concatenate([[0], np.cumsum(counts)])
         key = batch.first_document
         rng = {step: self.rng(key, step) for step in ("target", "split", "coin", "document", "truncate")}

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
-from ..formats.store import STORE, crc32_from, read_store_table, table_documents
+from ..formats.store import SENTENCES, STORE, crc32_from, read_store_table, table_documents
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..rows import Ragged
 from .inputs import InputFile, Partition, Piece
 
 
@@ -31,6 +32,7 @@ class StoredDocuments:
     utf8: np.ndarray  # int64 per document
     crc: np.ndarray  # uint32 per document: CRC-32 of its UTF-8 bytes
     bos_text: np.ndarray  # bool per document
+    sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -41,7 +43,8 @@ class StoredDocuments:
         stop = max(start, stop)
         lo, hi = self.offsets[start], self.offsets[stop]
         columns = (c[start:stop] for c in (self.chars, self.utf8, self.crc, self.bos_text))
-        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns)
+        sentences = None if self.sentences is None else self.sentences.slice(start, stop)
+        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences)
 
     def take(self, indices) -> StoredDocuments:
         indices = np.asarray(indices, dtype=np.int64)
@@ -51,13 +54,21 @@ class StoredDocuments:
             tokens,
             lengths_to_offsets(lengths),
             *(column[indices] for column in (self.chars, self.utf8, self.crc, self.bos_text)),
+            None if self.sentences is None else self.sentences.take(indices),
         )
 
     @staticmethod
     def concat(parts: list[StoredDocuments]) -> StoredDocuments:
         lengths = np.concatenate([np.diff(p.offsets) for p in parts])
         columns = [np.concatenate([getattr(p, name) for p in parts]) for name in ("chars", "utf8", "crc", "bos_text")]
-        return StoredDocuments(np.concatenate([p.tokens for p in parts]), lengths_to_offsets(lengths), *columns)
+        sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
+        tokens = np.concatenate([p.tokens for p in parts])
+        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences)
+
+    def sentence_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A per-sentence store's (tokens, each sentence's token offsets, sentences per document): what
+        the sentence objectives get from splitting the texts and encoding the sentences."""
+        return self.tokens, lengths_to_offsets(self.sentences.values), np.diff(self.sentences.offsets)
 
     def keyed_crc(self, start: int) -> np.ndarray:
         """``zlib.crc32(text, start)`` of each document, as the text run computes it."""
@@ -132,7 +143,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
             while batch < value:  # the batch in hand is done (and any the text run gave no document)
-                yield StoredDocuments.concat(pending) if pending else _empty()
+                yield StoredDocuments.concat(pending) if pending else empty_like(documents)
                 pending, batch = [], batch + 1
             pending.append(documents[start:end])
     if pending:
@@ -159,6 +170,7 @@ def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:
         metadata["utf8"].astype(np.int64),
         metadata["crc"],
         metadata["bos_text"].astype(bool),
+        metadata.get(SENTENCES),
     )
     return documents, metadata["batch"]
 
@@ -166,3 +178,11 @@ def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:
 def _empty() -> StoredDocuments:
     none = np.zeros(0, dtype=np.int64)
     return StoredDocuments(np.zeros(0, np.int32), np.zeros(1, np.int64), none, none, none.astype(np.uint32), none > 0)
+
+
+def empty_like(documents: StoredDocuments) -> StoredDocuments:
+    """No documents, of the same kind (a per-sentence store's keep their sentence counts)."""
+    empty = _empty()
+    if documents.sentences is not None:
+        empty.sentences = Ragged(np.zeros(0, np.int64), np.zeros(1, np.int64))
+    return empty

@@ -151,11 +151,15 @@ class _Chain:
         return cls(transform, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        if isinstance(texts, StoredDocuments):  # a token store's documents: tokenized already
+        sentences = None
+        if isinstance(texts, StoredDocuments) and texts.sentences is not None:  # a per-sentence store
+            tokens, offsets = encode([])
+            sentences = texts.sentence_tokens()
+        elif isinstance(texts, StoredDocuments):  # a token store's documents: tokenized already
             tokens, offsets = texts.tokens, texts.offsets
         else:
             tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
-        batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode)
+        batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode, sentences)
         examples = self.transform.examples(batch)
         if self.sources is not None:
             self.sources.add(texts, tokens, offsets)

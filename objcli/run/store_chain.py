@@ -10,13 +10,18 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
-from ..formats.store import STORE_FORMAT, document_rows, store_columns
+from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns
+from ..kernels.ragged import lengths_to_offsets
+from ..objectives.sentences import split_batch
+from ..rows import Ragged
 from ..tokenizers import Tokenizer
+
+DOCUMENTS = "documents"  # config.token_store for a store of whole documents; else the sentence splitter
 
 
 class StoreChain:
-    def __init__(self, sink: ShardSink, bos_piece: str | None):
-        self.sink, self.bos_piece = sink, bos_piece
+    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None):
+        self.sink, self.bos_piece, self.sentences = sink, bos_piece, sentences
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, work) -> StoreChain:
@@ -24,15 +29,23 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size),
+            store_columns(tokenizer.total_vocab_size, sentences=config.token_store != DOCUMENTS),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,
         )
-        return cls(sink, bos_piece(tokenizer, task.special))
+        sentences = None if config.token_store == DOCUMENTS else config.token_store
+        return cls(sink, bos_piece(tokenizer, task.special), sentences)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        tokens, offsets = encode(texts)
+        extra = {}
+        if self.sentences:  # each document's sentences encoded apart, as the sentence objectives encode them
+            pieces, counts = split_batch(texts, self.sentences)
+            tokens, cumulative = encode(pieces)
+            offsets = cumulative[lengths_to_offsets(counts)]
+            extra[SENTENCES] = Ragged(np.diff(cumulative), lengths_to_offsets(counts))
+        else:
+            tokens, offsets = encode(texts)
         encoded = list(map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")))
         count = len(texts)
         metadata = {
@@ -44,7 +57,7 @@ class StoreChain:
             if self.bos_piece
             else np.zeros(count, dtype=bool),
         }
-        self.sink.write(document_rows(tokens, offsets, metadata))
+        self.sink.write(document_rows(tokens, offsets, {**metadata, **extra}))
         return len(tokens)
 
     def counters(self) -> list[dict]:

@@ -78,15 +78,42 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
                 f"--bos-token {special.pieces['bos']}: the token store {store} knows which texts begin with "
                 f"{bos!r}, not with this one; leave --bos-token out"
             )
+    _check_kind(store_manifest(stores[0])["token_store"], stores[0], objective)
+
+
+def _check_kind(kind: dict, store: str, objective) -> None:
+    """A store of whole documents serves the objectives that read documents' tokens; one tokenized per
+    sentence (``objcli tokenize --sentences``) serves the sentence objectives, with its splitter."""
+    splitter = getattr(objective.options, "sentences", None) if objective.tokenizes_itself else None
+    name = objective.name
+    if kind.get("tokenized") == "sentences":
+        if splitter is None:
+            raise ObjcliError(
+                f"--objective {name}: the token store {store} was tokenized per sentence (for nsp, sop, electra, "
+                f"bart and contrastive's sentence units), and {name} reads whole documents; tokenize the text "
+                "without --sentences"
+            )
+        if splitter != kind["sentences"]:
+            raise ObjcliError(
+                f"--sentences {splitter}: the token store {store} split sentences with --sentences "
+                f"{kind['sentences']}; pass --sentences {kind['sentences']}, or tokenize the text again with "
+                f"--sentences {splitter}"
+            )
+        return
+    if splitter is not None:
+        raise ObjcliError(
+            f"--objective {name}: {name} tokenizes each document's sentences apart, and the token store {store} keeps "
+            f"whole documents' tokens; make a per-sentence store: objcli tokenize ... --sentences {splitter}"
+        )
     if objective.tokenizes_itself:
         # FIM at context level (Megatron's, on packed rows' tokens) is derived; its document level cuts characters.
         context = (
             " (or pass --fim-level context, which works on tokens)" if hasattr(objective.options, "fim_level") else ""
         )
         raise ObjcliError(
-            f"--objective {objective.name}: {objective.name} cuts each document's text into pieces of its own "
-            f"(sentences, characters or turns) and tokenizes them, and the token store {stores[0]} keeps whole "
-            f"documents' tokens without their text; run it from the text{context}"
+            f"--objective {name}: {name} cuts each document's text into pieces of its own (characters or turns) and "
+            f"tokenizes them, and the token store {store} keeps its documents' tokens without their text; run it "
+            f"from the text{context}"
         )
 
 
@@ -98,7 +125,8 @@ def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list
     token_bytes = ids_dtype(tokenizer.total_vocab_size).itemsize * totals.get("tokens", 0)
     stored = sum(sum(s.bytes.values()) for s in shards)
     return {
-        "tokenized": "documents",
+        "tokenized": "documents" if config.token_store == "documents" else "sentences",
+        **({} if config.token_store == "documents" else {"sentences": config.token_store}),
         "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},

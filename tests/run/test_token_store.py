@@ -46,14 +46,23 @@ def _run(inputs, out, **values):
     return transform(config, workers=1, overwrite=True)
 
 
-@pytest.fixture(scope="module")
-def store(corpus, tmp_path_factory):
+def _tokenize(inputs, out, kind: str = "documents", **reading):
     import dataclasses
 
-    out = tmp_path_factory.mktemp("store") / "store"
-    config = config_from_values({"inputs": [str(corpus)], "tokenizer": str(SPM), "output": str(out), **READING})
-    transform(dataclasses.replace(config, token_store=True), workers=2, overwrite=True)
+    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **READING, **reading}
+    transform(dataclasses.replace(config_from_values(values), token_store=kind), workers=2, overwrite=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def store(corpus, tmp_path_factory):
+    return _tokenize([corpus], tmp_path_factory.mktemp("store") / "store")
+
+
+@pytest.fixture(scope="module")
+def sentence_store(corpus, tmp_path_factory):
+    """Tokenized per sentence (``--sentences prose``), for the sentence objectives."""
+    return _tokenize([corpus], tmp_path_factory.mktemp("store") / "sentences", "prose")
 
 
 def _shards(folder) -> dict[str, bytes]:
@@ -74,12 +83,12 @@ def _same(corpus, store, tmp_path, **options) -> dict:
     return derived.manifest
 
 
-def _tokenizes_itself(config_values: dict) -> bool:
-    """Whether the objective, as configured, cuts each text into pieces of its own and encodes them."""
+def _objective(config_values: dict):
+    """The objective as the run builds it (whether it cuts each text into pieces of its own)."""
     from objcli.run.plan import plan_objective
 
     config = config_from_values({"inputs": ["-"], "tokenizer": str(SPM), "output": "-", **config_values})
-    return plan_objective(config)[2].tokenizes_itself
+    return plan_objective(config)[2]
 
 
 COMBINATIONS = [
@@ -91,16 +100,23 @@ COMBINATIONS = [
 
 @pytest.mark.parametrize("name, options, packer", COMBINATIONS)
 def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
-    name, options, packer, corpus, store, tmp_path
+    name, options, packer, corpus, store, sentence_store, tmp_path
 ):
+    """Objectives that read documents' tokens from a store of whole documents, the sentence objectives
+    from a per-sentence store; those that cut characters or turns (document-level FIM, chat) refused."""
     run = {"objective": name, "packing": packer, "seq_len": 96, **options}
     if REGISTRY.get(name).reads_records:
         run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
-    if _tokenizes_itself(run):
+    objective = _objective(run)
+    sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
+    if objective.tokenizes_itself and not sentences:
         with pytest.raises(ObjcliError, match="run it from the text"):
             _run([store], tmp_path / "derived", **run)
         return
-    _same(corpus, store, tmp_path, **run)
+    if sentences:  # a store of whole documents names the tokenize option that makes the right one
+        with pytest.raises(ObjcliError, match="objcli tokenize ... --sentences prose"):
+            _run([store], tmp_path / "derived", **run)
+    _same(corpus, sentence_store if sentences else store, tmp_path, **run)
 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
@@ -137,16 +153,8 @@ def test_splits_and_shuffles_from_a_store(objective, ordering, corpus, store, tm
 
 
 def test_a_mixture_of_stores_writes_the_mixture_of_texts(corpus, tmp_path):
-    import dataclasses
 
-    stores = {}
-    for name in ("prose", "code"):
-        source = corpus / ("a.jsonl" if name == "prose" else "b.jsonl")
-        config = config_from_values(
-            {"inputs": [str(source)], "tokenizer": str(SPM), "output": str(tmp_path / name), **READING}
-        )
-        transform(dataclasses.replace(config, token_store=True), workers=1, overwrite=True)
-        stores[name] = tmp_path / name
+    stores = {name: _tokenize([corpus / f], tmp_path / name) for name, f in (("prose", "a.jsonl"), ("code", "b.jsonl"))}
     weights = {"weights": "prose=0.3,code=0.7", "objective": "clm", "seq_len": 64}
     text = _run(
         [],
