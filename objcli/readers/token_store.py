@@ -59,6 +59,8 @@ class StoredDocuments:
 
     @staticmethod
     def concat(parts: list[StoredDocuments]) -> StoredDocuments:
+        if len(parts) == 1:  # a batch within one shard: its views, not a copy
+            return parts[0]
         lengths = np.concatenate([np.diff(p.offsets) for p in parts])
         columns = [np.concatenate([getattr(p, name) for p in parts]) for name in ("chars", "utf8", "crc", "bos_text")]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])

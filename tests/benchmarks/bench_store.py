@@ -64,7 +64,7 @@ def store_table(repeats: int = 2) -> None:
         tokenizers["fast engine (32k byte-level BPE, tokenizers 1.0 pre-release)"] = fast
     print(f"\nDerived from a token store (issue 51): held-out corpus, {about}; {CORES} cores, CLI, start-up included")
     for label, tokenizer in tokenizers.items():
-        store = DATA / f"store-{Path(tokenizer).stem}"
+        store = DATA / f"store-{Path(tokenizer).parent.name}-{Path(tokenizer).stem}"
         made = tokenize(paths, tokenizer, store)
         size, totals = made["manifest"]["token_store"]["bytes"], made["manifest"]["totals"]
         print(
