@@ -155,6 +155,12 @@ class TransformConfig:
     weights: str = option(
         "", "With --source: shares of the output's tokens (web=0.7,code=0.3) or budgets (code=2B).", group=ORDER
     )
+    max_epochs: str = option(
+        "",
+        "With --source: at most this many copies of each document of a source (code=4); a share or budget "
+        "that needs more is capped, and said.",
+        group=ORDER,
+    )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
     # Not an option: `objcli tokenize` sets it ("documents", or a sentence splitter for a per-sentence store),
     # and the run writes a token store instead of an objective's rows.
@@ -213,7 +219,7 @@ class TransformConfig:
             refused = self.format.refuses_splits(is_url(self.output))
             if refused:
                 raise ObjcliError(f"--format {self.output_format} --split: {refused}")
-        if self.source or self.weights:
+        if self.source or self.weights or self.max_epochs:
             self._check_mixture()
         if self.shuffle_rows and self.output == "-":
             raise ObjcliError("--shuffle-rows needs every row before it writes the first; write to a folder with -o")
@@ -273,7 +279,7 @@ class TransformConfig:
             raise ObjcliError("--provenance writes a file beside each shard; write to an output folder with -o")
 
     def _check_mixture(self) -> None:
-        from .order.mixture import parse_sources, parse_weights
+        from .order.mixture import parse_epochs, parse_sources, parse_weights
 
         if not (self.source and self.weights):
             raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
@@ -287,6 +293,7 @@ class TransformConfig:
                 "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)"
             )
         parse_weights(self.weights, list(parse_sources(self.source)))
+        parse_epochs(self.max_epochs, list(parse_sources(self.source)))
 
     def _reads_records(self) -> bool:
         from .objectives import REGISTRY
@@ -363,6 +370,8 @@ class TransformConfig:
             del data["provenance"]  # as before --provenance existed: the fingerprints of other runs stay
         if not self.token_store:
             del data["token_store"]
+        if not self.max_epochs:
+            del data["max_epochs"]  # as before --max-epochs existed: the fingerprints of other runs stay
         return data
 
     def fingerprint(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:

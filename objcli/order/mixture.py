@@ -76,6 +76,34 @@ def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
     return kind, values
 
 
+def parse_epochs(spec: str, names: list[str]) -> dict[str, float]:
+    """``--max-epochs code=4,web=1.5`` -> the most copies of each document of those sources."""
+    caps: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition("=")
+        match = re.fullmatch(r"\d+(?:\.\d+)?", value.strip())
+        if name not in names or name in caps or not match or float(value) <= 0:
+            raise ObjcliError(
+                f"--max-epochs {spec}: '{part}' must be SOURCE=COPIES (code=4), a positive number, once for a "
+                f"source of --source ({', '.join(names)})"
+            )
+        caps[name] = float(value)
+    return caps
+
+
+def exact_fraction(uniform: np.ndarray, tokens: np.ndarray, wanted: float) -> float:
+    """The threshold on the keyed uniforms below which documents are taken so that their tokens add up
+    to the most that does not pass ``wanted``: taken in the order of their uniforms (the same keyed
+    selection the estimate makes), cut between two documents (halfway, so no rounding moves one)."""
+    order = np.argsort(uniform, kind="stable")
+    ends = np.cumsum(tokens[order])
+    taken = int(np.searchsorted(ends, wanted, side="right"))  # documents whose running sum fits
+    if taken >= len(order):
+        return 1.0
+    below = uniform[order[taken - 1]] if taken else 0.0
+    return float((below + uniform[order[taken]]) / 2)
+
+
 def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, float]) -> dict[str, float]:
     """Each source's copies per document, from its estimated tokens."""
     for name, tokens in natural_tokens.items():
@@ -96,9 +124,15 @@ def check_repeats(mixture: dict[str, dict], warn=None) -> None:
     MANY_COPIES, an error past MOST_COPIES (a budget in the wrong unit, a source that is mostly empty)."""
     for name, plan in mixture.items():
         rate = plan["rate"]
+        if "capped_from" in plan and warn:
+            warn(
+                f"source {name}: its share or budget needs {plan['capped_from']:.2f} copies of each document; "
+                f"capped at --max-epochs {name}={rate:g}, so it holds fewer tokens than asked"
+            )
+        tokens = plan.get("estimated_tokens", plan.get("counted_tokens"))
         if rate > MOST_COPIES:
             raise ObjcliError(
-                f"--weights: source {name} holds about {plan['estimated_tokens']:,} tokens, so its share "
+                f"--weights: source {name} holds about {tokens:,} tokens, so its share "
                 f"needs {rate:,.0f} copies of every document (at most {MOST_COPIES}); lower its weight or "
                 "budget, or give it more text"
             )
@@ -127,8 +161,12 @@ def passes(rate: float) -> int:
     return max(1, math.ceil(rate))
 
 
+def mixture_uniforms(texts, seed: int, source: str) -> np.ndarray:
+    """Each document's keyed uniform in a mixture: keyed to (seed, source, its text)."""
+    return uniforms(texts, zlib.crc32(f"{seed}:mixture:{source}".encode()))
+
+
 def copies(texts: list[str], rate: float, seed: int, source: str) -> np.ndarray:
     """Copies of each text: ``floor(rate)``, plus one where its keyed uniform is below the rest."""
     whole, fraction = math.floor(rate), rate - math.floor(rate)
-    keyed_seed = zlib.crc32(f"{seed}:mixture:{source}".encode())
-    return whole + (uniforms(texts, keyed_seed) < fraction).astype(np.int64)
+    return whole + (mixture_uniforms(texts, seed, source) < fraction).astype(np.int64)

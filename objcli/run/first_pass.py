@@ -5,12 +5,22 @@ records, long ones cut alike) and keeps only small summaries, so memory holds on
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.document_windows import char_lengths
-from ..order.mixture import SAMPLE_CHARS, parse_sources, parse_weights, plan_rates
+from ..order.mixture import (
+    SAMPLE_CHARS,
+    exact_fraction,
+    mixture_uniforms,
+    parse_epochs,
+    parse_sources,
+    parse_weights,
+    plan_rates,
+)
 from ..order.splits import counted, plan_bounds, smallest, uniforms
 from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
@@ -55,28 +65,58 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
 
 
 def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> dict[str, dict]:
-    """Each source's estimated tokens (its text bytes x tokens per byte of its first MiB, plus its
-    BOS/EOS) and the rate that gives it its share or budget."""
+    """Each source's tokens and the rate that gives it its share or budget: a text source's estimated
+    (its text bytes x tokens per byte of its first MiB, plus its BOS/EOS), a token store's counted,
+    its documents then taken to the token (``exact_fraction``); ``--max-epochs`` caps a rate."""
     if not config.source:
         return {}
     _refuse_streams(f"--source {config.source[0]}: a mixture", partitions, "save the stream to a file first")
     names = list(parse_sources(config.source))
     kind, values = parse_weights(config.weights, names)
+    caps = parse_epochs(config.max_epochs, names)
     boundary = int(bool(config.bos)) + int(bool(config.eos))
-    estimated = {}
+    tokens, counted = {}, {}
     for name in names:
-        text_bytes = documents = sample_chars = sample_bytes = sample_tokens = 0
-        for partition in (p for p in partitions if p.source == name):
-            for texts in _documents(config, partition, tokenizer):
-                text_bytes += utf8_bytes(texts)
-                documents += len(texts)
-                if sample_chars < SAMPLE_CHARS:  # the first MiB of text: a store counted its tokens
-                    sample_tokens += token_count(texts, tokenizer)
-                    sample_bytes += utf8_bytes(texts)
-                    sample_chars += int(char_lengths(texts).sum())
-        per_byte = sample_tokens / sample_bytes if sample_bytes else 0.0
-        estimated[name] = text_bytes * per_byte + documents * boundary
-    rates = plan_rates(kind, values, estimated)
-    return {
-        name: {kind: values[name], "estimated_tokens": round(estimated[name]), "rate": rates[name]} for name in names
-    }
+        mine = [p for p in partitions if p.source == name]
+        if mine and all(p.stored >= 0 for p in mine):
+            counted[name] = _counted(config, mine, tokenizer, boundary, name)
+            tokens[name] = float(counted[name][1].sum())
+        else:
+            tokens[name] = _estimated(config, mine, tokenizer, boundary)
+    rates = plan_rates(kind, values, tokens)
+    plan = {}
+    for name in names:
+        how = "counted_tokens" if name in counted else "estimated_tokens"
+        entry, rate = {kind: values[name], how: round(tokens[name])}, rates[name]
+        if rate > caps.get(name, rate):
+            entry["capped_from"], rate = rate, caps[name]
+        elif name in counted:  # the asked tokens, to the token: whole copies, then documents by their uniform
+            uniform, lengths = counted[name]
+            whole = math.floor(rate)
+            rate = whole + exact_fraction(uniform, lengths, rate * tokens[name] - whole * tokens[name])
+        plan[name] = {**entry, "rate": rate}
+    return plan
+
+
+def _estimated(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer, boundary: int) -> float:
+    text_bytes = documents = sample_chars = sample_bytes = sample_tokens = 0
+    for partition in partitions:
+        for texts in _documents(config, partition, tokenizer):
+            text_bytes += utf8_bytes(texts)
+            documents += len(texts)
+            if sample_chars < SAMPLE_CHARS:  # the first MiB of text: a store counted its tokens
+                sample_tokens += token_count(texts, tokenizer)
+                sample_bytes += utf8_bytes(texts)
+                sample_chars += int(char_lengths(texts).sum())
+    per_byte = sample_tokens / sample_bytes if sample_bytes else 0.0
+    return text_bytes * per_byte + documents * boundary
+
+
+def _counted(config, partitions: list[Partition], tokenizer: Tokenizer, boundary: int, source: str):
+    """(each document's keyed uniform, its tokens with its BOS/EOS) over a token store source."""
+    uniform, lengths = [], []
+    for partition in partitions:
+        for documents in _documents(config, partition, tokenizer):
+            uniform.append(mixture_uniforms(documents, config.seed, source))
+            lengths.append(np.diff(documents.offsets) + boundary)
+    return np.concatenate(uniform or [np.zeros(0)]), np.concatenate(lengths or [np.zeros(0, np.int64)])

@@ -152,20 +152,75 @@ def test_splits_and_shuffles_from_a_store(objective, ordering, corpus, store, tm
         assert len(manifest["splits"]) == len(ordering["split"].split(",")) + 1
 
 
-def test_a_mixture_of_stores_writes_the_mixture_of_texts(corpus, tmp_path):
+def _source_tokens(out) -> dict[str, int]:
+    """Each source's tokens in the output: its partitions' shards' (padding not counted)."""
+    manifest = manifest_json(out)
+    shards = {s["files"][0]: s["tokens"] for s in manifest["shards"]}
+    found: dict[str, int] = {}
+    for partition in manifest["partitions"]:
+        found[partition["source"]] = found.get(partition["source"], 0) + sum(shards[n] for n in partition["shards"])
+    return found
 
-    stores = {name: _tokenize([corpus / f], tmp_path / name) for name, f in (("prose", "a.jsonl"), ("code", "b.jsonl"))}
-    weights = {"weights": "prose=0.3,code=0.7", "objective": "clm", "seq_len": 64}
-    text = _run(
-        [],
-        tmp_path / "text",
-        source=[f"prose={corpus / 'a.jsonl'}", f"code={corpus / 'b.jsonl'}"],
-        **READING,
-        **weights,
+
+@pytest.fixture(scope="module")
+def two_stores(corpus, tmp_path_factory):
+    """Long prose documents and short code ones: unequal lengths, where a count of documents misses."""
+    root = tmp_path_factory.mktemp("two")
+    return {name: _tokenize([corpus / f], root / name) for name, f in (("prose", "a.jsonl"), ("code", "b.jsonl"))}
+
+
+@pytest.mark.parametrize("weights", ["prose=40k,code=25k", "prose=0.3,code=0.7", "prose=9k,code=150k"])
+def test_budgets_and_shares_from_stores_are_met_to_the_token(two_stores, weights, tmp_path):
+    """Stores count their tokens: a source gets the most tokens of its share or budget that whole
+    documents give (one document short at most), where text sources only estimate theirs."""
+    sources = [f"{name}={path}" for name, path in two_stores.items()]
+    common = {"objective": "clm", "seq_len": 64, "remainder": "pad", "weights": weights}
+    summary = _run([], tmp_path / "out", source=sources, **common)
+    mixture = summary.manifest["mixture"]
+    counted = {name: plan["counted_tokens"] for name, plan in mixture.items()}
+    kind = "budget" if weights.endswith("k") else "share"
+    wanted = {n: p[kind] if kind == "budget" else p[kind] * sum(counted.values()) for n, p in mixture.items()}
+    longest = {name: max(np.diff(_stored_offsets(path))) + 1 for name, path in two_stores.items()}  # + its EOS
+    for name, tokens in _source_tokens(tmp_path / "out").items():
+        assert wanted[name] - longest[name] < tokens <= wanted[name], (name, tokens, wanted[name])
+    assert summary.manifest["totals"]["tokens_dropped"] == 0 if "tokens_dropped" in summary.manifest["totals"] else True
+
+
+def _stored_offsets(store) -> np.ndarray:
+    from objcli.formats.store import read_store_table, table_documents
+
+    return np.concatenate(
+        [np.diff(table_documents(read_store_table(p))[1]) for p in sorted(store.glob("*.store"))]
+    ).cumsum()
+
+
+def test_max_epochs_caps_a_source_and_says_so(two_stores, corpus, tmp_path):
+    sources = [f"{name}={path}" for name, path in two_stores.items()]
+    done = run_cli(
+        "transform", *(a for s in sources for a in ("--source", s)), "-t", SPM, "--weights", "prose=2000k,code=20k",
+        "--max-epochs", "prose=2", "--seq-len", "64", "-o", tmp_path / "o",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "capped at --max-epochs prose=2" in done.stderr
+    plan = manifest_json(tmp_path / "o")["mixture"]["prose"]
+    stored = manifest_json(two_stores["prose"])["totals"]["documents_written"]
+    assert plan["rate"] == 2 and plan["capped_from"] > 2 and plan["documents_written"] == 2 * stored
+    bad = run_cli(
+        "transform",
+        "--source",
+        sources[0],
+        "--weights",
+        "prose=1",
+        "-t",
+        SPM,
+        "--max-epochs",
+        "web=2",
+        "-o",
+        tmp_path / "x",
     )
-    derived = _run([], tmp_path / "derived", source=[f"prose={stores['prose']}", f"code={stores['code']}"], **weights)
-    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived")
-    assert text.manifest["mixture"] == derived.manifest["mixture"]
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--max-epochs web=2" in bad.stderr
+    text = _run([], tmp_path / "text", source=[f"prose={corpus / 'a.jsonl'}"], weights="prose=1", **READING)
+    assert "estimated_tokens" in text.manifest["mixture"]["prose"]  # text sources estimate
 
 
 def test_the_store_is_two_bytes_a_token_and_verifies(store):
