@@ -95,6 +95,13 @@ def transform(**values):
             from .run.append import appended_values
 
             given, appended = appended_values(given, runner)
+        if not given.get("tokenizer"):  # a run over token stores finds the tokenizer where they name it
+            from .order.mixture import parse_sources
+            from .run.stores import store_tokenizer
+
+            sources = [p for ps in parse_sources(tuple(given.get("source", ()))).values() for p in ps]
+            found = store_tokenizer([*given.get("inputs", ()), *sources])
+            given = {**given, "tokenizer": found} if found else given
         config = config_from_values(given)
         if runner.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)
@@ -148,6 +155,8 @@ def tokenize(**values):
         ]
         if missing:
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
+        if given["output"] == "-":
+            raise ObjcliError("-o -: objcli tokenize writes a token store, a folder; give -o STORE")
         config = dataclasses.replace(config_from_values(given), token_store=runner.pop("token_store"))
         bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
         try:

@@ -4,6 +4,7 @@ the plan, which of the run's settings they fix, and what such a run cannot do.""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
@@ -16,6 +17,9 @@ READING = ("text_key", "text_unit", "input_format", "max_document_chars", "parti
 
 def store_group(group: list[str]):
     """(files, partitions) for a group of inputs that is one token store; None for text inputs."""
+    for path in group:
+        if os.path.isfile(path) and store_manifest(os.path.dirname(path) or ".") is not None:
+            raise ObjcliError(f"input {path}: is a file of a token store; give the store's folder")
     stores = [path for path in group if store_manifest(path) is not None]
     if not stores:
         return None
@@ -132,3 +136,14 @@ def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list
         "reading": {key: getattr(config, key) for key in READING},
         "bytes": {"tokens": token_bytes, "boundaries_and_metadata": stored - token_bytes, "total": stored},
     }
+
+
+def store_tokenizer(inputs: list[str]) -> str | None:
+    """The tokenizer a run over token stores uses when none is given: the one the (first) store names,
+    where it still is."""
+    for path in inputs:
+        manifest = store_manifest(path)
+        if manifest is not None:
+            recorded = manifest["tokenizer"]["path"]
+            return recorded if os.path.exists(recorded) else None
+    return None

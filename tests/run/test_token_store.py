@@ -282,3 +282,14 @@ def test_tokenize_resumes_after_a_kill_to_the_same_bytes(corpus, tmp_path):
 def test_the_seeded_crc_follows_from_the_stored_one(data, start):
     expected = zlib.crc32(data, start)
     assert crc32_from(np.array([zlib.crc32(data)], np.uint32), np.array([len(data)]), start)[0] == expected
+
+
+def test_the_tokenizer_is_found_where_the_store_names_it_and_a_stores_file_is_no_input(store, tmp_path):
+    derived = run_cli("transform", store, "--objective", "clm", "--seq-len", "64", "-o", tmp_path / "o", "-q")
+    assert derived.returncode == 0, derived.stderr
+    assert manifest_json(tmp_path / "o")["tokenizer"]["sha256"] == manifest_json(store)["tokenizer"]["sha256"]
+    shard = next(store.glob("*.store"))
+    refused = run_cli("transform", shard, "-t", SPM, "-o", tmp_path / "x")
+    assert refused.returncode == 1 and "is a file of a token store; give the store's folder" in refused.stderr
+    to_stdout = run_cli("tokenize", SAMPLE / "prose.jsonl", "-t", SPM, "-o", "-")
+    assert to_stdout.returncode == 1 and to_stdout.stderr.count("\n") == 1 and "-o STORE" in to_stdout.stderr
