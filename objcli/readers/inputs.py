@@ -22,6 +22,7 @@ from ..errors import ObjcliError
 from ..storage.remote import is_url, open_input, version_of
 from .objects import list_objects
 from .streams import CountedReader, decompressing_reader
+from .token_formats import TOKEN_FORMATS
 
 STDIN = "-"
 MAGIC = {
@@ -39,7 +40,8 @@ FORMAT_SUFFIXES = {
     ".text": "text",
     ".parquet": "parquet",
 }
-FORMATS = ("auto", "text", "jsonl", "json", "parquet")  # json: one JSON array of records
+# json: one JSON array of records; then the tokenized inputs (token_files.py), read with no tokenizer run
+FORMATS = ("auto", "text", "jsonl", "json", "parquet", *TOKEN_FORMATS)
 TEXT_UNITS = ("line", "paragraph", "file")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,9 @@ class StoredDocuments:
     offsets: np.ndarray  # int64, len + 1
     chars: np.ndarray  # int64 per document
     utf8: np.ndarray  # int64 per document
-    crc: np.ndarray  # uint32 per document: CRC-32 of its UTF-8 bytes
+    # uint32 per document: CRC-32 of its UTF-8 bytes; None for a tokenized input (token_files.py), whose
+    # documents are keyed to their ids instead (CRC-32 of them as little-endian int32, when first asked).
+    crc: np.ndarray | None
     bos_text: np.ndarray  # bool per document
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
 
@@ -42,7 +45,7 @@ class StoredDocuments:
         start, stop, _ = index.indices(len(self))
         stop = max(start, stop)
         lo, hi = self.offsets[start], self.offsets[stop]
-        columns = (c[start:stop] for c in (self.chars, self.utf8, self.crc, self.bos_text))
+        columns = (c[start:stop] for c in (self.chars, self.utf8, self.crcs(), self.bos_text))
         sentences = None if self.sentences is None else self.sentences.slice(start, stop)
         return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences)
 
@@ -53,7 +56,7 @@ class StoredDocuments:
         return StoredDocuments(
             tokens,
             lengths_to_offsets(lengths),
-            *(column[indices] for column in (self.chars, self.utf8, self.crc, self.bos_text)),
+            *(column[indices] for column in (self.chars, self.utf8, self.crcs(), self.bos_text)),
             None if self.sentences is None else self.sentences.take(indices),
         )
 
@@ -62,7 +65,8 @@ class StoredDocuments:
         if len(parts) == 1:  # a batch within one shard: its views, not a copy
             return parts[0]
         lengths = np.concatenate([np.diff(p.offsets) for p in parts])
-        columns = [np.concatenate([getattr(p, name) for p in parts]) for name in ("chars", "utf8", "crc", "bos_text")]
+        columns = [np.concatenate([p.chars for p in parts]), np.concatenate([p.utf8 for p in parts])]
+        columns += [np.concatenate([p.crcs() for p in parts]), np.concatenate([p.bos_text for p in parts])]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
         return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences)
@@ -72,9 +76,18 @@ class StoredDocuments:
         the sentence objectives get from splitting the texts and encoding the sentences."""
         return self.tokens, lengths_to_offsets(self.sentences.values), np.diff(self.sentences.offsets)
 
+    def crcs(self) -> np.ndarray:
+        if self.crc is None:
+            ids = self.tokens.astype("<i4")
+            views = (
+                memoryview(ids[a:b]).cast("B") for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())
+            )
+            self.crc = np.fromiter(map(zlib.crc32, views), dtype=np.uint32, count=len(self))
+        return self.crc
+
     def keyed_crc(self, start: int) -> np.ndarray:
         """``zlib.crc32(text, start)`` of each document, as the text run computes it."""
-        return crc32_from(self.crc, self.utf8, start)
+        return crc32_from(self.crcs(), self.utf8, start)
 
     def token_count(self) -> int:
         return int(self.offsets[-1])

@@ -8,8 +8,11 @@ from itertools import repeat
 from ..config import TransformConfig
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents
+from ..readers.token_files import token_batches
+from ..readers.token_formats import TOKEN_FORMATS
 from ..readers.token_store import StoredDocuments, stored_batches
 from ..tokenizers import Tokenizer
+from .token_inputs import ids_key
 
 
 def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
@@ -17,6 +20,10 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
     partition brings the counts its tokenize run made)."""
     if partition.stored >= 0:
         return stored_batches(partition, log)
+    if partition.input.format in TOKEN_FORMATS:  # ids another tool wrote: no text, no tokenizer run
+        eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
+        key = ids_key(config)
+        return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
     limit = 0 if options.records else config.max_document_chars  # a record is never cut
     return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
 

@@ -152,10 +152,10 @@ class _Chain:
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = None
-        if isinstance(texts, StoredDocuments) and texts.sentences is not None:  # a per-sentence store
+        if isinstance(texts, StoredDocuments) and self.tokenizes_itself:  # a per-sentence store, or Megatron's
             tokens, offsets = encode([])
             sentences = texts.sentence_tokens()
-        elif isinstance(texts, StoredDocuments):  # a token store's documents: tokenized already
+        elif isinstance(texts, StoredDocuments):  # a token store's documents, or a tokenized input's
             tokens, offsets = texts.tokens, texts.offsets
         else:
             tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)

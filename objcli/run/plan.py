@@ -13,6 +13,7 @@ from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
 from ..readers.origins import number_records
+from ..readers.token_formats import TOKEN_FORMATS
 from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
@@ -22,6 +23,7 @@ from ..tokenizers.engines import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
 from .stores import adopt_store_settings, check_store_run, store_group
+from .token_inputs import check_token_run, token_group
 
 
 @dataclass
@@ -69,7 +71,7 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
         source_files = by_source[source] = []
         # Partitions never mix sources (each row then has one), nor inputs an --append added.
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
-            stored = store_group(group)
+            stored = store_group(group) or token_group(group, config)
             group_files = stored[0] if stored else resolve_inputs(group, config.input_format, warn)
             planned = stored[1] if stored else plan_partitions(group_files, config.partition_bytes, config.text_unit)
             partitions += [
@@ -90,6 +92,7 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
+    check_token_run([f for f in files if f.format in TOKEN_FORMATS], config, tokenizer, objective)
     if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
         columns = store_columns(tokenizer.total_vocab_size)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
@@ -162,8 +165,9 @@ def _pad_hint(config: TransformConfig, tokenizer: Tokenizer) -> str:
 
 def first_texts(partitions, config: TransformConfig) -> list[str]:
     """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
-    if not partitions or partitions[0].input.is_stream or partitions[0].stored >= 0:
-        return []  # a stream is read once, later; a token store has no text
+    first = partitions[0] if partitions else None
+    if first is None or first.input.is_stream or first.stored >= 0 or first.input.format in TOKEN_FORMATS:
+        return []  # a stream is read once, later; a token store or tokenized input has no text
     options = config.read_options(False)
     try:
         return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])

@@ -30,12 +30,17 @@ def make_run_key(fingerprint: str, files) -> str:
             stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
             continue
         try:  # a token store is its manifest (written last, rewritten by every change to the store)
-            stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else f.path)
+            stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else _data_file(f))
         except OSError as error:
             raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
         stats.append([f.path, stat.st_size, stat.st_mtime_ns])
     payload = json.dumps({"config": fingerprint, "inputs": stats}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _data_file(f) -> str:
+    """The file whose size and time stand for an input (a Megatron prefix's .bin)."""
+    return f.path + ".bin" if f.format == "megatron" and not os.path.exists(f.path) else f.path
 
 
 def check_output_outside_inputs(config: TransformConfig) -> None:

@@ -1,0 +1,205 @@
+"""Corpora other tools already tokenized, read as documents of token ids with no text and no
+tokenizer run: Megatron-LM's indexed datasets, Hugging Face datasets with an ``input_ids`` column,
+datatrove's token files, nanoGPT's and llm.c's token files.
+
+==============  =====================================  ================================================
+format          files                                  one document is
+==============  =====================================  ================================================
+``megatron``    ``PREFIX.bin`` + ``PREFIX.idx``        a document-index entry (``MMIDIDX`` version 1,
+                (given as the prefix or either file)   every integer dtype code); its sequences are its
+                                                       sentences (``--split-sentences``)
+``datatrove``   ``NAME.ds`` + ``NAME.ds.index``        a run between two of the index's uint64 ends;
+                (``NAME.ds.metadata``: token size)     tokens of the metadata's size (2 or 4 bytes)
+``llmc``        ``.bin`` with llm.c's 256-int header   a run between two EOS ids (llm.c writes an EOS
+                                                       before each document)
+``nanogpt``     ``.bin`` of raw uint16, no header      a run between two EOS ids (nanoGPT's
+                                                       ``prepare.py`` appends one after each)
+``input-ids``   a ``save_to_disk`` folder, Arrow or    a row's list of integers (the column
+                Parquet files with an ``input_ids``    ``--text-key`` names when it is not
+                column                                 ``text``); other columns are not read
+==============  =====================================  ================================================
+
+The tokens are memory-mapped and read a partition at a time: a large file is cut into partitions by
+document ranges (``--partition-size`` of token bytes), so several workers and Dask share it. Ids are
+checked against the tokenizer's vocabulary (the first bad one named by file and position), and
+documents that end with the tokenizer's EOS (Megatron's ``--append-eod``) have it taken off, so the
+objective adds it as its EOS policy says: never doubled, never lost. Everything a text run keys to a
+document's text is keyed to its ids here: ``--split`` and mixtures hash them, ``--shuffle-documents``
+and batches count tokens (4 bytes each, as a batch of text counts bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import ObjcliError
+from .inputs import InputFile, Partition, Piece
+from .token_formats import LLMC_MAGIC, OPENERS, TOKEN_FORMATS, TokenFile, megatron_prefix
+
+
+def detect(path: str, requested: str) -> str | None:
+    """The token format of an input path, or None for a text input."""
+    if requested in TOKEN_FORMATS:
+        return requested
+    if requested != "auto":
+        return None
+    base = megatron_prefix(path)
+    if base is not None:
+        return "megatron"
+    if path.endswith(".ds") and os.path.isfile(path + ".index"):
+        return "datatrove"
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "state.json")):
+        return "input-ids" if _has_ids_feature(path) else None
+    if path.endswith(".bin") and os.path.isfile(path):
+        with open(path, "rb") as f:
+            head = f.read(8)
+        magic = struct.unpack("<i", head[:4])[0] if len(head) >= 4 else 0
+        return "llmc" if magic in LLMC_MAGIC else "nanogpt"
+    return None
+
+
+def _has_ids_feature(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
+            return "input_ids" in json.load(f).get("features", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | None = None) -> TokenFile:
+    """A token input's ids and boundaries (``eos``: where nanoGPT's and llm.c's files end documents);
+    one line naming the file for anything that does not hold."""
+    try:
+        return OPENERS[fmt](path, ids_key, eos)
+    except (ValueError, struct.error, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise ObjcliError(f"input {path}: {error.strerror} ({error.filename}); check the path") from None
+        raise ObjcliError(f"input {path}: not a {fmt} token file ({error}); check it, or name --input-format") from None
+
+
+def token_input(path: str, fmt: str, ids_key: str) -> InputFile:
+    opened = open_token_file(path, fmt, ids_key)
+    return InputFile(path, fmt, None, int(opened.tokens.nbytes))
+
+
+def token_partitions(source: InputFile, partition_bytes: int, ids_key: str) -> list[Partition]:
+    """The file's documents in partitions of about ``partition_bytes`` of tokens. A piece's start and
+    end are byte offsets into the tokens, as a text file's are: its documents are those that start
+    within them (``piece_documents``)."""
+    opened = open_token_file(source.path, source.format, ids_key)
+    starts = opened.offsets * opened.tokens.dtype.itemsize
+    total = int(starts[-1])
+    cuts = [0, *range(partition_bytes, total, partition_bytes), total] if total else [0, 0]
+    pieces = [Piece(InputFile(source.path, source.format, None, total), a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [Partition(i, (piece,)) for i, piece in enumerate(pieces)]
+
+
+def piece_documents(opened: TokenFile, piece: Piece) -> tuple[int, int]:
+    """The documents of a piece: those whose first token lies in its byte range (the last piece's
+    also those with no token at the very end)."""
+    starts = opened.offsets[:-1] * opened.tokens.dtype.itemsize
+    first = int(np.searchsorted(starts, piece.start, side="left"))
+    last = int(np.searchsorted(starts, piece.end, side="left"))
+    if piece.end >= int(opened.offsets[-1]) * opened.tokens.dtype.itemsize:
+        last = opened.documents
+    return first, last
+
+
+@lru_cache(maxsize=8)
+def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) -> tuple[TokenFile, str]:
+    """An input opened once a process (``stamp``: its modification time), and where its EOS is to be
+    taken off: "end" when every document ends with it, "start" (llm.c) when every one begins with it."""
+    opened = open_token_file(path, fmt, ids_key, eos)
+    lengths = np.diff(opened.offsets)
+    full = opened.offsets[:-1][lengths > 0]
+    strip = ""
+    if eos is not None and len(full):
+        if fmt == "llmc" and np.all(opened.tokens[full] == eos):
+            strip = "start"
+        elif np.all(opened.tokens[opened.offsets[1:][lengths > 0] - 1] == eos):
+            strip = "end"
+    return opened, strip
+
+
+def _stamp(path: str) -> float:
+    for name in (path, path + ".idx", path + ".bin"):
+        if os.path.exists(name):
+            return os.stat(name).st_mtime
+    return 0.0
+
+
+def token_batches(partition: Partition, ids_key: str, batch_bytes: int, log, eos: int | None, vocab: int):
+    """A token input partition's documents, in batches of about ``batch_bytes`` / 4 tokens, as a token
+    store's are (``StoredDocuments``): the EOS the input ends (or starts) every document with taken
+    off, ids checked against the vocabulary, empty documents counted skips."""
+    piece = partition.pieces[0]
+    opened, strip = _opened(piece.input.path, piece.input.format, ids_key, eos, _stamp(piece.input.path))
+    first, last = piece_documents(opened, piece)
+    for a, b in _batches(opened.offsets, first, last, max(1, batch_bytes // 4)):
+        yield _batch(opened, a, b, strip, vocab, log)
+        log.pieces_done_bytes += int(opened.offsets[b] - opened.offsets[a]) * opened.tokens.dtype.itemsize
+
+
+def _batches(offsets: np.ndarray, first: int, last: int, tokens: int) -> list[tuple[int, int]]:
+    """Document ranges of about ``tokens`` tokens each (a batch closes after the document that takes
+    it there, as a text batch does)."""
+    reach = np.arange(int(offsets[first]) + tokens, int(offsets[last]) + tokens, tokens)
+    ends = np.minimum(np.searchsorted(offsets, reach, side="left"), last)
+    cuts = sorted({first, last, *(int(e) for e in ends if e > first)})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _batch(opened: TokenFile, a: int, b: int, strip: str, vocab: int, log):
+    from ..kernels.ragged import gather_ranges, lengths_to_offsets
+    from .token_store import StoredDocuments
+
+    starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
+    has = lengths > 0
+    if strip:
+        starts[has] += strip == "start"
+        lengths[has] -= 1
+    raw = gather_ranges(np.asarray(opened.tokens), starts, lengths)
+    _check_ids(raw, opened, starts, lengths, vocab)
+    log.read += b - a
+    for k in np.flatnonzero(lengths == 0):
+        log.skip("empty_document", f"{opened.path} document {a + int(k)}", "no token left")
+    keep = np.flatnonzero(lengths > 0)
+    sentences = _sentences(opened, a, b, strip).take(keep) if opened.sentences is not None else None
+    if len(keep) < b - a:
+        raw = gather_ranges(raw, lengths_to_offsets(lengths)[:-1][keep], lengths[keep])
+    lengths = lengths[keep].astype(np.int64)
+    none = np.zeros(len(lengths), dtype=bool)
+    return StoredDocuments(
+        raw.astype(np.int32), lengths_to_offsets(lengths), lengths, 4 * lengths, None, none, sentences
+    )
+
+
+def _check_ids(tokens: np.ndarray, opened: TokenFile, starts: np.ndarray, lengths: np.ndarray, vocab: int) -> None:
+    bad = np.flatnonzero((tokens < 0) | (tokens >= vocab))
+    if bad.size:
+        k = int(bad[0])
+        ends = np.cumsum(lengths)
+        document = int(np.searchsorted(ends, k, side="right"))
+        position = int(starts[document]) + k - int(ends[document] - lengths[document])
+        raise ObjcliError(
+            f"input {opened.path}: token {position:,} is id {int(tokens[k])}, outside the tokenizer's {vocab:,} ids; "
+            "give the tokenizer the file was made with"
+        )
+
+
+def _sentences(opened: TokenFile, a: int, b: int, strip: str):
+    """Each document's sentences' token counts (Megatron's split sentences), the EOS off its last."""
+    from ..rows import Ragged
+
+    first = opened.document_sentences[a : b + 1]
+    lengths = np.diff(opened.sentences[first[0] : first[-1] + 1]).astype(np.int64)
+    offsets = (first - first[0]).astype(np.int64)
+    if strip == "end":
+        last = offsets[1:][np.diff(offsets) > 0] - 1  # each document's last sentence
+        lengths[last[lengths[last] > 0]] -= 1
+    return Ragged(lengths, offsets)

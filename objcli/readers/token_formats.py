@@ -1,0 +1,187 @@
+"""How each tokenized input format is opened (``token_files.py`` says what each holds): its ids,
+memory-mapped where the format allows, and its documents' boundaries, checked against the files'
+own sizes so a cut or mismatched file is one line, never wrong ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ObjcliError
+
+TOKEN_FORMATS = ("megatron", "datatrove", "llmc", "nanogpt", "input-ids")
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+# Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py); floats hold no token ids.
+MEGATRON_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
+LLMC_MAGIC = {20240520: np.uint16, 20240801: np.uint32}  # llm.c's data_common.py: (magic) -> dtype
+
+
+@dataclass
+class TokenFile:
+    """One tokenized input: its ids (memory-mapped), where each document starts and ends in them,
+    and for Megatron's split sentences where each sentence does."""
+
+    path: str  # as the manifest and messages name it (a Megatron prefix, a .ds file, …)
+    fmt: str
+    tokens: np.ndarray  # memory-mapped, the file's own dtype
+    offsets: np.ndarray  # int64, documents + 1, in tokens
+    sentences: np.ndarray | None = None  # int64 token offsets of every sentence (Megatron), or None
+    document_sentences: np.ndarray | None = None  # int64, documents + 1: each document's first sentence
+
+    @property
+    def documents(self) -> int:
+        return len(self.offsets) - 1
+
+
+def megatron_prefix(path: str) -> str | None:
+    """The prefix of a Megatron pair named by its prefix or either file; a pair missing one file is
+    one line naming it."""
+    for base in dict.fromkeys((path.removesuffix(".bin").removesuffix(".idx"), path)):
+        idx, bin_ = os.path.isfile(base + ".idx"), os.path.isfile(base + ".bin")
+        if idx and bin_:
+            return base
+        if idx or (bin_ and base.endswith("_document")):  # Megatron names its files PREFIX_text_document
+            missing = base + (".bin" if idx else ".idx")
+            raise ObjcliError(f"input {path}: a Megatron indexed dataset without {missing}; copy it beside the other")
+    return None
+
+
+def _memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
+    size = os.path.getsize(path) - offset
+    if size % np.dtype(dtype).itemsize:
+        raise ValueError(f"its {size:,} bytes are no whole number of {np.dtype(dtype).itemsize}-byte tokens")
+    if size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset)
+
+
+def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    base = megatron_prefix(path)
+    if base is None:
+        raise ValueError("no PREFIX.idx beside it")
+    idx = base + ".idx"
+    with open(idx, "rb") as f:
+        head = f.read(34)
+    if len(head) < 34 or head[:9] != MEGATRON_MAGIC:
+        raise ValueError(f"{idx} lacks the MMIDIDX header")
+    version, code, count, entries = struct.unpack("<QBQQ", head[9:34])
+    if version != 1:
+        raise ValueError(f"{idx} is MMIDIDX version {version}; objcli reads version 1")
+    if code not in MEGATRON_DTYPES:
+        raise ValueError(f"{idx} has dtype code {code}, which holds no token ids (Megatron's floats)")
+    dtype = np.dtype(MEGATRON_DTYPES[code]).newbyteorder("<")
+    sizes = np.fromfile(idx, "<i4", count, offset=34).astype(np.int64)
+    pointers = np.fromfile(idx, "<i8", count, offset=34 + 4 * count)
+    document_index = np.fromfile(idx, "<i8", entries, offset=34 + 12 * count)
+    if len(sizes) != count or len(pointers) != count or len(document_index) != entries:
+        raise ValueError(f"{idx} is cut short (it lists {count:,} sequences)")
+    sentence_offsets = np.concatenate([[0], np.cumsum(sizes)])
+    if not np.array_equal(pointers, sentence_offsets[:-1] * dtype.itemsize):
+        raise ValueError(f"{idx}: its sequences are not back to back in the .bin (pointers out of order)")
+    tokens = _memmap(base + ".bin", dtype)
+    if len(tokens) < sentence_offsets[-1]:
+        raise ValueError(
+            f"{base}.bin is cut short: {len(tokens):,} tokens, its index needs {int(sentence_offsets[-1]):,}"
+        )
+    if entries == 0 or document_index[0] != 0 or document_index[-1] != count or np.any(np.diff(document_index) < 0):
+        raise ValueError(f"{idx}: its document index does not run from 0 to its {count:,} sequences")
+    tokens = tokens[: sentence_offsets[-1]]
+    split = bool(np.any(np.diff(document_index) > 1))  # --split-sentences: documents of several sequences
+    offsets = sentence_offsets[document_index]
+    return TokenFile(base, "megatron", tokens, offsets, *((sentence_offsets, document_index) if split else ()))
+
+
+def open_datatrove(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    size = 2
+    try:
+        with open(path + ".metadata", encoding="utf-8") as f:
+            size = int(f.readline().strip().rsplit("|", 1)[1])
+    except FileNotFoundError:
+        pass  # datatrove's default token size
+    except (ValueError, IndexError):
+        raise ValueError(f"{path}.metadata does not say the token size (tokenizer|size on its first line)") from None
+    if size not in (2, 4):
+        raise ValueError(f"token size {size} in {path}.metadata; datatrove writes 2 or 4")
+    tokens = _memmap(path, np.dtype(np.uint16 if size == 2 else np.uint32).newbyteorder("<"))
+    ends = np.fromfile(path + ".index", "<u8").astype(np.int64)
+    if os.path.getsize(path + ".index") % 8 or np.any(np.diff(ends) < 0) or (len(ends) and ends[0] < 0):
+        raise ValueError(f"{path}.index is not uint64 document ends in order")
+    if len(ends) and ends[-1] != len(tokens):
+        raise ValueError(
+            f"its index ends at token {int(ends[-1]):,} and the file holds {len(tokens):,} (token size {size}?)"
+        )
+    return TokenFile(path, "datatrove", tokens, np.concatenate([[0], ends]))
+
+
+def _split_at(tokens: np.ndarray, eos: int | None, before: bool) -> np.ndarray:
+    """Document offsets of ids separated by EOS: each EOS ends its document (nanoGPT) or, ``before``,
+    starts the next (llm.c); the EOS stays in it and the reader takes it off."""
+    if eos is None:
+        return np.array([0, len(tokens)], dtype=np.int64)
+    marks = np.flatnonzero(np.asarray(tokens) == eos).astype(np.int64)
+    cuts = marks if before else marks + 1
+    return np.unique(np.concatenate([[0], cuts, [len(tokens)]]))
+
+
+def open_llmc(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    header = np.fromfile(path, "<i4", 256)
+    if len(header) < 256 or int(header[0]) not in LLMC_MAGIC:
+        raise ValueError("no llm.c header (magic 20240520 or 20240801)")
+    dtype = np.dtype(LLMC_MAGIC[int(header[0])]).newbyteorder("<")
+    tokens = _memmap(path, dtype, offset=1024)
+    if len(tokens) != int(header[2]):
+        raise ValueError(f"its header counts {int(header[2]):,} tokens and the file holds {len(tokens):,} (cut short?)")
+    return TokenFile(path, "llmc", tokens, _split_at(tokens, eos, before=True))
+
+
+def open_nanogpt(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    tokens = _memmap(path, np.dtype(np.uint16).newbyteorder("<"))
+    return TokenFile(path, "nanogpt", tokens, _split_at(tokens, eos, before=False))
+
+
+def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    """A ``datasets`` save_to_disk folder, or Arrow (stream or file) or Parquet files, by their column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if os.path.isdir(path):
+        with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
+            files = [os.path.join(path, entry["filename"]) for entry in json.load(f)["_data_files"]]
+    else:
+        files = [path]
+    tables = []
+    for name in files:
+        if name.endswith(".parquet"):
+            tables.append(pq.read_table(name, columns=[ids_key]))
+            continue
+        source = pa.memory_map(name)
+        try:
+            tables.append(pa.ipc.open_stream(source).read_all())
+        except pa.ArrowInvalid:
+            tables.append(pa.ipc.open_file(pa.memory_map(name)).read_all())
+    if any(ids_key not in t.column_names for t in tables):
+        raise ValueError(f"no column {ids_key!r} (name the ids column with --text-key)")
+    column = pa.chunked_array([c for t in tables for c in t.column(ids_key).chunks])
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) or not pa.types.is_integer(
+        column.type.value_type
+    ):
+        raise ValueError(f"column {ids_key!r} is {column.type}, not a list of integers")
+    ids = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    offsets = ids.offsets.to_numpy().astype(np.int64)
+    values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    if ids.null_count:
+        raise ValueError(f"column {ids_key!r} holds null rows")
+    return TokenFile(path, "input-ids", values, offsets - offsets[0])
+
+
+OPENERS = {
+    "megatron": open_megatron,
+    "datatrove": open_datatrove,
+    "llmc": open_llmc,
+    "nanogpt": open_nanogpt,
+    "input-ids": open_input_ids,
+}

@@ -1,0 +1,58 @@
+"""A run whose inputs other tools tokenized (``readers/token_files.py``): where they enter the plan,
+and what such a run cannot do without text."""
+
+from __future__ import annotations
+
+from ..config import TransformConfig
+from ..errors import ObjcliError
+from ..readers.token_files import detect, open_token_file, token_input, token_partitions
+
+
+def ids_key(config: TransformConfig) -> str:
+    """The column of a Hugging Face dataset's ids: ``--text-key`` when it names one, else input_ids."""
+    return config.text_key if config.text_key != "text" else "input_ids"
+
+
+def token_group(group: list[str], config: TransformConfig):
+    """(files, partitions) for a group of tokenized inputs; None for text inputs."""
+    kinds = {path: detect(path, config.input_format) for path in group}
+    found = [path for path, kind in kinds.items() if kind]
+    if not found:
+        return None
+    if len(found) < len(group):
+        text = next(path for path, kind in kinds.items() if not kind)
+        raise ObjcliError(
+            f"input {text}: is text, and {found[0]} is already tokenized ({kinds[found[0]]}); give them to separate "
+            "runs (or as separate --source), or tokenize the text first with objcli tokenize"
+        )
+    files = [token_input(path, kinds[path], ids_key(config)) for path in found]
+    partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, ids_key(config))]
+    return files, partitions
+
+
+def check_token_run(files: list, config: TransformConfig, tokenizer, objective) -> None:
+    """What a run over token files refuses: provenance (no text to point into), objectives that cut
+    text (the sentence ones only where Megatron's split sentences are there), ids wider than the file."""
+    if not files:
+        return
+    first = files[0]
+    if config.provenance:
+        raise ObjcliError(
+            f"--provenance: input {first.path} is tokenized ({first.format}), with no text whose characters a "
+            "row could point to; run the transform from the text to record provenance"
+        )
+    for f in files:
+        opened = open_token_file(f.path, f.format, ids_key(config))
+        limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None
+        if limit is not None and tokenizer.vocab_size > limit:
+            raise ObjcliError(
+                f"input {f.path}: holds {opened.tokens.dtype.itemsize}-byte ids (below {limit:,}) and the tokenizer "
+                f"{tokenizer.path} has {tokenizer.vocab_size:,}; give the tokenizer the file was made with"
+            )
+        sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
+        if objective.tokenizes_itself and not (sentences and opened.sentences is not None):
+            what = "Megatron's split sentences (preprocess_data.py --split-sentences)" if sentences else "its text"
+            raise ObjcliError(
+                f"--objective {objective.name}: needs {what}, and input {f.path} is {f.format} token ids; run it "
+                "from the text, or choose an objective that reads documents' tokens"
+            )
