@@ -20,6 +20,7 @@ SKIP_FIXES = {
     "not_a_string": "the text field must be a string; pass without --strict to skip others",
     "null_text": "fill the text column or pass without --strict to skip null rows",
     "empty_text": "drop empty documents upstream or pass without --strict to skip them",
+    "empty_document": "a tokenized input's document with no token (two EOS ids in a row); pass without --strict",
 }
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from .inputs import InputFile, Partition, Piece
-from .token_formats import LLMC_MAGIC, OPENERS, TOKEN_FORMATS, TokenFile, megatron_prefix
+from .token_formats import LLMC_MAGIC, OPENERS, SPLIT_AT_EOS, TOKEN_FORMATS, TokenFile, megatron_prefix
 
 
 def detect(path: str, requested: str) -> str | None:
@@ -112,18 +112,16 @@ def piece_documents(opened: TokenFile, piece: Piece) -> tuple[int, int]:
 
 @lru_cache(maxsize=8)
 def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) -> tuple[TokenFile, str]:
-    """An input opened once a process (``stamp``: its modification time), and where its EOS is to be
-    taken off: "end" when every document ends with it, "start" (llm.c) when every one begins with it."""
+    """An input opened once a process (``stamp``: its modification time), and how its EOS comes off:
+    "each" document's that ends with one (runs between EOS ids), or "end" of every document where
+    every one ends with it (Megatron's --append-eod, datatrove's eos_token)."""
     opened = open_token_file(path, fmt, ids_key, eos)
+    if fmt in SPLIT_AT_EOS:
+        return opened, "each" if eos is not None else ""
     lengths = np.diff(opened.offsets)
-    full = opened.offsets[:-1][lengths > 0]
-    strip = ""
-    if eos is not None and len(full):
-        if fmt == "llmc" and np.all(opened.tokens[full] == eos):
-            strip = "start"
-        elif np.all(opened.tokens[opened.offsets[1:][lengths > 0] - 1] == eos):
-            strip = "end"
-    return opened, strip
+    ends = opened.offsets[1:][lengths > 0] - 1
+    every = eos is not None and len(ends) and np.all(opened.tokens[ends] == eos)
+    return opened, "end" if every else ""
 
 
 def _stamp(path: str) -> float:
@@ -141,7 +139,7 @@ def token_batches(partition: Partition, ids_key: str, batch_bytes: int, log, eos
     opened, strip = _opened(piece.input.path, piece.input.format, ids_key, eos, _stamp(piece.input.path))
     first, last = piece_documents(opened, piece)
     for a, b in _batches(opened.offsets, first, last, max(1, batch_bytes // 4)):
-        yield _batch(opened, a, b, strip, vocab, log)
+        yield _batch(opened, a, b, (strip, eos), vocab, log)
         log.pieces_done_bytes += int(opened.offsets[b] - opened.offsets[a]) * opened.tokens.dtype.itemsize
 
 
@@ -154,19 +152,25 @@ def _batches(offsets: np.ndarray, first: int, last: int, tokens: int) -> list[tu
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _batch(opened: TokenFile, a: int, b: int, strip: str, vocab: int, log):
+def _batch(opened: TokenFile, a: int, b: int, stripping: tuple, vocab: int, log):
     from ..kernels.ragged import gather_ranges, lengths_to_offsets
     from .token_store import StoredDocuments
 
+    strip, eos = stripping
     starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
     has = lengths > 0
-    if strip:
-        starts[has] += strip == "start"
+    if strip == "end":
         lengths[has] -= 1
+    elif strip == "each":  # runs between EOS ids: the one a run ends with
+        lengths[has] -= np.asarray(opened.tokens)[starts[has] + lengths[has] - 1] == eos
     raw = gather_ranges(np.asarray(opened.tokens), starts, lengths)
     _check_ids(raw, opened, starts, lengths, vocab)
-    log.read += b - a
-    for k in np.flatnonzero(lengths == 0):
+    framing = np.zeros(b - a, dtype=bool)  # llm.c's leading EOS, a file's final one: no document
+    if strip == "each":
+        framing[0] |= a == 0 and lengths[0] == 0
+        framing[-1] |= b == opened.documents and lengths[-1] == 0
+    log.read += int((~framing).sum())
+    for k in np.flatnonzero((lengths == 0) & ~framing):
         log.skip("empty_document", f"{opened.path} document {a + int(k)}", "no token left")
     keep = np.flatnonzero(lengths > 0)
     sentences = _sentences(opened, a, b, strip).take(keep) if opened.sentences is not None else None

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ObjcliError
 
 TOKEN_FORMATS = ("megatron", "datatrove", "llmc", "nanogpt", "input-ids")
+SPLIT_AT_EOS = ("llmc", "nanogpt")  # no index: documents are the runs between EOS ids
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
 # Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py); floats hold no token ids.
 MEGATRON_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
@@ -117,13 +118,13 @@ def open_datatrove(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     return TokenFile(path, "datatrove", tokens, np.concatenate([[0], ends]))
 
 
-def _split_at(tokens: np.ndarray, eos: int | None, before: bool) -> np.ndarray:
-    """Document offsets of ids separated by EOS: each EOS ends its document (nanoGPT) or, ``before``,
-    starts the next (llm.c); the EOS stays in it and the reader takes it off."""
+def _split_at(tokens: np.ndarray, eos: int | None) -> np.ndarray:
+    """Document offsets of ids separated by EOS: each run up to and with an EOS (the reader takes the
+    EOS off). nanoGPT ends each document with one, llm.c starts each with one: the same runs, llm.c's
+    first one empty (framing, not a document)."""
     if eos is None:
         return np.array([0, len(tokens)], dtype=np.int64)
-    marks = np.flatnonzero(np.asarray(tokens) == eos).astype(np.int64)
-    cuts = marks if before else marks + 1
+    cuts = np.flatnonzero(np.asarray(tokens) == eos).astype(np.int64) + 1
     return np.unique(np.concatenate([[0], cuts, [len(tokens)]]))
 
 
@@ -135,12 +136,12 @@ def open_llmc(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     tokens = _memmap(path, dtype, offset=1024)
     if len(tokens) != int(header[2]):
         raise ValueError(f"its header counts {int(header[2]):,} tokens and the file holds {len(tokens):,} (cut short?)")
-    return TokenFile(path, "llmc", tokens, _split_at(tokens, eos, before=True))
+    return TokenFile(path, "llmc", tokens, _split_at(tokens, eos))
 
 
 def open_nanogpt(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     tokens = _memmap(path, np.dtype(np.uint16).newbyteorder("<"))
-    return TokenFile(path, "nanogpt", tokens, _split_at(tokens, eos, before=False))
+    return TokenFile(path, "nanogpt", tokens, _split_at(tokens, eos))
 
 
 def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile:

@@ -1,0 +1,207 @@
+"""Corpora other tools already tokenized, as inputs (issue 52): files written by the real tools
+(Megatron-LM's indexed dataset builder, datatrove's DocumentTokenizer, a ``datasets.map``) and by
+objcli's own writers read back document for document; derived runs equal the text run's rows where
+no randomness is keyed to batches; damaged inputs are one line."""
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import SAMPLE, manifest_json, run_cli
+
+from objcli.commands.verify import verify_output
+from objcli.readers import RecordLog
+from objcli.readers.token_files import detect, open_token_file, token_batches, token_partitions
+from objcli.readers.token_formats import TOKEN_FORMATS
+from objcli.recipe import config_from_values
+from objcli.transform import transform
+
+SPM = SAMPLE / "tokenizer.model"
+LLAMA = SAMPLE / "llama-style" / "tokenizer.json"
+TEXTS = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").read_text().splitlines()[:120]]
+
+
+def _run(inputs, out, tokenizer=SPM, **values):
+    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(out), **values}
+    return transform(config_from_values(values), workers=1, overwrite=True)
+
+
+def _rows(folder) -> pa.Table:
+    return pa.concat_tables(
+        [
+            pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all()
+            for s in manifest_json(folder)["shards"]
+        ]
+    )
+
+
+def _documents(path, fmt, eos, vocab=1 << 20, batch=1 << 20) -> list[list[int]]:
+    """Every document an input gives objcli's reader, as lists of ids."""
+    from objcli.readers.inputs import InputFile
+
+    log, found = RecordLog(), []
+    for partition in token_partitions(InputFile(str(path), fmt, None, 0), 1 << 16, "input_ids"):
+        for docs in token_batches(partition, "input_ids", batch, log, eos, vocab):
+            found += [docs.tokens[a:b].tolist() for a, b in zip(docs.offsets[:-1], docs.offsets[1:])]
+    return found
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tokenized")
+    (folder / "prose.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "fmt, given", [("megatron", "prefix"), ("nanoset", ".ds"), ("llmc", ".bin"), ("tokens", ".bin")]
+)
+def test_objclis_own_token_files_read_back_as_the_text_runs_documents(fmt, given, corpus, tmp_path):
+    """clm written by objcli (each document + EOS), read as input: clm rows equal the text run's."""
+    _run([corpus / "prose.jsonl"], tmp_path / "written", output_format=fmt)
+    files = sorted(p for p in (tmp_path / "written").iterdir() if p.name.startswith("part-"))
+    inputs = sorted({str(p).removesuffix(".bin").removesuffix(".idx") for p in files if p.suffix in (".bin", ".idx")})
+    if given != "prefix":
+        inputs = [str(p) for p in files if p.name.endswith(given)]
+    text = _run([corpus / "prose.jsonl"], tmp_path / "text", seq_len=96, partition_size="1GiB")
+    derived = _run(inputs, tmp_path / "derived", seq_len=96, partition_size="1GiB")
+    assert _rows(tmp_path / "text").equals(_rows(tmp_path / "derived"))
+    assert derived.totals["documents_written"] == text.totals["documents_written"] == len(TEXTS)
+    assert derived.manifest["inputs"][0]["format"] == {"nanoset": "datatrove", "tokens": "nanogpt"}.get(fmt, fmt)
+
+
+@pytest.mark.parametrize("objective", ["span-corruption", "mlm", "ul2"])
+def test_randomized_objectives_from_token_files_are_deterministic_and_verify(objective, corpus, tmp_path):
+    """Their draws are keyed to batches, which a token file cuts by tokens and text by characters: not
+    the text run's rows, but the same rows whatever the workers, and every invariant holds."""
+    _run([corpus / "prose.jsonl"], tmp_path / "written", output_format="megatron")
+    prefix = str(next((tmp_path / "written").glob("*.idx"))).removesuffix(".idx")
+    values = {"inputs": [prefix], "tokenizer": str(SPM), "objective": objective, "seq_len": 96}
+    for workers, out in ((1, "one"), (2, "two")):
+        transform(
+            config_from_values({**values, "output": str(tmp_path / out), "partition_size": "32KiB"}), workers=workers
+        )
+        assert verify_output(tmp_path / out).ok
+    assert _rows(tmp_path / "one").equals(_rows(tmp_path / "two"))
+
+
+def test_megatron_files_written_by_megatron_core_with_and_without_split_sentences(tmp_path):
+    """Megatron-LM's own builder, as preprocess_data.py calls it: each document's sequences (one, or
+    its sentences with --split-sentences), --append-eod on the last; read as Megatron's reader reads."""
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    import sentencepiece as spm
+    import torch
+
+    from objcli.objectives.sentences import split_batch
+
+    sp = spm.SentencePieceProcessor(model_file=str(SPM))
+    eod = sp.eos_id()
+    for split in (False, True):
+        prefix = str(tmp_path / f"corpus_{'sentences' if split else 'text'}_document")
+        builder = indexed.IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
+        for text in TEXTS:
+            pieces = split_batch([text], "prose")[0] if split else [text]
+            ids = [sp.encode(piece) for piece in pieces]
+            ids[-1] = ids[-1] + [eod]
+            builder.add_document(torch.tensor([i for s in ids for i in s]), [len(s) for s in ids])
+        builder.finalize(prefix + ".idx")
+        theirs = indexed.IndexedDataset(prefix)
+        documents = theirs.document_indices
+        expected = [
+            np.concatenate([theirs[int(s)] for s in range(documents[d], documents[d + 1])]).tolist()[:-1]
+            for d in range(len(documents) - 1)
+        ]
+        assert _documents(prefix, "megatron", eod) == expected  # the EOD taken off: the objective adds its own
+        opened = open_token_file(prefix, "megatron", eos=eod)
+        assert (opened.sentences is not None) == split
+    nsp = _run([str(tmp_path / "corpus_sentences_document")], tmp_path / "nsp", objective="nsp", seq_len=128)
+    assert nsp.totals["rows"] > 0 and verify_output(tmp_path / "nsp").ok
+    refused = run_cli(
+        "transform", tmp_path / "corpus_text_document", "-t", SPM, "--objective", "nsp", "-o", tmp_path / "x"
+    )
+    assert refused.returncode == 1 and "--split-sentences" in refused.stderr
+
+
+def test_datatrove_document_tokenizer_files(tmp_path):
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+    from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
+    from tokenizers import Tokenizer
+
+    step = DocumentTokenizer(str(tmp_path / "ds"), tokenizer_name_or_path=str(LLAMA), eos_token="<|end_of_text|>",
+                             shuffle_documents=False, save_filename="corpus")  # fmt: skip
+    step.run((Document(text=t, id=str(i)) for i, t in enumerate(TEXTS[:60])), rank=0, world_size=1)
+    ds = next((tmp_path / "ds").glob("*.ds"))
+    assert detect(str(ds), "auto") == "datatrove"
+    tokenizer = Tokenizer.from_file(str(LLAMA))
+    eos = tokenizer.token_to_id("<|end_of_text|>")
+    expected = [tokenizer.encode(t, add_special_tokens=False).ids for t in TEXTS[:60]]
+    assert _documents(ds, "datatrove", eos) == expected
+
+
+def test_a_datasets_map_output_with_input_ids(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(SPM))
+    mapped = datasets.Dataset.from_dict({"text": TEXTS[:50], "id": list(range(50))}).map(
+        lambda row: {"input_ids": sp.encode(row["text"])}
+    )
+    mapped.save_to_disk(str(tmp_path / "saved"))
+    assert detect(str(tmp_path / "saved"), "auto") == "input-ids"
+    assert _documents(tmp_path / "saved", "input-ids", None) == [sp.encode(t) for t in TEXTS[:50]]
+    mapped.to_parquet(str(tmp_path / "ids.parquet"))
+    out = _run([tmp_path / "ids.parquet"], tmp_path / "o", input_format="input-ids", seq_len=64)
+    _run([tmp_path / "saved"], tmp_path / "o2", seq_len=64)
+    assert out.totals["documents_written"] == 50 and _rows(tmp_path / "o").equals(_rows(tmp_path / "o2"))
+
+
+def test_every_token_format_is_a_choice_and_a_nanogpt_file_is_split_at_eos(tmp_path):
+    import dataclasses
+
+    from objcli.config import TransformConfig
+
+    choices = next(f for f in dataclasses.fields(TransformConfig) if f.name == "input_format").metadata["choices"]
+    assert set(TOKEN_FORMATS) <= set(choices)
+    ids = np.array([5, 6, 2, 7, 2, 2, 9, 10, 2], dtype=np.uint16)  # nanoGPT: EOS (2) after each document
+    ids.tofile(tmp_path / "train.bin")
+    log = RecordLog()
+    assert _documents(tmp_path / "train.bin", "nanogpt", 2) == [[5, 6], [7], [9, 10]]
+    header = np.zeros(256, "<i4")
+    header[:3] = (20240520, 1, 9)
+    (tmp_path / "llmc.bin").write_bytes(header.tobytes() + np.array([2, 5, 6, 2, 7, 2, 9, 10, 11], np.uint16).tobytes())
+    assert _documents(tmp_path / "llmc.bin", "llmc", 2) == [[5, 6], [7], [9, 10, 11]]
+    assert not log.skipped
+
+
+def test_damaged_or_mismatched_token_files_are_one_line(corpus, tmp_path):
+    _run([corpus / "prose.jsonl"], tmp_path / "w", output_format="megatron")
+    prefix = next((tmp_path / "w").glob("*.idx")).with_suffix("")
+    cases = {}
+    cut = tmp_path / "cut_document"
+    shutil.copy(f"{prefix}.idx", f"{cut}.idx")
+    Path(f"{cut}.bin").write_bytes(Path(f"{prefix}.bin").read_bytes()[:-100])
+    cases["cut"] = (cut, "is cut short")
+    v2 = tmp_path / "v2_document"
+    shutil.copy(f"{prefix}.bin", f"{v2}.bin")
+    data = bytearray(Path(f"{prefix}.idx").read_bytes())
+    data[9:17] = struct.pack("<Q", 2)
+    Path(f"{v2}.idx").write_bytes(bytes(data))
+    cases["version"] = (v2, "MMIDIDX version 2")
+    alone = tmp_path / "alone_document"
+    shutil.copy(f"{prefix}.bin", f"{alone}.bin")
+    cases["no idx"] = (Path(f"{alone}.bin"), "without")
+    np.array([5, 9000, 2], np.uint16).tofile(tmp_path / "big.bin")
+    cases["past the vocabulary"] = (tmp_path / "big.bin", "token 1 is id 9000, outside the tokenizer's")
+    _run([corpus / "prose.jsonl"], tmp_path / "n", output_format="nanoset")
+    ds = next((tmp_path / "n").glob("*.ds"))
+    Path(f"{ds}.metadata").write_text("objcli|4\n")
+    cases["token size"] = (ds, "token size 4?")
+    for name, (path, message) in cases.items():
+        done = run_cli("transform", path, "-t", SPM, "-o", tmp_path / f"out-{name.replace(' ', '-')}")
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, (name, done.stderr)
+        assert "Traceback" not in done.stderr
