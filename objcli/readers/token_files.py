@@ -158,13 +158,18 @@ def _batch(opened: TokenFile, a: int, b: int, stripping: tuple, vocab: int, log)
 
     strip, eos = stripping
     starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
+    chunk = np.asarray(opened.tokens[opened.offsets[a] : opened.offsets[b]])  # the batch's ids, one read
     has = lengths > 0
+    off = np.zeros(len(lengths), dtype=bool)  # documents whose last token (an EOS) comes off
     if strip == "end":
-        lengths[has] -= 1
+        off = has
     elif strip == "each":  # runs between EOS ids: the one a run ends with
-        lengths[has] -= np.asarray(opened.tokens)[starts[has] + lengths[has] - 1] == eos
-    raw = gather_ranges(np.asarray(opened.tokens), starts, lengths)
-    _check_ids(raw, opened, starts, lengths, vocab)
+        off[has] = chunk[(starts - starts[0] + lengths - 1)[has]] == eos
+    if off.any():
+        chunk = np.delete(chunk, (starts - starts[0] + lengths - 1)[off])
+        lengths = lengths - off
+    _check_ids(chunk, opened, starts, lengths, vocab)
+    raw = chunk
     framing = np.zeros(b - a, dtype=bool)  # llm.c's leading EOS, a file's final one: no document
     if strip == "each":
         framing[0] |= a == 0 and lengths[0] == 0
@@ -184,6 +189,8 @@ def _batch(opened: TokenFile, a: int, b: int, stripping: tuple, vocab: int, log)
 
 
 def _check_ids(tokens: np.ndarray, opened: TokenFile, starts: np.ndarray, lengths: np.ndarray, vocab: int) -> None:
+    if not len(tokens) or (int(tokens.max()) < vocab and (tokens.dtype.kind == "u" or int(tokens.min()) >= 0)):
+        return  # one pass (two for a signed dtype) over the ids, the common case
     bad = np.flatnonzero((tokens < 0) | (tokens >= vocab))
     if bad.size:
         k = int(bad[0])

@@ -88,3 +88,45 @@ def store_table(repeats: int = 2) -> None:
 
 if __name__ == "__main__":
     store_table()
+
+
+def token_file_reading(megabytes: int = 400, repeats: int = 3) -> None:
+    """Issue 52: a Megatron .bin/.idx read as documents (EOS taken off, ids checked), one core, before
+    the objective: GB of token file a second (the page cache warm, as after a first read)."""
+    import struct
+    import time
+
+    import numpy as np
+
+    from objcli.readers.inputs import InputFile
+    from objcli.readers.records import RecordLog
+    from objcli.readers.token_files import token_batches, token_partitions
+
+    folder = DATA / "token-files"
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = folder / "big_text_document"
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(50, 1950, megabytes * 10**6 // 2 // 1000)
+    if not Path(f"{prefix}.bin").exists():
+        ids = rng.integers(0, 7999, int(lengths.sum()), dtype=np.uint16)
+        ids[np.cumsum(lengths) - 1] = 2  # --append-eod
+        ids.tofile(f"{prefix}.bin")
+        count = len(lengths)
+        with open(f"{prefix}.idx", "wb") as f:
+            f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, count, count + 1))
+            f.write(lengths.astype("<i4").tobytes())
+            f.write((np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2).astype("<i8").tobytes())
+            f.write(np.arange(count + 1, dtype="<i8").tobytes())
+    size = Path(f"{prefix}.bin").stat().st_size
+    source = InputFile(str(prefix), "megatron", None, size)
+    walls = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for partition in token_partitions(source, 16 << 20, "input_ids"):
+            for _documents in token_batches(partition, "input_ids", 1 << 20, RecordLog(), 2, 8000):
+                pass
+        walls.append(time.perf_counter() - started)
+    print(
+        f"\nTokenized input (issue 52): a {size / 1e6:.0f} MB Megatron .bin read as documents, one core: "
+        f"{size / 1e9 / min(walls):.2f} GB/s (min), {size / 1e9 / statistics.median(walls):.2f} GB/s (median)"
+    )

@@ -454,9 +454,10 @@ def main() -> None:
     from bench_fast_path import fast_path_table
 
     fast_path_table()
-    from bench_store import store_table
+    from bench_store import store_table, token_file_reading
 
     store_table()
+    token_file_reading()
     from bench_chat import chat_table
 
     chat_table()
