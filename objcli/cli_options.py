@@ -33,8 +33,7 @@ class Execution:
     )
     pool: str = option(
         "auto",
-        "[--executor local] auto: processes for sentence objectives, document-level fim, tokenizers 0.x, "
-        "more than 8 workers (fewer for a fast engine); else threads.",
+        "[--executor local] auto picks per run (see performance.md).",
         choices=("auto", "threads", "processes"),
         group=RUN,
     )

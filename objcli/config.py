@@ -157,8 +157,7 @@ class TransformConfig:
     )
     max_epochs: str = option(
         "",
-        "With --source: at most this many copies of each document of a source (code=4); a share or budget "
-        "that needs more is capped, and said.",
+        "With --source: the most copies of a source's documents (code=4); more is capped, and said.",
         group=ORDER,
     )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
