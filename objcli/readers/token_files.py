@@ -63,6 +63,28 @@ def detect(path: str, requested: str) -> str | None:
     return None
 
 
+def megatron_list(path: str) -> list[str] | None:
+    """The prefixes a ``megatron.txt``-style list names (``WEIGHT PREFIX`` a line, as Megatron's
+    ``--data-path`` takes them and objcli's Megatron output writes them; a relative prefix is beside the
+    list), or None when the file is not one."""
+    if not path.endswith(".txt") or not os.path.isfile(path) or os.path.getsize(path) > 1 << 20:
+        return None
+    prefixes = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in filter(None, (raw.split() for raw in f)):
+            if len(line) != 2:
+                return None
+            try:
+                float(line[0])
+            except ValueError:
+                return None
+            prefix = line[1] if os.path.isabs(line[1]) else os.path.join(os.path.dirname(path), line[1])
+            if not os.path.isfile(prefix + ".idx"):
+                return None
+            prefixes.append(prefix)
+    return prefixes or None
+
+
 def _has_ids_feature(folder: str) -> bool:
     try:
         with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:

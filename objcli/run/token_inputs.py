@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers.token_files import detect, open_token_file, token_input, token_partitions
+from ..readers.token_files import detect, megatron_list, open_token_file, token_input, token_partitions
 
 
 def ids_key(config: TransformConfig) -> str:
@@ -14,7 +14,9 @@ def ids_key(config: TransformConfig) -> str:
 
 
 def token_group(group: list[str], config: TransformConfig):
-    """(files, partitions) for a group of tokenized inputs; None for text inputs."""
+    """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
+    list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
+    group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
     kinds = {path: detect(path, config.input_format) for path in group}
     found = [path for path, kind in kinds.items() if kind]
     if not found:

@@ -205,3 +205,15 @@ def test_damaged_or_mismatched_token_files_are_one_line(corpus, tmp_path):
         done = run_cli("transform", path, "-t", SPM, "-o", tmp_path / f"out-{name.replace(' ', '-')}")
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, (name, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_a_megatron_list_stands_for_the_prefixes_it_names(corpus, tmp_path):
+    """objcli's megatron.txt (and Megatron's --data-path style: WEIGHT PREFIX a line) as an input."""
+    _run([corpus / "prose.jsonl"], tmp_path / "w", output_format="megatron")
+    listed = _run([tmp_path / "w" / "megatron.txt"], tmp_path / "listed", seq_len=96)
+    prefix = next((tmp_path / "w").glob("*.idx")).with_suffix("")
+    direct = _run([prefix], tmp_path / "direct", seq_len=96)
+    assert _rows(tmp_path / "listed").equals(_rows(tmp_path / "direct"))
+    assert listed.manifest["inputs"] == direct.manifest["inputs"]
+    (tmp_path / "notes.txt").write_text("0.5 not_a_prefix\n")  # a text file that only looks like one: text
+    assert _run([tmp_path / "notes.txt"], tmp_path / "text", seq_len=4).manifest["inputs"][0]["format"] == "text"
