@@ -146,3 +146,30 @@ def test_a_failed_task_names_its_input_and_writes_no_manifest(sample_tokenizer, 
     assert done.stderr.startswith(f"Error: {corpus / 'bad.jsonl'}:2: ")
     assert done.stderr.count("\n") == 1
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_token_store_and_a_megatron_file_on_a_cluster(small_corpus, sample_tokenizer, tmp_path):
+    """Issues 51 and 52: tokenize on a LocalCluster writes the local run's store, and a big tokenized
+    file cut into partitions by document ranges is shared by the cluster's workers."""
+    common = ["-t", sample_tokenizer, "--partition-size", "20000", "-q", "--workers", "2"]
+    stores = {}
+    for executor in ("local", "dask"):
+        done = objcli("tokenize", small_corpus, *common, "-o", tmp_path / f"store-{executor}", "--executor", executor)
+        assert done.returncode == 0, done.stderr
+        stores[executor] = {
+            k: v for k, v in folder_bytes(tmp_path / f"store-{executor}").items() if k.endswith(".store")
+        }
+    assert stores["local"] == stores["dask"] and len(stores["local"]) > 1
+    written = objcli(
+        "transform", small_corpus, "-t", sample_tokenizer, "--format", "megatron", "-o", tmp_path / "mg", "-q"
+    )
+    assert written.returncode == 0, written.stderr
+    prefix = next((tmp_path / "mg").glob("*.idx")).with_suffix("")
+    outputs = []
+    for executor in ("local", "dask"):
+        args = [prefix, *common, "--objective", "span-corruption", "--seq-len", "128", "--executor", executor]
+        done = objcli("transform", *args, "-o", tmp_path / f"from-{executor}")
+        assert done.returncode == 0, done.stderr
+        outputs.append({k: v for k, v in folder_bytes(tmp_path / f"from-{executor}").items() if k.endswith(".arrow")})
+        assert len(json.loads((tmp_path / f"from-{executor}" / "manifest.json").read_text())["partitions"]) > 1
+    assert outputs[0] == outputs[1]
