@@ -179,9 +179,6 @@ def transform(
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
     plan = plan_run(config, pool, warn, workers, executor)
-    allocated = plan.tokenizer.allocation_warning()
-    if warn and allocated:  # once the run is known to go ahead
-        warn(allocated)
     folder, run_key, work = _open_output(plan, overwrite, resume, warn, append)
     try:
         if folder and folder.complete_manifest is not None:
@@ -189,6 +186,9 @@ def transform(
             return Summary(
                 folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True
             )
+        allocated = plan.tokenizer.allocation_warning()
+        if warn and allocated:  # once the run is known to go ahead (a finished one has nothing to say)
+            warn(allocated)
         summary = _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
         summary.appended = append is not None
         return summary

@@ -129,7 +129,8 @@ def warn_skips(results, warn) -> None:
         for reason, example in result.first_examples.items():
             examples.setdefault(reason, example)
     for reason, example in examples.items():
-        warn(f"skipped {counts[reason]:,} records ({reason}); first at {example}")
+        noun = "record" if counts[reason] == 1 else "records"
+        warn(f"skipped {counts[reason]:,} {noun} ({reason}); first at {example}")
 
 
 def check_totals(manifest: dict, plan, warn) -> None:

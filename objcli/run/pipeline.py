@@ -203,6 +203,8 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
     rest counted as skipped: read = written + skipped holds over every pass)."""
     config, index = task.config, task.partition.index
     documents = partition_documents(task.partition, config, options, log, tokenizer)
+    if j:  # a record is read again for each copy: a bad one is counted (and said) once, in pass 0
+        documents = _counted_once(documents, log)
     if config.shuffle_window_bytes:
         stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
         documents = shuffled_windows(
@@ -219,6 +221,18 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
         log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
         if len(keep):
             yield [copy_of(text, j) for text in take(texts, keep)] if j and config.provenance else take(texts, keep)
+
+
+def _counted_once(documents, log: RecordLog):
+    """A later pass's documents, the records it finds bad (or cuts) again taken off its counts."""
+    skipped, cut = Counter(log.skipped), log.cut
+    yield from documents
+    for reason, count in list(log.skipped.items()):
+        again = count - skipped.get(reason, 0)
+        if reason != NOT_SAMPLED and again > 0:
+            log.skipped[reason] -= again
+            log.read -= again
+    log.cut = cut
 
 
 class _Running:

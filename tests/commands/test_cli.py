@@ -47,7 +47,7 @@ def test_strict_stops_at_a_broken_json_line(tmp_path, sample_tokenizer):
     )
     lenient = invoke("transform", data, "-t", sample_tokenizer, "-o", tmp_path / "out2", "--seq-len", "2")
     assert lenient.exit_code == 0
-    assert f"warning: skipped 1 records (bad_json); first at {data}:2: broken JSON" in lenient.output
+    assert f"warning: skipped 1 record (bad_json); first at {data}:2: broken JSON" in lenient.output
     assert "3 documents read, 2 written, 1 skipped (1 bad_json)" in lenient.output
 
 

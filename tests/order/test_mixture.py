@@ -241,3 +241,22 @@ def test_a_budget_needing_many_copies_warns_and_one_needing_thousands_is_refused
     )
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
     assert refused.stderr.startswith("Error: --weights: source code holds about") and "2,000 copies" in refused.stderr
+
+
+def test_a_bad_record_is_counted_once_whatever_the_passes(sources, sample_tokenizer, tmp_path):
+    """Issue 53: a source read at rate 1.x takes a second pass, which found its bad records again and
+    counted (and said) each twice. Now each record is counted once; read = written + skipped holds."""
+    prose = open(sources[0].split("=", 1)[1]).read().splitlines(keepends=True)
+    (tmp_path / "web.jsonl").write_text("".join(prose[:150]) + "{broken\n" + '{"text": ""}\n' + "".join(prose[150:300]))
+    (tmp_path / "other.jsonl").write_text("".join(prose[300:600]))
+    done = run_cli(
+        "transform", "--source", f"web={tmp_path / 'web.jsonl'}", "--source", f"other={tmp_path / 'other.jsonl'}",
+        "--weights", "web=0.85,other=0.15", "-t", sample_tokenizer, "--seq-len", "64", "-o", tmp_path / "o",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert 1 < manifest["mixture"]["web"]["rate"] < 2  # a second pass over web
+    totals = manifest["totals"]
+    assert totals["skipped_by_reason"]["bad_json"] == 1 and totals["skipped_by_reason"]["empty_text"] == 1
+    assert totals["documents_read"] == totals["documents_written"] + totals["documents_skipped"]
+    assert "skipped 1 record (bad_json)" in done.stderr

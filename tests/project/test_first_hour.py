@@ -448,3 +448,12 @@ def test_a_tokenizer_folder_inside_the_corpus_is_not_read_as_data(tmp_path):
         "none",
     )
     assert named.returncode == 0 and manifest_json(tmp_path / "n")["totals"]["documents_written"] == 1
+
+
+def test_an_identical_rerun_says_nothing_to_do_without_the_runs_warnings(tmp_path):
+    """Issue 53: the pad warning came before "nothing to do" on a rerun that writes nothing."""
+    args = ["transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--packing", "best-fit", "--seq-len", "256"]
+    first = run_cli(*args, "-o", tmp_path / "o")
+    assert first.returncode == 0 and "no pad '<pad>'" in first.stderr
+    again = run_cli(*args, "-o", tmp_path / "o")
+    assert again.returncode == 0 and "nothing to do" in again.stderr and "no pad" not in again.stderr
