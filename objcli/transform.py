@@ -187,8 +187,9 @@ def transform(
                 folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True
             )
         allocated = plan.tokenizer.allocation_warning()
-        if warn and allocated:  # once the run is known to go ahead (a finished one has nothing to say)
-            warn(allocated)
+        for line in [*plan.objective.plan_warnings(), allocated] if warn else ():
+            if line:  # once the run is known to go ahead (a finished one has nothing to say)
+                warn(line)
         summary = _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
         summary.appended = append is not None
         return summary

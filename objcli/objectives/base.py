@@ -152,6 +152,11 @@ class Objective:
         self.context = context
         self.options = context.options
 
+    def plan_warnings(self) -> list[str]:
+        """What the plan says once before a run when the objective is built (a chat template writing
+        markers the tokenizer lacks); none by default."""
+        return []
+
     def identity_files(self) -> dict[str, Path]:
         """Files the objective reads (a chat template), by what they are: part of the run's identity."""
         return {}

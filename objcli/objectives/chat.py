@@ -36,7 +36,7 @@ from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
-from ..tokenizers.chat_template import ChatTemplate, find_template
+from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
 from .base import DocumentBatch, Objective, PartitionTransform, register
 from .conversations import BadRecord, ContentSpans, TurnSpans, conversation_of, render, turn_end
 
@@ -94,6 +94,7 @@ class Chat(Objective):
         self.template = ChatTemplate(source, variables, o.template_date, where)
         self.template_file = Path(where)  # a .jinja file, a JSON config holding it, or the tokenizer's config
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
+        self.absent = absent_markers(source, tokenizer)
         bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
@@ -105,6 +106,16 @@ class Chat(Objective):
 
     def identity_files(self) -> dict[str, Path]:
         return {"chat template": self.template_file} if self.template_file.is_file() else {}
+
+    def plan_warnings(self) -> list[str]:
+        if not self.absent:
+            return []
+        shown = ", ".join(self.absent[:4]) + (f" and {len(self.absent) - 4} more" if len(self.absent) > 4 else "")
+        return [
+            f"the chat template {self.template_file.name} writes {shown}, which the tokenizer {self.tokenizer.path} "
+            "has no special token for: each is encoded as several ordinary pieces; give the model's own tokenizer "
+            "(or its template, --chat-template)"
+        ]
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
@@ -252,3 +263,15 @@ class _ChatPartition(PartitionTransform):
         too_long = "skipped:overlong" if self.o.options.overlong == "drop" else "skipped:assistant_tokens_cut"
         self.counters[too_long] += int(overlong[first].sum())
         self.counters["skipped:no_assistant_tokens"] += int((~overlong[first]).sum())
+
+
+def absent_markers(source: str, tokenizer) -> list[str]:
+    """The template's special-token markers that are not one special token of the tokenizer."""
+    specials = set(tokenizer.special_texts())
+    control = tokenizer.control_mask()
+
+    def special(marker: str) -> bool:
+        token_id = tokenizer.model_id(marker)
+        return marker in specials or (token_id is not None and token_id < len(control) and bool(control[token_id]))
+
+    return [marker for marker in template_markers(source) if not special(marker)]

@@ -187,3 +187,13 @@ def _compile(source: str, date: str, where: str):
     # Jinja's ChainMap of template and environment globals key by key was a third of a render.
     template.globals = dict(template.globals)
     return template
+
+
+# Special-token markers as templates write them: <|eot_id|>, <|im_start|>, <｜User｜> (DeepSeek's
+# full-width bars), <start_of_turn>. Bracketed ones ([INST]) are text in the models that use them.
+MARKER = re.compile(r"<\|[^<>|\s]{1,64}\|>|<｜[^<>\s]{1,64}｜>|<[a-z][a-z_]{1,31}>")
+
+
+def template_markers(source: str) -> list[str]:
+    """The special-token markers a template's source writes, each once, in order."""
+    return list(dict.fromkeys(MARKER.findall(source)))

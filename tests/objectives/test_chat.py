@@ -588,3 +588,29 @@ def test_keys_whose_value_is_null_are_dropped_as_transformers_drops_them(tokeniz
             "input_ids"
         ]
     )
+
+
+@pytest.mark.parametrize("template, absent", [("qwen2.5", "<|im_start|>, <|im_end|>"), ("gemma", "<start_of_turn>")])
+def test_a_template_writing_markers_the_tokenizer_lacks_is_said_once(template, absent, tmp_path):
+    """Issue 53: a Qwen or Gemma template over another model's tokenizer wrote each marker as several
+    ordinary pieces, with no word said. The markers a template writes are named once, before the run;
+    a template over its own tokenizer (every marker a special token) says nothing."""
+    from paths import SAMPLE_DATA
+
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
+    data = write_jsonl(records, tmp_path / "chat.jsonl")
+    args = ["transform", data, "-t", SAMPLE_DATA / "llama-style", "--objective", "chat", "--seq-len", "128",
+            "--chat-template", TEMPLATES / f"{template}.jinja", "-o", tmp_path / "o"]  # fmt: skip
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "has no special token for" in line]
+    assert len(lines) == 1 and absent in lines[0] and "<|begin_of_text|>" not in lines[0]
+    assert "has no special token for" not in run_cli(*args).stderr  # nothing to do: nothing said
+
+
+@pytest.mark.parametrize("family", ["llama3", "gemma"])
+def test_a_template_over_its_own_tokenizer_says_nothing_of_markers(family, tokenizers_dir, tmp_path):
+    records = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
+    data = write_jsonl(records, tmp_path / "chat.jsonl")
+    own = run_cli("transform", data, "-t", tokenizers_dir[family], "--objective", "chat", "-o", tmp_path / "o")
+    assert own.returncode == 0 and "has no special token for" not in own.stderr, own.stderr
