@@ -14,7 +14,6 @@ from functools import cached_property
 
 import click
 
-from .objectives.sentences import SPLITTERS
 from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, option_fields
 
 
@@ -216,17 +215,22 @@ TOKENIZE_FIELDS = (
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet")
 
 
-@dataclass(frozen=True)
-class StoreKind:
-    """What ``objcli tokenize`` keeps besides transform's reading options."""
+def _store_kind() -> type:
+    """What ``objcli tokenize`` keeps besides transform's reading options (built on first use: the
+    splitters' names live with the objectives, which ``objcli --help`` does not import)."""
+    from .objectives.sentences import SPLITTERS
 
-    sentences: str | None = option(
-        None,
-        "Tokenize each document's sentences apart (prose or lines, the splitters of --sentences), for the "
-        "sentence objectives: nsp, sop, electra, bart, contrastive ict and adjacent [default: whole documents].",
-        choices=SPLITTERS,
-        group=RUN,
-    )
+    @dataclass(frozen=True)
+    class StoreKind:
+        sentences: str | None = option(
+            None,
+            "Tokenize each document's sentences apart (prose or lines, the splitters of --sentences), for the "
+            "sentence objectives: nsp, sop, electra, bart, contrastive ict and adjacent [default: whole documents].",
+            choices=SPLITTERS,
+            group=RUN,
+        )
+
+    return StoreKind
 
 
 class TokenizeCommand(click.Command):
@@ -237,7 +241,7 @@ class TokenizeCommand(click.Command):
         from .config import TransformConfig
 
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
-        fields += _run_fields(StoreKind)
+        fields += _run_fields(_store_kind())
         fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
         return [click.Argument(["inputs"], nargs=-1), *_options_of(fields)]
 
