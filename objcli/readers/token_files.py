@@ -98,10 +98,13 @@ def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | 
     one line naming the file for anything that does not hold."""
     try:
         return OPENERS[fmt](path, ids_key, eos)
-    except (ValueError, struct.error, OSError) as error:
+    except (ValueError, TypeError, KeyError, struct.error, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise ObjcliError(f"input {path}: {error.strerror} ({error.filename}); check the path") from None
-        raise ObjcliError(f"input {path}: not a {fmt} token file ({error}); check it, or name --input-format") from None
+        detail = error if not isinstance(error, (TypeError, KeyError)) else f"{type(error).__name__}: {error}"
+        raise ObjcliError(
+            f"input {path}: not a readable {fmt} file ({detail}); check it, or name --input-format"
+        ) from None
 
 
 def token_input(path: str, fmt: str, ids_key: str) -> InputFile:

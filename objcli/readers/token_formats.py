@@ -75,6 +75,8 @@ def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     if code not in MEGATRON_DTYPES:
         raise ValueError(f"{idx} has dtype code {code}, which holds no token ids (Megatron's floats)")
     dtype = np.dtype(MEGATRON_DTYPES[code]).newbyteorder("<")
+    if os.path.getsize(idx) != 34 + 12 * count + 8 * entries:  # before reading: a count is read as written
+        raise ValueError(f"{idx} holds {os.path.getsize(idx):,} bytes, not what its {count:,} sequences need")
     sizes = np.fromfile(idx, "<i4", count, offset=34).astype(np.int64)
     pointers = np.fromfile(idx, "<i8", count, offset=34 + 4 * count)
     document_index = np.fromfile(idx, "<i8", entries, offset=34 + 12 * count)
@@ -172,6 +174,8 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     ):
         raise ValueError(f"column {ids_key!r} is {column.type}, not a list of integers")
     ids = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if ids.values.null_count:
+        raise ValueError(f"column {ids_key!r} holds null ids")
     offsets = ids.offsets.to_numpy().astype(np.int64)
     values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
     if ids.null_count:

@@ -14,8 +14,10 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
@@ -93,8 +95,48 @@ class StoredDocuments:
         return int(self.offsets[-1])
 
 
+class _Partition(msgspec.Struct):
+    """What a derived run reads of each partition of a store's manifest (typed: a damaged one is one line)."""
+
+    index: int
+    documents_read: int
+    skipped_by_reason: dict[str, int]
+    shards: list[str]
+    counters: dict[str, int] = {}
+
+
+class _Reading(msgspec.Struct):
+    """How the store's text was read: what a derived run takes (run/stores.READING)."""
+
+    text_key: str
+    text_unit: str
+    input_format: str
+    max_document_chars: int
+    partition_size: str
+    batch_size: str
+
+
+class _Section(msgspec.Struct):
+    tokenized: str
+    reading: _Reading
+    bos_piece: str | None = None
+    sentences: str | None = None
+
+
 def store_manifest(path: str | Path) -> dict | None:
-    """The manifest of the token store at ``path`` (a folder), or None when it is not one."""
+    """The manifest of the token store at ``path`` (a folder), or None when it is not one; read once
+    a process while it is unchanged (every partition asks for it)."""
+    try:
+        stamp = os.stat(Path(path) / "manifest.json").st_mtime_ns
+    except OSError:
+        return None
+    return _store_manifest(str(path), stamp)
+
+
+@lru_cache(maxsize=16)
+def _store_manifest(path: str, stamp: int) -> dict | None:
+    from ..storage.manifest import decode_manifest
+
     try:
         with open(Path(path) / "manifest.json", encoding="utf-8") as f:
             manifest = json.load(f)
@@ -104,6 +146,17 @@ def store_manifest(path: str | Path) -> dict | None:
         return None
     if not manifest.get("complete"):
         raise ObjcliError(f"input {path}: the token store is not finished; rerun its objcli tokenize to complete it")
+    where = f"input {path}/manifest.json"
+    decode_manifest(manifest, where)  # shards, tokenizer and config as every manifest has them
+    try:
+        partitions = msgspec.convert(manifest["partitions"], list[_Partition])
+        msgspec.convert(manifest["token_store"], _Section)
+    except (msgspec.ValidationError, KeyError) as error:
+        raise ObjcliError(f"{where}: a damaged token store manifest ({error}); tokenize the text again") from None
+    listed = {shard["files"][0] for shard in manifest["shards"]}
+    unknown = sorted({name for p in partitions for name in p.shards} - listed)
+    if unknown:
+        raise ObjcliError(f"{where}: a partition names {unknown[0]}, no shard of the store; tokenize the text again")
     return manifest
 
 

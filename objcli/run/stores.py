@@ -47,7 +47,7 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
     values = {}
     for store in stores:
-        recorded = store_manifest(store)["config"]
+        recorded = store_manifest(store)["token_store"]["reading"]
         for key in READING:
             stored, current = recorded.get(key), getattr(config, key)
             if current != stored and current != defaults[key] and values.get(key, current) != stored:

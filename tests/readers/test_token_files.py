@@ -217,3 +217,28 @@ def test_a_megatron_list_stands_for_the_prefixes_it_names(corpus, tmp_path):
     assert listed.manifest["inputs"] == direct.manifest["inputs"]
     (tmp_path / "notes.txt").write_text("0.5 not_a_prefix\n")  # a text file that only looks like one: text
     assert _run([tmp_path / "notes.txt"], tmp_path / "text", seq_len=4).manifest["inputs"][0]["format"] == "text"
+
+
+def test_hostile_token_inputs_are_one_line(tmp_path):
+    """An index claiming a trillion sequences (read before any array is allocated), null ids, a
+    save_to_disk folder whose state file holds the wrong types: one line each, no traceback."""
+    Path(tmp_path / "huge_document.idx").write_bytes(MAGIC_HEADER(10**12))
+    (tmp_path / "huge_document.bin").write_bytes(b"\0\0")
+    pa_table = pa.table({"input_ids": [[1, None, 3]]})
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa_table, tmp_path / "nulls.parquet")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "state.json").write_text('{"_data_files": 5}')
+    cases = [
+        (tmp_path / "huge_document", "megatron", "not what its 1,000,000,000,000 sequences need"),
+        (tmp_path / "nulls.parquet", "input-ids", "holds null ids"),
+        (tmp_path / "hf", "input-ids", "TypeError"),
+    ]
+    for path, fmt, message in cases:
+        done = run_cli("transform", path, "--input-format", fmt, "-t", SPM, "-o", tmp_path / f"o-{path.name}")
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def MAGIC_HEADER(count: int) -> bytes:  # noqa: N802 - a header as Megatron writes it, claiming ``count``
+    return b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, count, count + 1)

@@ -293,3 +293,26 @@ def test_the_tokenizer_is_found_where_the_store_names_it_and_a_stores_file_is_no
     assert refused.returncode == 1 and "is a file of a token store; give the store's folder" in refused.stderr
     to_stdout = run_cli("tokenize", SAMPLE / "prose.jsonl", "-t", SPM, "-o", "-")
     assert to_stdout.returncode == 1 and to_stdout.stderr.count("\n") == 1 and "-o STORE" in to_stdout.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m.update(partitions="x"), "not an objcli manifest"),
+        (lambda m: m["partitions"][0].update(skipped_by_reason=[1]), "a damaged token store manifest"),
+        (lambda m: m["partitions"][0].update(shards=["nope.store"]), "names nope.store, no shard of the store"),
+        (lambda m: m.update(token_store=[]), "a damaged token store manifest"),
+        (lambda m: m["token_store"]["reading"].pop("text_key"), "a damaged token store manifest"),
+        (lambda m: m["tokenizer"].pop("sha256"), "not an objcli manifest"),
+    ],
+)
+def test_a_store_manifest_of_the_wrong_shape_is_one_line(edit, message, store, tmp_path):
+    import shutil
+
+    damaged = tmp_path / "store"
+    shutil.copytree(store, damaged)
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    edit(manifest)
+    (damaged / "manifest.json").write_text(json.dumps(manifest))
+    done = run_cli("transform", damaged, "-t", SPM, "-o", tmp_path / "o")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
