@@ -82,7 +82,8 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
                 f"--bos-token {special.pieces['bos']}: the token store {store} knows which texts begin with "
                 f"{bos!r}, not with this one; leave --bos-token out"
             )
-    _check_kind(store_manifest(stores[0])["token_store"], stores[0], objective)
+    for store in stores:  # each: a mixture may hold a store of documents beside one of sentences
+        _check_kind(store_manifest(store)["token_store"], store, objective)
 
 
 def _check_kind(kind: dict, store: str, objective) -> None:

@@ -316,3 +316,10 @@ def test_a_store_manifest_of_the_wrong_shape_is_one_line(edit, message, store, t
     (damaged / "manifest.json").write_text(json.dumps(manifest))
     done = run_cli("transform", damaged, "-t", SPM, "-o", tmp_path / "o")
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_every_store_of_a_mixture_is_checked_for_its_kind(store, sentence_store, tmp_path):
+    """A per-sentence store as the second source of a clm mixture was read as documents."""
+    sources = ["--source", f"a={store}", "--source", f"b={sentence_store}", "--weights", "a=1,b=1"]
+    done = run_cli("transform", *sources, "-t", SPM, "-o", tmp_path / "o")
+    assert done.returncode == 1 and f"the token store {sentence_store} was tokenized per sentence" in done.stderr
