@@ -108,7 +108,7 @@ def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | 
 
 
 def token_input(path: str, fmt: str, ids_key: str) -> InputFile:
-    opened = open_token_file(path, fmt, ids_key)
+    opened = opened_once(path, fmt, ids_key)
     return InputFile(path, fmt, None, int(opened.tokens.nbytes))
 
 
@@ -116,7 +116,7 @@ def token_partitions(source: InputFile, partition_bytes: int, ids_key: str) -> l
     """The file's documents in partitions of about ``partition_bytes`` of tokens. A piece's start and
     end are byte offsets into the tokens, as a text file's are: its documents are those that start
     within them (``piece_documents``)."""
-    opened = open_token_file(source.path, source.format, ids_key)
+    opened = opened_once(source.path, source.format, ids_key)
     starts = opened.offsets * opened.tokens.dtype.itemsize
     total = int(starts[-1])
     cuts = [0, *range(partition_bytes, total, partition_bytes), total] if total else [0, 0]
@@ -147,6 +147,12 @@ def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) ->
     ends = opened.offsets[1:][lengths > 0] - 1
     every = eos is not None and len(ends) and np.all(opened.tokens[ends] == eos)
     return opened, "end" if every else ""
+
+
+def opened_once(path: str, fmt: str, ids_key: str, eos: int | None = None) -> TokenFile:
+    """An input opened once a process while unchanged (the plan asks for its size, partitions and
+    dtype, each partition for its ids: a Parquet column is loaded once, not at each)."""
+    return _opened(path, fmt, ids_key, eos, _stamp(path))[0]
 
 
 def _stamp(path: str) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers.token_files import detect, megatron_list, open_token_file, token_input, token_partitions
+from ..readers.token_files import detect, megatron_list, opened_once, token_input, token_partitions
 
 
 def ids_key(config: TransformConfig) -> str:
@@ -44,7 +44,7 @@ def check_token_run(files: list, config: TransformConfig, tokenizer, objective) 
             "row could point to; run the transform from the text to record provenance"
         )
     for f in files:
-        opened = open_token_file(f.path, f.format, ids_key(config))
+        opened = opened_once(f.path, f.format, ids_key(config))
         limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None
         if limit is not None and tokenizer.vocab_size > limit:
             raise ObjcliError(
