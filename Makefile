@@ -32,15 +32,16 @@ demo: $(VENV)/.installed-core
 		--objective clm --seq-len 512 -o demo_out/ --overwrite
 	$(BIN)/objcli inspect demo_out/ --rows 1
 
+# -n auto: one test process per core (pytest-xdist); every test has its own folders, ports and caches.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 # A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
 test-extras: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m slow tests/project/test_extras.py tests/formats/test_trainers.py
+	$(BIN)/python -m pytest -n auto --dist worksteal -m slow tests/project/test_extras.py tests/formats/test_trainers.py
 
 test-all: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m ''
+	$(BIN)/python -m pytest -n auto --dist worksteal -m ''
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/benchmarks/benchmarks.py

@@ -16,7 +16,7 @@ from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
 from .readers.inputs import FORMATS, TEXT_UNITS
 from .storage.remote import check_url_path, is_url
 
-ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "tiktoken", "python")
+ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
 
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 

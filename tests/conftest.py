@@ -10,13 +10,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # the tests' helpers: refer
 
 SAMPLE = ROOT / "sample_data"
 
-from objcli.tokenizers.user_cache import cache_folder  # noqa: E402 - after the helpers' path
 
-# The once-per-user notice that objcli[fast] would be faster is said by its own test (test_first_hour.py);
-# elsewhere it would land in whichever test first runs a tokenizer.json.
-_NOTICE = Path(cache_folder("notices")) / "fast-engine"  # where objcli looks (an empty XDG_CACHE_HOME is unset)
-_NOTICE.parent.mkdir(parents=True, exist_ok=True)
-_NOTICE.write_text("said\n")
 PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"  # the Makefile installs the pinned pre-release here
 
 

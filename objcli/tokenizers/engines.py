@@ -26,6 +26,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -323,7 +324,7 @@ def describe(text: str) -> str:
 
 FAST_NOTICE = (
     "a faster exact engine applies to {name} and is not installed: pip install 'objcli[fast]' "
-    "(the same tokens, checked by the engine probe; several times the speed). Said once"
+    "(the same tokens, checked by the engine probe; several times the speed). Said once here"
 )
 
 
@@ -331,12 +332,13 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
     """The engine for a run: ``auto``, the fastest of ``tokenizer.engine_order()`` that takes the
     file and passes the probe; ``reference``, the family's reference; a name, that engine (probed,
     falling back to the reference on a difference). Under ``auto``, a run that settles for a slower
-    engine because objcli[fast] is not installed says so, once per user (a file in the cache)."""
+    engine because objcli[fast] is not installed says so, once per environment and tokenizer file (a
+    file in the cache: a shared account's other environments, and other models, are told too)."""
     missing: list[str] = []
     choice = _choose_engine(tokenizer, requested, sample, warn, missing)
-    legacy = getattr(choice.engine, "legacy", False)  # tokenizers 0.x: 1.0 (objcli[fast]) encodes it faster
-    if warn and requested == "auto" and (missing or legacy):
-        notice = cache_folder("notices") / "fast-engine"
+    if warn and requested == "auto" and missing and choice.engine.name not in missing:
+        place = hashlib.sha256(f"{sys.prefix}\0{tokenizer.sha256}".encode()).hexdigest()[:16]
+        notice = cache_folder("notices") / f"fast-engine-{place}"
         if not notice.exists():
             warn(FAST_NOTICE.format(name=tokenizer.path.name))
             write_quietly(notice, "said\n")

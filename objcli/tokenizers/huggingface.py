@@ -5,7 +5,8 @@
   the same ones; the library decodes.
 - Engines (``engines.py``), fastest first: ``tokenizers`` 1.0 where it is installed, quicktok where
   the split pattern is one it compiles (Llama 3, Qwen, cl100k, o200k) and the merges are rank BPE's,
-  ``tokenizers`` 0.x (the reference), and objcli's readable byte-level BPE.
+  gigatoken (``gigatoken_engine.py``), ``tokenizers`` 0.x (the reference), and objcli's readable
+  byte-level BPE.
 - BOS/EOS/PAD/UNK come from ``tokenizer_config.json`` beside the file when it names them, else from
   the usual special-token names the model has (``<|endoftext|>``, ``</s>``, …); ``--bos-token`` and
   ``--eos-token`` override both.
@@ -36,6 +37,7 @@ from .chat_encode import (
     spans_within_texts,
 )
 from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
+from .gigatoken_engine import GigatokenEngine
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -213,8 +215,9 @@ class HuggingFaceTokenizer(Tokenizer):
 
     # ---- engines ----
     def engine_order(self) -> list[str]:
-        fast_library = not self.library_engine.reference  # tokenizers 1.0 outruns quicktok here
-        return ["tokenizers", "quicktok", "python"] if fast_library else ["quicktok", "tokenizers", "python"]
+        if not self.library_engine.reference:  # tokenizers 1.0, installed by hand, outruns the others here
+            return ["tokenizers", "quicktok", "gigatoken", "python"]
+        return ["quicktok", "gigatoken", "tokenizers", "python"]
 
     def reference_engine_name(self) -> str:
         return "tokenizers" if self.library_engine.reference else "python"
@@ -222,8 +225,10 @@ class HuggingFaceTokenizer(Tokenizer):
     def make_engine(self, name: str):
         if name == "tokenizers":
             return self.library_engine
-        if name not in ("quicktok", "python"):
-            raise Unsupported("a tokenizer.json is encoded by tokenizers, quicktok or python")
+        if name not in ("quicktok", "gigatoken", "python"):
+            raise Unsupported("a tokenizer.json is encoded by tokenizers, quicktok, gigatoken or python")
+        if name == "gigatoken":
+            return GigatokenEngine(self.path)
         if name == "quicktok":
             return QuicktokEngine(self._checked_spec, self.sha256)
         return PythonEngine(self._checked_spec())

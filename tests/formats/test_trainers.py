@@ -7,13 +7,11 @@ through a T5 model. The recipes are the ones ``objcli/docs/formats.md`` shows, r
 
 Slow (PyTorch on the CPU; ``make test-all``), in the ``train`` extra of its own."""
 
-import json
-import re
-
 import numpy as np
 import pytest
 from chat_data import build_tokenizer, conversations, write_jsonl
-from conftest import ROOT, SAMPLE, run_transform
+from conftest import folder_bytes, run_cli
+from recipes import recipe, recipe_folder, recipe_names
 
 pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
@@ -21,13 +19,27 @@ transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
 
 
-def recipe(name: str, **names) -> dict:
-    """Run the page's recipe block named ``name`` with ``names`` (SHARDS, OUTPUT, model, …) defined."""
-    page = (ROOT / "objcli" / "docs" / "formats.md").read_text()
-    code = re.search(rf"<!-- recipe: {name} -->\n```python\n(.*?)```", page, re.S).group(1)
-    namespace = {"transformers": transformers, **names}
-    exec(compile(code, f"formats.md recipe {name}", "exec"), namespace)  # noqa: S102 - the documented recipe
+def run_recipe(name: str, folder, monkeypatch) -> dict:
+    """The page's recipe ``name`` run as written in ``folder``: its objcli commands, then its script
+    (its names kept for the checks). objcli's output folders are unchanged by the script."""
+    commands, script = recipe(name)
+    outputs = []
+    for args in commands:
+        result = run_cli(*args, cwd=folder)
+        assert result.returncode == 0, result.stderr
+        outputs.append(folder / args[args.index("-o") + 1])
+    written = {out: folder_bytes(out) for out in outputs}
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    namespace = {"__name__": "__main__"}
+    exec(compile(script, f"formats.md recipe {name}", "exec"), namespace)  # noqa: S102 - the documented recipe
+    for out in outputs:  # nothing of the trainer's (a datasets cache) lands beside the shards
+        assert folder_bytes(out) == written[out]
     return namespace
+
+
+def test_every_recipe_on_the_page_is_run_here():
+    assert recipe_names() == ["chat", "clm", "seq2seq"]
 
 
 def tiny_llama(vocab_size: int):
@@ -64,22 +76,23 @@ def eval_batches(trainer, dataset):
     return list(trainer.get_eval_dataloader(dataset))
 
 
-@pytest.mark.parametrize("packing", ["concat", "best-fit"])
-def test_trainer_keeps_document_boundaries_in_packed_clm_rows(packing, tmp_path):
-    out = tmp_path / "clm"
-    lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:60]
-    (tmp_path / "p.jsonl").write_text("".join(lines))
-    run_transform(
-        [tmp_path / "p.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=256, packing=packing, output_format="hf"
-    )
-    model = tiny_llama(8000)
-    names = recipe("clm", SHARDS=str(out), OUTPUT=str(tmp_path / "run"), model=model)
-    trainer, train = names["trainer"], names["train"]
-    assert not model.config.use_cache  # Trainer's default, which the packed-sequence detection needs
-    raw = datasets.load_from_disk(str(out))
+def test_trainer_keeps_document_boundaries_in_packed_clm_rows(tmp_path, monkeypatch):
+    """The recipe's rows (concat), and best-fit rows of the same command, through the recipe's trainer."""
+    folder = recipe_folder(tmp_path / "recipe")
+    names = run_recipe("clm", folder, monkeypatch)
+    trainer, model = names["trainer"], names["model"]
+    assert trainer.state.global_step > 0 and not model.config.use_cache  # trained; the detection needs no cache
+    command = recipe("clm")[0][0]
+    best_fit = run_cli(*command[: command.index("-o")], "--packing", "best-fit", "-o", folder / "best-fit")
+    assert best_fit.returncode == 0, best_fit.stderr
+    for train in (names["train"], datasets.load_from_disk(str(folder / "best-fit"))["train"]):
+        check_boundaries(trainer, model, train)
+
+
+def check_boundaries(trainer, model, train):
     batches = eval_batches(trainer, train)
     assert set(batches[0]) == {"input_ids", "position_ids", "labels"}  # segment_ids dropped, as Trainer does
-    packed = [i for i, r in enumerate(raw) if max(r["segment_ids"]) > 1][:12]  # rows of several documents
+    packed = [i for i, r in enumerate(train) if max(r["segment_ids"]) > 1][:12]  # rows of several documents
     assert len(packed) >= 4
 
     def documents_loss(row):
@@ -89,34 +102,27 @@ def test_trainer_keeps_document_boundaries_in_packed_clm_rows(packing, tmp_path)
         )
 
     for i in packed:
-        assert summed_loss(model, batches[i]) == pytest.approx(documents_loss(raw[i]), rel=1e-4, abs=1e-3)
-
-    # The check can fail: under the old column name Trainer drops the positions, and attention and
-    # positions run across documents.
-    old = eval_batches(trainer, train.rename_column("position_ids", "positions"))
-    assert set(old[0]) == {"input_ids", "labels"}
-    assert max(abs(summed_loss(model, old[i]) - documents_loss(raw[i])) for i in packed) > 1e-2
+        assert summed_loss(model, batches[i]) == pytest.approx(documents_loss(train[i]), rel=1e-4, abs=1e-3)
+    # The check can fail: without the positions (a trainer that drops them), attention and positions
+    # run across documents.
+    old = [{k: v for k, v in batches[i].items() if k != "position_ids"} for i in packed]
+    assert max(abs(summed_loss(model, b) - documents_loss(train[i])) for b, i in zip(old, packed)) > 1e-2
 
 
 def test_sft_trainer_on_packed_chat_rows_equals_trl_on_the_conversations(tmp_path, monkeypatch):
-    import functools
-
     trl = pytest.importorskip("trl")
-    # TRL's config asks for bf16 by default, which a CPU refuses: the recipe runs as written, on the CPU.
-    monkeypatch.setattr(trl, "SFTConfig", functools.partial(trl.SFTConfig, bf16=False, use_cpu=True, report_to="none"))
-    folder = build_tokenizer("chatml-generation", tmp_path / "tok")
+    folder = recipe_folder(tmp_path / "recipe")
+    build_tokenizer("chatml-generation", folder / "chat-model")
     records = [{"messages": r["messages"]} for r in conversations(40, "chatml-generation", seed=4)]
-    data = write_jsonl(records, tmp_path / "chat.jsonl")
-    run_transform(
-        [data], folder, tmp_path / "sft", objective="chat", seq_len=512, output_format="hf", pad_token="<|endoftext|>"
-    )  # one of its own: the model has no row for a <pad> added past it
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder.parent))
-    model = tiny_llama(len(tokenizer))
-    names = recipe("chat", SHARDS=str(tmp_path / "sft"), OUTPUT=str(tmp_path / "run"), model=model, tokenizer=tokenizer)
+    write_jsonl(records, folder / "conversations.jsonl")
+    names = run_recipe("chat", folder, monkeypatch)
+    model, tokenizer = names["model"], names["tokenizer"]
+    assert names["trainer"].state.global_step > 0
     ours = sum(summed_loss(model, b) for b in eval_batches(names["trainer"], names["train"]))
+    ours += sum(summed_loss(model, b) for b in eval_batches(names["trainer"], validation_with_lengths(names, folder)))
 
     # TRL's own tokenization of the same conversations, assistant tokens only, one at a time.
-    config = trl.SFTConfig(str(tmp_path / "trl"), assistant_only_loss=True)
+    config = trl.SFTConfig(str(tmp_path / "trl"), assistant_only_loss=True, bf16=False, report_to="none")
     theirs_trainer = trl.SFTTrainer(
         model=model, args=config, processing_class=tokenizer, train_dataset=datasets.Dataset.from_list(records)
     )
@@ -128,35 +134,15 @@ def test_sft_trainer_on_packed_chat_rows_equals_trl_on_the_conversations(tmp_pat
     assert ours == pytest.approx(theirs, rel=1e-4)
 
 
-def test_a_seq2seq_model_reads_span_corruption_rows_as_they_are(tmp_path):
-    out = tmp_path / "t5"
-    lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:30]
-    (tmp_path / "p.jsonl").write_text("".join(lines))
-    run_transform(
-        [tmp_path / "p.jsonl"],
-        SAMPLE / "tokenizer.model",
-        out,
-        objective="span-corruption",
-        seq_len=128,
-        output_format="hf",
-    )
-    manifest = json.loads((out / "manifest.json").read_text())
-    torch.manual_seed(0)
-    config = transformers.T5Config(
-        vocab_size=manifest["tokenizer"]["total_vocab_size"],
-        d_model=32,
-        d_ff=64,
-        num_layers=2,
-        num_heads=2,
-        d_kv=16,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-    )
-    model = transformers.T5ForConditionalGeneration(config)
-    train = datasets.load_from_disk(str(out))
-    trainer = transformers.Trainer(
-        model=model, args=transformers.TrainingArguments(str(tmp_path / "run")), train_dataset=train
-    )
+def validation_with_lengths(names, folder):
+    """The recipe's validation split with its seq_lengths, made as the recipe makes train's."""
+    return names["shards"]["validation"].map(names["with_seq_lengths"], keep_in_memory=True)
+
+
+def test_a_seq2seq_model_reads_span_corruption_rows_as_they_are(tmp_path, monkeypatch):
+    names = run_recipe("seq2seq", recipe_folder(tmp_path / "recipe"), monkeypatch)
+    trainer, model, train = names["trainer"], names["model"], names["train"]
+    assert trainer.state.global_step > 0
     for batch, row in zip(eval_batches(trainer, train)[:8], train):
         targets = [t for t in row["labels"] if t != -100]
         direct = torch.tensor(row["input_ids"])[None], torch.tensor(targets)[None]

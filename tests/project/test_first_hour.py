@@ -409,15 +409,42 @@ def test_make_demo_installs_what_the_tour_imports():
     assert "import datasets" in readme and any(d.startswith("datasets") for e in installed for d in extras[e])
 
 
-def test_a_slower_engine_for_want_of_objcli_fast_is_said_once(tmp_path):
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    args = ("transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "--seq-len", "256", "-o", tmp_path / "o")
-    first = run_cli(*args, env=env)
+def without_fast_engines(folder: Path) -> dict:
+    """An environment where objcli[fast]'s engines are not installed: modules of their names that
+    refuse to import, first on the path."""
+    for name in ("gigatoken", "quicktok"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_slower_engine_for_want_of_objcli_fast_is_said_once_for_each_tokenizer(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), **without_fast_engines(tmp_path / "hidden")}
+    args = ("transform", SAMPLE / "prose.jsonl", "--seq-len", "256", "-o", tmp_path / "o")
+    first = run_cli(*args, "-t", LLAMA_STYLE, env=env)
     assert first.returncode == 0 and first.stderr.count("pip install 'objcli[fast]'") == 1, first.stderr
-    again = run_cli(*args, "--overwrite", env=env)
+    assert manifest_json(tmp_path / "o")["tokenizer"]["engine"]["name"] == "tokenizers"
+    again = run_cli(*args, "-t", LLAMA_STYLE, "--overwrite", env=env)
     assert again.returncode == 0 and "objcli[fast]" not in again.stderr
-    reference = run_cli(*args, "--overwrite", "--engine", "reference", env={"XDG_CACHE_HOME": str(tmp_path / "c2")})
+    other = tmp_path / "other-model"
+    other.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (other / name).write_text((LLAMA_STYLE / name).read_text() + "\n")  # the same model, another file
+    another = run_cli(*args, "-t", other, "--overwrite", env=env)
+    assert another.returncode == 0 and another.stderr.count("pip install 'objcli[fast]'") == 1, another.stderr
+    reference = run_cli(
+        *args,
+        "-t",
+        LLAMA_STYLE,
+        "--overwrite",
+        "--engine",
+        "reference",
+        env={**env, "XDG_CACHE_HOME": str(tmp_path / "c2")},
+    )
     assert "objcli[fast]" not in reference.stderr  # asked for by name: nothing to say
+    installed = run_cli(*args, "-t", LLAMA_STYLE, "--overwrite", env={"XDG_CACHE_HOME": str(tmp_path / "c3")})
+    assert installed.returncode == 0 and "objcli[fast]" not in installed.stderr  # the fast engine encodes
+    assert manifest_json(tmp_path / "o")["tokenizer"]["engine"]["name"] in ("gigatoken", "quicktok")
 
 
 def test_a_tokenizer_folder_inside_the_corpus_is_not_read_as_data(tmp_path):

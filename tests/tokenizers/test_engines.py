@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
 from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_transform
 from hypothesis import given, settings
@@ -27,6 +28,7 @@ from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN, _llama3_specials
 tokenizers = pytest.importorskip("tokenizers")
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("quicktok")
+pytest.importorskip("gigatoken")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,8 @@ def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
 CASES = [
     pytest.param(name, engine, marks=[pytest.mark.slow] if engine == "python" and name != "gpt2.json" else [])
     for name, engines in (
-        ("llama3.json", ("tokenizers", "python")),
-        ("gpt2.json", ("tokenizers", "python")),
+        ("llama3.json", ("tokenizers", "gigatoken", "python")),
+        ("gpt2.json", ("tokenizers", "gigatoken", "python")),
         ("llama3.tiktoken", ("quicktok", "tiktoken", "python")),
         ("cl100k.tiktoken", ("quicktok", "tiktoken")),
         ("o200k.tiktoken", ("quicktok", "tiktoken")),
@@ -132,12 +134,23 @@ def test_auto_takes_the_fastest_engine_that_passes_the_probe(files, corpus):
     choice = choose_engine(ranks, "auto", corpus[:20])
     assert choice.engine.name == "quicktok" and choice.probe.startswith("identical to tiktoken")
     json_file = open_tokenizer(files["llama3.json"])
-    # With the stable library installed, quicktok is refused for Llama 3's tokenizer.json (two merges
-    # make one token in an order that rank BPE does not follow), and the library is the reference.
+    # quicktok is refused for Llama 3's tokenizer.json (two merges make one token in an order that rank
+    # BPE does not follow); gigatoken takes it, probed against the stable library beside it.
     with pytest.raises(Unsupported, match="order rank BPE does not follow"):
         json_file.make_engine("quicktok")
     choice = choose_engine(json_file, "auto", corpus[:20])
-    assert (choice.engine.name, choice.probe) == ("tokenizers", "not needed: the reference engine")
+    assert choice.engine.name == "gigatoken" and choice.probe.startswith("identical to tokenizers 0.")
+
+
+def test_gigatoken_keeps_text_that_spells_a_special_token_as_text(files):
+    """gigatoken matches special-token texts as the tokens on every call; objcli keeps them as text
+    (the engine is built without them), as the reference library does with encode_special_tokens."""
+    tokenizer = open_tokenizer(files["llama3.json"])
+    tokenizer.use_engine(tokenizer.make_engine("gigatoken"))
+    texts = ["a<|begin_of_text|>b", "x <|end_of_text|> y<|eot_id|>", "<|reserved_special_token_7|>"]
+    tokens, offsets = tokenizer.encode(texts)
+    got = [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))]
+    assert got == reference_ids(files["llama3.json"], texts) and max(tokens) < 128_000
 
 
 def test_a_difference_falls_back_to_the_reference_with_a_warning(files, monkeypatch, tmp_path):
@@ -220,7 +233,7 @@ def test_a_failed_probe_is_never_kept(files, monkeypatch, tmp_path):
     ("name", "engine", "message"),
     [
         ("gpt2.json", "quicktok", "no scanner for this split pattern"),
-        ("gpt2.json", "sentencepiece", "encoded by tokenizers, quicktok or python"),
+        ("gpt2.json", "sentencepiece", "encoded by tokenizers, quicktok, gigatoken or python"),
         ("llama3.tiktoken", "tokenizers", "encoded by tiktoken, quicktok or python"),
     ],
 )
@@ -307,9 +320,12 @@ def test_merges_are_ranks_only_when_rank_bpe_gives_their_tokens():
     assert is_prerelease("1.0.0-rc.3") and is_prerelease("1.0.0rc3") and not is_prerelease("0.23.3")
 
 
-def test_the_pinned_prerelease_is_the_one_the_makefile_installs():
-    pin = re.search(r'"(tokenizers==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
-    assert f"PRERELEASE_TOKENIZERS := {pin}" in (ROOT / "Makefile").read_text()
+def test_the_prerelease_the_docs_name_is_the_one_the_makefile_tests_and_no_extra_installs_it():
+    """tokenizers 1.0 replaces the stable release transformers needs: no extra may bring it."""
+    pin = re.search(r"PRERELEASE_TOKENIZERS := (\S+)", (ROOT / "Makefile").read_text()).group(1)
+    assert f"pip install '{pin}'" in (ROOT / "objcli" / "docs" / "inputs.md").read_text()
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert not [r for rs in extras.values() for r in rs if r.startswith("tokenizers") and "rc" in r]
 
 
 def test_the_prerelease_encodes_as_the_stable_release(files, corpus, tmp_path):

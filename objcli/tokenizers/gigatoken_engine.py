@@ -1,0 +1,64 @@
+"""gigatoken: a Rust BPE engine for ``tokenizer.json`` files, a package of its own.
+
+It installs beside the stable ``tokenizers`` (unlike ``tokenizers`` 1.0, a pre-release of the same
+package name that ``transformers`` refuses), so ``objcli[fast]`` and a trainer share one environment,
+and the stable release is then the parity probe's independent reference.
+
+Two things differ from how objcli encodes, and both are settled here rather than trusted:
+
+- gigatoken always matches special-token texts as the tokens; objcli keeps text that spells a
+  special token as text (``encode_special_tokens``). The engine is built from the file with its
+  special added tokens left out, so such text is encoded as the model would encode any text.
+- It returns an awkward array; its flat content and offsets are taken as NumPy views.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from .bpe_spec import Unsupported
+from .engines import Missing
+
+
+def without_special_tokens(document: bytes) -> bytes:
+    """The tokenizer.json with its special added tokens left out: gigatoken has no option to read
+    their texts as text, and objcli never produces them from text."""
+    data = json.loads(document)
+    data["added_tokens"] = [t for t in data.get("added_tokens") or [] if not t.get("special")]
+    return json.dumps(data).encode("utf-8")
+
+
+class GigatokenEngine:
+    """gigatoken's byte-level (and SentencePiece-style) BPE, probed against the stable library."""
+
+    name = "gigatoken"
+    reference = False
+    whole_texts = False  # long documents are cut at the split pattern, as for every engine not proven linear
+
+    def __init__(self, path: Path):
+        try:
+            import gigatoken
+        except ImportError:
+            raise Missing("install it with: pip install 'objcli[fast]'") from None
+        self.version = version("gigatoken")  # the package has no __version__
+        try:
+            self.library = gigatoken.Tokenizer.from_json(without_special_tokens(Path(path).read_bytes()))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # its own refusals; a Rust panic is a BaseException
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise Unsupported(f"gigatoken refuses it: {first}") from None
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))  # its pool is sized on first use
+        if not texts:
+            return np.zeros(0, np.int32), np.zeros(1, np.int64)
+        layout = self.library.encode_batch(texts, parallel=num_threads > 1).layout
+        offsets = np.asarray(layout.offsets.data, dtype=np.int64)
+        tokens = np.asarray(layout.content.data)[offsets[0] : offsets[-1]]
+        return tokens.view(np.int32), offsets - offsets[0]  # ids are below 2**31: the same bits
