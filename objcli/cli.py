@@ -127,6 +127,7 @@ def transform(**values):
                 bar.close()
     except ObjcliError as error:
         raise _Fail(str(error)) from None
+    summary.defaulted = tuple(n for n in ("seq_len",) if n not in given)
     # A person at a terminal reads labelled lines; a log or a pipe keeps one line a run.
     click.echo(summary.lines() if sys.stderr.isatty() else summary.line(), err=True)
 

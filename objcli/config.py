@@ -93,7 +93,12 @@ class TransformConfig:
         False, "Record each row segment's file, record and character span (see 'objcli trace').", group=OUTPUT
     )
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
-    text_key: str = option("text", "JSON field or Parquet column of the text (meta.body: a nested one).", group=INPUT)
+    text_key: str = option(
+        "text",
+        "JSON field or Parquet column of the text (meta.body: a nested one); with --source, code=content for "
+        "one source's own.",
+        group=INPUT,
+    )
     text_unit: str = option(
         "line",
         "Plain text: a document per line, per blank-line paragraph, or per file.",
@@ -251,6 +256,10 @@ class TransformConfig:
                 "INPUTS, written by --append; fix the recipe or leave it out"
             )
         object.__setattr__(self, "input_breaks", tuple(breaks))
+        if "," in self.text_key or "=" in self.text_key:
+            from .order.mixture import check_text_keys, parse_sources
+
+            check_text_keys(self.text_key, list(parse_sources(self.source)) if self.source else [])
         if self.text_key != "text" and self._reads_records():
             raise ObjcliError(
                 f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
@@ -286,10 +295,15 @@ class TransformConfig:
             raise ObjcliError(
                 "--source names every input of a mixture; drop the INPUTS, or give them as one more --source"
             )
-        if self.format.whole_documents:
+        if self.format.whole_documents and not self.format.blends_sources:
             raise ObjcliError(
                 f"--format {self.output_format} stores input_ids only, so no row could say its source; "
-                "choose arrow, parquet or npy (or mix at load time with the trainer's own weights)"
+                "choose arrow, parquet, npy, or megatron (each source's shards and the blend file Megatron reads)"
+            )
+        if self.max_epochs and self.format.blends_sources:
+            raise ObjcliError(
+                f"--max-epochs {self.max_epochs}: --format {self.output_format} copies no document (Megatron "
+                "repeats a source as its blend weight asks, at training time); drop it"
             )
         parse_weights(self.weights, list(parse_sources(self.source)))
         parse_epochs(self.max_epochs, list(parse_sources(self.source)))
@@ -299,13 +313,13 @@ class TransformConfig:
 
         return REGISTRY.get(self.objective).reads_records
 
-    def read_options(self, strict: bool):
-        """How this run reads its inputs: text fields, or whole records for objectives that read them."""
+    def read_options(self, strict: bool, source: str = ""):
+        """How this run reads a source's inputs: text fields, or whole records for objectives that read them."""
+        from .order.mixture import text_key_of
         from .readers import ReadOptions
 
-        return ReadOptions(
-            self.text_key, self.text_unit, strict, self.batch_bytes, self._reads_records(), self.provenance
-        )
+        key = text_key_of(self.text_key, source)
+        return ReadOptions(key, self.text_unit, strict, self.batch_bytes, self._reads_records(), self.provenance)
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

@@ -20,7 +20,7 @@ from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
-from .order.mixture import check_repeats
+from .order.mixture import check_repeats, run_blend
 from .order.splits import split_names
 from .readers.inputs import STDIN
 from .run.append import adopt as adopt_partitions
@@ -240,6 +240,8 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     manifest = build_manifest(plan, results, shards, run_key)
     check_totals(manifest, plan, warn)
     if folder:
-        extra = config.format.side_files(shards, config.format.stored_columns(plan.columns), plan.fingerprint)
+        extra = config.format.side_files(
+            shards, config.format.stored_columns(plan.columns), plan.fingerprint, run_blend(config, plan.partitions)
+        )
         folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

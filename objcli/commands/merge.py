@@ -36,7 +36,16 @@ from ..storage.files import HashingFile
 from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.remote import is_url
-from .rebuild import BLOCK, building, check_source_files, link_or_copy, on_any_storage, publish, split_totals_of
+from .rebuild import (
+    BLOCK,
+    building,
+    check_source_files,
+    link_or_copy,
+    on_any_storage,
+    publish,
+    refuse_blended,
+    split_totals_of,
+)
 
 
 def _signature(manifest: Manifest) -> list[tuple[str, object]]:
@@ -337,6 +346,8 @@ def _merge_local(
 ) -> dict:
     out = Path(output)
     manifests = train_when_split([read_manifest(source) for source in sources])
+    for source, manifest in zip(sources, manifests):
+        refuse_blended("merge", source, manifest)
     check_compatible(sources, manifests)
     for message in repeated_shards(labels, manifests) if warn else ():
         warn(message)

@@ -62,6 +62,18 @@ def link_or_copy(source: Path, target: Path, point: str = "merge-file") -> str:
     return target.name
 
 
+def refuse_blended(command: str, source: str, manifest) -> None:
+    """A mixture written for a trainer that blends its sources (Megatron's megatron.txt) keeps each
+    source's shards apart, weighted by source: joined or recut, the blend would be lost."""
+    from ..formats import format_of
+
+    if manifest.config.get("source") and format_of(manifest.format).blends_sources:
+        raise ObjcliError(
+            f"{command}: {source} is a mixture for {manifest.format} (each source's shards and the blend file "
+            "that weighs them); rerun the transform with the options you want instead"
+        )
+
+
 def check_source_files(command: str, folder: Path, shard) -> None:
     """Every file of a source shard is there with the size its manifest records (a cheap check;
     ``objcli verify`` compares every sha256: reading every byte twice would halve a merge's speed)."""

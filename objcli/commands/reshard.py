@@ -26,7 +26,16 @@ from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_ma
 from ..storage.output import final_names
 from ..storage.remote import is_url
 from ..storage.stores import LocalStore
-from .rebuild import WORK, building, check_source_files, fresh_work, on_any_storage, publish, split_totals_of
+from .rebuild import (
+    WORK,
+    building,
+    check_source_files,
+    fresh_work,
+    on_any_storage,
+    publish,
+    refuse_blended,
+    split_totals_of,
+)
 from .reshard_stream import reshard_streams
 
 
@@ -97,6 +106,7 @@ def _resharded_manifest(
 def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
     folder, out = Path(source), Path(output)
     manifest = read_manifest(folder)
+    refuse_blended("reshard", source, manifest)
     with building("reshard", out, overwrite) as work:
         renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label)
         publish(out, work, renames, raw)

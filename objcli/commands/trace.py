@@ -62,7 +62,7 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     ]
 
 
-def record_texts(manifest: Manifest, path: str, records: set[int]) -> dict[int, str]:
+def record_texts(manifest: Manifest, path: str, records: set[int], source: str = "") -> dict[int, str]:
     """The texts of some records of one file as the run read them, in one pass over it (none where the
     file cannot be read now)."""
     from ..readers import RecordLog, resolve_inputs
@@ -71,8 +71,8 @@ def record_texts(manifest: Manifest, path: str, records: set[int]) -> dict[int, 
 
     config, found = manifest.config, {}
     try:
-        (source,) = resolve_inputs([path], config.get("input_format", "auto"))
-        for texts in read_piece(Piece(source), _read_options(config), RecordLog()):
+        (input_file,) = resolve_inputs([path], config.get("input_format", "auto"))
+        for texts in read_piece(Piece(input_file), _read_options(config, source), RecordLog()):
             found.update((text.record, str(text)) for text in texts if text.record in records)
             if len(found) == len(records):
                 break
@@ -81,14 +81,20 @@ def record_texts(manifest: Manifest, path: str, records: set[int]) -> dict[int, 
     return found
 
 
-def _read_options(config: dict):
+def source_of(manifest: Manifest, path: str) -> str:
+    """The mixture's source a file was read for ('' outside a mixture), as the manifest records it."""
+    entry = next((i for i in manifest.inputs if i.get("path") == path), {})
+    return entry.get("source", "")
+
+
+def _read_options(config: dict, source: str):
     from ..objectives import REGISTRY
+    from ..order.mixture import text_key_of
     from ..readers import ReadOptions
 
     records = REGISTRY.get(config.get("objective", "clm")).reads_records  # chat: the record's JSON text
-    return ReadOptions(
-        config.get("text_key", "text"), config.get("text_unit", "line"), records=records, provenance=True
-    )
+    key = text_key_of(config.get("text_key", "text"), source)
+    return ReadOptions(key, config.get("text_unit", "line"), records=records, provenance=True)
 
 
 def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[str]:
@@ -102,7 +108,9 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
     for path, records in wanted.items():
         where, changed[path] = _source_as_run(manifest, path)
         if not changed[path]:
-            texts.update(((path, r), t) for r, t in record_texts(manifest, where, records).items())
+            texts.update(
+                ((path, r), t) for r, t in record_texts(manifest, where, records, source_of(manifest, path)).items()
+            )
     lines = []
     for span in spans:
         start, end = span["chars"]

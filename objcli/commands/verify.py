@@ -27,6 +27,7 @@ from ..errors import ObjcliError
 from ..formats import Column, format_of
 from ..formats.provenance import provenance_file
 from ..kernels import IGNORE
+from ..order.mixture import manifest_blend
 from ..run.progress import phase
 from ..storage.files import file_sha256
 from ..storage.identity import check_identity
@@ -129,7 +130,9 @@ def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
     """The files a format's loader opens besides the shards (Megatron's data-args lists, the HF
     saved-dataset files) follow from the manifest: each must be there, byte for byte (an edited
     ``megatron.txt`` could send a trainer anywhere)."""
-    expected = format_of(manifest.format).side_files(manifest.shards, manifest.columns, manifest.config_sha256)
+    expected = format_of(manifest.format).side_files(
+        manifest.shards, manifest.columns, manifest.config_sha256, manifest_blend(manifest)
+    )
     problems = []
     for name, text in expected.items():
         path = folder / name

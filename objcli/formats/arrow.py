@@ -104,7 +104,7 @@ class HfFormat(ArrowFormat):
             )
         return None
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
         splits = list(dict.fromkeys(s.split for s in shards))
         if splits in ([], [""]):
             return dict(zip(HF_FILES, saved_dataset(shards, columns, fingerprint)))

@@ -82,6 +82,9 @@ class OutputFormat:
     hub_loadable: bool = False  # datasets.load_dataset(OUT) reads the shards (the card then names each split's)
     arrow_stream: bool = False  # shards are Arrow IPC streams: reshard copies their record batches whole
     merge_joins_shards: bool = False  # merge joins each split's shards into one (else it copies them)
+    # A mixture is written as each source's shards plus a blend file the trainer samples by (Megatron's
+    # megatron.txt): the sources' shares are the trainer's to meet, so objcli copies no document.
+    blends_sources: bool = False
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
@@ -97,9 +100,10 @@ class OutputFormat:
         """Why this format cannot hold ``--split``'s splits (on object storage when ``remote``), or None."""
         return None
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
         """Files that come with the shards (name relative to the output folder -> text), written just
-        before the manifest and checked by ``verify``: what a trainer's loader opens besides the shards."""
+        before the manifest and checked by ``verify``: what a trainer's loader opens besides the shards.
+        ``blend``: a mixture's source and share by partition index (formats that blend sources)."""
         return {}
 
     def remove_side_folders(self, store) -> None:

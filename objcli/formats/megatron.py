@@ -122,11 +122,26 @@ def data_args_name(split: str) -> str:
     return "megatron.txt" if split in ("", "train") else f"megatron-{split}.txt"
 
 
-def data_args(shards) -> str:
+def data_args(shards, blend: dict[int, tuple[str, float]] | None = None) -> str:
     """Megatron-LM's ``--data-args-path`` file: ``weight prefix`` per shard, weights in tokens (Megatron
     normalises them). Prefixes are relative to the output folder, so the output's bytes do not depend on
-    where it was written; run Megatron from inside the folder, or prefix them (see the README)."""
-    lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for shard in shards]
+    where it was written; run Megatron from inside the folder, or prefix them (see the README).
+
+    A mixture (``blend``: each partition's source and share): a shard's weight is its source's share
+    times its part of that source's tokens in the split, so Megatron's blended dataset samples each
+    source at its share, and a source's shards in proportion to their tokens."""
+    if not blend:
+        lines = [f"{shard.tokens} {shard.files[0].removesuffix('.bin')}" for shard in shards]
+        return "\n".join(lines) + "\n"
+    source_tokens: dict[str, int] = {}
+    for shard in shards:
+        source = blend[shard.partition][0]
+        source_tokens[source] = source_tokens.get(source, 0) + shard.tokens
+    lines = []
+    for shard in shards:
+        source, share = blend[shard.partition]
+        if shard.tokens:
+            lines.append(f"{share * shard.tokens / source_tokens[source]:.12g} {shard.files[0].removesuffix('.bin')}")
     return "\n".join(lines) + "\n"
 
 
@@ -135,6 +150,7 @@ class MegatronFormat(OutputFormat):
     writer = MegatronWriter
     whole_documents = True
     merge_joins_shards = True  # one .bin/.idx pair per split, as Megatron-LM's merge_datasets.py makes
+    blends_sources = True
     side_file_pattern = r"megatron(-[a-z][a-z0-9_]*)?\.txt"
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
@@ -152,10 +168,11 @@ class MegatronFormat(OutputFormat):
             raise ValueError(".idx lengths and pointers do not describe the .bin file")
         return {"input_ids": token_stream(values, offsets)}
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str) -> dict[str, str]:
-        # One file per split (--train-data-path megatron.txt, --valid-data-path megatron-validation.txt).
+    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
+        # One file per split: megatron.txt for train (--data-args-path, or --train-data-path $(cat ...)),
+        # megatron-validation.txt for --valid-data-path $(cat ...), and so on.
         return {
-            data_args_name(split): data_args([s for s in shards if s.split == split])
+            data_args_name(split): data_args([s for s in shards if s.split == split], blend)
             for split in dict.fromkeys(s.split for s in shards)
         }
 

@@ -50,6 +50,67 @@ def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
     return sources
 
 
+def blend_shares(weights: str, sources, partition_sources: dict[int, str]) -> dict[int, tuple[str, float]]:
+    """A mixture a trainer blends (Megatron): each partition's source and that source's share of the
+    output's tokens (budgets become their shares: the trainer's step count sets the tokens)."""
+    kind, values = parse_weights(weights, list(parse_sources(tuple(sources))))
+    total = sum(values.values())
+    return {index: (source, values[source] / total) for index, source in partition_sources.items()}
+
+
+def run_blend(config, partitions) -> dict[int, tuple[str, float]] | None:
+    """The blend of a run whose format blends its sources (None otherwise): by its plan's partitions."""
+    if not (config.source and config.format.blends_sources):
+        return None
+    return blend_shares(config.weights, config.source, {p.index: p.source for p in partitions})
+
+
+def manifest_blend(manifest) -> dict[int, tuple[str, float]] | None:
+    """The same blend from a finished output's manifest (what verify and the rebuilds check against)."""
+    config = manifest.config
+    if not config.get("source"):
+        return None
+    return blend_shares(
+        config["weights"], config["source"], {p["index"]: p.get("source", "") for p in manifest.partitions}
+    )
+
+
+def text_key_of(spec: str, source: str = "") -> str:
+    """The field a source's text is in: ``--text-key content`` for every source, ``code=content`` for
+    one (the others read ``text``), ``body,code=content`` a default and one source's own."""
+    default, own = "text", {}
+    for part in spec.split(","):
+        name, equals, key = part.partition("=")
+        if equals:
+            own[name.strip()] = key.strip()
+        else:
+            default = part.strip()
+    return own.get(source, default)
+
+
+def check_text_keys(spec: str, names: list[str]) -> None:
+    """Every SOURCE=KEY of ``--text-key`` names a source of the run, once, with a key."""
+    named, defaults = [], 0
+    for part in spec.split(","):
+        name, equals, key = part.partition("=")
+        if not (key.strip() if equals else part.strip()):
+            raise ObjcliError(f"--text-key {spec}: '{part}' names no field; give KEY or SOURCE=KEY (code=content)")
+        if equals:
+            named.append(name.strip())
+        else:
+            defaults += 1
+    if named and not names:
+        raise ObjcliError(
+            f"--text-key {spec}: SOURCE=KEY names a --source's own field; without --source give the field alone"
+        )
+    unknown = [n for n in named if n not in names] + [n for n in set(named) if named.count(n) > 1]
+    if unknown or defaults > 1:
+        raise ObjcliError(
+            f"--text-key {spec}: give one field for every source and SOURCE=KEY once for a source of its own "
+            f"({', '.join(names)})"
+        )
+
+
 def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
     """``web=0.7,code=0.3`` -> ("share", {…}) (normalised); ``web=5B,code=2B`` -> ("budget", tokens)."""
     values: dict[str, float] = {}

@@ -22,10 +22,12 @@ from .pipeline import RUN_WARNINGS
 from .stores import store_summary
 
 
-def input_entry(f) -> dict:
-    """An input as the manifest records it: its path as given, and for a local file where it was
-    (``resolved``) and when it was last changed, so ``trace`` reads the same file or says it changed."""
+def input_entry(f, source: str = "") -> dict:
+    """An input as the manifest records it: its path as given, the mixture's source it was read for,
+    and for a local file where it was (``resolved``) and when it was last changed, so ``trace`` reads
+    the same file (with its source's --text-key) or says it changed."""
     entry = {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
+    entry |= {"source": source} if source else {}
     if f.is_stream or is_url(f.path):
         return entry
     try:
@@ -38,6 +40,7 @@ def input_entry(f) -> dict:
 def build_manifest(plan, results: list, shards, run_key: str) -> dict:
     """The manifest of a finished run; ``shards`` are the run's, named as they will be."""
     config, tokenizer = plan.config, plan.tokenizer
+    sources = {p.input.path: p.source for p in plan.partitions}
     return {
         "objcli_version": __version__,
         "manifest_version": MANIFEST_VERSION,
@@ -61,7 +64,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "special_tokens": tokenizer.special.to_json(),
         "format": config.format.name,
         "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
-        "inputs": [input_entry(f) for f in plan.files],
+        "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
         "partitions": [
             {
                 **p.to_json(),
@@ -149,3 +152,21 @@ def check_totals(manifest: dict, plan, warn) -> None:
             warn(message.format(count=t[counter], bos=pieces.get("bos", "")))
     if not t["rows"]:
         warn(why_no_rows(t, plan.config.seq_len, remainder_hint(manifest["config"])))
+    if plan.config.source and plan.config.format.blends_sources:
+        warn_unblended(manifest, warn)
+
+
+def warn_unblended(manifest: dict, warn) -> None:
+    """A split that holds no tokens of a source: the trainer's blend for it is over the others."""
+    sources = {p["index"]: p["source"] for p in manifest["partitions"]}
+    held: dict[str, set] = {}
+    for shard in manifest["shards"]:
+        if shard["tokens"]:
+            held.setdefault(shard["split"], set()).add(sources[shard["partition"]])
+    for split, present in held.items():
+        for source in manifest["mixture"]:
+            if source not in present:
+                warn(
+                    f"{split or 'the output'} holds no tokens of source {source}: its blend file weighs the other "
+                    "sources alone (give that source more documents, or a larger split)"
+                )

@@ -29,7 +29,7 @@ from .documents import partition_documents, token_count
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):
-    options = config.read_options(config.strict)
+    options = config.read_options(config.strict, partition.source)
     return partition_documents(partition, config, options, RecordLog(strict=config.strict), tokenizer)
 
 
@@ -73,6 +73,9 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     _refuse_streams(f"--source {config.source[0]}: a mixture", partitions, "save the stream to a file first")
     names = list(parse_sources(config.source))
     kind, values = parse_weights(config.weights, names)
+    if config.format.blends_sources:  # the trainer samples the sources by the blend file: no copies here
+        total = sum(values.values())
+        return {name: {kind: values[name], "blend_share": values[name] / total, "rate": 1.0} for name in names}
     caps = parse_epochs(config.max_epochs, names)
     boundary = int(bool(config.bos)) + int(bool(config.eos))
     tokens, counted = {}, {}

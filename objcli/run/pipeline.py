@@ -279,7 +279,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
             for name in (split_names(config.split) if config.split else [""])
         ]
     log = RecordLog(strict=config.strict)
-    options = config.read_options(config.strict)
+    options = config.read_options(config.strict, task.partition.source)
     text_bytes = 0
     # Text that already begins with the BOS piece would get it twice (as text, then as the token).
     bos_text, seen = (task.special.pieces.get("bos") if config.bos else None), Counter()

@@ -71,7 +71,7 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
         source_files = by_source[source] = []
         # Partitions never mix sources (each row then has one), nor inputs an --append added.
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
-            stored = store_group(group) or token_group(group, config)
+            stored = store_group(group) or token_group(group, config, source)
             group_files = stored[0] if stored else resolve_inputs(group, config.input_format, warn)
             planned = stored[1] if stored else plan_partitions(group_files, config.partition_bytes, config.text_unit)
             partitions += [
@@ -92,13 +92,12 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
-    check_token_run([f for f in files if f.format in TOKEN_FORMATS], config, tokenizer, objective)
+    check_token_run(partitions, config, tokenizer, objective)
     if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
         columns = store_columns(tokenizer.total_vocab_size)
     # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
-    lost = [
-        c.name for c in columns if c.name != "input_ids" and c.role not in ("segment_ids", "positions", "per_segment")
-    ]
+    kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
+    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
     if config.format.whole_documents and lost:
         raise ObjcliError(
             f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
@@ -168,7 +167,7 @@ def first_texts(partitions, config: TransformConfig) -> list[str]:
     first = partitions[0] if partitions else None
     if first is None or first.input.is_stream or first.stored >= 0 or first.input.format in TOKEN_FORMATS:
         return []  # a stream is read once, later; a token store or tokenized input has no text
-    options = config.read_options(False)
+    options = config.read_options(False, first.source)
     try:
         return next(read_documents(partitions[0], options, RecordLog(strict=False)), [])
     except (ObjcliError, OSError):

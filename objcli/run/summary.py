@@ -17,6 +17,7 @@ class Summary:
     kept: int = 0  # partitions an earlier run of the same configuration had finished
     already_complete: bool = False  # the folder held this run, finished: nothing was done
     appended: bool = False  # --append: the kept partitions are the output's own
+    defaulted: tuple[str, ...] = ()  # options the command left at their defaults that the summary names
 
     @property
     def totals(self) -> dict:
@@ -86,7 +87,8 @@ class Summary:
         stored = FORMATS.get(config.get("output_format"))
         if stored is None or stored.whole_documents or "seq_len" not in config:
             return ""
-        return f" (--seq-len {config['seq_len']})"
+        default = ", the default: give --seq-len to choose" if "seq_len" in self.defaulted else ""
+        return f" (--seq-len {config['seq_len']}{default})"
 
     def _cut(self) -> str:
         cut = self.totals.get("long_documents_cut", 0)  # the partitions' counters, summed by the manifest

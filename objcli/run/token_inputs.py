@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..order.mixture import text_key_of
 from ..readers.token_files import detect, megatron_list, opened_once, token_input, token_partitions
+from ..readers.token_formats import TOKEN_FORMATS
 
 
-def ids_key(config: TransformConfig) -> str:
+def ids_key(config: TransformConfig, source: str = "") -> str:
     """The column of a Hugging Face dataset's ids: ``--text-key`` when it names one, else input_ids."""
-    return config.text_key if config.text_key != "text" else "input_ids"
+    key = text_key_of(config.text_key, source)
+    return key if key != "text" else "input_ids"
 
 
-def token_group(group: list[str], config: TransformConfig):
+def token_group(group: list[str], config: TransformConfig, source: str = ""):
     """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
     list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
     group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
@@ -27,16 +30,18 @@ def token_group(group: list[str], config: TransformConfig):
             f"input {text}: is text, and {found[0]} is already tokenized ({kinds[found[0]]}); give them to separate "
             "runs (or as separate --source), or tokenize the text first with objcli tokenize"
         )
-    files = [token_input(path, kinds[path], ids_key(config)) for path in found]
-    partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, ids_key(config))]
+    files = [token_input(path, kinds[path], ids_key(config, source)) for path in found]
+    partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, ids_key(config, source))]
     return files, partitions
 
 
-def check_token_run(files: list, config: TransformConfig, tokenizer, objective) -> None:
+def check_token_run(partitions: list, config: TransformConfig, tokenizer, objective) -> None:
     """What a run over token files refuses: provenance (no text to point into), objectives that cut
     text (the sentence ones only where Megatron's split sentences are there), ids wider than the file."""
-    if not files:
+    sources = {p.input: p.source for p in partitions if p.input.format in TOKEN_FORMATS}
+    if not sources:
         return
+    files = list(sources)
     first = files[0]
     if config.provenance:
         raise ObjcliError(
@@ -44,7 +49,7 @@ def check_token_run(files: list, config: TransformConfig, tokenizer, objective) 
             "row could point to; run the transform from the text to record provenance"
         )
     for f in files:
-        opened = opened_once(f.path, f.format, ids_key(config))
+        opened = opened_once(f.path, f.format, ids_key(config, sources[f]))
         limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None
         if limit is not None and tokenizer.vocab_size > limit:
             raise ObjcliError(

@@ -134,7 +134,7 @@ def test_the_command_line_and_its_refusals(sources, sample_tokenizer, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["recipe"]["source"] == sources
     for extra, error in (
-        (["--format", "megatron"], "Error: --format megatron stores input_ids only"),
+        (["--format", "tokens"], "Error: --format tokens stores input_ids only"),
         ([], "Error: --source and --weights go together"),
     ):
         weights = [] if not extra else ["--weights", "prose=0.6,code=0.4"]

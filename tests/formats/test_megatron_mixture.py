@@ -1,0 +1,150 @@
+"""A mixture written for Megatron-LM (issue 53): each source's documents once, in shards of their own,
+and per split the blend file (``megatron.txt``, ``megatron-validation.txt``) whose weights give each
+source its asked-for share of the tokens: Megatron-LM's own blended dataset samples it so."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import SAMPLE, run_cli, run_transform
+
+from objcli.commands.verify import verify_output
+
+
+@pytest.fixture(scope="module")
+def mixture(tmp_path_factory):
+    """web (JSON lines, ``text``) and code (Parquet, ``content``), 70/30, written for Megatron with a
+    validation split, several partitions per source."""
+    folder = tmp_path_factory.mktemp("megatron-mixture")
+    paragraphs = [
+        p
+        for line in (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines()
+        for p in json.loads(line)["text"].split("\n\n")
+        if p.strip()
+    ]
+    pq.write_table(pa.table({"content": paragraphs}), folder / "code.parquet")
+    out = folder / "out"
+    summary = run_transform(
+        [],
+        SAMPLE / "tokenizer.model",
+        out,
+        source=[f"web={SAMPLE / 'prose.jsonl'}", f"code={folder / 'code.parquet'}"],
+        weights="web=0.7,code=0.3",
+        text_key="code=content",
+        output_format="megatron",
+        split="validation=5%",
+        partition_size="256KiB",
+    )
+    return out, summary.manifest
+
+
+def blend(path) -> dict[str, float]:
+    words = path.read_text().split()
+    return dict(zip(words[1::2], map(float, words[0::2])))
+
+
+def source_of_prefix(manifest) -> dict[str, str]:
+    sources = {p["index"]: p["source"] for p in manifest["partitions"]}
+    return {s["files"][0].removesuffix(".bin"): sources[s["partition"]] for s in manifest["shards"]}
+
+
+@pytest.mark.parametrize("split, name", [("train", "megatron.txt"), ("validation", "megatron-validation.txt")])
+def test_each_split_blend_gives_each_source_its_share(mixture, split, name):
+    out, manifest = mixture
+    weights, sources = blend(out / name), source_of_prefix(manifest)
+    assert set(weights) == {s["files"][0].removesuffix(".bin") for s in manifest["shards"] if s["split"] == split}
+    per_source = {}
+    for prefix, weight in weights.items():
+        per_source[sources[prefix]] = per_source.get(sources[prefix], 0.0) + weight
+    assert per_source == pytest.approx({"web": 0.7, "code": 0.3}, abs=1e-9)
+    # Within a source, shards weigh as their tokens: a source is read evenly, whatever its shards.
+    tokens = {s["files"][0].removesuffix(".bin"): s["tokens"] for s in manifest["shards"]}
+    web = [p for p in weights if sources[p] == "web"]
+    assert len(web) > 1
+    ratios = [weights[p] / tokens[p] for p in web]
+    assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)
+
+
+def test_every_document_is_written_once_and_verify_checks_the_blend(mixture, tmp_path):
+    out, manifest = mixture
+    t = manifest["totals"]
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    assert "mixture_not_sampled" not in t["skipped_by_reason"]  # Megatron samples; objcli copies nothing
+    assert {name: m["rate"] for name, m in manifest["mixture"].items()} == {"web": 1.0, "code": 1.0}
+    assert verify_output(out).ok
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for path in out.iterdir():
+        (edited / path.name).symlink_to(path) if path.name != "megatron.txt" else None
+    (edited / "megatron.txt").write_text((out / "megatron.txt").read_text().replace("0.", "0.0", 1))
+    assert any("megatron.txt" in p for p in verify_output(edited).problems)
+
+
+def test_megatron_lm_samples_the_asked_shares(mixture, monkeypatch):
+    pytest.importorskip("megatron.core.datasets.helpers_cpp")
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    out, manifest = mixture
+
+    class Tokenizer:  # what GPTDataset asks of one: its EOD and pad ids, its vocabulary's size
+        eod, pad, vocab_size = 2, 0, manifest["tokenizer"]["total_vocab_size"]
+        unique_identifiers = {"class": "objcli-test"}
+
+    monkeypatch.chdir(out)  # the blend's prefixes are relative to the output folder
+    blends = [get_blend_from_list((out / n).read_text().split()) for n in ("megatron.txt", "megatron-validation.txt")]
+    config = GPTDatasetConfig(
+        random_seed=1234,
+        sequence_length=64,
+        blend_per_split=[*blends, None],
+        tokenizer=Tokenizer(),
+        reset_position_ids=False,
+        reset_attention_mask=False,
+        eod_mask_loss=False,
+        path_to_cache=None,
+    )
+    train, validation, _ = BlendedMegatronDatasetBuilder(GPTDataset, [4000, 400, None], lambda: True, config).build()
+    sources = source_of_prefix(manifest)
+    for dataset in (train, validation):
+        samples = np.bincount(np.asarray(dataset.dataset_index), minlength=len(dataset.datasets))
+        web = sum(n for d, n in zip(dataset.datasets, samples) if sources[d.dataset.path_prefix] == "web")
+        assert web / samples.sum() == pytest.approx(0.7, abs=2 / samples.sum())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-epochs", "code=2"], "--max-epochs code=2: --format megatron copies no document"),
+        (["--format", "tokens"], "--format tokens stores input_ids only"),
+    ],
+)
+def test_what_a_megatron_mixture_refuses(args, message, tmp_path):
+    sources = ["--source", f"web={SAMPLE / 'prose.jsonl'}", "--source", f"code={SAMPLE / 'code.jsonl'}"]
+    fmt = [] if "--format" in args else ["--format", "megatron"]
+    result = run_cli(
+        "transform",
+        *sources,
+        "--weights",
+        "web=1,code=1",
+        *fmt,
+        *args,
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp_path / "o",
+    )
+    assert result.returncode == 1 and result.stderr.startswith(f"Error: {message}"), result.stderr
+
+
+@pytest.mark.parametrize("command", ["merge", "reshard"])
+def test_a_megatron_mixture_is_not_joined_or_recut(mixture, command, tmp_path):
+    out, _ = mixture
+    extra = ["--num-shards", "2"] if command == "reshard" else []
+    result = run_cli(command, out, *extra, "-o", tmp_path / "o")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert f"Error: {command}: {out} is a mixture for megatron" in result.stderr

@@ -1,0 +1,90 @@
+"""Sources as users hold them (issue 53): JSON lines with ``text`` beside a Parquet file with ``content``,
+one mixture, each source read with its own field (``--text-key code=content``), traced to its record."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import SAMPLE, read_output, run_cli, run_transform
+
+from objcli.commands.stats import compute_stats
+from objcli.commands.trace import trace, trace_lines
+
+
+@pytest.fixture(scope="module")
+def held_sources(tmp_path_factory):
+    """web: the sample prose as JSON lines (``text``), with a bad line; code: the sample code's
+    paragraphs in a Parquet file whose text column is ``content`` and which also has a ``text`` column
+    of something else (a path), so reading the wrong field would be seen."""
+    folder = tmp_path_factory.mktemp("held")
+    prose = (SAMPLE / "prose.jsonl").read_text(encoding="utf-8").splitlines()[:2000]
+    (folder / "web.jsonl").write_text("\n".join([*prose[:10], "{not json", *prose[10:]]) + "\n", encoding="utf-8")
+    paragraphs = [
+        p
+        for line in (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines()
+        for p in json.loads(line)["text"].split("\n\n")
+        if p.strip()
+    ]
+    table = pa.table({"text": [f"src/file_{i}.py" for i in range(len(paragraphs))], "content": paragraphs})
+    pq.write_table(table, folder / "code.parquet")
+    return folder, paragraphs
+
+
+def test_each_source_is_read_with_its_own_text_key_and_traced_to_its_record(held_sources, tmp_path):
+    folder, paragraphs = held_sources
+    out = tmp_path / "out"
+    summary = run_transform(
+        [],
+        SAMPLE / "tokenizer.model",
+        out,
+        source=[f"web={folder / 'web.jsonl'}", f"code={folder / 'code.parquet'}"],
+        weights="web=0.6,code=0.4",
+        text_key="code=content",
+        seq_len=128,
+        provenance=True,
+    )
+    manifest, table = read_output(out)
+    t = manifest["totals"]
+    assert t["documents_read"] == t["documents_written"] + t["documents_skipped"]
+    skipped = t["skipped_by_reason"]
+    assert skipped.get("bad_json") == 1 and set(skipped) <= {"bad_json", "mixture_not_sampled", "remainder_dropped"}, (
+        skipped
+    )
+    shares = compute_stats(out)["mixture"]
+    assert abs(shares["web"]["share"] - 0.6) < 0.045 and abs(shares["code"]["share"] - 0.4) < 0.045, shares
+    assert {i["path"].rsplit("/", 1)[-1]: i.get("source") for i in manifest["inputs"]} == {
+        "web.jsonl": "web",
+        "code.parquet": "code",
+    }
+    code = manifest["columns"][-1]["categories"].index("code")
+    row = table["source"].index(code)
+    spans = trace(out, row)
+    assert spans and all(s["file"].endswith("code.parquet") for s in spans)
+    shown = trace_lines(out, row)
+    for span, text in zip(spans, shown[1::2]):
+        start, end = span["chars"]
+        assert text == paragraphs[span["record"]][start:end] and text  # content, not the path in `text`
+    assert summary.manifest["recipe"]["text-key"] == "code=content"  # --recipe replays it
+
+
+@pytest.mark.parametrize(
+    ("sources", "text_key", "message"),
+    [
+        ([], "code=content", "SOURCE=KEY names a --source's own field"),
+        (["web", "code"], "docs=content", "give one field for every source"),
+        (["web", "code"], "code=content,code=body", "give one field for every source"),
+        (["web", "code"], "body,text", "give one field for every source"),
+        (["web", "code"], "code=", "names no field"),
+    ],
+)
+def test_a_text_key_for_no_source_is_one_line(held_sources, sources, text_key, message, tmp_path):
+    folder, _ = held_sources
+    files = {"web": folder / "web.jsonl", "code": folder / "code.parquet"}
+    args = [a for name in sources for a in ("--source", f"{name}={files[name]}")]
+    args += ["--weights", ",".join(f"{n}=1" for n in sources)] if sources else [str(files["web"])]
+    result = run_cli("transform", *args, "--text-key", text_key, "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"Error: --text-key {text_key}: ") and message in result.stderr, result.stderr
