@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import shlex
 import types
 import typing
 from pathlib import Path
@@ -120,6 +121,26 @@ def recipe_of(config: TransformConfig, with_output: bool = True) -> dict[str, An
     for f in option_fields(type(config.objective_options)):
         table[key_of(f)] = getattr(config.objective_options, f.name)
     return {k: v for k, v in table.items() if v is not None}
+
+
+def command_line(recipe: dict[str, Any]) -> str:
+    """``objcli transform ...`` that runs a recipe again (``-o`` left to add): its inputs and tokenizer,
+    its objective, then every option it sets away from the default, spelled as the command line takes
+    them (a repeated option once a value; a flag on by default turned off with ``--no-``)."""
+    options = REGISTRY.get(recipe.get("objective", "clm")).options_type
+    fields = {key_of(f): f for f in [*RUN_FIELDS.values(), *option_fields(options)]}
+    words = ["objcli", "transform", *recipe.get("inputs", []), "--tokenizer", str(recipe.get("tokenizer", ""))]
+    for key, value in recipe.items():
+        f = fields.get(key)
+        if key in ("inputs", "tokenizer", "input-breaks", "engine") or f is None:
+            continue
+        if key != "objective" and value == (list(f.default) if isinstance(f.default, tuple) else f.default):
+            continue
+        if isinstance(value, bool):
+            words.append(f"--{key}" if value else f"--no-{key}")
+        else:
+            words += [w for v in (value if isinstance(value, list) else [value]) for w in (f"--{key}", str(v))]
+    return " ".join(shlex.quote(w) if not w.startswith("--") else w for w in words)
 
 
 def load_recipe(path: str, warn=None) -> dict[str, Any]:

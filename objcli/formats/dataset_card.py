@@ -79,13 +79,8 @@ def _front_matter(manifest: dict) -> str:
 
 def _text(manifest: dict) -> str:
     t, tokenizer, special = manifest["totals"], manifest["tokenizer"], manifest["special_tokens"]
-    recipe = manifest.get("recipe") or {}
-    flags = " ".join(
-        f"--{k} {v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no-{k}")
-        for k, v in recipe.items()
-        if k not in ("inputs", "tokenizer", "input-breaks", "engine") and v not in ([], "", None)
-    )
-    inputs = " ".join(recipe.get("inputs", [])) or "(merged outputs)"
+    # A transform's own command line (from its manifest); a merged or resharded output has none.
+    command = manifest.get("command") or "objcli merge / reshard of earlier outputs: see manifest.json"
     ids = ", ".join(f"{role} {special['pieces'].get(role, '')!s} = {i}" for role, i in special["ids"].items())
     skipped = ", ".join(f"{n:,} {reason}" for reason, n in t["skipped_by_reason"].items()) or "none"
     parts = [
@@ -95,7 +90,7 @@ def _text(manifest: dict) -> str:
         f"written by objcli {manifest.get('objcli_version', '')}; `manifest.json` beside this card records everything, "
         "and `objcli transform --recipe manifest.json -o OUT` makes them again.",
         "## How they were made",
-        f"```\nobjcli transform {inputs} --tokenizer {recipe.get('tokenizer', tokenizer['path'])} {flags}\n```",
+        f"```\n{command}\n```",
         f"- Tokenizer: `{tokenizer['path']}` ({tokenizer['kind']}, sha256 `{tokenizer['sha256']}`), "
         f"{tokenizer['vocab_size']:,} ids ({tokenizer['total_vocab_size']:,} with the specials added); "
         f"special ids: {ids}.",

@@ -14,7 +14,7 @@ from ..order.mixture import mixture_totals
 from ..order.shuffle import shuffle_rows
 from ..order.splits import split_names
 from ..readers.records import every_record_bad, why_no_rows
-from ..recipe import recipe_of
+from ..recipe import command_line, recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error
 from ..storage.remote import is_url, public_url, tokenizer_location
@@ -49,6 +49,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "supervision": plan.objective.supervision,
         "config": config.to_json(),
         "recipe": recipe_of(config, with_output=False),
+        "command": command_line(recipe_of(config, with_output=False)),
         "config_sha256": plan.fingerprint,
         "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
         "seed": config.seed,

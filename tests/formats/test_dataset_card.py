@@ -88,3 +88,33 @@ def test_a_users_readme_is_never_overwritten_and_ours_follows_the_output(tmp_pat
     (merged / "README.md").write_text("mine\n")
     assert run_cli("merge", out, "-o", merged).returncode == 0
     assert (merged / "README.md").read_text() == "mine\n"
+
+
+def test_the_cards_command_run_as_shown_makes_the_same_shards(tmp_path):
+    """The card's "How they were made" block is a command line: a mixture's repeated --source and a
+    per-source --text-key spelled as a shell reads them, no Python list, no stand-in for the inputs."""
+    import shlex
+
+    weird = tmp_path / "my corpus"
+    weird.mkdir()
+    (weird / "web.jsonl").write_text((SAMPLE / "prose.jsonl").read_text())
+    (weird / "code.jsonl").write_text(
+        "".join(json.dumps({"body": json.loads(line)["text"]}) + "\n" for line in (SAMPLE / "code.jsonl").open())
+    )
+    out = tmp_path / "out"
+    run_transform(
+        [],
+        SAMPLE / "tokenizer.model",
+        out,
+        source=[f"web={weird / 'web.jsonl'}", f"code={weird / 'code.jsonl'}"],
+        weights="web=0.7,code=0.3",
+        text_key="code=body",
+        seq_len=256,
+    )
+    card = (out / "README.md").read_text()
+    command = card.split("## How they were made")[1].split("```")[1].strip()
+    assert command.startswith("objcli transform --tokenizer") and "[" not in command and "(merged" not in command
+    again = run_cli(*shlex.split(command)[1:], "-o", tmp_path / "again", "-q")
+    assert again.returncode == 0, again.stderr
+    manifests = [json.loads((o / "manifest.json").read_text()) for o in (out, tmp_path / "again")]
+    assert [s["sha256"] for s in manifests[0]["shards"]] == [s["sha256"] for s in manifests[1]["shards"]]
