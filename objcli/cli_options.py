@@ -61,12 +61,22 @@ def _click_type(f: dataclasses.Field, hint):
     return {int: click.INT, float: click.FLOAT}.get(kind, click.STRING)
 
 
+def filled_help(text: str) -> str:
+    """An option's help with the registry's list filled in (``{objectives}``: every registered
+    objective, so a new one is in --help and the options page with nothing else to edit)."""
+    if "{objectives}" not in text:
+        return text
+    from .objectives import REGISTRY
+
+    return text.replace("{objectives}", ", ".join(REGISTRY.names()))
+
+
 def _make_option(f: dataclasses.Field, hint, owners: set[str] | None = None, hidden_name: str | None = None):
     """A Click option for a field; ``hidden_name``: an old spelling, stored as ``legacy_<field>``."""
     meta = f.metadata
     names = [hidden_name] if hidden_name else [flag_of(f), *([meta["short"]] if meta["short"] else [])]
     dest = "legacy_" + f.name if hidden_name else f.name
-    help_text = (f"[{', '.join(sorted(owners))}] " if owners else "") + meta["help"]
+    help_text = (f"[{', '.join(sorted(owners))}] " if owners else "") + filled_help(meta["help"])
     if bool in (typing.get_args(hint) or (hint,)):
         if f.default is False:  # off unless given: a plain flag
             return click.Option([*names, dest], is_flag=True, default=None, hidden=bool(hidden_name), help=help_text)

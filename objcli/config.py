@@ -79,9 +79,7 @@ class TransformConfig:
     tokenizer: str = option(
         "", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT
     )
-    objective: str = option(
-        "clm", "clm, fim, mtp, mlm, electra, nsp, sop, t5, prefix-lm, ul2, bart, contrastive, chat.", group=ROWS
-    )
+    objective: str = option("clm", "The pretraining objective: {objectives} (objcli help objectives).", group=ROWS)
     objective_options: Any = None
     output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
     seq_len: int = option(

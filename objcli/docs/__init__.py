@@ -37,6 +37,7 @@ def _type_name(hint) -> str:
 
 
 def _rows(options_type: type) -> list[str]:
+    from ..cli_options import filled_help
     from ..options import flag_of, option_fields
 
     hints = typing.get_type_hints(options_type)
@@ -54,7 +55,7 @@ def _rows(options_type: type) -> list[str]:
             if not (hints[f.name] is bool or "bool" in str(hints[f.name])) or f.default is False
             else f"{flag_of(f)}/--no-{flag_of(f)[2:]}"
         )
-        help_text = meta["help"].replace("|", "\\|")
+        help_text = filled_help(meta["help"]).replace("|", "\\|")
         rows.append(f"| `{flag}` | {kind} | {shown} | {help_text} |")
     return rows
 

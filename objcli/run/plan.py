@@ -19,7 +19,7 @@ from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
 from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
-from ..tokenizers.engines import choose_engine
+from ..tokenizers.engine_probe import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
 from .stores import adopt_store_settings, check_store_run, store_group

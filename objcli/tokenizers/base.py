@@ -62,9 +62,9 @@ class Tokenizer:
         self.vocab_size = 0
         self.role_pieces: dict[str, str] = {}  # --bos-token / --eos-token overrides
         self.engine = None  # what encodes (engines.py); each kind starts with its reference
-        self.engine_choice = None  # how the run chose it (engines.EngineChoice), in the main process
+        self.engine_choice = None  # how the run chose it (engine_probe.EngineChoice), in the main process
 
-    # ---- engines (engines.choose_engine picks one per run) ----
+    # ---- engines (engine_probe.choose_engine picks one per run) ----
     def engine_order(self) -> list[str]:
         """Engine names for ``--engine auto``, fastest first; the last one is a reference."""
         return [self.reference_engine_name()]

@@ -102,7 +102,7 @@ class HuggingFaceTokenizer(Tokenizer):
         self.add_bos = False
         self.config = self._read_config()
         try:  # the library decodes, whichever engine encodes; it also checks the whole file
-            self.use_engine(self.library_engine)  # until the run chooses (engines.choose_engine)
+            self.use_engine(self.library_engine)  # until the run chooses (engine_probe.choose_engine)
         except Missing as why:
             raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
         except Exception as error:  # the library raises a bare Exception for malformed files

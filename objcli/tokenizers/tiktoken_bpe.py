@@ -178,7 +178,7 @@ class TiktokenTokenizer(Tokenizer):
         self.encoding = self.reference.encoding  # decodes, whichever engine encodes
         self.specials = specials
         self.vocab_size = self.encoding.n_vocab
-        self.use_engine(self.reference)  # until the run chooses (engines.choose_engine)
+        self.use_engine(self.reference)  # until the run chooses (engine_probe.choose_engine)
 
     # ---- engines ----
     def engine_order(self) -> list[str]:

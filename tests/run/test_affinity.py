@@ -81,7 +81,7 @@ def test_pinned_or_free_the_same_bytes(pool, small_corpus, sample_tokenizer, tmp
 PROBE_LEAVES_NO_HELPERS = """
 import json, os, sys, time
 from objcli.tokenizers import open_tokenizer
-from objcli.tokenizers.engines import choose_engine
+from objcli.tokenizers.engine_probe import choose_engine
 
 def helpers():
     time.sleep(0.2)  # a thread just started may not be listed yet
@@ -99,7 +99,7 @@ print(json.dumps({"engine": choice.engine.name, "probe": choice.probe, "added": 
 @many_cores
 def test_the_probe_leaves_no_engine_threads_behind_for_pinned_workers_to_share(sample_dir, tmp_path):
     """tokenizers 1.0 starts helper threads on a call free to run on several cores, and later calls
-    share them; the probe runs on one core (``engines.on_one_core``) so that it starts none."""
+    share them; the probe runs on one core (``engine_probe.on_one_core``) so that it starts none."""
     import json
     import subprocess
     import sys

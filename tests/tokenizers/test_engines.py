@@ -22,7 +22,8 @@ from multilingual import documents
 from objcli.errors import ObjcliError
 from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer
 from objcli.tokenizers.bpe_spec import BPESpec, Unsupported
-from objcli.tokenizers.engines import QuicktokEngine, check_merges_are_ranks, choose_engine, is_prerelease, probe_texts
+from objcli.tokenizers.engine_probe import choose_engine, probe_texts
+from objcli.tokenizers.engines import QuicktokEngine, check_merges_are_ranks, is_prerelease
 from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN, _llama3_specials
 
 tokenizers = pytest.importorskip("tokenizers")

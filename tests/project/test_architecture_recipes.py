@@ -1,0 +1,147 @@
+"""The recipes of ``objcli/docs/architecture.md`` work when followed literally (issue 54): a throwaway
+objective and a throwaway engine, added in a temporary copy of the package exactly as the page says,
+are taken by the command line, ``--help``, the options page and a run. (The format recipe is followed
+by ``tests/formats/test_new_format.py``.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, SAMPLE
+
+PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
+
+OBJECTIVE = '''
+"""A throwaway objective: each document's tokens, reversed (what the recipe asks: one file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..options import Options, option
+from ..rows import ColumnSpec
+from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+
+
+@dataclass(frozen=True)
+class BackwardsOptions(Options):
+    backwards_copies: int = option(1, "Copies of each reversed document.", minimum=1, maximum=4)
+
+
+@register("backwards-test")
+class Backwards(Objective):
+    options_type = BackwardsOptions
+    provenance = None
+    examples_are_documents = True
+    supervision = "next-token"
+    next_token_rows = True
+
+    def __init__(self, context, tokenizer):
+        super().__init__(context, tokenizer)
+        self.vocab_size = tokenizer.total_vocab_size
+
+    @classmethod
+    def packers(cls, options) -> tuple[str, ...]:
+        return ("concat", "none")
+
+    def example_columns(self) -> list[ColumnSpec]:
+        return [ColumnSpec("input_ids", "ragged", 0, self.vocab_size - 1, "token ids, reversed")]
+
+    def partition_transform(self, partition_index: int) -> PartitionTransform:
+        return _Reversed(self.options.backwards_copies)
+
+
+class _Reversed(PartitionTransform):
+    def __init__(self, copies: int):
+        super().__init__()
+        self.copies = copies
+
+    def examples(self, batch: DocumentBatch):
+        import numpy as np
+
+        pieces = [batch.tokens[a:b][::-1] for a, b in zip(batch.offsets[:-1], batch.offsets[1:])] * self.copies
+        offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+        tokens = np.concatenate(pieces) if pieces else batch.tokens[:0]
+        copied = replace(batch, texts=batch.texts * self.copies, tokens=tokens, offsets=offsets)
+        return document_examples(copied, None, None)
+'''
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    """The package copied, as a developer's checkout would be, run from its folder (first on the path)."""
+    shutil.copytree(ROOT / "objcli", tmp_path / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def run_copy(folder, *args, env=None):
+    env = {**os.environ, "PYTHONPATH": str(folder), **(env or {})}
+    return subprocess.run([sys.executable, *map(str, args)], cwd=folder, env=env, capture_output=True, text=True)
+
+
+def test_a_new_objective_is_one_file_as_the_page_says(package_copy, tmp_path):
+    steps = PAGE.split("## Adding an objective")[1].split("\n## ")[0]
+    assert "objectives/NAME.py" in steps and "__init__.py" not in steps  # nothing else to edit
+    (package_copy / "objcli" / "objectives" / "backwards.py").write_text(OBJECTIVE)
+    where = run_copy(package_copy, "-c", "import objcli; print(objcli.__file__)")
+    assert where.stdout.strip().startswith(str(package_copy)), where.stdout + where.stderr
+    shown = run_copy(package_copy, "-m", "objcli", "transform", "--help")
+    assert re.search(r"--objective.*backwards-test", shown.stdout.replace("\n", " ")), shown.stdout
+    own = run_copy(package_copy, "-m", "objcli", "transform", "--objective", "backwards-test", "--help")
+    assert "--backwards-copies" in own.stdout, own.stdout
+    assert run_copy(package_copy, "-m", "objcli.docs").returncode == 0  # the step that regenerates the page
+    assert "--backwards-copies" in (package_copy / "objcli" / "docs" / "options.md").read_text()
+    out = tmp_path / "out"
+    args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "backwards-test"]
+    done = run_copy(package_copy, "-m", "objcli", "transform", *args, "--backwards-copies", "2", "-o", out, "-q")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["objective"] == "backwards-test" and manifest["totals"]["rows"] > 0
+    verified = run_copy(package_copy, "-m", "objcli", "verify", out)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_new_engine_is_taken_as_the_page_says(package_copy, tmp_path):
+    """A throwaway engine (the stable library under another name), added as the page says: its module,
+    the kind's engine_order and make_engine, ENGINE_CHOICES; the probe then checks it and a run names it."""
+    steps = PAGE.split("## Adding a tokenizer engine")[1].split("\n## ")[0]
+    for step in ("engine_order()", "make_engine(name)", "ENGINE_CHOICES", "python -m objcli.docs"):
+        assert step in steps
+    tokenizers = package_copy / "objcli" / "tokenizers"
+    (tokenizers / "echo_engine.py").write_text(
+        "from .engines import TokenizersEngine\n\n\n"
+        "class EchoEngine(TokenizersEngine):\n"
+        '    name = "echo-test"\n\n'
+        "    def __init__(self, path):\n"
+        "        super().__init__(path)\n"
+        "        self.reference = False  # probed, as any engine that is not the file's own library\n"
+    )
+    hf = (tokenizers / "huggingface.py").read_text()
+    hf = hf.replace('return ["quicktok", "gigatoken", "tokenizers", "python"]', 'return ["echo-test", "tokenizers"]')
+    hf = hf.replace(
+        '        if name == "gigatoken":',
+        '        if name == "echo-test":\n            from .echo_engine import EchoEngine\n\n'
+        "            return EchoEngine(self.path)\n"
+        '        if name == "gigatoken":',
+    )
+    hf = hf.replace(
+        'if name not in ("quicktok", "gigatoken", "python"):',
+        'if name not in ("quicktok", "gigatoken", "python", "echo-test"):',
+    )
+    (tokenizers / "huggingface.py").write_text(hf)
+    config = (package_copy / "objcli" / "config.py").read_text()
+    (package_copy / "objcli" / "config.py").write_text(config.replace('"python")', '"python", "echo-test")', 1))
+    assert run_copy(package_copy, "-m", "objcli.docs").returncode == 0
+    assert "echo-test" in (package_copy / "objcli" / "docs" / "options.md").read_text()
+    out = tmp_path / "out"
+    args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "llama-style", "--seq-len", "256", "-o", out, "-q"]
+    done = run_copy(package_copy, "-m", "objcli", "transform", *args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    engine = json.loads((out / "manifest.json").read_text())["tokenizer"]["engine"]
+    assert engine["name"] == "echo-test" and engine["probe"].startswith("identical to tokenizers"), engine
