@@ -79,7 +79,7 @@ class TransformConfig:
     tokenizer: str = option(
         "", "SentencePiece .model, or Hugging Face tokenizer.json (or its folder).", short="-t", group=INPUT
     )
-    objective: str = option("clm", "The pretraining objective: {objectives} (objcli help objectives).", group=ROWS)
+    objective: str = option("clm", "{objectives}.", group=ROWS)
     objective_options: Any = None
     output: str = option("", "Output folder, or '-' for an Arrow IPC stream on stdout.", short="-o", group=OUTPUT)
     seq_len: int = option(
@@ -92,10 +92,7 @@ class TransformConfig:
     )
     input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
     text_key: str = option(
-        "text",
-        "JSON field or Parquet column of the text (meta.body: a nested one); with --source, code=content for "
-        "one source's own.",
-        group=INPUT,
+        "text", "Text field or column (meta.body: nested; code=content: one --source's).", group=INPUT
     )
     text_unit: str = option(
         "line",

@@ -117,3 +117,94 @@ def electra_first_segment(
         first += np.where(to_first, size, 0)
         second += np.where(real & ~to_first, size, 0)
     return in_first
+
+
+def from_ranges(ranges: list[dict]) -> Pairs:
+    """Pairs from each step's ranges, in document order and, within a document, chunk order."""
+    if not ranges:
+        empty = np.zeros(0, dtype=np.int64)
+        return Pairs(empty, empty, empty, empty, empty, empty)
+    keys = ("document", "a_start", "a_end", "b_start", "b_end", "label", "step")
+    columns = {k: np.concatenate([r[k] for r in ranges]) for k in keys}
+    order = np.lexsort((columns["step"], columns["document"]))  # document order, chunk order
+    return Pairs(*(columns[k][order] for k in keys[:-1]))
+
+
+def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, order_objective: bool, counters) -> Pairs:
+    """NSP (``order_objective`` False) or SOP pairs for every document of a batch: BERT's
+    ``create_instances_from_document``, one chunk of each document a step, all documents at once."""
+    starts, stops = document_sentences[:-1], document_sentences[1:]
+    budget = seq_len - 3
+    short = rng["target"].random(len(starts)) < short_seq_prob
+    targets = np.where(short, rng["target"].integers(2, max(budget, 2) + 1, len(starts)), budget)
+    ranges = []
+    for step, active, position in document_steps(starts, stops):
+        p, stop, target = position[active], stops[active], targets[active]
+        end = chunk_end(cumulative, p, target, stop)
+        n = end - p
+        a_sentences = np.where(n >= 2, rng["split"].integers(1, np.maximum(n, 2)), 1)
+        coin = rng["coin"].random(len(active)) < 0.5
+        a = (cumulative[p], cumulative[p + a_sentences])
+        b = (a[1], cumulative[end])
+        if order_objective:
+            (a, b), label, keep = _sop_pair(a, b, n, coin, rng["split"])
+            position[active] = end
+        else:
+            chunk = (active, target, a_sentences, end, n, coin, p)
+            (a, b), label, keep, position[active] = _nsp_pair(a, b, chunk, cumulative, starts, stops, rng, counters)
+        counters["chunks_without_pair"] += int(np.sum(~keep))
+        ranges.append(
+            {
+                "document": active[keep],
+                "a_start": a[0][keep],
+                "a_end": a[1][keep],
+                "b_start": b[0][keep],
+                "b_end": b[1][keep],
+                "label": label[keep],
+                "step": np.full(int(keep.sum()), step),
+            }
+        )
+    return _truncated(from_ranges(ranges), budget, rng["truncate"])
+
+
+def _sop_pair(a, b, n, coin, split_rng):
+    """ALBERT's sentence order: A then B, swapped where the coin says (label 1); a chunk of one
+    sentence is cut in two at a random token."""
+    single = n == 1
+    length = b[1] - a[0]
+    cut = a[0] + split_rng.integers(1, np.maximum(length, 2))
+    a = (a[0], np.where(single, cut, a[1]))
+    b = (np.where(single, cut, b[0]), b[1])
+    keep = ~single | (length >= 2)
+    swapped = (
+        (np.where(coin, b[0], a[0]), np.where(coin, b[1], a[1])),
+        (np.where(coin, a[0], b[0]), np.where(coin, a[1], b[1])),
+    )
+    return swapped, coin.astype(np.int64), keep
+
+
+def _nsp_pair(a, b, chunk, cumulative, starts, stops, rng, counters):
+    """BERT's next sentence: B the rest of the chunk, or (where the coin says, or the chunk is one
+    sentence) sentences of another document (label 1), whose unused sentences go back."""
+    active, target, a_sentences, end, n, coin, p = chunk
+    documents = len(starts)
+    is_random = ((n == 1) | coin) & (documents > 1)
+    other = rng["document"].integers(0, max(documents - 1, 1), len(active))
+    other = np.minimum(other + (other >= active), documents - 1)
+    sentence = starts[other] + rng["document"].integers(0, np.maximum(stops[other] - starts[other], 1))
+    random_end = chunk_end(cumulative, sentence, target - (a[1] - a[0]), stops[other])
+    b = (np.where(is_random, cumulative[sentence], b[0]), np.where(is_random, cumulative[random_end], b[1]))
+    keep = is_random | (n >= 2)  # a one-sentence chunk with no other document has no pair
+    counters["single_sentence_negatives"] += int(np.sum(is_random & (n == 1)))
+    return (a, b), is_random.astype(np.int64), keep, np.where(is_random, p + a_sentences, end)
+
+
+def _truncated(pairs: Pairs, budget: int, rng) -> Pairs:
+    """BERT's ``truncate_seq_pair``: tokens removed from the longer side, each from the front or the back
+    by a coin."""
+    remove_a, remove_b = truncate_pair(pairs.a_end - pairs.a_start, pairs.b_end - pairs.b_start, budget)
+    front_a = rng.binomial(remove_a, 0.5)
+    front_b = rng.binomial(remove_b, 0.5)
+    pairs.a_start, pairs.a_end = pairs.a_start + front_a, pairs.a_end - (remove_a - front_a)
+    pairs.b_start, pairs.b_end = pairs.b_start + front_b, pairs.b_end - (remove_b - front_b)
+    return pairs

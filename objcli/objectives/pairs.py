@@ -40,7 +40,15 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.compiled import compiled
-from ..kernels.pairs import Pairs, assemble_rows, chunk_end, document_steps, electra_first_segment, truncate_pair
+from ..kernels.pairs import (
+    Pairs,
+    assemble_rows,
+    bert_pairs,
+    chunk_end,
+    document_steps,
+    electra_first_segment,
+    from_ranges,
+)
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
@@ -73,87 +81,6 @@ class ElectraOptions(Options):
     def __post_init__(self):
         super().__post_init__()
         check_probabilities(self.mask_prob, 0.85, 0.0)
-
-
-def _from_ranges(ranges: list[dict]) -> Pairs:
-    if not ranges:
-        empty = np.zeros(0, dtype=np.int64)
-        return Pairs(empty, empty, empty, empty, empty, empty)
-    keys = ("document", "a_start", "a_end", "b_start", "b_end", "label", "step")
-    columns = {k: np.concatenate([r[k] for r in ranges]) for k in keys}
-    order = np.lexsort((columns["step"], columns["document"]))  # document order, chunk order
-    return Pairs(*(columns[k][order] for k in keys[:-1]))
-
-
-def bert_pairs(cumulative, document_sentences, rng, seq_len, short_seq_prob, order_objective: bool, counters) -> Pairs:
-    """NSP (``order_objective`` False) or SOP pairs for every document of a batch."""
-    starts, stops = document_sentences[:-1], document_sentences[1:]
-    documents = len(starts)
-    budget = seq_len - 3
-    short = rng["target"].random(documents) < short_seq_prob
-    targets = np.where(short, rng["target"].integers(2, max(budget, 2) + 1, documents), budget)
-    ranges = []
-    for step, active, position in document_steps(starts, stops):
-        p, stop, target = position[active], stops[active], targets[active]
-        end = chunk_end(cumulative, p, target, stop)
-        n = end - p
-        a_sentences = np.where(n >= 2, rng["split"].integers(1, np.maximum(n, 2)), 1)
-        coin = rng["coin"].random(len(active)) < 0.5
-        a_start, a_end = cumulative[p], cumulative[p + a_sentences]
-        b_start, b_end = a_end, cumulative[end]
-        if order_objective:
-            single = n == 1
-            length = b_end - a_start
-            cut = a_start + rng["split"].integers(1, np.maximum(length, 2))
-            a_end = np.where(single, cut, a_end)
-            b_start = np.where(single, cut, b_start)
-            keep = ~single | (length >= 2)
-            a_start, a_end, b_start, b_end = (
-                np.where(coin, b_start, a_start),
-                np.where(coin, b_end, a_end),
-                np.where(coin, a_start, b_start),
-                np.where(coin, a_end, b_end),
-            )
-            label = coin.astype(np.int64)
-            position[active] = end
-        else:
-            is_random = ((n == 1) | coin) & (documents > 1)
-            other = rng["document"].integers(0, max(documents - 1, 1), len(active))
-            other = other + (other >= active)
-            other = np.minimum(other, documents - 1)
-            sentence = starts[other] + rng["document"].integers(0, np.maximum(stops[other] - starts[other], 1))
-            target_b = target - (a_end - a_start)
-            random_end = chunk_end(cumulative, sentence, target_b, stops[other])
-            b_start = np.where(is_random, cumulative[sentence], b_start)
-            b_end = np.where(is_random, cumulative[random_end], b_end)
-            keep = is_random | (n >= 2)  # a one-sentence chunk with no other document has no pair
-            counters["single_sentence_negatives"] += int(np.sum(is_random & (n == 1)))
-            label = is_random.astype(np.int64)
-            position[active] = np.where(is_random, p + a_sentences, end)  # unused sentences go back
-        counters["chunks_without_pair"] += int(np.sum(~keep))
-        ranges.append(
-            {
-                "document": active[keep],
-                "a_start": a_start[keep],
-                "a_end": a_end[keep],
-                "b_start": b_start[keep],
-                "b_end": b_end[keep],
-                "label": label[keep],
-                "step": np.full(int(keep.sum()), step),
-            }
-        )
-    return _truncated(_from_ranges(ranges), budget, rng["truncate"])
-
-
-def _truncated(pairs: Pairs, budget: int, rng) -> Pairs:
-    """BERT's ``truncate_seq_pair``: tokens removed from the longer side, each from the front or the back
-    by a coin."""
-    remove_a, remove_b = truncate_pair(pairs.a_end - pairs.a_start, pairs.b_end - pairs.b_start, budget)
-    front_a = rng.binomial(remove_a, 0.5)
-    front_b = rng.binomial(remove_b, 0.5)
-    pairs.a_start, pairs.a_end = pairs.a_start + front_a, pairs.a_end - (remove_a - front_a)
-    pairs.b_start, pairs.b_end = pairs.b_start + front_b, pairs.b_end - (remove_b - front_b)
-    return pairs
 
 
 def electra_pairs(tokens, cumulative, document_sentences, rng, seq_len) -> tuple[Pairs, np.ndarray]:
@@ -220,7 +147,7 @@ def _regather(tokens, cumulative, steps, seq_len) -> tuple[Pairs, np.ndarray]:
             }
         )
     regathered = np.concatenate(pieces) if pieces else tokens[:0]
-    return _from_ranges(ranges), regathered
+    return from_ranges(ranges), regathered
 
 
 class _PairObjective(Objective):

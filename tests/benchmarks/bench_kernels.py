@@ -373,9 +373,8 @@ def masking_rows(reference) -> list[tuple[str, float, float]]:
     import numpy as np
 
     from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
-    from objcli.kernels.pairs import assemble_rows
+    from objcli.kernels.pairs import assemble_rows, bert_pairs
     from objcli.kernels.rng import derive_rng
-    from objcli.objectives.pairs import bert_pairs
 
     rng = np.random.default_rng(5)
     rows, length, few = 2000, 512, 40

@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 from objcli.cli import main
 from objcli.kernels.masking import draw_with_replacement
-from objcli.kernels.pairs import Pairs, assemble_rows, electra_first_segment, truncate_pair
+from objcli.kernels.pairs import Pairs, assemble_rows, bert_pairs, electra_first_segment, truncate_pair
 from objcli.kernels.rng import derive_rng
 from objcli.objectives import sentences
-from objcli.objectives.pairs import bert_pairs
 from objcli.objectives.sentences import ABBREVIATIONS, SENTINEL, split_batch
 
 
