@@ -53,32 +53,13 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "config_sha256": plan.fingerprint,
         "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
         "seed": config.seed,
-        "tokenizer": {
-            "kind": tokenizer.kind,
-            "path": tokenizer_location(config.tokenizer),
-            "sha256": tokenizer.sha256,
-            "vocab_size": tokenizer.vocab_size,
-            "total_vocab_size": tokenizer.total_vocab_size,
-            "engine": tokenizer.engine_choice.to_json(),
-        },
+        "tokenizer": _tokenizer_json(config, tokenizer),
         "identity": plan.identity,
         "special_tokens": tokenizer.special.to_json(),
         "format": config.format.name,
         "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
         "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
-        "partitions": [
-            {
-                **p.to_json(),
-                "documents_read": r.documents_read,
-                "documents_written": r.documents_written,
-                "documents_skipped": r.documents_skipped,
-                "skipped_by_reason": r.skipped,
-                "counters": r.counters,
-                # With --shuffle-rows a partition's rows are spread over every shard.
-                "shards": [] if config.shuffle_rows else [s.files[0] for s in r.shards],
-            }
-            for p, r in zip(plan.partitions, results)
-        ],
+        "partitions": [_partition_json(p, r, config.shuffle_rows) for p, r in zip(plan.partitions, results)],
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
         **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
@@ -88,6 +69,30 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
             if config.token_store
             else {}
         ),
+    }
+
+
+def _tokenizer_json(config, tokenizer) -> dict:
+    return {
+        "kind": tokenizer.kind,
+        "path": tokenizer_location(config.tokenizer),
+        "sha256": tokenizer.sha256,
+        "vocab_size": tokenizer.vocab_size,
+        "total_vocab_size": tokenizer.total_vocab_size,
+        "engine": tokenizer.engine_choice.to_json(),
+    }
+
+
+def _partition_json(partition, result, shuffled_rows: bool) -> dict:
+    return {
+        **partition.to_json(),
+        "documents_read": result.documents_read,
+        "documents_written": result.documents_written,
+        "documents_skipped": result.documents_skipped,
+        "skipped_by_reason": result.skipped,
+        "counters": result.counters,
+        # With --shuffle-rows a partition's rows are spread over every shard.
+        "shards": [] if shuffled_rows else [s.files[0] for s in result.shards],
     }
 
 

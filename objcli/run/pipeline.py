@@ -271,13 +271,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer, config.engine)
     tokenizer.adopt(task.special)
-    if config.token_store:  # objcli tokenize: the documents' tokens, kept for every derived run
-        chains = [StoreChain.build(config, tokenizer, task, work)]
-    else:
-        chains = [
-            _Chain.build(config, tokenizer, task, name, work)
-            for name in (split_names(config.split) if config.split else [""])
-        ]
+    chains = _chains(task, tokenizer, work)
     log = RecordLog(strict=config.strict)
     options = config.read_options(config.strict, task.partition.source)
     text_bytes = 0
@@ -293,7 +287,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     documents = itertools.chain.from_iterable(
         _documents_of_pass(task, options, log, tokenizer, j) for j in range(repeats)
     )
-    reported = 0  # input bytes reported: the partition's size in all, whatever its passes
+    progress = _Reporter(report, task.partition.size, repeats, log)
     for batch_index, texts in enumerate(documents):
         groups = (
             _route(texts, assign_splits(texts, task.split_bounds, config.seed), len(chains))
@@ -305,12 +299,8 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
             seen["texts_starting_with_bos_text"] += starting_with(texts, bos_text)
         size = utf8_bytes(texts)
         text_bytes += size
-        if report is not None:  # sentence-level objectives report 0 tokens
-            read = min(log.input_bytes // repeats, task.partition.size)
-            report(Progress(len(texts), size, tokens, read - reported))
-            reported = read
-    if report is not None and task.partition.size > reported:
-        report(Progress(input_bytes=task.partition.size - reported))
+        progress.batch(len(texts), size, tokens)
+    progress.done()
     shards = [shard for chain in chains for shard in chain.close()]
     counters = [c for chain in chains for c in chain.counters()]
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
@@ -318,6 +308,34 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     if task.run_key:
         write_marker(work, result, task.config_sha256, task.run_key)
     return result
+
+
+def _chains(task: PartitionTask, tokenizer, work) -> list:
+    """Where the partition's documents go: one chain per split (objective, packer, sink), or the
+    token store's (objcli tokenize: the documents' tokens, kept for every derived run)."""
+    config = task.config
+    if config.token_store:
+        return [StoreChain.build(config, tokenizer, task, work)]
+    names = split_names(config.split) if config.split else [""]
+    return [_Chain.build(config, tokenizer, task, name, work) for name in names]
+
+
+class _Reporter:
+    """A partition's progress: documents, text and tokens a batch, and its input bytes in all, once,
+    whatever its passes (sentence-level objectives report 0 tokens)."""
+
+    def __init__(self, report, size: int, repeats: int, log: RecordLog):
+        self.report, self.size, self.repeats, self.log, self.reported = report, size, repeats, log, 0
+
+    def batch(self, documents: int, text_bytes: int, tokens: int) -> None:
+        if self.report is not None:
+            read = min(self.log.input_bytes // self.repeats, self.size)
+            self.report(Progress(documents, text_bytes, tokens, read - self.reported))
+            self.reported = read
+
+    def done(self) -> None:
+        if self.report is not None and self.size > self.reported:
+            self.report(Progress(input_bytes=self.size - self.reported))
 
 
 def _result(

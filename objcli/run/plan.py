@@ -59,17 +59,12 @@ def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
-    """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
-    the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
-    before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
-    check_output_outside_inputs(config)
+def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
+    """Every input file and the run's partitions, numbered, each with its source (partitions never
+    mix sources, nor inputs an --append added); with --provenance, records counted from each file's start."""
     files, partitions, by_source = [], [], {}
-    stores = _store_inputs(config)
-    config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
     for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
         source_files = by_source[source] = []
-        # Partitions never mix sources (each row then has one), nor inputs an --append added.
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
             stored = store_group(group) or token_group(group, config, source)
             group_files = stored[0] if stored else resolve_inputs(group, config.input_format, warn)
@@ -80,8 +75,17 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
             source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
-    if config.provenance:  # a piece's records are counted from its file's start
-        partitions = number_records(partitions)
+    return files, number_records(partitions) if config.provenance else partitions
+
+
+def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
+    """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
+    the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
+    before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
+    check_output_outside_inputs(config)
+    stores = _store_inputs(config)
+    config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
+    files, partitions = _files_and_partitions(config, warn)
     if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
         raise ObjcliError(
             f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
@@ -95,15 +99,7 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
     check_token_run(partitions, config, tokenizer, objective)
     if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
         columns = store_columns(tokenizer.total_vocab_size)
-    # Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and boundaries.
-    kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
-    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
-    if config.format.whole_documents and lost:
-        raise ObjcliError(
-            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
-            f"{', '.join(lost)}; "
-            "choose --format arrow, parquet or npy"
-        )
+    check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     return RunPlan(
         config,
@@ -115,6 +111,18 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
         config.fingerprint(tokenizer.sha256, side_digests(identity)),
         identity=identity,
     )
+
+
+def check_whole_documents(config: TransformConfig, objective, columns) -> None:
+    """Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and
+    boundaries (and a mixture's blend file says each shard's source)."""
+    kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
+    lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
+    if config.format.whole_documents and lost:
+        raise ObjcliError(
+            f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
+            f"{', '.join(lost)}; choose --format arrow, parquet or npy"
+        )
 
 
 def plan_objective(

@@ -121,23 +121,14 @@ def choose_engine(tokenizer, requested: str, sample: list[str], warn=None) -> En
 
 
 def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: list[str]) -> EngineChoice:
-    from ..errors import ObjcliError
-
     say = warn or (lambda message: None)
     names = tokenizer.engine_order() if requested == "auto" else [requested]
     if requested == "reference":
         names = [tokenizer.reference_engine_name()]
     unprobed = None
     for name in names:
-        try:
-            engine = tokenizer.make_engine(name)
-        except Unsupported as why:
-            if isinstance(why, Missing) and "objcli[fast]" in str(why):
-                missing.append(name)
-            if requested != "auto":
-                raise ObjcliError(
-                    f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); pass --engine auto"
-                ) from None
+        engine = _made(tokenizer, name, requested, missing)
+        if engine is None:
             continue
         if engine.reference:
             return EngineChoice(engine, "not needed: the reference engine")
@@ -148,8 +139,7 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
         if oracle is None:
             unprobed = unprobed or engine
             continue
-        texts = probe_texts(tokenizer.special_texts(), sample)
-        difference = first_difference(engine, oracle, texts)
+        difference = first_difference(engine, oracle, probe_texts(tokenizer.special_texts(), sample))
         label = f"{oracle.name} {oracle.version}"
         if difference is None:
             # Said alike whether this run probed or found the verdict kept (the manifest's bytes do not
@@ -163,12 +153,36 @@ def _choose_engine(tokenizer, requested: str, sample: list[str], warn, missing: 
         )
         if requested != "auto":
             return _choose_engine(tokenizer, "reference", sample, warn, missing)
-    if unprobed is None:
+    return _unprobed(tokenizer, unprobed, say)
+
+
+def _made(tokenizer, name: str, requested: str, missing: list[str]):
+    """The engine ``name`` for the tokenizer; None where it cannot take the file under ``auto`` (an
+    objcli[fast] engine that is not installed is noted in ``missing``), one line when asked by name."""
+    from ..errors import ObjcliError
+
+    try:
+        return tokenizer.make_engine(name)
+    except Unsupported as why:
+        if isinstance(why, Missing) and "objcli[fast]" in str(why):
+            missing.append(name)
+        if requested != "auto":
+            raise ObjcliError(
+                f"--engine {requested}: {name} cannot encode {tokenizer.path.name} ({why}); pass --engine auto"
+            ) from None
+        return None
+
+
+def _unprobed(tokenizer, engine, say) -> EngineChoice:
+    """No engine passed a probe: a pre-release that nothing independent reads, said, or an error."""
+    from ..errors import ObjcliError
+
+    if engine is None:
         raise ObjcliError(
             f"tokenizer {tokenizer.path}: no installed engine can encode it; install one with: pip install 'objcli[hf]'"
         )
     say(
-        f"engine {unprobed.name} {unprobed.version} is a pre-release and no independent reference reads "
+        f"engine {engine.name} {engine.version} is a pre-release and no independent reference reads "
         f"{tokenizer.path.name}; its tokens are unchecked (install the stable release beside it for a checked run)"
     )
-    return EngineChoice(unprobed, "not probed: no independent reference reads this file")
+    return EngineChoice(engine, "not probed: no independent reference reads this file")
