@@ -117,20 +117,8 @@ def mask_spans(
     random id ``token_random`` holds at its position.
     """
     examples = len(offsets) - 1
-    word_positions = np.flatnonzero(word_start)
     example_of = item_index(offsets)
-    words = np.bincount(example_of[word_positions], minlength=examples)
-    word_base = lengths_to_offsets(words)[:-1]
-    padded_positions = np.concatenate([word_positions, [0]])
-
-    def token_of(word_index, example):  # first token of a word, or the example's end
-        inside = word_index < words[example]
-        return np.where(
-            inside, padded_positions[np.where(inside, word_base[example] + word_index, -1)], offsets[1:][example]
-        )
-
-    first = token_of(span_start_word, span_example)
-    end = token_of(span_start_word + span_lengths, span_example)
+    first, end = _span_bounds(word_start, offsets, example_of, span_example, span_start_word, span_lengths)
     real = span_lengths > 0
     values = tokens.copy()
     change = np.zeros(len(tokens) + 1, dtype=np.int64)  # difference array over affected tokens
@@ -156,6 +144,23 @@ def mask_spans(
         span_example[inserts], minlength=examples
     )
     return out, lengths_to_offsets(new_lengths)
+
+
+def _span_bounds(word_start, offsets, example_of, span_example, span_start_word, span_lengths):
+    """Each span's first token and the token after it: the first token of its start word and of the
+    word its length reaches (or its example's end)."""
+    word_positions = np.flatnonzero(word_start)
+    words = np.bincount(example_of[word_positions], minlength=len(offsets) - 1)
+    word_base = lengths_to_offsets(words)[:-1]
+    padded_positions = np.concatenate([word_positions, [0]])
+
+    def token_of(word_index, example):  # first token of a word, or the example's end
+        inside = word_index < words[example]
+        return np.where(
+            inside, padded_positions[np.where(inside, word_base[example] + word_index, -1)], offsets[1:][example]
+        )
+
+    return token_of(span_start_word, span_example), token_of(span_start_word + span_lengths, span_example)
 
 
 def insert_noise(

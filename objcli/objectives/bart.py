@@ -151,6 +151,30 @@ class _BartPartition(PartitionTransform):
         rng = {step: self.rng(key, step) for step in ("permute", "spans", "place", "random", "insert", "rotate")}
         example_offsets = sentence_offsets[example_sentences]
         original = tokens[example_offsets[0] : example_offsets[-1]]
+        noised, offsets = self._noised(original, sentence_offsets, example_sentences, rng)
+        inputs, input_offsets = add_boundary_tokens(noised, offsets, o.bos_id, o.eos_id)
+        labels, label_offsets = add_boundary_tokens(original, example_offsets - example_offsets[0], o.bos_id, o.eos_id)
+        examples = len(example_sentences) - 1
+        first_example = np.ones(examples, dtype=np.int64)
+        example_document = document_of_sentence[example_sentences[:-1]]
+        first_example[1:] = example_document[1:] != example_document[:-1]
+        input_lengths, label_lengths = np.diff(input_offsets), np.diff(label_offsets)
+        return RowBatch(
+            {
+                "input_ids": Ragged(inputs, input_offsets),
+                "labels": Ragged(labels, label_offsets),
+                DOCUMENT: example_document.astype(np.int64),  # each example's document (--provenance)
+            },
+            tokens=input_lengths + label_lengths,
+            padding=np.zeros(examples, dtype=np.int64),
+            documents=first_example,
+        )
+
+    def _noised(self, original, sentence_offsets, example_sentences, rng) -> tuple[np.ndarray, np.ndarray]:
+        """The examples' tokens under BART's noise, in its order: sentence permutation, span masking,
+        insertion, rotation."""
+        o, opts = self.o, self.o.options
+        example_offsets = sentence_offsets[example_sentences]
         offsets = example_offsets - example_offsets[0]
         noised = original
         if opts.permute_sentences > 0:
@@ -170,23 +194,7 @@ class _BartPartition(PartitionTransform):
         if opts.rotate > 0:
             noised, rotated = rotate(noised, offsets, opts.rotate, rng["rotate"])
             self.counters["rotated"] += int(rotated.sum())
-        inputs, input_offsets = add_boundary_tokens(noised, offsets, o.bos_id, o.eos_id)
-        labels, label_offsets = add_boundary_tokens(original, example_offsets - example_offsets[0], o.bos_id, o.eos_id)
-        examples = len(example_sentences) - 1
-        first_example = np.ones(examples, dtype=np.int64)
-        example_document = document_of_sentence[example_sentences[:-1]]
-        first_example[1:] = example_document[1:] != example_document[:-1]
-        input_lengths, label_lengths = np.diff(input_offsets), np.diff(label_offsets)
-        return RowBatch(
-            {
-                "input_ids": Ragged(inputs, input_offsets),
-                "labels": Ragged(labels, label_offsets),
-                DOCUMENT: example_document.astype(np.int64),  # each example's document (--provenance)
-            },
-            tokens=input_lengths + label_lengths,
-            padding=np.zeros(examples, dtype=np.int64),
-            documents=first_example,
-        )
+        return noised, offsets
 
     def _examples(self, sentence_offsets, document_sentences, budget) -> np.ndarray:
         """Sentence boundaries of examples: whole sentences up to ``budget`` tokens, per document."""

@@ -255,31 +255,18 @@ class _FimPartition(PartitionTransform):
         """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
         if rows is None:
             return None
-        o, seq_len, eos = self.o, self.o.context.row_length, self.o.eos_id
+        o, row_length, eos = self.o, self.o.context.row_length, self.o.eos_id
         ids = rows.columns["input_ids"]
         count = len(ids)
-        flat = ids.ravel()
-        is_eos = flat == eos
-        # Units are the runs between EOS tokens within a row (possibly empty); each but the last of
-        # its row is followed by one EOS.
-        unit_start = np.zeros(len(flat), dtype=bool)
-        unit_start[::seq_len] = True
-        unit_start[1:] |= is_eos[:-1] & (np.arange(1, len(flat)) % seq_len != 0)
-        unit_of_token = np.cumsum(unit_start) - 1
-        units = int(unit_of_token[-1]) + 1
-        unit_row = (np.flatnonzero(unit_start) // seq_len).astype(np.int64)
-        body = ~is_eos
-        unit_lengths = np.bincount(unit_of_token[body], minlength=units)
-        unit_offsets = lengths_to_offsets(unit_lengths)
-        unit_tokens = flat[body]
-        followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
+        unit_row, unit_tokens, unit_offsets, followed_by_eos = eos_units(ids.ravel(), row_length, eos)
+        units, unit_lengths = len(unit_row), np.diff(unit_offsets)
         texts, same = self._round_trip(unit_tokens, unit_offsets, unit_lengths)
         self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
         key = batch_index  # context level keys randomness to the batch of rows
         out_tokens, out_offsets, modes = self._transform(
             texts, key, eligible=same & (unit_lengths > 0), tokens=unit_tokens, offsets=unit_offsets
         )
-        # Rows again: each unit's output, then EOS where it had one; cut or pad to seq_len.
+        # Rows again: each unit's output, then EOS where it had one; cut or pad to row_length.
         source = np.concatenate([out_tokens, np.array([eos], dtype=out_tokens.dtype)])
         starts = np.stack([out_offsets[:-1], np.full(units, len(out_tokens))], axis=1).ravel()
         lengths = np.stack([np.diff(out_offsets), followed_by_eos.astype(np.int64)], axis=1).ravel()
@@ -287,10 +274,10 @@ class _FimPartition(PartitionTransform):
         unit_id = np.repeat(np.arange(units), lengths.reshape(units, 2).sum(axis=1))
         row_lengths = np.bincount(unit_row[unit_id], minlength=count)
         position = np.arange(len(tokens)) - np.repeat(lengths_to_offsets(row_lengths)[:-1], row_lengths)
-        keep = position < seq_len
+        keep = position < row_length
         self.counters["fim_tokens_truncated"] += int(np.sum(~keep))
-        out = np.full((count, seq_len), o.fim_pad_id, dtype=np.int32)
-        docs = np.full((count, seq_len), PADDING_DOC, dtype=np.int64)
+        out = np.full((count, row_length), o.fim_pad_id, dtype=np.int32)
+        docs = np.full((count, row_length), PADDING_DOC, dtype=np.int64)
         row = unit_row[unit_id][keep]
         out[row, position[keep]] = tokens[keep]
         docs[row, position[keep]] = unit_id[keep]
@@ -305,4 +292,21 @@ class _FimPartition(PartitionTransform):
             "fim_modes": Ragged(*first_of_segments(segment_ids, unit_modes.ravel())),
             **{name: column for name, column in rows.columns.items() if name.startswith(HIDDEN)},  # ride along
         }
-        return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=rows.documents)
+        return RowBatch(columns, tokens=row_length - padding, padding=padding, documents=rows.documents)
+
+
+def eos_units(flat: np.ndarray, row_length: int, eos: int):
+    """Packed rows' EOS-separated units (the runs between EOS tokens within a row, possibly empty; each
+    but the last of its row is followed by one EOS): each unit's row, the units' tokens without their
+    EOS and their offsets, and whether an EOS follows each."""
+    is_eos = flat == eos
+    unit_start = np.zeros(len(flat), dtype=bool)
+    unit_start[::row_length] = True
+    unit_start[1:] |= is_eos[:-1] & (np.arange(1, len(flat)) % row_length != 0)
+    unit_of_token = np.cumsum(unit_start) - 1
+    units = int(unit_of_token[-1]) + 1
+    unit_row = (np.flatnonzero(unit_start) // row_length).astype(np.int64)
+    body = ~is_eos
+    unit_offsets = lengths_to_offsets(np.bincount(unit_of_token[body], minlength=units))
+    followed_by_eos = np.bincount(unit_of_token[is_eos], minlength=units) > 0
+    return unit_row, flat[body], unit_offsets, followed_by_eos
