@@ -95,30 +95,11 @@ def transform(**values):
             from .run.append import appended_values
 
             given, appended = appended_values(given, runner)
-        if not given.get("tokenizer"):  # a run over token stores finds the tokenizer where they name it
-            from .order.mixture import parse_sources
-            from .run.stores import store_tokenizer
-
-            sources = [p for ps in parse_sources(tuple(given.get("source", ()))).values() for p in ps]
-            found = store_tokenizer([*given.get("inputs", ()), *sources])
-            given = {**given, "tokenizer": found} if found else given
-        config = config_from_values(given)
+        config = config_from_values(_with_store_tokenizer(given))
         if runner.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)
             return
-        if not (config.inputs or config.source) or not config.tokenizer or not config.output:
-            missing = [
-                n
-                for n, v in (
-                    ("INPUTS", config.inputs or config.source),
-                    ("--tokenizer", config.tokenizer),
-                    ("--output", config.output),
-                )
-                if not v
-            ]
-            raise ObjcliError(f"missing {', '.join(missing)}; give them on the command line or in the --recipe")
-        if runner["scheduler"] and runner["workers"] is not None:
-            raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")
+        _check_complete(config)
         bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
         try:
             summary = run_transform(config, **runner, progress=bar, warn=warn_line, append=appended)
@@ -130,6 +111,25 @@ def transform(**values):
     summary.defaulted = tuple(n for n in ("seq_len",) if n not in given)
     # A person at a terminal reads labelled lines; a log or a pipe keeps one line a run.
     click.echo(summary.lines() if sys.stderr.isatty() else summary.line(), err=True)
+
+
+def _with_store_tokenizer(given: dict) -> dict:
+    """A run over token stores finds the tokenizer where they name it, when none is given."""
+    if given.get("tokenizer"):
+        return given
+    from .order.mixture import parse_sources
+    from .run.stores import store_tokenizer
+
+    sources = [p for ps in parse_sources(tuple(given.get("source", ()))).values() for p in ps]
+    found = store_tokenizer([*given.get("inputs", ()), *sources])
+    return {**given, "tokenizer": found} if found else given
+
+
+def _check_complete(config) -> None:
+    named = (("INPUTS", config.inputs or config.source), ("--tokenizer", config.tokenizer), ("--output", config.output))
+    missing = [name for name, value in named if not value]
+    if missing:
+        raise ObjcliError(f"missing {', '.join(missing)}; give them on the command line or in the --recipe")
 
 
 @main.command(cls=TokenizeCommand, context_settings={"max_content_width": 132, "terminal_width": 132})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import POOLS, LocalExecutor, make_executor
+from .executors import LocalExecutor, check_execution, make_executor
 from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
@@ -39,19 +39,6 @@ from .storage.staging import share_tokenizer
 from .storage.stores import open_store
 
 __all__ = ["RunPlan", "plan_run", "transform"]
-
-
-def check_execution(workers: int, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str) -> None:
-    if workers < 1:
-        raise ObjcliError(f"--workers {workers}: must be at least 1")
-    if overwrite and resume:
-        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
-    if to_stdout and resume:
-        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
-    if pool not in POOLS:
-        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
-    if pool != "auto" and executor != "local":
-        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
 
 
 def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
@@ -172,9 +159,10 @@ def transform(
     resumed: finished partitions are kept and only the rest is done again.
     """
     started = time.perf_counter()
+    given_workers = workers
     workers = workers or os.cpu_count() or 1
     to_stdout = config.output == STDIN
-    check_execution(workers, overwrite, resume, to_stdout, executor, pool)
+    check_execution(given_workers, overwrite, resume, to_stdout, executor, pool, scheduler)
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))

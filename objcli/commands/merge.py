@@ -169,6 +169,25 @@ def _read_index_header(path: Path) -> tuple[int, int, int]:
         raise ObjcliError(f"merge: {path}: not a Megatron MMIDIDX index") from None
 
 
+def _joined_index(idxs: list[Path], bins: list[Path], headers, code: int, path: Path) -> HashingFile:
+    """The ``.idx`` of the joined ``.bin``: sizes, pointers shifted by the bins before, document
+    boundaries shifted by the sequences before (each index read a part at a time)."""
+    out_idx = HashingFile(path)
+    out_idx.write(index_header(code, sum(h[1] for h in headers), sum(h[2] - 1 for h in headers) + 1))
+    for idx, (_, n, d) in zip(idxs, headers):
+        out_idx.write(index_array(idx, n, d, "sizes"))
+    shift = 0
+    for idx, bin_path, (_, n, d) in zip(idxs, bins, headers):
+        out_idx.write(index_array(idx, n, d, "pointers") + shift)
+        shift += bin_path.stat().st_size
+    out_idx.write(np.zeros(1, "<i8"))
+    sequences = 0
+    for idx, (_, n, d) in zip(idxs, headers):
+        out_idx.write(index_array(idx, n, d, "documents")[1:] + sequences)
+        sequences += n
+    return out_idx
+
+
 def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, prefix: str) -> ShardRecord:
     """One ``.bin``/``.idx`` pair from many, in three streaming passes over the indexes."""
     name = prefix + DOCUMENT_SUFFIX
@@ -183,22 +202,8 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
             "merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
             "rerun the smaller-vocabulary transforms with the same tokenizer"
         )
-    count = sum(h[1] for h in headers)
-    documents = sum(h[2] - 1 for h in headers) + 1
     bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
-    out_idx = HashingFile(work / (name + ".idx"))
-    out_idx.write(index_header(codes.pop(), count, documents))
-    for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(index_array(idx, n, d, "sizes"))
-    shift = 0
-    for idx, path, (_, n, d) in zip(idxs, bins, headers):
-        out_idx.write(index_array(idx, n, d, "pointers") + shift)
-        shift += path.stat().st_size
-    out_idx.write(np.zeros(1, "<i8"))
-    sequences = 0
-    for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(index_array(idx, n, d, "documents")[1:] + sequences)
-        sequences += n
+    out_idx = _joined_index(idxs, bins, headers, codes.pop(), work / (name + ".idx"))
     files = [name + ".bin", name + ".idx"]
     out_idx.close()
     digests = [bin_digest, out_idx.digest.hexdigest()]

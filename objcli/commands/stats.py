@@ -149,27 +149,33 @@ def compute_stats(folder: str | Path) -> dict:
         totals["padding_tokens"] += shard.padding_tokens
         _count_categories(per_category, categories[:1], columns, per_row, row_tokens)
         _count_categories(per_source, sources, columns, per_row, row_tokens)
-    tokens, padding = totals["tokens"], totals["padding_tokens"]
+    stats = _figures(manifest, supervision, totals, known, edges, histogram)
+    if known and supervision == "labels" and supervised_rows:  # a mask gone wrong shows as rows with none
+        stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
+    return _with_breakdowns(stats, per_head, per_source, per_category, categories, manifest)
+
+
+def _figures(manifest, supervision: str, totals: Counter, known: bool, edges, histogram) -> dict:
+    """The output's figures; those that need every row's segments are None where a format did not
+    keep them (``known`` False)."""
+    tokens, padding, rows = totals["tokens"], totals["padding_tokens"], totals["rows"]
     positions = tokens + padding
-    stats = {
+    return {
         "objective": manifest.objective,
         "format": manifest.format,
         "supervision": supervision,
-        "rows": totals["rows"],
+        "rows": rows,
         "tokens": tokens,
         "padding_tokens": padding,
         "padding_fraction": padding / positions if positions else 0.0,
         "supervised_tokens": totals["supervised_tokens"] if known else None,
         "supervised_fraction": (totals["supervised_tokens"] / positions if positions else 0.0) if known else None,
         "examples": totals["examples"] if known else None,
-        "examples_per_row": (totals["examples"] / totals["rows"] if totals["rows"] else 0.0) if known else None,
+        "examples_per_row": (totals["examples"] / rows if rows else 0.0) if known else None,
         "documents_split": manifest.totals["documents_split"],
         "split_fraction": manifest.totals["split_fraction"],
         "example_length_histogram": {"edges": edges.tolist(), "counts": histogram.tolist()},
     }
-    if known and supervision == "labels" and supervised_rows:  # a mask gone wrong shows as rows with none
-        stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
-    return _with_breakdowns(stats, per_head, per_source, per_category, categories, manifest)
 
 
 def _with_breakdowns(stats: dict, per_head, per_source, per_category, categories, manifest) -> dict:

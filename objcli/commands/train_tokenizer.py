@@ -148,6 +148,36 @@ def _training_error(error: RuntimeError) -> ObjcliError:
     return ObjcliError(f"SentencePiece training failed: {reason}; check the inputs and options")
 
 
+def _trained(request: TrainingRequest, sentences, progress: bool) -> io.BytesIO:
+    """SentencePiece trained on the sentences: objcli's fixed ids (unk 0, bos 1, eos 2, pad 3), byte
+    fallback, digits split, the request's specials as control symbols, the preset's settings."""
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    with sentencepiece_progress(progress, request.vocab_size) as log_level:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences,
+            model_writer=model,
+            vocab_size=request.vocab_size,
+            model_type=request.model_type,
+            character_coverage=request.character_coverage,
+            byte_fallback=True,
+            split_digits=True,
+            unk_id=0,
+            bos_id=1,
+            eos_id=2,
+            pad_id=3,
+            control_symbols=list(request.special),
+            max_sentence_length=MAX_SENTENCE_BYTES,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            num_threads=request.threads,
+            minloglevel=log_level,
+            **PRESETS[request.preset],
+        )
+    return model
+
+
 def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
     """Train, then write the model atomically; with ``progress``, say how far it is on standard error."""
     import sentencepiece as spm
@@ -163,28 +193,7 @@ def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
                 f"inputs: no text to train on ({counts['documents']:,} documents with text); "
                 "check the inputs and --text-key"
             )
-        model = io.BytesIO()
-        with sentencepiece_progress(progress, request.vocab_size) as log_level:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=_prepend(first, sentences),
-                model_writer=model,
-                vocab_size=request.vocab_size,
-                model_type=request.model_type,
-                character_coverage=request.character_coverage,
-                byte_fallback=True,
-                split_digits=True,
-                unk_id=0,
-                bos_id=1,
-                eos_id=2,
-                pad_id=3,
-                control_symbols=list(request.special),
-                max_sentence_length=MAX_SENTENCE_BYTES,
-                input_sentence_size=0,
-                shuffle_input_sentence=False,
-                num_threads=request.threads,
-                minloglevel=log_level,
-                **PRESETS[request.preset],
-            )
+        model = _trained(request, _prepend(first, sentences), progress)
         temp.write_bytes(model.getvalue())
         os.replace(temp, request.output)
     except RuntimeError as error:

@@ -17,16 +17,36 @@ from .local import POOLS, LocalExecutor
 EXECUTORS = ("local", "dask")
 
 
+def check_execution(
+    workers: int | None, overwrite: bool, resume: bool, to_stdout: bool, executor: str, pool: str, scheduler=None
+) -> None:
+    """How a run executes, checked in this one place for the command line and library callers alike
+    (``workers`` None: not given, one a core)."""
+    if executor not in EXECUTORS:
+        raise ObjcliError(f"--executor {executor}: choose one of {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise ObjcliError(f"--workers {workers}: must be at least 1")
+    if scheduler and executor != "dask":
+        raise ObjcliError(f"--scheduler applies to --executor dask, not to {executor}")
+    if scheduler and workers is not None:
+        raise ObjcliError("--workers sizes a local pool or cluster; with --scheduler the cluster's own workers run")
+    if overwrite and resume:
+        raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
+    if to_stdout and resume:
+        raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
+    if pool not in POOLS:
+        raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
+    if pool != "auto" and executor != "local":
+        raise ObjcliError(f"--pool applies to --executor local, not to {executor}")
+
+
 def make_executor(name: str, workers: int, scheduler: str | None = None, pool: str = "threads"):
-    if name == "local":
-        if scheduler:
-            raise ObjcliError("--scheduler applies to --executor dask, not to local")
-        return LocalExecutor(workers, pool)
+    """The executor a checked run asked for (``check_execution``)."""
     if name == "dask":
         from .dask import DaskExecutor
 
         return DaskExecutor(workers, scheduler)
-    raise ObjcliError(f"--executor {name}: choose one of {', '.join(EXECUTORS)}")
+    return LocalExecutor(workers, pool)
 
 
-__all__ = ["EXECUTORS", "POOLS", "LocalExecutor", "make_executor"]
+__all__ = ["EXECUTORS", "POOLS", "LocalExecutor", "check_execution", "make_executor"]
