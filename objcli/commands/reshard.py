@@ -17,9 +17,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ..config import ShardSize
 from ..errors import ObjcliError
 from ..formats import SIDE_FILES
+from ..formats.sizes import ShardSize
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ShardSize
 from ..formats import ShardSink, format_of
 from ..formats.provenance import provenance_file, read_provenance
 from ..formats.reading import read_shard_columns
+from ..formats.sizes import ShardSize
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..run.progress import phase
 from ..storage.manifest import Manifest

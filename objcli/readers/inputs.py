@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from ..errors import ObjcliError
 from ..storage.remote import is_url, open_input, version_of
+from .folders import folder_files
 from .objects import list_objects
 from .streams import CountedReader, decompressing_reader
 from .token_formats import TOKEN_FORMATS
@@ -195,99 +196,6 @@ def _read_head(f: BinaryIO, path: str) -> bytes:
         raise ObjcliError(f"input {path}: corrupt compressed data ({error})") from None
 
 
-def objcli_output_files(folder: Path) -> tuple[set[str], set[str]] | None:
-    """The files and subfolders of an objcli output written (or being written) in ``folder``: its
-    manifest, the shards and files it lists, its formats' side files and split folders, and for a run
-    still going the names its shards take. None when the folder holds no objcli output: any other
-    file in it is the user's (a corpus kept beside an output is read)."""
-    import json
-
-    from ..formats import SIDE_FILES
-    from ..storage.output import is_shard_name
-
-    running = (folder / ".objcli-tmp").exists()
-    try:
-        with open(folder / "manifest.json", "rb") as f:
-            manifest = json.loads(f.read())
-    except (OSError, ValueError):
-        manifest = None
-    if not isinstance(manifest, dict) or "objcli_version" not in manifest:
-        manifest = None
-    if manifest is None and not running:
-        return None
-    files = {"manifest.json", "README.md"}
-    for shard in manifest.get("shards", []) if manifest else []:
-        if isinstance(shard, dict) and isinstance(shard.get("files"), list):
-            files.update(str(name) for name in shard["files"])
-    names = os.listdir(folder)
-    files.update(n for n in names if SIDE_FILES.is_side_file(n) or (running and is_shard_name(n)))
-    splits = {split for split in names if os.path.isfile(os.path.join(folder, split, "state.json"))}
-    return files, splits if "dataset_dict.json" in files else set()
-
-
-# The JSON files of a Hugging Face tokenizer or model folder: a folder walk leaves them out (a corpus
-# folder with the tokenizer beside it is common); named as an input, such a file is read.
-MODEL_FILES = frozenset(
-    {
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "config.json",
-        "generation_config.json",
-        "vocab.json",
-        "preprocessor_config.json",
-    }
-)
-
-
-def _folder_files(folder: str, warn=None) -> list[str]:
-    """Data files under a folder, sorted. Symbolic links are followed as ``find -L`` does (a folder
-    reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``)
-    and an objcli output's own files are skipped (any other file beside them is read); dangling links
-    are named in a warning."""
-    files, dangling, seen, model_files, outputs = [], [], set(), [], []
-    for parent, folders, names in os.walk(folder, followlinks=True):
-        real = os.stat(parent)
-        if (real.st_dev, real.st_ino) in seen:
-            folders[:] = []
-            continue
-        seen.add((real.st_dev, real.st_ino))
-        output = objcli_output_files(Path(parent))
-        own, own_folders = output or (set(), set())
-        if output is not None:
-            outputs.append(parent)
-        folders[:] = [d for d in folders if not d.startswith(".") and d not in own_folders]
-        for name in names:
-            if name in own:  # an objcli output's own file: never an input, whatever its name
-                continue
-            path = os.path.join(parent, name)
-            if name.startswith(".") or _format_from_name(name) is None:
-                continue
-            if name in MODEL_FILES:  # a tokenizer or model folder inside the corpus: never training text
-                model_files.append(path)
-                continue
-            if os.path.isfile(path):
-                files.append(path)
-            elif not os.path.exists(path):
-                dangling.append(path)
-    if warn:
-        _say_left_out(folder, outputs, dangling, model_files, warn)
-    return sorted(files)
-
-
-def _say_left_out(folder: str, outputs: list[str], dangling: list[str], model_files: list[str], warn) -> None:
-    if outputs:
-        warn(f"input {folder}: left out the objcli output in {outputs[0]} (its manifest, shards and format files)")
-    if dangling:
-        warn(f"input {folder}: skipped {len(dangling)} dangling symbolic link(s), e.g. {sorted(dangling)[0]}")
-    if model_files:
-        warn(
-            f"input {folder}: skipped {len(model_files)} tokenizer or model file(s), e.g. {sorted(model_files)[0]}; "
-            "name a file to read it as data"
-        )
-
-
 def _unique(files: list[InputFile], warn) -> list[InputFile]:
     """The same file named twice (``a.jsonl ./a.jsonl``, a file and its folder, overlapping globs)
     is read once, at its first place."""
@@ -322,7 +230,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
             paths = matches
         elif os.path.isdir(spec):
-            paths = _folder_files(spec, warn)
+            paths = folder_files(spec, _format_from_name, warn)
             if not paths:
                 raise ObjcliError(
                     f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .faults import crash_point
 
+LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
+
 
 def file_sha256(path: str | Path) -> str:
     digest = hashlib.sha256()

@@ -9,7 +9,6 @@ that spells ``</s>`` or ``<pad>`` gets those characters as plain text, never the
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels.ragged import lengths_to_offsets
 from ..storage.files import file_sha256
+from .specials import SpecialTokens
 
 # Roles a model may define itself, and the piece names allocated for them when it does not.
 MODEL_ROLES = ("bos", "eos", "pad", "unk")
@@ -25,25 +25,6 @@ DEFAULT_PIECES = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
 
 
 LONG_TEXT_CHARS = 200_000  # longer texts are encoded in pieces (Tokenizer.encode)
-
-
-@dataclass
-class SpecialTokens:
-    """Role -> id for every special token a run uses, and which ids were allocated by objcli."""
-
-    ids: dict[str, int] = field(default_factory=dict)
-    pieces: dict[str, str] = field(default_factory=dict)
-    added: dict[str, int] = field(default_factory=dict)  # piece -> allocated id
-    sentinels: list[int] = field(default_factory=list)  # id of <extra_id_i> at index i
-
-    def __getitem__(self, role: str) -> int:
-        return self.ids[role]
-
-    def get(self, role: str) -> int | None:
-        return self.ids.get(role)
-
-    def to_json(self) -> dict:
-        return {"ids": self.ids, "pieces": self.pieces, "added": self.added, "sentinels": self.sentinels}
 
 
 class Tokenizer:

@@ -1,4 +1,4 @@
-"""The codebase stays readable: no module over ~400 lines, no function over ~60, no import
+"""The codebase stays readable: no module over 380 lines, no function over 50, no import
 circle (every module imports on its own, in a fresh interpreter), a complexity limit (ruff C901)."""
 
 import ast
@@ -10,8 +10,8 @@ from paths import ROOT
 
 PACKAGE = ROOT / "objcli"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 380
+MAX_FUNCTION_LINES = 50
 
 
 def _name(path: Path) -> str:

@@ -334,7 +334,7 @@ def _installed(name: str) -> bool:
 def test_a_name_leaving_the_prefix_is_refused(s3, bucket):
     """A marker or manifest in the bucket that names ``../x`` is not followed out of the prefix."""
     from objcli.errors import ObjcliError
-    from objcli.storage.stores import RemoteStore
+    from objcli.storage.remote_store import RemoteStore
 
     store = RemoteStore(f"s3://{bucket}/out")
     for name in ("../x", "/x", "a/../../x", ""):
@@ -432,7 +432,7 @@ def test_a_lock_that_names_no_writer_is_never_pid_none(s3, bucket):
     """Issue 30: the loser of a lock race read the winner's lock before it was whole and reported
     "pid None on None"; it now reads again, and names a lock it cannot read as another process."""
     from objcli.errors import ObjcliError
-    from objcli.storage.stores import RemoteStore
+    from objcli.storage.remote_store import RemoteStore
 
     s3.pipe_file(f"{bucket}/out/.objcli-lock", b"")
     with pytest.raises(ObjcliError, match=r"another run \(another process\) is writing it") as raised:
