@@ -16,7 +16,7 @@ from pathlib import Path
 from ..rows import ColumnSpec, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, commit, temp_file
+from .base import Column, OutputFormat, class_label, commit, temp_file
 
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
 HF_DATASET_DICT = "dataset_dict.json"  # --format hf --split: the splits, each a folder with HF_FILES
@@ -138,6 +138,8 @@ def saved_dataset_dict(splits: list[str], shards, columns, fingerprint: str) -> 
 
 
 def _feature(column) -> dict:
+    if class_label(column):  # datasets shows each row's name (features["source"].int2str)
+        return {"names": list(column.categories), "_type": "ClassLabel"}
     value = {"dtype": "int32", "_type": "Value"}
     # "Sequence" is read by every datasets release (5.x reads it as List).
     return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}

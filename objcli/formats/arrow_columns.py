@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo
-from .base import Column
+from .base import Column, class_label
 
 _WIDTHS = {
     "int8": np.int8,
@@ -43,16 +43,17 @@ def list_parts(column) -> tuple[np.ndarray, np.ndarray]:
     return numpy_of(column.values), offsets
 
 
-def _wide(spec: ColumnSpec) -> bool:
-    """A column whose values pass int32 (only the row shuffle's work files hold one: provenance)."""
-    return spec.max_value >= 2**31 or spec.min_value < -(2**31)
+def _int64(spec: ColumnSpec) -> bool:
+    """A column whose values pass int32 (only the row shuffle's work files hold one: provenance), or a
+    named category (``datasets``' ``ClassLabel`` is int64)."""
+    return spec.max_value >= 2**31 or spec.min_value < -(2**31) or class_label(spec)
 
 
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
     """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles."""
     fields = []
     for c in columns:
-        value = pa.int64() if _wide(c) else pa.int32()
+        value = pa.int64() if _int64(c) else pa.int32()
         fields.append(pa.field(c.name, value if c.kind == "scalar" else pa.list_(value), nullable=False))
     return pa.schema(fields)
 
@@ -91,7 +92,7 @@ def to_arrow(column, dtype=np.int32) -> pa.Array:
 
 
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
-    arrays = [to_arrow(rows.columns[c.name], np.int64 if _wide(c) else np.int32) for c in columns]
+    arrays = [to_arrow(rows.columns[c.name], np.int64 if _int64(c) else np.int32) for c in columns]
     return pa.record_batch(arrays, schema=arrow_schema(columns))
 
 

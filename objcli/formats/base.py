@@ -62,9 +62,17 @@ class Column:
         return cls(np.asarray(values).reshape(-1), np.arange(values.shape[0] + 1, dtype=np.int64) * width)
 
 
+def class_label(spec) -> bool:
+    """A named category, one a row (a mixture's ``source``, UL2's denoiser): stored as int64, which
+    ``datasets``' ``ClassLabel`` is, and declared one, so ``datasets`` shows the names."""
+    return spec.role == "category" and spec.kind == "scalar" and bool(spec.categories)
+
+
 def arrow_type_name(spec: ColumnSpec) -> str:
     """The Arrow type Arrow and Parquet shards give a column, as the manifest names it."""
-    return "int32" if spec.kind == "scalar" else "list<item: int32>"
+    if spec.kind == "scalar":
+        return "int64" if class_label(spec) else "int32"
+    return "list<item: int32>"
 
 
 class OutputFormat:
@@ -88,8 +96,10 @@ class OutputFormat:
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
-        every column as int32, what every Arrow reader handles."""
-        return [ColumnInfo.of(c, np.dtype(np.int32), arrow_type_name(c)) for c in columns]
+        every column as int32, what every Arrow reader handles (a named category as int64)."""
+        return [
+            ColumnInfo.of(c, np.dtype(np.int64 if class_label(c) else np.int32), arrow_type_name(c)) for c in columns
+        ]
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         """Every column of one shard as stored, checked against the manifest's columns (names, types,

@@ -50,6 +50,15 @@ def _splits(manifest: dict) -> dict[str, list[dict]]:
     return shards
 
 
+def _feature_lines(column: dict) -> list[str]:
+    """A column's feature in the card's YAML: a named category is a class label (int64 on disk)."""
+    if column.get("role") == "category" and column["kind"] == "scalar" and column.get("categories"):
+        names = [f"          {_q(str(i))}: {_q(name)}" for i, name in enumerate(column["categories"])]
+        return ["    dtype:", "      class_label:", "        names:", *names]
+    kind = "dtype" if column["kind"] == "scalar" else "sequence"
+    return [f"    {kind}: {_q(column.get('disk_dtype', 'int32'))}"]
+
+
 def _front_matter(manifest: dict) -> str:
     splits = _splits(manifest)
     lines = []
@@ -60,9 +69,7 @@ def _front_matter(manifest: dict) -> str:
             lines += [f"  - split: {_q(name)}", "    path:"] + [f"    - {_q(s['files'][0])}" for s in shards]
     lines += ["dataset_info:", "  features:"]
     for column in manifest["columns"]:
-        dtype = column.get("disk_dtype", "int32")
-        kind = "dtype" if column["kind"] == "scalar" else "sequence"
-        lines += [f"  - name: {_q(column['name'])}", f"    {kind}: {_q(dtype)}"]
+        lines += [f"  - name: {_q(column['name'])}", *_feature_lines(column)]
     lines += ["  splits:"]
     total = 0
     for name, shards in splits.items():

@@ -102,8 +102,11 @@ def test_every_objective_packer_and_format(
         assert roles == {"tokens"} and manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
     elif packer in ("concat", "best-fit", "trim-and-pack"):
         assert {"segment_ids", "positions"} <= roles
-    if fmt in ("arrow", "parquet"):
-        assert {c["disk_dtype"] for c in manifest["columns"]} == {"int32"}
+    if fmt in ("arrow", "parquet"):  # int32, but a named category, a row's ClassLabel for datasets: int64
+        labels = {c["name"] for c in manifest["columns"] if c["role"] == "category" and c["kind"] == "scalar"}
+        assert {c["name"]: c["disk_dtype"] for c in manifest["columns"]} == {
+            c["name"]: "int64" if c["name"] in labels else "int32" for c in manifest["columns"]
+        }
     stats = compute_stats(out)
     assert stats["rows"] == t["rows"] and stats["tokens"] == t["tokens"]
     if stats["supervised_tokens"] is not None:

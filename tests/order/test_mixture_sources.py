@@ -88,3 +88,29 @@ def test_a_text_key_for_no_source_is_one_line(held_sources, sources, text_key, m
     result = run_cli("transform", *args, "--text-key", text_key, "-t", SAMPLE / "tokenizer.model", "-o", tmp_path / "o")
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"Error: --text-key {text_key}: ") and message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["hf", "arrow", "parquet"])
+def test_datasets_shows_each_rows_source_by_name(held_sources, fmt, tmp_path):
+    """The source column is a ClassLabel: load_from_disk (hf) and load_dataset over the card (arrow,
+    parquet) give its names, not bare integers."""
+    datasets = pytest.importorskip("datasets")
+    folder, _ = held_sources
+    out = tmp_path / fmt
+    run_transform(
+        [],
+        SAMPLE / "tokenizer.model",
+        out,
+        source=[f"web={folder / 'web.jsonl'}", f"code={folder / 'code.parquet'}"],
+        weights="web=0.5,code=0.5",
+        text_key="code=content",
+        seq_len=128,
+        output_format=fmt,
+        split="validation=5%",
+    )
+    loaded = datasets.load_from_disk(str(out)) if fmt == "hf" else datasets.load_dataset(str(out))
+    for split in ("train", "validation"):
+        feature = loaded[split].features["source"]
+        assert isinstance(feature, datasets.ClassLabel) and feature.names == ["web", "code"]
+        names = {feature.int2str(i) for i in loaded[split]["source"]}
+        assert names == {"web", "code"} if split == "train" else names <= {"web", "code"}
