@@ -89,20 +89,20 @@ def transform(**values):
 
     ctx = click.get_current_context()
     try:
-        given, runner = collect_values(ctx, values)
+        given, execution = collect_values(ctx, values)
         appended = None
-        if runner.pop("append"):
+        if execution.pop("append"):
             from .run.append import appended_values
 
-            given, appended = appended_values(given, runner)
+            given, appended = appended_values(given, execution)
         config = config_from_values(_with_store_tokenizer(given))
-        if runner.pop("print_recipe"):
+        if execution.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)
             return
         _check_complete(config)
-        bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
+        bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
-            summary = run_transform(config, **runner, progress=bar, warn=warn_line, append=appended)
+            summary = run_transform(config, **execution, progress=bar, warn=warn_line, append=appended)
         finally:
             if bar:
                 bar.close()
@@ -148,7 +148,7 @@ def tokenize(**values):
     from .transform import transform as run_transform
 
     try:
-        given, runner = tokenize_values(values)
+        given, execution = tokenize_values(values)
         missing = [
             n
             for n, key in (("INPUTS", "inputs"), ("--tokenizer", "tokenizer"), ("--output", "output"))
@@ -158,10 +158,10 @@ def tokenize(**values):
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
         if given["output"] == "-":
             raise ObjcliError("-o -: objcli tokenize writes a token store, a folder; give -o STORE")
-        config = dataclasses.replace(config_from_values(given), token_store=runner.pop("token_store"))
-        bar = _TransformProgress() if configure_progress(runner.pop("quiet")) else None
+        config = dataclasses.replace(config_from_values(given), token_store=execution.pop("token_store"))
+        bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
-            summary = run_transform(config, **runner, progress=bar, warn=warn_line)
+            summary = run_transform(config, **execution, progress=bar, warn=warn_line)
         finally:
             if bar:
                 bar.close()

@@ -19,7 +19,7 @@ from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, opt
 
 @dataclass(frozen=True)
 class Execution:
-    """How a run executes: never part of its output, its fingerprint or its recipe."""
+    """How a run executes: never part of its output, its config_sha256 or its recipe."""
 
     workers: int | None = option(
         None, "Workers (threads or processes) [default: all cores].", minimum=1, maximum=4096, group=RUN
@@ -199,8 +199,8 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
         if name.startswith("legacy_") and value is not None and name != "legacy_pack":
             given.setdefault(name.removeprefix("legacy_"), value)
     execution_names = {f.name for f in dataclasses.fields(Execution)}
-    runner = {n: given.pop(n, None) for n in execution_names}
-    recipe_path = runner.pop("recipe")
+    execution = {n: given.pop(n, None) for n in execution_names}
+    recipe_path = execution.pop("recipe")
     recipe = load_recipe(recipe_path, warn_line) if recipe_path else {}
     values_out = {**recipe, **given}
     if values.get("legacy_pack"):  # --pack: the packer it meant for this objective
@@ -208,12 +208,12 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
         options = {k: v for k, v in values_out.items() if k in {f.name for f in option_fields(objective.options_type)}}
         values_out.setdefault("packing", objective.legacy_pack(objective.options_type(**options)))
     for f in dataclasses.fields(Execution):  # --workers 0 was "all cores", silently
-        check_field(f, runner.get(f.name))
+        check_field(f, execution.get(f.name))
     for flag in ("overwrite", "resume", "quiet", "print_recipe", "append"):
-        runner[flag] = bool(runner[flag])
-    runner["executor"] = runner["executor"] or "local"
-    runner["pool"] = runner["pool"] or "auto"
-    return values_out, runner
+        execution[flag] = bool(execution[flag])
+    execution["executor"] = execution["executor"] or "local"
+    execution["pool"] = execution["pool"] or "auto"
+    return values_out, execution
 
 
 # What `objcli tokenize` takes: how the text is read and cut into documents and batches, the tokenizer,
@@ -262,15 +262,15 @@ class TokenizeCommand(click.Command):
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
     given = {k: v for k, v in values.items() if v not in (None, ())}
-    runner = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
+    execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
     for f in dataclasses.fields(Execution):
-        check_field(f, runner.get(f.name))
+        check_field(f, execution.get(f.name))
     for flag in ("overwrite", "resume", "quiet"):
-        runner[flag] = bool(runner[flag])
-    runner["executor"] = runner["executor"] or "local"
-    runner["pool"] = runner["pool"] or "auto"
-    runner["token_store"] = given.pop("sentences", None) or "documents"
-    return {**given, "inputs": list(values.get("inputs") or ())}, runner
+        execution[flag] = bool(execution[flag])
+    execution["executor"] = execution["executor"] or "local"
+    execution["pool"] = execution["pool"] or "auto"
+    execution["token_store"] = given.pop("sentences", None) or "documents"
+    return {**given, "inputs": list(values.get("inputs") or ())}, execution
 
 
 class Fail(click.ClickException):

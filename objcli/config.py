@@ -13,7 +13,7 @@ from .formats import FORMAT_NAMES as OUTPUT_FORMATS
 from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, check_field, option
-from .readers.inputs import FORMATS, TEXT_UNITS
+from .readers.inputs import INPUT_FORMATS, TEXT_UNITS
 from .storage.remote import check_url_path, is_url
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
@@ -46,7 +46,9 @@ class TransformConfig:
     provenance: bool = option(
         False, "Record each row segment's file, record and character span (see 'objcli trace').", group=OUTPUT
     )
-    input_format: str = option("auto", "Input format; auto uses extension, then content.", choices=FORMATS, group=INPUT)
+    input_format: str = option(
+        "auto", "Input format; auto uses extension, then content.", choices=INPUT_FORMATS, group=INPUT
+    )
     text_key: str = option(
         "text", "Text field or column (meta.body: nested; code=content: one --source's).", group=INPUT
     )
@@ -325,24 +327,24 @@ class TransformConfig:
         del data["output"]
         del data["engine"]  # every engine writes the same tokens (the parity probe sees to it)
         if not self.input_breaks:
-            del data["input_breaks"]  # as before appends existed: the fingerprints of other runs stay
+            del data["input_breaks"]  # as before appends existed: the config_sha256 of other runs stays
         else:
             data["input_breaks"] = list(self.input_breaks)
         if self.pad_token is None:
             del data["pad_token"]  # as before --pad-token existed
         if not self.provenance:
-            del data["provenance"]  # as before --provenance existed: the fingerprints of other runs stay
+            del data["provenance"]  # as before --provenance existed: the config_sha256 of other runs stays
         if not self.token_store:
             del data["token_store"]
         if not self.max_epochs:
-            del data["max_epochs"]  # as before --max-epochs existed: the fingerprints of other runs stay
+            del data["max_epochs"]  # as before --max-epochs existed: the config_sha256 of other runs stays
         return data
 
-    def fingerprint(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:
+    def config_sha256(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:
         """sha256 of the configuration, the tokenizer and the digests of the other files the run reads
-        (``storage/identity.py``): two runs with equal fingerprints write the same bytes."""
+        (``storage/identity.py``): two runs with equal ``config_sha256`` write the same bytes."""
         identity = {"config": self.to_json(), "tokenizer": tokenizer_sha256}
-        if side_files:  # as before identities existed, where there are none: the fingerprints stay
+        if side_files:  # as before identities existed, where there are none: config_sha256 stays
             identity["files"] = side_files
         payload = json.dumps(identity, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()

@@ -28,8 +28,7 @@ from .run.append import adopted_results, check_appendable
 from .run.finish import build_manifest, check_totals, shuffle_pass, warn_skips
 from .run.first_pass import mixture_rates, split_bounds
 from .run.pipeline import PartitionTask, Progress
-from .run.plan import RunPlan
-from .run.plan import plan_run as plan_stages
+from .run.plan import RunPlan, plan_stages
 from .run.run_inputs import make_run_key
 from .run.stdout import StdoutStream
 from .run.summary import Summary
@@ -70,18 +69,18 @@ def _run_partitions(
     config = dataclasses.replace(plan.config, tokenizer=plan.task_tokenizer) if plan.task_tokenizer else plan.config
     tasks = [
         PartitionTask(
-            p,
-            config,
-            plan.tokenizer.special,
-            work,
-            threads,
-            run_key,
-            plan.fingerprint,
-            plan.split_bounds,
-            plan.mixture[p.source]["rate"] if p.source else 1.0,
-            sources.index(p.source) if p.source else -1,
-            shared,
-            plan.input_names() if config.provenance else (),
+            partition=p,
+            config=config,
+            special=plan.tokenizer.special,
+            folder=work,
+            threads=threads,
+            run_key=run_key,
+            config_sha256=plan.config_sha256,
+            split_bounds=plan.split_bounds,
+            mixture_rate=plan.mixture[p.source]["rate"] if p.source else 1.0,
+            source_index=sources.index(p.source) if p.source else -1,
+            process_threads=shared,
+            inputs=plan.input_names() if config.provenance else (),
         )
         for p in todo
     ]
@@ -89,11 +88,11 @@ def _run_partitions(
     pooled = [t for t in tasks if not t.partition.input.is_stream]
     results = []
     runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, plan.pool), pooled)]
-    for runner, batch in runs:
+    for executor_of_batch, batch in runs:
         if not batch:
             continue
-        with runner:
-            for result in runner.run(batch, report):
+        with executor_of_batch:
+            for result in executor_of_batch.run(batch, report):
                 results.append(result)
                 if stream:
                     stream.add(result)
@@ -116,10 +115,10 @@ def _open_output(
             f"--resume: input {streams[0]} is a stream, read once, so what an earlier run read from it cannot be "
             "checked; drop --resume to build the output again"
         )
-    run_key = make_run_key(plan.fingerprint, plan.files)
+    run_key = make_run_key(plan.config_sha256, plan.files)
     folder = OutputFolder(
         open_store(config.output),
-        plan.fingerprint,
+        plan.config_sha256,
         run_key,
         SIDE_FILES,
         record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})),
@@ -130,7 +129,7 @@ def _open_output(
     if append is not None:
         check_appendable(config)
         adopted = adopted_results(plan, append)
-        adopt = lambda folder: adopt_partitions(folder, adopted, plan.fingerprint, run_key)  # noqa: E731
+        adopt = lambda folder: adopt_partitions(folder, adopted, plan.config_sha256, run_key)  # noqa: E731
     folder.open(len(plan.partitions), overwrite=overwrite, resume=resume, adopt=adopt)
     if folder.restarted and warn:
         changed = "inputs changed since"
@@ -229,7 +228,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     check_totals(manifest, plan, warn)
     if folder:
         extra = config.format.side_files(
-            shards, config.format.stored_columns(plan.columns), plan.fingerprint, run_blend(config, plan.partitions)
+            shards, config.format.stored_columns(plan.columns), plan.config_sha256, run_blend(config, plan.partitions)
         )
         folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -1,8 +1,8 @@
 """Executors run partition tasks and stream their results back as each finishes.
 
-The interface is small on purpose, so another engine can be added beside these two::
+The interface is small on purpose, so another executor can be added beside these two::
 
-    with executor:                                  # start / join the engine, and stop it
+    with executor:                                  # start / join its workers, and stop them
         for result in executor.run(tasks, report):  # PartitionResults, in completion order
             ...
 

@@ -104,11 +104,11 @@ class HfFormat(ArrowFormat):
             )
         return None
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
+    def side_files(self, shards: list, columns: list[ColumnInfo], config_sha256: str, blend=None) -> dict[str, str]:
         splits = list(dict.fromkeys(s.split for s in shards))
         if splits in ([], [""]):
-            return dict(zip(HF_FILES, saved_dataset(shards, columns, fingerprint)))
-        return saved_dataset_dict(splits, shards, columns, fingerprint)
+            return dict(zip(HF_FILES, saved_dataset(shards, columns, config_sha256)))
+        return saved_dataset_dict(splits, shards, columns, config_sha256)
 
     def split_folder_files(self, splits: list[str]) -> list[str]:
         return [f"{split}/{name}" for split in splits for name in HF_FILES] if splits else []
@@ -125,14 +125,14 @@ class HfFormat(ArrowFormat):
             store.remove_empty_folder(split)
 
 
-def saved_dataset_dict(splits: list[str], shards, columns, fingerprint: str) -> dict[str, str]:
+def saved_dataset_dict(splits: list[str], shards, columns, config_sha256: str) -> dict[str, str]:
     """``DatasetDict.save_to_disk``'s layout over objcli's shards: ``dataset_dict.json`` naming the
     splits, and a folder per split holding its ``state.json`` and ``dataset_info.json``, whose data
     files are the split's shards beside the folder (``../train-00000-of-00002.arrow``: datasets joins
     the name to the split's folder), so ``load_from_disk(OUT)`` returns a ``DatasetDict``."""
     files = {HF_DATASET_DICT: json.dumps({"splits": splits}) + "\n"}
     for split in splits:
-        state, info = saved_dataset([s for s in shards if s.split == split], columns, fingerprint + split, "../")
+        state, info = saved_dataset([s for s in shards if s.split == split], columns, config_sha256 + split, "../")
         files[f"{split}/{HF_FILES[0]}"], files[f"{split}/{HF_FILES[1]}"] = state, info
     return files
 
@@ -145,13 +145,13 @@ def _feature(column) -> dict:
     return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
 
 
-def saved_dataset(shards, columns, fingerprint: str, folder: str = "") -> tuple[str, str]:
+def saved_dataset(shards, columns, config_sha256: str, folder: str = "") -> tuple[str, str]:
     """(state.json, dataset_info.json) as ``Dataset.save_to_disk`` writes them, over objcli's shards
     (``folder``: where the shards are from the state file's folder)."""
     files = [{"filename": folder + shard.files[0]} for shard in shards]
     state = {
         "_data_files": files,
-        "_fingerprint": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+        "_fingerprint": hashlib.sha256(config_sha256.encode()).hexdigest()[:16],
         "_format_columns": None,
         "_format_kwargs": {},
         "_format_type": None,

@@ -110,7 +110,7 @@ class OutputFormat:
         """Why this format cannot hold ``--split``'s splits (on object storage when ``remote``), or None."""
         return None
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
+    def side_files(self, shards: list, columns: list[ColumnInfo], config_sha256: str, blend=None) -> dict[str, str]:
         """Files that come with the shards (name relative to the output folder -> text), written just
         before the manifest and checked by ``verify``: what a trainer's loader opens besides the shards.
         ``blend``: a mixture's source and share by partition index (formats that blend sources)."""

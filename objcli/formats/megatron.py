@@ -168,7 +168,7 @@ class MegatronFormat(OutputFormat):
             raise ValueError(".idx lengths and pointers do not describe the .bin file")
         return {"input_ids": token_stream(values, offsets)}
 
-    def side_files(self, shards: list, columns: list[ColumnInfo], fingerprint: str, blend=None) -> dict[str, str]:
+    def side_files(self, shards: list, columns: list[ColumnInfo], config_sha256: str, blend=None) -> dict[str, str]:
         # One file per split: megatron.txt for train (--data-args-path, or --train-data-path $(cat ...)),
         # megatron-validation.txt for --valid-data-path $(cat ...), and so on.
         return {

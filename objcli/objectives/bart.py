@@ -23,7 +23,7 @@ from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
 
 PRESETS = {
@@ -125,11 +125,11 @@ class Bart(Objective):
             ColumnSpec("labels", "ragged", 0, top, "BOS + original text + EOS", role="labels", family="labels"),
         ]
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _BartPartition(self, partition_index)
 
 
-class _BartPartition(PartitionTransform):
+class _BartPartition(PartitionExamples):
     def __init__(self, objective: Bart, partition: int):
         super().__init__(objective, partition)
 

@@ -79,7 +79,7 @@ def document_examples(batch: DocumentBatch, bos_id: int | None, eos_id: int | No
     )
 
 
-class PartitionTransform:
+class PartitionExamples:
     """An objective's work on one partition: documents in, examples out (``examples``), and,
     for objectives that work on packed rows (BERT masking, Megatron-style FIM), a row step after
     the packer (``rows``)."""
@@ -111,7 +111,7 @@ class PartitionTransform:
 
 class Objective:
     """What every objective declares; subclasses set the class attributes and implement
-    ``example_columns`` and ``partition_transform``."""
+    ``example_columns`` and ``partition_examples``."""
 
     name: ClassVar[str]
     options_type: ClassVar[type]
@@ -204,7 +204,7 @@ class Objective:
         """The written columns, given the packer's (objectives with a row step add theirs)."""
         return packed
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         raise NotImplementedError
 
 

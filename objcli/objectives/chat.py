@@ -37,7 +37,7 @@ from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .conversations import BadRecord, ContentSpans, TurnSpans, conversation_of, render, turn_end
 
 LOSS_ON = ("assistant", "last-assistant", "all")
@@ -130,11 +130,11 @@ class Chat(Objective):
             ),
         ]
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _ChatPartition(self, partition_index)
 
 
-class _ChatPartition(PartitionTransform):
+class _ChatPartition(PartitionExamples):
     def __init__(self, objective: Chat, partition: int):
         super().__init__(objective, partition)
         markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"

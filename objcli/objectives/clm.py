@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..options import NoOptions
 from ..rows import ColumnSpec
-from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 
 
 @register("clm", "causal")
@@ -36,11 +36,11 @@ class CausalLM(Objective):
     def example_columns(self) -> list[ColumnSpec]:
         return [ColumnSpec("input_ids", "ragged", 0, self.vocab_size - 1, "token ids")]
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         return _Documents(self.bos_id, self.eos_id)
 
 
-class _Documents(PartitionTransform):
+class _Documents(PartitionExamples):
     def __init__(self, bos_id, eos_id):
         super().__init__()
         self.bos_id, self.eos_id = bos_id, eos_id

@@ -35,7 +35,7 @@ from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
 
 PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
@@ -142,7 +142,7 @@ class Contrastive(Objective):
             ]
         return columns
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         return _ContrastivePartition(self, partition_index)
 
 
@@ -158,7 +158,7 @@ class _Units:
     sentence_units: np.ndarray | None = None  # ict: the unit of each sentence
 
 
-class _ContrastivePartition(PartitionTransform):
+class _ContrastivePartition(PartitionExamples):
     def __init__(self, objective: Contrastive, partition: int):
         super().__init__(objective, partition)
 

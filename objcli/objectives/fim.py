@@ -32,7 +32,7 @@ from ..kernels.packing import first_of_segments, segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import HIDDEN, POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 
 TOKEN_PRESETS = {
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>"),
@@ -147,11 +147,11 @@ class FillInTheMiddle(Objective):
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         return [*packed, self._modes("ragged")] if self.options.fim_level == "context" else packed
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _FimPartition(self, partition_index)
 
 
-class _FimPartition(PartitionTransform):
+class _FimPartition(PartitionExamples):
     def __init__(self, objective: FillInTheMiddle, partition: int):
         super().__init__(objective, partition)
         self.join_eos = objective.eos_id if objective.context.eos else None

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..kernels import IGNORE
 from ..rows import ColumnSpec, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 from .masker import Masker, MaskingOptions, with_copies
 
 
@@ -56,11 +56,11 @@ class MaskedLM(Objective):
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         return [packed[0], labels_column(self.vocab_size - 1), *packed[1:]]
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         return _MlmPartition(self, partition_index)
 
 
-class _MlmPartition(PartitionTransform):
+class _MlmPartition(PartitionExamples):
     def __init__(self, objective: MaskedLM, partition: int):
         super().__init__(objective, partition)
         self.rows_done = 0

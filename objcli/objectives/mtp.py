@@ -19,7 +19,7 @@ import numpy as np
 from ..kernels.mtp import heads_with_target
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import PartitionTransform, register
+from .base import PartitionExamples, register
 from .clm import CausalLM, _Documents
 
 
@@ -47,7 +47,7 @@ class MultiTokenPrediction(CausalLM):
         )
         return [*packed, depth]
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         return _Heads(self.bos_id, self.eos_id, self.options.mtp_heads)
 
 

@@ -52,7 +52,7 @@ from ..kernels.pairs import (
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
 
@@ -192,11 +192,11 @@ class _PairObjective(Objective):
             columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc, role="example_label"))
         return columns
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _PairPartition(self, partition_index)
 
 
-class _PairPartition(PartitionTransform):
+class _PairPartition(PartitionExamples):
     def __init__(self, objective: _PairObjective, partition: int):
         super().__init__(objective, partition)
 

@@ -33,7 +33,7 @@ from ..kernels.prefix import decoder_labels, draw_split_points, split_encoder_de
 from ..kernels.ragged import lengths_to_offsets
 from ..options import Options
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 from .common import final_chunk_option, layout_option
 from .stream import TokenStream
 
@@ -118,13 +118,13 @@ class PrefixLM(Objective):
         )
         return [packed[0], labels, *packed[1:], prefixes]
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         if self.examples_are_documents:
             return _PackedDocuments(self, partition_index)
         return _PrefixLmPartition(self, partition_index)
 
 
-class _PackedDocuments(PartitionTransform):
+class _PackedDocuments(PartitionExamples):
     """``--layout decoder --packing best-fit``: documents packed best-fit, then each segment split."""
 
     def __init__(self, objective: PrefixLM, partition: int):
@@ -157,7 +157,7 @@ class _PackedDocuments(PartitionTransform):
         return RowBatch(columns, rows.tokens, rows.padding, rows.documents)
 
 
-class _PrefixLmPartition(PartitionTransform):
+class _PrefixLmPartition(PartitionExamples):
     def __init__(self, objective: PrefixLM, partition: int):
         super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)

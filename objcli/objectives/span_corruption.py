@@ -19,7 +19,7 @@ from ..kernels import IGNORE
 from ..kernels.spans import corrupt_spans, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import extra_ids_option, final_chunk_option, plan_or_fail
 from .stream import TokenStream
 
@@ -69,11 +69,11 @@ class SpanCorruption(Objective):
             ),
         ]
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _SpanCorruptionPartition(self, partition_index)
 
 
-class _SpanCorruptionPartition(PartitionTransform):
+class _SpanCorruptionPartition(PartitionExamples):
     def __init__(self, objective: SpanCorruption, partition: int):
         super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)

@@ -33,7 +33,7 @@ from ..kernels.ragged import lengths_to_offsets, range_indices
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
-from .base import DocumentBatch, Objective, PartitionTransform, register
+from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import check_density, extra_ids_option, layout_option, plan_or_fail
 from .stream import TokenStream
 
@@ -265,11 +265,11 @@ class Ul2(Objective):
             index,
         ]
 
-    def partition_transform(self, partition_index: int):
+    def partition_examples(self, partition_index: int):
         return _Ul2Partition(self, partition_index)
 
 
-class _Ul2Partition(PartitionTransform):
+class _Ul2Partition(PartitionExamples):
     def __init__(self, objective: Ul2, partition: int):
         super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)

@@ -14,12 +14,12 @@ from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
 @dataclass(frozen=True)
 class PackSettings:
-    seq_len: int
+    row_length: int  # tokens a row holds: --seq-len (one more with --row-tokens seq-len+1), or WHOLE
     columns: tuple[ColumnSpec, ...]  # the objective's example columns
     pad_id: int | None = None  # None: no padding (concat then drops its remainder)
     window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
     documents: bool = True  # examples are documents, joined into a stream (else finished examples)
-    overlap: int = 0  # concat: tokens each row shares with the next (1: Megatron's seq_len + 1 windows)
+    overlap: int = 0  # concat: tokens each row shares with the next (1: Megatron's row_length + 1 windows)
 
     def spec(self, name: str) -> ColumnSpec:
         return next(c for c in self.columns if c.name == name)
@@ -50,11 +50,11 @@ def per_example_names(settings: PackSettings) -> list[str]:
 def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
     """Aligned token columns (as ``kind``), then segment ids and positions, then one ragged
     per-segment column for each per-example value."""
-    seq_len = settings.seq_len
+    row_length = settings.row_length
     aligned = [c.with_kind(kind) for c in settings.columns if c.kind != "scalar"]
     segments = [
-        ColumnSpec("segment_ids", kind, 0, seq_len, "1-based example per row, 0 = padding", role="segment_ids"),
-        ColumnSpec(POSITION_IDS, kind, 0, seq_len - 1, "position within the example", role="positions"),
+        ColumnSpec("segment_ids", kind, 0, row_length, "1-based example per row, 0 = padding", role="segment_ids"),
+        ColumnSpec(POSITION_IDS, kind, 0, row_length - 1, "position within the example", role="positions"),
     ]
     return aligned + segments + per_segment_columns(settings)
 

@@ -28,7 +28,7 @@ class BestFitPacker:
 
     def __init__(self, settings: PackSettings):
         self.settings = settings
-        self.seq_len = settings.seq_len
+        self.row_length = settings.row_length
         self.aligned = [c for c in settings.columns if c.kind != "scalar"]
         self.tag_names = per_example_names(settings)
         self.counters: Counter = Counter()
@@ -62,11 +62,11 @@ class BestFitPacker:
         return lengths, values, tags, documents, example_ids
 
     def _pack(self) -> RowBatch | None:
-        seq_len = self.seq_len
+        row_length = self.row_length
         lengths, values, tags, example_documents, example_ids = self._gather()
         count_empty(lengths, self.counters)
         offsets = lengths_to_offsets(lengths)
-        chunk_offsets, source = split_long_items(offsets, seq_len)
+        chunk_offsets, source = split_long_items(offsets, row_length)
         chunk_lengths = np.diff(chunk_offsets)
         keep = chunk_lengths > 0
         chunk_starts, chunk_lengths, source = chunk_offsets[:-1][keep], chunk_lengths[keep], source[keep]
@@ -75,27 +75,27 @@ class BestFitPacker:
         first_chunk = np.ones(len(source), dtype=bool)
         first_chunk[1:] = source[1:] != source[:-1]
         self.counters["documents_split"] += len(np.unique(source[~first_chunk]))  # examples cut in pieces
-        row, offset, rows = best_fit_decreasing(chunk_lengths, seq_len)
+        row, offset, rows = best_fit_decreasing(chunk_lengths, row_length)
         # A row's pieces lie end to end from its start, padding after them: with the pieces taken in
         # row-major order, one boolean mask places them, and one index gathers every column.
-        order = np.argsort(row * seq_len + offset, kind="stable")
+        order = np.argsort(row * row_length + offset, kind="stable")
         piece_lengths, owners = chunk_lengths[order], source[order]
         taken = range_indices(chunk_starts[order], piece_lengths)
-        occupied = np.arange(seq_len) < np.bincount(row, weights=chunk_lengths, minlength=rows)[:, None]
+        occupied = np.arange(row_length) < np.bincount(row, weights=chunk_lengths, minlength=rows)[:, None]
         columns = {}
         for spec in self.aligned:
-            placed = np.full((rows, seq_len), spec.fill_value(self.settings.pad_id), dtype=values[spec.name].dtype)
+            placed = np.full((rows, row_length), spec.fill_value(self.settings.pad_id), dtype=values[spec.name].dtype)
             placed[occupied] = values[spec.name][taken]
             columns[spec.name] = placed
-        docs = np.full((rows, seq_len), PADDING_DOC, dtype=np.int64)
+        docs = np.full((rows, row_length), PADDING_DOC, dtype=np.int64)
         docs[occupied] = np.repeat(example_ids[owners], piece_lengths)
         segment_ids, positions = segments_and_positions(docs)
         columns["segment_ids"], columns[POSITION_IDS] = segment_ids, positions
         for name, per_example in tags.items():
-            token_tags = np.zeros((rows, seq_len), dtype=np.int32)
+            token_tags = np.zeros((rows, row_length), dtype=np.int32)
             token_tags[occupied] = np.repeat(per_example[owners], piece_lengths)
             columns[name] = segment_values(segment_ids, token_tags)
         padding = np.sum(segment_ids == 0, axis=1)
         starts = first_chunk  # documents are counted in the row holding an example's first piece
         documents = np.bincount(row[starts], weights=example_documents[source[starts]], minlength=rows).astype(np.int64)
-        return RowBatch(columns, tokens=seq_len - padding, padding=padding, documents=documents)
+        return RowBatch(columns, tokens=row_length - padding, padding=padding, documents=documents)

@@ -1,7 +1,7 @@
-"""``concat``: documents joined into one stream per partition and cut into rows of ``seq_len``.
+"""``concat``: documents joined into one stream per partition and cut into rows of ``row_length``.
 
 With ``overlap`` 1 (``--row-tokens seq-len+1``) consecutive rows share one token, as Megatron-LM's
-windows of ``seq_len + 1`` do: row r holds the stream's tokens ``[r * (L - 1), r * (L - 1) + L)``.
+windows of ``row_length + 1`` do: row r holds the stream's tokens ``[r * (L - 1), r * (L - 1) + L)``.
 
 The last partial row of a partition is dropped (counted as ``tokens_dropped``, and documents
 wholly in it as skipped ``remainder_dropped``) or, with a pad token, padded. Rows never carry
@@ -27,8 +27,8 @@ class ConcatPacker:
 
     def __init__(self, settings: PackSettings):
         self.settings = settings
-        self.seq_len, self.pad_id, self.overlap = settings.seq_len, settings.pad_id, settings.overlap
-        self.stride = self.seq_len - self.overlap
+        self.row_length, self.pad_id, self.overlap = settings.row_length, settings.pad_id, settings.overlap
+        self.stride = self.row_length - self.overlap
         self.rows_made = 0
         self.tag_names = per_example_names(settings)
         # Token columns beside input_ids (the provenance's token places): carried with the stream.
@@ -72,7 +72,7 @@ class ConcatPacker:
 
     def _emit(self, pad: bool) -> RowBatch | None:
         stream, stream_first = self.carry_tokens, self.carry_first
-        packed = pack_concat(stream, stream_first, self.seq_len, self.pad_id if pad else None, self.overlap)
+        packed = pack_concat(stream, stream_first, self.row_length, self.pad_id if pad else None, self.overlap)
         rest = packed.consumed
         self.carry_tokens, self.carry_first = stream[rest:], stream_first[rest:]
         stream_tags, stream_aligned = self.carry_tags, self.carry_aligned
@@ -88,10 +88,10 @@ class ConcatPacker:
         padding = np.sum(packed.segment_ids == 0, axis=1) if pad else np.zeros(rows, np.int64)
         columns = {"input_ids": packed.input_ids, "segment_ids": packed.segment_ids, POSITION_IDS: packed.positions}
         for name, tags in stream_tags.items():
-            columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.seq_len, self.stride))
+            columns[name] = segment_values(packed.segment_ids, stream_rows(tags, rows, self.row_length, self.stride))
         for name, values in stream_aligned.items():
-            columns[name] = stream_rows(values, rows, self.seq_len, self.stride)
-        return RowBatch(columns, tokens=self.seq_len - padding, padding=padding, documents=packed.documents_started)
+            columns[name] = stream_rows(values, rows, self.row_length, self.stride)
+        return RowBatch(columns, tokens=self.row_length - padding, padding=padding, documents=packed.documents_started)
 
     def _count_split_documents(self, stream_first, rows) -> None:
         """A document is split when a row starts in its middle; count each document once. A

@@ -1,10 +1,10 @@
 """``none``: one example per row, for trainers that pack themselves (Megatron-LM, Hugging Face's
 ``DataCollatorWithFlattening``) or objectives whose examples already fill a row.
 
-Documents longer than ``seq_len`` are cut into rows of at most ``seq_len`` (each piece its own
+Documents longer than ``row_length`` are cut into rows of at most ``row_length`` (each piece its own
 row, counted in ``documents_split``); rows keep their own lengths, with ``segment_ids`` (all 1)
 and ``positions``. Finished examples (input/label pairs) pass through; a column the objective
-declares ``fixed`` is padded to ``seq_len`` (the pad token, or -100 for labels).
+declares ``fixed`` is padded to ``row_length`` (the pad token, or -100 for labels).
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ class OneExamplePerRow:
         return None
 
     def _padded(self, examples: RowBatch) -> RowBatch:
-        seq_len, columns = self.settings.seq_len, dict(examples.columns)
+        row_length, columns = self.settings.row_length, dict(examples.columns)
         for spec in self.settings.columns:
             column = columns[spec.name]
             if spec.kind == "fixed" and isinstance(column, Ragged):
                 lengths = np.diff(column.offsets)
-                rows = np.full((len(lengths), seq_len), spec.fill_value(self.settings.pad_id), dtype=np.int32)
-                rows[np.arange(seq_len)[None, :] < lengths[:, None]] = column.values
+                rows = np.full((len(lengths), row_length), spec.fill_value(self.settings.pad_id), dtype=np.int32)
+                rows[np.arange(row_length)[None, :] < lengths[:, None]] = column.values
                 columns[spec.name] = rows
         return RowBatch(columns, examples.tokens, examples.padding, examples.documents)
 
@@ -59,7 +59,7 @@ class OneExamplePerRow:
         keep = lengths > 0
         offsets = lengths_to_offsets(lengths[keep])
         kept = np.flatnonzero(keep)
-        row_offsets, source = split_long_items(offsets, self.settings.seq_len)
+        row_offsets, source = split_long_items(offsets, self.settings.row_length)
         row_lengths = np.diff(row_offsets)
         first_piece = np.ones(len(source), dtype=bool)
         first_piece[1:] = source[1:] != source[:-1]

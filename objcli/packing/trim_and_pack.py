@@ -1,7 +1,7 @@
 """``trim-and-pack``: SeqIO's ``trim_and_pack`` for examples whose inputs and labels have lengths
 of their own (encoder-decoder prefix LM, BART, UL2).
 
-Each example is trimmed to ``seq_len`` per column and several are placed in one row,
+Each example is trimmed to ``row_length`` per column and several are placed in one row,
 best-fit-decreasing on the longer of the two parts, within each batch of examples. Inputs and
 labels get their own segment ids and positions:
 
@@ -34,14 +34,14 @@ def _ragged(column) -> Ragged:
     return Ragged(column.reshape(-1), lengths_to_offsets(np.full(rows, length, dtype=np.int64)))
 
 
-def _place(column: Ragged, lengths, row, offset, rows, seq_len, fill):
-    values = np.full(rows * seq_len, fill, dtype=np.int32)
-    examples = np.full(rows * seq_len, PADDING_DOC, dtype=np.int64)
-    destination = range_indices(row * seq_len + offset, lengths)
+def _place(column: Ragged, lengths, row, offset, rows, row_length, fill):
+    values = np.full(rows * row_length, fill, dtype=np.int32)
+    examples = np.full(rows * row_length, PADDING_DOC, dtype=np.int64)
+    destination = range_indices(row * row_length + offset, lengths)
     values[destination] = gather_ranges(column.values, column.offsets[:-1], lengths)
     examples[destination] = np.repeat(np.arange(len(lengths)), lengths)
-    segment_ids, positions = segments_and_positions(examples.reshape(rows, seq_len))
-    return values.reshape(rows, seq_len), segment_ids, positions
+    segment_ids, positions = segments_and_positions(examples.reshape(rows, row_length))
+    return values.reshape(rows, row_length), segment_ids, positions
 
 
 def _offsets_in_rows(row: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -66,14 +66,16 @@ class TrimAndPack:
         self.counters: Counter = Counter()
 
     def columns(self) -> list[ColumnSpec]:
-        seq_len = self.settings.seq_len
+        row_length = self.settings.row_length
         inputs, labels = self.settings.spec("input_ids"), self.settings.spec("labels")
         return [
             ColumnSpec("input_ids", "fixed", 0, inputs.max_value, "packed encoder inputs"),
             ColumnSpec(
-                "segment_ids", "fixed", 0, seq_len, "example of each input token, 0 = padding", role="segment_ids"
+                "segment_ids", "fixed", 0, row_length, "example of each input token, 0 = padding", role="segment_ids"
             ),
-            ColumnSpec(POSITION_IDS, "fixed", 0, seq_len - 1, "position within the example's inputs", role="positions"),
+            ColumnSpec(
+                POSITION_IDS, "fixed", 0, row_length - 1, "position within the example's inputs", role="positions"
+            ),
             ColumnSpec(
                 "labels",
                 "fixed",
@@ -87,7 +89,7 @@ class TrimAndPack:
                 "label_segment_ids",
                 "fixed",
                 0,
-                seq_len,
+                row_length,
                 "example of each target token, 0 = padding",
                 role="segment_ids",
                 family="labels",
@@ -96,7 +98,7 @@ class TrimAndPack:
                 "label_positions",
                 "fixed",
                 0,
-                seq_len - 1,
+                row_length - 1,
                 "position within the example's targets",
                 role="positions",
                 family="labels",
@@ -106,17 +108,17 @@ class TrimAndPack:
     def process(self, examples: RowBatch | None) -> RowBatch | None:
         if examples is None:
             return None
-        seq_len, pad_id = self.settings.seq_len, self.settings.pad_id
+        row_length, pad_id = self.settings.row_length, self.settings.pad_id
         inputs, labels = _ragged(examples.columns["input_ids"]), _ragged(examples.columns["labels"])
-        input_lengths = np.minimum(np.diff(inputs.offsets), seq_len)
-        label_lengths = np.minimum(np.diff(labels.offsets), seq_len)
+        input_lengths = np.minimum(np.diff(inputs.offsets), row_length)
+        label_lengths = np.minimum(np.diff(labels.offsets), row_length)
         self.counters["tokens_trimmed"] += int(np.diff(inputs.offsets).sum() - input_lengths.sum())
         self.counters["tokens_trimmed"] += int(np.diff(labels.offsets).sum() - label_lengths.sum())
-        row, _, count = best_fit_decreasing(np.maximum(input_lengths, label_lengths), seq_len)
+        row, _, count = best_fit_decreasing(np.maximum(input_lengths, label_lengths), row_length)
         input_offset, label_offset = _offsets_in_rows(row, input_lengths), _offsets_in_rows(row, label_lengths)
-        input_ids, segment_ids, positions = _place(inputs, input_lengths, row, input_offset, count, seq_len, pad_id)
+        input_ids, segment_ids, positions = _place(inputs, input_lengths, row, input_offset, count, row_length, pad_id)
         label_values, label_segments, label_positions = _place(
-            labels, label_lengths, row, label_offset, count, seq_len, IGNORE
+            labels, label_lengths, row, label_offset, count, row_length, IGNORE
         )
         documents = np.bincount(row, weights=examples.documents, minlength=count).astype(np.int64)
         used = (segment_ids > 0).sum(axis=1) + (label_segments > 0).sum(axis=1)
@@ -129,11 +131,11 @@ class TrimAndPack:
             "label_positions": label_positions,
         }
         for name in self.tag_names:
-            token_tags = np.zeros(count * seq_len, dtype=np.int32)
-            destination = range_indices(row * seq_len + input_offset, input_lengths)
+            token_tags = np.zeros(count * row_length, dtype=np.int32)
+            destination = range_indices(row * row_length + input_offset, input_lengths)
             token_tags[destination] = np.repeat(examples.columns[name], input_lengths)
             columns[name] = segment_values(segment_ids, token_tags)
-        return RowBatch(columns, tokens=used, padding=2 * seq_len - used, documents=documents)
+        return RowBatch(columns, tokens=used, padding=2 * row_length - used, documents=documents)
 
     def finish(self) -> RowBatch | None:
         return None

@@ -1,11 +1,11 @@
 """Readers: find inputs, split them into partitions, and yield batches of document texts."""
 
 from .documents import ReadOptions, read_documents
-from .inputs import FORMATS, TEXT_UNITS, InputFile, Partition, plan_partitions, resolve_inputs
+from .inputs import INPUT_FORMATS, TEXT_UNITS, InputFile, Partition, plan_partitions, resolve_inputs
 from .records import RecordLog
 
 __all__ = [
-    "FORMATS",
+    "INPUT_FORMATS",
     "TEXT_UNITS",
     "InputFile",
     "Partition",

@@ -42,7 +42,7 @@ FORMAT_SUFFIXES = {
     ".parquet": "parquet",
 }
 # json: one JSON array of records; then the tokenized inputs (token_files.py), read with no tokenizer run
-FORMATS = ("auto", "text", "jsonl", "json", "parquet", *TOKEN_FORMATS)
+INPUT_FORMATS = ("auto", "text", "jsonl", "json", "parquet", *TOKEN_FORMATS)
 TEXT_UNITS = ("line", "paragraph", "file")
 
 

@@ -30,13 +30,13 @@ from .run_inputs import make_run_key
 COMPARED_AWAY = {"inputs", "output", "engine", "input_breaks"}  # what an append may differ in
 
 
-def appended_values(given: dict, runner: dict) -> tuple[dict, dict]:
+def appended_values(given: dict, execution: dict) -> tuple[dict, dict]:
     """(the run's option values, the output's manifest) for ``--append``."""
     import json
 
     from ..recipe import load_recipe
 
-    if runner.get("recipe") is not None or runner.get("overwrite") or runner.get("print_recipe"):
+    if execution.get("recipe") is not None or execution.get("overwrite") or execution.get("print_recipe"):
         raise ObjcliError(
             "--append takes the output's own configuration: drop --recipe, --overwrite and --print-recipe"
         )

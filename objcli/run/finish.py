@@ -50,7 +50,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "config": config.to_json(),
         "recipe": recipe_of(config, with_output=False),
         "command": command_line(recipe_of(config, with_output=False)),
-        "config_sha256": plan.fingerprint,
+        "config_sha256": plan.config_sha256,
         "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
         "seed": config.seed,
         "tokenizer": _tokenizer_json(config, tokenizer),

@@ -44,6 +44,8 @@ from .store_chain import StoreChain
 
 @dataclass(frozen=True)
 class PartitionTask:
+    """One partition's work, everything a worker needs (made with keywords: twelve fields)."""
+
     partition: Partition
     config: TransformConfig
     special: SpecialTokens
@@ -113,7 +115,7 @@ def _os_error(task: PartitionTask, error: OSError) -> ObjcliError:
 class _Chain:
     """objective -> packer -> row step -> shards, for the documents of one split of a partition."""
 
-    transform: object
+    partition_examples: object  # the objective's PartitionExamples for this partition
     packer: Packer
     sink: ShardSink
     tokenizes_itself: bool  # the objective tokenizes its own pieces (sentences, FIM's), not documents
@@ -123,7 +125,7 @@ class _Chain:
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
-        rows = self.transform.rows(packed if self.sources is None else self.sources.spans(packed))
+        rows = self.partition_examples.rows(packed if self.sources is None else self.sources.spans(packed))
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -146,9 +148,9 @@ class _Chain:
             publish=work.publish if work.remote else None,
             provenance=list(task.inputs) if config.provenance else None,
         )
-        transform = objective.partition_transform(partition)
-        sources = _sources(objective, transform, tokenizer, task.inputs) if config.provenance else None
-        return cls(transform, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
+        examples = objective.partition_examples(partition)
+        sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
+        return cls(examples, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = None
@@ -160,7 +162,7 @@ class _Chain:
         else:
             tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode, sentences)
-        examples = self.transform.examples(batch)
+        examples = self.partition_examples.examples(batch)
         if self.sources is not None:
             self.sources.add(texts, tokens, offsets)
             examples = self.sources.mark(examples, self.first_document)
@@ -169,10 +171,10 @@ class _Chain:
         return len(tokens)
 
     def counters(self) -> list[dict]:
-        return [self.transform.counters, self.packer.counters]
+        return [self.partition_examples.counters, self.packer.counters]
 
     def close(self) -> list:
-        last = self.transform.finish()
+        last = self.partition_examples.finish()
         if self.sources is not None:
             last = self.sources.mark(last, self.first_document)
         self._write(self.packer.process(last))
@@ -180,7 +182,7 @@ class _Chain:
         return self.sink.close()
 
 
-def _sources(objective, transform, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
+def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
     """--provenance: the chain's documents; an objective that cuts a stream of documents has its
     stream record what each example is cut from."""
     kind = objective.provenance_kind()
@@ -188,7 +190,7 @@ def _sources(objective, transform, tokenizer: Tokenizer, inputs: tuple[str, ...]
     bos = getattr(objective, "join_bos" if joined else "bos_id", None) is not None
     sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind)
     if kind == "stream":
-        transform.stream.sources = sources
+        examples.stream.sources = sources
     return sources
 
 

@@ -1,5 +1,5 @@
 """A run's plan, decided before any partition runs: its inputs and partitions, the tokenizer and its
-engine, the objective and its columns, the pool, and the fingerprint that names the configuration."""
+engine, the objective and its columns, the pool, and the config_sha256 that names the configuration."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .token_inputs import check_token_run, token_group
 
 @dataclass
 class RunPlan:
-    """What ``plan_run`` decides before any partition runs."""
+    """What ``plan_stages`` decides before any partition runs."""
 
     config: TransformConfig
     files: list
@@ -36,7 +36,7 @@ class RunPlan:
     tokenizer: object
     objective: object
     columns: list
-    fingerprint: str
+    config_sha256: str  # the configuration and the tokenizer's identity: what the manifest calls it
     pool: str = ""  # threads or processes: chosen by the executor (executors/pools.py)
     split_bounds: tuple = ()  # --split: each held-out split's interval of the keyed hash (splits.py)
     mixture: dict = dataclasses.field(default_factory=dict)  # --source: each source's estimate and rate
@@ -78,7 +78,7 @@ def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
     return files, number_records(partitions) if config.provenance else partitions
 
 
-def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
+def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
     the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
     before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
@@ -108,7 +108,7 @@ def plan_run(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPl
         tokenizer,
         objective,
         columns,
-        config.fingerprint(tokenizer.sha256, side_digests(identity)),
+        config.config_sha256(tokenizer.sha256, side_digests(identity)),
         identity=identity,
     )
 

@@ -16,7 +16,7 @@ from ..readers.inputs import STDIN
 from ..storage.remote import is_url, public_url
 
 
-def make_run_key(fingerprint: str, files) -> str:
+def make_run_key(config_sha256: str, files) -> str:
     """The configuration plus the size and modification time (an object's ETag) of every input: an
     interrupted run's finished partitions are reused only if this matches (an edited input
     invalidates them). What a stream held cannot be compared with an earlier run, so a run that
@@ -34,7 +34,7 @@ def make_run_key(fingerprint: str, files) -> str:
         except OSError as error:
             raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
         stats.append([f.path, stat.st_size, stat.st_mtime_ns])
-    payload = json.dumps({"config": fingerprint, "inputs": stats}, sort_keys=True)
+    payload = json.dumps({"config": config_sha256, "inputs": stats}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

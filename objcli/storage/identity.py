@@ -3,7 +3,7 @@ file it reads besides its inputs, by content: the tokenizer file (a tiktoken ran
 file), the ``tokenizer_config.json`` beside a ``tokenizer.json`` (its BOS/EOS/PAD names, its chat
 template) and a chat template read from a file of its own.
 
-The digests of the files beside the tokenizer enter the configuration's fingerprint, so a rerun
+The digests of the files beside the tokenizer enter the configuration's sha256 (``config_sha256``), so a rerun
 after an edit is another run (rebuilt under ``--overwrite``, refused otherwise, naming what changed);
 ``--append`` and ``merge`` compare them; the manifest records each file's path and sha256, which
 ``verify`` checks against the files when they are present.
@@ -31,7 +31,7 @@ def run_identity(tokenizer, objective) -> dict[str, dict[str, str]]:
 
 
 def side_digests(identity: dict) -> dict[str, str]:
-    """What the fingerprint adds to the tokenizer's own sha256: the other files' digests."""
+    """What ``config_sha256`` adds to the tokenizer's own sha256: the other files' digests."""
     return {what: entry["sha256"] for what, entry in identity.items() if what != TOKENIZER}
 
 

@@ -77,7 +77,7 @@ def kernel_rows() -> list[tuple[str, float, float]]:
     stream = rng.integers(0, 8000, size=2_000_000).astype(np.int32)
 
     def ul2_kernel():
-        transform = objective.partition_transform(0)
+        transform = objective.partition_examples(0)
         transform.examples(DocumentBatch([], stream, np.array([0, len(stream)]), 0, 0))
 
     plans = objective.plans

@@ -10,16 +10,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import run_cli, run_transform
-from readback import megatron_read
+from readback import megatron_read, output_rows
 
 from objcli.commands.merge import merge
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
-from objcli.formats.reading import iter_rows
+from objcli.formats import whole_document_formats
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +45,13 @@ def _outputs(parts, tokenizer, tmp_path, fmt, **options):
     return outputs
 
 
-def _rows(folder):
-    return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]
-
-
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 def test_merged_rows_are_the_sources_rows_in_order(fmt, parts, sample_tokenizer, tmp_path):
-    packing = "none" if fmt in ("megatron", "tokens", "llmc", "nanoset") else "concat"
+    packing = "none" if fmt in whole_document_formats() else "concat"
     sources = _outputs(parts, sample_tokenizer, tmp_path, fmt, packing=packing)
     manifest = merge([str(s) for s in sources], str(tmp_path / "merged"))
     assert verify_output(tmp_path / "merged").ok
-    assert _rows(tmp_path / "merged") == [r for s in sources for r in _rows(s)]
+    assert output_rows(tmp_path / "merged") == [r for s in sources for r in output_rows(s)]
     totals = [json.loads((s / "manifest.json").read_text())["totals"] for s in sources]
     t = manifest["totals"]
     for key in ("documents_read", "documents_written", "documents_skipped", "rows", "tokens"):
@@ -140,14 +135,14 @@ def test_a_changed_or_missing_source_file_is_one_line(parts, sample_tokenizer, t
 def test_shuffled_merge_is_one_keyed_permutation_of_all_rows(parts, sample_tokenizer, tmp_path):
     sources = [str(s) for s in _outputs(parts, sample_tokenizer, tmp_path, "parquet")]
     merge(sources, str(tmp_path / "plain"))
-    plain = _rows(tmp_path / "plain")
+    plain = output_rows(tmp_path / "plain")
     merge(sources, str(tmp_path / "s7"), shuffle_seed=7)
     merge(sources, str(tmp_path / "s7-again"), shuffle_seed=7)
     merge(sources, str(tmp_path / "s8"), shuffle_seed=8)
-    shuffled = _rows(tmp_path / "s7")
+    shuffled = output_rows(tmp_path / "s7")
     key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
     assert sorted(map(key, shuffled)) == sorted(map(key, plain)) and shuffled != plain
-    assert _rows(tmp_path / "s8") != shuffled
+    assert output_rows(tmp_path / "s8") != shuffled
     again = {p.name: p.read_bytes() for p in (tmp_path / "s7-again").iterdir() if p.is_file()}
     assert again == {p.name: p.read_bytes() for p in (tmp_path / "s7").iterdir() if p.is_file()}
     assert verify_output(tmp_path / "s7").ok
@@ -160,7 +155,7 @@ def test_an_unsplit_source_joins_the_training_split_of_split_ones(fmt, parts, sa
     are training rows, so they go under ``train`` (a loader reading train-*, or Megatron's one
     megatron.txt, used to miss them: ``part-*`` beside ``train-*``, and two pairs for one data-args
     file, of which it kept one), and the validation split is the split source's alone."""
-    packing = "none" if fmt in ("megatron", "tokens", "llmc", "nanoset") else "concat"
+    packing = "none" if fmt in whole_document_formats() else "concat"
     split = tmp_path / "split"
     run_transform(
         parts[:2], sample_tokenizer, split, output_format=fmt, seq_len=128, packing=packing, split="validation=20%"

@@ -6,21 +6,16 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from conftest import folder_bytes, manifest_json, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from readback import output_rows
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.formats import whole_document_formats
-from objcli.formats.reading import iter_rows
-
-
-def _rows(folder):
-    return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]
 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
@@ -38,7 +33,7 @@ def test_resharded_rows_are_the_rows_in_order(fmt, size, small_corpus, sample_to
     )
     manifest = reshard(str(tmp_path / "src"), str(tmp_path / "new"), size)
     assert verify_output(tmp_path / "new").ok
-    assert _rows(tmp_path / "new") == _rows(tmp_path / "src")
+    assert output_rows(tmp_path / "new") == output_rows(tmp_path / "src")
     source = manifest_json(tmp_path / "src")
     for key in ("rows", "tokens", "padding_tokens", "documents_read", "documents_written"):
         assert manifest["totals"][key] == source["totals"][key]
@@ -111,11 +106,11 @@ def test_in_place_gives_what_a_new_folder_gets_and_leaves_nothing_behind(fmt, sm
         packing=packing,
         shard_size="30",
     )
-    before = _rows(tmp_path / "src")
+    before = output_rows(tmp_path / "src")
     reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
     result = run_cli("reshard", tmp_path / "src", "--shard-size", "100KB")
     assert result.returncode == 0 and "in place" in result.stderr, result.stderr
-    assert _rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
+    assert output_rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
     assert _comparable(tmp_path / "src") == _comparable(tmp_path / "apart")
     assert sorted(p.name for p in (tmp_path / "src").iterdir() if p.name.startswith(".")) == [".objcli-lock"]
 
@@ -135,7 +130,7 @@ def test_an_in_place_reshard_killed_anywhere_is_old_or_finished_by_the_same_comm
     point, small_corpus, sample_tokenizer, tmp_path
 ):
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "src", seq_len=128, shard_size="20")
-    before, old_files = _rows(tmp_path / "src"), _comparable(tmp_path / "src")
+    before, old_files = output_rows(tmp_path / "src"), _comparable(tmp_path / "src")
     reshard(str(tmp_path / "src"), str(tmp_path / "apart"), "100KB")
     killed = subprocess.run(
         [sys.executable, "-m", "objcli", "reshard", str(tmp_path / "src"), "--shard-size", "100KB"],
@@ -145,12 +140,12 @@ def test_an_in_place_reshard_killed_anywhere_is_old_or_finished_by_the_same_comm
     )
     assert killed.returncode == -9, killed.stderr
     if (tmp_path / "src" / "manifest.json").exists():  # killed before the commit: the old output, whole
-        assert verify_output(tmp_path / "src").ok and _rows(tmp_path / "src") == before
+        assert verify_output(tmp_path / "src").ok and output_rows(tmp_path / "src") == before
         assert point.split(":")[0] in ("shard-write", "shard-committed", "reshard-committed")
         assert all(_comparable(tmp_path / "src")[name] == data for name, data in old_files.items())
     again = run_cli("reshard", tmp_path / "src", "--shard-size", "100KB", "-q")
     assert again.returncode == 0, again.stderr
-    assert _rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
+    assert output_rows(tmp_path / "src") == before and verify_output(tmp_path / "src").ok
     assert _comparable(tmp_path / "src") == _comparable(tmp_path / "apart")
 
 
@@ -278,7 +273,7 @@ def test_a_new_shard_of_one_source_shard_is_that_file_hard_linked(small_corpus, 
         old_path, new_path = tmp_path / "src" / old["files"][0], tmp_path / "new" / new["files"][0]
         assert os.stat(old_path).st_ino == os.stat(new_path).st_ino
         assert new["sha256"][new["files"][0]] == old["sha256"][old["files"][0]]
-    assert verify_output(tmp_path / "new").ok and _rows(tmp_path / "new") == _rows(tmp_path / "src")
+    assert verify_output(tmp_path / "new").ok and output_rows(tmp_path / "new") == output_rows(tmp_path / "src")
 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
@@ -308,7 +303,7 @@ def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_out
     assert result.returncode == 0, result.stderr
     assert folder_bytes(source) == before and (out / "NOTES.txt").read_text() == "mine"
     assert verify_output(out).ok and verify_output(source).ok
-    assert _rows(out) == _rows(source)
+    assert output_rows(out) == output_rows(source)
     listed = {name for shard in manifest_json(out)["shards"] for name in shard["files"]}
     assert not (earlier - listed) & {p.name for p in out.iterdir()}  # no shard of the earlier output left behind
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import folder_bytes, run_transform
+from readback import output_rows
 
 from objcli import formats
 from objcli.cli import main
@@ -16,7 +17,6 @@ from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output
 from objcli.formats import Column, OutputFormat
 from objcli.formats.base import commit, temp_file
-from objcli.formats.reading import iter_rows
 from objcli.recipe import config_from_values
 from objcli.rows import Ragged
 from objcli.run.append import appended_values
@@ -69,10 +69,6 @@ def registered():
     formats.FORMATS.pop(NAME)
 
 
-def _rows(folder):
-    return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]
-
-
 @pytest.mark.parametrize(
     ("objective", "packing"), [("clm", "best-fit"), ("mlm", "concat"), ("span-corruption", "none")]
 )
@@ -85,7 +81,7 @@ def test_a_format_registered_in_a_test_works_with_every_command(
     written = sorted(p.name for p in (tmp_path / "new").iterdir())
     assert len([n for n in written if n.endswith(".rows.jsonl")]) > 2 and "manifest.json" in written
     assert verify_output(tmp_path / "new").ok
-    assert _rows(tmp_path / "new") == _rows(tmp_path / "arrow")  # the same rows, stored another way
+    assert output_rows(tmp_path / "new") == output_rows(tmp_path / "arrow")  # the same rows, stored another way
     assert compute_stats(tmp_path / "new")["rows"] == compute_stats(tmp_path / "arrow")["rows"]
     assert (
         compute_stats(tmp_path / "new")["supervised_tokens"] == compute_stats(tmp_path / "arrow")["supervised_tokens"]
@@ -97,13 +93,13 @@ def test_a_format_registered_in_a_test_works_with_every_command(
     runner = CliRunner()
     merged = runner.invoke(main, ["merge", str(tmp_path / "new"), str(tmp_path / "more"), "-o", str(tmp_path / "m")])
     assert merged.exit_code == 0, merged.output
-    assert verify_output(tmp_path / "m").ok and _rows(tmp_path / "m") == _rows(tmp_path / "new") + _rows(
-        tmp_path / "more"
-    )
+    assert verify_output(tmp_path / "m").ok and output_rows(tmp_path / "m") == output_rows(
+        tmp_path / "new"
+    ) + output_rows(tmp_path / "more")
 
     resharded = runner.invoke(main, ["reshard", str(tmp_path / "new"), "--num-shards", "2", "-o", str(tmp_path / "r")])
     assert resharded.exit_code == 0, resharded.output
-    assert verify_output(tmp_path / "r").ok and _rows(tmp_path / "r") == _rows(tmp_path / "new")
+    assert verify_output(tmp_path / "r").ok and output_rows(tmp_path / "r") == output_rows(tmp_path / "new")
     assert len(json.loads((tmp_path / "r" / "manifest.json").read_text())["shards"]) == 2
 
 
@@ -111,7 +107,7 @@ def test_a_registered_format_takes_the_row_shuffle(registered, small_corpus, sam
     options = {"seq_len": 64, "shard_size": "40", "pool": "threads", "packing": "concat", "shuffle_rows": True}
     run_transform([small_corpus], sample_tokenizer, tmp_path / "new", output_format=NAME, **options)
     run_transform([small_corpus], sample_tokenizer, tmp_path / "arrow", output_format="arrow", **options)
-    assert verify_output(tmp_path / "new").ok and _rows(tmp_path / "new") == _rows(tmp_path / "arrow")
+    assert verify_output(tmp_path / "new").ok and output_rows(tmp_path / "new") == output_rows(tmp_path / "arrow")
 
 
 def test_a_registered_format_takes_an_append(registered, small_corpus, sample_tokenizer, tmp_path):

@@ -24,7 +24,7 @@ from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
-from objcli.objectives.base import Objective, PartitionTransform, register
+from objcli.objectives.base import Objective, PartitionExamples, register
 from objcli.options import NoOptions, option_fields
 from objcli.rows import ColumnSpec, Ragged, RowBatch
 
@@ -265,7 +265,7 @@ class _ReverseOptions(NoOptions):
 def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_tokenizer, tmp_path):
     """An objective written here, in 20 lines: two ragged columns (each document and its reverse)."""
 
-    class _Reverse(PartitionTransform):
+    class _Reverse(PartitionExamples):
         def __init__(self):
             self.counters = {}
 
@@ -303,7 +303,7 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
                 ColumnSpec("labels", "ragged", 0, self.top, "its reverse", role="labels", family="labels"),
             ]
 
-        def partition_transform(self, partition_index):
+        def partition_examples(self, partition_index):
             return _Reverse()
 
     try:

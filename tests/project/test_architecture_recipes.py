@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from ..options import Options, option
 from ..rows import ColumnSpec
-from .base import DocumentBatch, Objective, PartitionTransform, document_examples, register
+from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,11 @@ class Backwards(Objective):
     def example_columns(self) -> list[ColumnSpec]:
         return [ColumnSpec("input_ids", "ragged", 0, self.vocab_size - 1, "token ids, reversed")]
 
-    def partition_transform(self, partition_index: int) -> PartitionTransform:
+    def partition_examples(self, partition_index: int) -> PartitionExamples:
         return _Reversed(self.options.backwards_copies)
 
 
-class _Reversed(PartitionTransform):
+class _Reversed(PartitionExamples):
     def __init__(self, copies: int):
         super().__init__()
         self.copies = copies

@@ -56,3 +56,12 @@ def fill_sentinels(inputs, labels, sentinels):
         else:
             spans[current].append(token)
     return [t for token in inputs[:-1] for t in (spans[token] if token in sentinels else [token])]
+
+
+def output_rows(folder) -> list[dict]:
+    """Every row of an output, in order, as plain lists, read back through its format (any format)."""
+    import numpy as np
+
+    from objcli.formats.reading import iter_rows
+
+    return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]

@@ -1,0 +1,103 @@
+"""Executors and pools (issue 54: tests shaped like the package): the bytes never depend on the
+number of workers, threads or processes; the pool ``auto`` picks; a partition running alone takes its
+process's tokenizer threads; the fork server's tokenizer is the workers' first load."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from conftest import run_transform
+
+
+def _shard_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name.startswith("part-")}
+
+
+@pytest.mark.parametrize("output_format", ["arrow", "parquet", "npy", "megatron"])
+def test_byte_identical_for_one_or_two_workers_threads_or_processes_and_repeat_runs(
+    small_corpus, sample_tokenizer, tmp_path, output_format
+):
+    common = dict(seq_len=128, output_format=output_format, partition_size=20_000, shard_size="30")
+    one = run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w2", workers=2, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w1b", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "p2", workers=2, pool="processes", **common)
+    assert len(one.manifest["partitions"]) > 3
+    first = _shard_bytes(tmp_path / "w1")
+    assert first and first == _shard_bytes(tmp_path / "w2") == _shard_bytes(tmp_path / "w1b") == _shard_bytes(
+        tmp_path / "p2"
+    )
+    manifests = {(tmp_path / name / "manifest.json").read_bytes() for name in ("w1", "w2", "w1b", "p2")}
+    assert len(manifests) == 1  # the manifest too: it records what was written, not how
+
+
+def test_a_partition_running_alone_gets_the_process_threads():
+    """Threads of one process share its tokenizer threads among the partitions running now, never
+    fewer than a task's own share (that the tokens never depend on it: the workers tests above)."""
+    from objcli.run.pipeline import PartitionTask, _running_partition, encode_threads
+
+    task = PartitionTask(partition=None, config=None, special=None, folder="", threads=1, process_threads=4)
+    with _running_partition():
+        assert encode_threads(task) == 4  # alone: a run's tail
+        with _running_partition(), _running_partition():
+            assert encode_threads(task) == 1  # three running: 4 // 3
+            assert encode_threads(dataclasses.replace(task, threads=3)) == 3  # never below its own share
+        with _running_partition():
+            assert encode_threads(task) == 2
+
+
+@pytest.mark.parametrize(
+    ("objective", "workers", "expected"),
+    [
+        ("clm", 2, "threads"),
+        ("clm", 8, "threads"),
+        ("clm", 9, "processes"),
+        ("mlm", 16, "processes"),
+        ("nsp", 2, "processes"),
+        ("bart", 1, "processes"),
+    ],
+)
+def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(
+    objective, workers, expected, small_corpus, sample_tokenizer, tmp_path
+):
+    """Sentence objectives cut their own pieces in Python (processes at any count); token-level ones
+    run on threads until more workers than the GIL-held share of the pipeline can feed."""
+    from objcli.recipe import config_from_values
+    from objcli.transform import plan_run
+
+    values = {
+        "inputs": [str(small_corpus)],
+        "tokenizer": sample_tokenizer,
+        "output": str(tmp_path / "o"),
+        "objective": objective,
+        "seq_len": 128,
+    }
+    assert plan_run(config_from_values(values), "auto", workers=workers).pool == expected
+    assert plan_run(config_from_values(values), "threads", workers=workers).pool == "threads"
+
+
+def test_nine_workers_write_what_one_writes(small_corpus, sample_tokenizer, tmp_path):
+    common = dict(seq_len=128, partition_size=20_000, shard_size="30")
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w1", workers=1, **common)
+    run_transform([small_corpus], sample_tokenizer, tmp_path / "w9", workers=9, **common)
+    assert _shard_bytes(tmp_path / "w1") == _shard_bytes(tmp_path / "w9")
+
+
+def test_a_tokenizer_opened_before_the_engine_was_chosen_is_taken_by_the_first_load(sample_tokenizer):
+    """The fork server, started before the run chooses its engine, opens the tokenizer; a worker forked
+    from it gives that object the engine its task names instead of opening the file again."""
+    from objcli import tokenizers
+
+    path = str(Path(sample_tokenizer).resolve())
+    earlier = tokenizers._LOADED.pop((path, "sentencepiece"), None)  # an earlier test's, in this process
+    tokenizers.preload_tokenizer(path)
+    opened = tokenizers._OPENED[path]
+    try:
+        loaded = tokenizers.load_tokenizer(path, "sentencepiece")
+        assert loaded is opened and path not in tokenizers._OPENED
+        assert loaded.engine.name == "sentencepiece"
+    finally:
+        tokenizers._OPENED.pop(path, None)
+        tokenizers._LOADED.pop((path, "sentencepiece"), None)
+        if earlier is not None:
+            tokenizers._LOADED[path, "sentencepiece"] = earlier
