@@ -95,6 +95,8 @@ def test_the_cards_command_run_as_shown_makes_the_same_shards(tmp_path):
     per-source --text-key spelled as a shell reads them, no Python list, no stand-in for the inputs."""
     import shlex
 
+    from sources import run_web_and_code
+
     weird = tmp_path / "my corpus"
     weird.mkdir()
     (weird / "web.jsonl").write_text((SAMPLE / "prose.jsonl").read_text())
@@ -102,15 +104,7 @@ def test_the_cards_command_run_as_shown_makes_the_same_shards(tmp_path):
         "".join(json.dumps({"body": json.loads(line)["text"]}) + "\n" for line in (SAMPLE / "code.jsonl").open())
     )
     out = tmp_path / "out"
-    run_transform(
-        [],
-        SAMPLE / "tokenizer.model",
-        out,
-        source=[f"web={weird / 'web.jsonl'}", f"code={weird / 'code.jsonl'}"],
-        weights="web=0.7,code=0.3",
-        text_key="code=body",
-        seq_len=256,
-    )
+    run_web_and_code(out, weird / "web.jsonl", weird / "code.jsonl", "body", weights="web=0.7,code=0.3", seq_len=256)
     card = (out / "README.md").read_text()
     command = card.split("## How they were made")[1].split("```")[1].strip()
     assert command.startswith("objcli transform --tokenizer") and "[" not in command and "(merged" not in command

@@ -4,13 +4,12 @@ source its asked-for share of the tokens: Megatron-LM's own blended dataset samp
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, run_cli, run_transform
+from conftest import SAMPLE, run_cli
+from sources import code_paragraphs, run_web_and_code
 
 from objcli.commands.verify import verify_output
 
@@ -20,21 +19,14 @@ def mixture(tmp_path_factory):
     """web (JSON lines, ``text``) and code (Parquet, ``content``), 70/30, written for Megatron with a
     validation split, several partitions per source."""
     folder = tmp_path_factory.mktemp("megatron-mixture")
-    paragraphs = [
-        p
-        for line in (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines()
-        for p in json.loads(line)["text"].split("\n\n")
-        if p.strip()
-    ]
-    pq.write_table(pa.table({"content": paragraphs}), folder / "code.parquet")
+    pq.write_table(pa.table({"content": code_paragraphs()}), folder / "code.parquet")
     out = folder / "out"
-    summary = run_transform(
-        [],
-        SAMPLE / "tokenizer.model",
+    summary = run_web_and_code(
         out,
-        source=[f"web={SAMPLE / 'prose.jsonl'}", f"code={folder / 'code.parquet'}"],
+        SAMPLE / "prose.jsonl",
+        folder / "code.parquet",
+        "content",
         weights="web=0.7,code=0.3",
-        text_key="code=content",
         output_format="megatron",
         split="validation=5%",
         partition_size="256KiB",

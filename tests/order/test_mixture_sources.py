@@ -3,12 +3,11 @@ one mixture, each source read with its own field (``--text-key code=content``), 
 
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, read_output, run_cli, run_transform
+from conftest import SAMPLE, read_output, run_cli
+from sources import code_paragraphs, run_web_and_code
 
 from objcli.commands.stats import compute_stats
 from objcli.commands.trace import trace, trace_lines
@@ -22,12 +21,7 @@ def held_sources(tmp_path_factory):
     folder = tmp_path_factory.mktemp("held")
     prose = (SAMPLE / "prose.jsonl").read_text(encoding="utf-8").splitlines()[:2000]
     (folder / "web.jsonl").write_text("\n".join([*prose[:10], "{not json", *prose[10:]]) + "\n", encoding="utf-8")
-    paragraphs = [
-        p
-        for line in (SAMPLE / "code.jsonl").read_text(encoding="utf-8").splitlines()
-        for p in json.loads(line)["text"].split("\n\n")
-        if p.strip()
-    ]
+    paragraphs = code_paragraphs()
     table = pa.table({"text": [f"src/file_{i}.py" for i in range(len(paragraphs))], "content": paragraphs})
     pq.write_table(table, folder / "code.parquet")
     return folder, paragraphs
@@ -36,13 +30,12 @@ def held_sources(tmp_path_factory):
 def test_each_source_is_read_with_its_own_text_key_and_traced_to_its_record(held_sources, tmp_path):
     folder, paragraphs = held_sources
     out = tmp_path / "out"
-    summary = run_transform(
-        [],
-        SAMPLE / "tokenizer.model",
+    summary = run_web_and_code(
         out,
-        source=[f"web={folder / 'web.jsonl'}", f"code={folder / 'code.parquet'}"],
+        folder / "web.jsonl",
+        folder / "code.parquet",
+        "content",
         weights="web=0.6,code=0.4",
-        text_key="code=content",
         seq_len=128,
         provenance=True,
     )
@@ -97,13 +90,12 @@ def test_datasets_shows_each_rows_source_by_name(held_sources, fmt, tmp_path):
     datasets = pytest.importorskip("datasets")
     folder, _ = held_sources
     out = tmp_path / fmt
-    run_transform(
-        [],
-        SAMPLE / "tokenizer.model",
+    run_web_and_code(
         out,
-        source=[f"web={folder / 'web.jsonl'}", f"code={folder / 'code.parquet'}"],
+        folder / "web.jsonl",
+        folder / "code.parquet",
+        "content",
         weights="web=0.5,code=0.5",
-        text_key="code=content",
         seq_len=128,
         output_format=fmt,
         split="validation=5%",
