@@ -1,7 +1,7 @@
 """The recipes of ``objcli/docs/architecture.md`` work when followed literally (issue 54): a throwaway
-objective and a throwaway engine, added in a temporary copy of the package exactly as the page says,
-are taken by the command line, ``--help``, the options page and a run. (The format recipe is followed
-by ``tests/formats/test_new_format.py``.)"""
+objective, engine and command, added in a temporary copy of the package exactly as the page says, are
+taken by the command line, ``--help``, the options page and a run. (The format recipe is followed by
+``tests/formats/test_new_format.py``, by registration.)"""
 
 from __future__ import annotations
 
@@ -145,3 +145,64 @@ def test_a_new_engine_is_taken_as_the_page_says(package_copy, tmp_path):
     assert done.returncode == 0, done.stderr
     engine = json.loads((out / "manifest.json").read_text())["tokenizer"]["engine"]
     assert engine["name"] == "echo-test" and engine["probe"].startswith("identical to tokenizers"), engine
+
+
+COMMAND = '''
+"""A throwaway command: the rows of an output, counted by reading them back through their format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ObjcliError
+from ..formats.reading import iter_rows
+
+
+def count_rows(folder: str) -> dict:
+    if not (Path(folder) / "manifest.json").is_file():
+        raise ObjcliError(f"count-rows: {folder} holds no manifest.json; give an objcli output folder")
+    return {"rows": sum(1 for _ in iter_rows(folder))}
+'''
+
+CLICK_COMMAND = '''
+
+@click.command("count-rows-test")
+@click.argument("folder")
+def count_rows_command(folder):
+    """Count the rows of an output FOLDER."""
+    from .count_rows import count_rows
+
+    try:
+        result = count_rows(folder)
+    except ObjcliError as error:
+        raise _Fail(str(error)) from None
+    click.echo(f"objcli count-rows-test: {folder}: {result['rows']:,} rows", err=True)
+
+
+FOLDER_COMMANDS.append(count_rows_command)
+'''
+
+
+def test_a_new_command_is_taken_as_the_page_says(package_copy, tmp_path):
+    """A throwaway command added as the page says: its function in commands/NAME.py raising ObjcliError,
+    its Click command in folder_commands.py, named in FOLDER_COMMANDS."""
+    steps = PAGE.split("## Adding a command")[1].split("\n## ")[0]
+    for step in ("objcli/commands/NAME.py", "ObjcliError", "folder_commands.py", "FOLDER_COMMANDS", "formats.reading"):
+        assert step in steps
+    commands = package_copy / "objcli" / "commands"
+    (commands / "count_rows.py").write_text(COMMAND)
+    (commands / "folder_commands.py").write_text((commands / "folder_commands.py").read_text() + CLICK_COMMAND)
+    out = tmp_path / "out"
+    args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128", "--format", "parquet"]
+    assert run_copy(package_copy, "-m", "objcli", "transform", *args, "-o", out, "-q").returncode == 0
+    listed = run_copy(package_copy, "-m", "objcli", "--help")
+    assert "count-rows-test" in listed.stdout, listed.stdout
+    counted = run_copy(package_copy, "-m", "objcli", "count-rows-test", out)
+    rows = json.loads((out / "manifest.json").read_text())["totals"]["rows"]
+    assert counted.returncode == 0 and counted.stderr == f"objcli count-rows-test: {out}: {rows:,} rows\n"
+    refused = run_copy(package_copy, "-m", "objcli", "count-rows-test", tmp_path)
+    assert (
+        refused.returncode != 0
+        and refused.stderr.startswith("Error: count-rows: ")
+        and "Traceback" not in refused.stderr
+    )
