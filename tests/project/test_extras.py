@@ -28,13 +28,21 @@ LLAMA_STYLE = SAMPLE / "llama-style"
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """objcli built once, as a wheel, for every environment below."""
-    folder = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(ROOT)],
-        check=True,
+    """objcli built once per test process, as a wheel, for every environment below: from a copy of the
+    project, since a build writes into the tree it builds (two test processes building the checkout
+    at once would share its build folder)."""
+    import shutil
+
+    folder, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "objcli", source / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(source)],
         capture_output=True,
+        text=True,
     )
+    assert built.returncode == 0, built.stderr[-3000:]
     return next(folder.glob("objcli-*.whl"))
 
 
