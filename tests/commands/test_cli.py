@@ -153,11 +153,23 @@ def test_every_command_is_in_the_readme_or_the_manual():
         assert f"objcli {name}" in docs, f"neither the README nor the manual shows 'objcli {name}'"
 
 
-def test_readme_quickstart_output_is_real():
+def test_the_readmes_two_setup_commands_are_the_makefiles_targets():
+    """The README's set-up block (its pasted output is run by test_docs): each ``make X`` it names is a
+    target of the Makefile, ``demo`` transforms sample_data/ and ``test`` runs pytest, both installing
+    into the project's own environment first."""
     readme = (ROOT / "README.md").read_text()
-    assert "make demo" in readme and "make test" in readme
-    pasted = re.search(r"objcli: ([\d,]+) documents read", readme)
-    assert pasted, "README should paste the demo's summary line"
+    named = re.findall(r"^make (\w+)\s+#", readme, re.M)
+    assert named[:2] == ["demo", "test"], named
+    makefile = (ROOT / "Makefile").read_text()
+    recipes = dict(
+        re.findall(r"^(\w[\w-]*): ([^\n]*)\n((?:\t[^\n]*\n)+)", makefile, re.M)
+        and [(m.group(1), m.group(3)) for m in re.finditer(r"^(\w[\w-]*):([^\n]*)\n((?:\t[^\n]*\n)+)", makefile, re.M)]
+    )
+    for target in named:
+        assert target in recipes, f"README names make {target}; the Makefile has no such target"
+    assert "objcli transform sample_data/" in recipes["demo"] and "pytest" in recipes["test"]
+    prerequisites = dict(re.findall(r"^(demo|test): (\S+)", makefile, re.M))
+    assert all(p.startswith("$(VENV)/.installed") for p in prerequisites.values()), prerequisites
 
 
 @pytest.mark.parametrize(

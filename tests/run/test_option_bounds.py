@@ -3,6 +3,7 @@
 objective in the registry, and the reported case (a seed past 64 bits with --split) is one line."""
 
 import dataclasses
+import json
 import typing
 
 import pytest
@@ -45,26 +46,28 @@ def test_every_integer_option_is_bounded(f):
             check_field(f, value)
 
 
+def _seeded_run(corpus, tokenizer, out, seed):
+    args = ["transform", str(corpus / "prose.jsonl"), "-t", tokenizer, "--split", "validation=10%"]
+    return CliRunner().invoke(main, [*args, "--seed", str(seed), "--seq-len", "64", "-o", str(out), "-q"])
+
+
+def _validation_sha256(out) -> list[str]:
+    shards = json.loads((out / "manifest.json").read_text())["shards"]
+    return [digest for s in shards if s["split"] == "validation" for digest in s["sha256"].values()]
+
+
 @pytest.mark.parametrize(("seed", "code"), [(2**64, 1), (2**64 - 1, 0)])
 def test_a_seed_past_64_bits_is_one_line_and_the_largest_runs(small_corpus, sample_tokenizer, tmp_path, seed, code):
-    result = CliRunner().invoke(
-        main,
-        [
-            "transform",
-            str(small_corpus / "prose.jsonl"),
-            "-t",
-            sample_tokenizer,
-            "--split",
-            "validation=10%",
-            "--seed",
-            str(seed),
-            "--seq-len",
-            "64",
-            "-o",
-            str(tmp_path / "o"),
-            "-q",
-        ],
-    )
+    result = _seeded_run(small_corpus, sample_tokenizer, tmp_path / "o", seed)
     assert result.exit_code == code, result.output
     if code:
         assert result.output == f"Error: --seed {seed}: must be between 0 and {2**64 - 1}\n"
+        return
+    # The largest seed is used whole: recorded exactly, and its validation split holds other documents
+    # than seed 0's and than the seed with its top bit cleared (a seed cut to 63 bits would be that one).
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["seed"] == seed
+    splits = [_validation_sha256(tmp_path / "o")]
+    for other in (0, seed - 2**63):
+        assert _seeded_run(small_corpus, sample_tokenizer, tmp_path / f"s{other}", other).exit_code == 0
+        splits.append(_validation_sha256(tmp_path / f"s{other}"))
+    assert splits[0] != splits[1] and splits[0] != splits[2]
