@@ -17,7 +17,7 @@ from .cli_options import Fail as _Fail
 from .cli_options import TokenizeCommand, TransformCommand, collect_values, tokenize_values, warn_line
 from .commands.folder_commands import FOLDER_COMMANDS
 from .errors import INTERRUPTED, ObjcliError, missing_module
-from .readers.inputs import TEXT_UNITS
+from .options import TEXT_UNITS
 from .run.progress import configure as configure_progress
 from .run.progress import phase
 

@@ -20,6 +20,8 @@ from .errors import ObjcliError
 INPUT, ROWS, ORDER, OUTPUT, RUN = "Input", "Objective and rows", "Order, splits and mixture", "Output", "Execution"
 HELP_SECTIONS = (INPUT, ROWS, ORDER, OUTPUT, RUN)
 
+TEXT_UNITS = ("line", "paragraph", "file")  # --text-unit: a plain-text document per line, paragraph or file
+
 
 def option(
     default: Any,

@@ -1,7 +1,8 @@
 """Readers: find inputs, split them into partitions, and yield batches of document texts."""
 
+from ..options import TEXT_UNITS
 from .documents import ReadOptions, read_documents
-from .inputs import INPUT_FORMATS, TEXT_UNITS, InputFile, Partition, plan_partitions, resolve_inputs
+from .inputs import INPUT_FORMATS, InputFile, Partition, plan_partitions, resolve_inputs
 from .records import RecordLog
 
 __all__ = [

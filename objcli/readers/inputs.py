@@ -43,7 +43,6 @@ FORMAT_SUFFIXES = {
 }
 # json: one JSON array of records; then the tokenized inputs (token_files.py), read with no tokenizer run
 INPUT_FORMATS = ("auto", "text", "jsonl", "json", "parquet", *TOKEN_FORMATS)
-TEXT_UNITS = ("line", "paragraph", "file")
 
 
 @dataclass(frozen=True)
