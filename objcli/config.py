@@ -253,6 +253,11 @@ class TransformConfig:
                 f"--format {self.output_format} stores input_ids only, so no row could say its source; "
                 "choose arrow, parquet, npy, or megatron (each source's shards and the blend file Megatron reads)"
             )
+        if self.shuffle_rows and self.format.blends_sources:
+            raise ObjcliError(
+                f"--shuffle-rows: --format {self.output_format} keeps each source's rows in shards of their own, "
+                "weighed by the blend file, and Megatron shuffles its samples itself; drop --shuffle-rows"
+            )
         if self.max_epochs and self.format.blends_sources:
             raise ObjcliError(
                 f"--max-epochs {self.max_epochs}: --format {self.output_format} copies no document (Megatron "

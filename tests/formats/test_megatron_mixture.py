@@ -113,6 +113,7 @@ def test_megatron_lm_samples_the_asked_shares(mixture, monkeypatch):
     [
         (["--max-epochs", "code=2"], "--max-epochs code=2: --format megatron copies no document"),
         (["--format", "tokens"], "--format tokens stores input_ids only"),
+        (["--shuffle-rows"], "--shuffle-rows: --format megatron keeps each source's rows in shards of their own"),
     ],
 )
 def test_what_a_megatron_mixture_refuses(args, message, tmp_path):
