@@ -8,6 +8,7 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..order.mixture import parse_sources, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
@@ -45,11 +46,20 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
     if config.token_store:
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
+    source_of = {path: name for name, paths in parse_sources(config.source).items() for path in paths}
     values = {}
     for store in stores:
         recorded = store_manifest(store)["token_store"]["reading"]
         for key in READING:
             stored, current = recorded.get(key), getattr(config, key)
+            if key == "text_key" and config.source:  # a mixture's keys are per source: this store's own
+                current = text_key_of(config.text_key, source_of.get(store, ""))
+                if current not in (stored, defaults[key]):
+                    raise ObjcliError(
+                        f"--text-key {config.text_key}: the token store {store} was tokenized with --text-key "
+                        f"{stored}; name that field for its source, or none"
+                    )
+                continue
             if current != stored and current != defaults[key] and values.get(key, current) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(

@@ -106,3 +106,19 @@ def test_datasets_shows_each_rows_source_by_name(held_sources, fmt, tmp_path):
         assert isinstance(feature, datasets.ClassLabel) and feature.names == ["web", "code"]
         names = {feature.int2str(i) for i in loaded[split]["source"]}
         assert names == {"web", "code"} if split == "train" else names <= {"web", "code"}
+
+
+def test_a_token_store_beside_a_source_with_its_own_field(held_sources, tmp_path):
+    """A store's field is fixed when it was made; another source's own --text-key is that source's
+    business, and naming another field for the store is refused in one line."""
+    folder, paragraphs = held_sources
+    store = tmp_path / "web-store"
+    made = run_cli("tokenize", folder / "web.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", store)
+    assert made.returncode == 0, made.stderr
+    summary = run_web_and_code(tmp_path / "out", store, folder / "code.parquet", "content", weights="web=1,code=1")
+    code = summary.manifest["mixture"]["code"]
+    # The paragraphs (about 226,000 tokens), not the decoy `text` column's paths (about 30,000).
+    assert code["estimated_tokens"] > 150_000 and code["documents_read"] % len(paragraphs) == 0
+    args = ["--source", f"web={store}", "--source", f"code={folder / 'code.parquet'}", "--weights", "web=1,code=1"]
+    refused = run_cli("transform", *args, "--text-key", "web=body,code=content", "-o", tmp_path / "bad")
+    assert refused.returncode == 1 and refused.stderr.startswith("Error: --text-key web=body,code=content: the token")
