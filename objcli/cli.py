@@ -1,4 +1,5 @@
-"""The command line: a thin Click layer over the library API.
+"""The command line: a thin Click layer over the library API. Here: ``transform``, ``tokenize``,
+``train-tokenizer`` and ``help``; the commands over an output folder are ``commands/folder_commands.py``'s.
 
 Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help`` stays fast.
 """
@@ -306,7 +307,7 @@ def help_command(topic):
     click.echo(page(topic), nl=False)
 
 
-for _command in FOLDER_COMMANDS:  # inspect, verify, stats, merge, reshard, export-tokenizer
+for _command in FOLDER_COMMANDS:  # the commands over an output folder (commands/folder_commands.py)
     main.add_command(_command)
 
 
