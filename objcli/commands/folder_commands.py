@@ -1,6 +1,6 @@
 """The commands that read or rebuild a finished output folder, as Click commands (``cli.py`` adds them
-to ``objcli``): inspect, verify, stats, trace, merge, reshard and export-tokenizer (``FOLDER_COMMANDS``). Heavy imports happen
-inside each command, so ``--help`` stays fast."""
+to ``objcli``): inspect, verify, stats, trace, merge, reshard and export-tokenizer
+(``FOLDER_COMMANDS``). Heavy imports happen inside each command, so ``--help`` stays fast."""
 
 from __future__ import annotations
 
