@@ -75,36 +75,36 @@ def manifest_blend(manifest) -> dict[int, tuple[str, float]] | None:
     )
 
 
+def _text_key_parts(spec: str) -> list[tuple[str | None, str, str]]:
+    """``--text-key``'s parts as (source or None for the default, field, the part as written)."""
+    parts = []
+    for part in spec.split(","):
+        name, equals, key = part.partition("=")
+        parts.append((name.strip(), key.strip(), part) if equals else (None, part.strip(), part))
+    return parts
+
+
 def text_key_of(spec: str, source: str = "") -> str:
     """The field a source's text is in: ``--text-key content`` for every source, ``code=content`` for
     one (the others read ``text``), ``body,code=content`` a default and one source's own."""
-    default, own = "text", {}
-    for part in spec.split(","):
-        name, equals, key = part.partition("=")
-        if equals:
-            own[name.strip()] = key.strip()
-        else:
-            default = part.strip()
-    return own.get(source, default)
+    own = {name: key for name, key, _ in _text_key_parts(spec) if name is not None}
+    defaults = [key for name, key, _ in _text_key_parts(spec) if name is None]
+    return own.get(source, defaults[-1] if defaults else "text")
 
 
 def check_text_keys(spec: str, names: list[str]) -> None:
     """Every SOURCE=KEY of ``--text-key`` names a source of the run, once, with a key."""
-    named, defaults = [], 0
-    for part in spec.split(","):
-        name, equals, key = part.partition("=")
-        if not (key.strip() if equals else part.strip()):
-            raise ObjcliError(f"--text-key {spec}: '{part}' names no field; give KEY or SOURCE=KEY (code=content)")
-        if equals:
-            named.append(name.strip())
-        else:
-            defaults += 1
+    parts = _text_key_parts(spec)
+    empty = next((part for _, key, part in parts if not key), None)
+    if empty is not None:
+        raise ObjcliError(f"--text-key {spec}: '{empty}' names no field; give KEY or SOURCE=KEY (code=content)")
+    named = [name for name, _, _ in parts if name is not None]
     if named and not names:
         raise ObjcliError(
             f"--text-key {spec}: SOURCE=KEY names a --source's own field; without --source give the field alone"
         )
     unknown = [n for n in named if n not in names] + [n for n in set(named) if named.count(n) > 1]
-    if unknown or defaults > 1:
+    if unknown or len(parts) - len(named) > 1:
         raise ObjcliError(
             f"--text-key {spec}: give one field for every source and SOURCE=KEY once for a source of its own "
             f"({', '.join(names)})"
