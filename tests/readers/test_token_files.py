@@ -22,6 +22,7 @@ from objcli.transform import transform
 
 SPM = SAMPLE / "tokenizer.model"
 LLAMA = SAMPLE / "llama-style" / "tokenizer.json"
+TOKEN_FILES = Path(__file__).resolve().parent.parent / "data" / "token_files"  # made by the real tools
 TEXTS = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").read_text().splitlines()[:120]]
 
 
@@ -89,75 +90,89 @@ def test_randomized_objectives_from_token_files_are_deterministic_and_verify(obj
     assert _rows(tmp_path / "one").equals(_rows(tmp_path / "two"))
 
 
-def test_megatron_files_written_by_megatron_core_with_and_without_split_sentences(tmp_path):
-    """Megatron-LM's own builder, as preprocess_data.py calls it: each document's sequences (one, or
-    its sentences with --split-sentences), --append-eod on the last; read as Megatron's reader reads."""
-    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+def test_megatron_lms_preprocess_data_files_read_as_megatron_reads_them(tmp_path):
+    """Written by Megatron-LM's own tools/preprocess_data.py (tests/data/token_files/README.md):
+    without and with --append-eod and --split-sentences. Each document's ids are what Megatron's
+    reader gives (the EOD off: the objective adds its own) and, whole documents, SentencePiece's ids
+    of the text; clm from the file is the text run's rows, byte for byte."""
     import sentencepiece as spm
-    import torch
-
-    from objcli.objectives.sentences import split_batch
 
     sp = spm.SentencePieceProcessor(model_file=str(SPM))
-    eod = sp.eos_id()
-    for split in (False, True):
-        prefix = str(tmp_path / f"corpus_{'sentences' if split else 'text'}_document")
-        builder = indexed.IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
-        for text in TEXTS:
-            pieces = split_batch([text], "prose")[0] if split else [text]
-            ids = [sp.encode(piece) for piece in pieces]
-            ids[-1] = ids[-1] + [eod]
-            builder.add_document(torch.tensor([i for s in ids for i in s]), [len(s) for s in ids])
-        builder.finalize(prefix + ".idx")
-        theirs = indexed.IndexedDataset(prefix)
-        documents = theirs.document_indices
-        expected = [
-            np.concatenate([theirs[int(s)] for s in range(documents[d], documents[d + 1])]).tolist()[:-1]
-            for d in range(len(documents) - 1)
-        ]
-        assert _documents(prefix, "megatron", eod) == expected  # the EOD taken off: the objective adds its own
-        opened = open_token_file(prefix, "megatron", eos=eod)
-        assert (opened.sentences is not None) == split
-    nsp = _run([str(tmp_path / "corpus_sentences_document")], tmp_path / "nsp", objective="nsp", seq_len=128)
+    texts = [json.loads(line)["text"] for line in (TOKEN_FILES / "corpus.jsonl").read_text().splitlines()]
+    for name, eod, split in [("plain_text_document", False, False), ("corpus_text_document", True, False),
+                             ("corpus_text_sentence", True, True)]:  # fmt: skip
+        prefix = TOKEN_FILES / name
+        read = _documents(prefix, "megatron", sp.eos_id())
+        assert read == _megatron_documents(prefix, eod) and len(read) == len(texts), name
+        if not split:
+            assert read == [sp.encode(t) for t in texts], name
+        assert (open_token_file(str(prefix), "megatron").sentences is not None) == split
+    text = _run([TOKEN_FILES / "corpus.jsonl"], tmp_path / "text", seq_len=96)
+    derived = _run([TOKEN_FILES / "corpus_text_document.bin"], tmp_path / "derived", seq_len=96)
+    assert _rows(tmp_path / "text").equals(_rows(tmp_path / "derived"))
+    assert derived.totals["documents_written"] == text.totals["documents_written"] == len(texts)
+    nsp = _run([TOKEN_FILES / "corpus_text_sentence"], tmp_path / "nsp", objective="nsp", seq_len=128)
     assert nsp.totals["rows"] > 0 and verify_output(tmp_path / "nsp").ok
     refused = run_cli(
-        "transform", tmp_path / "corpus_text_document", "-t", SPM, "--objective", "nsp", "-o", tmp_path / "x"
+        "transform", TOKEN_FILES / "corpus_text_document", "-t", SPM, "--objective", "nsp", "-o", tmp_path / "x"
     )
     assert refused.returncode == 1 and "--split-sentences" in refused.stderr
 
 
-def test_datatrove_document_tokenizer_files(tmp_path):
-    pytest.importorskip("datatrove")
-    from datatrove.data import Document
-    from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
+def _megatron_documents(prefix: Path, eod: bool) -> list[list[int]]:
+    """The documents as Megatron-LM's own reader gives them (megatron-core, the bench extra), else as
+    its index file says byte for byte (the format: megatron/core/datasets/indexed_dataset.py)."""
+    try:
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    except ImportError:
+        IndexedDataset = None  # noqa: N806
+    if IndexedDataset is not None:
+        theirs = IndexedDataset(str(prefix))
+        bounds, sequence = theirs.document_indices, theirs.__getitem__
+    else:
+        idx = Path(f"{prefix}.idx").read_bytes()
+        count, entries = struct.unpack("<QQ", idx[18:34])
+        sizes = np.frombuffer(idx, "<i4", count, 34)
+        bounds = np.frombuffer(idx, "<i8", entries, 34 + 12 * count)
+        flat, starts = np.fromfile(f"{prefix}.bin", "<u2"), np.concatenate([[0], np.cumsum(sizes)])
+        sequence = lambda k: flat[starts[k] : starts[k + 1]]  # noqa: E731
+    documents = []
+    for d in range(len(bounds) - 1):
+        ids = np.concatenate([sequence(int(s)) for s in range(bounds[d], bounds[d + 1])]).tolist()
+        documents.append(ids[:-1] if eod else ids)
+    return documents
+
+
+def test_datatroves_document_tokenizer_files(tmp_path):
+    """Written by datatrove's DocumentTokenizer (make_token_files.py): its index's documents, the EOS
+    it appends off, are the tokenizer's ids of each text; clm from them is the text run's."""
     from tokenizers import Tokenizer
 
-    step = DocumentTokenizer(str(tmp_path / "ds"), tokenizer_name_or_path=str(LLAMA), eos_token="<|end_of_text|>",
-                             shuffle_documents=False, save_filename="corpus")  # fmt: skip
-    step.run((Document(text=t, id=str(i)) for i, t in enumerate(TEXTS[:60])), rank=0, world_size=1)
-    ds = next((tmp_path / "ds").glob("*.ds"))
+    ds = TOKEN_FILES / "corpus_unshuffled.ds"
     assert detect(str(ds), "auto") == "datatrove"
+    texts = [json.loads(line)["text"] for line in (TOKEN_FILES / "corpus.jsonl").read_text().splitlines()]
     tokenizer = Tokenizer.from_file(str(LLAMA))
     eos = tokenizer.token_to_id("<|end_of_text|>")
-    expected = [tokenizer.encode(t, add_special_tokens=False).ids for t in TEXTS[:60]]
-    assert _documents(ds, "datatrove", eos) == expected
+    assert _documents(ds, "datatrove", eos) == [tokenizer.encode(t, add_special_tokens=False).ids for t in texts]
+    text = _run([TOKEN_FILES / "corpus.jsonl"], tmp_path / "text", tokenizer=LLAMA, seq_len=96)
+    derived = _run([ds], tmp_path / "derived", tokenizer=LLAMA, seq_len=96)
+    assert _rows(tmp_path / "text").equals(_rows(tmp_path / "derived"))
+    assert derived.totals["documents_written"] == text.totals["documents_written"] == len(texts)
+    assert derived.manifest["inputs"][0]["format"] == "datatrove"
 
 
 def test_a_datasets_map_output_with_input_ids(tmp_path):
+    """A ``Dataset.map`` that added input_ids (make_token_files.py), as save_to_disk and Parquet: the
+    rows ``datasets`` itself loads, and the same output from either."""
     datasets = pytest.importorskip("datasets")
-    import sentencepiece as spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(SPM))
-    mapped = datasets.Dataset.from_dict({"text": TEXTS[:50], "id": list(range(50))}).map(
-        lambda row: {"input_ids": sp.encode(row["text"])}
-    )
-    mapped.save_to_disk(str(tmp_path / "saved"))
-    assert detect(str(tmp_path / "saved"), "auto") == "input-ids"
-    assert _documents(tmp_path / "saved", "input-ids", None) == [sp.encode(t) for t in TEXTS[:50]]
-    mapped.to_parquet(str(tmp_path / "ids.parquet"))
-    out = _run([tmp_path / "ids.parquet"], tmp_path / "o", input_format="input-ids", seq_len=64)
-    _run([tmp_path / "saved"], tmp_path / "o2", seq_len=64)
-    assert out.totals["documents_written"] == 50 and _rows(tmp_path / "o").equals(_rows(tmp_path / "o2"))
+    saved = TOKEN_FILES / "mapped"
+    assert detect(str(saved), "auto") == "input-ids"
+    theirs = datasets.load_from_disk(str(saved))["input_ids"]
+    assert _documents(saved, "input-ids", None) == [list(ids) for ids in theirs]
+    out = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "o", input_format="input-ids", seq_len=64)
+    _run([saved], tmp_path / "o2", seq_len=64)
+    assert out.totals["documents_written"] == len(theirs) and _rows(tmp_path / "o").equals(_rows(tmp_path / "o2"))
 
 
 def test_every_token_format_is_a_choice_and_a_nanogpt_file_is_split_at_eos(tmp_path):
