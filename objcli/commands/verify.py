@@ -28,6 +28,7 @@ from ..formats import Column, format_of
 from ..formats.provenance import provenance_file
 from ..kernels import IGNORE
 from ..order.mixture import manifest_blend
+from ..readers.token_digests import changed_token_inputs
 from ..run.progress import phase
 from ..storage.files import file_sha256
 from ..storage.identity import check_identity
@@ -118,6 +119,7 @@ def verify_output(folder: str | Path) -> Report:
     report.problems += _check_format_files(folder, manifest)
     report.problems += check_identity(manifest.identity)  # the template and configs, where they are here
     report.problems += _added_identity_files(manifest)
+    report.problems += changed_token_inputs(manifest.inputs)
     totals = manifest.totals
     if totals["shards"] != len(manifest.shards):
         report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")

@@ -14,6 +14,8 @@ from ..order.mixture import mixture_totals
 from ..order.shuffle import shuffle_rows
 from ..order.splits import split_names
 from ..readers.records import every_record_bad, why_no_rows
+from ..readers.token_digests import token_input_digests
+from ..readers.token_formats import TOKEN_FORMATS
 from ..recipe import command_line, recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error
@@ -25,11 +27,14 @@ from .stores import store_summary
 def input_entry(f, source: str = "") -> dict:
     """An input as the manifest records it: its path as given, the mixture's source it was read for,
     and for a local file where it was (``resolved``) and when it was last changed, so ``trace`` reads
-    the same file (with its source's --text-key) or says it changed."""
+    the same file (with its source's --text-key) or says it changed; a tokenized input's files'
+    sha256."""
     entry = {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
     entry |= {"source": source} if source else {}
     if f.is_stream or is_url(f.path):
         return entry
+    if f.format in TOKEN_FORMATS:  # its files by content (verify checks them), a Megatron prefix's two
+        return entry | {"resolved": os.path.abspath(f.path), "sha256": token_input_digests(f.path, f.format)}
     try:
         modified = os.stat(f.path).st_mtime_ns
     except OSError:

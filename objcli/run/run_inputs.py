@@ -13,11 +13,14 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.mixture import parse_sources
 from ..readers.inputs import STDIN
+from ..readers.token_digests import token_input_digests
+from ..readers.token_formats import TOKEN_FORMATS
 from ..storage.remote import is_url, public_url
 
 
 def make_run_key(config_sha256: str, files) -> str:
-    """The configuration plus the size and modification time (an object's ETag) of every input: an
+    """The configuration plus the size and modification time (an object's ETag; a tokenized input's
+    files' sha256) of every input: an
     interrupted run's finished partitions are reused only if this matches (an edited input
     invalidates them). What a stream held cannot be compared with an earlier run, so a run that
     reads one has a key of its own."""
@@ -28,6 +31,9 @@ def make_run_key(config_sha256: str, files) -> str:
             continue
         if is_url(f.path):
             stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
+            continue
+        if f.format in TOKEN_FORMATS:  # by content: what a sweep derives every objective from
+            stats.append([f.path, token_input_digests(f.path, f.format)])
             continue
         try:  # a token store is its manifest (written last, rewritten by every change to the store)
             stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else _data_file(f))

@@ -257,3 +257,32 @@ def test_hostile_token_inputs_are_one_line(tmp_path):
 
 def MAGIC_HEADER(count: int) -> bytes:  # noqa: N802 - a header as Megatron writes it, claiming ``count``
     return b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, count, count + 1)
+
+
+def test_a_token_inputs_files_are_known_by_their_sha256(tmp_path):
+    """The manifest records each file's sha256; a file rewritten with its old size and time (two ids
+    swapped) is another input: verify names it, and the same command runs again instead of finding
+    nothing to do."""
+    import os
+
+    from objcli.storage.files import file_sha256
+
+    for name in ("corpus_text_document.bin", "corpus_text_document.idx"):
+        shutil.copy(TOKEN_FILES / name, tmp_path / name)
+    args = ("transform", tmp_path / "corpus_text_document", "-t", SPM, "--seq-len", "64", "-o", tmp_path / "out")
+    assert run_cli(*args).returncode == 0
+    recorded = manifest_json(tmp_path / "out")["inputs"][0]["sha256"]
+    assert recorded == {
+        name: file_sha256(tmp_path / name) for name in ("corpus_text_document.idx", "corpus_text_document.bin")
+    }
+    assert run_cli("verify", tmp_path / "out").returncode == 0
+    data, stat = tmp_path / "corpus_text_document.bin", os.stat(tmp_path / "corpus_text_document.bin")
+    ids = bytearray(data.read_bytes())
+    ids[0:2], ids[2:4] = ids[2:4], ids[0:2]
+    data.write_bytes(bytes(ids))
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    checked = run_cli("verify", tmp_path / "out")
+    assert checked.returncode == 1 and "corpus_text_document.bin's sha256 differs" in checked.stdout + checked.stderr
+    again = run_cli(*args)
+    assert again.returncode == 0 and "nothing to do" not in again.stderr and "inputs changed" in again.stderr
+    assert manifest_json(tmp_path / "out")["inputs"][0]["sha256"]["corpus_text_document.bin"] == file_sha256(data)
