@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import ObjcliError
 from ..formats.provenance import provenance_file
+from ..readers.token_formats import TOKEN_FORMATS
 from ..storage.manifest import Manifest, read_manifest
 
 
@@ -55,8 +58,10 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
         )
     table = pq.read_table(folder / name)
     rows = table.filter(pc.equal(table.column("row"), index)).to_pylist()
+    tokenized = {i["path"] for i in manifest.inputs if i.get("format") in TOKEN_FORMATS}
     return [
-        {"file": r["file"], "record": r["record"], "chars": [r["start"], r["end"]], "segment": r["segment"]}
+        {"file": r["file"], "record": r["record"], "segment": r["segment"]}
+        | {"tokens" if r["file"] in tokenized else "chars": [r["start"], r["end"]]}
         | ({"copy": r["copy"]} if r["copy"] else {})
         for r in rows
     ]
@@ -104,17 +109,20 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
     wanted: dict[str, set[int]] = {}
     for span in spans:
         wanted.setdefault(span["file"], set()).add(span["record"])
-    texts, changed = {}, {}
-    for path, records in wanted.items():
-        where, changed[path] = _source_as_run(manifest, path)
-        if not changed[path]:
-            texts.update(
-                ((path, r), t) for r, t in record_texts(manifest, where, records, source_of(manifest, path)).items()
-            )
+    texts, changed = _texts_of(manifest, wanted)
     lines = []
     for span in spans:
-        start, end = span["chars"]
         copy = f", copy {span['copy']}" if span.get("copy") else ""
+        if "tokens" in span:  # a tokenized input: a document of its ids, decoded
+            start, end = span["tokens"]
+            lines.append(
+                f"── segment {span['segment']}: {span['file']} document {span['record']} "
+                f"(0-based), tokens {start:,}-{end:,}{copy}"
+            )
+            shown = texts[span["file"]]
+            lines.append(shown(span) if shown else f"(not shown: {changed[span['file']]})")
+            continue
+        start, end = span["chars"]
         lines.append(
             f"── segment {span['segment']}: {span['file']} record {span['record']} "
             f"(0-based), characters {start:,}-{end:,}{copy}"
@@ -125,6 +133,68 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
         else:
             lines.append(text[start:end] if text is not None else "(the file cannot be read here)")
     return lines
+
+
+def _texts_of(manifest: Manifest, wanted: dict[str, set[int]]) -> tuple[dict, dict[str, str]]:
+    """(the texts of the records wanted, by (file, record); a tokenized input's by file, a function
+    of the span), and for each file why it cannot be shown ("" where it can)."""
+    tokenized = {i["path"]: i for i in manifest.inputs if i.get("format") in TOKEN_FORMATS}
+    texts, changed = {}, {}
+    for path, records in wanted.items():
+        if path in tokenized:
+            changed[path] = _token_input_changed(tokenized[path])
+            texts[path] = None if changed[path] else _token_texts(manifest, tokenized[path])
+            continue
+        where, changed[path] = _source_as_run(manifest, path)
+        if not changed[path]:
+            texts.update(
+                ((path, r), t) for r, t in record_texts(manifest, where, records, source_of(manifest, path)).items()
+            )
+    return texts, changed
+
+
+def _token_input_changed(entry: dict) -> str:
+    """Why a tokenized input's spans cannot be shown: its files differ from the ones the run read."""
+    from ..readers.token_digests import token_input_digests
+
+    where = entry.get("resolved", entry["path"])
+    try:
+        now = token_input_digests(where, entry["format"])
+    except (ObjcliError, OSError, ValueError, KeyError):
+        return f"{where} is gone since the run"
+    if "sha256" in entry and now != entry["sha256"]:
+        return f"{where} changed since the run (its files' sha256 differ); rerun to trace it"
+    return ""
+
+
+def _token_texts(manifest: Manifest, entry: dict):
+    """A tokenized input's spans as text: the document's ids at the span, decoded with the run's
+    tokenizer (None where the file or the tokenizer cannot be read here)."""
+    from ..readers.token_files import leading_framing, open_token_file
+    from ..readers.token_formats import SPLIT_AT_EOS
+    from ..run.token_inputs import ids_key
+    from .show import load_output_tokenizer
+
+    try:
+        tokenizer = load_output_tokenizer(manifest, None)
+        eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
+        key = ids_key(_Keys(manifest.config.get("text_key", "text")), entry.get("source", ""))
+        opened = open_token_file(entry["resolved"], entry["format"], key, eos)
+    except (ObjcliError, OSError, KeyError, ValueError):
+        return lambda span: "(the file cannot be read here)"
+    lead = leading_framing(opened, "each" if entry["format"] in SPLIT_AT_EOS else "", eos)  # llm.c's first EOS
+
+    def text(span: dict) -> str:
+        first = int(opened.offsets[span["record"] + lead])
+        start, end = span["tokens"]
+        return tokenizer.decode(np.asarray(opened.tokens[first + start : first + end], dtype=np.int64))
+
+    return text
+
+
+class _Keys:  # what ids_key reads of a configuration: the manifest's --text-key
+    def __init__(self, text_key: str):
+        self.text_key = text_key
 
 
 def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:

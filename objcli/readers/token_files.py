@@ -170,7 +170,7 @@ def token_batches(partition: Partition, ids_key: str, batch_bytes: int, log, eos
     opened, strip = _opened(piece.input.path, piece.input.format, ids_key, eos, _stamp(piece.input.path))
     first, last = piece_documents(opened, piece)
     for a, b in _batches(opened.offsets, first, last, max(1, batch_bytes // 4)):
-        yield _batch(opened, a, b, (strip, eos), vocab, log)
+        yield _batch(opened, piece.input.path, (a, b), (strip, eos), vocab, log)
         log.pieces_done_bytes += int(opened.offsets[b] - opened.offsets[a]) * opened.tokens.dtype.itemsize
 
 
@@ -183,11 +183,12 @@ def _batches(offsets: np.ndarray, first: int, last: int, tokens: int) -> list[tu
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _batch(opened: TokenFile, a: int, b: int, stripping: tuple, vocab: int, log):
+def _batch(opened: TokenFile, name: str, documents: tuple[int, int], stripping: tuple, vocab: int, log):
+    """Documents ``a:b`` of the file (``name``: as the manifest names it)."""
     from ..kernels.ragged import gather_ranges, lengths_to_offsets
-    from .token_store import StoredDocuments
+    from .token_store import StoredDocuments, TokenOrigins
 
-    strip, eos = stripping
+    (a, b), (strip, eos) = documents, stripping
     starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
     chunk = np.asarray(opened.tokens[opened.offsets[a] : opened.offsets[b]])  # the batch's ids, one read
     has = lengths > 0
@@ -206,17 +207,25 @@ def _batch(opened: TokenFile, a: int, b: int, stripping: tuple, vocab: int, log)
         framing[0] |= a == 0 and lengths[0] == 0
         framing[-1] |= b == opened.documents and lengths[-1] == 0
     log.read += int((~framing).sum())
+    lead = leading_framing(opened, strip, eos)
     for k in np.flatnonzero((lengths == 0) & ~framing):
-        log.skip("empty_document", f"{opened.path} document {a + int(k)}", "no token left")
+        log.skip("empty_document", f"{name} document {a + int(k) - lead}", "no token left")
     keep = np.flatnonzero(lengths > 0)
     sentences = _sentences(opened, a, b, strip).take(keep) if opened.sentences is not None else None
     if len(keep) < b - a:
         raw = gather_ranges(raw, lengths_to_offsets(lengths)[:-1][keep], lengths[keep])
     lengths = lengths[keep].astype(np.int64)
     none = np.zeros(len(lengths), dtype=bool)
+    origins = TokenOrigins(name, a + keep.astype(np.int64) - lead)
     return StoredDocuments(
-        raw.astype(np.int32), lengths_to_offsets(lengths), lengths, 4 * lengths, None, none, sentences
+        raw.astype(np.int32), lengths_to_offsets(lengths), lengths, 4 * lengths, None, none, sentences, origins
     )
+
+
+def leading_framing(opened: TokenFile, strip: str, eos: int | None) -> int:
+    """1 where a file split at EOS starts with one (llm.c's, before its first document): that empty
+    run is no document, and the file's documents are numbered from the one after it."""
+    return int(strip == "each" and opened.documents > 0 and opened.offsets[1] == 1 and int(opened.tokens[0]) == eos)
 
 
 def _check_ids(tokens: np.ndarray, opened: TokenFile, starts: np.ndarray, lengths: np.ndarray, vocab: int) -> None:

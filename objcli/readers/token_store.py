@@ -28,6 +28,25 @@ from .inputs import InputFile, Partition, Piece
 
 
 @dataclass
+class TokenOrigins:
+    """Where a tokenized input's documents come from (``--provenance``)."""
+
+    file: str  # as the manifest names it
+    records: np.ndarray  # int64 per document: its index among the file's documents
+    copy: int = 0  # a mixture's repetition
+
+    def take(self, indices) -> TokenOrigins:
+        return TokenOrigins(self.file, self.records[indices], self.copy)
+
+    def copied(self, copy: int) -> TokenOrigins:
+        return TokenOrigins(self.file, self.records, copy)
+
+    @staticmethod
+    def concat(parts: list[TokenOrigins]) -> TokenOrigins:
+        return TokenOrigins(parts[0].file, np.concatenate([p.records for p in parts]), parts[0].copy)
+
+
+@dataclass
 class StoredDocuments:
     tokens: np.ndarray  # int32, flat
     offsets: np.ndarray  # int64, len + 1
@@ -38,6 +57,9 @@ class StoredDocuments:
     crc: np.ndarray | None
     bos_text: np.ndarray  # bool per document
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
+    # --provenance over a tokenized input: its file (as the manifest names it), each document's index
+    # in it, and which copy a mixture's pass makes (token_files.py). A store keeps no origins.
+    origins: TokenOrigins | None = None
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -49,7 +71,8 @@ class StoredDocuments:
         lo, hi = self.offsets[start], self.offsets[stop]
         columns = (c[start:stop] for c in (self.chars, self.utf8, self.crcs(), self.bos_text))
         sentences = None if self.sentences is None else self.sentences.slice(start, stop)
-        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences)
+        origins = None if self.origins is None else self.origins.take(slice(start, stop))
+        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences, origins)
 
     def take(self, indices) -> StoredDocuments:
         indices = np.asarray(indices, dtype=np.int64)
@@ -60,6 +83,7 @@ class StoredDocuments:
             lengths_to_offsets(lengths),
             *(column[indices] for column in (self.chars, self.utf8, self.crcs(), self.bos_text)),
             None if self.sentences is None else self.sentences.take(indices),
+            None if self.origins is None else self.origins.take(indices),
         )
 
     @staticmethod
@@ -70,8 +94,9 @@ class StoredDocuments:
         columns = [np.concatenate([p.chars for p in parts]), np.concatenate([p.utf8 for p in parts])]
         columns += [np.concatenate([p.crcs() for p in parts]), np.concatenate([p.bos_text for p in parts])]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
+        origins = None if parts[0].origins is None else TokenOrigins.concat([p.origins for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
-        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences)
+        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins)
 
     def sentence_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A per-sentence store's (tokens, each sentence's token offsets, sentences per document): what

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -222,7 +222,14 @@ def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog
         keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
         log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
         if len(keep):
-            yield [copy_of(text, j) for text in take(texts, keep)] if j and config.provenance else take(texts, keep)
+            yield _copies(take(texts, keep), j) if j and config.provenance else take(texts, keep)
+
+
+def _copies(texts, j: int):
+    """The documents of pass ``j`` named as its copies (``--provenance``)."""
+    if isinstance(texts, StoredDocuments):
+        return replace(texts, origins=texts.origins.copied(j))
+    return [copy_of(text, j) for text in texts]
 
 
 def _counted_once(documents, log: RecordLog):

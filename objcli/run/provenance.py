@@ -16,7 +16,9 @@ import numpy as np
 from ..formats.provenance import COLUMNS
 from ..kernels.packing import segment_starts
 from ..kernels.ragged import lengths_to_offsets
+from ..readers.token_store import StoredDocuments, TokenOrigins
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..storage.remote import public_url
 
 SOURCE, TOKEN = "__source", "__token"
 SOURCE_SPEC = ColumnSpec(SOURCE, "scalar", 0, 2**31 - 1, "the example", role="per_segment")
@@ -67,6 +69,9 @@ class Sources:
     def add(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
         """A batch's documents (SourcedTexts), tokenized: ``tokens``/``offsets`` as encoded."""
         counts = np.diff(offsets)
+        if isinstance(texts, StoredDocuments):
+            self._add_ids(texts.origins, counts, offsets)
+            return
         self.origins["file"].extend([self.files[t.file] for t in texts])
         for name in ("record", "start", "copy"):
             self.origins[name].extend([getattr(t, name) for t in texts])
@@ -81,6 +86,23 @@ class Sources:
         previous[offsets[:-1][counts > 0]] = 0  # a document's first token follows nothing
         self.back.extend(np.clip(previous - starts, 0, 127))
         base = self.ends.extend(ends)
+        self.origins["base"].extend(base + offsets[:-1])
+
+    def _add_ids(self, origins: TokenOrigins, counts: np.ndarray, offsets: np.ndarray) -> None:
+        """A tokenized input's documents: a span is counted in the document's ids, so a token's end is
+        its place + 1 and nothing starts inside another."""
+        self.origins["file"].extend(np.full(len(counts), self.files[public_url(origins.file)], np.int64))
+        self.origins["record"].extend(origins.records)
+        self.origins["start"].extend(np.zeros(len(counts), np.int64))
+        self.origins["copy"].extend(np.full(len(counts), origins.copy, np.int64))
+        self.origins["length"].extend(counts)
+        self.origins["tokens"].extend(counts if self.kind != "documents" else np.zeros(len(counts), np.int64))
+        if self.kind == "documents":
+            self.origins["base"].extend(np.zeros(len(counts), np.int64))
+            return
+        places = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
+        self.back.extend(np.zeros(len(places), np.int8))
+        base = self.ends.extend((places + 1).astype(np.int32))
         self.origins["base"].extend(base + offsets[:-1])
 
     def cut(self, first_example: int, documents: np.ndarray, places: np.ndarray, starts: np.ndarray) -> None:

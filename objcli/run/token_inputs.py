@@ -36,18 +36,12 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
 
 
 def check_token_run(partitions: list, config: TransformConfig, tokenizer, objective) -> None:
-    """What a run over token files refuses: provenance (no text to point into), objectives that cut
-    text (the sentence ones only where Megatron's split sentences are there), ids wider than the file."""
+    """What a run over token files refuses: objectives that cut text (the sentence ones only where
+    Megatron's split sentences are there), ids wider than the file."""
     sources = {p.input: p.source for p in partitions if p.input.format in TOKEN_FORMATS}
     if not sources:
         return
     files = list(sources)
-    first = files[0]
-    if config.provenance:
-        raise ObjcliError(
-            f"--provenance: input {first.path} is tokenized ({first.format}), with no text whose characters a "
-            "row could point to; run the transform from the text to record provenance"
-        )
     for f in files:
         opened = opened_once(f.path, f.format, ids_key(config, sources[f]))
         limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None

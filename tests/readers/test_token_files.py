@@ -190,6 +190,11 @@ def test_every_token_format_is_a_choice_and_a_nanogpt_file_is_split_at_eos(tmp_p
     header[:3] = (20240520, 1, 9)
     (tmp_path / "llmc.bin").write_bytes(header.tobytes() + np.array([2, 5, 6, 2, 7, 2, 9, 10, 11], np.uint16).tobytes())
     assert _documents(tmp_path / "llmc.bin", "llmc", 2) == [[5, 6], [7], [9, 10, 11]]
+    from objcli.readers.inputs import InputFile
+
+    (partition,) = token_partitions(InputFile(str(tmp_path / "llmc.bin"), "llmc", None, 0), 1 << 16, "input_ids")
+    (batch,) = token_batches(partition, "input_ids", 1 << 20, log, 2, 100)
+    assert batch.origins.records.tolist() == [0, 1, 2]  # numbered from the document after llm.c's first EOS
     assert not log.skipped
 
 
@@ -286,3 +291,58 @@ def test_a_token_inputs_files_are_known_by_their_sha256(tmp_path):
     again = run_cli(*args)
     assert again.returncode == 0 and "nothing to do" not in again.stderr and "inputs changed" in again.stderr
     assert manifest_json(tmp_path / "out")["inputs"][0]["sha256"]["corpus_text_document.bin"] == file_sha256(data)
+
+
+@pytest.mark.parametrize("packing", ["concat", "best-fit", "none"])
+def test_provenance_of_a_tokenized_input_names_each_documents_ids(packing, tmp_path):
+    """--provenance over Megatron-LM's file: each span is a document (its index in the file) and a
+    range of its ids, and a segment's ids, BOS and EOS aside, are exactly those; the shards are the
+    run's without --provenance; trace shows the document's ids decoded."""
+    import pyarrow.parquet as pq
+
+    prefix = TOKEN_FILES / "corpus_text_document"
+    documents = _megatron_documents(prefix, eod=True)
+    options = {"seq_len": 64, "packing": packing, "shard_size": "120"}
+    _run([prefix], tmp_path / "spans", provenance=True, **options)
+    _run([prefix], tmp_path / "plain", **options)
+    assert verify_output(tmp_path / "spans").ok and _rows(tmp_path / "spans").equals(_rows(tmp_path / "plain"))
+    manifest = manifest_json(tmp_path / "spans")
+    specials = set(manifest["special_tokens"]["ids"].values())
+    checked = 0
+    for shard in manifest["shards"]:
+        rows = pa.ipc.open_stream(pa.memory_map(str(tmp_path / "spans" / shard["files"][0]))).read_all().to_pylist()
+        spans = pq.read_table(tmp_path / "spans" / shard["files"][-1]).to_pylist()
+        for span in spans:
+            row = rows[span["row"]]
+            segment = [t for t, s in zip(row["input_ids"], _segment_ids(row)) if s == span["segment"] + 1]
+            document = documents[span["record"]]
+            assert [t for t in segment if t not in specials] == document[span["start"] : span["end"]], span
+            assert span["file"] == str(prefix) and span["copy"] == 0
+            checked += 1
+    assert checked > len(documents)
+    shown = run_cli("trace", tmp_path / "spans", 5)
+    assert shown.returncode == 0 and "document" in shown.stdout and "tokens" in shown.stdout, shown.stderr
+
+
+def _segment_ids(row: dict) -> list[int]:
+    """A row's segment ids (1-based), one for an unpacked row."""
+    return row.get("segment_ids") or [1] * len(row["input_ids"])
+
+
+@pytest.mark.parametrize("objective", ["span-corruption", "ul2"])
+def test_provenance_of_examples_cut_from_a_tokenized_stream_tiles_each_document(objective, tmp_path):
+    """Objectives that cut the documents joined: over the rows in order, each document's spans follow
+    one another from its first id to its last, nothing left out or read twice."""
+    import pyarrow.parquet as pq
+
+    prefix = TOKEN_FILES / "corpus_text_document"
+    documents = _megatron_documents(prefix, eod=True)
+    _run([prefix], tmp_path / "o", objective=objective, seq_len=128, provenance=True, packing="none")
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "o").glob("*.provenance")))
+    reached: dict[int, int] = {}
+    for span in table.to_pylist():
+        assert span["start"] == reached.get(span["record"], 0), span
+        reached[span["record"]] = span["end"]
+    last = max(reached)  # the stream's end is the partial example dropped (--remainder drop)
+    assert reached.pop(last) <= len(documents[last]) and len(reached) > 20
+    assert reached == {d: len(ids) for d, ids in enumerate(documents) if d in reached}
