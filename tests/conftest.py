@@ -58,15 +58,11 @@ def read_output(folder):
 
 
 def run_cli(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
-    """``objcli ARGS`` in a process of its own (for crashes, rlimits, other folders); text output."""
-    return subprocess.run(
-        [sys.executable, "-m", "objcli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=600,
-        **kwargs,
-    )
+    """``objcli ARGS`` in a process of its own (for crashes, rlimits, other folders); text output.
+    The process is forked from one that has imported objcli already (``forked_cli.py``)."""
+    from forked_cli import run_objcli
+
+    return run_objcli([str(a) for a in args], {**os.environ, **(env or {})}, 600, **kwargs)
 
 
 def folder_bytes(folder) -> dict[str, bytes]:
