@@ -1,7 +1,7 @@
 """ELECTRA's first-segment walk (``kernels/pairs.electra_first_segment``) compiled with numba
 (``nogil``, cached on disk): one pass per chunk over its sentences, where the NumPy twin steps
 every chunk at once through each sentence column (a dozen array calls per column, 9 % of an electra
-run's CPU). The same decisions, from the same lengths, targets and coins (tests/objectives/test_pairs.py)."""
+run's CPU). The same decisions, from the same lengths, targets and coins (tests/objectives/test_electra.py)."""
 
 from __future__ import annotations
 

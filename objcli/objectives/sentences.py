@@ -12,7 +12,7 @@ A whole batch is split at once: its texts are joined around a sentinel and one p
 joined text, which costs a tenth of splitting text by text. The pass is compiled
 (``kernels/sentence_bounds.py``, numba, without the GIL) where numba is installed
 (``objcli[fast]``), else one regular expression (abbreviations are look-behinds, so no Python runs
-per candidate); both give the same sentences (tests/objectives/test_pairs.py). ``OBJCLI_PURE_PYTHON=1``
+per candidate); both give the same sentences (tests/objectives/test_sentences.py). ``OBJCLI_PURE_PYTHON=1``
 chooses the regular expression.
 """
 

@@ -19,13 +19,18 @@ def expected_documents(inputs, **options):
     return texts
 
 
-def expected_stream(texts, tokenizer_path):
-    """Each document encoded on its own (not batched) and followed by EOS: the slow, obvious way."""
+def expected_stream(texts, tokenizer_path, eos: bool = True):
+    """Each document encoded on its own (not batched), followed by EOS where ``eos``: the slow, obvious way."""
     sp = spm.SentencePieceProcessor(model_file=str(tokenizer_path))
     stream = []
     for text in texts:
-        stream += sp.encode(text) + [sp.eos_id()]
+        stream += sp.encode(text) + ([sp.eos_id()] if eos else [])
     return stream
+
+
+def stream_of(files, tokenizer_path, eos: bool) -> list[int]:
+    """The documents of ``files`` as one stream of ids (``expected_stream``)."""
+    return expected_stream(expected_documents(files), tokenizer_path, eos)
 
 
 def megatron_read(prefix: Path):

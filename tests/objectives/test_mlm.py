@@ -1,0 +1,147 @@
+"""Masked LM end to end with the real sample tokenizer: masking rates and layout, whole words masked
+whole, and one-line errors for bad probabilities (the kernels: tests/kernels/test_masking.py)."""
+
+import numpy as np
+import pytest
+import reference
+from click.testing import CliRunner
+from conftest import read_output, run_transform
+from hypothesis import strategies as st
+
+from objcli.cli import main
+from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
+
+MASK, SPECIAL = 99, 0  # in these tests id 0 plays a special token and 99 is [MASK]
+
+
+def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_replace=0.8, random_replace=0.1):
+    rng = np.random.default_rng(seed)
+    rows, length = ids.shape
+    candidates = ids != SPECIAL
+    unit_start = (ids % 3 == 1) if whole_word else np.ones_like(candidates)
+    unit_keys, action_keys = rng.random((rows, length)), rng.random((rows, length))
+    random_tokens = rng.integers(50, 60, size=(rows, length))
+    row_lengths = np.full(rows, length)
+    units = unit_ids(candidates, unit_start)
+    selected = select_units(units, unit_keys, p, exact, row_lengths, max_predictions)
+    # The token-level Bernoulli fast path keys positions (not units): a loop says the same.
+    fast = select_tokens(candidates, unit_keys, p)
+    assert fast.tolist() == [[bool(c and k < p) for c, k in zip(cr, kr)] for cr, kr in zip(candidates, unit_keys)]
+    # The kernel takes one action key and random token per selected token, in row-major order.
+    masked, labels = replace_selected(
+        ids, selected, action_keys[selected], random_tokens[selected], MASK, mask_replace, random_replace
+    )
+    refs = [
+        reference.mlm_row(
+            ids[r].tolist(),
+            candidates[r].tolist(),
+            unit_start[r].tolist(),
+            unit_keys[r].tolist(),
+            action_keys[r].tolist(),
+            random_tokens[r].tolist(),
+            p,
+            exact,
+            max_predictions,
+            MASK,
+            mask_replace,
+            random_replace,
+        )
+        for r in range(rows)
+    ]
+    return units, selected, masked, labels, refs
+
+
+rows_strategy = st.integers(1, 5).flatmap(
+    lambda rows: st.integers(1, 40).flatmap(
+        lambda length: st.lists(st.integers(0, 12), min_size=rows * length, max_size=rows * length).map(
+            lambda v: np.array(v).reshape(rows, length)
+        )
+    )
+)
+
+
+def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
+    files = [small_corpus / "prose.jsonl"]
+    run_transform(files, sample_tokenizer, tmp_path / "clm", seq_len=128)
+    run_transform(
+        files,
+        sample_tokenizer,
+        tmp_path / "mlm",
+        objective="mlm",
+        seq_len=128,
+        count="exact",
+        max_predictions=20,
+        dupe_factor=2,
+    )
+    _, clm = read_output(tmp_path / "clm")
+    manifest, mlm = read_output(tmp_path / "mlm")
+    mask_id = manifest["special_tokens"]["ids"]["mask"]
+    assert mask_id == 8000 and manifest["special_tokens"]["added"] == {"[MASK]": 8000}
+    rows = len(clm["input_ids"])
+    assert len(mlm["input_ids"]) == 2 * rows  # the whole shard is one batch here: copy 0 then copy 1
+    for copy in range(2):
+        for r in range(rows):
+            masked, labels = mlm["input_ids"][copy * rows + r], mlm["labels"][copy * rows + r]
+            original = clm["input_ids"][r]
+            restored = [lab if lab != -100 else t for t, lab in zip(masked, labels)]
+            assert restored == original
+            selected = [lab != -100 for lab in labels]
+            assert sum(selected) == min(20, round(128 * 0.15))  # exact count: 19
+            assert not any(s and t in (1, 2, 3) for s, t in zip(selected, original))  # never specials
+    assert mlm["labels"][:rows] != mlm["labels"][rows:]  # copies differ
+    assert mlm["segment_ids"][:rows] == clm["segment_ids"]
+
+
+def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tmp_path):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=sample_tokenizer)
+    run_transform(
+        [small_corpus / "prose.jsonl"],
+        sample_tokenizer,
+        tmp_path / "wwm",
+        objective="mlm",
+        seq_len=128,
+        whole_word=True,
+        mask_prob=0.3,
+    )
+    _, table = read_output(tmp_path / "wwm")
+    for labels in table["labels"][:200]:
+        selected = [lab != -100 for lab in labels]
+        for i in range(1, len(labels)):
+            starts_word = selected[i] and sp.id_to_piece(labels[i]).startswith("\u2581")
+            # a selected continuation piece follows a selected piece of the same word
+            if selected[i] and not starts_word and not sp.is_control(labels[i]):
+                assert selected[i - 1]
+    ratio = np.mean([lab != -100 for row in table["labels"] for lab in row])
+    assert 0.2 < ratio < 0.4
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mask-prob", "1.5"], "Error: --mask-prob 1.5: must be between 0 and 1\n"),
+        (["--random-replace", "-0.1"], "Error: --random-replace -0.1: must be between 0 and 1\n"),
+        (
+            ["--mask-replace", "0.8", "--random-replace", "0.3"],
+            "Error: --mask-replace 0.8 + --random-replace 0.3 = 1.1: must not exceed 1 (the rest stay unchanged)\n",
+        ),
+        (["--dupe-factor", "0"], "Error: --dupe-factor 0: must be between 1 and 1000\n"),
+    ],
+)
+def test_bad_probabilities(small_corpus, sample_tokenizer, tmp_path, args, message):
+    result = CliRunner().invoke(
+        main,
+        [
+            "transform",
+            str(small_corpus),
+            "-t",
+            sample_tokenizer,
+            "-o",
+            str(tmp_path / "o"),
+            "--objective",
+            "mlm",
+            *args,
+        ],
+    )
+    assert (result.exit_code, result.output) == (1, message)
