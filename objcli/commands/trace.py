@@ -172,6 +172,7 @@ def _token_texts(manifest: Manifest, entry: dict):
     tokenizer (None where the file or the tokenizer cannot be read here)."""
     from ..readers.token_files import leading_framing, open_token_file
     from ..readers.token_formats import SPLIT_AT_EOS
+    from ..readers.token_objects import readable_path
     from ..run.token_inputs import ids_key
     from .show import load_output_tokenizer
 
@@ -179,7 +180,8 @@ def _token_texts(manifest: Manifest, entry: dict):
         tokenizer = load_output_tokenizer(manifest, None)
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
         key = ids_key(_Keys(manifest.config.get("text_key", "text")), entry.get("source", ""))
-        opened = open_token_file(entry["resolved"], entry["format"], key, eos)
+        where = entry.get("resolved", entry["path"])
+        opened = open_token_file(readable_path(where, entry["format"]), entry["format"], key, eos)
     except (ObjcliError, OSError, KeyError, ValueError):
         return lambda span: "(the file cannot be read here)"
     lead = leading_framing(opened, "each" if entry["format"] in SPLIT_AT_EOS else "", eos)  # llm.c's first EOS

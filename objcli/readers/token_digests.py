@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..storage.files import file_sha256
 from ..tokenizers.user_cache import cache_folder, write_quietly
 from .token_formats import megatron_prefix
+from .token_objects import readable_path
 
 
 def input_files(path: str, fmt: str) -> list[str]:
@@ -36,7 +37,9 @@ def input_files(path: str, fmt: str) -> list[str]:
 
 
 def token_input_digests(path: str, fmt: str) -> dict[str, str]:
-    """``{name: sha256}`` of the input's files, each named relative to the input's folder."""
+    """``{name: sha256}`` of the input's files, each named relative to the input's folder (an input
+    in object storage: its local copy's)."""
+    path = readable_path(path, fmt)
     files = input_files(path, fmt)
     folder = path if os.path.isdir(path) else os.path.dirname(files[0])
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:

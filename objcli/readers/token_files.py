@@ -30,6 +30,7 @@ and batches count tokens (4 bytes each, as a batch of text counts bytes).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -38,8 +39,10 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import ObjcliError
+from ..storage.remote import is_url, public_url
 from .inputs import InputFile, Partition, Piece
 from .token_formats import LLMC_MAGIC, OPENERS, SPLIT_AT_EOS, TOKEN_FORMATS, TokenFile, megatron_prefix
+from .token_objects import readable_path
 
 
 def detect(path: str, requested: str) -> str | None:
@@ -140,7 +143,9 @@ def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) ->
     """An input opened once a process (``stamp``: its modification time), and how its EOS comes off:
     "each" document's that ends with one (runs between EOS ids), or "end" of every document where
     every one ends with it (Megatron's --append-eod, datatrove's eos_token)."""
-    opened = open_token_file(path, fmt, ids_key, eos)
+    opened = open_token_file(readable_path(path, fmt), fmt, ids_key, eos)
+    if is_url(path):  # read from the local copy, named by its URL
+        opened = dataclasses.replace(opened, path=public_url(path))
     if fmt in SPLIT_AT_EOS:
         return opened, "each" if eos is not None else ""
     lengths = np.diff(opened.offsets)

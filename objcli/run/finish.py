@@ -31,10 +31,11 @@ def input_entry(f, source: str = "") -> dict:
     sha256."""
     entry = {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
     entry |= {"source": source} if source else {}
+    if f.format in TOKEN_FORMATS:  # its files by content (verify checks them), a Megatron prefix's two
+        where = {} if is_url(f.path) else {"resolved": os.path.abspath(f.path)}
+        return entry | where | {"sha256": token_input_digests(f.path, f.format)}
     if f.is_stream or is_url(f.path):
         return entry
-    if f.format in TOKEN_FORMATS:  # its files by content (verify checks them), a Megatron prefix's two
-        return entry | {"resolved": os.path.abspath(f.path), "sha256": token_input_digests(f.path, f.format)}
     try:
         modified = os.stat(f.path).st_mtime_ns
     except OSError:

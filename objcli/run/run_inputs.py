@@ -29,11 +29,11 @@ def make_run_key(config_sha256: str, files) -> str:
         if f.is_stream:
             stats.append([f.path, os.urandom(16).hex()])
             continue
+        if f.format in TOKEN_FORMATS:  # by content: what a sweep derives every objective from
+            stats.append([public_url(f.path), token_input_digests(f.path, f.format)])
+            continue
         if is_url(f.path):
             stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
-            continue
-        if f.format in TOKEN_FORMATS:  # by content: what a sweep derives every objective from
-            stats.append([f.path, token_input_digests(f.path, f.format)])
             continue
         try:  # a token store is its manifest (written last, rewritten by every change to the store)
             stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else _data_file(f))

@@ -8,6 +8,8 @@ from ..errors import ObjcliError
 from ..order.mixture import text_key_of
 from ..readers.token_files import detect, megatron_list, opened_once, token_input, token_partitions
 from ..readers.token_formats import TOKEN_FORMATS
+from ..readers.token_objects import remote_kind
+from ..storage.remote import is_url
 
 
 def ids_key(config: TransformConfig, source: str = "") -> str:
@@ -20,7 +22,7 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
     """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
     list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
     group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
-    kinds = {path: detect(path, config.input_format) for path in group}
+    kinds = {path: (remote_kind if is_url(path) else detect)(path, config.input_format) for path in group}
     found = [path for path, kind in kinds.items() if kind]
     if not found:
         return None

@@ -5,11 +5,12 @@ import gzip
 import json
 import logging
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import folder_bytes, run_cli, run_transform
+from conftest import SAMPLE, folder_bytes, run_cli, run_transform
 
 s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -525,3 +526,47 @@ def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tok
     assert [m["output"] for m in merged["merged_from"]] == [f"s3://{bucket}/a", f"s3://{bucket}/b"]
     again = run_cli("merge", f"s3://{bucket}/a", f"s3://{bucket}/b", "-o", f"s3://{bucket}/m")
     assert again.returncode == 1 and "not empty" in again.stderr and again.stderr.count("\n") == 1
+
+
+def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket, tmp_path, monkeypatch):
+    """Megatron-LM's, datatrove's and a datasets.map's files in a bucket: the same rows as the local
+    files, the manifest naming the URLs with the files' sha256, provenance naming them too; the objects
+    are fetched once per machine (a second run downloads nothing) and again once one is replaced."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    data = Path(__file__).resolve().parent.parent / "data" / "token_files"
+    s3.put(f"{data}/", f"{bucket}/tokens/", recursive=True)
+    spm, llama = SAMPLE / "tokenizer.model", SAMPLE / "llama-style" / "tokenizer.json"
+    cases = [
+        ("corpus_text_document", spm, {}),
+        ("corpus_text_document.bin", spm, {"objective": "span-corruption"}),
+        ("corpus_unshuffled.ds", llama, {}),
+        ("mapped", spm, {}),
+        ("mapped.parquet", spm, {"input_format": "input-ids"}),
+    ]
+    for name, tokenizer, options in cases:
+        common = {"seq_len": 64, "provenance": True, **options}
+        remote = run_transform([f"s3://{bucket}/tokens/{name}"], tokenizer, tmp_path / f"r-{name}", **common)
+        local = run_transform([data / name], tokenizer, tmp_path / f"l-{name}", **common)
+        digests = [[s["sha256"][s["files"][0]] for s in run.manifest["shards"]] for run in (remote, local)]
+        assert digests[0] == digests[1], name
+        (entry,) = remote.manifest["inputs"]
+        assert (
+            entry["path"] == f"s3://{bucket}/tokens/{name}" and entry["sha256"] == local.manifest["inputs"][0]["sha256"]
+        )
+        spans = pq.read_table(tmp_path / f"r-{name}" / remote.manifest["shards"][0]["files"][-1])
+        assert set(spans.column("file").to_pylist()) == {entry["path"]}
+    shown = run_cli("trace", tmp_path / "r-corpus_text_document", 3)
+    assert shown.returncode == 0 and "tokens" in shown.stdout and "cannot be read" not in shown.stdout, shown.stderr
+    s3.rm(f"{bucket}/tokens/plain_text_document.idx")
+    missing = run_cli("transform", f"s3://{bucket}/tokens/plain_text_document", "-t", spm, "-o", tmp_path / "m")
+    assert missing.returncode == 1 and "without s3://" in missing.stderr and missing.stderr.count("\n") == 1
+    copies = sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())
+    run_transform([f"s3://{bucket}/tokens/corpus_text_document"], spm, tmp_path / "again", seq_len=64)
+    assert sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir()) == copies
+    s3.put(str(data / "plain_text_document.bin"), f"{bucket}/tokens/corpus_text_document.bin")  # replaced
+    s3.put(str(data / "plain_text_document.idx"), f"{bucket}/tokens/corpus_text_document.idx")
+    s3.put(str(data / "plain_text_document.idx"), f"{bucket}/tokens/plain_text_document.idx")
+    replaced = run_transform([f"s3://{bucket}/tokens/corpus_text_document"], spm, tmp_path / "new", seq_len=64)
+    plain = run_transform([data / "plain_text_document"], spm, tmp_path / "plain", seq_len=64)
+    assert replaced.manifest["shards"][0]["sha256"] == plain.manifest["shards"][0]["sha256"]
+    assert len(list((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())) == len(copies) + 1
