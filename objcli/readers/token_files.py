@@ -191,7 +191,7 @@ def _batches(offsets: np.ndarray, first: int, last: int, tokens: int) -> list[tu
 def _batch(opened: TokenFile, name: str, documents: tuple[int, int], stripping: tuple, vocab: int, log):
     """Documents ``a:b`` of the file (``name``: as the manifest names it)."""
     from ..kernels.ragged import gather_ranges, lengths_to_offsets
-    from .token_store import StoredDocuments, TokenOrigins
+    from .token_store import DocumentOrigins, StoredDocuments
 
     (a, b), (strip, eos) = documents, stripping
     starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
@@ -221,7 +221,8 @@ def _batch(opened: TokenFile, name: str, documents: tuple[int, int], stripping: 
         raw = gather_ranges(raw, lengths_to_offsets(lengths)[:-1][keep], lengths[keep])
     lengths = lengths[keep].astype(np.int64)
     none = np.zeros(len(lengths), dtype=bool)
-    origins = TokenOrigins(name, a + keep.astype(np.int64) - lead)
+    zeros = np.zeros(len(keep), np.int64)
+    origins = DocumentOrigins((name,), zeros, a + keep.astype(np.int64) - lead, zeros)
     return StoredDocuments(
         raw.astype(np.int32), lengths_to_offsets(lengths), lengths, 4 * lengths, None, none, sentences, origins
     )

@@ -9,6 +9,7 @@ documents asks it the way it asks a list of texts, so a derived run makes the sa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import zlib
@@ -28,22 +29,40 @@ from .inputs import InputFile, Partition, Piece
 
 
 @dataclass
-class TokenOrigins:
-    """Where a tokenized input's documents come from (``--provenance``)."""
+class DocumentOrigins:
+    """Where the documents of a tokenized input or of a store made with ``--provenance`` come from:
+    each one's file (an index into ``names``, the files as the manifest names them), record, first
+    character in the record's text and copy (a mixture's repetition). ``places``, a store's: each
+    token's end in characters of its text and how far it starts before the previous one's end
+    (``run/provenance.py``'s ``ends`` and ``back``); None for a tokenized input, whose spans count ids."""
 
-    file: str  # as the manifest names it
-    records: np.ndarray  # int64 per document: its index among the file's documents
-    copy: int = 0  # a mixture's repetition
+    names: tuple[str, ...]
+    file: np.ndarray  # int64 per document
+    records: np.ndarray  # int64 per document
+    starts: np.ndarray  # int64 per document
+    places: tuple[Ragged, Ragged] | None = None
+    copy: int = 0
 
-    def take(self, indices) -> TokenOrigins:
-        return TokenOrigins(self.file, self.records[indices], self.copy)
+    def take(self, indices) -> DocumentOrigins:
+        places = None if self.places is None else tuple(p.take(indices) for p in self.places)
+        columns = (self.file[indices], self.records[indices], self.starts[indices])
+        return DocumentOrigins(self.names, *columns, places, self.copy)
 
-    def copied(self, copy: int) -> TokenOrigins:
-        return TokenOrigins(self.file, self.records, copy)
+    def slice(self, start: int, stop: int) -> DocumentOrigins:
+        places = None if self.places is None else tuple(p.slice(start, stop) for p in self.places)
+        columns = (self.file[start:stop], self.records[start:stop], self.starts[start:stop])
+        return DocumentOrigins(self.names, *columns, places, self.copy)
+
+    def copied(self, copy: int) -> DocumentOrigins:
+        return dataclasses.replace(self, copy=copy)
 
     @staticmethod
-    def concat(parts: list[TokenOrigins]) -> TokenOrigins:
-        return TokenOrigins(parts[0].file, np.concatenate([p.records for p in parts]), parts[0].copy)
+    def concat(parts: list[DocumentOrigins]) -> DocumentOrigins:
+        columns = (np.concatenate([getattr(p, name) for p in parts]) for name in ("file", "records", "starts"))
+        places = None
+        if parts[0].places is not None:
+            places = tuple(Ragged.concat([p.places[k] for p in parts]) for k in (0, 1))
+        return DocumentOrigins(parts[0].names, *columns, places, parts[0].copy)
 
 
 @dataclass
@@ -57,9 +76,8 @@ class StoredDocuments:
     crc: np.ndarray | None
     bos_text: np.ndarray  # bool per document
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
-    # --provenance over a tokenized input: its file (as the manifest names it), each document's index
-    # in it, and which copy a mixture's pass makes (token_files.py). A store keeps no origins.
-    origins: TokenOrigins | None = None
+    # --provenance: where each document comes from (a tokenized input's, or a store's made with it)
+    origins: DocumentOrigins | None = None
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -71,7 +89,7 @@ class StoredDocuments:
         lo, hi = self.offsets[start], self.offsets[stop]
         columns = (c[start:stop] for c in (self.chars, self.utf8, self.crcs(), self.bos_text))
         sentences = None if self.sentences is None else self.sentences.slice(start, stop)
-        origins = None if self.origins is None else self.origins.take(slice(start, stop))
+        origins = None if self.origins is None else self.origins.slice(start, stop)
         return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences, origins)
 
     def take(self, indices) -> StoredDocuments:
@@ -94,7 +112,7 @@ class StoredDocuments:
         columns = [np.concatenate([p.chars for p in parts]), np.concatenate([p.utf8 for p in parts])]
         columns += [np.concatenate([p.crcs() for p in parts]), np.concatenate([p.bos_text for p in parts])]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
-        origins = None if parts[0].origins is None else TokenOrigins.concat([p.origins for p in parts])
+        origins = None if parts[0].origins is None else DocumentOrigins.concat([p.origins for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
         return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins)
 

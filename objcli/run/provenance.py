@@ -16,7 +16,7 @@ import numpy as np
 from ..formats.provenance import COLUMNS
 from ..kernels.packing import segment_starts
 from ..kernels.ragged import lengths_to_offsets
-from ..readers.token_store import StoredDocuments, TokenOrigins
+from ..readers.token_store import StoredDocuments
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..storage.remote import public_url
 
@@ -70,7 +70,7 @@ class Sources:
         """A batch's documents (SourcedTexts), tokenized: ``tokens``/``offsets`` as encoded."""
         counts = np.diff(offsets)
         if isinstance(texts, StoredDocuments):
-            self._add_ids(texts.origins, counts, offsets)
+            self._add_stored(texts)
             return
         self.origins["file"].extend([self.files[t.file] for t in texts])
         for name in ("record", "start", "copy"):
@@ -88,22 +88,32 @@ class Sources:
         base = self.ends.extend(ends)
         self.origins["base"].extend(base + offsets[:-1])
 
-    def _add_ids(self, origins: TokenOrigins, counts: np.ndarray, offsets: np.ndarray) -> None:
-        """A tokenized input's documents: a span is counted in the document's ids, so a token's end is
-        its place + 1 and nothing starts inside another."""
-        self.origins["file"].extend(np.full(len(counts), self.files[public_url(origins.file)], np.int64))
-        self.origins["record"].extend(origins.records)
-        self.origins["start"].extend(np.zeros(len(counts), np.int64))
-        self.origins["copy"].extend(np.full(len(counts), origins.copy, np.int64))
-        self.origins["length"].extend(counts)
-        self.origins["tokens"].extend(counts if self.kind != "documents" else np.zeros(len(counts), np.int64))
-        if self.kind == "documents":
-            self.origins["base"].extend(np.zeros(len(counts), np.int64))
+    def _add_stored(self, texts: StoredDocuments) -> None:
+        """A token store's or a tokenized input's documents, their origins carried with them: a
+        store's token places as its tokenize run measured them (the same arrays ``add`` makes), a
+        tokenized input's counted in ids (a token ends at its place + 1; none starts inside another)."""
+        origins, count = texts.origins, len(texts)
+        if count == 0:
             return
-        places = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
-        self.back.extend(np.zeros(len(places), np.int8))
-        base = self.ends.extend((places + 1).astype(np.int32))
-        self.origins["base"].extend(base + offsets[:-1])
+        names = np.array([self.files[public_url(name)] for name in origins.names], np.int64)
+        self.origins["file"].extend(names[origins.file])
+        for name, values in (("record", origins.records), ("start", origins.starts), ("length", texts.chars)):
+            self.origins[name].extend(values)
+        self.origins["copy"].extend(np.full(count, origins.copy, np.int64))
+        counts = np.diff(texts.offsets)
+        if self.kind == "documents":  # a segment's span is its whole document: no token is placed
+            self.origins["tokens"].extend(np.zeros(count, np.int64))
+            self.origins["base"].extend(np.zeros(count, np.int64))
+            return
+        self.origins["tokens"].extend(counts)
+        if origins.places is None:
+            ends = np.arange(1, len(texts.tokens) + 1, dtype=np.int64) - np.repeat(texts.offsets[:-1], counts)
+            back = np.zeros(len(ends), np.int8)
+        else:
+            ends, back = origins.places[0].values, origins.places[1].values
+        self.back.extend(back)
+        base = self.ends.extend(np.asarray(ends, np.int32))
+        self.origins["base"].extend(base + texts.offsets[:-1])
 
     def cut(self, first_example: int, documents: np.ndarray, places: np.ndarray, starts: np.ndarray) -> None:
         """Examples cut from the stream: tokens of ``documents`` at ``places``, an example from each

@@ -346,3 +346,16 @@ def test_provenance_of_examples_cut_from_a_tokenized_stream_tiles_each_document(
     last = max(reached)  # the stream's end is the partial example dropped (--remainder drop)
     assert reached.pop(last) <= len(documents[last]) and len(reached) > 20
     assert reached == {d: len(ids) for d, ids in enumerate(documents) if d in reached}
+
+
+def test_provenance_of_sentence_pairs_from_megatron_split_sentences(tmp_path):
+    """NSP from a --split-sentences file: each row's spans are the whole documents its sentences come
+    from, counted in ids."""
+    import pyarrow.parquet as pq
+
+    prefix = TOKEN_FILES / "corpus_text_sentence"
+    documents = _megatron_documents(prefix, eod=True)
+    _run([prefix], tmp_path / "o", objective="nsp", seq_len=128, provenance=True)
+    assert verify_output(tmp_path / "o").ok
+    spans = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "o").glob("*.provenance"))).to_pylist()
+    assert len(spans) > 20 and {(s["start"], s["end"]) == (0, len(documents[s["record"]])) for s in spans} == {True}
