@@ -220,7 +220,7 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
 # where the store goes and how its shards are cut, and how the run executes.
 TOKENIZE_FIELDS = (
     "tokenizer", "output", "engine", "text_key", "text_unit", "input_format", "max_document_chars",
-    "partition_size", "batch_size", "shard_size", "strict",
+    "partition_size", "batch_size", "shard_size", "strict", "provenance",
 )  # fmt: skip
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet")
 

@@ -247,6 +247,8 @@ def trace_command(folder, row, split, as_json):
                     click.echo(line)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
+    except BrokenPipeError:  # `objcli trace OUT 3 | head`: the reader went away, not a damaged output
+        raise
     except Exception as error:  # noqa: BLE001 - a damaged output is bad input: one line
         raise _damaged(folder, error) from None
 

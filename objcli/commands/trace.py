@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..formats.provenance import provenance_file
+from ..formats.store import STORE
 from ..readers.token_formats import TOKEN_FORMATS
 from ..storage.manifest import Manifest, read_manifest
 
@@ -58,7 +59,7 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
         )
     table = pq.read_table(folder / name)
     rows = table.filter(pc.equal(table.column("row"), index)).to_pylist()
-    tokenized = {i["path"] for i in manifest.inputs if i.get("format") in TOKEN_FORMATS}
+    tokenized = {i["path"] for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
     return [
         {"file": r["file"], "record": r["record"], "segment": r["segment"]}
         | {"tokens" if r["file"] in tokenized else "chars": [r["start"], r["end"]]}
@@ -86,9 +87,29 @@ def record_texts(manifest: Manifest, path: str, records: set[int], source: str =
     return found
 
 
+def input_entries(manifest: Manifest) -> list[dict]:
+    """The manifest's inputs, a token store's replaced by the files it was tokenized from, as the
+    store's own manifest records them (what a derived run's provenance names), a mixture's source
+    carried over."""
+    from ..readers.token_store import store_manifest
+
+    entries = []
+    for entry in manifest.inputs:
+        try:
+            stored = store_manifest(entry.get("resolved", entry["path"])) if entry.get("format") == STORE else None
+        except ObjcliError:
+            stored = None
+        if stored is None:
+            entries.append(entry)
+            continue
+        source = {"source": entry["source"]} if "source" in entry else {}
+        entries += [{**inner, **source} for inner in stored["inputs"]]
+    return entries
+
+
 def source_of(manifest: Manifest, path: str) -> str:
     """The mixture's source a file was read for ('' outside a mixture), as the manifest records it."""
-    entry = next((i for i in manifest.inputs if i.get("path") == path), {})
+    entry = next((i for i in input_entries(manifest) if i.get("path") == path), {})
     return entry.get("source", "")
 
 
@@ -138,7 +159,7 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
 def _texts_of(manifest: Manifest, wanted: dict[str, set[int]]) -> tuple[dict, dict[str, str]]:
     """(the texts of the records wanted, by (file, record); a tokenized input's by file, a function
     of the span), and for each file why it cannot be shown ("" where it can)."""
-    tokenized = {i["path"]: i for i in manifest.inputs if i.get("format") in TOKEN_FORMATS}
+    tokenized = {i["path"]: i for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
     texts, changed = {}, {}
     for path, records in wanted.items():
         if path in tokenized:
@@ -204,7 +225,7 @@ def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:
     file, by the size and modification time the manifest recorded)."""
     import os
 
-    entry = next((i for i in manifest.inputs if i.get("path") == path), None)
+    entry = next((i for i in input_entries(manifest) if i.get("path") == path), None)
     if entry is None or "resolved" not in entry:
         return path, ""  # a stream, object storage, or a manifest from before objcli recorded where
     where = entry["resolved"]

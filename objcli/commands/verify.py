@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats import Column, format_of
 from ..formats.provenance import provenance_file
+from ..formats.store import STORE
 from ..kernels import IGNORE
 from ..order.mixture import manifest_blend
 from ..readers.token_digests import changed_token_inputs
@@ -147,7 +148,7 @@ def _check_format_files(folder: Path, manifest: Manifest) -> list[str]:
 
 def _check_provenance(folder: Path, manifest: Manifest, shard: ShardRecord) -> list[str]:
     """With --provenance: the shard's provenance file gives every row at least one span, rows in range."""
-    if not manifest.config.get("provenance"):
+    if not manifest.config.get("provenance") or manifest.format == STORE:  # a store keeps origins in its columns
         return []
     name = provenance_file(shard)
     if name is None:

@@ -22,7 +22,11 @@ column          type                            what a derived run needs it for
 ==============  ==============================  ==============================================
 
 The tokens take 2 bytes each under a 65,536-id vocabulary; the rest is 25 bytes a document, reported
-apart in the manifest (``token_store.bytes``).
+apart in the manifest (``token_store.bytes``). A store made with ``--provenance`` also holds each
+document's origin (``p_file``, an index into the store's manifest's inputs, ``p_record``, ``p_start``)
+and, for whole documents, each token's end in characters and how far it starts before the previous
+one's end (``p_ends`` int32, ``p_back`` int8: 5 bytes a token), what a derived ``--provenance`` run
+needs to write the text run's provenance files.
 """
 
 from __future__ import annotations
@@ -49,14 +53,28 @@ METADATA = {  # column -> (Arrow type name, NumPy dtype, description)
 }
 
 
+# A store made with --provenance: where each document comes from, and for a store of whole documents
+# where each token ends in characters of its text (run/provenance.py's ends and back): 5 bytes a token.
+ORIGINS = {  # column -> (Arrow type name, NumPy dtype, description)
+    "p_file": ("int32", np.int32, "the input file, an index into the store's manifest's inputs"),
+    "p_record": ("int64", np.int64, "the record's index in the file"),
+    "p_start": ("int64", np.int64, "the document's first character in the record's text"),
+}
+PLACES = {  # list columns, one entry per token
+    "p_ends": ("int32", np.int32, "each token's end, in characters of the document's text"),
+    "p_back": ("int8", np.int8, "how far each token starts before the previous one's end (up to 127)"),
+}
+
+
 def ids_dtype(total_vocab_size: int) -> np.dtype:
     """The smallest unsigned dtype that holds every id."""
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int, sentences: bool = False) -> list[ColumnSpec]:
+def store_columns(total_vocab_size: int, sentences: bool = False, origins: bool = False) -> list[ColumnSpec]:
     """The store's columns; ``sentences``: a store tokenized per sentence also lists each document's
-    sentences' token counts (its ids are its sentences' ids, one after another)."""
+    sentences' token counts (its ids are its sentences' ids, one after another); ``origins``: where
+    each document comes from (``--provenance``; a store of whole documents also places its tokens)."""
     ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
     metadata = [
         ColumnSpec(name, "scalar", 0, 2**32 - 1, doc, "per_segment", "ids") for name, (_, _, doc) in METADATA.items()
@@ -64,7 +82,12 @@ def store_columns(total_vocab_size: int, sentences: bool = False) -> list[Column
     counts = ColumnSpec(
         SENTENCES, "ragged", 0, 2**31 - 1, "tokens of each of the document's sentences", "per_segment", SENTENCES
     )
-    return [ids, *metadata, *([counts] if sentences else [])]
+    where = [ColumnSpec(name, "scalar", 0, 2**62, doc, "per_segment", "ids") for name, (_, _, doc) in ORIGINS.items()]
+    places = [
+        ColumnSpec(name, "ragged", -128, 2**31 - 1, doc, "positions", "ids") for name, (*_, doc) in PLACES.items()
+    ]
+    where += places if not sentences else []
+    return [ids, *metadata, *([counts] if sentences else []), *(where if origins else [])]
 
 
 def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> RowBatch:
@@ -94,11 +117,18 @@ class StoreWriter:
         import pyarrow as pa
 
         self.dtype = ids_dtype(columns[0].max_value + 1)
-        self.sentences = any(c.name == SENTENCES for c in columns)
+        self.names = [c.name for c in columns]
+        self.sentences = SENTENCES in self.names
+        self.lists = {SENTENCES: np.int32} | {name: dtype for name, (_, dtype, _) in PLACES.items()}
+        scalars = METADATA | ORIGINS
         self.schema = pa.schema(
             [pa.field("ids", pa.list_(pa.from_numpy_dtype(self.dtype)), nullable=False)]
-            + [pa.field(name, getattr(pa, arrow)(), nullable=False) for name, (arrow, _, _) in METADATA.items()]
-            + ([pa.field(SENTENCES, pa.list_(pa.int32()), nullable=False)] if self.sentences else [])
+            + [
+                pa.field(name, getattr(pa, scalars[name][0])(), nullable=False)
+                if name in scalars
+                else pa.field(name, pa.list_(pa.from_numpy_dtype(self.lists[name])), nullable=False)
+                for name in self.names[1:]
+            ]
         )
         self.temp = temp_file(base, self.suffix)
         self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
@@ -121,12 +151,17 @@ class StoreWriter:
         ids = Ragged.concat([rows.columns["ids"] for rows in self.pending])
         values = pa.array(np.asarray(ids.values).astype(self.dtype, copy=False))
         arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
-        for name, (_, dtype, _) in METADATA.items():
-            arrays.append(pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending])))
-        if self.sentences:
-            counts = Ragged.concat([rows.columns[SENTENCES] for rows in self.pending])
-            values = pa.array(np.asarray(counts.values, dtype=np.int32))
-            arrays.append(pa.ListArray.from_arrays(pa.array(counts.offsets.astype(np.int32)), values))
+        scalars = METADATA | ORIGINS
+        for name in self.names[1:]:
+            if name in scalars:
+                dtype = scalars[name][1]
+                arrays.append(
+                    pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending]))
+                )
+                continue
+            listed = Ragged.concat([rows.columns[name] for rows in self.pending])
+            values = pa.array(np.asarray(listed.values, dtype=self.lists[name]))
+            arrays.append(pa.ListArray.from_arrays(pa.array(listed.offsets.astype(np.int32)), values))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.pending, self.pending_tokens = [], 0
 
@@ -152,12 +187,15 @@ def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
         ids = pa.array([], type=table.schema.field("ids").type)
     offsets = ids.offsets.to_numpy().astype(np.int64)
     values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
-    metadata = {name: table.column(name).to_numpy() for name in METADATA}
-    if SENTENCES in table.schema.names:
-        counts = table.column(SENTENCES).combine_chunks()
-        count_offsets = counts.offsets.to_numpy().astype(np.int64)
-        lengths = counts.values.to_numpy(zero_copy_only=False)[count_offsets[0] : count_offsets[-1]]
-        metadata[SENTENCES] = Ragged(lengths.astype(np.int64), count_offsets - count_offsets[0])
+    metadata = {name: table.column(name).to_numpy() for name in [*METADATA, *ORIGINS] if name in table.schema.names}
+    for name in (SENTENCES, *PLACES):
+        if name in table.schema.names:
+            listed = table.column(name).combine_chunks()
+            list_offsets = listed.offsets.to_numpy().astype(np.int64)
+            items = listed.values.to_numpy(zero_copy_only=False)[list_offsets[0] : list_offsets[-1]]
+            metadata[name] = Ragged(
+                items.astype(np.int64 if name == SENTENCES else items.dtype), list_offsets - list_offsets[0]
+            )
     return values, offsets - offsets[0], metadata
 
 
@@ -170,7 +208,10 @@ class StoreFormat(OutputFormat):
         dtype = ids_dtype(columns[0].max_value + 1)
         infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
         for c in columns[1:]:
-            known = METADATA.get(c.name, ("list<item: int32>", np.int32, ""))
+            known = (METADATA | ORIGINS).get(c.name)
+            if known is None:  # a list column: the sentences' counts, the tokens' places
+                item = PLACES.get(c.name, ("int32", np.int32, ""))
+                known = (f"list<item: {item[0]}>", item[1], "")
             infos.append(ColumnInfo.of(c, np.dtype(known[1]), known[0]))
         return infos
 

@@ -232,7 +232,8 @@ def partition_accounting(partition: Partition) -> dict:
     folder = folder if folder.is_dir() else folder.parent
     manifest = store_manifest(folder)
     entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
-    return {**entry, "sha256": {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}}
+    digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
+    return {**entry, "sha256": digests, "names": tuple(i["path"] for i in manifest["inputs"])}
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -249,7 +250,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         if os.path.isdir(piece.input.path):
             continue
         _check_shard(Path(piece.input.path), accounting["sha256"])
-        documents, batches = _read_shard(Path(piece.input.path))
+        documents, batches = _read_shard(Path(piece.input.path), accounting["names"])
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
@@ -272,8 +273,15 @@ def _check_shard(path: Path, recorded: dict[str, str]) -> None:
         )
 
 
-def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:
+def _read_shard(path: Path, names: tuple[str, ...]) -> tuple[StoredDocuments, np.ndarray]:
+    """A shard's documents and the batch of each (``names``: the store's inputs, which its
+    ``--provenance`` columns index)."""
     tokens, offsets, metadata = table_documents(read_store_table(path))
+    origins = None
+    if "p_file" in metadata:
+        where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]
+        places = (metadata["p_ends"], metadata["p_back"]) if "p_ends" in metadata else None
+        origins = DocumentOrigins(names, *where, places)
     documents = StoredDocuments(
         tokens.astype(np.int32),
         offsets,
@@ -282,6 +290,7 @@ def _read_shard(path: Path) -> tuple[StoredDocuments, np.ndarray]:
         metadata["crc"],
         metadata["bos_text"].astype(bool),
         metadata.get(SENTENCES),
+        origins,
     )
     return documents, metadata["batch"]
 
@@ -292,8 +301,6 @@ def _empty() -> StoredDocuments:
 
 
 def empty_like(documents: StoredDocuments) -> StoredDocuments:
-    """No documents, of the same kind (a per-sentence store's keep their sentence counts)."""
-    empty = _empty()
-    if documents.sentences is not None:
-        empty.sentences = Ragged(np.zeros(0, np.int64), np.zeros(1, np.int64))
-    return empty
+    """No documents, of the same kind (a per-sentence store's keep their sentence counts, a store's
+    with --provenance its origins)."""
+    return documents[0:0]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..formats.store import store_columns
+from ..formats.store import STORE, store_columns
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -22,6 +22,7 @@ from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
+from .store_chain import DOCUMENTS
 from .stores import adopt_store_settings, check_store_run, store_group
 from .token_inputs import check_token_run, token_group
 
@@ -44,8 +45,13 @@ class RunPlan:
     identity: dict = dataclasses.field(default_factory=dict)  # every file read besides the inputs (storage/identity.py)
 
     def input_names(self) -> tuple[str, ...]:
-        """The run's input files as the manifest names them (what --provenance's files index)."""
-        return tuple(public_url(f.path) for f in self.files)
+        """The run's input files as the manifest names them (what --provenance's files index); a
+        token store's are the files it was tokenized from, as its own manifest names them."""
+        names = []
+        for f in self.files:
+            stored = store_manifest(f.path)["inputs"] if f.format == STORE else [{"path": public_url(f.path)}]
+            names += [entry["path"] for entry in stored]
+        return tuple(names)
 
 
 def _store_inputs(config: TransformConfig) -> list[str]:
@@ -98,7 +104,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer, objective)
     if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
-        columns = store_columns(tokenizer.total_vocab_size)
+        columns = store_columns(tokenizer.total_vocab_size, config.token_store != DOCUMENTS, config.provenance)
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     return RunPlan(

@@ -81,10 +81,8 @@ class Sources:
             self.origins["base"].extend(np.zeros(len(texts), np.int64))
             return
         self.origins["tokens"].extend(counts)
-        starts, ends = self.tokenizer.token_char_spans(texts, tokens, offsets)
-        previous = np.concatenate([[0], ends[:-1]]).astype(np.int32)
-        previous[offsets[:-1][counts > 0]] = 0  # a document's first token follows nothing
-        self.back.extend(np.clip(previous - starts, 0, 127))
+        ends, back = token_places(self.tokenizer, texts, tokens, offsets)
+        self.back.extend(back)
         base = self.ends.extend(ends)
         self.origins["base"].extend(base + offsets[:-1])
 
@@ -212,6 +210,17 @@ class Sources:
         place = column["base"][inside] + t[inside]
         chars[inside] = self.ends.view()[place - 1] - (self.back.view()[place] if first else 0)
         return np.clip(chars, 0, column["length"])  # pieces measured past a normalized text end inside it
+
+
+def token_places(tokenizer, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's end in characters of its document's text (int32), and how far it starts before
+    the end of the one before it (int8, up to 127; 1 where it starts inside a character): what a
+    span's characters are found from, 5 bytes a token (a store made with --provenance keeps them)."""
+    counts = np.diff(offsets)
+    starts, ends = tokenizer.token_char_spans(texts, tokens, offsets)
+    previous = np.concatenate([[0], ends[:-1]]).astype(np.int32)
+    previous[offsets[:-1][counts > 0]] = 0  # a document's first token follows nothing
+    return np.asarray(ends, np.int32), np.clip(previous - starts, 0, 127).astype(np.int8)
 
 
 def _per_segment(sources) -> tuple[np.ndarray, np.ndarray]:

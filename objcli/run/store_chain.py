@@ -15,13 +15,15 @@ from ..kernels.ragged import lengths_to_offsets
 from ..objectives.sentences import split_batch
 from ..rows import Ragged
 from ..tokenizers import Tokenizer
+from .provenance import token_places
 
 DOCUMENTS = "documents"  # config.token_store for a store of whole documents; else the sentence splitter
 
 
 class StoreChain:
-    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None):
+    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None, origins=None):
         self.sink, self.bos_piece, self.sentences = sink, bos_piece, sentences
+        self.origins = origins  # --provenance: (the run's input names -> index, the tokenizer)
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, work) -> StoreChain:
@@ -29,13 +31,14 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size, sentences=config.token_store != DOCUMENTS),
+            store_columns(tokenizer.total_vocab_size, config.token_store != DOCUMENTS, config.provenance),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,
         )
         sentences = None if config.token_store == DOCUMENTS else config.token_store
-        return cls(sink, bos_piece(tokenizer, task.special), sentences)
+        origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
+        return cls(sink, bos_piece(tokenizer, task.special), sentences, origins)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         extra = {}
@@ -57,8 +60,24 @@ class StoreChain:
             if self.bos_piece
             else np.zeros(count, dtype=bool),
         }
+        if self.origins is not None:
+            extra |= self._origins(texts, tokens, offsets)
         self.sink.write(document_rows(tokens, offsets, {**metadata, **extra}))
         return len(tokens)
+
+    def _origins(self, texts: list, tokens: np.ndarray, offsets: np.ndarray) -> dict:
+        """--provenance: each document's file, record and start (SourcedTexts), and, for a store of
+        whole documents, its tokens' places as a text run's --provenance measures them."""
+        files, tokenizer = self.origins
+        columns = {
+            "p_file": np.array([files[t.file] for t in texts], np.int32),
+            "p_record": np.array([t.record for t in texts], np.int64),
+            "p_start": np.array([t.start for t in texts], np.int64),
+        }
+        if not self.sentences:
+            ends, back = token_places(tokenizer, texts, tokens, offsets)
+            columns |= {"p_ends": Ragged(ends, offsets), "p_back": Ragged(back, offsets)}
+        return columns
 
     def counters(self) -> list[dict]:
         return []

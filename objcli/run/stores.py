@@ -38,11 +38,12 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
     default is the store's; one given otherwise is refused, naming the store's value."""
     if not stores:
         return config
-    if config.provenance:
-        raise ObjcliError(
-            f"--provenance: input {stores[0]} is a token store, which keeps no character offsets per token; "
-            "run the transform from the text to record provenance"
-        )
+    for store in stores if config.provenance else ():
+        if not store_manifest(store)["config"].get("provenance"):
+            raise ObjcliError(
+                f"--provenance: the token store {store} was made without it, so it keeps no origins; tokenize the "
+                "text again with objcli tokenize --provenance (5 bytes a token more), or run from the text"
+            )
     if config.token_store:
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
 
+from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
@@ -63,6 +64,13 @@ def store(corpus, tmp_path_factory):
 def sentence_store(corpus, tmp_path_factory):
     """Tokenized per sentence (``--sentences prose``), for the sentence objectives."""
     return _tokenize([corpus], tmp_path_factory.mktemp("store") / "sentences", "prose")
+
+
+@pytest.fixture(scope="module")
+def origins_stores(corpus, tmp_path_factory):
+    """A store of whole documents and a per-sentence one, made with --provenance."""
+    folder = tmp_path_factory.mktemp("store")
+    return {kind: _tokenize([corpus], folder / kind, kind, provenance=True) for kind in ("documents", "prose")}
 
 
 def _shards(folder) -> dict[str, bytes]:
@@ -117,6 +125,40 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
         with pytest.raises(ObjcliError, match="objcli tokenize ... --sentences prose"):
             _run([store], tmp_path / "derived", **run)
     _same(corpus, sentence_store if sentences else store, tmp_path, **run)
+
+
+def _provenance_params() -> list:
+    """Every objective × packer of the registry (chat aside: no store holds conversations); the default
+    suite runs the first of each way a run records provenance (a document's tokens, examples cut from
+    the documents joined, whole documents), the rest are slow."""
+    params, kinds = [], set()
+    for name, options in variants():
+        objective = REGISTRY.get(name)
+        if objective.reads_records:
+            continue
+        kind = objective.provenance_of(objective.options_type(**options))
+        for packer in objective.packers(objective.options_type(**options)):
+            marks = () if kind not in kinds else (pytest.mark.slow,)
+            kinds.add(kind)
+            label = f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}"
+            params.append(pytest.param(name, options, packer, marks=marks, id=label))
+    return params
+
+
+@pytest.mark.parametrize("name, options, packer", _provenance_params())
+def test_provenance_from_a_store_is_the_text_runs_provenance(name, options, packer, corpus, origins_stores, tmp_path):
+    """A store made with --provenance: a derived run with --provenance writes the text run's shards and
+    provenance files, byte for byte (every span's file, record and characters), and trace reads it."""
+    run = {"objective": name, "packing": packer, "seq_len": 96, **options}
+    objective = _objective(run)
+    run["provenance"] = True
+    sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
+    if objective.tokenizes_itself and not sentences:
+        return  # cuts characters of the text (document-level FIM): refused from any store, tested above
+    manifest = _same(corpus, origins_stores["prose" if sentences else "documents"], tmp_path, **run)
+    assert any(name.endswith(".provenance") for shard in manifest["shards"] for name in shard["files"])
+    spans = trace(tmp_path / "derived", 0)
+    assert spans and all(span["file"].startswith(str(corpus)) for span in spans)
 
 
 @pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
@@ -242,7 +284,7 @@ def test_a_store_refuses_another_tokenizer_other_reading_options_and_provenance(
         ({"tokenizer": str(other)}, "the token store"),
         ({"batch_size": "64KiB"}, "--batch-size 64KiB: the token store"),
         ({"max_document_chars": 500}, "--max-document-chars 500: the token store"),
-        ({"provenance": True}, "--provenance: input"),
+        ({"provenance": True}, "--provenance: the token store .* was made without it"),
     ]:
         values = {"inputs": [str(store)], "tokenizer": str(SPM), "output": str(tmp_path / "o"), **options}
         with pytest.raises(ObjcliError, match=message):
