@@ -159,16 +159,32 @@ def tokenize(**values):
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
         if given["output"] == "-":
             raise ObjcliError("-o -: objcli tokenize writes a token store, a folder; give -o STORE")
-        config = dataclasses.replace(config_from_values(given), token_store=execution.pop("token_store"))
+        kind, appended = execution.pop("token_store"), None
+        if execution.pop("append"):
+            from .run.append import appended_values
+
+            given, appended = appended_values(given, execution)
+            kind = _appended_kind(appended, kind)
+        config = dataclasses.replace(config_from_values(given), token_store=kind or "documents")
         bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
-            summary = run_transform(config, **execution, progress=bar, warn=warn_line)
+            summary = run_transform(config, **execution, progress=bar, warn=warn_line, append=appended)
         finally:
             if bar:
                 bar.close()
     except ObjcliError as error:
         raise _Fail(str(error)) from None
     click.echo(store_line(summary), err=True)
+
+
+def _appended_kind(manifest: dict, given: str | None) -> str:
+    """What ``--append`` adds to: a token store, of the kind asked (whole documents or a splitter)."""
+    kind = manifest.get("config", {}).get("token_store")
+    if not kind:
+        raise ObjcliError("--append: the output is no token store; append to it with objcli transform --append")
+    if given and given != kind:
+        raise ObjcliError(f"--append: --sentences {given}: the store holds {kind}; drop --sentences")
+    return kind
 
 
 def store_line(summary) -> str:
@@ -181,7 +197,12 @@ def store_line(summary) -> str:
         f"{f', skipped {skipped}' if skipped else ''}; {t['tokens']:,} tokens ({m['token_store']['ids_dtype']}): "
         f"{size['tokens'] / max(t['tokens'], 1):.2f} bytes a token, {size['boundaries_and_metadata']:,} bytes of "
         f"boundaries and metadata; {t['shards']:,} shards -> {summary.output} in {summary.seconds:.1f}s"
-        + (f"; {summary.kept:,} partitions kept from the interrupted run" if summary.kept else "")
+        + (
+            f"; {summary.kept:,} partitions kept from the interrupted run"
+            if summary.kept and not summary.appended
+            else ""
+        )
+        + (f"; appended after the store's {summary.kept:,} partitions" if summary.appended else "")
         + (" (nothing to do: the store is complete)" if summary.already_complete else "")
     )
 

@@ -222,7 +222,7 @@ TOKENIZE_FIELDS = (
     "tokenizer", "output", "engine", "text_key", "text_unit", "input_format", "max_document_chars",
     "partition_size", "batch_size", "shard_size", "strict", "provenance",
 )  # fmt: skip
-TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet")
+TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet", "append")
 
 
 def _store_kind() -> type:
@@ -265,11 +265,11 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
     for f in dataclasses.fields(Execution):
         check_field(f, execution.get(f.name))
-    for flag in ("overwrite", "resume", "quiet"):
+    for flag in ("overwrite", "resume", "quiet", "append"):
         execution[flag] = bool(execution[flag])
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
-    execution["token_store"] = given.pop("sentences", None) or "documents"
+    execution["token_store"] = given.pop("sentences", None)
     return {**given, "inputs": list(values.get("inputs") or ())}, execution
 
 

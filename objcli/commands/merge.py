@@ -44,6 +44,7 @@ from .rebuild import (
     on_any_storage,
     publish,
     refuse_blended,
+    refuse_stores,
     split_totals_of,
 )
 
@@ -353,6 +354,7 @@ def _merge_local(
     manifests = train_when_split([read_manifest(source) for source in sources])
     for source, manifest in zip(sources, manifests):
         refuse_blended("merge", source, manifest)
+        refuse_stores("merge", source, manifest)
     check_compatible(sources, manifests)
     for message in repeated_shards(labels, manifests) if warn else ():
         warn(message)

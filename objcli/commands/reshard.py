@@ -34,6 +34,7 @@ from .rebuild import (
     on_any_storage,
     publish,
     refuse_blended,
+    refuse_stores,
     split_totals_of,
 )
 from .reshard_stream import reshard_streams
@@ -91,6 +92,8 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
 def _resharded_manifest(
     folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str
 ) -> tuple[list, dict]:
+    refuse_blended("reshard", label, manifest)  # local, in place or remote: every reshard comes here
+    refuse_stores("reshard", label, manifest)
     shards = _new_shards(folder, manifest, work, limit)
     renames = final_names(shards)
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
@@ -106,7 +109,6 @@ def _resharded_manifest(
 def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
     folder, out = Path(source), Path(output)
     manifest = read_manifest(folder)
-    refuse_blended("reshard", source, manifest)
     with building("reshard", out, overwrite) as work:
         renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label)
         publish(out, work, renames, raw)

@@ -365,3 +365,28 @@ def test_every_store_of_a_mixture_is_checked_for_its_kind(store, sentence_store,
     sources = ["--source", f"a={store}", "--source", f"b={sentence_store}", "--weights", "a=1,b=1"]
     done = run_cli("transform", *sources, "-t", SPM, "-o", tmp_path / "o")
     assert done.returncode == 1 and f"the token store {sentence_store} was tokenized per sentence" in done.stderr
+
+
+def test_a_store_appended_to_derives_what_the_text_run_appended_to_writes(corpus, tmp_path):
+    """tokenize A, then tokenize B --append: its new partitions come after the store's own, and a
+    derived run is the text run of A appended with B, byte for byte; a store is neither merged nor
+    resharded (its shards are its partitions'), each refusal one line."""
+    first, second = corpus / "a.jsonl", corpus / "b.jsonl"
+    reading = ["--partition-size", "32KiB", "--batch-size", "8KiB"]
+    assert run_cli("tokenize", first, "-t", SPM, "-o", tmp_path / "store", *reading).returncode == 0
+    added = run_cli("tokenize", second, "-t", SPM, "-o", tmp_path / "store", "--append")
+    assert added.returncode == 0 and "appended after the store's" in added.stderr, added.stderr
+    again = run_cli("tokenize", first, "-t", SPM, "-o", tmp_path / "store", "--append")
+    assert again.returncode == 1 and "already in the output" in again.stderr
+    options = ["--objective", "ul2", "--seq-len", "128"]
+    assert run_cli("transform", tmp_path / "store", "-o", tmp_path / "derived", *options).returncode == 0
+    assert run_cli("transform", first, "-t", SPM, "-o", tmp_path / "text", *options, *reading).returncode == 0
+    assert run_cli("transform", second, "-t", SPM, "-o", tmp_path / "text", "--append").returncode == 0
+    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
+    assert run_cli("tokenize", corpus / "c.txt", "-t", SPM, "-o", tmp_path / "other").returncode == 0
+    for command in (["merge", tmp_path / "store", tmp_path / "other", "-o", tmp_path / "m"],
+                    ["reshard", tmp_path / "store", "--shard-size", "10KB"],
+                    ["reshard", tmp_path / "store", "--shard-size", "10KB", "-o", tmp_path / "r"]):  # fmt: skip
+        refused = run_cli(*command)
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "is a token store" in refused.stderr
+    assert verify_output(tmp_path / "store").ok
