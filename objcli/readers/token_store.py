@@ -22,10 +22,14 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
-from ..formats.store import SENTENCES, STORE, crc32_from, read_store_table, table_documents
+from ..formats.store import SENTENCES, STORE, StoreWriter, crc32_from, read_store_table, table_documents
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
+from ..storage.files import file_sha256
+from ..storage.remote import is_url, join, local_copy
 from .inputs import InputFile, Partition, Piece
+
+SHARD_SUFFIX = StoreWriter.suffix  # .store
 
 
 @dataclass
@@ -167,21 +171,38 @@ class _Section(msgspec.Struct):
 
 
 def store_manifest(path: str | Path) -> dict | None:
-    """The manifest of the token store at ``path`` (a folder), or None when it is not one; read once
-    a process while it is unchanged (every partition asks for it)."""
+    """The manifest of the token store at ``path`` (a folder, or a prefix in object storage), or None
+    when it is not one; read once a process while it is unchanged (every partition asks for it)."""
+    file = _manifest_file(str(path))
     try:
-        stamp = os.stat(Path(path) / "manifest.json").st_mtime_ns
+        stamp = os.stat(file).st_mtime_ns if file else None
     except OSError:
         return None
-    return _store_manifest(str(path), stamp)
+    return None if stamp is None else _store_manifest(str(path), stamp, file)
+
+
+def _manifest_file(path: str) -> str | None:
+    """Where the store's manifest can be read here (in object storage: a local copy, cached by the
+    object's version)."""
+    if not is_url(path):
+        return os.path.join(path, "manifest.json")
+    try:
+        return str(local_copy(join(path, "manifest.json")))
+    except ObjcliError:  # no such object: not a store
+        return None
+
+
+def readable_shard(path: str) -> Path:
+    """A store shard as a local file (one in object storage copied once, by its version)."""
+    return local_copy(path) if is_url(path) else Path(path)
 
 
 @lru_cache(maxsize=16)
-def _store_manifest(path: str, stamp: int) -> dict | None:
+def _store_manifest(path: str, stamp: int, file: str) -> dict | None:
     from ..storage.manifest import decode_manifest
 
     try:
-        with open(Path(path) / "manifest.json", encoding="utf-8") as f:
+        with open(file, encoding="utf-8") as f:
             manifest = json.load(f)
     except (OSError, ValueError):
         return None
@@ -207,7 +228,9 @@ def store_input(path: str) -> InputFile:
     """A store folder as one input: its size is its shards' bytes (what progress counts)."""
     manifest = store_manifest(path)
     size = sum(sum(shard["bytes"].values()) for shard in manifest["shards"])
-    return InputFile(path, STORE, None, size, version=str(os.stat(Path(path) / "manifest.json").st_mtime_ns))
+    file = _manifest_file(path)
+    version = file_sha256(file) if is_url(path) else str(os.stat(file).st_mtime_ns)
+    return InputFile(path, STORE, None, size, version=version)
 
 
 def store_partitions(store: InputFile) -> list[Partition]:
@@ -219,7 +242,7 @@ def store_partitions(store: InputFile) -> list[Partition]:
         pieces = []
         for name in entry["shards"]:
             size = sum(shards[name]["bytes"].values())
-            pieces.append(Piece(InputFile(os.path.join(store.path, name), STORE, None, size)))
+            pieces.append(Piece(InputFile(join(store.path, name), STORE, None, size)))
         if not pieces:  # a partition whose records were all skipped: its accounting still counts
             pieces.append(Piece(InputFile(store.path, STORE, None, 0)))
         partitions.append(Partition(entry["index"], tuple(pieces), stored=entry["index"]))
@@ -228,8 +251,8 @@ def store_partitions(store: InputFile) -> list[Partition]:
 
 def partition_accounting(partition: Partition) -> dict:
     """What the tokenize run counted for this partition (read, skipped by reason, long ones cut)."""
-    folder = Path(partition.pieces[0].input.path)
-    folder = folder if folder.is_dir() else folder.parent
+    folder = partition.pieces[0].input.path  # a shard, or the store itself for a partition with none
+    folder = folder.rsplit("/", 1)[0] if folder.endswith(SHARD_SUFFIX) else folder
     manifest = store_manifest(folder)
     entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
@@ -247,10 +270,11 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
     pending: list[StoredDocuments] = []
     batch = 0
     for piece in partition.pieces:
-        if os.path.isdir(piece.input.path):
+        if not piece.input.path.endswith(SHARD_SUFFIX):  # a partition whose records were all skipped
             continue
-        _check_shard(Path(piece.input.path), accounting["sha256"])
-        documents, batches = _read_shard(Path(piece.input.path), accounting["names"])
+        shard = readable_shard(piece.input.path)
+        _check_shard(shard, accounting["sha256"], piece.input.path)
+        documents, batches = _read_shard(shard, accounting["names"])
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
@@ -262,14 +286,12 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         yield StoredDocuments.concat(pending)
 
 
-def _check_shard(path: Path, recorded: dict[str, str]) -> None:
+def _check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
     """A shard edited or damaged since the store was made is refused before a token of it is used."""
-    from ..storage.files import file_sha256
-
     if file_sha256(path) != recorded.get(path.name):
         raise ObjcliError(
-            f"input {path}: does not match the sha256 the token store's manifest records (edited or damaged); "
-            f"run 'objcli verify {path.parent}' and tokenize the text again"
+            f"input {name}: does not match the sha256 the token store's manifest records (edited or damaged); "
+            f"run 'objcli verify {name.rsplit('/', 1)[0]}' and tokenize the text again"
         )
 
 

@@ -570,3 +570,23 @@ def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket,
     plain = run_transform([data / "plain_text_document"], spm, tmp_path / "plain", seq_len=64)
     assert replaced.manifest["shards"][0]["sha256"] == plain.manifest["shards"][0]["sha256"]
     assert len(list((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())) == len(copies) + 1
+
+
+def test_a_token_store_in_a_bucket(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    """objcli tokenize -o s3://…: the store's objects are the local store's bytes, verify reads it there,
+    and a transform from it (with --provenance) writes what a transform from the local store writes;
+    trace reaches the text through it."""
+    common = ["-t", sample_tokenizer, "--provenance", "--partition-size", "60000"]
+    assert run_cli("tokenize", corpus, *common, "-o", f"s3://{bucket}/store").returncode == 0
+    assert run_cli("tokenize", corpus, *common, "-o", tmp_path / "store").returncode == 0
+    listed = {n: v for n, v in local_bytes(tmp_path / "store").items() if n.endswith(".store")}
+    assert {n: v for n, v in objects(s3, f"{bucket}/store").items() if n.endswith(".store")} == listed != {}
+    assert run_cli("verify", f"s3://{bucket}/store").returncode == 0
+    derive = ["--objective", "span-corruption", "--seq-len", "128", "--provenance"]
+    done = run_cli("transform", f"s3://{bucket}/store", *derive, "-o", tmp_path / "remote")
+    assert done.returncode == 0, done.stderr
+    assert run_cli("transform", tmp_path / "store", *derive, "-o", tmp_path / "local").returncode == 0
+    shards = {n: v for n, v in local_bytes(tmp_path / "local").items() if n.startswith("part-")}
+    assert {n: v for n, v in local_bytes(tmp_path / "remote").items() if n.startswith("part-")} == shards
+    shown = run_cli("trace", tmp_path / "remote", 0)
+    assert shown.returncode == 0 and "cannot be read" not in shown.stdout and "characters" in shown.stdout
