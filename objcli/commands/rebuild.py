@@ -75,16 +75,14 @@ def refuse_blended(command: str, source: str, manifest) -> None:
 
 
 def refuse_stores(command: str, source: str, manifest) -> None:
-    """A token store's shards are its partitions' (a derived run reads each partition's documents in
-    the text run's batches): recut or joined, it would no longer be the text run's."""
+    """A token store's partitions are its text run's (a derived run reads each one's documents in the
+    text run's batches): stores joined would be no one text run's."""
     if manifest.config.get("token_store"):
-        how = (
-            "give the stores as --source of one transform, or tokenize the inputs together (or add to a store "
-            "with objcli tokenize NEW -o STORE --append)"
-            if command == "merge"
-            else "tokenize the text again with --shard-size"
+        raise ObjcliError(
+            f"{command}: {source} is a token store, whose partitions are its text run's; give the stores as "
+            "--source of one transform, or tokenize the inputs together (or add to a store with objcli "
+            "tokenize NEW -o STORE --append)"
         )
-        raise ObjcliError(f"{command}: {source} is a token store, whose shards are its partitions'; {how}")
 
 
 def check_source_files(command: str, folder: Path, shard) -> None:

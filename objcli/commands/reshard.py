@@ -34,7 +34,6 @@ from .rebuild import (
     on_any_storage,
     publish,
     refuse_blended,
-    refuse_stores,
     split_totals_of,
 )
 from .reshard_stream import reshard_streams
@@ -80,6 +79,11 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
     else every source shard's rows through the format's writer."""
     for shard in manifest.shards:
         check_source_files("reshard", folder, shard)
+    if manifest.config.get("token_store"):  # cut within its partitions, which derived runs read
+        from .reshard_store import rewrite_store
+
+        partitions = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))["partitions"]
+        return rewrite_store(folder, manifest, partitions, work, limit)
     if limit.bytes and not manifest.config.get("provenance"):  # spans are cut with their rows
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:
@@ -93,10 +97,13 @@ def _resharded_manifest(
     folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str
 ) -> tuple[list, dict]:
     refuse_blended("reshard", label, manifest)  # local, in place or remote: every reshard comes here
-    refuse_stores("reshard", label, manifest)
     shards = _new_shards(folder, manifest, work, limit)
     renames = final_names(shards)
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    if manifest.config.get("token_store"):  # a store's partitions name their shards
+        from .reshard_store import partitions_of
+
+        raw["partitions"] = partitions_of(raw["partitions"], shards)
     raw.update(
         shards=[s.to_json() for s in shards],
         totals={**raw["totals"], "shards": len(shards)},

@@ -23,7 +23,7 @@ from ..storage.manifest import Manifest
 
 def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
     """Every source shard's rows through the format's writer, one split's shards at a time."""
-    specs, sinks, names = _specs(manifest), {}, _provenance_names(manifest)
+    specs, sinks, names = column_specs(manifest), {}, _provenance_names(manifest)
     split_rows: dict[str, int] = {}
     for shard in manifest.shards:
         split_rows[shard.split] = split_rows.get(shard.split, 0) + shard.rows
@@ -48,7 +48,8 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
     return [s for sink in sinks.values() for s in sink.close()]
 
 
-def _specs(manifest: Manifest) -> list[ColumnSpec]:
+def column_specs(manifest: Manifest) -> list[ColumnSpec]:
+    """The manifest's columns as the writers take them."""
     return [
         ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family, tuple(c.categories))
         for c in manifest.columns
@@ -104,7 +105,7 @@ def shuffled_merge(sources: list[str], manifests: list[Manifest], work: Path, se
     from ..order.shuffle import shuffle_rows
 
     first = manifests[0]
-    specs, spread = _specs(first), []
+    specs, spread = column_specs(first), []
     names = [i["path"] for m in manifests for i in m.inputs] if first.config.get("provenance") else None
     index = 0
     for source, manifest in zip(sources, manifests):

@@ -6,9 +6,11 @@ import json
 
 import pytest
 from conftest import SAMPLE, run_cli, run_transform
+from optional import lazily, requires
 
-datasets = pytest.importorskip("datasets")
-huggingface_hub = pytest.importorskip("huggingface_hub")
+pytestmark = requires("datasets", "huggingface_hub")
+datasets = lazily("datasets")
+huggingface_hub = lazily("huggingface_hub")
 
 
 def card_of(folder):

@@ -11,12 +11,15 @@ import numpy as np
 import pytest
 from chat_data import build_tokenizer, conversations, write_jsonl
 from conftest import folder_bytes, run_cli
+from optional import lazily, requires
 from recipes import recipe, recipe_folder, recipe_names
 
+pytestmark = requires("torch", "transformers", "datasets")
+torch = lazily("torch")
+transformers = lazily("transformers")
+datasets = lazily("datasets")
+
 pytestmark = pytest.mark.slow
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-datasets = pytest.importorskip("datasets")
 
 
 def run_recipe(name: str, folder, monkeypatch) -> dict:

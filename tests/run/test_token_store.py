@@ -5,6 +5,7 @@ registry) and the ordering options, on a corpus with bad records, long documents
 pieces of its own is refused in one line."""
 
 import json
+import shutil
 import zlib
 
 import numpy as np
@@ -369,8 +370,8 @@ def test_every_store_of_a_mixture_is_checked_for_its_kind(store, sentence_store,
 
 def test_a_store_appended_to_derives_what_the_text_run_appended_to_writes(corpus, tmp_path):
     """tokenize A, then tokenize B --append: its new partitions come after the store's own, and a
-    derived run is the text run of A appended with B, byte for byte; a store is neither merged nor
-    resharded (its shards are its partitions'), each refusal one line."""
+    derived run is the text run of A appended with B, byte for byte; stores are not merged (their
+    partitions are each its text run's), in one line."""
     first, second = corpus / "a.jsonl", corpus / "b.jsonl"
     reading = ["--partition-size", "32KiB", "--batch-size", "8KiB"]
     assert run_cli("tokenize", first, "-t", SPM, "-o", tmp_path / "store", *reading).returncode == 0
@@ -384,9 +385,26 @@ def test_a_store_appended_to_derives_what_the_text_run_appended_to_writes(corpus
     assert run_cli("transform", second, "-t", SPM, "-o", tmp_path / "text", "--append").returncode == 0
     assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
     assert run_cli("tokenize", corpus / "c.txt", "-t", SPM, "-o", tmp_path / "other").returncode == 0
-    for command in (["merge", tmp_path / "store", tmp_path / "other", "-o", tmp_path / "m"],
-                    ["reshard", tmp_path / "store", "--shard-size", "10KB"],
-                    ["reshard", tmp_path / "store", "--shard-size", "10KB", "-o", tmp_path / "r"]):  # fmt: skip
-        refused = run_cli(*command)
-        assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "is a token store" in refused.stderr
+    refused = run_cli("merge", tmp_path / "store", tmp_path / "other", "-o", tmp_path / "m")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "is a token store" in refused.stderr
     assert verify_output(tmp_path / "store").ok
+
+
+def test_a_store_resharded_derives_the_same_bytes(store, tmp_path):
+    """Recut within its partitions (to another folder, and in place): more shards, each partition
+    naming its own, verify passes, and a derived run writes what it wrote from the store before."""
+    options = ["--objective", "span-corruption", "--seq-len", "128"]
+    assert run_cli("transform", store, *options, "-o", tmp_path / "before").returncode == 0
+    done = run_cli("reshard", store, "--shard-size", "20KB", "-o", tmp_path / "recut")
+    assert done.returncode == 0, done.stderr
+    shutil.copytree(store, tmp_path / "in-place")
+    assert run_cli("reshard", tmp_path / "in-place", "--shard-size", "30KB").returncode == 0
+    for recut in (tmp_path / "recut", tmp_path / "in-place"):
+        manifest = manifest_json(recut)
+        assert len(manifest["shards"]) > len(manifest_json(store)["shards"]) and verify_output(recut).ok
+        named = [name for partition in manifest["partitions"] for name in partition["shards"]]
+        assert named == [shard["files"][0] for shard in manifest["shards"]]  # in order, each once
+        assert run_cli("transform", recut, *options, "-o", tmp_path / f"{recut.name}-derived").returncode == 0
+        assert _shards(tmp_path / f"{recut.name}-derived") == _shards(tmp_path / "before")
+    counted = run_cli("reshard", store, "--num-shards", "3", "-o", tmp_path / "counted")
+    assert counted.returncode == 1 and "--num-shards" in counted.stderr and counted.stderr.count("\n") == 1

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLE, folder_bytes, run_cli, run_transform
+from optional import lazily, requires
 
-s3fs = pytest.importorskip("s3fs")
-pytest.importorskip("moto.server")
+pytestmark = requires("s3fs", "moto")
+s3fs = lazily("s3fs")
 
 from objcli.formats import FORMATS, whole_document_formats  # noqa: E402
 
