@@ -3,61 +3,10 @@ whole, and one-line errors for bad probabilities (the kernels: tests/kernels/tes
 
 import numpy as np
 import pytest
-import reference
 from click.testing import CliRunner
 from conftest import read_output, run_transform
-from hypothesis import strategies as st
 
 from objcli.cli import main
-from objcli.kernels.masking import replace_selected, select_tokens, select_units, unit_ids
-
-MASK, SPECIAL = 99, 0  # in these tests id 0 plays a special token and 99 is [MASK]
-
-
-def run_kernels(ids, whole_word, exact, max_predictions, seed, p=0.3, mask_replace=0.8, random_replace=0.1):
-    rng = np.random.default_rng(seed)
-    rows, length = ids.shape
-    candidates = ids != SPECIAL
-    unit_start = (ids % 3 == 1) if whole_word else np.ones_like(candidates)
-    unit_keys, action_keys = rng.random((rows, length)), rng.random((rows, length))
-    random_tokens = rng.integers(50, 60, size=(rows, length))
-    row_lengths = np.full(rows, length)
-    units = unit_ids(candidates, unit_start)
-    selected = select_units(units, unit_keys, p, exact, row_lengths, max_predictions)
-    # The token-level Bernoulli fast path keys positions (not units): a loop says the same.
-    fast = select_tokens(candidates, unit_keys, p)
-    assert fast.tolist() == [[bool(c and k < p) for c, k in zip(cr, kr)] for cr, kr in zip(candidates, unit_keys)]
-    # The kernel takes one action key and random token per selected token, in row-major order.
-    masked, labels = replace_selected(
-        ids, selected, action_keys[selected], random_tokens[selected], MASK, mask_replace, random_replace
-    )
-    refs = [
-        reference.mlm_row(
-            ids[r].tolist(),
-            candidates[r].tolist(),
-            unit_start[r].tolist(),
-            unit_keys[r].tolist(),
-            action_keys[r].tolist(),
-            random_tokens[r].tolist(),
-            p,
-            exact,
-            max_predictions,
-            MASK,
-            mask_replace,
-            random_replace,
-        )
-        for r in range(rows)
-    ]
-    return units, selected, masked, labels, refs
-
-
-rows_strategy = st.integers(1, 5).flatmap(
-    lambda rows: st.integers(1, 40).flatmap(
-        lambda length: st.lists(st.integers(0, 12), min_size=rows * length, max_size=rows * length).map(
-            lambda v: np.array(v).reshape(rows, length)
-        )
-    )
-)
 
 
 def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
