@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cached_property
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def join_buffers(buffers: list) -> tuple[np.ndarray, np.ndarray]:
     memoryview of a buffer counts its int32 items)."""
     offsets = lengths_to_offsets(np.fromiter(map(len, map(memoryview, buffers)), dtype=np.int64, count=len(buffers)))
     return np.frombuffer(b"".join(buffers), dtype=np.int32), offsets
+
+
+_MODEL_VIEWS: dict[str, dict] = {}  # a model's sha256 -> its pieces and masks (SentencePieceTokenizer)
+_VIEWS_LOCK = threading.Lock()
 
 
 class SentencePieceEngine:
@@ -150,23 +155,34 @@ class SentencePieceTokenizer(Tokenizer):
 
     def pieces(self) -> list[str]:
         if self._pieces is None:
-            self._pieces = [self.processor.id_to_piece(i) for i in range(self.vocab_size)]
+            self._pieces = list(self._model_view("pieces", lambda p, n: tuple(map(p.id_to_piece, range(n)))))
         return self._pieces
 
-    # Asked for by every partition's objective: one pass over the vocabulary per process (a
-    # 32k-piece model takes 10 ms a pass); callers get copies.
+    # Asked for by every partition's objective, each of which opens the tokenizer again: one pass over
+    # the vocabulary per process and model (a 32k-piece model takes 10 ms a pass); callers get copies.
     @cached_property
     def _control(self) -> np.ndarray:
-        return np.fromiter(map(self.processor.is_control, range(self.vocab_size)), dtype=bool, count=self.vocab_size)
+        return self._model_view("control", lambda p, n: np.fromiter(map(p.is_control, range(n)), bool, count=n))
 
     @cached_property
     def _unusable(self) -> np.ndarray:
-        check = self.processor
-        return np.fromiter(
-            (check.is_unknown(i) or check.is_unused(i) for i in range(self.vocab_size)),
-            dtype=bool,
-            count=self.vocab_size,
-        )
+        def unusable(check, n: int) -> np.ndarray:
+            return np.fromiter((check.is_unknown(i) or check.is_unused(i) for i in range(n)), bool, count=n)
+
+        return self._model_view("unusable", unusable)
+
+    def _model_view(self, name: str, compute):
+        """What follows from the model's bytes alone, computed once a process for each model (by its
+        sha256; the arrays are never written to)."""
+        with _VIEWS_LOCK:  # a run's worker threads open the tokenizer at once
+            views = _MODEL_VIEWS.setdefault(self.sha256, {})
+            if len(_MODEL_VIEWS) > 8:  # a process that opens many models keeps the latest few
+                _MODEL_VIEWS.pop(next(iter(_MODEL_VIEWS)))
+            if name not in views:
+                views[name] = compute(self.processor, self.vocab_size)
+                if isinstance(views[name], np.ndarray):
+                    views[name].setflags(write=False)
+            return views[name]
 
     def control_mask(self) -> np.ndarray:
         return self._control.copy()
