@@ -139,8 +139,8 @@ def piece_documents(opened: TokenFile, piece: Piece) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=8)
-def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) -> tuple[TokenFile, str]:
-    """An input opened once a process (``stamp``: its modification time), and how its EOS comes off:
+def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: tuple) -> tuple[TokenFile, str]:
+    """An input opened once a process (``stamp``: where it is read and when it changed), and how its EOS comes off:
     "each" document's that ends with one (runs between EOS ids), or "end" of every document where
     every one ends with it (Megatron's --append-eod, datatrove's eos_token)."""
     opened = open_token_file(readable_path(path, fmt), fmt, ids_key, eos)
@@ -157,14 +157,17 @@ def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: float) ->
 def opened_once(path: str, fmt: str, ids_key: str, eos: int | None = None) -> TokenFile:
     """An input opened once a process while unchanged (the plan asks for its size, partitions and
     dtype, each partition for its ids: a Parquet column is loaded once, not at each)."""
-    return _opened(path, fmt, ids_key, eos, _stamp(path))[0]
+    return _opened(path, fmt, ids_key, eos, _stamp(path, fmt))[0]
 
 
-def _stamp(path: str) -> float:
+def _stamp(path: str, fmt: str) -> tuple:
+    """(where the input is read here, its modification time): an object replaced in the bucket has
+    another local copy, so a process that read it before opens the new one."""
+    path = readable_path(path, fmt)
     for name in (path, path + ".idx", path + ".bin"):
         if os.path.exists(name):
-            return os.stat(name).st_mtime
-    return 0.0
+            return path, os.stat(name).st_mtime
+    return path, 0.0
 
 
 def token_batches(partition: Partition, ids_key: str, batch_bytes: int, log, eos: int | None, vocab: int):
@@ -172,7 +175,9 @@ def token_batches(partition: Partition, ids_key: str, batch_bytes: int, log, eos
     store's are (``StoredDocuments``): the EOS the input ends (or starts) every document with taken
     off, ids checked against the vocabulary, empty documents counted skips."""
     piece = partition.pieces[0]
-    opened, strip = _opened(piece.input.path, piece.input.format, ids_key, eos, _stamp(piece.input.path))
+    opened, strip = _opened(
+        piece.input.path, piece.input.format, ids_key, eos, _stamp(piece.input.path, piece.input.format)
+    )
     first, last = piece_documents(opened, piece)
     for a, b in _batches(opened.offsets, first, last, max(1, batch_bytes // 4)):
         yield _batch(opened, piece.input.path, (a, b), (strip, eos), vocab, log)

@@ -69,10 +69,21 @@ def fetched(url: str, fmt: str) -> str:
     stamp = "|".join(f"{public_url(fs.unstrip_protocol(n))}|{i.get('size')}|{version_of(i)}" for n, i in infos.items())
     folder = cache_folder("token-inputs") / hashlib.sha256(stamp.encode()).hexdigest()[:32]
     root = _root(inner, fmt)
+    sizes = {folder / name[len(root) :].lstrip("/"): info.get("size") for name, info in infos.items()}
+    if folder.is_dir() and not _intact(sizes):  # a copy cut or emptied since: fetched again, never read
+        shutil.rmtree(folder, ignore_errors=True)
     if not folder.is_dir():
         _fetch(fs, objects, root, folder, url)
     local = str(folder / inner[len(root) :].lstrip("/")).rstrip("/")
     return local
+
+
+def _intact(sizes: dict) -> bool:
+    """Whether every file of a cached copy is there with its object's size."""
+    try:
+        return all(size is None or path.stat().st_size == size for path, size in sizes.items())
+    except OSError:
+        return False
 
 
 def _root(inner: str, fmt: str) -> str:

@@ -173,6 +173,8 @@ def local_copy(url: str) -> Path:
         key = hashlib.sha256(f"{public_url(url)}|{info.get('size')}|{version_of(info)}".encode()).hexdigest()[:24]
         folder = Path(tempfile.gettempdir()) / "objcli-cache" / key
         target = folder / inner.rstrip("/").rsplit("/", 1)[-1]
+        if target.exists() and info.get("size") is not None and target.stat().st_size != info["size"]:
+            target.unlink()  # a copy cut or emptied since: fetched again, never read
         if not target.exists():
             folder.mkdir(parents=True, exist_ok=True)
             temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")

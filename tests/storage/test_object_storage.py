@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, folder_bytes, run_cli, run_transform
+from conftest import SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 from optional import lazily, requires
 
 pytestmark = requires("s3fs", "moto")
@@ -564,6 +564,11 @@ def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket,
     copies = sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())
     run_transform([f"s3://{bucket}/tokens/corpus_text_document"], spm, tmp_path / "again", seq_len=64)
     assert sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir()) == copies
+    cached = next(p for folder in copies for p in folder.glob("corpus_text_document.bin"))
+    cached.write_bytes(cached.read_bytes()[:-100])  # a damaged cache, cut short: a later run fetches it again
+    for given, out in ((f"s3://{bucket}/tokens/corpus_text_document", "mended"), (data / "corpus_text_document", "l")):
+        assert run_cli("transform", given, "-t", spm, "--seq-len", "64", "-o", tmp_path / out).returncode == 0
+    assert manifest_json(tmp_path / "mended")["shards"] == manifest_json(tmp_path / "l")["shards"]
     s3.put(str(data / "plain_text_document.bin"), f"{bucket}/tokens/corpus_text_document.bin")  # replaced
     s3.put(str(data / "plain_text_document.idx"), f"{bucket}/tokens/corpus_text_document.idx")
     s3.put(str(data / "plain_text_document.idx"), f"{bucket}/tokens/plain_text_document.idx")
