@@ -26,7 +26,7 @@ from ..formats.store import SENTENCES, STORE, StoreWriter, crc32_from, read_stor
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
 from ..storage.files import file_sha256
-from ..storage.remote import is_url, join, local_copy
+from ..storage.remote import filesystem, is_url, join, local_copy, storage_error, storage_errors
 from .inputs import InputFile, Partition, Piece
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
@@ -186,10 +186,14 @@ def _manifest_file(path: str) -> str | None:
     object's version)."""
     if not is_url(path):
         return os.path.join(path, "manifest.json")
+    fs, inner = filesystem(path)
     try:
-        return str(local_copy(join(path, "manifest.json")))
-    except ObjcliError:  # no such object: not a store
+        fs.info(inner.rstrip("/") + "/manifest.json")
+    except FileNotFoundError:  # no such object: not a store (a service that cannot be reached is one line)
         return None
+    except storage_errors() as error:
+        raise storage_error(error, path, "listing it") from None
+    return str(local_copy(join(path, "manifest.json")))
 
 
 def readable_shard(path: str) -> Path:
