@@ -222,6 +222,11 @@ TOKENIZE_FIELDS = (
     "tokenizer", "output", "engine", "text_key", "text_unit", "input_format", "max_document_chars",
     "partition_size", "batch_size", "shard_size", "strict", "provenance",
 )  # fmt: skip
+TOKENIZE_HELP = {
+    "provenance": "Keep where each document comes from and its tokens' character ends (5 bytes a token more), "
+    "so transforms from the store can record --provenance.",
+    "append": "Add INPUTS to the finished store -o as partitions after its own, with its configuration.",
+}
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet", "append")
 
 
@@ -253,7 +258,10 @@ class TokenizeCommand(click.Command):
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
         fields += _run_fields(_store_kind())
         fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
-        return [click.Argument(["inputs"], nargs=-1), *_options_of(fields)]
+        options = _options_of(fields)
+        for param in options:  # the same option, said of what a store keeps
+            param.help = TOKENIZE_HELP.get(param.name, param.help)
+        return [click.Argument(["inputs"], nargs=-1), *options]
 
     def get_params(self, ctx):
         return [*self.generated, *super().get_params(ctx)]
