@@ -54,8 +54,31 @@ def join_buffers(buffers: list) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(buffers), dtype=np.int32), offsets
 
 
-_MODEL_VIEWS: dict[str, dict] = {}  # a model's sha256 -> its pieces and masks (SentencePieceTokenizer)
 _VIEWS_LOCK = threading.Lock()
+_MODELS: dict[str, object] = {}  # a model's sha256 -> its loaded processor (encoding never changes it)
+
+
+def _loaded_model(path: Path, sha256: str, spm):
+    """The model loaded once a process for its bytes: a run opens its tokenizer about three times (6 ms
+    each for a 32k model), and SentencePiece encodes from any number of threads on one processor."""
+    with _VIEWS_LOCK:
+        if sha256 in _MODELS:
+            return _MODELS[sha256]
+    processor = spm.SentencePieceProcessor()
+    try:
+        processor.LoadFromFile(str(path))
+    except (OSError, RuntimeError) as error:
+        raise ObjcliError(
+            f"tokenizer {path}: neither a SentencePiece model nor a tokenizer.json ({str(error).strip()}); "
+            "pass a .model written by SentencePiece or 'objcli train-tokenizer', or a Hugging Face tokenizer.json"
+        ) from None
+    with _VIEWS_LOCK:
+        if len(_MODELS) >= 8:  # a process that opens many models keeps the latest few
+            _MODELS.pop(next(iter(_MODELS)))
+        return _MODELS.setdefault(sha256, processor)
+
+
+_MODEL_VIEWS: dict[str, dict] = {}  # a model's sha256 -> its pieces and masks (SentencePieceTokenizer)
 
 
 class SentencePieceEngine:
@@ -84,14 +107,7 @@ class SentencePieceTokenizer(Tokenizer):
         import sentencepiece as spm
 
         super().__init__(path)
-        self.processor = spm.SentencePieceProcessor()
-        try:
-            self.processor.LoadFromFile(str(self.path))
-        except (OSError, RuntimeError) as error:
-            raise ObjcliError(
-                f"tokenizer {self.path}: neither a SentencePiece model nor a tokenizer.json ({str(error).strip()}); "
-                "pass a .model written by SentencePiece or 'objcli train-tokenizer', or a Hugging Face tokenizer.json"
-            ) from None
+        self.processor = _loaded_model(self.path, self.sha256, spm)
         self.vocab_size = self.processor.get_piece_size()
         self._pieces: list[str] | None = None
         self.use_engine(SentencePieceEngine(self.processor))
