@@ -200,7 +200,7 @@ def _token_texts(manifest: Manifest, entry: dict):
     try:
         tokenizer = load_output_tokenizer(manifest, None)
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
-        key = ids_key(_Keys(manifest.config.get("text_key", "text")), entry.get("source", ""))
+        key = ids_key(manifest.config.get("text_key", "text"), entry.get("source", ""))
         where = entry.get("resolved", entry["path"])
         opened = open_token_file(readable_path(where, entry["format"]), entry["format"], key, eos)
     except (ObjcliError, OSError, KeyError, ValueError):
@@ -213,11 +213,6 @@ def _token_texts(manifest: Manifest, entry: dict):
         return tokenizer.decode(np.asarray(opened.tokens[first + start : first + end], dtype=np.int64))
 
     return text
-
-
-class _Keys:  # what ids_key reads of a configuration: the manifest's --text-key
-    def __init__(self, text_key: str):
-        self.text_key = text_key
 
 
 def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:

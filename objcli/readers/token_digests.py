@@ -18,22 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..storage.files import file_sha256
 from ..tokenizers.user_cache import cache_folder, write_quietly
-from .token_formats import megatron_prefix
+from .token_formats import input_files
 from .token_objects import readable_path
-
-
-def input_files(path: str, fmt: str) -> list[str]:
-    """The files a tokenized input consists of, as read."""
-    if fmt == "megatron":
-        base = megatron_prefix(path) or path
-        return [base + ".idx", base + ".bin"]
-    if fmt == "datatrove":
-        return [path, path + ".index", *([path + ".metadata"] if os.path.isfile(path + ".metadata") else [])]
-    if fmt == "input-ids" and os.path.isdir(path):
-        with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
-            data = [os.path.join(path, entry["filename"]) for entry in json.load(f)["_data_files"]]
-        return [os.path.join(path, "state.json"), *data]
-    return [path]
 
 
 def token_input_digests(path: str, fmt: str) -> dict[str, str]:

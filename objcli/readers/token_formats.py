@@ -51,6 +51,23 @@ def megatron_prefix(path: str) -> str | None:
     return None
 
 
+def input_files(path: str, fmt: str, isfile=os.path.isfile, read_text=None) -> list[str]:
+    """The files a tokenized input consists of, as read (``isfile``/``read_text``: a bucket's, for one
+    in object storage, ``token_objects.py``)."""
+    read_text = read_text or (lambda name: open(name, encoding="utf-8").read())  # noqa: SIM115 - read whole
+    if fmt == "megatron":
+        stripped = path.removesuffix(".bin").removesuffix(".idx")
+        base = stripped if isfile(stripped + ".idx") else path
+        return [base + ".idx", base + ".bin"]
+    if fmt == "datatrove":
+        return [path, path + ".index", *([path + ".metadata"] if isfile(path + ".metadata") else [])]
+    folder = path.rstrip("/")
+    if fmt == "input-ids" and isfile(folder + "/state.json"):
+        state = json.loads(read_text(folder + "/state.json"))
+        return [folder + "/state.json", *(f"{folder}/{entry['filename']}" for entry in state["_data_files"])]
+    return [path]
+
+
 def _memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
     size = os.path.getsize(path) - offset
     if size % np.dtype(dtype).itemsize:

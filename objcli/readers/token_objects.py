@@ -11,7 +11,6 @@ the URL; a Dask worker on another machine fetches into its own cache.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import struct
@@ -19,7 +18,7 @@ import struct
 from ..errors import ObjcliError
 from ..storage.remote import filesystem, is_url, public_url, storage_error, storage_errors, version_of
 from ..tokenizers.user_cache import cache_folder
-from .token_formats import LLMC_MAGIC, TOKEN_FORMATS
+from .token_formats import LLMC_MAGIC, TOKEN_FORMATS, input_files
 
 
 def remote_kind(url: str, requested: str) -> str | None:
@@ -96,20 +95,11 @@ def _root(inner: str, fmt: str) -> str:
 
 
 def _objects(fs, inner: str, fmt: str) -> list[str]:
-    """The objects the input consists of (as ``token_digests.input_files`` names a local one's)."""
-    if fmt == "megatron":
-        base = inner.removesuffix(".bin").removesuffix(".idx")
-        return [base + ".idx", base + ".bin"]
-    if fmt == "datatrove":
-        return [inner, inner + ".index", *([inner + ".metadata"] if fs.isfile(inner + ".metadata") else [])]
-    if fmt == "input-ids" and fs.isfile(inner.rstrip("/") + "/state.json"):
-        folder = inner.rstrip("/")
-        state = json.loads(fs.cat_file(folder + "/state.json"))
-        extra = [folder + "/dataset_info.json"] if fs.isfile(folder + "/dataset_info.json") else []
-        return [folder + "/state.json", *extra, *(f"{folder}/{entry['filename']}" for entry in state["_data_files"])]
-    if not fs.isfile(inner):
+    """The objects the input consists of (``token_digests.input_files``, asked of the bucket)."""
+    names = input_files(inner, fmt, fs.isfile, lambda name: fs.cat_file(name).decode("utf-8"))
+    if names == [inner] and not fs.isfile(inner):
         raise FileNotFoundError(inner)
-    return [inner]
+    return names
 
 
 def _fetch(fs, objects: list[str], root: str, folder, url: str) -> None:

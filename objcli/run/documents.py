@@ -22,7 +22,7 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
         return stored_batches(partition, log)
     if partition.input.format in TOKEN_FORMATS:  # ids another tool wrote: no text, no tokenizer run
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
-        key = ids_key(config, partition.source)
+        key = ids_key(config.text_key, partition.source)
         return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
     limit = 0 if options.records else config.max_document_chars  # a record is never cut
     return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)

@@ -12,9 +12,10 @@ from ..readers.token_objects import remote_kind
 from ..storage.remote import is_url
 
 
-def ids_key(config: TransformConfig, source: str = "") -> str:
-    """The column of a Hugging Face dataset's ids: ``--text-key`` when it names one, else input_ids."""
-    key = text_key_of(config.text_key, source)
+def ids_key(text_key: str, source: str = "") -> str:
+    """The column of a Hugging Face dataset's ids: ``--text-key`` (``text_key``, the option's value)
+    when it names one, else input_ids."""
+    key = text_key_of(text_key, source)
     return key if key != "text" else "input_ids"
 
 
@@ -32,8 +33,9 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
             f"input {text}: is text, and {found[0]} is already tokenized ({kinds[found[0]]}); give them to separate "
             "runs (or as separate --source), or tokenize the text first with objcli tokenize"
         )
-    files = [token_input(path, kinds[path], ids_key(config, source)) for path in found]
-    partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, ids_key(config, source))]
+    key = ids_key(config.text_key, source)
+    files = [token_input(path, kinds[path], key) for path in found]
+    partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, key)]
     return files, partitions
 
 
@@ -45,7 +47,7 @@ def check_token_run(partitions: list, config: TransformConfig, tokenizer, object
         return
     files = list(sources)
     for f in files:
-        opened = opened_once(f.path, f.format, ids_key(config, sources[f]))
+        opened = opened_once(f.path, f.format, ids_key(config.text_key, sources[f]))
         limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None
         if limit is not None and tokenizer.vocab_size > limit:
             raise ObjcliError(
