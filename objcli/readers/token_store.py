@@ -163,6 +163,12 @@ class _Reading(msgspec.Struct):
     batch_size: str
 
 
+class _Input(msgspec.Struct):
+    """What a derived run reads of each of the store's inputs: the name its provenance gives the file."""
+
+    path: str
+
+
 class _Section(msgspec.Struct):
     tokenized: str
     reading: _Reading
@@ -219,6 +225,7 @@ def _store_manifest(path: str, stamp: int, file: str) -> dict | None:
     try:
         partitions = msgspec.convert(manifest["partitions"], list[_Partition])
         msgspec.convert(manifest["token_store"], _Section)
+        msgspec.convert(manifest["inputs"], list[_Input])  # --provenance names its documents' files by them
     except (msgspec.ValidationError, KeyError) as error:
         raise ObjcliError(f"{where}: a damaged token store manifest ({error}); tokenize the text again") from None
     listed = {shard["files"][0] for shard in manifest["shards"]}

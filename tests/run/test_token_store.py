@@ -347,6 +347,7 @@ def test_the_tokenizer_is_found_where_the_store_names_it_and_a_stores_file_is_no
         (lambda m: m.update(token_store=[]), "a damaged token store manifest"),
         (lambda m: m["token_store"]["reading"].pop("text_key"), "a damaged token store manifest"),
         (lambda m: m["tokenizer"].pop("sha256"), "not an objcli manifest"),
+        (lambda m: m["inputs"][0].update(path=5), "a damaged token store manifest"),
     ],
 )
 def test_a_store_manifest_of_the_wrong_shape_is_one_line(edit, message, store, tmp_path):
