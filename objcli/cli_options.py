@@ -14,6 +14,7 @@ from functools import cached_property
 
 import click
 
+from .errors import ObjcliError
 from .options import HELP_SECTIONS, ROWS, RUN, check_field, flag_of, option, option_fields
 
 
@@ -225,9 +226,14 @@ TOKENIZE_FIELDS = (
 TOKENIZE_HELP = {
     "provenance": "Keep where each document comes from and its tokens' character ends (5 bytes a token more), "
     "so transforms from the store can record --provenance.",
+    "bos": "BOS before a prompt/completion pair's text [default: as the tokenizer's own template].",
+    "eos": "EOS after a prompt/completion pair's text [default: yes].",
     "append": "Add INPUTS to the finished store -o as partitions after its own, with its configuration.",
 }
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet", "append")
+# A chat store's (--chat): how its records are rendered, as --objective chat takes them (run/stores.RENDERING),
+# and the BOS/EOS a prompt/completion pair's text is rendered with.
+TOKENIZE_CHAT = ("messages_key", "chat_template", "template_date", "assistant_span", "turns", "bos", "eos")
 
 
 def _store_kind() -> type:
@@ -237,6 +243,12 @@ def _store_kind() -> type:
 
     @dataclass(frozen=True)
     class StoreKind:
+        chat: bool = option(
+            False,
+            "Render each record with the chat template, as --objective chat does, and keep its ids and "
+            "supervised spans: a chat store, for --objective chat at any --seq-len, --packing, --loss-on, --overlong.",
+            group=RUN,
+        )
         sentences: str | None = option(
             None,
             "Tokenize each document's sentences apart (prose or lines, the splitters of --sentences), for the "
@@ -254,13 +266,17 @@ class TokenizeCommand(click.Command):
     @cached_property
     def generated(self) -> list[click.Parameter]:
         from .config import TransformConfig
+        from .objectives.chat import ChatOptions
 
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
         fields += _run_fields(_store_kind())
+        fields += [f for f in _run_fields(TransformConfig) + _run_fields(ChatOptions) if f[0].name in TOKENIZE_CHAT]
         fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
         options = _options_of(fields)
         for param in options:  # the same option, said of what a store keeps
             param.help = TOKENIZE_HELP.get(param.name, param.help)
+            if param.name in TOKENIZE_CHAT:
+                param.help = f"With --chat: {param.help}"
         return [click.Argument(["inputs"], nargs=-1), *options]
 
     def get_params(self, ctx):
@@ -278,6 +294,13 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
     execution["token_store"] = given.pop("sentences", None)
+    if given.pop("chat", False):
+        if execution["token_store"]:
+            raise ObjcliError("--chat: a chat store keeps rendered conversations, not sentences; drop --sentences")
+        execution["token_store"], given["objective"] = "conversations", "chat"
+    elif any(key in given for key in TOKENIZE_CHAT):
+        flag = "--" + next(key for key in TOKENIZE_CHAT if key in given).replace("_", "-")
+        raise ObjcliError(f"{flag}: applies to a chat store (objcli tokenize --chat); give it to the transform")
     return {**given, "inputs": list(values.get("inputs") or ())}, execution
 
 

@@ -66,15 +66,36 @@ PLACES = {  # list columns, one entry per token
 }
 
 
+# A chat store (objcli tokenize --chat): a row per record, its ids its rendered conversations' ids one
+# after another, and what --objective chat would otherwise render and encode to find.
+CONVERSATION_LISTS = {  # list columns, per record
+    "c_examples": ("int32", np.int32, "tokens of each conversation the record gives (one each with --turns each)"),
+    "c_first": ("int32", np.int32, "each supervised span's first token, in the record's ids"),
+    "c_last": ("int32", np.int32, "each supervised span's last token (inclusive)"),
+}
+CONVERSATION_SCALARS = {
+    "c_failed": ("int8", np.int8, "0, or why the record renders no conversation (1 + an index into the reasons)"),
+}
+SCALARS = METADATA | ORIGINS | CONVERSATION_SCALARS
+LISTS = {SENTENCES: ("int32", np.int32, "")} | PLACES | CONVERSATION_LISTS
+
+
+def stored_kind(token_store: str) -> str:
+    """What a store holds, from the run's ``token_store`` ("documents", "conversations" or a sentence
+    splitter's name): "documents", "sentences" or "conversations"."""
+    return token_store if token_store in ("documents", "conversations") else "sentences"
+
+
 def ids_dtype(total_vocab_size: int) -> np.dtype:
     """The smallest unsigned dtype that holds every id."""
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int, sentences: bool = False, origins: bool = False) -> list[ColumnSpec]:
-    """The store's columns; ``sentences``: a store tokenized per sentence also lists each document's
-    sentences' token counts (its ids are its sentences' ids, one after another); ``origins``: where
-    each document comes from (``--provenance``; a store of whole documents also places its tokens)."""
+def store_columns(total_vocab_size: int, kind: str = "documents", origins: bool = False) -> list[ColumnSpec]:
+    """The store's columns (``kind``: ``stored_kind``'s); a store tokenized per sentence also lists each
+    document's sentences' token counts (its ids are its sentences' ids, one after another), a chat store
+    each record's conversations and supervised spans; ``origins``: where each document comes from
+    (``--provenance``; a store of whole documents also places its tokens)."""
     ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
     metadata = [
         ColumnSpec(name, "scalar", 0, 2**32 - 1, doc, "per_segment", "ids") for name, (_, _, doc) in METADATA.items()
@@ -82,12 +103,15 @@ def store_columns(total_vocab_size: int, sentences: bool = False, origins: bool 
     counts = ColumnSpec(
         SENTENCES, "ragged", 0, 2**31 - 1, "tokens of each of the document's sentences", "per_segment", SENTENCES
     )
+    chat = [ColumnSpec(n, "ragged", 0, 2**31 - 1, d, "per_segment", n) for n, (*_, d) in CONVERSATION_LISTS.items()]
+    chat += [ColumnSpec(n, "scalar", 0, 127, d, "per_segment", "ids") for n, (*_, d) in CONVERSATION_SCALARS.items()]
     where = [ColumnSpec(name, "scalar", 0, 2**62, doc, "per_segment", "ids") for name, (_, _, doc) in ORIGINS.items()]
     places = [
         ColumnSpec(name, "ragged", -128, 2**31 - 1, doc, "positions", "ids") for name, (*_, doc) in PLACES.items()
     ]
-    where += places if not sentences else []
-    return [ids, *metadata, *([counts] if sentences else []), *(where if origins else [])]
+    where += places if kind == "documents" else []
+    own = {"documents": [], "sentences": [counts], "conversations": chat}[kind]
+    return [ids, *metadata, *own, *(where if origins else [])]
 
 
 def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> RowBatch:
@@ -118,15 +142,12 @@ class StoreWriter:
 
         self.dtype = ids_dtype(columns[0].max_value + 1)
         self.names = [c.name for c in columns]
-        self.sentences = SENTENCES in self.names
-        self.lists = {SENTENCES: np.int32} | {name: dtype for name, (_, dtype, _) in PLACES.items()}
-        scalars = METADATA | ORIGINS
         self.schema = pa.schema(
             [pa.field("ids", pa.list_(pa.from_numpy_dtype(self.dtype)), nullable=False)]
             + [
-                pa.field(name, getattr(pa, scalars[name][0])(), nullable=False)
-                if name in scalars
-                else pa.field(name, pa.list_(pa.from_numpy_dtype(self.lists[name])), nullable=False)
+                pa.field(name, getattr(pa, SCALARS[name][0])(), nullable=False)
+                if name in SCALARS
+                else pa.field(name, pa.list_(pa.from_numpy_dtype(LISTS[name][1])), nullable=False)
                 for name in self.names[1:]
             ]
         )
@@ -151,16 +172,15 @@ class StoreWriter:
         ids = Ragged.concat([rows.columns["ids"] for rows in self.pending])
         values = pa.array(np.asarray(ids.values).astype(self.dtype, copy=False))
         arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
-        scalars = METADATA | ORIGINS
         for name in self.names[1:]:
-            if name in scalars:
-                dtype = scalars[name][1]
+            if name in SCALARS:
+                dtype = SCALARS[name][1]
                 arrays.append(
                     pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending]))
                 )
                 continue
             listed = Ragged.concat([rows.columns[name] for rows in self.pending])
-            values = pa.array(np.asarray(listed.values, dtype=self.lists[name]))
+            values = pa.array(np.asarray(listed.values, dtype=LISTS[name][1]))
             arrays.append(pa.ListArray.from_arrays(pa.array(listed.offsets.astype(np.int32)), values))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.pending, self.pending_tokens = [], 0
@@ -187,8 +207,8 @@ def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
         ids = pa.array([], type=table.schema.field("ids").type)
     offsets = ids.offsets.to_numpy().astype(np.int64)
     values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
-    metadata = {name: table.column(name).to_numpy() for name in [*METADATA, *ORIGINS] if name in table.schema.names}
-    for name in (SENTENCES, *PLACES):
+    metadata = {name: table.column(name).to_numpy() for name in SCALARS if name in table.schema.names}
+    for name in LISTS:
         if name in table.schema.names:
             listed = table.column(name).combine_chunks()
             list_offsets = listed.offsets.to_numpy().astype(np.int64)
@@ -208,9 +228,9 @@ class StoreFormat(OutputFormat):
         dtype = ids_dtype(columns[0].max_value + 1)
         infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
         for c in columns[1:]:
-            known = (METADATA | ORIGINS).get(c.name)
-            if known is None:  # a list column: the sentences' counts, the tokens' places
-                item = PLACES.get(c.name, ("int32", np.int32, ""))
+            known = SCALARS.get(c.name)
+            if known is None:  # a list column: the sentences' counts, the tokens' places, the conversations'
+                item = LISTS[c.name]
                 known = (f"list<item: {item[0]}>", item[1], "")
             infos.append(ColumnInfo.of(c, np.dtype(known[1]), known[0]))
         return infos

@@ -134,6 +134,25 @@ class Chat(Objective):
         return _ChatPartition(self, partition_index)
 
 
+@dataclass
+class ConversationTokens:
+    """A batch's conversations as tokens: what rendering and encoding give, and what a chat store keeps
+    (its records' ids, so a derived run renders nothing)."""
+
+    tokens: np.ndarray  # every example's ids, one after another
+    offsets: np.ndarray  # each example's, len + 1
+    record: np.ndarray  # each example's record in the batch
+    owner: np.ndarray  # each supervised span's example (spans that map to no token are gone)
+    first: np.ndarray  # its first token, in ``tokens``
+    last: np.ndarray  # its last token (inclusive)
+    failed: dict[int, str]  # record -> why it renders nothing (RENDER_FAILURES)
+
+    @classmethod
+    def empty(cls, failed: dict[int, str]) -> ConversationTokens:
+        none = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.int32), np.zeros(1, np.int64), none, none, none, none, failed)
+
+
 class _ChatPartition(PartitionExamples):
     def __init__(self, objective: Chat, partition: int):
         super().__init__(objective, partition)
@@ -188,14 +207,15 @@ class _ChatPartition(PartitionExamples):
 
     def _render(self, batch: DocumentBatch):
         """Rendered texts, the record each came from and their supervised spans, as positions in the
-        texts joined end to end (``chat_encode``'s coordinate); bad records counted."""
+        texts joined end to end (``chat_encode``'s coordinate); the records that cannot be rendered."""
         texts, records, owners, starts, ends = [], [], [], [], []
+        failed = {}  # record -> why it renders nothing
         joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
             try:
                 examples = self._rendered(record)
             except BadRecord as bad:
-                self.counters[f"skipped:{bad.reason}"] += 1
+                failed[k] = bad.reason
                 continue
             for text, spans in examples:
                 for start, end in spans:
@@ -205,36 +225,59 @@ class _ChatPartition(PartitionExamples):
                 texts.append(text)
                 records.append(k)
                 joined += len(text)
-        return (texts, np.array(records, np.int64), *(np.array(a, np.int64) for a in (owners, starts, ends)))
+        arrays = (np.array(a, np.int64) for a in (records, owners, starts, ends))
+        return texts, *arrays, failed
 
-    def examples(self, batch: DocumentBatch) -> RowBatch | None:
-        texts, record, owner, span_start, span_end = self._render(batch)
+    def encoded(self, batch: DocumentBatch) -> ConversationTokens:
+        """The batch's conversations as tokens, each supervised span as a range of them: rendered and
+        encoded, or as a chat store kept them (``objcli tokenize --chat``)."""
+        if batch.conversations is not None:
+            return ConversationTokens(batch.tokens, *batch.conversations)
+        texts, record, owner, span_start, span_end, failed = self._render(batch)
         if not texts:
-            return None
+            return ConversationTokens.empty(failed)
         tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
-        lengths = np.diff(offsets)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
-        seq_len = self.o.context.seq_len
-        local_last = last - offsets[owner]  # within its conversation
-        if self.o.options.overlong == "truncate":
-            keep_to = truncation_ends(lengths, owner, local_last, kept, seq_len)
-        else:
-            keep_to = np.where(lengths <= seq_len, lengths, 0)
-        kept &= local_last < keep_to[owner]
-        has_turn = np.bincount(owner[kept], minlength=len(texts)) > 0
-        self._count(lengths, keep_to, has_turn, record)
-        if self.o.options.loss_on == "last-assistant":
-            kept = last_per_owner(owner, kept)
-        if self.o.options.loss_on == "all":
-            supervised = np.ones(len(tokens), dtype=bool)
-        else:
-            supervised = mark_ranges(len(tokens), first[kept], last[kept])
-        labels = np.where(supervised, tokens, IGNORE).astype(np.int32)
+        return ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
+
+    def examples(self, batch: DocumentBatch) -> RowBatch | None:
+        encoded = self.encoded(batch)
+        for reason in encoded.failed.values():
+            self.counters[f"skipped:{reason}"] += 1
+        if len(encoded.offsets) == 1:
+            return None
+        lengths = np.diff(encoded.offsets)
+        keep_to, kept = self._fit(encoded, lengths)
+        has_turn = np.bincount(encoded.owner[kept], minlength=len(lengths)) > 0
+        self._count(lengths, keep_to, has_turn, encoded.record)
         chosen = np.flatnonzero((keep_to > 0) & has_turn)
         if not len(chosen):
             return None
-        new_lengths = keep_to[chosen]
+        return self._rows(encoded, self._labels(encoded, kept), chosen, keep_to[chosen])
+
+    def _fit(self, encoded: ConversationTokens, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each conversation's length in a row (0: none), and the supervised spans that stay in it."""
+        seq_len = self.o.context.seq_len
+        local_last = encoded.last - encoded.offsets[encoded.owner]  # within its conversation
+        if self.o.options.overlong == "truncate":
+            every = np.ones(len(encoded.owner), dtype=bool)
+            keep_to = truncation_ends(lengths, encoded.owner, local_last, every, seq_len)
+        else:
+            keep_to = np.where(lengths <= seq_len, lengths, 0)
+        return keep_to, local_last < keep_to[encoded.owner]
+
+    def _labels(self, encoded: ConversationTokens, kept: np.ndarray) -> np.ndarray:
+        if self.o.options.loss_on == "last-assistant":
+            kept = last_per_owner(encoded.owner, kept)
+        if self.o.options.loss_on == "all":
+            supervised = np.ones(len(encoded.tokens), dtype=bool)
+        else:
+            supervised = mark_ranges(len(encoded.tokens), encoded.first[kept], encoded.last[kept])
+        return np.where(supervised, encoded.tokens, IGNORE).astype(np.int32)
+
+    def _rows(self, encoded: ConversationTokens, labels, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
+        tokens, offsets, record = encoded.tokens, encoded.offsets, encoded.record
         ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
         new_offsets = lengths_to_offsets(new_lengths)
         # A record is one document: counted at its first example written (--turns each writes several).

@@ -63,10 +63,20 @@ LAYOUT_FIELDS = frozenset(
 )
 
 
+# Why a record renders no conversation: its counter's name ("skipped:<reason>"). A chat store keeps
+# each record's as a code, 1 + its index here, and lists these names in its manifest.
+RENDER_FAILURES = (
+    "not_an_object", "no_messages", "bad_message", "unknown_role", "non_string_content", "non_text_content",
+    "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
+    "history_rewritten",
+)  # fmt: skip
+
+
 class BadRecord(Exception):
     """A record that is counted and skipped: ``reason`` is its counter name."""
 
     def __init__(self, reason: str, detail: str = ""):
+        assert reason in RENDER_FAILURES, reason  # a new reason is listed there (a chat store codes it)
         super().__init__(detail or reason)
         self.reason = reason
 

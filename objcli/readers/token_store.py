@@ -28,6 +28,7 @@ from ..rows import Ragged
 from ..storage.files import file_sha256
 from ..storage.remote import filesystem, is_url, join, local_copy, storage_error, storage_errors
 from .inputs import InputFile, Partition, Piece
+from .stored_conversations import StoredConversations
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
 
@@ -82,6 +83,7 @@ class StoredDocuments:
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
     # --provenance: where each document comes from (a tokenized input's, or a store's made with it)
     origins: DocumentOrigins | None = None
+    conversations: StoredConversations | None = None  # a chat store's records: conversations and spans
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -94,7 +96,9 @@ class StoredDocuments:
         columns = (c[start:stop] for c in (self.chars, self.utf8, self.crcs(), self.bos_text))
         sentences = None if self.sentences is None else self.sentences.slice(start, stop)
         origins = None if self.origins is None else self.origins.slice(start, stop)
-        return StoredDocuments(self.tokens[lo:hi], self.offsets[start : stop + 1] - lo, *columns, sentences, origins)
+        chat = None if self.conversations is None else self.conversations.slice(start, stop)
+        offsets = self.offsets[start : stop + 1] - lo
+        return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat)
 
     def take(self, indices) -> StoredDocuments:
         indices = np.asarray(indices, dtype=np.int64)
@@ -106,6 +110,7 @@ class StoredDocuments:
             *(column[indices] for column in (self.chars, self.utf8, self.crcs(), self.bos_text)),
             None if self.sentences is None else self.sentences.take(indices),
             None if self.origins is None else self.origins.take(indices),
+            None if self.conversations is None else self.conversations.take(indices),
         )
 
     @staticmethod
@@ -117,8 +122,9 @@ class StoredDocuments:
         columns += [np.concatenate([p.crcs() for p in parts]), np.concatenate([p.bos_text for p in parts])]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
         origins = None if parts[0].origins is None else DocumentOrigins.concat([p.origins for p in parts])
+        chat = None if parts[0].conversations is None else StoredConversations.concat([p.conversations for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
-        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins)
+        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins, chat)
 
     def sentence_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A per-sentence store's (tokens, each sentence's token offsets, sentences per document): what
@@ -174,6 +180,8 @@ class _Section(msgspec.Struct):
     reading: _Reading
     bos_piece: str | None = None
     sentences: str | None = None
+    render_failures: list[str] = []  # a chat store's: what its records' c_failed codes name
+    chat: dict | None = None  # a chat store's: how it rendered (run/stores.RENDERING, bos, eos)
 
 
 def store_manifest(path: str | Path) -> dict | None:
@@ -267,7 +275,8 @@ def partition_accounting(partition: Partition) -> dict:
     manifest = store_manifest(folder)
     entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
-    return {**entry, "sha256": digests, "names": tuple(i["path"] for i in manifest["inputs"])}
+    reasons = tuple(manifest["token_store"].get("render_failures", ()))
+    return {**entry, "sha256": digests, "names": tuple(i["path"] for i in manifest["inputs"]), "reasons": reasons}
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -285,7 +294,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
             continue
         shard = readable_shard(piece.input.path)
         _check_shard(shard, accounting["sha256"], piece.input.path)
-        documents, batches = _read_shard(shard, accounting["names"])
+        documents, batches = _read_shard(shard, accounting["names"], accounting["reasons"])
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
@@ -306,9 +315,9 @@ def _check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
         )
 
 
-def _read_shard(path: Path, names: tuple[str, ...]) -> tuple[StoredDocuments, np.ndarray]:
+def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) -> tuple[StoredDocuments, np.ndarray]:
     """A shard's documents and the batch of each (``names``: the store's inputs, which its
-    ``--provenance`` columns index)."""
+    ``--provenance`` columns index; ``reasons``: a chat store's names of why a record renders nothing)."""
     tokens, offsets, metadata = table_documents(read_store_table(path))
     origins = None
     if "p_file" in metadata:
@@ -324,8 +333,16 @@ def _read_shard(path: Path, names: tuple[str, ...]) -> tuple[StoredDocuments, np
         metadata["bos_text"].astype(bool),
         metadata.get(SENTENCES),
         origins,
+        _conversations(metadata, reasons),
     )
     return documents, metadata["batch"]
+
+
+def _conversations(metadata: dict, reasons: tuple[str, ...]) -> StoredConversations | None:
+    if "c_failed" not in metadata:
+        return None
+    lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
+    return StoredConversations(*lists, metadata["c_failed"].astype(np.int8), reasons)
 
 
 def _empty() -> StoredDocuments:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..formats.store import STORE, store_columns
+from ..formats.store import STORE, store_columns, stored_kind
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -22,8 +22,7 @@ from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
-from .store_chain import DOCUMENTS
-from .stores import adopt_store_settings, check_store_run, store_group
+from .stores import adopt_store_settings, check_store_identity, check_store_run, store_group
 from .token_inputs import check_token_run, token_group
 
 
@@ -104,9 +103,10 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer, objective)
     if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
-        columns = store_columns(tokenizer.total_vocab_size, config.token_store != DOCUMENTS, config.provenance)
+        columns = store_columns(tokenizer.total_vocab_size, stored_kind(config.token_store), config.provenance)
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
+    check_store_identity(stores, identity)
     return RunPlan(
         config,
         files,

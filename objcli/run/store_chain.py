@@ -10,20 +10,26 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
-from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns
+from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns, stored_kind
 from ..kernels.ragged import lengths_to_offsets
+from ..objectives.base import DocumentBatch
+from ..objectives.conversations import RENDER_FAILURES
 from ..objectives.sentences import split_batch
+from ..readers.stored_conversations import StoredConversations
 from ..rows import Ragged
 from ..tokenizers import Tokenizer
 from .provenance import token_places
 
 DOCUMENTS = "documents"  # config.token_store for a store of whole documents; else the sentence splitter
+CONVERSATIONS = "conversations"  # for a chat store (objcli tokenize --chat)
 
 
 class StoreChain:
-    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None, origins=None):
+    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None, origins=None, chat=None):
         self.sink, self.bos_piece, self.sentences = sink, bos_piece, sentences
         self.origins = origins  # --provenance: (the run's input names -> index, the tokenizer)
+        self.chat = chat  # a chat store's: the chat objective's partition, which renders and encodes
+        self.failures: dict[str, int] = {}  # a chat store's records that render nothing, by reason
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, work) -> StoreChain:
@@ -31,18 +37,25 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size, config.token_store != DOCUMENTS, config.provenance),
+            store_columns(tokenizer.total_vocab_size, stored_kind(config.token_store), config.provenance),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,
         )
-        sentences = None if config.token_store == DOCUMENTS else config.token_store
+        sentences = config.token_store if stored_kind(config.token_store) == "sentences" else None
         origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
-        return cls(sink, bos_piece(tokenizer, task.special), sentences, origins)
+        chat = None
+        if config.token_store == CONVERSATIONS:
+            from .stages import build_objective
+
+            chat = build_objective(config, tokenizer).partition_examples(task.partition.index)
+        return cls(sink, bos_piece(tokenizer, task.special), sentences, origins, chat)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         extra = {}
-        if self.sentences:  # each document's sentences encoded apart, as the sentence objectives encode them
+        if self.chat is not None:  # rendered with the chat template and encoded, as --objective chat does
+            tokens, offsets, extra = self._conversations(texts, batch_index, encode)
+        elif self.sentences:  # each document's sentences encoded apart, as the sentence objectives encode them
             pieces, counts = split_batch(texts, self.sentences)
             tokens, cumulative = encode(pieces)
             offsets = cumulative[lengths_to_offsets(counts)]
@@ -65,6 +78,16 @@ class StoreChain:
         self.sink.write(document_rows(tokens, offsets, {**metadata, **extra}))
         return len(tokens)
 
+    def _conversations(self, texts: list, batch_index: int, encode) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Each record's ids (its conversations', one after another) and the store's chat columns."""
+        encoded = self.chat.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
+        stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
+        for reason in encoded.failed.values():
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+        offsets = lengths_to_offsets(stored.examples.values)[stored.examples.offsets]  # a record's, its conversations'
+        columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
+        return encoded.tokens, offsets, {**columns, "c_failed": stored.failed}
+
     def _origins(self, texts: list, tokens: np.ndarray, offsets: np.ndarray) -> dict:
         """--provenance: each document's file, record and start (SourcedTexts), and, for a store of
         whole documents, its tokens' places as a text run's --provenance measures them."""
@@ -74,13 +97,14 @@ class StoreChain:
             "p_record": np.array([t.record for t in texts], np.int64),
             "p_start": np.array([t.start for t in texts], np.int64),
         }
-        if not self.sentences:
+        if not self.sentences and self.chat is None:  # a record's span is the whole record: no token placed
             ends, back = token_places(tokenizer, texts, tokens, offsets)
             columns |= {"p_ends": Ragged(ends, offsets), "p_back": Ragged(back, offsets)}
         return columns
 
     def counters(self) -> list[dict]:
-        return []
+        """A chat store's records that render no conversation (a derived chat run skips and counts them)."""
+        return [{f"not_rendered:{reason}": n for reason, n in sorted(self.failures.items())}]
 
     def close(self) -> list:
         return self.sink.close()

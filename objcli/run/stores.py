@@ -14,6 +14,10 @@ from ..readers.token_store import store_input, store_manifest, store_partitions
 # What decides a text run's documents and batches before its objective: a store was made with them,
 # so a derived run takes its values (the same command from text, with these, writes the same bytes).
 READING = ("text_key", "text_unit", "input_format", "max_document_chars", "partition_size", "batch_size")
+# What a chat store rendered its conversations with (besides the template, compared by sha256): a
+# derived chat run takes them; how it cuts, masks and packs them (--seq-len, --loss-on, --overlong,
+# --packing) is its own.
+RENDERING = ("messages_key", "chat_template", "template_date", "assistant_span", "turns")
 
 
 def store_group(group: list[str]):
@@ -46,6 +50,7 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
             )
     if config.token_store:
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
+    config = _adopt_rendering(config, stores)
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
     source_of = {path: name for name, paths in parse_sources(config.source).items() for path in paths}
     values = {}
@@ -76,6 +81,50 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
     return dataclasses.replace(config, **values)
 
 
+def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformConfig:
+    """A chat run over chat stores renders nothing: it takes how they rendered (a value given otherwise
+    is refused), and --bos/--eos, which a prompt/completion pair's text was rendered with."""
+    chats = [(s, store_manifest(s)["token_store"].get("chat")) for s in stores]
+    chats = [(store, chat) for store, chat in chats if chat is not None]
+    if config.objective != "chat" or not chats:
+        return config
+    options, run = {}, {}
+    for store, chat in chats:
+        for key in (*RENDERING, "bos", "eos"):
+            chosen = options if key in RENDERING else run
+            current = getattr(config.objective_options if key in RENDERING else config, key)
+            if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
+                continue
+            stored = chat[key]
+            same = _resolved(key, current) == _resolved(key, stored) if key == "eos" else current in (None, stored)
+            if key in RENDERING and current == _default(config, key):
+                same = True
+            if not same or chosen.get(key, stored) != stored:
+                flag = "--" + key.replace("_", "-")
+                raise ObjcliError(
+                    f"{_spelled(flag, current)}: the chat store {store} was rendered with {_spelled(flag, stored)}, "
+                    f"and a derived run renders nothing; drop {flag} (or tokenize the conversations again with it)"
+                )
+            if current is None or key in RENDERING:
+                chosen[key] = stored
+    rendering = dataclasses.replace(config.objective_options, **options)
+    return dataclasses.replace(config, objective_options=rendering, **run)
+
+
+def _spelled(flag: str, value) -> str:
+    if isinstance(value, bool) or value is None:
+        return flag if value in (True, None) else flag.replace("--", "--no-", 1)
+    return f"{flag} {value}"
+
+
+def _resolved(key: str, value):
+    return True if value is None else value  # chat puts EOS after a prompt/completion pair unless --no-eos
+
+
+def _default(config: TransformConfig, key: str):
+    return next(f.default for f in dataclasses.fields(config.objective_options) if f.name == key)
+
+
 def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
     """The tokenizer must be the store's (by sha256); an objective that splits text into its own
     pieces (sentences, FIM's characters, conversations) has no text to split here."""
@@ -97,11 +146,44 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
         _check_kind(store_manifest(store)["token_store"], store, objective)
 
 
+def check_store_identity(stores: list[str], identity: dict) -> None:
+    """A chat store's conversations were rendered with its template: the run's files besides the
+    tokenizer (the template, the tokenizer's config holding one) must be those, by sha256."""
+    from ..storage.identity import TOKENIZER
+
+    for store in stores:
+        manifest = store_manifest(store)
+        if manifest["token_store"].get("tokenized") != "conversations":
+            continue
+        recorded = {what: e for what, e in manifest.get("identity", {}).items() if what != TOKENIZER}
+        current = {what: e for what, e in identity.items() if what != TOKENIZER}
+        for what in dict.fromkeys([*recorded, *current]):
+            before, now = recorded.get(what), current.get(what)
+            if (before or {}).get("sha256") != (now or {}).get("sha256"):
+                absent = "none (the tokenizer's own template)" if what == "chat template" else "none"
+                made = f"{before['path']} (sha256 {before['sha256'][:12]}…)" if before else absent
+                here = f"{now['path']} (sha256 {now['sha256'][:12]}…)" if now else absent
+                raise ObjcliError(
+                    f"input {store}: the chat store was rendered with {what} {made}, and this run has {here}; "
+                    "give the store's, or tokenize the conversations again with this one"
+                )
+
+
 def _check_kind(kind: dict, store: str, objective) -> None:
     """A store of whole documents serves the objectives that read documents' tokens; one tokenized per
     sentence (``objcli tokenize --sentences``) serves the sentence objectives, with its splitter."""
     splitter = getattr(objective.options, "sentences", None) if objective.tokenizes_itself else None
     name = objective.name
+    if (kind.get("tokenized") == "conversations") != (name == "chat"):
+        raise ObjcliError(
+            f"--objective {name}: the token store {store} holds rendered conversations, for --objective chat; "
+            "tokenize the text without --chat"
+            if name != "chat"
+            else f"--objective chat: the token store {store} keeps documents' tokens, not rendered conversations; "
+            "make a chat store: objcli tokenize ... --chat"
+        )
+    if name == "chat":
+        return
     if kind.get("tokenized") == "sentences":
         if splitter is None:
             raise ObjcliError(
@@ -135,19 +217,29 @@ def _check_kind(kind: dict, store: str, objective) -> None:
 
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:
     """The manifest's ``token_store`` section: what a derived run takes from it, and its size."""
-    from ..formats.store import ids_dtype
+    from ..formats.store import ids_dtype, stored_kind
     from .store_chain import bos_piece
 
     token_bytes = ids_dtype(tokenizer.total_vocab_size).itemsize * totals.get("tokens", 0)
     stored = sum(sum(s.bytes.values()) for s in shards)
+    kind = stored_kind(config.token_store)
     return {
-        "tokenized": "documents" if config.token_store == "documents" else "sentences",
-        **({} if config.token_store == "documents" else {"sentences": config.token_store}),
+        "tokenized": kind,
+        **({"sentences": config.token_store} if kind == "sentences" else {}),
+        **(_rendering(config) if kind == "conversations" else {}),
         "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},
         "bytes": {"tokens": token_bytes, "boundaries_and_metadata": stored - token_bytes, "total": stored},
     }
+
+
+def _rendering(config: TransformConfig) -> dict:
+    """A chat store's: how its conversations were rendered, and the names its c_failed codes index."""
+    from ..objectives.conversations import RENDER_FAILURES
+
+    chat = {key: getattr(config.objective_options, key) for key in RENDERING}
+    return {"chat": {**chat, "bos": config.bos, "eos": config.eos}, "render_failures": list(RENDER_FAILURES)}
 
 
 def store_tokenizer(inputs: list[str]) -> str | None:
