@@ -11,7 +11,7 @@ elsewhere (the trainer shifts):
 - A template with ``{% generation %}`` markers decides what an assistant turn is, token for token
   as ``return_assistant_tokens_mask=True`` (every block it marks); otherwise an assistant turn is
   all the template writes for the message after the generation prompt, through its end of turn
-  (``conversations.TurnSpans``), or with ``--assistant-span content`` its content plus the
+  (``chat_spans.TurnSpans``), or with ``--assistant-span content`` its content plus the
   end-of-turn token right after it. ``--turns each``: one example per assistant turn.
 
 Conversations are whole examples: ``--packing best-fit`` (default) packs them into rows with
@@ -38,7 +38,8 @@ from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
-from .conversations import BadRecord, ContentSpans, TurnSpans, conversation_of, render, turn_end
+from .chat_spans import ContentSpans, TurnSpans, turn_end
+from .conversations import BadRecord, conversation_of, render
 
 LOSS_ON = ("assistant", "last-assistant", "all")
 OVERLONG = ("truncate", "drop")

@@ -96,17 +96,13 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
             if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
                 continue
             stored = chat[key]
-            same = _resolved(key, current) == _resolved(key, stored) if key == "eos" else current in (None, stored)
-            if key in RENDERING and current == _default(config, key):
-                same = True
-            if not same or chosen.get(key, stored) != stored:
+            if current not in (_default(config, key), stored) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
                     f"{_spelled(flag, current)}: the chat store {store} was rendered with {_spelled(flag, stored)}, "
                     f"and a derived run renders nothing; drop {flag} (or tokenize the conversations again with it)"
                 )
-            if current is None or key in RENDERING:
-                chosen[key] = stored
+            chosen[key] = stored
     rendering = dataclasses.replace(config.objective_options, **options)
     return dataclasses.replace(config, objective_options=rendering, **run)
 
@@ -117,11 +113,13 @@ def _spelled(flag: str, value) -> str:
     return f"{flag} {value}"
 
 
-def _resolved(key: str, value):
-    return True if value is None else value  # chat puts EOS after a prompt/completion pair unless --no-eos
-
-
 def _default(config: TransformConfig, key: str):
+    """A value that may be the run's default rather than given: the store's is taken (``--eos`` is
+    resolved to chat's default, EOS after a prompt/completion pair, when the configuration is made)."""
+    if key == "bos":
+        return None
+    if key == "eos":
+        return True
     return next(f.default for f in dataclasses.fields(config.objective_options) if f.name == key)
 
 

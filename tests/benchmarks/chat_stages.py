@@ -41,7 +41,7 @@ def main(data: str, tokenizer: str, out: str) -> dict:
 
     from objcli.cli import main as cli
     from objcli.formats import ShardSink
-    from objcli.objectives import chat, conversations
+    from objcli.objectives import chat, chat_spans
     from objcli.packing.best_fit import BestFitPacker
     from objcli.readers.documents import _JsonRecords
     from objcli.run import pipeline
@@ -62,7 +62,7 @@ def main(data: str, tokenizer: str, out: str) -> dict:
     laps.wrap(JsonShim, "decode", "decode the record (msgspec)")
     laps.wrap(chat, "conversation_of", "check the messages")
     laps.wrap(chat, "render", "render the template (Jinja sandbox)")
-    laps.wrap(conversations.ContentSpans, "spans", "find assistant spans in the text")
+    laps.wrap(chat_spans.ContentSpans, "spans", "find assistant spans in the text")
     laps.wrap(TokenizersEngine, "encode_batch", "encode (the library, 1 thread)")
     laps.wrap(chat._ChatPartition, "examples", "the rest of the chat step (token spans, labels)")
     laps.wrap(BestFitPacker, "_pack", "best-fit packing, segment ids, positions")

@@ -112,12 +112,16 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
     name, options, packer, corpus, store, sentence_store, tmp_path
 ):
     """Objectives that read documents' tokens from a store of whole documents, the sentence objectives
-    from a per-sentence store; those that cut characters or turns (document-level FIM, chat) refused."""
+    from a per-sentence store, chat from a chat store (another file); document-level FIM refused."""
     run = {"objective": name, "packing": packer, "seq_len": 96, **options}
     if REGISTRY.get(name).reads_records:
         run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
     objective = _objective(run)
     sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
+    if objective.reads_records:  # conversations: from a chat store (tests/objectives/test_chat_store.py)
+        with pytest.raises(ObjcliError, match=r"make a chat store: objcli tokenize \.\.\. --chat"):
+            _run([store], tmp_path / "derived", **run)
+        return
     if objective.tokenizes_itself and not sentences:
         with pytest.raises(ObjcliError, match="run it from the text"):
             _run([store], tmp_path / "derived", **run)
@@ -129,7 +133,7 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
 
 
 def _provenance_params() -> list:
-    """Every objective × packer of the registry (chat aside: no store holds conversations); the default
+    """Every objective × packer of the registry (chat's from a chat store: test_chat_store.py); the default
     suite runs the first of each way a run records provenance (a document's tokens, examples cut from
     the documents joined, whole documents), the rest are slow."""
     params, kinds = [], set()
