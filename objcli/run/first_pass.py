@@ -11,6 +11,7 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..objectives import REGISTRY
 from ..order.document_windows import char_lengths
 from ..order.mixture import (
     SAMPLE_CHARS,
@@ -77,7 +78,8 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
         total = sum(values.values())
         return {name: {kind: values[name], "blend_share": values[name] / total, "rate": 1.0} for name in names}
     caps = parse_epochs(config.max_epochs, names)
-    boundary = int(bool(config.bos)) + int(bool(config.eos))
+    # A conversation's ids hold what its template writes (BOS, ends of turns): chat adds none around them.
+    boundary = 0 if REGISTRY.get(config.objective).reads_records else int(bool(config.bos)) + int(bool(config.eos))
     tokens, counted = {}, {}
     for name in names:
         mine = [p for p in partitions if p.source == name]

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import shutil
 
+import numpy as np
 import pytest
 from chat_data import FAMILIES, build_tokenizer, conversations, write_jsonl
 from conftest import folder_bytes, manifest_json, run_cli, without_warnings
@@ -15,6 +16,7 @@ from conftest import folder_bytes, manifest_json, run_cli, without_warnings
 from objcli.commands.trace import trace, trace_lines
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
+from objcli.formats.store import read_store_table, table_documents
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
 from objcli.transform import transform
@@ -204,3 +206,27 @@ def test_a_chat_store_appended_to_and_resharded_derives_the_text_runs_bytes(corp
         assert run_cli("transform", source, *options, "-o", tmp_path / f"{source.name}-d").returncode == 0
         assert _shards(tmp_path / f"{source.name}-d") == _shards(tmp_path / "t") != {}
     assert len(manifest_json(tmp_path / "recut")["shards"]) > len(manifest_json(store)["shards"])
+
+
+def test_budgets_from_chat_stores_are_met_to_the_token(corpora, tmp_path):
+    """Chat stores as --source count their conversations' tokens (what the template writes, nothing
+    added): each source gets the most its budget allows in whole records, one record short at most."""
+    tokenizer, folder = corpora["qwen2.5"]
+    stored = {}
+    for name in ("a", "b"):
+        _tokenize(tokenizer, [folder / f"{name}.jsonl"], tmp_path / name)
+        stored[name] = manifest_json(tmp_path / name)["totals"]["tokens"]
+    # Part of one, a copy and a half of the other (budgets in thousands: a bare number is a share).
+    budgets = {"a": stored["a"] // 2000 * 1000, "b": stored["b"] * 3 // 2000 * 1000}
+    weights = ",".join(f"{name}={tokens // 1000}k" for name, tokens in budgets.items())
+    sources = [f"{name}={tmp_path / name}" for name in budgets]
+    summary = _run(tokenizer, [], tmp_path / "out", source=sources, weights=weights, seq_len=4096)
+    mixture = summary.manifest["mixture"]
+    assert {name: plan["counted_tokens"] for name, plan in mixture.items()} == stored
+    shards = {s["files"][0]: s["tokens"] for s in summary.manifest["shards"]}
+    written = dict.fromkeys(budgets, 0)
+    for partition in summary.manifest["partitions"]:
+        written[partition["source"]] += sum(shards[name] for name in partition["shards"])
+    for name, tokens in written.items():
+        longest = max(max(np.diff(table_documents(read_store_table(p))[1])) for p in (tmp_path / name).glob("*.store"))
+        assert budgets[name] - longest < tokens <= budgets[name], (name, tokens, budgets[name])
