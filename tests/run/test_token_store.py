@@ -36,7 +36,8 @@ def corpus(tmp_path_factory):
     prose = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)
     bad = ['{"text": ""}\n', "{broken\n", '{"other": 1}\n', '{"text": 7}\n']
     (folder / "a.jsonl").write_text("".join(prose[:40] + bad + prose[40:80]))
-    (folder / "b.jsonl").write_text("".join((SAMPLE / "code.jsonl").read_text().splitlines(keepends=True)[:25]))
+    code = (SAMPLE / "code.jsonl").read_text().splitlines(keepends=True)[:25]
+    (folder / "b.jsonl").write_text("".join(line for line in code if len(line) < 40_000))  # 18 files, 300 KB
     (folder / "c.txt").write_text("".join(json.loads(line)["text"].replace("\n", " ") + "\n" for line in prose[80:110]))
     return folder
 
