@@ -32,10 +32,9 @@ demo: $(VENV)/.installed-core
 		--objective clm --seq-len 512 -o demo_out/ --overwrite
 	$(BIN)/objcli inspect demo_out/ --rows 1
 
-# -n auto: one test process per core (pytest-xdist); every test has its own folders, ports and caches,
-# kept on tmpfs where /dev/shm has room (OBJCLI_TEST_TMPFS, tests/conftest.py: shards are fsynced).
+# -n auto: one test process per core (pytest-xdist); every test has its own folders, ports and caches.
 test: $(VENV)/.installed-test
-	OBJCLI_TEST_TMPFS=1 $(BIN)/python -m pytest -n auto --dist worksteal
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 # A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
 test-extras: $(VENV)/.installed-test

@@ -88,32 +88,3 @@ def prerelease_env() -> dict:
         pytest.skip("the pre-release is not installed beside the stable release (make test installs it)")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PRERELEASE), os.environ.get("PYTHONPATH", "")])}
 
-
-# `make test` keeps the tests' temporary folders on tmpfs where /dev/shm has room (OBJCLI_TEST_TMPFS=1):
-# objcli fsyncs every shard it commits, and on a virtual disk those waits were 15-20 % of a test's time
-# (tests/run/test_token_store.py: 77 s -> 63 s). A folder of its own each session (two may run at once),
-# removed when every test passed; kept for a look otherwise, as pytest keeps its own.
-TMPFS, TMPFS_ROOM = Path("/dev/shm"), 8 << 30
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
-def pytest_configure(config):
-    if hasattr(config, "workerinput") or config.option.basetemp or os.environ.get("OBJCLI_TEST_TMPFS") != "1":
-        return  # an xdist worker gets its folder inside the session's
-    try:
-        room = os.statvfs(TMPFS)
-    except OSError:
-        return
-    if room.f_bavail * room.f_frsize >= TMPFS_ROOM and os.access(TMPFS, os.W_OK):
-        import tempfile
-
-        config.option.basetemp = tempfile.mkdtemp(prefix="objcli-tests-", dir=TMPFS)
-        config._objcli_tmpfs = config.option.basetemp
-
-
-def pytest_sessionfinish(session, exitstatus):
-    folder = getattr(session.config, "_objcli_tmpfs", None)
-    if folder and exitstatus == 0:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
