@@ -19,7 +19,7 @@ from ..rows import ColumnSpec
 from ..storage.identity import run_identity, side_digests
 from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
-from ..tokenizers.engine_probe import choose_engine
+from ..tokenizers.engine_probe import EngineChoice, choose_engine
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
 from .stores import adopt_store_settings, check_store_identity, check_store_run, store_group
@@ -98,7 +98,8 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         )
     if before_tokenizer is not None:
         before_tokenizer(partitions)
-    config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config))
+    reads_text = any(p.stored < 0 and p.input.format not in TOKEN_FORMATS for p in partitions) or not partitions
+    config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer, objective)
@@ -132,14 +133,21 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
 
 
 def plan_objective(
-    config: TransformConfig, warn=None, sample: list[str] = ()
+    config: TransformConfig, warn=None, sample: list[str] = (), reads_text: bool = True
 ) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
     """Load the tokenizer, choose its engine and build the objective in the main process: this
     fixes the special tokens (and the order they are allocated in) and the engine (probed on
     ``sample``, the run's first batch) before any worker starts. The configuration comes back with
-    the BOS policy (``--bos`` not given: the tokenizer's own template) and the engine resolved."""
+    the BOS policy (``--bos`` not given: the tokenizer's own template) and the engine resolved. A run
+    that reads no text (token stores, tokenized files) encodes at most a piece or two: under ``auto``
+    it takes the reference engine, which needs no probe (a fast engine's setup is seconds for a 128k
+    vocabulary, in each worker)."""
     tokenizer = open_tokenizer(config.tokenizer)
-    tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
+    if reads_text or config.engine != "auto":
+        tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
+    else:
+        reference = choose_engine(tokenizer, "reference", [], warn).engine
+        tokenizer.engine_choice = EngineChoice(reference, "not needed: no text is encoded (token inputs)")
     tokenizer.use_engine(tokenizer.engine_choice.engine)
     config = dataclasses.replace(config, engine=tokenizer.engine.name)
     remember_tokenizer(config.tokenizer, config.engine, tokenizer)  # threads of this process reuse it

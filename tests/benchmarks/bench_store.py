@@ -86,8 +86,41 @@ def store_table(repeats: int = 2) -> None:
             )
 
 
+def chat_store_table(count: int = 20_000, repeats: int = 2) -> None:
+    """Issue 51, point 3: ``--objective chat`` from the conversations (rendered with Llama 3's template
+    and encoded with its 128k tokenizer.json every run) and from a chat store (``objcli tokenize
+    --chat``: rendered and encoded once), interleaved, same cores, CLI with start-up."""
+    from bench_chat import bench_conversations, llama3_chat_tokenizer
+
+    tokenizer, data = llama3_chat_tokenizer(), bench_conversations(count)
+    megabytes = data.stat().st_size / 1e6
+    store = DATA / "chat" / f"store-{count}"
+    shutil.rmtree(store, ignore_errors=True)
+    made = _objcli(["tokenize", str(data), "-t", str(tokenizer), "-o", str(store), "--chat", "-q"], _env())
+    print(
+        f"\nChat from a chat store (issue 51): {count:,} conversations ({megabytes:.0f} MB), Llama 3's tokenizer.json "
+        f"and template; tokenize --chat {made['seconds']:.2f} s ({1000 * made['cpu'] / megabytes:.1f} CPU ms/MB)"
+    )
+    runs: dict[str, list[dict]] = {}
+    for _ in range(repeats):  # interleaved
+        for source, inputs in (("text", [str(data), "-t", str(tokenizer)]), ("store", [str(store)])):
+            shutil.rmtree(OUT, ignore_errors=True)
+            command = ["transform", *inputs, "--objective", "chat", "--seq-len", "2048", "-o", str(OUT), "-q"]
+            runs.setdefault(f"chat from {source}", []).append(_objcli([*command, "--workers", str(CORES)], _env()))
+    print(f"{'':32} {'min s':>7} {'median s':>9} {'CPU ms/MB':>10} {'peak RSS':>9} {'text/store':>11}")
+    for name, group in runs.items():
+        walls = [r["seconds"] for r in group]
+        ratio = min(r["seconds"] for r in runs["chat from text"]) / min(walls)
+        print(
+            f"{name:32} {min(walls):7.2f} {statistics.median(walls):9.2f} "
+            f"{1000 * statistics.median(r['cpu'] for r in group) / megabytes:10.1f} "
+            f"{max(r['peak_rss'] for r in group) / 2**20:7.0f} MiB {ratio:10.2f}x"
+        )
+
+
 if __name__ == "__main__":
     store_table()
+    chat_store_table()
 
 
 def token_file_reading(megabytes: int = 400, repeats: int = 3) -> None:

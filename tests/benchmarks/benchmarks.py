@@ -461,6 +461,9 @@ def main() -> None:
     from bench_chat import chat_table
 
     chat_table()
+    from bench_store import chat_store_table
+
+    chat_store_table()
     from bench_merge import merge_table, reshard_table
 
     merge_table()

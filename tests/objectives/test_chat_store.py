@@ -114,6 +114,9 @@ def test_the_store_keeps_what_rendering_gives_and_verifies(corpora, stores, tmp_
     derived = _run(corpora["mistral"][0], [stores["mistral"]], tmp_path / "derived", seq_len=4096)
     skipped = derived.manifest["totals"]["skipped_by_reason"]
     assert {reason: skipped[reason] for reason in unrendered} == unrendered  # each counted where the text run does
+    # Nothing is encoded: the reference engine, no fast engine built and probed (seconds for a large vocabulary).
+    engine = derived.manifest["tokenizer"]["engine"]
+    assert engine["name"] == "tokenizers" and engine["probe"].startswith("not needed: no text is encoded")
     section = manifest["token_store"]
     assert section["tokenized"] == "conversations" and section["chat"]["turns"] == "each"
     assert section["bytes"]["tokens"] == 2 * totals["tokens"]
