@@ -87,4 +87,3 @@ def prerelease_env() -> dict:
     if not (PRERELEASE / "tokenizers").is_dir():
         pytest.skip("the pre-release is not installed beside the stable release (make test installs it)")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PRERELEASE), os.environ.get("PYTHONPATH", "")])}
-
