@@ -145,6 +145,7 @@ def tokenize(**values):
     """
     import dataclasses
 
+    from .formats.store import DOCUMENTS
     from .recipe import config_from_values
     from .transform import transform as run_transform
 
@@ -165,7 +166,7 @@ def tokenize(**values):
 
             given, appended = appended_values(given, execution)
             kind = _appended_kind(appended, kind)
-        config = dataclasses.replace(config_from_values(given), token_store=kind or "documents")
+        config = dataclasses.replace(config_from_values(given), token_store=kind or DOCUMENTS)
         bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
             summary = run_transform(config, **execution, progress=bar, warn=warn_line, append=appended)

@@ -285,6 +285,8 @@ class TokenizeCommand(click.Command):
 
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
+    from .formats.store import CONVERSATIONS
+
     given = {k: v for k, v in values.items() if v not in (None, ())}
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
     for f in dataclasses.fields(Execution):
@@ -297,7 +299,7 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
     if given.pop("chat", False):
         if execution["token_store"]:
             raise ObjcliError("--chat: a chat store keeps rendered conversations, not sentences; drop --sentences")
-        execution["token_store"], given["objective"] = "conversations", "chat"
+        execution["token_store"], given["objective"] = CONVERSATIONS, "chat"
     elif any(key in given for key in TOKENIZE_CHAT):
         flag = "--" + next(key for key in TOKENIZE_CHAT if key in given).replace("_", "-")
         raise ObjcliError(f"{flag}: applies to a chat store (objcli tokenize --chat); give it to the transform")

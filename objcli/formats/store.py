@@ -80,10 +80,13 @@ SCALARS = METADATA | ORIGINS | CONVERSATION_SCALARS
 LISTS = {SENTENCES: ("int32", np.int32, "")} | PLACES | CONVERSATION_LISTS
 
 
+DOCUMENTS, CONVERSATIONS = "documents", "conversations"  # a run's token_store: these, or a sentence splitter
+
+
 def stored_kind(token_store: str) -> str:
-    """What a store holds, from the run's ``token_store`` ("documents", "conversations" or a sentence
-    splitter's name): "documents", "sentences" or "conversations"."""
-    return token_store if token_store in ("documents", "conversations") else "sentences"
+    """What a store holds, from the run's ``token_store`` (``DOCUMENTS``, ``CONVERSATIONS`` or a
+    sentence splitter's name): "documents", "sentences" or "conversations"."""
+    return token_store if token_store in (DOCUMENTS, CONVERSATIONS) else "sentences"
 
 
 def ids_dtype(total_vocab_size: int) -> np.dtype:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
-from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns, stored_kind
+from ..formats.store import CONVERSATIONS, SENTENCES, STORE_FORMAT, document_rows, store_columns, stored_kind
 from ..kernels.ragged import lengths_to_offsets
 from ..objectives.base import DocumentBatch
 from ..objectives.conversations import RENDER_FAILURES
@@ -19,9 +19,6 @@ from ..readers.stored_conversations import StoredConversations
 from ..rows import Ragged
 from ..tokenizers import Tokenizer
 from .provenance import token_places
-
-DOCUMENTS = "documents"  # config.token_store for a store of whole documents; else the sentence splitter
-CONVERSATIONS = "conversations"  # for a chat store (objcli tokenize --chat)
 
 
 class StoreChain:
