@@ -14,6 +14,7 @@ Two things differ from how objcli encodes, and both are settled here rather than
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from importlib.metadata import version
@@ -23,6 +24,25 @@ import numpy as np
 
 from .bpe_spec import Unsupported
 from .engines import Missing
+from .user_cache import cache_folder, write_quietly
+
+
+def gigatoken_json(path: Path) -> bytes:
+    """The tokenizer.json gigatoken reads (``without_special_tokens``), kept in the user's cache by the
+    file's sha256: re-serializing Llama 3's 8 MB file takes over 2 s, in every process that builds
+    the engine (each pool worker does). The entry holds its own sha256 and is checked before use, so
+    a damaged one is made again, never read."""
+    document = Path(path).read_bytes()
+    entry = cache_folder("gigatoken") / f"{hashlib.sha256(document).hexdigest()[:32]}.json"
+    try:
+        digest, body = entry.read_bytes().split(b"\n", 1)
+        if digest.decode("ascii") == hashlib.sha256(body).hexdigest():
+            return body
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    body = without_special_tokens(document)
+    write_quietly(entry, hashlib.sha256(body).hexdigest() + "\n" + body.decode("ascii"))
+    return body
 
 
 def without_special_tokens(document: bytes) -> bytes:
@@ -47,7 +67,7 @@ class GigatokenEngine:
             raise Missing("install it with: pip install 'objcli[fast]'") from None
         self.version = version("gigatoken")  # the package has no __version__
         try:
-            self.library = gigatoken.Tokenizer.from_json(without_special_tokens(Path(path).read_bytes()))
+            self.library = gigatoken.Tokenizer.from_json(gigatoken_json(path))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as error:  # its own refusals; a Rust panic is a BaseException

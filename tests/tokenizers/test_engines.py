@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tomllib
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
-from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_transform
+from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from multilingual import documents
@@ -400,59 +400,16 @@ def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_co
     document["added_tokens"] = []
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "tokenizer.json").write_text(json.dumps(document))
-    common = [str(small_corpus / "prose.jsonl"), "--seq-len", "64", "-q"]
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "objcli",
-            "transform",
-            *common,
-            "-t",
-            str(tmp_path / "bare"),
-            "-o",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    # One worker: the warnings are the main process's, and each pool worker would load the 128k vocabulary again.
+    common = ["transform", small_corpus / "prose.jsonl", "--seq-len", "64", "-q", "--workers", "1"]
+    run = run_cli(*common, "-t", tmp_path / "bare", "-o", tmp_path / "out")
     assert run.returncode == 0, run.stderr
     warning = [line for line in run.stderr.splitlines() if "warning" in line]
     assert len(warning) == 1 and "vocabulary (128,000 ids) has no eos '</s>' as id 128000" in warning[0]
     assert "(--eos-token)" in warning[0] and "'objcli export-tokenizer OUT -o DIR'" in warning[0]
-    own = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "objcli",
-            "transform",
-            *common,
-            "-t",
-            str(files["llama3.json"]),
-            "-o",
-            str(tmp_path / "own"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    own = run_cli(*common, "-t", files["llama3.json"], "-o", tmp_path / "own")
     assert own.returncode == 0 and "warning" not in own.stderr  # the model's own <|end_of_text|>
-    sentinels = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "objcli",
-            "transform",
-            *common,
-            "-t",
-            str(files["llama3.json"]),
-            "--objective",
-            "t5",
-            "-o",
-            str(tmp_path / "t5"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    sentinels = run_cli(*common, "-t", files["llama3.json"], "--objective", "t5", "-o", tmp_path / "t5")
     assert "has no 100 T5 sentinels <extra_id_N> as ids 128256-128355" in sentinels.stderr
 
 
@@ -500,3 +457,21 @@ def test_the_python_engine_merges_a_long_word_in_a_number_of_steps_linear_in_its
     word = b"acgt" * 5000
     assert engine._merge(word) == [vocab[b"acgtacgt"]] * 2500
     assert len(looked_up) < 10 * len(word)
+
+
+def test_gigatokens_file_is_kept_by_sha256_and_a_damaged_copy_is_made_again(monkeypatch, tmp_path):
+    """The tokenizer.json without its special tokens (what gigatoken reads) is kept in the user's cache:
+    a second engine reads it from there, and an entry edited since is made again, never read."""
+    from objcli.tokenizers.gigatoken_engine import GigatokenEngine, without_special_tokens
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = SAMPLE / "llama-style" / "tokenizer.json"
+    texts = ["a text that spells <|begin_of_text|> as text", "and another one"]
+    first = GigatokenEngine(path).encode_batch(texts, 1)
+    (entry,) = (tmp_path / "cache" / "objcli" / "gigatoken").iterdir()
+    body = entry.read_bytes().split(b"\n", 1)[1]
+    assert body == without_special_tokens(path.read_bytes()) and json.loads(body)["added_tokens"] == []
+    entry.write_bytes(entry.read_bytes().replace(b'"added_tokens": []', b'"added_tokens": [7]'))
+    again = GigatokenEngine(path).encode_batch(texts, 1)
+    assert entry.read_bytes().split(b"\n", 1)[1] == body  # made again from the file
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
