@@ -32,8 +32,10 @@ def gigatoken_json(path: Path) -> bytes:
     file's sha256: re-serializing Llama 3's 8 MB file takes over 2 s, in every process that builds
     the engine (each pool worker does). The entry holds its own sha256 and is checked before use, so
     a damaged one is made again, never read."""
+    from .. import __version__  # another objcli may write the file otherwise
+
     document = Path(path).read_bytes()
-    entry = cache_folder("gigatoken") / f"{hashlib.sha256(document).hexdigest()[:32]}.json"
+    entry = cache_folder("gigatoken") / f"{hashlib.sha256(document).hexdigest()[:32]}-{__version__}.json"
     try:
         digest, body = entry.read_bytes().split(b"\n", 1)
         if digest.decode("ascii") == hashlib.sha256(body).hexdigest():
