@@ -175,13 +175,25 @@ class _Input(msgspec.Struct):
     path: str
 
 
+class _Chat(msgspec.Struct):
+    """How a chat store rendered its records (run/stores.RENDERING, and a prompt/completion's BOS/EOS)."""
+
+    messages_key: str
+    chat_template: str | None
+    template_date: str
+    assistant_span: str
+    turns: str
+    bos: bool | None
+    eos: bool | None
+
+
 class _Section(msgspec.Struct):
     tokenized: str
     reading: _Reading
     bos_piece: str | None = None
     sentences: str | None = None
     render_failures: list[str] = []  # a chat store's: what its records' c_failed codes name
-    chat: dict | None = None  # a chat store's: how it rendered (run/stores.RENDERING, bos, eos)
+    chat: _Chat | None = None  # a chat store's
 
 
 def store_manifest(path: str | Path) -> dict | None:
@@ -333,16 +345,22 @@ def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) ->
         metadata["bos_text"].astype(bool),
         metadata.get(SENTENCES),
         origins,
-        _conversations(metadata, reasons),
+        _conversations(metadata, reasons, path),
     )
     return documents, metadata["batch"]
 
 
-def _conversations(metadata: dict, reasons: tuple[str, ...]) -> StoredConversations | None:
+def _conversations(metadata: dict, reasons: tuple[str, ...], path: Path) -> StoredConversations | None:
     if "c_failed" not in metadata:
         return None
+    failed = metadata["c_failed"].astype(np.int8)
+    if len(failed) and not 0 <= failed.min() <= failed.max() <= len(reasons):  # the manifest edited since
+        raise ObjcliError(
+            f"input {path.parent}/manifest.json: its render_failures do not name the reasons {path.name} records; "
+            "tokenize the conversations again"
+        )
     lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
-    return StoredConversations(*lists, metadata["c_failed"].astype(np.int8), reasons)
+    return StoredConversations(*lists, failed, reasons)
 
 
 def _empty() -> StoredDocuments:

@@ -233,3 +233,20 @@ def test_budgets_from_chat_stores_are_met_to_the_token(corpora, tmp_path):
     for name, tokens in written.items():
         longest = max(max(np.diff(table_documents(read_store_table(p))[1])) for p in (tmp_path / name).glob("*.store"))
         assert budgets[name] - longest < tokens <= budgets[name], (name, tokens, budgets[name])
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m["token_store"]["chat"].pop("turns"), "missing required field `turns`"),
+        (lambda m: m["token_store"]["chat"].update(turns=3), "Expected `str`, got `int`"),
+        (lambda m: m["token_store"].update(render_failures=[]), "its render_failures do not name the reasons"),
+    ],
+)
+def test_a_chat_store_manifest_edited_by_hand_is_one_line(edit, message, corpora, stores, tmp_path):
+    shutil.copytree(stores["mistral"], tmp_path / "store")
+    manifest = json.loads((tmp_path / "store" / "manifest.json").read_text())
+    edit(manifest)
+    (tmp_path / "store" / "manifest.json").write_text(json.dumps(manifest))
+    done = run_cli("transform", tmp_path / "store", "--objective", "chat", "-o", tmp_path / "o")
+    assert done.returncode == 1 and message in done.stderr and without_warnings(done.stderr).count("\n") == 1
