@@ -26,22 +26,24 @@ class StoredConversations:
     def of(cls, records: int, encoded, reasons: tuple[str, ...]) -> StoredConversations:
         """A batch's records from the chat objective's ``ConversationTokens`` (its conversations in
         record order): a record's ids are its conversations' ids, one after another."""
-        lengths = np.diff(encoded.offsets)
-        per_record = np.bincount(encoded.record, minlength=records)
-        record_tokens = np.bincount(encoded.record, weights=lengths, minlength=records).astype(np.int64)
+        examples = Ragged(np.diff(encoded.offsets), lengths_to_offsets(np.bincount(encoded.record, minlength=records)))
         span_record = encoded.record[encoded.owner]
-        base = lengths_to_offsets(record_tokens)[span_record]
+        base = encoded.offsets[examples.offsets][span_record]  # the record's first token
         span_offsets = lengths_to_offsets(np.bincount(span_record, minlength=records))
         failed = np.zeros(records, np.int8)
         for record, reason in encoded.failed.items():
             failed[record] = 1 + reasons.index(reason)
         return cls(
-            Ragged(lengths, lengths_to_offsets(per_record)),
+            examples,
             Ragged(encoded.first - base, span_offsets),
             Ragged(encoded.last - base, span_offsets),
             failed,
             reasons,
         )
+
+    def record_offsets(self) -> np.ndarray:
+        """Each record's ids in the batch's: its conversations', one after another."""
+        return lengths_to_offsets(self.examples.values)[self.examples.offsets]
 
     def slice(self, start: int, stop: int) -> StoredConversations:
         lists = (self.examples.slice(start, stop), self.first.slice(start, stop), self.last.slice(start, stop))

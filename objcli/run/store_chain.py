@@ -81,9 +81,8 @@ class StoreChain:
         stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
         for reason in encoded.failed.values():
             self.failures[reason] = self.failures.get(reason, 0) + 1
-        offsets = lengths_to_offsets(stored.examples.values)[stored.examples.offsets]  # a record's, its conversations'
         columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
-        return encoded.tokens, offsets, {**columns, "c_failed": stored.failed}
+        return encoded.tokens, stored.record_offsets(), {**columns, "c_failed": stored.failed}
 
     def _origins(self, texts: list, tokens: np.ndarray, offsets: np.ndarray) -> dict:
         """--provenance: each document's file, record and start (SourcedTexts), and, for a store of

@@ -172,15 +172,18 @@ def _check_kind(kind: dict, store: str, objective) -> None:
     sentence (``objcli tokenize --sentences``) serves the sentence objectives, with its splitter."""
     splitter = getattr(objective.options, "sentences", None) if objective.tokenizes_itself else None
     name = objective.name
-    if (kind.get("tokenized") == "conversations") != (name == "chat"):
+    conversations = kind.get("tokenized") == "conversations"
+    if conversations and name != "chat":
         raise ObjcliError(
             f"--objective {name}: the token store {store} holds rendered conversations, for --objective chat; "
             "tokenize the text without --chat"
-            if name != "chat"
-            else f"--objective chat: the token store {store} keeps documents' tokens, not rendered conversations; "
-            "make a chat store: objcli tokenize ... --chat"
         )
     if name == "chat":
+        if not conversations:
+            raise ObjcliError(
+                f"--objective chat: the token store {store} keeps documents' tokens, not rendered conversations; "
+                "make a chat store: objcli tokenize ... --chat"
+            )
         return
     if kind.get("tokenized") == "sentences":
         if splitter is None:
