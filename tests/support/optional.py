@@ -21,4 +21,8 @@ class lazily:  # noqa: N801 - it stands where a module's name stands
         self._name = name
 
     def __getattr__(self, attribute: str):
+        # pytest asks every module-level object for `_mock_name` and `__wrapped__` while it collects;
+        # answering those would import the library in every test process (4 s of CPU each).
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
         return getattr(importlib.import_module(self._name), attribute)
