@@ -14,6 +14,14 @@ SAMPLE = ROOT / "sample_data"
 PRERELEASE = Path(sys.prefix) / "prerelease-tokenizers"  # the Makefile installs the pinned pre-release here
 
 
+def pytest_configure(config):
+    """The suite starts objcli in hundreds of processes (the CLI, pool workers, forkservers). Where the
+    environment says PYTHONDONTWRITEBYTECODE, each compiled objcli's modules from source again (about
+    0.3 s of CPU a process); the tests' processes keep objcli's bytecode in `__pycache__` (ignored by
+    git), as Python does by default. Set here, before pytest-xdist starts its workers."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
 @pytest.fixture(scope="session")
 def sample_tokenizer() -> str:
     return str(SAMPLE / "tokenizer.model")
