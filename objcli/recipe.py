@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import shlex
 import types
@@ -44,6 +45,12 @@ def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
 def _by_key() -> dict[str, tuple[str, object]]:
     """Recipe key -> (field name, its type): every option's name and the old spellings the command
     line still accepts (``preset``, ``mask``)."""
+    return _keys_of(tuple((name, REGISTRY.get(name).options_type) for name in REGISTRY.names()))
+
+
+@functools.cache  # typing.get_type_hints evaluates every annotation again: 20 ms a call
+def _keys_of(objectives: tuple[tuple[str, type], ...]) -> dict[str, tuple[str, object]]:
+    """``_by_key`` for these registered objectives (an objective registered later is another key)."""
     hints = typing.get_type_hints(TransformConfig)
     keys = {key_of(f): (name, hints[name]) for name, f in RUN_FIELDS.items()}
     for name, (f, owners) in objective_fields().items():
@@ -160,7 +167,7 @@ def load_recipe(path: str, warn=None) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ObjcliError(f"--recipe {path}: holds no recipe; pass a TOML file or a manifest.json written by objcli")
     _warn_other_version(path, document, warn)
-    by_key, values = _by_key(), {}
+    by_key, values = dict(_by_key()), {}
     for key, value in table.items():
         if key == "inputs":
             values["inputs"] = list(_typed(value, tuple[str, ...], f"--recipe {path}: 'inputs'"))

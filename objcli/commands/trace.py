@@ -39,8 +39,7 @@ def _shard_of(manifest: Manifest, row: int, split: str | None):
 def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     """Each span of the row: ``file``, ``record``, ``chars`` ([start, end) in the record's text),
     ``segment``, and ``copy`` (a mixture's repetition)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+    from ..formats.arrow_columns import column_numpy, int_array, read_parquet
 
     folder = Path(folder)
     manifest = read_manifest(folder)
@@ -57,8 +56,9 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
             f"trace: {name} does not match what the manifest records; run 'objcli verify {folder}' and rebuild the "
             "output (the transform with --overwrite)"
         )
-    table = pq.read_table(folder / name)
-    rows = table.filter(pc.equal(table.column("row"), index)).to_pylist()
+    table = read_parquet(folder / name)
+    spans = np.flatnonzero(column_numpy(table.column("row")) == index)  # pyarrow.compute imports pandas
+    rows = table.take(int_array(spans, np.int64)).to_pylist()
     tokenized = {i["path"] for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
     return [
         {"file": r["file"], "record": r["record"], "segment": r["segment"]}

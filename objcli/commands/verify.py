@@ -153,16 +153,16 @@ def _check_provenance(folder: Path, manifest: Manifest, shard: ShardRecord) -> l
     name = provenance_file(shard)
     if name is None:
         return ["has no provenance file (the run was made with --provenance)"]
-    import pyarrow.parquet as pq
+    from ..formats.arrow_columns import column_numpy, read_parquet
 
     try:
-        table = pq.read_table(folder / name, columns=["row", "start", "end"])
+        table = read_parquet(folder / name, ["row", "start", "end"])
     except Exception as error:  # noqa: BLE001 - a damaged file is a finding
         return [f"{name} cannot be read ({type(error).__name__})"]
-    rows = table.column("row").to_numpy()
+    rows = column_numpy(table.column("row"))
     if len(np.unique(rows)) != shard.rows or (len(rows) and (rows.min() < 0 or rows.max() >= shard.rows)):
         return [f"{name}: spans do not name each of the shard's {shard.rows} rows"]
-    if np.any(table.column("end").to_numpy() < table.column("start").to_numpy()):
+    if np.any(column_numpy(table.column("end")) < column_numpy(table.column("start"))):
         return [f"{name}: a span ends before it starts"]
     return []
 

@@ -67,8 +67,10 @@ class RowsToShuffle(ArrowWriter):
         import numpy as np
         import pyarrow as pa
 
+        from .arrow_columns import int_array
+
         batch = self.to_record_batch(rows, self.columns)
-        counts = [pa.array(np.asarray(c, dtype=np.int64)) for c in (rows.tokens, rows.padding, rows.documents)]
+        counts = [int_array(c, np.int64) for c in (rows.tokens, rows.padding, rows.documents)]
         self.writer.write_batch(pa.RecordBatch.from_arrays([*batch.columns, *counts], schema=self.schema))
 
 

@@ -28,8 +28,11 @@ _WIDTHS = {
 
 
 def numpy_of(array) -> np.ndarray:
-    """A fixed-width integer Arrow array with no nulls as a read-only NumPy view of its buffer;
-    anything else through pyarrow."""
+    """A fixed-width integer Arrow array with no nulls as a read-only NumPy view of its buffer (a
+    boolean one unpacked from its bits); anything else through pyarrow."""
+    if pa.types.is_boolean(array.type) and not array.null_count:
+        bits = np.unpackbits(np.frombuffer(array.buffers()[1], np.uint8), bitorder="little")
+        return bits[array.offset : array.offset + len(array)].astype(bool)
     dtype = _WIDTHS.get(str(array.type))
     if dtype is None or array.null_count:
         return array.to_numpy(zero_copy_only=False)
@@ -41,6 +44,39 @@ def list_parts(column) -> tuple[np.ndarray, np.ndarray]:
     """(values, offsets) of a list array, values as stored (offsets may not start at 0 in a slice)."""
     offsets = numpy_of(column.offsets)
     return numpy_of(column.values), offsets
+
+
+def single_array(column) -> pa.Array:
+    """A table's column (chunked) as one array: its only chunk as it is, chunks joined, or an empty
+    array of its type built from buffers (``combine_chunks`` of no chunks imports pandas)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    if column.num_chunks:
+        return column.combine_chunks()
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        large = pa.types.is_large_list(column.type)
+        values = single_array(pa.chunked_array([], type=column.type.value_type))
+        lists = pa.LargeListArray if large else pa.ListArray
+        width = np.int64 if large else np.int32
+        return lists.from_arrays(int_array(np.zeros(1, width), width), values)
+    return pa.Array.from_buffers(column.type, 0, [None, pa.py_buffer(b"")])  # a fixed-width type
+
+
+def column_numpy(column) -> np.ndarray:
+    """A table's integer column (chunked) as NumPy: a view of its buffer when it is one chunk."""
+    return numpy_of(single_array(column))
+
+
+def read_parquet(path, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file's table (``pq.read_table`` goes through pyarrow.dataset, which imports pandas:
+    0.3 s of CPU in every process that reads one). A column the file lacks is a ValueError."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    missing = [c for c in columns or () if c not in file.schema_arrow.names]
+    if missing:
+        raise ValueError(f"no column {missing[0]!r}")
+    return file.read(columns=columns)
 
 
 def _int64(spec: ColumnSpec) -> bool:
@@ -61,8 +97,11 @@ def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
 def int_array(values: np.ndarray, dtype=np.int32) -> pa.Array:
     # Built from the buffer directly: no copy, and no detour through pyarrow's pandas shim.
     values = np.ascontiguousarray(values, dtype=dtype)
-    kind = pa.int64() if values.dtype == np.int64 else pa.int32()
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+    if values.dtype == np.bool_:  # Arrow keeps booleans as bits
+        return pa.Array.from_buffers(
+            pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(values, bitorder="little"))]
+        )
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def string_array(texts: list[str]) -> pa.Array:

@@ -37,11 +37,9 @@ class ParquetFormat(OutputFormat):
     hub_loadable = True
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-        import pyarrow.parquet as pq
+        from .arrow_columns import read_parquet, table_columns
 
-        from .arrow_columns import table_columns
-
-        return table_columns(pq.read_table(folder / shard.files[0]), manifest.columns)
+        return table_columns(read_parquet(folder / shard.files[0]), manifest.columns)
 
 
 PARQUET = ParquetFormat()

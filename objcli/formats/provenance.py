@@ -87,9 +87,11 @@ def join_provenance(paths: list[Path], rows: list[int], base: Path) -> tuple[Pat
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from .arrow_columns import read_parquet
+
     tables, before = [], 0
     for path, count in zip(paths, rows):
-        table = pq.read_table(path)
+        table = read_parquet(path)
         shifted = pc.add(table.column("row"), pa.scalar(before, pa.int64()))
         tables.append(table.set_column(table.schema.get_field_index("row"), "row", shifted))
         before += count
@@ -101,14 +103,14 @@ def join_provenance(paths: list[Path], rows: list[int], base: Path) -> tuple[Pat
 def read_provenance(path: Path, rows: int, files: list[str]) -> dict[str, Ragged]:
     """A provenance file as the hidden columns of its shard's ``rows`` rows, file names as indices into
     ``files`` (names not in it yet are added), so the columns can be written again under any shard."""
-    import pyarrow.parquet as pq
+    from .arrow_columns import column_numpy, numpy_of, read_parquet, single_array
 
-    table = pq.read_table(path)
-    row = table.column("row").to_numpy()
+    table = read_parquet(path)
+    row = column_numpy(table.column("row"))
     if len(row) and (np.any(np.diff(row) < 0) or row[-1] >= rows):
         raise ValueError(f"{path.name}: rows out of order or past the shard's {rows}")
     offsets = np.searchsorted(row, np.arange(rows + 1)).astype(np.int64)
-    names = table.column("file").combine_chunks()
+    names = single_array(table.column("file"))
     if len(names) and not hasattr(names, "dictionary"):
         names = names.dictionary_encode()
     index = {name: i for i, name in enumerate(files)}
@@ -119,8 +121,8 @@ def read_provenance(path: Path, rows: int, files: list[str]) -> dict[str, Ragged
     file_ids = np.zeros(0, np.int64)
     if len(names):
         known = np.array([index[name] for name in names.dictionary.to_pylist()], dtype=np.int64)
-        file_ids = known[names.indices.to_numpy(zero_copy_only=False)]
+        file_ids = known[numpy_of(names.indices)]
     columns = {"__p_file": Ragged(file_ids, offsets)}
     for name in ("segment", "record", "start", "end", "copy"):
-        columns[f"__p_{name}"] = Ragged(table.column(name).to_numpy().astype(np.int64), offsets)
+        columns[f"__p_{name}"] = Ragged(column_numpy(table.column(name)).astype(np.int64), offsets)
     return columns

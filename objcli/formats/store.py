@@ -170,21 +170,23 @@ class StoreWriter:
     def _flush(self) -> None:
         import pyarrow as pa
 
+        from .arrow_columns import int_array  # from the buffers: pa.array of NumPy imports pandas
+
         if not self.pending:
             return
         ids = Ragged.concat([rows.columns["ids"] for rows in self.pending])
-        values = pa.array(np.asarray(ids.values).astype(self.dtype, copy=False))
-        arrays = [pa.ListArray.from_arrays(pa.array(ids.offsets.astype(np.int32)), values)]
+        values = int_array(ids.values, self.dtype)
+        arrays = [pa.ListArray.from_arrays(int_array(ids.offsets), values)]
         for name in self.names[1:]:
             if name in SCALARS:
                 dtype = SCALARS[name][1]
                 arrays.append(
-                    pa.array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending]))
+                    int_array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending]), dtype)
                 )
                 continue
             listed = Ragged.concat([rows.columns[name] for rows in self.pending])
-            values = pa.array(np.asarray(listed.values, dtype=LISTS[name][1]))
-            arrays.append(pa.ListArray.from_arrays(pa.array(listed.offsets.astype(np.int32)), values))
+            values = int_array(listed.values, LISTS[name][1])
+            arrays.append(pa.ListArray.from_arrays(int_array(listed.offsets), values))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.pending, self.pending_tokens = [], 0
 
@@ -203,19 +205,17 @@ def read_store_table(path: Path):
 
 def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(flat ids, int64 offsets, the metadata columns) of a store table's rows."""
-    import pyarrow as pa
+    from .arrow_columns import column_numpy, list_parts, single_array
 
-    ids = table.column("ids").combine_chunks()
-    if isinstance(ids, pa.ChunkedArray):  # an empty table
-        ids = pa.array([], type=table.schema.field("ids").type)
-    offsets = ids.offsets.to_numpy().astype(np.int64)
-    values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
-    metadata = {name: table.column(name).to_numpy() for name in SCALARS if name in table.schema.names}
+    values, offsets = list_parts(single_array(table.column("ids")))
+    offsets = offsets.astype(np.int64)
+    values = values[offsets[0] : offsets[-1]]
+    metadata = {name: column_numpy(table.column(name)) for name in SCALARS if name in table.schema.names}
     for name in LISTS:
         if name in table.schema.names:
-            listed = table.column(name).combine_chunks()
-            list_offsets = listed.offsets.to_numpy().astype(np.int64)
-            items = listed.values.to_numpy(zero_copy_only=False)[list_offsets[0] : list_offsets[-1]]
+            items, list_offsets = list_parts(single_array(table.column(name)))
+            list_offsets = list_offsets.astype(np.int64)
+            items = items[list_offsets[0] : list_offsets[-1]]
             metadata[name] = Ragged(
                 items.astype(np.int64 if name == SENTENCES else items.dtype), list_offsets - list_offsets[0]
             )

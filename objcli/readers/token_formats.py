@@ -166,7 +166,8 @@ def open_nanogpt(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
 def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     """A ``datasets`` save_to_disk folder, or Arrow (stream or file) or Parquet files, by their column."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from ..formats.arrow_columns import list_parts, read_parquet
 
     if os.path.isdir(path):
         with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
@@ -176,7 +177,10 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     tables = []
     for name in files:
         if name.endswith(".parquet"):
-            tables.append(pq.read_table(name, columns=[ids_key]))
+            try:
+                tables.append(read_parquet(name, [ids_key]))
+            except ValueError as missing:  # the column is not in the file
+                raise ValueError(f"{missing} (name the ids column with --text-key)") from None
             continue
         source = pa.memory_map(name)
         try:
@@ -193,8 +197,9 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     ids = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if ids.values.null_count:
         raise ValueError(f"column {ids_key!r} holds null ids")
-    offsets = ids.offsets.to_numpy().astype(np.int64)
-    values = ids.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    values, offsets = list_parts(ids)
+    offsets = offsets.astype(np.int64)
+    values = values[offsets[0] : offsets[-1]]
     if ids.null_count:
         raise ValueError(f"column {ids_key!r} holds null rows")
     return TokenFile(path, "input-ids", values, offsets - offsets[0])

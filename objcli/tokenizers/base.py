@@ -241,10 +241,10 @@ class Tokenizer:
         if not added:
             return None
         role_of = {piece: role for role, piece in self.special.pieces.items()}
-        sentinels = [p for p in added if p.startswith("<extra_id_") and p not in role_of]
+        sentinels = {p: i for p, i in added.items() if p.startswith("<extra_id_") and p not in role_of}
         named = [f"{role_of.get(p, 'special')} {p!r} as id {i}" for p, i in added.items() if p not in sentinels]
         if sentinels:
-            ids = [added[p] for p in sentinels]
+            ids = list(sentinels.values())
             named.append(f"{len(sentinels)} T5 sentinels <extra_id_N> as ids {min(ids)}-{max(ids)}")
         own = {"bos": "--bos-token", "eos": "--eos-token", "pad": "--pad-token"}
         flags = sorted({own[role_of[p]] for p in added if role_of.get(p) in own})

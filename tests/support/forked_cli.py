@@ -37,6 +37,8 @@ PRELOADED = (
     "objcli.objectives",
     "objcli.formats",
     "objcli.commands.verify",
+    "s3fs",  # an output or input in a bucket (0.4 s of imports: aiobotocore, botocore)
+    "awkward",  # gigatoken's output type, imported by its first encode
 )
 
 
