@@ -67,15 +67,19 @@ def column_numpy(column) -> np.ndarray:
     return numpy_of(single_array(column))
 
 
+class MissingColumn(ValueError):
+    """A Parquet file lacks a column asked for (``ParquetFile.read`` would leave it out silently)."""
+
+
 def read_parquet(path, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file's table (``pq.read_table`` goes through pyarrow.dataset, which imports pandas:
-    0.3 s of CPU in every process that reads one). A column the file lacks is a ValueError."""
+    0.3 s of CPU in every process that reads one). A column the file lacks is a ``MissingColumn``."""
     import pyarrow.parquet as pq
 
     file = pq.ParquetFile(path)
     missing = [c for c in columns or () if c not in file.schema_arrow.names]
     if missing:
-        raise ValueError(f"no column {missing[0]!r}")
+        raise MissingColumn(f"no column {missing[0]!r}")
     return file.read(columns=columns)
 
 

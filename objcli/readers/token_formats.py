@@ -167,7 +167,7 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     """A ``datasets`` save_to_disk folder, or Arrow (stream or file) or Parquet files, by their column."""
     import pyarrow as pa
 
-    from ..formats.arrow_columns import list_parts, read_parquet
+    from ..formats.arrow_columns import MissingColumn, list_parts, read_parquet
 
     if os.path.isdir(path):
         with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
@@ -179,7 +179,7 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
         if name.endswith(".parquet"):
             try:
                 tables.append(read_parquet(name, [ids_key]))
-            except ValueError as missing:  # the column is not in the file
+            except MissingColumn as missing:
                 raise ValueError(f"{missing} (name the ids column with --text-key)") from None
             continue
         source = pa.memory_map(name)

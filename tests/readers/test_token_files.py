@@ -248,16 +248,26 @@ def test_hostile_token_inputs_are_one_line(tmp_path):
     import pyarrow.parquet as pq
 
     pq.write_table(pa_table, tmp_path / "nulls.parquet")
+    pq.write_table(pa.table({"ids": [[1, 2]]}), tmp_path / "other_column.parquet")
+    (tmp_path / "cut.parquet").write_bytes((tmp_path / "nulls.parquet").read_bytes()[:7])
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "state.json").write_text('{"_data_files": 5}')
     cases = [
         (tmp_path / "huge_document", "megatron", "not what its 1,000,000,000,000 sequences need"),
         (tmp_path / "nulls.parquet", "input-ids", "holds null ids"),
+        (tmp_path / "other_column.parquet", "input-ids", "no column 'input_ids' (name the ids column with --text-key)"),
+        (tmp_path / "cut.parquet", "input-ids", "smaller than the minimum file footer"),
         (tmp_path / "hf", "input-ids", "TypeError"),
     ]
     for path, fmt, message in cases:
         done = run_cli("transform", path, "--input-format", fmt, "-t", SPM, "-o", tmp_path / f"o-{path.name}")
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert (
+        "--text-key"
+        not in run_cli(
+            "transform", tmp_path / "cut.parquet", "--input-format", "input-ids", "-t", SPM, "-o", tmp_path / "o-cut2"
+        ).stderr
+    )  # a damaged file is not a missing column
 
 
 def MAGIC_HEADER(count: int) -> bytes:  # noqa: N802 - a header as Megatron writes it, claiming ``count``
