@@ -42,14 +42,14 @@ def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
     return fields
 
 
-def _by_key() -> dict[str, tuple[str, object]]:
+def _by_key() -> types.MappingProxyType:
     """Recipe key -> (field name, its type): every option's name and the old spellings the command
     line still accepts (``preset``, ``mask``)."""
     return _keys_of(tuple((name, REGISTRY.get(name).options_type) for name in REGISTRY.names()))
 
 
 @functools.cache  # typing.get_type_hints evaluates every annotation again: 20 ms a call
-def _keys_of(objectives: tuple[tuple[str, type], ...]) -> dict[str, tuple[str, object]]:
+def _keys_of(objectives: tuple[tuple[str, type], ...]) -> types.MappingProxyType:
     """``_by_key`` for these registered objectives (an objective registered later is another key)."""
     hints = typing.get_type_hints(TransformConfig)
     keys = {key_of(f): (name, hints[name]) for name, f in RUN_FIELDS.items()}
@@ -57,7 +57,7 @@ def _keys_of(objectives: tuple[tuple[str, type], ...]) -> dict[str, tuple[str, o
         hint = typing.get_type_hints(REGISTRY.get(sorted(owners)[0]).options_type)[name]
         for key in (key_of(f), *(alias.removeprefix("--") for alias in f.metadata["aliases"])):
             keys.setdefault(key, (name, hint))
-    return keys
+    return types.MappingProxyType(keys)  # read-only: every caller shares it
 
 
 def _typed(value: Any, hint, where: str) -> Any:
@@ -167,7 +167,7 @@ def load_recipe(path: str, warn=None) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ObjcliError(f"--recipe {path}: holds no recipe; pass a TOML file or a manifest.json written by objcli")
     _warn_other_version(path, document, warn)
-    by_key, values = dict(_by_key()), {}
+    by_key, values = _by_key(), {}
     for key, value in table.items():
         if key == "inputs":
             values["inputs"] = list(_typed(value, tuple[str, ...], f"--recipe {path}: 'inputs'"))

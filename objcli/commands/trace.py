@@ -57,7 +57,7 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
             "output (the transform with --overwrite)"
         )
     table = read_parquet(folder / name)
-    spans = np.flatnonzero(column_numpy(table.column("row")) == index)  # pyarrow.compute imports pandas
+    spans = np.flatnonzero(column_numpy(table.column("row")) == index)  # pc.equal with a number imports pandas
     rows = table.take(int_array(spans, np.int64)).to_pylist()
     tokenized = {i["path"] for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
     return [

@@ -47,24 +47,37 @@ def list_parts(column) -> tuple[np.ndarray, np.ndarray]:
 
 
 def single_array(column) -> pa.Array:
-    """A table's column (chunked) as one array: its only chunk as it is, chunks joined, or an empty
-    array of its type built from buffers (``combine_chunks`` of no chunks imports pandas)."""
+    """A table's column (chunked) as one array: its only chunk as it is, chunks joined, or, for a
+    column of no chunks (an empty Parquet file's), an empty array of its type: built from buffers
+    for integers, booleans and lists of them (``combine_chunks`` of no chunks imports pandas)."""
+    kind = column.type
     if column.num_chunks == 1:
         return column.chunk(0)
-    if column.num_chunks:
+    if column.num_chunks or not (pa.types.is_integer(kind) or pa.types.is_boolean(kind) or _is_list(kind)):
         return column.combine_chunks()
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        large = pa.types.is_large_list(column.type)
-        values = single_array(pa.chunked_array([], type=column.type.value_type))
-        lists = pa.LargeListArray if large else pa.ListArray
-        width = np.int64 if large else np.int32
+    if _is_list(kind):
+        width = np.int64 if pa.types.is_large_list(kind) else np.int32
+        values = single_array(pa.chunked_array([], type=kind.value_type))
+        lists = pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray
         return lists.from_arrays(int_array(np.zeros(1, width), width), values)
-    return pa.Array.from_buffers(column.type, 0, [None, pa.py_buffer(b"")])  # a fixed-width type
+    return pa.Array.from_buffers(kind, 0, [None, pa.py_buffer(b"")])
+
+
+def _is_list(kind) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
 
 
 def column_numpy(column) -> np.ndarray:
-    """A table's integer column (chunked) as NumPy: a view of its buffer when it is one chunk."""
+    """A table's integer or boolean column (chunked) as NumPy: a view of its buffer when it is one chunk."""
     return numpy_of(single_array(column))
+
+
+def list_ragged(array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, int64 offsets from 0) of a list array's rows: only the values its rows hold (a slice's
+    list array keeps its parent's values and offsets)."""
+    values, offsets = list_parts(array)
+    offsets = offsets.astype(np.int64)
+    return values[offsets[0] : offsets[-1]], offsets - offsets[0]
 
 
 class MissingColumn(ValueError):

@@ -84,15 +84,14 @@ def join_provenance(paths: list[Path], rows: list[int], base: Path) -> tuple[Pat
     """One provenance file for shards joined back to back (merge's Megatron join): each file's rows
     counted on from the rows of the shards before it. Returns (its path, its sha256)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .arrow_columns import read_parquet
+    from .arrow_columns import column_numpy, int_array, read_parquet
 
     tables, before = [], 0
     for path, count in zip(paths, rows):
         table = read_parquet(path)
-        shifted = pc.add(table.column("row"), pa.scalar(before, pa.int64()))
+        shifted = int_array(column_numpy(table.column("row")) + before, np.int64)  # pyarrow.compute: pandas
         tables.append(table.set_column(table.schema.get_field_index("row"), "row", shifted))
         before += count
     temp = temp_file(base, SUFFIX)

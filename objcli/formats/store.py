@@ -205,21 +205,15 @@ def read_store_table(path: Path):
 
 def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(flat ids, int64 offsets, the metadata columns) of a store table's rows."""
-    from .arrow_columns import column_numpy, list_parts, single_array
+    from .arrow_columns import column_numpy, list_ragged, single_array
 
-    values, offsets = list_parts(single_array(table.column("ids")))
-    offsets = offsets.astype(np.int64)
-    values = values[offsets[0] : offsets[-1]]
+    values, offsets = list_ragged(single_array(table.column("ids")))
     metadata = {name: column_numpy(table.column(name)) for name in SCALARS if name in table.schema.names}
     for name in LISTS:
         if name in table.schema.names:
-            items, list_offsets = list_parts(single_array(table.column(name)))
-            list_offsets = list_offsets.astype(np.int64)
-            items = items[list_offsets[0] : list_offsets[-1]]
-            metadata[name] = Ragged(
-                items.astype(np.int64 if name == SENTENCES else items.dtype), list_offsets - list_offsets[0]
-            )
-    return values, offsets - offsets[0], metadata
+            items, list_offsets = list_ragged(single_array(table.column(name)))
+            metadata[name] = Ragged(items.astype(np.int64 if name == SENTENCES else items.dtype), list_offsets)
+    return values, offsets, metadata
 
 
 class StoreFormat(OutputFormat):

@@ -167,7 +167,7 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
     """A ``datasets`` save_to_disk folder, or Arrow (stream or file) or Parquet files, by their column."""
     import pyarrow as pa
 
-    from ..formats.arrow_columns import MissingColumn, list_parts, read_parquet
+    from ..formats.arrow_columns import MissingColumn, list_ragged, read_parquet, single_array
 
     if os.path.isdir(path):
         with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
@@ -194,15 +194,13 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
         column.type.value_type
     ):
         raise ValueError(f"column {ids_key!r} is {column.type}, not a list of integers")
-    ids = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    ids = single_array(column)
     if ids.values.null_count:
         raise ValueError(f"column {ids_key!r} holds null ids")
-    values, offsets = list_parts(ids)
-    offsets = offsets.astype(np.int64)
-    values = values[offsets[0] : offsets[-1]]
+    values, offsets = list_ragged(ids)
     if ids.null_count:
         raise ValueError(f"column {ids_key!r} holds null rows")
-    return TokenFile(path, "input-ids", values, offsets - offsets[0])
+    return TokenFile(path, "input-ids", values, offsets)
 
 
 OPENERS = {

@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 IDS_PARQUET = Path(__file__).resolve().parents[1] / "data" / "token_files" / "mapped.parquet"
 
 SCRIPT = """
@@ -63,8 +65,6 @@ DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
 def test_arrays_from_buffers_are_pyarrows_own(dtype, values, data):
     """``int_array`` (NumPy to Arrow from the buffer, booleans packed to bits) and ``numpy_of`` (back, slices
     at any offset) give what pyarrow's own conversions give, dtype for dtype."""
-    import pyarrow as pa
-
     from objcli.formats.arrow_columns import int_array, numpy_of
 
     array = np.array(values).astype(dtype)
@@ -76,3 +76,25 @@ def test_arrays_from_buffers_are_pyarrows_own(dtype, values, data):
         back.dtype == np.dtype(dtype)
         and back.tolist() == pa.array(array).slice(start).to_numpy(zero_copy_only=False).tolist()
     )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pa.int64(),
+        pa.uint16(),
+        pa.bool_(),
+        pa.list_(pa.int32()),
+        pa.large_list(pa.int8()),
+        pa.string(),
+        pa.dictionary(pa.int32(), pa.string()),
+    ],
+    ids=str,
+)
+def test_a_column_of_no_chunks_is_an_empty_array_of_its_type(kind, tmp_path):
+    """An empty Parquet file's columns can come back with no chunks (a dictionary column of the provenance
+    file's kind does): ``single_array`` gives an empty array of the type, never a process abort."""
+    from objcli.formats.arrow_columns import single_array
+
+    array = single_array(pa.chunked_array([], type=kind))
+    assert len(array) == 0 and array.type == kind
