@@ -96,6 +96,11 @@ def transform(**values):
             from .run.append import appended_values
 
             given, appended = appended_values(given, execution)
+            if appended.get("config", {}).get("token_store"):
+                raise ObjcliError(
+                    f"--append: {given['output']} is a token store; add the new inputs to it with "
+                    f"objcli tokenize NEW -t TOKENIZER -o {given['output']} --append"
+                )
         config = config_from_values(_with_store_tokenizer(given))
         if execution.pop("print_recipe"):
             click.echo(to_toml(recipe_of(config)), nl=False)

@@ -122,6 +122,10 @@ class TransformConfig:
     # Not an option: `objcli tokenize` sets it ("documents", or a sentence splitter for a per-sentence store),
     # and the run writes a token store instead of an objective's rows.
     token_store: str = ""
+    # Not an option: the options the user gave (command line or recipe), by field name. A token store
+    # fixes how its text was read; an option left at its default takes the store's value, one given is
+    # compared with it, even where it is the default (Click knows which were given).
+    given: frozenset[str] = dataclasses.field(default=frozenset(), compare=False, repr=False)
     engine: str = option(
         "auto",
         "What encodes: auto (the fastest installed engine that passes the parity probe), "
@@ -341,6 +345,7 @@ class TransformConfig:
             del data["provenance"]  # as before --provenance existed: the config_sha256 of other runs stays
         if not self.token_store:
             del data["token_store"]
+        del data["given"]  # how the values were chosen, not what they are
         if not self.max_epochs:
             del data["max_epochs"]  # as before --max-epochs existed: the config_sha256 of other runs stays
         return data

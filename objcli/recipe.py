@@ -112,7 +112,8 @@ def config_from_values(values: dict[str, Any]) -> TransformConfig:
             flag = "--" + name.replace("_", "-")
             raise ObjcliError(f"{flag} applies to {', '.join(sorted(owners[name][1]))}, not to {objective.name}")
     run["objective"] = objective.name
-    return TransformConfig(objective_options=objective.options_type(**own), **run)
+    given = frozenset(name for name in values if name != "objective")
+    return TransformConfig(objective_options=objective.options_type(**own), given=given, **run)
 
 
 def recipe_of(config: TransformConfig, with_output: bool = True) -> dict[str, Any]:

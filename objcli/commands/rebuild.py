@@ -11,11 +11,11 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..formats.dataset_card import CARD_NAME, is_ours
 from ..storage.faults import crash_point
+from ..storage.files import WORK_FOLDER as WORK
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, decode_manifest
 from ..storage.stores import LocalStore
 
-WORK = ".objcli-tmp"
 BLOCK = 8 << 20  # bytes per read where a file is copied through user space
 
 

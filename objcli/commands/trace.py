@@ -43,6 +43,12 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
 
     folder = Path(folder)
     manifest = read_manifest(folder)
+    if manifest.config.get("token_store"):  # its rows are documents, not rows a trainer reads
+        how = "" if manifest.config.get("provenance") else " (tokenize with --provenance to keep them)"
+        raise ObjcliError(
+            f"trace: {folder} is a token store, whose documents keep their origins{how}; derive an output from "
+            f"it with --provenance (objcli transform {folder} ... --provenance -o OUT) and trace OUT's rows"
+        )
     if not manifest.config.get("provenance"):
         raise ObjcliError(f"trace: {folder} was written without --provenance; rerun the transform with it")
     shard, index = _shard_of(manifest, row, split)
@@ -218,16 +224,10 @@ def _token_texts(manifest: Manifest, entry: dict):
 def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:
     """(where the input the run read is now, why its text cannot be trusted: "" when it is the same
     file, by the size and modification time the manifest recorded)."""
-    import os
+    from ..storage.identity import input_changed
 
     entry = next((i for i in input_entries(manifest) if i.get("path") == path), None)
     if entry is None or "resolved" not in entry:
         return path, ""  # a stream, object storage, or a manifest from before objcli recorded where
-    where = entry["resolved"]
-    try:
-        stat = os.stat(where)
-    except OSError:
-        return where, f"{where} is gone since the run"
-    if stat.st_size != entry.get("bytes") or stat.st_mtime_ns != entry.get("modified_ns"):
-        return where, f"{where} changed since the run (its size or modification time differs); rerun to trace it"
-    return where, ""
+    why = input_changed(entry)
+    return entry["resolved"], f"{why}; rerun to trace it" if why and "gone" not in why else why

@@ -18,6 +18,7 @@ Checks, shard by shard (one shard in memory at a time):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from ..readers.token_digests import changed_token_inputs
 from ..run.progress import phase
 from ..storage.files import file_sha256
 from ..storage.identity import check_identity
-from ..storage.manifest import Manifest, ShardRecord, read_manifest
+from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
 from ..storage.output import is_shard_name
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
@@ -121,6 +122,7 @@ def verify_output(folder: str | Path) -> Report:
     report.problems += check_identity(manifest.identity)  # the template and configs, where they are here
     report.problems += _added_identity_files(manifest)
     report.problems += changed_token_inputs(manifest.inputs)
+    report.problems += _store_problems(folder, manifest)
     totals = manifest.totals
     if totals["shards"] != len(manifest.shards):
         report.problems.append(f"manifest: totals say {totals['shards']} shards, {len(manifest.shards)} listed")
@@ -348,3 +350,19 @@ def _check_pairs(tokens: Column, mask: Column, token_types: Column, ids: dict[st
     if np.any((mask.values == 1) & (previous == 0)):
         problems.append("attention_mask is not ones followed by zeros")
     return problems
+
+
+def _store_problems(folder: Path, manifest: Manifest) -> list[str]:
+    """A token store's own rules (partitions, counts; ``readers/token_store.py`` refuses a derived run
+    over one that breaks them) and its text inputs, where here, unchanged since it was tokenized."""
+    from ..readers.store_checks import check_store_sections
+    from ..storage.identity import changed_store_inputs
+
+    if manifest.format != STORE:
+        return []
+    raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    try:
+        check_store_sections(raw, f"{folder}/{MANIFEST_NAME}")
+    except ObjcliError as error:
+        return [str(error)]
+    return changed_store_inputs(str(folder), raw["inputs"])

@@ -92,6 +92,11 @@ def text_key_of(spec: str, source: str = "") -> str:
     return own.get(source, defaults[-1] if defaults else "text")
 
 
+def names_text_key(spec: str, source: str) -> bool:
+    """Whether ``--text-key`` names a field for this source: its own, or one for every source."""
+    return any(name in (None, source) for name, _, _ in _text_key_parts(spec))
+
+
 def check_text_keys(spec: str, names: list[str]) -> None:
     """Every SOURCE=KEY of ``--text-key`` names a source of the run, once, with a key."""
     parts = _text_key_parts(spec)
@@ -123,6 +128,12 @@ def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
                 f"--weights {spec}: '{part}' must be SOURCE=SHARE (web=0.7) or SOURCE=TOKENS (code=2B), "
                 f"once for each source ({', '.join(names)})"
             )
+        if not match.group(2) and float(match.group(1)) > 1000:  # web=100000 meant a budget: say which
+            raise ObjcliError(
+                f"--weights {spec}: '{part}' has no unit, so it reads as a share, and a share over 1000 is "
+                f"surely a token count; give the budget its unit ({name}={_with_unit(float(match.group(1)))}), "
+                "or shares such as web=0.7,code=0.3"
+            )
         kinds.add("budget" if match.group(2) else "share")  # a budget has a unit: 2B, 500M
         values[name] = float(match.group(1)) * BUDGET_UNITS[match.group(2).lower()]
     if set(values) != set(names) or len(kinds) != 1:
@@ -135,6 +146,15 @@ def parse_weights(spec: str, names: list[str]) -> tuple[str, dict[str, float]]:
         total = sum(values.values())
         values = {name: v / total for name, v in values.items()}
     return kind, values
+
+
+def _with_unit(tokens: float) -> str:
+    """100000 -> 100K, 2500000000 -> 2.5B: a token count as a budget is written."""
+    for unit in ("T", "B", "M", "K"):
+        scale = BUDGET_UNITS[unit.lower()]
+        if tokens >= scale:
+            return f"{tokens / scale:g}{unit}"
+    return f"{tokens:g}"
 
 
 def parse_epochs(spec: str, names: list[str]) -> dict[str, float]:

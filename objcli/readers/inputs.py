@@ -227,7 +227,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
             matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
-            paths = matches
+            paths = _not_objcli_files(spec, matches)
         elif os.path.isdir(spec):
             paths = folder_files(spec, _format_from_name, warn)
             if not paths:
@@ -243,6 +243,37 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
     if sum(f.path == STDIN for f in files) > 1:
         raise ObjcliError("standard input '-' is named twice; name it once")
     return _unique(files, warn)
+
+
+def _not_objcli_files(spec: str, matches: list[str]) -> list[str]:
+    """A glob's files less a token store's own (its manifest, ``.store`` shards, side files), as a
+    folder walk leaves an output's out: they are no text, and a store is read by its folder. Only
+    those matched: one line naming the store."""
+    from .folders import objcli_output_files
+
+    own = {}
+    for folder in {os.path.dirname(p) or "." for p in matches}:
+        found = objcli_output_files(Path(folder)) if _is_token_store(folder) else None
+        own[folder] = found[0] if found else set()
+    kept = [p for p in matches if os.path.basename(p) not in own[os.path.dirname(p) or "."]]
+    if not kept:
+        folder = os.path.dirname(matches[0]) or "."
+        raise ObjcliError(
+            f"input {spec}: the pattern matches only the files of the token store {folder}, which are no text; "
+            f"give the store's folder ({folder}) to read its tokens, or name the text files"
+        )
+    return kept
+
+
+def _is_token_store(folder: str) -> bool:
+    import json
+
+    try:
+        with open(os.path.join(folder, "manifest.json"), "rb") as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == "store" and "token_store" in manifest
 
 
 def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:

@@ -63,9 +63,32 @@ def input_files(path: str, fmt: str, isfile=os.path.isfile, read_text=None) -> l
         return [path, path + ".index", *([path + ".metadata"] if isfile(path + ".metadata") else [])]
     folder = path.rstrip("/")
     if fmt == "input-ids" and isfile(folder + "/state.json"):
-        state = json.loads(read_text(folder + "/state.json"))
-        return [folder + "/state.json", *(f"{folder}/{entry['filename']}" for entry in state["_data_files"])]
+        names = saved_data_files(read_text(folder + "/state.json"), folder)
+        return [folder + "/state.json", *(f"{folder}/{name}" for name in names)]
     return [path]
+
+
+def saved_data_files(state: str, folder: str) -> list[str]:
+    """The data files a ``save_to_disk`` folder's ``state.json`` names: plain file names inside the
+    folder (datasets writes ``data-00000-of-00001.arrow``); anything else is one line, never a file
+    read outside the folder."""
+    from ..storage.manifest import is_plain_name
+
+    try:
+        entries = json.loads(state)["_data_files"]
+        names = [entry["filename"] for entry in entries]
+    except (ValueError, KeyError, TypeError):
+        raise ObjcliError(
+            f"input {folder}: its state.json lists no _data_files with a filename each (not datasets' "
+            "save_to_disk layout); save the dataset again with save_to_disk"
+        ) from None
+    for name in names:
+        if not isinstance(name, str) or not is_plain_name(name):
+            raise ObjcliError(
+                f"input {folder}: its state.json names data file {name!r}, not a file inside the folder; "
+                "name each data file by its plain name beside state.json (as save_to_disk writes it)"
+            )
+    return names
 
 
 def _memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
@@ -99,6 +122,8 @@ def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     document_index = np.fromfile(idx, "<i8", entries, offset=34 + 12 * count)
     if len(sizes) != count or len(pointers) != count or len(document_index) != entries:
         raise ValueError(f"{idx} is cut short (it lists {count:,} sequences)")
+    if count and sizes.min() < 0:
+        raise ValueError(f"{idx}: sequence {int(np.argmin(sizes)):,} has a negative size ({int(sizes.min()):,})")
     sentence_offsets = np.concatenate([[0], np.cumsum(sizes)])
     if not np.array_equal(pointers, sentence_offsets[:-1] * dtype.itemsize):
         raise ValueError(f"{idx}: its sequences are not back to back in the .bin (pointers out of order)")
@@ -106,6 +131,11 @@ def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     if len(tokens) < sentence_offsets[-1]:
         raise ValueError(
             f"{base}.bin is cut short: {len(tokens):,} tokens, its index needs {int(sentence_offsets[-1]):,}"
+        )
+    if len(tokens) > sentence_offsets[-1]:  # another run's .bin, or an index cut short: never silently cut
+        raise ValueError(
+            f"{base}.bin holds {len(tokens):,} tokens, {len(tokens) - int(sentence_offsets[-1]):,} past the "
+            f"{int(sentence_offsets[-1]):,} its index lists (the pair is not one run's)"
         )
     if entries == 0 or document_index[0] != 0 or document_index[-1] != count or np.any(np.diff(document_index) < 0):
         raise ValueError(f"{idx}: its document index does not run from 0 to its {count:,} sequences")
@@ -171,7 +201,7 @@ def open_input_ids(path: str, ids_key: str, eos: int | None = None) -> TokenFile
 
     if os.path.isdir(path):
         with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
-            files = [os.path.join(path, entry["filename"]) for entry in json.load(f)["_data_files"]]
+            files = [os.path.join(path, name) for name in saved_data_files(f.read(), path)]
     else:
         files = [path]
     tables = []

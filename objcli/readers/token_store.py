@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import msgspec
 import numpy as np
 
-from ..errors import ObjcliError
+from ..errors import BadRecord, ObjcliError
 from ..formats.store import SENTENCES, STORE, StoreWriter, crc32_from, read_store_table, table_documents
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
 from ..storage.files import file_sha256
 from ..storage.remote import filesystem, is_url, join, local_copy, storage_error, storage_errors
 from .inputs import InputFile, Partition, Piece
+from .store_checks import check_store_sections
 from .stored_conversations import StoredConversations
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
@@ -148,54 +148,6 @@ class StoredDocuments:
         return int(self.offsets[-1])
 
 
-class _Partition(msgspec.Struct):
-    """What a derived run reads of each partition of a store's manifest (typed: a damaged one is one line)."""
-
-    index: int
-    documents_read: int
-    skipped_by_reason: dict[str, int]
-    shards: list[str]
-    counters: dict[str, int] = {}
-
-
-class _Reading(msgspec.Struct):
-    """How the store's text was read: what a derived run takes (run/stores.READING)."""
-
-    text_key: str
-    text_unit: str
-    input_format: str
-    max_document_chars: int
-    partition_size: str
-    batch_size: str
-
-
-class _Input(msgspec.Struct):
-    """What a derived run reads of each of the store's inputs: the name its provenance gives the file."""
-
-    path: str
-
-
-class _Chat(msgspec.Struct):
-    """How a chat store rendered its records (run/stores.RENDERING, and a prompt/completion's BOS/EOS)."""
-
-    messages_key: str
-    chat_template: str | None
-    template_date: str
-    assistant_span: str
-    turns: str
-    bos: bool | None
-    eos: bool | None
-
-
-class _Section(msgspec.Struct):
-    tokenized: str
-    reading: _Reading
-    bos_piece: str | None = None
-    sentences: str | None = None
-    render_failures: list[str] = []  # a chat store's: what its records' c_failed codes name
-    chat: _Chat | None = None  # a chat store's
-
-
 def store_manifest(path: str | Path) -> dict | None:
     """The manifest of the token store at ``path`` (a folder, or a prefix in object storage), or None
     when it is not one; read once a process while it is unchanged (every partition asks for it)."""
@@ -229,8 +181,6 @@ def readable_shard(path: str) -> Path:
 
 @lru_cache(maxsize=16)
 def _store_manifest(path: str, stamp: int, file: str) -> dict | None:
-    from ..storage.manifest import decode_manifest
-
     try:
         with open(file, encoding="utf-8") as f:
             manifest = json.load(f)
@@ -240,18 +190,7 @@ def _store_manifest(path: str, stamp: int, file: str) -> dict | None:
         return None
     if not manifest.get("complete"):
         raise ObjcliError(f"input {path}: the token store is not finished; rerun its objcli tokenize to complete it")
-    where = f"input {path}/manifest.json"
-    decode_manifest(manifest, where)  # shards, tokenizer and config as every manifest has them
-    try:
-        partitions = msgspec.convert(manifest["partitions"], list[_Partition])
-        msgspec.convert(manifest["token_store"], _Section)
-        msgspec.convert(manifest["inputs"], list[_Input])  # --provenance names its documents' files by them
-    except (msgspec.ValidationError, KeyError) as error:
-        raise ObjcliError(f"{where}: a damaged token store manifest ({error}); tokenize the text again") from None
-    listed = {shard["files"][0] for shard in manifest["shards"]}
-    unknown = sorted({name for p in partitions for name in p.shards} - listed)
-    if unknown:
-        raise ObjcliError(f"{where}: a partition names {unknown[0]}, no shard of the store; tokenize the text again")
+    check_store_sections(manifest, f"input {path}/manifest.json")
     return manifest
 
 
@@ -280,11 +219,14 @@ def store_partitions(store: InputFile) -> list[Partition]:
     return partitions
 
 
+def _store_of(partition: Partition) -> str:
+    folder = partition.pieces[0].input.path  # a shard, or the store itself for a partition with none
+    return folder.rsplit("/", 1)[0] if folder.endswith(SHARD_SUFFIX) else folder
+
+
 def partition_accounting(partition: Partition) -> dict:
     """What the tokenize run counted for this partition (read, skipped by reason, long ones cut)."""
-    folder = partition.pieces[0].input.path  # a shard, or the store itself for a partition with none
-    folder = folder.rsplit("/", 1)[0] if folder.endswith(SHARD_SUFFIX) else folder
-    manifest = store_manifest(folder)
+    manifest = store_manifest(_store_of(partition))
     entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
@@ -297,6 +239,12 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
     accounting = partition_accounting(partition)
     log.read += accounting["documents_read"]
     for reason, count in accounting["skipped_by_reason"].items():
+        if log.strict and count:  # the text run would have stopped at the first of them
+            store = _store_of(partition)
+            records = f"{count:,} record{'s' * (count != 1)}"
+            detail = f"{records} of partition {partition.stored} skipped ({reason}) when the text was tokenized"
+            fix = "fix the text and tokenize it again with --strict, or pass without --strict to skip them"
+            raise BadRecord(reason, f"input {store}", detail, fix)
         log.skipped[reason] += count
     log.cut += accounting.get("counters", {}).get("long_documents_cut", 0)
     pending: list[StoredDocuments] = []

@@ -166,6 +166,12 @@ def check_totals(manifest: dict, plan, warn) -> None:
         warn(why_no_rows(t, plan.config.seq_len, remainder_hint(manifest["config"])))
     if plan.config.source and plan.config.format.blends_sources:
         warn_unblended(manifest, warn)
+    for name, source in manifest.get("mixture", {}).items():
+        if source["documents_read"] and not source["documents_written"]:
+            warn(
+                f"source {name}: none of its {source['documents_read']:,} documents was written: its share or budget "
+                "is smaller than any one of them (a budget is whole documents); raise it, or leave the source out"
+            )
 
 
 def warn_unblended(manifest: dict, warn) -> None:

@@ -16,7 +16,7 @@ from ..readers.origins import number_records
 from ..readers.token_formats import TOKEN_FORMATS
 from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
-from ..storage.identity import run_identity, side_digests
+from ..storage.identity import changed_store_inputs, run_identity, side_digests
 from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import EngineChoice, choose_engine
@@ -108,6 +108,9 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)
+    for line in [line for store in stores for line in changed_store_inputs(store, store_manifest(store)["inputs"])]:
+        if warn is not None:
+            warn(line)
     return RunPlan(
         config,
         files,

@@ -79,14 +79,28 @@ def check_sources_disjoint(files_by_source: dict[str, list]) -> None:
     holds another's) would be read and written twice, silently weighting it twice."""
     owner: dict[str, tuple[str, str]] = {}  # the file -> (its source, the path it was reached by)
     for source, files in files_by_source.items():
-        for f in files:
-            if f.is_stream:
-                continue
-            key = public_url(f.path) if is_url(f.path) else os.path.realpath(f.path)
-            first, path = owner.setdefault(key, (source, f.path))
+        for name, key in _read_files(files):
+            first, path = owner.setdefault(key, (source, name))
             if first != source:
-                also = "" if path == f.path else f" (as {path})"
+                also = "" if path == name else f" (as {path})"
                 raise ObjcliError(
-                    f"--source {first} and --source {source} both hold {f.path}{also}; a file belongs to "
+                    f"--source {first} and --source {source} both hold {name}{also}; a file belongs to "
                     "one source: narrow one of them (a glob, or another folder)"
                 )
+
+
+def _read_files(files: list):
+    """(its name, the file whose text it holds) for each file a source reads: a token store's are the
+    text files it was tokenized from (a store beside its own text would read them twice)."""
+    from ..formats.store import STORE
+    from ..readers.token_store import store_manifest
+
+    for f in files:
+        if f.is_stream:
+            continue
+        if f.format == STORE:
+            stored = store_manifest(f.path)["inputs"]
+            text = [e for e in stored if isinstance(e.get("resolved"), str)]
+            yield from ((f"the token store {f.path}'s text", os.path.realpath(e["resolved"])) for e in text)
+            continue
+        yield f.path, public_url(f.path) if is_url(f.path) else os.path.realpath(f.path)

@@ -8,7 +8,7 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..order.mixture import parse_sources, text_key_of
+from ..order.mixture import names_text_key, parse_sources, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
@@ -59,14 +59,17 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
         for key in READING:
             stored, current = recorded.get(key), getattr(config, key)
             if key == "text_key" and config.source:  # a mixture's keys are per source: this store's own
-                current = text_key_of(config.text_key, source_of.get(store, ""))
-                if current not in (stored, defaults[key]):
+                source = source_of.get(store, "")
+                current = text_key_of(config.text_key, source)
+                named = key in config.given and names_text_key(config.text_key, source)
+                if current != stored and (named or current != defaults[key]):
                     raise ObjcliError(
                         f"--text-key {config.text_key}: the token store {store} was tokenized with --text-key "
                         f"{stored}; name that field for its source, or none"
                     )
                 continue
-            if current != stored and current != defaults[key] and values.get(key, current) != stored:
+            left = key not in config.given and current == defaults[key]  # the run's default: the store's value
+            if current != stored and not left and values.get(key, current) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
                     f"{flag} {current}: the token store {store} was tokenized with {flag} {stored}, which fixes its "
@@ -96,7 +99,8 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
             if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
                 continue
             stored = chat[key]
-            if current not in (_default(config, key), stored) or chosen.get(key, stored) != stored:
+            left = key not in config.given and current == _default(config, key)
+            if (current != stored and not left) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
                     f"{_spelled(flag, current)}: the chat store {store} was rendered with {_spelled(flag, stored)}, "

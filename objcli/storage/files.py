@@ -13,6 +13,7 @@ from pathlib import Path
 from .faults import crash_point
 
 LOCK_NAME = ".objcli-lock"  # hidden: never an input, never a shard
+WORK_FOLDER = ".objcli-tmp"  # a run's work files, inside the output folder (never through a link)
 
 
 def file_sha256(path: str | Path) -> str:

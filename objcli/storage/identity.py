@@ -11,6 +11,7 @@ after an edit is another run (rebuilt under ``--overwrite``, refused otherwise, 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .files import file_sha256
@@ -85,3 +86,32 @@ def check_identity(recorded: dict) -> list[str]:
                 "run?); rerun the transform with --overwrite to rebuild the output with it"
             )
     return problems
+
+
+def input_changed(entry: dict, since: str = "the run") -> str:
+    """Why a text input a manifest records is not the file that run read ("" when it is, by the size
+    and modification time recorded; a stream, object storage, or an entry from before objcli recorded
+    where, cannot be compared and is taken as it is)."""
+    where = entry.get("resolved")
+    if not isinstance(where, str) or "bytes" not in entry:
+        return ""
+    try:
+        stat = os.stat(where)
+    except OSError:
+        return f"{where} is gone since {since}"
+    if stat.st_size != entry.get("bytes") or stat.st_mtime_ns != entry.get("modified_ns"):
+        return f"{where} changed since {since} (its size or modification time differs)"
+    return ""
+
+
+def changed_store_inputs(store: str, inputs: list[dict]) -> list[str]:
+    """For a run derived from a token store and for ``verify``: each text input of the store that
+    changed since it was tokenized (the store holds the old text's tokens). One not here (the store
+    was moved to another machine) is not compared: a store needs no text."""
+    here = [e for e in inputs if isinstance(e.get("resolved"), str) and os.path.exists(e["resolved"])]
+    return [
+        f"token store {store}: its input {why}, so the store holds the tokens of the text as it was; "
+        f"tokenize the text again (objcli tokenize ... -o {store} --overwrite) to take the change"
+        for why in (input_changed(e, "it was tokenized") for e in here)
+        if why
+    ]

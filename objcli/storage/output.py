@@ -26,6 +26,7 @@ from typing import Protocol
 
 from ..errors import ObjcliError
 from .faults import crash_point
+from .files import WORK_FOLDER
 from .manifest import MANIFEST_NAME, PENDING_RESHARD, decode_manifest, pending_reshard
 from .ownership import (
     FINISHING,
@@ -40,7 +41,6 @@ from .ownership import (
 from .shard_info import ShardRecord, work_prefix
 from .stores import LocalStore, RemoteStore
 
-WORK_FOLDER = ".objcli-tmp"
 RUN_FILE = "run.json"
 SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import ObjcliError
 from .faults import crash_point
-from .files import LOCK_NAME, file_sha256, write_json_atomically
+from .files import LOCK_NAME, WORK_FOLDER, file_sha256, write_json_atomically
 from .remote import is_url
 from .remote_store import RemoteStore
 
@@ -148,6 +148,7 @@ class LocalStore:
     def lock(self) -> None:
         """An exclusive ``flock`` on ``.objcli-lock``, held until ``unlock`` (or the process ends:
         the kernel drops a dead run's lock)."""
+        self.check_own_paths()
         try:
             self._lock_file = open(self.path / LOCK_NAME, "a+")  # noqa: SIM115 - closed in unlock()
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -164,6 +165,17 @@ class LocalStore:
         self._lock_file.truncate(0)
         self._lock_file.write(f"pid {os.getpid()} on {socket.gethostname()}")
         self._lock_file.flush()
+
+    def check_own_paths(self) -> None:
+        """The lock file and the work folder are objcli's, inside the output: one that is a symbolic
+        link (to scratch space, say) would have a run clear stale files and write there, outside."""
+        for name in (LOCK_NAME, WORK_FOLDER):
+            if (self.path / name).is_symlink():
+                raise ObjcliError(
+                    f"output {self.path}: {name} is a symbolic link (to {os.readlink(self.path / name)}), where objcli "
+                    "keeps its own work files; remove the link and rerun (to put a run's files on scratch space, "
+                    "give -o a folder there)"
+                )
 
     def unlock(self) -> None:
         if getattr(self, "_lock_file", None) is not None:

@@ -8,7 +8,6 @@ that spells ``</s>`` or ``<pad>`` gets those characters as plain text, never the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels.ragged import lengths_to_offsets
 from ..storage.files import file_sha256
+from .cutting import TextCutter
 from .specials import SpecialTokens
 
 # Roles a model may define itself, and the piece names allocated for them when it does not.
@@ -27,7 +27,7 @@ DEFAULT_PIECES = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
 LONG_TEXT_CHARS = 200_000  # longer texts are encoded in pieces (Tokenizer.encode)
 
 
-class Tokenizer:
+class Tokenizer(TextCutter):
     """What objcli needs of a tokenizer; subclasses wrap SentencePiece and Hugging Face tokenizers.
 
     Special tokens are resolved here, the same way for every kind of tokenizer.
@@ -71,36 +71,6 @@ class Tokenizer:
     def _encode_texts(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
         """Batched encode of texts no longer than LONG_TEXT_CHARS into (int32 tokens, int64 offsets)."""
         return self.engine.encode_batch(texts, num_threads)
-
-    # ---- where a text may be cut without changing its tokens ----
-    cut_pattern = None  # byte-level BPE: the file's first split pattern (compiled), where it is exact
-    # A window with no boundary: the rest is encoded whole (exact), or, where one input's memory grows
-    # faster than its length (SentencePiece's lattice on unspaced text), cut at the limit.
-    whole_without_boundary = True
-
-    def cut_point(self, window: str) -> int:
-        """Where to cut ``window`` (an index > 0) so that encoding the two sides separately gives
-        the tokens of encoding them together; 0 when there is no such place."""
-        return 0
-
-    def boundary(self, text: str, start: int, limit: int) -> int:
-        """The last place in ``text[start : start + limit]`` (as an offset > 0 from ``start``) where
-        the tokens of ``text[start:]`` split; 0 when there is none. With a split pattern: the start
-        of a piece it matches there (scanning the whole text from ``start``, itself such a place)
-        such that the text before it, alone, splits into the same pieces: a lookahead at the end
-        (``\\s+(?!\\S)``) or an end anchor (``\\s++$``) would otherwise see the cut as the text's end."""
-        if self.cut_pattern is None:
-            return self.cut_point(text[start : start + limit])
-        spans = []
-        for match in self.cut_pattern.finditer(text, start):
-            if match.start() - start > limit:
-                break
-            spans.append(match.span())
-        for k in range(len(spans) - 1, max(0, len(spans) - 17), -1):  # the last places first
-            cut = spans[k][0]
-            if [m.span() for m in self.cut_pattern.finditer(text, start, cut)] == spans[:k]:
-                return cut - start
-        return 0
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         raise NotImplementedError
@@ -163,31 +133,6 @@ class Tokenizer:
         tokens, offsets = self._encode_texts(pieces, num_threads)
         lengths = np.bincount(np.asarray(owners), weights=np.diff(offsets), minlength=len(texts)).astype(np.int64)
         return tokens, np.concatenate([[0], np.cumsum(lengths)])
-
-    def split_text(self, text: str, limit: int) -> list[str]:
-        return list(self.iter_pieces(text, limit))
-
-    def exact_pieces(self, text: str, limit: int) -> Iterator[str]:
-        """``text`` in pieces whose tokens, joined, are the whole text's: cut at ``boundary``s,
-        mostly ``limit`` characters or fewer; where a window has none, see ``whole_without_boundary``."""
-        start = 0
-        while len(text) - start > limit:
-            cut = self.boundary(text, start, limit) or (0 if self.whole_without_boundary else limit)
-            if cut <= 0:
-                break
-            yield text[start : start + cut]
-            start += cut
-        yield text[start:]
-
-    def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
-        """``text`` in pieces of at most ``limit`` characters (``--max-document-chars``), cut at
-        ``boundary``s, or where a window has none at the limit, which may change the tokens there."""
-        start = 0
-        while len(text) - start > limit:
-            cut = self.boundary(text, start, limit) or limit
-            yield text[start : start + cut]
-            start += cut
-        yield text[start:]
 
     def token_char_spans(self, texts: list[str], tokens: np.ndarray, offsets: np.ndarray):
         """(starts, ends): where each token's characters start and end in its own text (int32; the

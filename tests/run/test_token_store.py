@@ -367,8 +367,13 @@ def test_a_store_manifest_of_the_wrong_shape_is_one_line(edit, message, store, t
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
 
 
-def test_every_store_of_a_mixture_is_checked_for_its_kind(store, sentence_store, tmp_path):
-    """A per-sentence store as the second source of a clm mixture was read as documents."""
+def test_every_store_of_a_mixture_is_checked_for_its_kind(store, tmp_path):
+    """A per-sentence store as the second source of a clm mixture was read as documents (its own text:
+    the store's text as a second source is refused as the same files, test_hostile_store.py)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.jsonl").write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[300:320]))
+    sentence_store = _tokenize([other], tmp_path / "sentences", "prose")
     sources = ["--source", f"a={store}", "--source", f"b={sentence_store}", "--weights", "a=1,b=1"]
     done = run_cli("transform", *sources, "-t", SPM, "-o", tmp_path / "o")
     assert done.returncode == 1 and f"the token store {sentence_store} was tokenized per sentence" in done.stderr

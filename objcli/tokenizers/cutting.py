@@ -1,0 +1,98 @@
+"""Where a long text may be cut without changing its tokens: the pieces a tokenizer encodes one by
+one when a text is too long for its engine to take whole (``Tokenizer.encode``), and the cuts of
+``--max-document-chars``. A byte-level BPE cuts at the start of a piece of its split pattern; a
+SentencePiece model before a space (``cut_point``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+# Cutting at a split pattern: the scan reads this far past the window, so that the pieces inside it are
+# the whole text's; a cut is checked on this many characters before it (the tests shrink both).
+CUT_LOOKAHEAD_CHARS = 4096
+CUT_CHECK_CHARS = 2048
+
+
+class TextCutter:
+    """The cutting half of a ``Tokenizer`` (base.py), which each kind of tokenizer specializes."""
+
+    cut_pattern = None  # byte-level BPE: the file's first split pattern (compiled), where it is exact
+    # A window with no boundary: the rest is encoded whole (exact), or, where one input's memory grows
+    # faster than its length (SentencePiece's lattice on unspaced text), cut at the limit.
+    whole_without_boundary = True
+
+    def cut_point(self, window: str) -> int:
+        """Where to cut ``window`` (an index > 0) so that encoding the two sides separately gives
+        the tokens of encoding them together; 0 when there is no such place."""
+        return 0
+
+    def boundary(self, text: str, start: int, limit: int) -> int:
+        """The last place in ``text[start : start + limit]`` (as an offset > 0 from ``start``) where
+        the tokens of ``text[start:]`` split; 0 when there is none. With a split pattern: the start
+        of a piece it matches there (``start`` itself is one) such that the text before it, alone,
+        splits into the same pieces: a lookahead at the end (``\\s+(?!\\S)``) or an end anchor
+        (``\\s++$``) would otherwise see the cut as the text's end.
+
+        One scan of the window by the regular expression's own loop (``findall``: no Python loop per
+        piece), the pieces' starts from their lengths; each candidate is checked on the last
+        ``CUT_CHECK_CHARS`` before it, which a piece of the scan from ``start`` begins (the pieces
+        before are read where the cut is not in sight)."""
+        pattern = self.cut_pattern
+        if pattern is None:
+            return self.cut_point(text[start : start + limit])
+        end = min(len(text), start + limit + CUT_LOOKAHEAD_CHARS)
+        found = pattern.findall(text, start, end) if not pattern.groups else None
+        lengths = np.fromiter(map(len, found or ()), dtype=np.int64, count=len(found or ()))
+        if found is None or int(lengths.sum()) != end - start:  # groups, or characters no piece holds
+            return self._boundary_by_matches(text, start, limit)
+        starts = np.cumsum(lengths) - lengths  # from start
+        last = int(np.searchsorted(starts, limit, side="right")) - 1  # the last piece starting in the window
+        for k in range(last, max(0, last - 16), -1):  # the last places first
+            cut = int(starts[k])
+            if cut <= 0:  # an empty piece at the start
+                break
+            j = max(0, int(np.searchsorted(starts, cut - CUT_CHECK_CHARS, side="left")))
+            if pattern.findall(text, start + int(starts[j]), start + cut) == found[j:k]:
+                return cut
+        return 0
+
+    def _boundary_by_matches(self, text: str, start: int, limit: int) -> int:
+        """``boundary`` for a pattern whose pieces leave characters out or that has groups: match by
+        match (slower, rare)."""
+        spans = []
+        for match in self.cut_pattern.finditer(text, start):
+            if match.start() - start > limit:
+                break
+            spans.append(match.span())
+        for k in range(len(spans) - 1, max(0, len(spans) - 17), -1):  # the last places first
+            cut = spans[k][0]
+            if [m.span() for m in self.cut_pattern.finditer(text, start, cut)] == spans[:k]:
+                return cut - start
+        return 0
+
+    def split_text(self, text: str, limit: int) -> list[str]:
+        return list(self.iter_pieces(text, limit))
+
+    def exact_pieces(self, text: str, limit: int) -> Iterator[str]:
+        """``text`` in pieces whose tokens, joined, are the whole text's: cut at ``boundary``s,
+        mostly ``limit`` characters or fewer; where a window has none, see ``whole_without_boundary``."""
+        start = 0
+        while len(text) - start > limit:
+            cut = self.boundary(text, start, limit) or (0 if self.whole_without_boundary else limit)
+            if cut <= 0:
+                break
+            yield text[start : start + cut]
+            start += cut
+        yield text[start:]
+
+    def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
+        """``text`` in pieces of at most ``limit`` characters (``--max-document-chars``), cut at
+        ``boundary``s, or where a window has none at the limit, which may change the tokens there."""
+        start = 0
+        while len(text) - start > limit:
+            cut = self.boundary(text, start, limit) or limit
+            yield text[start : start + cut]
+            start += cut
+        yield text[start:]
