@@ -13,6 +13,7 @@ import numpy as np
 # the whole text's; a cut is checked on this many characters before it (the tests shrink both).
 CUT_LOOKAHEAD_CHARS = 4096
 CUT_CHECK_CHARS = 2048
+CUT_TAIL_CHARS = 65_536  # --max-document-chars: how much of a window's end is scanned for its last cut
 
 
 class TextCutter:
@@ -28,7 +29,7 @@ class TextCutter:
         the tokens of encoding them together; 0 when there is no such place."""
         return 0
 
-    def boundary(self, text: str, start: int, limit: int) -> int:
+    def boundary(self, text: str, start: int, limit: int, scan_from: int | None = None) -> int:
         """The last place in ``text[start : start + limit]`` (as an offset > 0 from ``start``) where
         the tokens of ``text[start:]`` split; 0 when there is none. With a split pattern: the start
         of a piece it matches there (``start`` itself is one) such that the text before it, alone,
@@ -42,19 +43,23 @@ class TextCutter:
         pattern = self.cut_pattern
         if pattern is None:
             return self.cut_point(text[start : start + limit])
+        origin = start if scan_from is None else max(start, scan_from)
         end = min(len(text), start + limit + CUT_LOOKAHEAD_CHARS)
-        found = pattern.findall(text, start, end) if not pattern.groups else None
+        found = pattern.findall(text, origin, end) if not pattern.groups else None
         lengths = np.fromiter(map(len, found or ()), dtype=np.int64, count=len(found or ()))
-        if found is None or int(lengths.sum()) != end - start:  # groups, or characters no piece holds
+        if found is None or int(lengths.sum()) != end - origin:  # groups, or characters no piece holds
             return self._boundary_by_matches(text, start, limit)
-        starts = np.cumsum(lengths) - lengths  # from start
+        starts = origin - start + np.cumsum(lengths) - lengths  # from start
         last = int(np.searchsorted(starts, limit, side="right")) - 1  # the last piece starting in the window
         for k in range(last, max(0, last - 16), -1):  # the last places first
             cut = int(starts[k])
-            if cut <= 0:  # an empty piece at the start
+            if cut <= 0 or (k == 0 and origin > start):  # the window's start; an unaligned scan's first piece
                 break
-            j = max(0, int(np.searchsorted(starts, cut - CUT_CHECK_CHARS, side="left")))
-            if pattern.findall(text, start + int(starts[j]), start + cut) == found[j:k]:
+            # The pieces of the last CUT_CHECK_CHARS, and at least the two before the cut (a lookahead
+            # of the one before reads the cut); never an unaligned scan's first piece (part of one).
+            j = min(int(np.searchsorted(starts, cut - CUT_CHECK_CHARS, side="left")), k - 2)
+            j = max(j, int(origin > start))
+            if (j < k - 1 or j == 0) and pattern.findall(text, start + int(starts[j]), start + cut) == found[j:k]:
                 return cut
         return 0
 
@@ -89,10 +94,13 @@ class TextCutter:
 
     def iter_pieces(self, text: str, limit: int) -> Iterator[str]:
         """``text`` in pieces of at most ``limit`` characters (``--max-document-chars``), cut at
-        ``boundary``s, or where a window has none at the limit, which may change the tokens there."""
+        ``boundary``s, or where a window has none at the limit, which may change the tokens there.
+        The scan reads the window's last ``CUT_TAIL_CHARS`` only (a split pattern's pieces fall in
+        step within a few characters of wherever a scan starts): a cut of a 10-million-character
+        document reads 64 K characters, not 10 million."""
         start = 0
         while len(text) - start > limit:
-            cut = self.boundary(text, start, limit) or limit
+            cut = self.boundary(text, start, limit, start + limit - CUT_TAIL_CHARS) or limit
             yield text[start : start + cut]
             start += cut
         yield text[start:]

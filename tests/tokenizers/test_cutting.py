@@ -113,3 +113,41 @@ def test_worked_shapes_are_cut_exactly(tokenizer, library, text):
         assert pieces == [text]
     else:
         assert len(pieces) > 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, limit=st.integers(8, 300), back=st.integers(1, 80), check=st.integers(1, 40))
+def test_a_scan_of_the_windows_end_alone_cuts_where_a_piece_starts(tokenizer, text, limit, back, check):
+    """``--max-document-chars`` scans only the end of a window, from wherever that falls (inside a
+    piece), and the pieces become documents of their own: each cut is within the limit, at a piece
+    start of that scan, and exact wherever the scan's pieces fell in step with the text's (everywhere
+    but inside a run the pattern splits by count, digits in threes, where the phase may differ)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cutting, "CUT_CHECK_CHARS", check)
+        start = 0
+        while len(text) - start > limit:
+            origin = start + limit - back
+            cut = tokenizer.boundary(text, start, limit, origin)
+            if not cut:
+                break
+            scanned = [m.start() for m in tokenizer.cut_pattern.finditer(text, max(start, origin))]
+            assert 0 < cut <= limit and start + cut in scanned
+            in_step = start + cut in [m.start() for m in tokenizer.cut_pattern.finditer(text, start)]
+            assert (
+                _is_exact_cut(tokenizer.cut_pattern, text, start, start + cut)
+                or not in_step
+                or text[start + cut - 1 : start + cut + 1].isdigit()
+            )
+            start += cut
+
+
+def test_a_ten_million_character_document_is_cut_by_reading_its_windows_end(tokenizer):
+    """The scan's cost is its tail, not the window: the cut of a long document matches the one a
+    whole-window scan makes."""
+    line = "    return self.assertEqual(value, 'x')  # a line of code\n"
+    text = line * (3_000_000 // len(line))
+    limit = 1_000_000
+    tail = tokenizer.boundary(text, 0, limit, limit - cutting.CUT_TAIL_CHARS)
+    assert tail == tokenizer.boundary(text, 0, limit) and limit - len(line) < tail <= limit
+    pieces = list(tokenizer.iter_pieces(text, limit))
+    assert "".join(pieces) == text and all(len(p) <= limit for p in pieces) and len(pieces) in (3, 4)

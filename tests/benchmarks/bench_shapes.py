@@ -1,0 +1,146 @@
+"""`make bench`, issue 62: every engine on every corpus shape, against the linear ceiling.
+
+For each shape (``shapes.py``: long documents, dense base64, tiny lines, unspaced CJK; and the held-out
+corpus of whole files) and each tokenizer (a 32k byte-level BPE ``tokenizer.json`` trained here, whose
+fastest exact engine installed is gigatoken; the sample SentencePiece model), interleaved repeats of:
+
+- the ceiling: the engine's own batched encode on ONE thread over the texts in memory, every text
+  whole, times the cores (the linear ceiling: N cores x one core's throughput);
+- ``objcli transform --objective clm`` end to end with ``--engine auto`` (CLI, start-up included).
+
+Each row prints min and median walls, CPU ms per MB of the whole process tree, peak RSS, and the ratio
+ceiling wall / objcli wall, with the goal beside it (0.5 for the fast engine, 0.6 for SentencePiece);
+a row below its goal is marked FAIL. Nothing here is a test: the figures go in performance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench_engines import _train_32k
+from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree
+from held_out import held_out_corpus
+from paths import ROOT, SAMPLE_DATA
+from shapes import SHAPES, shape_corpus
+
+GOALS = {"gigatoken": 0.5, "sentencepiece": 0.6}
+SIZES = {"long": 150, "dense": 100, "tiny": 150, "cjk": 60}
+
+CEILING = """
+import json, sys, time, msgspec
+sys.path.insert(0, sys.argv[3])
+from objcli.tokenizers import open_tokenizer
+paths, tokenizer, engine = json.loads(sys.argv[1]), sys.argv[2], sys.argv[4]
+texts = [r['text'] for p in paths for r in msgspec.json.Decoder().decode_lines(open(p, 'rb').read())]
+batches, batch, size = [], [], 0
+for text in texts:  # batches of about 1 MB, each text whole
+    batch.append(text); size += len(text)
+    if size >= 1 << 20: batches.append(batch); batch, size = [], 0
+batches.append(batch)
+best = cpu = 1e9
+for _ in range(2):  # a fresh engine each pass: an engine's cache of words already seen starts empty, as a run's does
+    fast = open_tokenizer(tokenizer).make_engine(engine)
+    fast.encode_batch(["warm up"], 1)
+    started, started_cpu = time.perf_counter(), time.process_time()
+    tokens = sum(len(fast.encode_batch(b, 1)[0]) for b in batches if b)
+    best, cpu = min(best, time.perf_counter() - started), min(cpu, time.process_time() - started_cpu)
+print(json.dumps({"seconds": best, "cpu": cpu, "tokens": tokens, "text_bytes": sum(map(len, texts))}))
+"""
+
+
+def ceiling(paths: list[Path], tokenizer: Path, engine: str) -> dict:
+    """One thread of the engine over the texts in memory, whole; the linear ceiling is CORES of it."""
+    out = subprocess.run(
+        [sys.executable, "-c", CEILING, json.dumps([str(p) for p in paths]), str(tokenizer), str(ROOT), engine],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+    one = json.loads(out.stdout)
+    return {**one, "seconds": one["seconds"] / CORES, "one_core": one["seconds"]}
+
+
+def objcli(paths: list[Path], tokenizer: Path, *extra: str) -> dict:
+    shutil.rmtree(OUT, ignore_errors=True)
+    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(tokenizer)]
+    command += ["--seq-len", "2048", "-o", str(OUT), "--quiet", "--workers", str(CORES), *extra]
+    seconds, peak, _ = _run_tree(command)
+    manifest = json.loads((OUT / "manifest.json").read_text())
+    return {
+        "seconds": seconds,
+        "peak_rss": peak,
+        "cpu": _last_cpu[0],
+        "tokens": manifest["totals"]["tokens"],
+        "engine": manifest["tokenizer"]["engine"]["name"],
+    }
+
+
+def corpora() -> dict[str, tuple[list[Path], str]]:
+    found = {shape: shape_corpus(DATA / "shapes", shape, SIZES[shape]) for shape in SHAPES}
+    found["held-out"] = held_out_corpus(DATA / "held-out")
+    return {shape: got for shape, got in found.items() if got[0]}
+
+
+def tokenizers() -> dict[str, tuple[Path, str]]:
+    """(file, the fastest exact engine installed for it)."""
+    bpe = DATA / "engines" / "bpe32k" / "tokenizer.json"
+    if not bpe.exists():
+        from objcli.tokenizers.tiktoken_bpe import LLAMA3_PATTERN
+
+        _train_32k(bpe, LLAMA3_PATTERN)
+    return {
+        "32k tokenizer.json": (bpe, "gigatoken"),
+        "SentencePiece": (SAMPLE_DATA / "tokenizer.model", "sentencepiece"),
+    }
+
+
+def shapes_table(repeats: int = 2) -> list[str]:
+    """The table, printed and returned (its FAIL lines)."""
+    failures = []
+    print(f"\nEvery shape x engine, clm --seq-len 2048, --workers {CORES}, {repeats} interleaved runs:")
+    print(
+        f"ratio = the linear ceiling's wall ({CORES} x one pinned core of the engine, whole texts, in memory) / objcli's"
+    )
+    for shape, (paths, about) in corpora().items():
+        megabytes = sum(p.stat().st_size for p in paths) / 1e6
+        print(f"\n{about}")
+        print(
+            f"{'':34} {'engine':>14} {'min s':>7} {'median s':>9} {'CPU ms/MB':>10} {'peak RSS':>9} "
+            f"{'ratio (min)':>12} {'(median)':>9} {'goal':>5}"
+        )
+        for name, (tokenizer, engine) in tokenizers().items():
+            runs: dict[str, list[dict]] = {"ceiling": [], "objcli": []}
+            for _ in range(repeats):
+                runs["ceiling"].append(ceiling(paths, tokenizer, engine))
+                runs["objcli"].append(objcli(paths, tokenizer))
+            top = [r["seconds"] for r in runs["ceiling"]]
+            for row, group in runs.items():
+                walls = [r["seconds"] for r in group]
+                cpu = 1000 * statistics.median(r["cpu"] for r in group) / megabytes
+                rss = f"{max(r['peak_rss'] for r in group) / 2**20:.0f} MiB" if "peak_rss" in group[0] else "-"
+                ratio = (min(top) / min(walls), statistics.median(top) / statistics.median(walls))
+                goal = GOALS[engine] if row == "objcli" else None
+                mark = "" if goal is None else f"{goal:5.2f}" + (" FAIL" if ratio[0] < goal else "")
+                label = f"{name}: {row}"
+                print(
+                    f"{label:34} {group[0].get('engine', engine):>14} {min(walls):7.2f} {statistics.median(walls):9.2f} "
+                    f"{cpu:10.1f} {rss:>9} {ratio[0]:11.2f}x {ratio[1]:8.2f}x {mark}"
+                )
+                if mark.endswith("FAIL"):
+                    failures.append(f"{shape} {name}: {ratio[0]:.2f}x < {goal}")
+    if failures:
+        print("\nFAIL (below the goal): " + "; ".join(failures))
+    return failures
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    shapes_table()
+    print(f"\n({time.perf_counter() - started:.0f} s)")
