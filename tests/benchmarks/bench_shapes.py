@@ -105,9 +105,7 @@ def shapes_table(repeats: int = 2) -> list[str]:
     """The table, printed and returned (its FAIL lines)."""
     failures = []
     print(f"\nEvery shape x engine, clm --seq-len 2048, --workers {CORES}, {repeats} interleaved runs:")
-    print(
-        f"ratio = the linear ceiling's wall ({CORES} x one pinned core of the engine, whole texts, in memory) / objcli's"
-    )
+    print(f"ratio = the linear ceiling's wall ({CORES} x one core of the engine, whole texts, in memory) / objcli's")
     for shape, (paths, about) in corpora().items():
         megabytes = sum(p.stat().st_size for p in paths) / 1e6
         print(f"\n{about}")
@@ -128,9 +126,9 @@ def shapes_table(repeats: int = 2) -> list[str]:
                 ratio = (min(top) / min(walls), statistics.median(top) / statistics.median(walls))
                 goal = GOALS[engine] if row == "objcli" else None
                 mark = "" if goal is None else f"{goal:5.2f}" + (" FAIL" if ratio[0] < goal else "")
-                label = f"{name}: {row}"
+                label, used = f"{name}: {row}", group[0].get("engine", engine)
                 print(
-                    f"{label:34} {group[0].get('engine', engine):>14} {min(walls):7.2f} {statistics.median(walls):9.2f} "
+                    f"{label:34} {used:>14} {min(walls):7.2f} {statistics.median(walls):9.2f} "
                     f"{cpu:10.1f} {rss:>9} {ratio[0]:11.2f}x {ratio[1]:8.2f}x {mark}"
                 )
                 if mark.endswith("FAIL"):

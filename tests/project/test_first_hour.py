@@ -48,15 +48,17 @@ def test_every_module_named_for_an_extra_is_in_that_extra():
 
 
 def test_a_missing_module_in_a_partition_is_one_line_naming_its_extra(tmp_path):
-    """A document past the cut threshold needs regex (the tokenizer's own split pattern); without it
-    the run says which extra to install, never 'rerun'."""
+    """A document past the cut threshold needs regex (the tokenizer's own split pattern) where the engine
+    takes texts in pieces (the stable tokenizers: fast engines take them whole); without it the run
+    says which extra to install, never 'rerun'."""
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "regex.py").write_text("raise ModuleNotFoundError(\"No module named 'regex'\", name='regex')\n")
     texts = [json.loads(line)["text"] for line in (SAMPLE / "code.jsonl").read_text().splitlines()]
     (tmp_path / "long.jsonl").write_text(json.dumps({"text": "\n".join(texts)}) + "\n")
     env = {"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
-    result = run_cli("transform", tmp_path / "long.jsonl", "-t", LLAMA_STYLE, "-o", tmp_path / "out", env=env)
+    args = ("-t", LLAMA_STYLE, "--engine", "reference", "-o", tmp_path / "out")
+    result = run_cli("transform", tmp_path / "long.jsonl", *args, env=env)
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "pip install 'objcli[hf]'" in result.stderr and "rerun" not in result.stderr and "'regex'" in result.stderr
 

@@ -17,8 +17,8 @@ from conftest import ROOT, SAMPLE, prerelease_env
 
 pytest.importorskip("tokenizers")
 
-# One process per engine: CPU seconds (min of 3, each a fresh engine) and peak RSS growth for 400 K and 4 M characters of
-# each kind; the peak is reset before each call (/proc/self/clear_refs), so it is the call's own.
+# One process per engine: CPU seconds (min of 3, each a fresh engine) and peak RSS growth for 400 K and
+# 4 M characters of each kind; the peak is reset before each call (/proc/self/clear_refs), so it is the call's own.
 MEASURE = r"""
 import base64, json, sys, time
 sys.path.insert(0, sys.argv[3])
@@ -32,7 +32,8 @@ def kinds(n):
     code = "".join(json.loads(line)["text"] + "\n" for line in open(sys.argv[4] + "/code.jsonl"))
     dense = base64.b64encode(open(sys.executable, "rb").read(1 << 22)).decode()
     mixed = "".join(f"{w} Слово 単語 كلمة {i} " for i, w in enumerate(prose.split()[:50_000]))
-    return {k: (t * (n // len(t) + 1))[:n] for k, t in (("prose", prose), ("code", code), ("dense", dense), ("mixed", mixed))}
+    texts = {"prose": prose, "code": code, "dense": dense, "mixed": mixed}
+    return {k: (t * (n // len(t) + 1))[:n] for k, t in texts.items()}
 
 tokenizer = open_tokenizer(sys.argv[1])
 out = {}
@@ -89,7 +90,7 @@ def test_an_engine_that_takes_whole_texts_is_linear_in_time_and_memory(name, tok
 
     engine = open_tokenizer(path).make_engine(name) if env is None else None
     assert engine is None or engine.whole_texts  # the engine says so, and that is what is measured
-    for kind, ((small_cpu, small_mem), (big_cpu, big_mem)) in json.loads(check).items():
+    for kind, ((small_cpu, _), (big_cpu, big_mem)) in json.loads(check).items():
         assert big_cpu <= 12 * max(small_cpu, 0.004), f"{name} {kind}: {small_cpu:.3f} s -> {big_cpu:.3f} s for 10x"
         assert big_mem <= 64 * 4_000_000, f"{name} {kind}: {big_mem / 2**20:.0f} MiB for 4 M characters"
 
