@@ -250,7 +250,12 @@ class _TransformProgress:
 
 @main.command("train-tokenizer", context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, help="Where to write the .model file.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    help="The file to write: NAME.model (SentencePiece) or tokenizer.json (byte-level BPE).",
+)
 @click.option("--vocab-size", type=int, required=True, help="Pieces in the model, special pieces included.")
 @click.option("--model-type", type=click.Choice(["unigram", "bpe"]), default="unigram")
 @click.option(
@@ -263,7 +268,12 @@ class _TransformProgress:
 @click.option("--text-key", default="text", help="JSON field or Parquet column holding the text (meta.body: nested).")
 @click.option("--text-unit", type=click.Choice(TEXT_UNITS), default="line")
 @click.option("--character-coverage", type=click.FloatRange(0.5, 1.0), default=0.9995)
-@click.option("--max-lines", type=click.IntRange(min=0), default=0, help="Train on at most this many lines (0: all).")
+@click.option(
+    "--max-lines",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Train on at most this many lines (0: all) [default: a sample of 400 characters a piece].",
+)
 @click.option(
     "--threads", type=click.IntRange(1, 1024), default=1, help="Trainer threads (1 keeps training reproducible)."
 )
@@ -288,6 +298,8 @@ def train_tokenizer_command(
     """
     from .commands.train_tokenizer import TrainingRequest, train_tokenizer
 
+    ctx = click.get_current_context()
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     request = TrainingRequest(
         list(inputs),
         output,
@@ -302,13 +314,31 @@ def train_tokenizer_command(
         threads,
     )
     try:
+        if request.byte_level_bpe:
+            from .commands.train_bpe import check_bpe_request
+
+            check_bpe_request(request, given)
         result = train_tokenizer(request, progress=not quiet)
     except ObjcliError as error:
         raise _Fail(str(error)) from None
-    click.echo(
+    except KeyboardInterrupt as stop:  # the trainer was killed first: no model, no temp file
+        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        error = _Terminated if isinstance(stop, Terminated) else _Interrupted
+        raise error(f"train-tokenizer: {what}; the trainer was stopped and no model written") from None
+    click.echo(training_line(request, result), err=True)
+
+
+def training_line(request, result: dict) -> str:
+    """``train-tokenizer``'s summary: what was written and what it was trained on."""
+    sample = (
+        f" (the default sample for {request.vocab_size:,} pieces, {result['chars'] / 1e6:.1f} M characters; "
+        "--max-lines N to choose, 0 for all)"
+        if result["sampled"] and request.max_lines is None
+        else ""
+    )
+    return (
         f"objcli: wrote {result['path']} ({result['model_type']}, {result['vocab_size']:,} pieces, "
-        f"preset {result['preset']}, trained on {result['sentences']:,} sentences)",
-        err=True,
+        f"preset {result['preset']}, trained on {result['sentences']:,} sentences{sample})"
     )
 
 

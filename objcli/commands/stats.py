@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats.reading import read_shard_columns
 from ..kernels import IGNORE
+from ..order.mixture import manifest_blend
 from ..run.progress import phase
 from ..storage.manifest import Manifest, read_manifest
 
@@ -105,6 +106,22 @@ def _realised_mixture(per_source: dict[str, Counter], asked: dict[str, dict]) ->
     }
 
 
+def sources_column(manifest: Manifest) -> bool:
+    return any(c.name == "source" and c.kind == "scalar" for c in manifest.columns_with_role("category"))
+
+
+def _sources_by_shard(manifest: Manifest) -> dict[str, Counter]:
+    """A mixture whose format keeps no source column (Megatron's pairs, weighed by the blend file): each
+    shard's source is its partition's, as the manifest records it."""
+    source_of = {p["index"]: p.get("source", "") for p in manifest.partitions}
+    per_source: dict[str, Counter] = {}
+    for shard in manifest.shards:
+        counter = per_source.setdefault(source_of.get(shard.partition, ""), Counter())
+        counter["rows"] += shard.rows
+        counter["tokens"] += shard.tokens
+    return per_source
+
+
 def _targets_per_head(columns: dict, manifest: Manifest) -> np.ndarray:
     """Multi-token prediction: targets of head k (1..K) in one shard, where heads_with_target >= k."""
     depth = manifest.columns_with_role("target_depth")
@@ -149,6 +166,8 @@ def compute_stats(folder: str | Path) -> dict:
         totals["padding_tokens"] += shard.padding_tokens
         _count_categories(per_category, categories[:1], columns, per_row, row_tokens)
         _count_categories(per_source, sources, columns, per_row, row_tokens)
+    if not sources_column(manifest) and manifest.config.get("source"):  # Megatron's: each source's own shards
+        per_source = _sources_by_shard(manifest)
     stats = _figures(manifest, supervision, totals, known, edges, histogram)
     if known and supervision == "labels" and supervised_rows:  # a mask gone wrong shows as rows with none
         stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
@@ -183,6 +202,9 @@ def _with_breakdowns(stats: dict, per_head, per_source, per_category, categories
         stats["targets_per_head"] = [int(per_head[k]) for k in sorted(per_head)]
     if per_source:
         stats["mixture"] = _realised_mixture(per_source, manifest.mixture)
+        blend = {} if sources_column(manifest) else manifest_blend(manifest) or {}
+        for name, share in blend.values():
+            stats["mixture"][name]["blend_share"] = share  # what Megatron samples, whatever the files hold
     if per_category:
         stats["category_column"] = categories[0].name
         stats["categories"] = {
@@ -238,6 +260,14 @@ def render_text(stats: dict) -> list[str]:
             f"supervised {100 * d['supervised_fraction']:.1f}%"
         )
     for name, d in stats.get("mixture", {}).items():
+        if "blend_share" in d:  # Megatron's: each source's shards whole, the blend file weighs them
+            lines.append(
+                f"  source {name:12} {d['rows']:>8,} rows, {d['tokens']:,} tokens in its shards "
+                f"({100 * d['share']:.1f}% of them); the blend file gives it {100 * d['blend_share']:.1f}% of "
+                "training's samples "
+                f"(asked {100 * d['asked_share']:.1f}%)"
+            )
+            continue
         lines.append(
             f"  source {name:12} {d['rows']:>8,} rows, {d['tokens']:,} tokens: {100 * d['share']:.1f}% "
             f"of the tokens (asked {100 * d['asked_share']:.1f}%)"

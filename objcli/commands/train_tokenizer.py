@@ -1,4 +1,10 @@
-"""``objcli train-tokenizer``: a SentencePiece model trained with deterministic settings.
+"""``objcli train-tokenizer``: a SentencePiece model (``-o tok.model``) or a byte-level BPE
+``tokenizer.json`` (``-o tokenizer.json``, ``train_bpe.py``) trained with deterministic settings.
+
+The trainer runs in a child process (``stoppable.py``): its C++ and Rust loops never return control to
+Python, so Ctrl-C and SIGTERM stop the child at once, one line, and no model is left. Without
+``--max-lines`` it trains on a sample sized to the vocabulary (``SAMPLE_CHARS_PER_PIECE`` characters a
+piece: the summary says how many lines), which keeps a run to minutes; ``--max-lines 0`` reads it all.
 
 Documents come through the same readers as ``transform``. Prose is fed to the trainer line by
 line; code (``--preset code``) in chunks of whole lines that keep their ``\\n``, so newlines and
@@ -35,6 +41,9 @@ PRESETS = {
     },
 }
 PROGRESS_SECONDS = 5.0
+# The default sample: characters of text per piece of the vocabulary (docs/commands.md's table of
+# training time against corpus and vocabulary size, measured, says why this many).
+SAMPLE_CHARS_PER_PIECE = 400
 MAX_SENTENCE_BYTES = 16384  # SentencePiece skips longer "sentences"
 CODE_CHUNK_CHARS = MAX_SENTENCE_BYTES // 4  # whole lines, at most 4 UTF-8 bytes a character
 
@@ -50,8 +59,18 @@ class TrainingRequest:
     text_key: str = "text"
     text_unit: str = "line"
     character_coverage: float = 0.9995
-    max_lines: int = 0
+    max_lines: int | None = None  # None: the default sample for the vocabulary; 0: every line
     threads: int = 1
+
+    @property
+    def byte_level_bpe(self) -> bool:
+        """``-o …json``: a byte-level BPE tokenizer.json, not a SentencePiece .model."""
+        return self.output.endswith(".json")
+
+    @property
+    def sample_chars(self) -> int | None:
+        """The characters of text the default sample stops at (None: ``--max-lines`` decides)."""
+        return SAMPLE_CHARS_PER_PIECE * self.vocab_size if self.max_lines is None else None
 
 
 def _code_chunks(text: str) -> Iterator[str]:
@@ -87,9 +106,17 @@ def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[s
                 for sentence in pieces:
                     if sentence.strip():
                         counts["sentences"] += 1
+                        counts["chars"] += len(sentence)
                         yield sentence
-                        if request.max_lines and counts["sentences"] >= request.max_lines:
+                        if _sample_full(request, counts):
+                            counts["sampled"] = True
                             return
+
+
+def _sample_full(request: TrainingRequest, counts: dict) -> bool:
+    if request.max_lines:
+        return counts["sentences"] >= request.max_lines
+    return request.sample_chars is not None and counts["chars"] >= request.sample_chars
 
 
 def _check_request(request: TrainingRequest) -> None:
@@ -99,12 +126,12 @@ def _check_request(request: TrainingRequest) -> None:
         raise ObjcliError(f"--preset {request.preset}: choose one of {', '.join(PRESETS)}")
     if not 1 <= request.threads <= 1024:
         raise ObjcliError(f"--threads {request.threads}: must be between 1 and 1024")
-    if request.max_lines < 0:
+    if request.max_lines is not None and request.max_lines < 0:
         raise ObjcliError(f"--max-lines {request.max_lines}: must be 0 (all) or more")
     if Path(request.output).is_dir():
         raise ObjcliError(
-            f"output {request.output}: is a folder; name the .model file to write, e.g. "
-            f"{Path(request.output) / 'tokenizer.model'}"
+            f"output {request.output}: is a folder; name the file to write, e.g. "
+            f"{Path(request.output) / 'tokenizer.model'} (SentencePiece) or {Path(request.output) / 'tokenizer.json'}"
         )
 
 
@@ -179,34 +206,52 @@ def _trained(request: TrainingRequest, sentences, progress: bool) -> io.BytesIO:
 
 
 def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
-    """Train, then write the model atomically; with ``progress``, say how far it is on standard error."""
-    import sentencepiece as spm
+    """Train, then write the model atomically; with ``progress``, say how far it is on standard error.
+    The training runs in a child process that a signal stops at once (no model is left then)."""
+    from .stoppable import run_stoppable
 
     _check_request(request)
     temp = _open_temp(request.output)
-    counts = {"sentences": 0, "documents": 0}
-    sentences = _sentences(request, counts, progress)
     try:
-        first = next(sentences, None)
-        if first is None:
-            raise ObjcliError(
-                f"inputs: no text to train on ({counts['documents']:,} documents with text); "
-                "check the inputs and --text-key"
-            )
-        model = _trained(request, _prepend(first, sentences), progress)
-        temp.write_bytes(model.getvalue())
-        os.replace(temp, request.output)
-    except RuntimeError as error:
-        raise _training_error(error) from None
+        return run_stoppable(_train_and_write, request, progress, temp)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _train_and_write(request: TrainingRequest, progress: bool, temp: Path) -> dict:
+    """In the child: read the sample, train, write the temp file and rename it into place."""
+    counts = {"sentences": 0, "documents": 0, "chars": 0, "sampled": False}
+    sentences = _sentences(request, counts, progress)
+    first = next(sentences, None)
+    if first is None:
+        raise ObjcliError(
+            f"inputs: no text to train on ({counts['documents']:,} documents with text); "
+            "check the inputs and --text-key"
+        )
+    if request.byte_level_bpe:
+        from .train_bpe import write_byte_level_bpe
+
+        result = write_byte_level_bpe(request, _prepend(first, sentences), temp, progress)
+    else:
+        result = _write_sentencepiece(request, _prepend(first, sentences), temp, progress)
+    return {**result, "sentences": counts["sentences"], "sampled": counts["sampled"], "chars": counts["chars"]}
+
+
+def _write_sentencepiece(request: TrainingRequest, sentences, temp: Path, progress: bool) -> dict:
+    import sentencepiece as spm
+
+    try:
+        model = _trained(request, sentences, progress)
+    except RuntimeError as error:
+        raise _training_error(error) from None
+    temp.write_bytes(model.getvalue())
+    os.replace(temp, request.output)
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
     return {
         "path": request.output,
         "vocab_size": processor.get_piece_size(),
         "model_type": request.model_type,
         "preset": request.preset,
-        "sentences": counts["sentences"],
     }
 
 

@@ -54,6 +54,7 @@ def check_token_run(partitions: list, config: TransformConfig, tokenizer, object
                 f"input {f.path}: holds {opened.tokens.dtype.itemsize}-byte ids (below {limit:,}) and the tokenizer "
                 f"{tokenizer.path} has {tokenizer.vocab_size:,}; give the tokenizer the file was made with"
             )
+        check_foreign_end(opened, f, tokenizer)
         sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
         if objective.tokenizes_itself and not (sentences and opened.sentences is not None):
             what = "Megatron's split sentences (preprocess_data.py --split-sentences)" if sentences else "its text"
@@ -61,3 +62,28 @@ def check_token_run(partitions: list, config: TransformConfig, tokenizer, object
                 f"--objective {objective.name}: needs {what}, and input {f.path} is {f.format} token ids; run it "
                 "from the text, or choose an objective that reads documents' tokens"
             )
+
+
+def check_foreign_end(opened, f, tokenizer) -> None:
+    """A file whose every document ends in one special token that is not the run's EOS was made with
+    another EOD (Megatron's --append-eod with <|endoftext|>, read with a config naming <|im_end|>): it
+    would stay in every document and the run's EOS follow it, two ends. Refused, naming the fix."""
+    import numpy as np
+
+    from ..readers.token_formats import SPLIT_AT_EOS
+
+    lengths = np.diff(opened.offsets)
+    ends = opened.offsets[1:][lengths > 0] - 1
+    if f.format in SPLIT_AT_EOS or len(ends) < 2:
+        return
+    last = np.asarray(opened.tokens[ends])
+    end, eos = int(last[0]), tokenizer.special.ids.get("eos")
+    controls = tokenizer.control_mask()
+    if eos is None or end == eos or not np.all(last == end) or not (0 <= end < len(controls) and controls[end]):
+        return
+    piece = tokenizer.pieces()[end]  # a control token decodes to nothing: its piece names it
+    raise ObjcliError(
+        f"input {f.path}: every document ends in {piece!r} (id {end}), a special token that is not the run's EOS "
+        f"({tokenizer.special.pieces.get('eos')!r}): the file's own end of document. Pass --eos-token '{piece}' so "
+        "it is taken off and each document ends once, or give the tokenizer configuration the file was made with"
+    )

@@ -451,6 +451,12 @@ def main() -> None:
     from bench_engines import engines_table, fresh_corpus
 
     engines_table(fresh_corpus())
+    from bench_shapes import shapes_table
+
+    failures = shapes_table()
+    from bench_peers import peers_table as shape_peers_table
+
+    shape_peers_table()
     from bench_fast_path import fast_path_table
 
     fast_path_table()
@@ -493,6 +499,8 @@ def main() -> None:
     print(f"{'':36} {'kernel':>10} {'reference loop':>15} {'ratio':>8}")
     for name, kernel, slow in kernel_rows():
         print(f"{name:36} {kernel / 1e6:8.1f} M {slow / 1e6:13.2f} M {kernel / slow:7.0f}x")
+    if failures:  # a shape or engine below its goal is a failing bench line (issue 62)
+        print("\nFAIL: " + "; ".join(failures))
 
 
 if __name__ == "__main__":

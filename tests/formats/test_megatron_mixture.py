@@ -141,3 +141,22 @@ def test_a_megatron_mixture_is_not_joined_or_recut(mixture, command, tmp_path):
     result = run_cli(command, out, *extra, "-o", tmp_path / "o")
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert f"Error: {command}: {out} is a mixture for megatron" in result.stderr
+
+
+def test_stats_names_each_source_of_a_megatron_mixture(mixture):
+    """Issue 65: stats on a Megatron mixture showed no sources (no source column to count). Each
+    source's rows and tokens come from its shards (the manifest's partitions say whose), and its share
+    of training's samples from the blend, beside the share asked."""
+    from objcli.commands.stats import compute_stats
+
+    out, manifest = mixture
+    stats = compute_stats(out)
+    sources = {p["index"]: p["source"] for p in manifest["partitions"]}
+    for name, asked in (("web", 0.7), ("code", 0.3)):
+        shards = [s for s in manifest["shards"] if sources[s["partition"]] == name]
+        figures = stats["mixture"][name]
+        assert figures["tokens"] == sum(s["tokens"] for s in shards) > 0
+        assert figures["rows"] == sum(s["rows"] for s in shards)
+        assert figures["blend_share"] == pytest.approx(asked) and figures["asked_share"] == pytest.approx(asked)
+    shown = run_cli("stats", out)
+    assert shown.returncode == 0 and "source code" in shown.stdout and "the blend file gives it 30.0%" in shown.stdout

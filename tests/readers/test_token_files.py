@@ -369,3 +369,20 @@ def test_provenance_of_sentence_pairs_from_megatron_split_sentences(tmp_path):
     assert verify_output(tmp_path / "o").ok
     spans = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "o").glob("*.provenance"))).to_pylist()
     assert len(spans) > 20 and {(s["start"], s["end"]) == (0, len(documents[s["record"]])) for s in spans} == {True}
+
+
+def test_documents_ending_in_another_special_token_are_refused_naming_the_eos_to_give(tmp_path):
+    """Issue 65: Megatron files made with --append-eod by a tokenizer whose EOD is one special token,
+    read with another EOS, wrote two ends a document silently. Now one line names --eos-token; given
+    it, the file's EOD comes off and each document ends once, as the text run's do."""
+    from objcli.errors import ObjcliError
+
+    prefix = TOKEN_FILES / "corpus_text_document"  # --append-eod: every document ends in </s>
+    with pytest.raises(ObjcliError, match=r"every document ends in '</s>'.*--eos-token '</s>'"):
+        _run([prefix], tmp_path / "other", seq_len=96, eos_token="<pad>")
+    eos = run_cli("transform", prefix, "-t", SPM, "--eos-token", "<pad>", "-o", tmp_path / "cli", "--seq-len", "96")
+    assert eos.returncode == 1 and eos.stderr.count("\n") == 1 and "--eos-token '</s>'" in eos.stderr
+    given = _run([prefix], tmp_path / "given", seq_len=96, eos_token="</s>")
+    text = _run([TOKEN_FILES / "corpus.jsonl"], tmp_path / "text", seq_len=96)
+    assert _rows(tmp_path / "given").equals(_rows(tmp_path / "text"))
+    assert given.totals["documents_written"] == text.totals["documents_written"]

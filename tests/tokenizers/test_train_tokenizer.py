@@ -16,7 +16,7 @@ def _train(*args):
 @pytest.mark.parametrize(
     "case, message",
     [
-        ("folder", "Error: output {tmp}/existing: is a folder; name the .model file to write"),
+        ("folder", "Error: output {tmp}/existing: is a folder; name the file to write"),
         ("proc", "Error: output /proc/x.model: cannot be written"),
         ("empty", "Error: inputs: no text to train on (0 documents with text)"),
         ("too large", "Error: --vocab-size 50000: too large for this corpus, which makes at most"),
@@ -72,3 +72,112 @@ def test_the_code_preset_learns_newlines_and_indentation(tmp_path, small_corpus)
     ids = sp.encode(code)
     assert sp.decode(ids) == code
     assert sp.piece_to_id("<0x0A>") not in ids  # no newline falls back to a byte
+
+
+@pytest.fixture(scope="module")
+def long_corpus(tmp_path_factory):
+    """Enough text that training takes a while (the trainer is stopped in the middle)."""
+    from conftest import SAMPLE
+
+    path = tmp_path_factory.mktemp("train-long") / "corpus.jsonl"
+    text = (SAMPLE / "code.jsonl").read_bytes() + (SAMPLE / "prose.jsonl").read_bytes()
+    path.write_bytes(text * 6)
+    return path
+
+
+@pytest.mark.parametrize(("sig", "status", "said"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_a_signal_stops_training_at_once_leaving_no_model_and_no_process(tmp_path, long_corpus, sig, status, said):
+    """Issue 65: SIGINT and SIGTERM were ignored for minutes (the C++ trainer never returns control).
+    The trainer runs in a child the command kills: stopped in the middle of training (once the
+    trainer says it loaded its sentences), the command ends in one line, no file, no process left."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    output = tmp_path / "tok.model"
+    command = [sys.executable, "-m", "objcli", "train-tokenizer", long_corpus, "--vocab-size", "8000"]
+    process = subprocess.Popen(
+        [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in process.stderr:  # waits for the state it needs: the C++ trainer has the text
+        if "loaded" in line or "EM round" in line:
+            break
+    children = psutil.Process(process.pid).children(recursive=True)
+    assert children, "the trainer runs in a child process"
+    process.send_signal(getattr(signal, sig))
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == status
+    lines = [line for line in rest.splitlines() if line.startswith("Error")]
+    assert lines == [
+        f"Error: train-tokenizer: {said}{' (SIGTERM)' * (sig == 'SIGTERM')}; the trainer was stopped and no "
+        "model written"
+    ]
+    assert "Traceback" not in rest and not output.exists() and not list(tmp_path.glob("*.tmp"))
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_byte_level_bpe_is_trained_as_a_tokenizer_json_that_transformers_and_objcli_read(tmp_path, small_corpus):
+    """Issue 65: ``-o tokenizer.json`` trains a byte-level BPE (the tokenizers library's trainer) with
+    the special tokens asked, and a tokenizer_config.json naming the EOS: transformers loads the folder,
+    the stable library encodes every byte, and a transform runs on it with the EOS the config names."""
+    import json
+
+    import tokenizers
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "bpe"
+    done = run_cli(
+        "train-tokenizer", small_corpus / "prose.jsonl", "--vocab-size", "1200", "--special", "[MASK]",
+        "-o", folder / "tokenizer.json", "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "byte-level BPE, 1,200 pieces" in done.stderr
+    library = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    text = "naïve café 日本 \x00 def f(x):\n\treturn x"
+    assert library.decode(library.encode(text).ids) == text  # every byte is a token: nothing unknown
+    loaded = AutoTokenizer.from_pretrained(str(folder))
+    assert loaded.eos_token == "<|endoftext|>" and loaded.convert_tokens_to_ids("[MASK]") == 1
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["eos_token"] == "<|endoftext|>" and config["additional_special_tokens"] == ["[MASK]"]
+    out = tmp_path / "out"
+    run = run_cli("transform", small_corpus / "prose.jsonl", "-t", folder, "--seq-len", "128", "-o", out, "-q")
+    assert run.returncode == 0 and "documents as …<|endoftext|>" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("flag", [("--preset", "code"), ("--model-type", "bpe"), ("--character-coverage", "1.0")])
+def test_sentencepiece_options_are_refused_for_a_byte_level_bpe(tmp_path, small_corpus, flag):
+    result = _train(small_corpus / "prose.jsonl", "--vocab-size", 500, *flag, "-o", tmp_path / "tokenizer.json")
+    assert result.exit_code == 1 and f"Error: {flag[0]}: applies to a SentencePiece model" in result.output
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
+def test_the_default_sample_is_sized_to_the_vocabulary_and_max_lines_0_reads_everything(tmp_path, small_corpus):
+    from objcli.commands.train_tokenizer import SAMPLE_CHARS_PER_PIECE
+
+    sampled = run_cli(
+        "train-tokenizer", small_corpus / "prose.jsonl", "--vocab-size", "600", "-o", tmp_path / "a.model"
+    )
+    everything = run_cli(
+        "train-tokenizer",
+        small_corpus / "prose.jsonl",
+        "--vocab-size",
+        "600",
+        "--max-lines",
+        "0",
+        "-o",
+        tmp_path / "b.model",
+    )
+    assert sampled.returncode == everything.returncode == 0
+    lines = [
+        int(word.replace(",", ""))
+        for r in (sampled, everything)
+        for word in [r.stderr.split("trained on ")[1].split()[0]]
+    ]
+    assert (
+        lines[0] < lines[1]
+        and f"the default sample for 600 pieces, {SAMPLE_CHARS_PER_PIECE * 600 / 1e6:.1f} M" in sampled.stderr
+    )
