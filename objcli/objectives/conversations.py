@@ -55,7 +55,7 @@ LAYOUT_FIELDS = frozenset(
 RENDER_FAILURES = (
     "not_an_object", "no_messages", "bad_message", "unknown_role", "non_string_content", "non_text_content",
     "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
-    "history_rewritten",
+    "history_rewritten", "preference_pair",
 )  # fmt: skip
 
 
@@ -182,6 +182,12 @@ def conversation_of(record, messages_key: str) -> Conversation:
             return Conversation(prompt=prompt, completion=completion)
         messages = _messages(prompt, "field 'prompt'") + _messages(completion, "field 'completion'")
         first = len(prompt)
+    elif "chosen" in record and "rejected" in record:
+        raise BadRecord(
+            "preference_pair",
+            "a preference pair (prompt/chosen/rejected, for DPO or a reward model), not one conversation to learn "
+            "from; prepare it for its trainer, or keep its chosen side as the record's messages",
+        )
     elif "prompt" in record:
         raise BadRecord(
             "prompt_only", "a prompt without a completion (TRL's prompt-only layout, for RL) has nothing to learn from"

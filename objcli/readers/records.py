@@ -73,6 +73,7 @@ CONVERSATION_SKIPS = {
     "empty_completion",
     "non_text_content",
     "prompt_only",
+    "preference_pair",
     "history_rewritten",
     "content_not_found",
     "bad_tools",

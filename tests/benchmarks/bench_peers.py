@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 from bench_shapes import corpora, tokenizers
-from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree, datatrove_tokenize
+from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree, _stopped, datatrove_tokenize
+
+PEER_LIMIT_S = 600  # a peer run past this is stopped: its row says "> 600 s" (Megatron on 2.7 M tiny documents)
 
 SHIM = """import runpy, sys, typing
 import typing_extensions
@@ -78,7 +80,9 @@ def megatron_tool(checkout: Path, script: str, source: Path, folder: Path, *extr
     command += ["--output-prefix", str(out / "peer"), "--tokenizer-type", "HuggingFaceTokenizer"]
     command += ["--tokenizer-model", str(folder), "--append-eod", *extra]
     env = {**os.environ, "PYTHONPATH": str(checkout), "RAYON_NUM_THREADS": str(CORES)}
-    seconds, peak, _ = _run_tree(command, env)
+    seconds, peak, _ = _run_tree(command, env, PEER_LIMIT_S)
+    if _stopped[0]:
+        return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "prefix": [], "stopped": True}
     return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "prefix": _prefix(out)}
 
 
@@ -105,13 +109,15 @@ def same_ids(ours: list[str], theirs: list[str]) -> str:
     return "same ids" if not len(differ) else f"ids differ from token {int(differ[0]):,}"
 
 
-def peers_table(repeats: int = 2) -> None:
+def peers_table(repeats: int = 2, only: tuple[str, ...] = ()) -> None:
     checkout = Path(os.environ.get("MEGATRON_LM", "")) if os.environ.get("MEGATRON_LM") else None
     tokenizer = tokenizer_folder(tokenizers()["32k tokenizer.json"][0])
     print(f"\n--format megatron against the peers, every shape, {CORES} cores, {repeats} interleaved runs:")
     if checkout is None:
         print("(MEGATRON_LM is not set: no Megatron-LM rows; give a checkout of the repository to add them)")
     for shape, (paths, about) in corpora().items():
+        if only and shape not in only:
+            continue
         source = one_file(shape, paths)
         megabytes = source.stat().st_size / 1e6
         runs: dict[str, list[dict]] = {}
@@ -124,7 +130,11 @@ def peers_table(repeats: int = 2) -> None:
                     ("Megatron preprocess_data_fast.py", "preprocess_data_fast.py", ("--use-gigatoken",)),
                 ):
                     run = megatron_tool(checkout, script, source, tokenizer, *extra)
-                    run["ids"] = same_ids(ours["prefix"], run["prefix"])
+                    run["ids"] = (
+                        f"stopped at {PEER_LIMIT_S} s"
+                        if run.get("stopped")
+                        else same_ids(ours["prefix"], run["prefix"])
+                    )
                     runs.setdefault(name, []).append(run)
             try:
                 text = sum(p.stat().st_size for p in paths)
@@ -152,5 +162,5 @@ def _print(about: str, runs: dict[str, list[dict]], megabytes: float) -> None:
 
 if __name__ == "__main__":
     started = time.perf_counter()
-    peers_table()
+    peers_table(int(sys.argv[1]) if len(sys.argv) > 1 else 2, tuple(sys.argv[2:]))
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -165,9 +165,10 @@ print(json.dumps({{"seconds": best, "text_bytes": sum(len(t) for b in batches fo
     return json.loads(out.stdout)
 
 
-def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
+def _run_tree(command: list[str], env=None, limit: float | None = None) -> tuple[float, int, str]:
     """Wall time, peak RSS of the whole process tree, stderr (CPU time of the tree, a fork server and
-    its workers included: ``_last_cpu``)."""
+    its workers included: ``_last_cpu``). Past ``limit`` seconds the tree is killed and the wall
+    returned is the limit, marked by ``_stopped``."""
     from bench_scaling import _reap_adopted, adopt_orphans
 
     adopt_orphans()
@@ -176,7 +177,15 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
     started = time.perf_counter()
     process = psutil.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
     peak = 0
+    _stopped[0] = False
     while process.poll() is None:
+        if limit is not None and time.perf_counter() - started > limit:
+            for child in [*process.children(recursive=True), process]:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+            process.wait()
+            _stopped[0] = True
+            break
         try:
             tree = [process] + process.children(recursive=True)
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
@@ -189,12 +198,15 @@ def _run_tree(command: list[str], env=None) -> tuple[float, int, str]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # every reaped descendant, pool workers included
     _last_cpu[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     stderr = process.stderr.read().decode()
+    if _stopped[0]:
+        return limit, peak, stderr
     if process.returncode:
         raise SystemExit(f"{command[:3]} failed:\n{stderr}")
     return seconds, peak, stderr
 
 
 _last_cpu = [0.0]
+_stopped = [False]  # the last _run_tree passed its limit and was killed
 
 
 def datatrove_tokenize(

@@ -119,11 +119,17 @@ def test_content_parts_skips_and_the_template_arguments(qwen, tmp_path):
             ]
         },
         {"prompt": [{"role": "user", "content": "only a prompt"}]},
+        # TRL's preference layout: named as what it is (issue 65: it was diagnosed as prompt_only)
+        {
+            "prompt": [{"role": "user", "content": "which?"}],
+            "chosen": [{"role": "assistant", "content": "this"}],
+            "rejected": [{"role": "assistant", "content": "that"}],
+        },
     ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     totals, ids, labels = _run(qwen, tmp_path / "c.jsonl", tmp_path / "o", chat_template=str(tmp_path / "parts.jinja"))
-    assert totals["skipped_by_reason"] == {"non_text_content": 1, "prompt_only": 1}
-    assert totals["documents_read"] == 3 == totals["documents_written"] + totals["documents_skipped"]
+    assert totals["skipped_by_reason"] == {"non_text_content": 1, "prompt_only": 1, "preference_pair": 1}
+    assert totals["documents_read"] == 4 == totals["documents_written"] + totals["documents_skipped"]
     expected = hf.apply_chat_template(
         parts["messages"], tools=tools, tokenize=True, return_dict=True, chat_template=PARTS
     )["input_ids"]

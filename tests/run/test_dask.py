@@ -173,3 +173,30 @@ def test_a_token_store_and_a_megatron_file_on_a_cluster(small_corpus, sample_tok
         outputs.append({k: v for k, v in folder_bytes(tmp_path / f"from-{executor}").items() if k.endswith(".arrow")})
         assert len(json.loads((tmp_path / f"from-{executor}" / "manifest.json").read_text())["partitions"]) > 1
     assert outputs[0] == outputs[1]
+
+
+def test_a_cluster_ends_with_the_process_that_started_it(tmp_path):
+    """Issue 65: a `make test` killed part-way left a Dask scheduler and worker running. A process that
+    starts a cluster is SIGKILLed (no cleanup of its own runs): its scheduler and workers end."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from clusters import DaskProcesses; DaskProcesses(Path(sys.argv[2]), workers=1); "
+        "print('ready', flush=True); time.sleep(600)"
+    )
+    support = Path(__file__).resolve().parents[1] / "support"
+    starter = subprocess.Popen(
+        [sys.executable, "-c", script, str(support), str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert starter.stdout.readline().strip() == "ready"  # the cluster is up: its scheduler wrote its file
+    cluster = [p for p in psutil.Process(starter.pid).children(recursive=True)]
+    assert len(cluster) >= 2
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    gone, alive = psutil.wait_procs(cluster, timeout=60)
+    assert not alive, [p.cmdline() for p in alive]

@@ -9,6 +9,16 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """In a child before it runs (``preexec_fn``): the kernel sends it SIGTERM when the process that
+    started it dies, however it dies (a ``make test`` killed by a timeout, a worker SIGKILLed), so no
+    scheduler or worker outlives the test that started it."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class DaskProcesses:
@@ -59,6 +69,7 @@ class DaskProcesses:
             env={**os.environ, **(env or {})},
             cwd=self.folder,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         self.processes.append((process, log))
 
