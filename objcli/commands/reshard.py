@@ -22,7 +22,7 @@ from ..errors import ObjcliError
 from ..formats import SIDE_FILES
 from ..formats.sizes import ShardSize
 from ..storage.faults import crash_point
-from ..storage.files import write_json_atomically
+from ..storage.files import file_sha256, write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
 from ..storage.output import final_names
 from ..storage.remote import is_url
@@ -220,9 +220,10 @@ def read_pending(out: Path) -> dict | None:
     if not isinstance(manifest["resharded_from"].get("shard_size"), str):
         raise refuse("its manifest's resharded_from names no shard size")
     try:
-        files = {n for shard in decode_manifest(manifest, str(path)).shards for n in shard.files}
+        shards = decode_manifest(manifest, str(path)).shards
     except ObjcliError:
         raise refuse("its manifest is not an objcli manifest") from None
+    files = {n for shard in shards for n in shard.files}
     pairs = renames if isinstance(renames, list) else None
     if pairs is None or not all(
         isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) and is_plain_name(n) for n in p) for p in pairs
@@ -233,4 +234,9 @@ def read_pending(out: Path) -> dict | None:
     named_as_shards = isinstance(old, list) and all(isinstance(n, str) and SHARD_NAME.match(n) for n in old)
     if not named_as_shards or not all(is_plain_name(n) for n in old):
         raise refuse("its old files are not shard names inside the output folder")
+    digests = {name: digest for shard in shards for name, digest in shard.sha256.items()}
+    for temp, final in pairs:  # the new shards, each where the commit left it, intact: only then may the old go
+        where = out / WORK / temp if (out / WORK / temp).is_file() else out / final
+        if not where.is_file() or where.is_symlink() or file_sha256(where) != digests.get(final):
+            raise refuse(f"its new shard {final} is not there as its manifest records it")
     return pending
