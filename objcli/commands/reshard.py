@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from ..errors import ObjcliError
 from ..formats import SIDE_FILES
 from ..formats.sizes import ShardSize
 from ..storage.faults import crash_point
-from ..storage.files import file_sha256, write_json_atomically
+from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
 from ..storage.output import final_names
 from ..storage.remote import is_url
@@ -37,6 +36,7 @@ from .rebuild import (
     refuse_blended,
     split_totals_of,
 )
+from .reshard_pending import read_pending
 from .reshard_stream import reshard_streams
 
 
@@ -184,59 +184,3 @@ def _finish_pending(out: Path) -> dict | None:
     publish(out, work, [], pending["manifest"])
     path.unlink()
     return pending["manifest"]
-
-
-SHARD_NAME = re.compile(r"^[A-Za-z0-9_.-]+-\d{5}-of-\d{5}[A-Za-z0-9_.-]*$")
-
-
-def read_pending(out: Path) -> dict | None:
-    """The in-place reshard's commit record, checked before anything moves: the new manifest (an objcli
-    manifest with its ``resharded_from``), renames from plain names in the work folder to the new
-    manifest's own files, and old shard names, plain files of the folder named as shards are. Anything
-    else (edited, foreign, damaged) is one line, and no file is touched."""
-    from ..storage.manifest import decode_manifest, is_plain_name
-
-    path = out / PENDING_RESHARD
-    if not path.exists() and not path.is_symlink():
-        return None
-
-    def refuse(what: str):
-        return ObjcliError(
-            f"{path}: {what}, not the record an in-place reshard writes (edited or from elsewhere?); nothing was "
-            f"moved: remove it and rerun the reshard (or transform the output again)"
-        )
-
-    if path.is_symlink() or not path.is_file():
-        raise refuse("a symbolic link or not a file")
-    try:
-        pending = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise refuse(f"not readable JSON ({type(error).__name__})") from None
-    if not isinstance(pending, dict) or set(pending) != {"manifest", "renames", "old"}:
-        raise refuse("not an object of manifest, renames and old")
-    manifest, renames, old = pending["manifest"], pending["renames"], pending["old"]
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("resharded_from"), dict):
-        raise refuse("its manifest has no resharded_from")
-    if not isinstance(manifest["resharded_from"].get("shard_size"), str):
-        raise refuse("its manifest's resharded_from names no shard size")
-    try:
-        shards = decode_manifest(manifest, str(path)).shards
-    except ObjcliError:
-        raise refuse("its manifest is not an objcli manifest") from None
-    files = {n for shard in shards for n in shard.files}
-    pairs = renames if isinstance(renames, list) else None
-    if pairs is None or not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) and is_plain_name(n) for n in p) for p in pairs
-    ):
-        raise refuse("its renames are not pairs of plain file names")
-    if {final for _, final in pairs} != files or len(pairs) != len(files):
-        raise refuse("its renames do not give the new manifest's files, each once")
-    named_as_shards = isinstance(old, list) and all(isinstance(n, str) and SHARD_NAME.match(n) for n in old)
-    if not named_as_shards or not all(is_plain_name(n) for n in old):
-        raise refuse("its old files are not shard names inside the output folder")
-    digests = {name: digest for shard in shards for name, digest in shard.sha256.items()}
-    for temp, final in pairs:  # the new shards, each where the commit left it, intact: only then may the old go
-        where = out / WORK / temp if (out / WORK / temp).is_file() else out / final
-        if not where.is_file() or where.is_symlink() or file_sha256(where) != digests.get(final):
-            raise refuse(f"its new shard {final} is not there as its manifest records it")
-    return pending
