@@ -281,7 +281,8 @@ class TransformConfig:
         from .readers import ReadOptions
 
         key = text_key_of(self.text_key, source)
-        return ReadOptions(key, self.text_unit, strict, self.batch_bytes, self._reads_records(), self.provenance)
+        records = self._reads_records()  # whole records come with their origin: a skip names its line
+        return ReadOptions(key, self.text_unit, strict, self.batch_bytes, records, self.provenance or records)
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

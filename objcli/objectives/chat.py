@@ -244,14 +244,15 @@ class _ChatPartition(PartitionExamples):
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
-        for reason in encoded.failed.values():
+        for k, reason in encoded.failed.items():
             self.counters[f"skipped:{reason}"] += 1
+            self.note_skip(reason, batch, k)
         if len(encoded.offsets) == 1:
             return None
         lengths = np.diff(encoded.offsets)
         keep_to, kept = self._fit(encoded, lengths)
         has_turn = np.bincount(encoded.owner[kept], minlength=len(lengths)) > 0
-        self._count(lengths, keep_to, has_turn, encoded.record)
+        self._count(lengths, keep_to, has_turn, encoded.record, batch)
         chosen = np.flatnonzero((keep_to > 0) & has_turn)
         if not len(chosen):
             return None
@@ -295,7 +296,7 @@ class _ChatPartition(PartitionExamples):
             documents=first_of_record,
         )
 
-    def _count(self, lengths, keep_to, has_turn, record) -> None:
+    def _count(self, lengths, keep_to, has_turn, record, batch) -> None:
         """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left). A record
         none of whose examples is written is one skip, under the reason of its first example."""
         overlong = lengths > self.o.context.seq_len
@@ -304,9 +305,11 @@ class _ChatPartition(PartitionExamples):
         records, first = np.unique(record, return_index=True)
         lost = np.bincount(record[written], minlength=records.max() + 1 if len(records) else 0)[records] == 0
         first = first[lost]
-        too_long = "skipped:overlong" if self.o.options.overlong == "drop" else "skipped:assistant_tokens_cut"
-        self.counters[too_long] += int(overlong[first].sum())
-        self.counters["skipped:no_assistant_tokens"] += int((~overlong[first]).sum())
+        too_long = "overlong" if self.o.options.overlong == "drop" else "assistant_tokens_cut"
+        for reason, which in ((too_long, overlong[first]), ("no_assistant_tokens", ~overlong[first])):
+            self.counters[f"skipped:{reason}"] += int(which.sum())
+            if which.any():
+                self.note_skip(reason, batch, int(records[lost][which][0]))
 
 
 def absent_markers(source: str, tokenizer) -> list[str]:

@@ -97,6 +97,7 @@ def _partition_json(partition, result, shuffled_rows: bool) -> dict:
         "documents_skipped": result.documents_skipped,
         "skipped_by_reason": result.skipped,
         "counters": result.counters,
+        **({"first_skipped": result.first_examples} if result.first_examples else {}),
         # With --shuffle-rows a partition's rows are spread over every shard.
         "shards": [] if shuffled_rows else [s.files[0] for s in result.shards],
     }

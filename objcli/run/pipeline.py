@@ -179,6 +179,9 @@ class _Chain:
     def counters(self) -> list[dict]:
         return [self.partition_examples.counters, self.packer.counters]
 
+    def first_skipped(self) -> dict[str, str]:
+        return getattr(self.partition_examples, "first_skipped", {})
+
     def close(self) -> list:
         last = self.partition_examples.finish()
         if self.sources is not None:
@@ -318,6 +321,9 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     progress.done()
     shards = [shard for chain in chains for shard in chain.close()]
     counters = [c for chain in chains for c in chain.counters()]
+    for chain in chains:  # where the objective's first skip of each reason was (the reader's are in log)
+        for reason, where in chain.first_skipped().items():
+            log.first_example.setdefault(reason, where)
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
     work.flush()  # every shard uploaded before the marker says the partition is done
     if task.run_key:

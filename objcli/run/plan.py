@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats.store import STORE, store_columns, stored_kind
+from ..objectives import REGISTRY
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -80,7 +81,8 @@ def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
             source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
-    return files, number_records(partitions) if config.provenance else partitions
+    numbered = config.provenance or REGISTRY.get(config.objective).reads_records  # records say their line
+    return files, number_records(partitions) if numbered else partitions
 
 
 def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:

@@ -102,6 +102,10 @@ class StoreChain:
         """A chat store's records that render no conversation (a derived chat run skips and counts them)."""
         return [{f"not_rendered:{reason}": n for reason, n in sorted(self.failures.items())}]
 
+    def first_skipped(self) -> dict[str, str]:
+        """A store skips no record of its own (a chat store keeps those it cannot render, coded)."""
+        return {}
+
     def close(self) -> list:
         return self.sink.close()
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from chat_data import build_tokenizer
-from conftest import read_output, run_transform
+from conftest import SAMPLE, manifest_json, read_output, run_cli, run_transform
 
 from objcli.kernels import IGNORE
 
@@ -183,3 +183,27 @@ def test_llama2_strip_and_a_trailing_space_are_taken_apart(span, mistral, tmp_pa
     hf = transformers.AutoTokenizer.from_pretrained(str(mistral.parent))
     taught = hf.decode([t for t, lab in zip(ids[0], labels[0]) if lab != IGNORE])
     assert "x" in taught and "history" in taught and "rivers" not in taught and "and" not in taught
+
+
+def test_every_skip_reason_names_where_its_first_record_is(tmp_path):
+    """Issue 65: only bad_json said "first at convs.jsonl:61"; the reasons the chat objective finds
+    (a record without messages, an unknown role, a preference pair, one too long to keep) now name
+    their first record's file and line too, in the summary and in the manifest's partitions."""
+    chatml = SAMPLE.parent / "tests" / "support" / "chat_templates" / "chatml-generation.jinja"
+    long_answer = "word " * 400
+    records = [
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
+        {"other": 1},
+        {"messages": [{"role": "alien", "content": "x"}, {"role": "assistant", "content": "y"}]},
+        {"prompt": "which?", "chosen": "a", "rejected": "b"},
+        {"messages": [{"role": "user", "content": "tell"}, {"role": "assistant", "content": long_answer}]},
+    ]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = ("--objective", "chat", "--chat-template", chatml, "--overlong", "drop", "--seq-len", "64")
+    run = run_cli("transform", tmp_path / "c.jsonl", "-t", SAMPLE / "llama-style", *args, "-o", tmp_path / "o")
+    assert run.returncode == 0, run.stderr
+    expected = {"no_messages": 2, "unknown_role": 3, "preference_pair": 4, "overlong": 5}
+    for reason, line in expected.items():
+        assert f"({reason}); first at {tmp_path / 'c.jsonl'}:{line}" in run.stderr, run.stderr
+    (partition,) = manifest_json(tmp_path / "o")["partitions"]
+    assert partition["first_skipped"] == {reason: f"{tmp_path / 'c.jsonl'}:{line}" for reason, line in expected.items()}
