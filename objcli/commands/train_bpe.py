@@ -39,7 +39,9 @@ def check_bpe_request(request, given: set[str]) -> None:
         )
 
 
-def _trainer(request, progress: bool):
+def byte_level_trainer(vocab_size: int, special: tuple[str, ...] = (), progress: bool = False):
+    """(an untrained tokenizer, its trainer): Llama 3's split, byte-level pieces, EOS and ``special``
+    as added tokens (the benchmarks train their 32k file with it too)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(ignore_merges=True))
@@ -51,8 +53,8 @@ def _trainer(request, progress: bool):
     )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=request.vocab_size,
-        special_tokens=[EOS, *request.special],
+        vocab_size=vocab_size,
+        special_tokens=[EOS, *special],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=progress,
     )
@@ -65,7 +67,7 @@ def write_byte_level_bpe(request, sentences, temp: Path, progress: bool) -> dict
     has no more pairs to merge)."""
     os.environ["RAYON_NUM_THREADS"] = str(request.threads)  # the child's pool, sized before its first use
     try:
-        tokenizer, trainer = _trainer(request, progress)
+        tokenizer, trainer = byte_level_trainer(request.vocab_size, request.special, progress)
     except ImportError:
         raise ObjcliError("a byte-level BPE is trained by the tokenizers library: pip install 'objcli[hf]'") from None
     tokenizer.train_from_iterator(sentences, trainer)

@@ -86,22 +86,13 @@ def tokenizer_files() -> dict[str, Path]:
 
 
 def _train_32k(path: Path, pattern: str) -> None:
-    """A 32k byte-level BPE with Llama 3's split, trained by the stable library on the sample corpus."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A 32k byte-level BPE with Llama 3's split (``pattern``), trained as ``objcli train-tokenizer -o
+    tokenizer.json`` trains one, by the stable library, on the sample corpus."""
+    from objcli.commands.train_bpe import SPLIT_PATTERN, byte_level_trainer
 
-    root = SAMPLE_DATA
-    tokenizer = Tokenizer(models.BPE(ignore_merges=True))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(pattern), "isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=32_000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl") for line in (root / name).open()]
+    assert pattern == SPLIT_PATTERN
+    tokenizer, trainer = byte_level_trainer(32_000)
+    texts = [json.loads(line)["text"] for name in ("prose.jsonl", "code.jsonl") for line in (SAMPLE_DATA / name).open()]
     tokenizer.train_from_iterator(texts, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(path))

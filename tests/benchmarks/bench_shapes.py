@@ -16,15 +16,14 @@ a row below its goal is marked FAIL. Nothing here is a test: the figures go in p
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench_engines import _train_32k
-from benchmarks import CORES, DATA, OUT, _last_cpu, _run_tree
+from bench_engines import _train_32k, objcli
+from benchmarks import CORES, DATA
 from held_out import held_out_corpus
 from paths import ROOT, SAMPLE_DATA
 from shapes import SHAPES, shape_corpus
@@ -67,21 +66,6 @@ def ceiling(paths: list[Path], tokenizer: Path, engine: str) -> dict:
     return {**one, "seconds": one["seconds"] / CORES, "one_core": one["seconds"]}
 
 
-def objcli(paths: list[Path], tokenizer: Path, *extra: str) -> dict:
-    shutil.rmtree(OUT, ignore_errors=True)
-    command = [sys.executable, "-m", "objcli", "transform", *map(str, paths), "-t", str(tokenizer)]
-    command += ["--seq-len", "2048", "-o", str(OUT), "--quiet", "--workers", str(CORES), *extra]
-    seconds, peak, _ = _run_tree(command)
-    manifest = json.loads((OUT / "manifest.json").read_text())
-    return {
-        "seconds": seconds,
-        "peak_rss": peak,
-        "cpu": _last_cpu[0],
-        "tokens": manifest["totals"]["tokens"],
-        "engine": manifest["tokenizer"]["engine"]["name"],
-    }
-
-
 def corpora() -> dict[str, tuple[list[Path], str]]:
     found = {shape: shape_corpus(DATA / "shapes", shape, SIZES[shape]) for shape in SHAPES}
     found["held-out"] = held_out_corpus(DATA / "held-out")
@@ -117,7 +101,7 @@ def shapes_table(repeats: int = 2) -> list[str]:
             runs: dict[str, list[dict]] = {"ceiling": [], "objcli": []}
             for _ in range(repeats):
                 runs["ceiling"].append(ceiling(paths, tokenizer, engine))
-                runs["objcli"].append(objcli(paths, tokenizer))
+                runs["objcli"].append(objcli(paths, tokenizer, "auto"))
             top = [r["seconds"] for r in runs["ceiling"]]
             for row, group in runs.items():
                 walls = [r["seconds"] for r in group]
