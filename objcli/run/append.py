@@ -144,7 +144,7 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             index=index,
             documents_read=entry["documents_read"],
             skipped=entry["skipped_by_reason"],
-            first_examples={},
+            first_examples=entry.get("first_skipped", {}),
             counters=entry["counters"],
             shards=[shard for shard, _ in pairs],
             text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0,

@@ -179,7 +179,7 @@ class _Chain:
     def counters(self) -> list[dict]:
         return [self.partition_examples.counters, self.packer.counters]
 
-    def first_skipped(self) -> dict[str, str]:
+    def first_skipped(self) -> dict[str, str]:  # where the objective's first skip of each reason was
         return getattr(self.partition_examples, "first_skipped", {})
 
     def close(self) -> list:
@@ -321,9 +321,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
     progress.done()
     shards = [shard for chain in chains for shard in chain.close()]
     counters = [c for chain in chains for c in chain.counters()]
-    for chain in chains:  # where the objective's first skip of each reason was (the reader's are in log)
-        for reason, where in chain.first_skipped().items():
-            log.first_example.setdefault(reason, where)
+    log.first_example = {**{k: v for c in chains for k, v in c.first_skipped().items()}, **log.first_example}
     result = _result(task, log, [*counters, seen], shards, text_bytes, started)
     work.flush()  # every shard uploaded before the marker says the partition is done
     if task.run_key:
@@ -334,11 +332,10 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
 def _chains(task: PartitionTask, tokenizer, work) -> list:
     """Where the partition's documents go: one chain per split (objective, packer, sink), or the
     token store's (objcli tokenize: the documents' tokens, kept for every derived run)."""
-    config = task.config
-    if config.token_store:
-        return [StoreChain.build(config, tokenizer, task, work)]
-    names = split_names(config.split) if config.split else [""]
-    return [_Chain.build(config, tokenizer, task, name, work) for name in names]
+    if task.config.token_store:
+        return [StoreChain.build(task.config, tokenizer, task, work)]
+    names = split_names(task.config.split) if task.config.split else [""]
+    return [_Chain.build(task.config, tokenizer, task, name, work) for name in names]
 
 
 class _Reporter:

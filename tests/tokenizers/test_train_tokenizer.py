@@ -102,6 +102,8 @@ def test_a_signal_stops_training_at_once_leaving_no_model_and_no_process(tmp_pat
         [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal starts it: a test worker may ignore SIGINT, and a child inherits an ignored signal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in process.stderr:  # waits for the state it needs: the C++ trainer has the text
         if "loaded" in line or "EM round" in line:
