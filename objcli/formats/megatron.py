@@ -35,7 +35,8 @@ MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 34
 DOCUMENT_SUFFIX = "_input_ids_document"  # Megatron's own naming: {prefix}_{key}_document.bin/.idx
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
-DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+# Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py) that hold token ids; floats do not.
+READ_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
 
 
 def index_header(code: int, sequences: int, documents: int) -> bytes:
@@ -66,14 +67,35 @@ def index_array(path: Path, count: int, documents: int, part: str) -> np.ndarray
     return array
 
 
-def read_megatron_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray]:
-    """(token dtype, sequence lengths, byte pointers) of a Megatron ``.idx`` file (``MMIDIDX``
-    version 1); ``ValueError`` when the header is not one."""
-    code, count, documents = read_index_header(path)
-    if code not in DTYPES:
-        raise ValueError(f".idx dtype code {code} is not one objcli writes (uint16: 8, int32: 4)")
-    lengths = index_array(path, count, documents, "sizes").astype(np.int64)
-    return DTYPES[code], lengths, index_array(path, count, documents, "pointers")
+def read_megatron_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray]:
+    """(token dtype, sequence sizes, sequences' token offsets, document index) of a Megatron ``.idx``
+    (``MMIDIDX`` version 1, any of Megatron-LM's integer dtypes), every part checked against the others
+    before use: the file's size against its counts (read before any array is allocated), sizes that
+    are not negative, pointers back to back, a document index from 0 to the sequences, never falling.
+    ``ValueError`` naming the file otherwise. The one reader of the layout this module writes: objcli's
+    own outputs and Megatron-LM's files read as inputs (``readers/token_formats.py``)."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    if len(head) < HEADER_BYTES or head[:9] != MAGIC:
+        raise ValueError(f"{path} lacks the MMIDIDX header")
+    version, code, count, entries = struct.unpack("<QBQQ", head[9:HEADER_BYTES])
+    if version != 1:
+        raise ValueError(f"{path} is MMIDIDX version {version}; objcli reads version 1")
+    if code not in READ_DTYPES:
+        raise ValueError(f"{path} has dtype code {code}, which holds no token ids (Megatron's floats)")
+    dtype = np.dtype(READ_DTYPES[code]).newbyteorder("<")
+    if path.stat().st_size != HEADER_BYTES + 12 * count + 8 * entries:  # a count is read as written
+        raise ValueError(f"{path} holds {path.stat().st_size:,} bytes, not what its {count:,} sequences need")
+    sizes = index_array(path, count, entries, "sizes").astype(np.int64)
+    pointers, documents = index_array(path, count, entries, "pointers"), index_array(path, count, entries, "documents")
+    if count and sizes.min() < 0:
+        raise ValueError(f"{path}: sequence {int(np.argmin(sizes)):,} has a negative size ({int(sizes.min()):,})")
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    if not np.array_equal(pointers, offsets[:-1] * dtype.itemsize):
+        raise ValueError(f"{path}: its sequences are not back to back in the .bin (pointers out of order)")
+    if entries == 0 or documents[0] != 0 or documents[-1] != count or np.any(np.diff(documents) < 0):
+        raise ValueError(f"{path}: its document index does not run from 0 to its {count:,} sequences")
+    return dtype, sizes, offsets, documents
 
 
 def input_ids_only(columns: list[ColumnSpec], dtype) -> list[ColumnInfo]:
@@ -158,15 +180,14 @@ class MegatronFormat(OutputFormat):
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         prefix = shard.files[0].removesuffix(".bin")
-        dtype, lengths, pointers = read_megatron_index(folder / f"{prefix}.idx")
+        dtype, _, offsets, _ = read_megatron_index(folder / f"{prefix}.idx")
         disk_dtype = manifest.columns[0].disk_dtype
         if dtype.name != disk_dtype:
             raise ValueError(f".idx holds {dtype.name} tokens, the manifest says {disk_dtype}")
         values = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        if not np.array_equal(pointers, offsets[:-1] * dtype.itemsize):
-            raise ValueError(".idx lengths and pointers do not describe the .bin file")
-        return {"input_ids": token_stream(values, offsets)}
+        if len(values) != offsets[-1]:
+            raise ValueError(f".idx lists {int(offsets[-1]):,} tokens, the .bin holds {len(values):,}")
+        return {"input_ids": token_stream(values, offsets.astype(np.int64))}
 
     def side_files(self, shards: list, columns: list[ColumnInfo], config_sha256: str, blend=None) -> dict[str, str]:
         # One file per split: megatron.txt for train (--data-args-path, or --train-data-path $(cat ...)),

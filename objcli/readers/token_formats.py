@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats.flat import LLMC_MAGIC as LLMC_HEADERS
 
 TOKEN_FORMATS = ("megatron", "datatrove", "llmc", "nanogpt", "input-ids")
 SPLIT_AT_EOS = ("llmc", "nanogpt")  # no index: documents are the runs between EOS ids
-MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
-# Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py); floats hold no token ids.
-MEGATRON_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
-LLMC_MAGIC = {20240520: np.uint16, 20240801: np.uint32}  # llm.c's data_common.py: (magic) -> dtype
+LLMC_MAGIC = {magic: dtype for dtype, (magic, _) in LLMC_HEADERS.items()}  # llm.c's header: magic -> dtype
 
 
 @dataclass
@@ -104,29 +102,9 @@ def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
     base = megatron_prefix(path)
     if base is None:
         raise ValueError("no PREFIX.idx beside it")
-    idx = base + ".idx"
-    with open(idx, "rb") as f:
-        head = f.read(34)
-    if len(head) < 34 or head[:9] != MEGATRON_MAGIC:
-        raise ValueError(f"{idx} lacks the MMIDIDX header")
-    version, code, count, entries = struct.unpack("<QBQQ", head[9:34])
-    if version != 1:
-        raise ValueError(f"{idx} is MMIDIDX version {version}; objcli reads version 1")
-    if code not in MEGATRON_DTYPES:
-        raise ValueError(f"{idx} has dtype code {code}, which holds no token ids (Megatron's floats)")
-    dtype = np.dtype(MEGATRON_DTYPES[code]).newbyteorder("<")
-    if os.path.getsize(idx) != 34 + 12 * count + 8 * entries:  # before reading: a count is read as written
-        raise ValueError(f"{idx} holds {os.path.getsize(idx):,} bytes, not what its {count:,} sequences need")
-    sizes = np.fromfile(idx, "<i4", count, offset=34).astype(np.int64)
-    pointers = np.fromfile(idx, "<i8", count, offset=34 + 4 * count)
-    document_index = np.fromfile(idx, "<i8", entries, offset=34 + 12 * count)
-    if len(sizes) != count or len(pointers) != count or len(document_index) != entries:
-        raise ValueError(f"{idx} is cut short (it lists {count:,} sequences)")
-    if count and sizes.min() < 0:
-        raise ValueError(f"{idx}: sequence {int(np.argmin(sizes)):,} has a negative size ({int(sizes.min()):,})")
-    sentence_offsets = np.concatenate([[0], np.cumsum(sizes)])
-    if not np.array_equal(pointers, sentence_offsets[:-1] * dtype.itemsize):
-        raise ValueError(f"{idx}: its sequences are not back to back in the .bin (pointers out of order)")
+    from ..formats.megatron import read_megatron_index
+
+    dtype, _, sentence_offsets, document_index = read_megatron_index(Path(base + ".idx"))
     tokens = _memmap(base + ".bin", dtype)
     if len(tokens) < sentence_offsets[-1]:
         raise ValueError(
@@ -137,8 +115,6 @@ def open_megatron(path: str, ids_key: str, eos: int | None = None) -> TokenFile:
             f"{base}.bin holds {len(tokens):,} tokens, {len(tokens) - int(sentence_offsets[-1]):,} past the "
             f"{int(sentence_offsets[-1]):,} its index lists (the pair is not one run's)"
         )
-    if entries == 0 or document_index[0] != 0 or document_index[-1] != count or np.any(np.diff(document_index) < 0):
-        raise ValueError(f"{idx}: its document index does not run from 0 to its {count:,} sequences")
     tokens = tokens[: sentence_offsets[-1]]
     split = bool(np.any(np.diff(document_index) > 1))  # --split-sentences: documents of several sequences
     offsets = sentence_offsets[document_index]

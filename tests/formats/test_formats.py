@@ -40,9 +40,10 @@ def test_megatron_keeps_every_document_whole_with_its_eos(small_corpus, sample_t
     for shard in manifest["shards"]:
         bin_name, idx_name = shard["files"]
         assert bin_name.endswith("_input_ids_document.bin") and idx_name.endswith("_input_ids_document.idx")
-        dtype, lengths, pointers = read_megatron_index(tmp_path / idx_name)
+        dtype, lengths, offsets, document_index = read_megatron_index(tmp_path / idx_name)
         data = np.fromfile(tmp_path / bin_name, dtype=dtype)
-        sequences += [data[p // dtype.itemsize : p // dtype.itemsize + n].tolist() for n, p in zip(lengths, pointers)]
+        sequences += [data[a : a + n].tolist() for n, a in zip(lengths, offsets[:-1])]
+        assert document_index.tolist() == list(range(len(lengths) + 1))  # a document a sequence
     assert sequences == documents
     lines = (tmp_path / "megatron.txt").read_text().split("\n")[:-1]
     assert [int(line.split()[0]) for line in lines] == [s["tokens"] for s in manifest["shards"]]
