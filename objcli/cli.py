@@ -148,11 +148,9 @@ def tokenize(**values):
 
         objcli tokenize corpus/ -t tok.model -o store/ && objcli transform store/ --objective ul2 -o ul2/
     """
-    import dataclasses
-
     from .formats.store import DOCUMENTS
     from .recipe import config_from_values
-    from .transform import transform as run_transform
+    from .transform import tokenize as run_tokenize
 
     try:
         given, execution = tokenize_values(values)
@@ -171,10 +169,12 @@ def tokenize(**values):
 
             given, appended = appended_values(given, execution)
             kind = _appended_kind(appended, kind)
-        config = dataclasses.replace(config_from_values(given), token_store=kind or DOCUMENTS)
+        config = config_from_values(given)
         bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
-            summary = run_transform(config, **execution, progress=bar, warn=warn_line, append=appended)
+            summary = run_tokenize(
+                config, kind or DOCUMENTS, **execution, progress=bar, warn=warn_line, append=appended
+            )
         finally:
             if bar:
                 bar.close()

@@ -232,3 +232,13 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         )
         folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))
+
+
+def tokenize(config: TransformConfig, kind: str = "documents", **execution) -> Summary:
+    """``objcli tokenize`` as a library call: the configuration's inputs tokenized once into a token
+    store at ``config.output`` (``kind``: "documents", a sentence splitter's name for a per-sentence
+    store, or "conversations" for a chat store), which every ``transform`` then reads with no
+    tokenizer run. ``execution`` as ``transform`` takes it (workers, overwrite, append, ...)."""
+    import dataclasses
+
+    return transform(dataclasses.replace(config, token_store=kind or "documents"), **execution)

@@ -4,7 +4,6 @@ chat`` re-cuts, re-masks and re-packs them for any ``--seq-len``, ``--packing``,
 ``--overlong`` with the same shard bytes and accounting as the run from the conversations, on five
 real chat formats, records the template cannot render, several files and partitions."""
 
-import dataclasses
 import json
 import shutil
 
@@ -19,7 +18,7 @@ from objcli.errors import ObjcliError
 from objcli.formats.store import read_store_table, table_documents
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
-from objcli.transform import transform
+from objcli.transform import tokenize, transform
 
 READING = {"partition_size": "24KiB", "batch_size": "6KiB"}
 # How each family's store is rendered: the default, content spans, one example per assistant turn.
@@ -55,7 +54,7 @@ def _values(tokenizer, inputs, out, **options) -> dict:
 def _tokenize(tokenizer, inputs, out, **options):
     """``objcli tokenize --chat`` as the library runs it."""
     config = config_from_values(_values(tokenizer, inputs, out, objective="chat", **READING, **options))
-    return transform(dataclasses.replace(config, token_store="conversations"), workers=2, overwrite=True)
+    return tokenize(config, "conversations", workers=2, overwrite=True)
 
 
 def _run(tokenizer, inputs, out, **options):
@@ -149,7 +148,7 @@ def test_a_chat_store_takes_its_rendering_and_refuses_another(corpora, stores, t
     documents = tmp_path / "documents"
     (tmp_path / "prose.txt").write_text("the model answers what the user asks\nplease explain why\n")
     config = config_from_values(_values(tokenizer, [tmp_path / "prose.txt"], documents))
-    transform(dataclasses.replace(config, token_store="documents"), workers=1, overwrite=True)
+    tokenize(config, "documents", workers=1, overwrite=True)
     for store, options, message in [
         (stores["llama3"], {"turns": "each"}, "--turns each: the chat store .* --turns together"),
         (stores["mistral"], {"assistant_span": "content"}, "--assistant-span content: the chat store .* turn"),

@@ -23,7 +23,7 @@ from objcli.formats import whole_document_formats
 from objcli.formats.store import crc32_from
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
-from objcli.transform import transform
+from objcli.transform import tokenize, transform
 
 SPM = SAMPLE / "tokenizer.model"
 READING = {"partition_size": "32KiB", "batch_size": "8KiB", "max_document_chars": 3000}
@@ -50,10 +50,8 @@ def _run(inputs, out, **values):
 
 
 def _tokenize(inputs, out, kind: str = "documents", **reading):
-    import dataclasses
-
     values = {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **READING, **reading}
-    transform(dataclasses.replace(config_from_values(values), token_store=kind), workers=2, overwrite=True)
+    tokenize(config_from_values(values), kind, workers=2, overwrite=True)
     return out
 
 
