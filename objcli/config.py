@@ -281,8 +281,14 @@ class TransformConfig:
         from .readers import ReadOptions
 
         key = text_key_of(self.text_key, source)
-        records = self._reads_records()  # whole records come with their origin: a skip names its line
-        return ReadOptions(key, self.text_unit, strict, self.batch_bytes, records, self.provenance or records)
+        records, located = self._reads_records(), self.locates_records
+        return ReadOptions(key, self.text_unit, strict, self.batch_bytes, records, located)
+
+    @property
+    def locates_records(self) -> bool:
+        """Whether records are read with their origin (file, record): for --provenance, and for
+        objectives that read whole records, whose skips name their first record's line."""
+        return self.provenance or self._reads_records()
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

@@ -224,10 +224,12 @@ def _token_texts(manifest: Manifest, entry: dict):
 def _source_as_run(manifest: Manifest, path: str) -> tuple[str, str]:
     """(where the input the run read is now, why its text cannot be trusted: "" when it is the same
     file, by the size and modification time the manifest recorded)."""
+    import os
+
     from ..storage.identity import input_changed
 
     entry = next((i for i in input_entries(manifest) if i.get("path") == path), None)
     if entry is None or "resolved" not in entry:
         return path, ""  # a stream, object storage, or a manifest from before objcli recorded where
-    why = input_changed(entry)
-    return entry["resolved"], f"{why}; rerun to trace it" if why and "gone" not in why else why
+    where, why = entry["resolved"], input_changed(entry)
+    return where, f"{why}; rerun to trace it" if why and os.path.exists(where) else why

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..tokenizers.tiktoken_bpe import LLAMA3_PATTERN as SPLIT_PATTERN
+from ..tokenizers.bpe_spec import LLAMA3_PATTERN as SPLIT_PATTERN
 
 EOS = "<|endoftext|>"
 
@@ -29,6 +29,15 @@ def check_bpe_request(request, given: set[str]) -> None:
         raise ObjcliError(
             f"{flag}: applies to a SentencePiece model (-o NAME.model); a byte-level BPE (-o {request.output}) keeps "
             "text exactly and covers every byte: drop it"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("tokenizers") is None:  # said before any text is read
+        raise ObjcliError("a byte-level BPE is trained by the tokenizers library: pip install 'objcli[hf]'")
+    if Path(request.output).name == "tokenizer_config.json":
+        raise ObjcliError(
+            f"output {request.output}: is the name of the configuration written beside the tokenizer; "
+            "name the tokenizer file tokenizer.json"
         )
     if EOS in request.special:
         raise ObjcliError(f"--special {EOS}: the byte-level BPE has it already, as its EOS; drop it")

@@ -122,6 +122,9 @@ def _sample_full(request: TrainingRequest, counts: dict) -> bool:
 def _check_request(request: TrainingRequest) -> None:
     if request.vocab_size < 8 + len(request.special):
         raise ObjcliError(f"--vocab-size {request.vocab_size}: too small; use at least {8 + len(request.special)}")
+    bad = next((t for i, t in enumerate(request.special) if not t.strip() or t in request.special[:i]), None)
+    if bad is not None:
+        raise ObjcliError(f"--special {bad!r}: {'empty' if not bad.strip() else 'given twice'}; give each special once")
     if request.preset not in PRESETS:
         raise ObjcliError(f"--preset {request.preset}: choose one of {', '.join(PRESETS)}")
     if not 1 <= request.threads <= 1024:

@@ -144,7 +144,7 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             index=index,
             documents_read=entry["documents_read"],
             skipped=entry["skipped_by_reason"],
-            first_examples=entry.get("first_skipped", {}),
+            first_examples=_first_skipped(entry),
             counters=entry["counters"],
             shards=[shard for shard, _ in pairs],
             text_bytes=manifest.totals.get("text_bytes", 0) if index == 0 else 0,
@@ -152,6 +152,13 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
         )
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
+
+
+def _first_skipped(entry: dict) -> dict[str, str]:
+    """A partition's first skips as its manifest says them (a hand-edited value of another type: none)."""
+    found = entry.get("first_skipped")
+    ok = isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items())
+    return found if ok else {}
 
 
 def _refuse_other_identity(manifest_data: dict, plan) -> None:

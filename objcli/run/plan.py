@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats.store import STORE, store_columns, stored_kind
-from ..objectives import REGISTRY
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -81,8 +80,7 @@ def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
             source_files += group_files
         files += source_files
     check_sources_disjoint(by_source)
-    numbered = config.provenance or REGISTRY.get(config.objective).reads_records  # records say their line
-    return files, number_records(partitions) if numbered else partitions
+    return files, number_records(partitions) if config.locates_records else partitions
 
 
 def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
@@ -110,8 +108,8 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)
-    for line in [line for store in stores for line in changed_store_inputs(store, store_manifest(store)["inputs"])]:
-        if warn is not None:
+    for store in stores if warn is not None else ():
+        for line in changed_store_inputs(store, store_manifest(store)["inputs"]):
             warn(line)
     return RunPlan(
         config,

@@ -183,3 +183,19 @@ def test_the_default_sample_is_sized_to_the_vocabulary_and_max_lines_0_reads_eve
         lines[0] < lines[1]
         and f"the default sample for 600 pieces, {SAMPLE_CHARS_PER_PIECE * 600 / 1e6:.1f} M" in sampled.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--special", ""), "Error: --special '': empty"),
+        (("--special", "[M]", "--special", "[M]"), "Error: --special '[M]': given twice"),
+        (("-o", "{tmp}/tokenizer_config.json"), "is the name of the configuration written beside the tokenizer"),
+    ],
+)
+def test_hostile_training_requests_are_one_line_and_write_nothing(tmp_path, small_corpus, args, message):
+    args = [a.format(tmp=tmp_path) for a in args]
+    output = [] if "-o" in args else ["-o", tmp_path / "tokenizer.json"]
+    result = _train(small_corpus / "prose.jsonl", "--vocab-size", 500, *args, *output)
+    assert result.exit_code == 1 and message in result.output and result.output.count("\n") == 1
+    assert not list(tmp_path.iterdir())
