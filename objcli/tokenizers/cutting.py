@@ -59,7 +59,13 @@ class TextCutter:
             # of the one before reads the cut); never an unaligned scan's first piece (part of one).
             j = min(int(np.searchsorted(starts, cut - CUT_CHECK_CHARS, side="left")), k - 2)
             j = max(j, int(origin > start))
-            if (j < k - 1 or j == 0) and pattern.findall(text, start + int(starts[j]), start + cut) == found[j:k]:
+            if not (j < k - 1 or j == 0):
+                continue
+            first = start + int(starts[j])
+            if (
+                pattern.findall(text, first, start + cut) == found[j:k]
+                and _pieces_to(pattern, text, first, start + cut) == found[j:k]
+            ):
                 return cut
         return 0
 
@@ -104,3 +110,15 @@ class TextCutter:
             yield text[start : start + cut]
             start += cut
         yield text[start:]
+
+
+def _pieces_to(pattern, text: str, first: int, cut: int) -> list[str] | None:
+    """The pieces of ``text`` from ``first`` up to ``cut`` as the scan to the text's true end makes
+    them (the window's scan ends early: a piece running past its end, a long run of blank lines, is
+    read short there); None when no piece starts at ``cut``. The few pieces before a cut, one by one."""
+    pieces = []
+    for match in pattern.finditer(text, first):
+        if match.start() >= cut:
+            return pieces if match.start() == cut else None
+        pieces.append(match.group())
+    return None
