@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats.provenance import provenance_file
 from ..formats.store import STORE
-from ..readers.token_formats import TOKEN_FORMATS
+from ..readers.token_inputs import is_token_input
 from ..storage.manifest import Manifest, read_manifest
 
 
@@ -65,7 +65,7 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     table = read_parquet(folder / name)
     spans = np.flatnonzero(column_numpy(table.column("row")) == index)  # pc.equal with a number imports pandas
     rows = table.take(int_array(spans, np.int64)).to_pylist()
-    tokenized = {i["path"] for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
+    tokenized = {i["path"] for i in input_entries(manifest) if is_token_input(i.get("format"))}
     return [
         {"file": r["file"], "record": r["record"], "segment": r["segment"]}
         | {"tokens" if r["file"] in tokenized else "chars": [r["start"], r["end"]]}
@@ -165,7 +165,7 @@ def trace_lines(folder: str | Path, row: int, split: str | None = None) -> list[
 def _texts_of(manifest: Manifest, wanted: dict[str, set[int]]) -> tuple[dict, dict[str, str]]:
     """(the texts of the records wanted, by (file, record); a tokenized input's by file, a function
     of the span), and for each file why it cannot be shown ("" where it can)."""
-    tokenized = {i["path"]: i for i in input_entries(manifest) if i.get("format") in TOKEN_FORMATS}
+    tokenized = {i["path"]: i for i in input_entries(manifest) if is_token_input(i.get("format"))}
     texts, changed = {}, {}
     for path, records in wanted.items():
         if path in tokenized:
@@ -182,7 +182,7 @@ def _texts_of(manifest: Manifest, wanted: dict[str, set[int]]) -> tuple[dict, di
 
 def _token_input_changed(entry: dict) -> str:
     """Why a tokenized input's spans cannot be shown: its files differ from the ones the run read."""
-    from ..readers.token_digests import token_input_digests
+    from ..readers.token_inputs.digests import token_input_digests
 
     where = entry.get("resolved", entry["path"])
     try:
@@ -197,9 +197,8 @@ def _token_input_changed(entry: dict) -> str:
 def _token_texts(manifest: Manifest, entry: dict):
     """A tokenized input's spans as text: the document's ids at the span, decoded with the run's
     tokenizer (None where the file or the tokenizer cannot be read here)."""
-    from ..readers.token_files import leading_framing, open_token_file
-    from ..readers.token_formats import SPLIT_AT_EOS
-    from ..readers.token_objects import readable_path
+    from ..readers.token_inputs import open_token_file, readable_path, token_format
+    from ..readers.token_inputs.documents import leading_framing
     from ..run.token_inputs import ids_key
     from .show import load_output_tokenizer
 
@@ -211,7 +210,9 @@ def _token_texts(manifest: Manifest, entry: dict):
         opened = open_token_file(readable_path(where, entry["format"]), entry["format"], key, eos)
     except (ObjcliError, OSError, KeyError, ValueError):
         return lambda span: "(the file cannot be read here)"
-    lead = leading_framing(opened, "each" if entry["format"] in SPLIT_AT_EOS else "", eos)  # llm.c's first EOS
+    lead = leading_framing(
+        opened, "each" if token_format(entry["format"]).splits_at_eos else "", eos
+    )  # llm.c's first EOS
 
     def text(span: dict) -> str:
         first = int(opened.offsets[span["record"] + lead])

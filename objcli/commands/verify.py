@@ -30,7 +30,7 @@ from ..formats.provenance import provenance_file
 from ..formats.store import STORE
 from ..kernels import IGNORE
 from ..order.mixture import manifest_blend
-from ..readers.token_digests import changed_token_inputs
+from ..readers.token_inputs.digests import changed_token_inputs
 from ..run.progress import phase
 from ..storage.files import file_sha256
 from ..storage.identity import check_identity

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..objectives import REGISTRY
 from ..run.affinity import allowed_cores
-from ..tokenizers.user_cache import cache_folder, write_quietly
+from ..storage.user_cache import cache_folder, write_quietly
 
 THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it, for the slowest engines
 # make bench's many-core model: the part of the pipeline that holds the GIL, and objcli's own work

@@ -8,22 +8,25 @@ uncompressed line-based file; each of these is a *piece*. Partitions depend only
 
 from __future__ import annotations
 
+import enum
 import glob
 import io
 import lzma
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
+from ..formats.store import STORE
 from ..storage.remote import is_url, open_input, version_of
 from .folders import folder_files
 from .objects import list_objects
 from .streams import CountedReader, decompressing_reader
-from .token_formats import TOKEN_FORMATS
+from .token_inputs import TOKEN_INPUTS, is_token_input
 
 STDIN = "-"
 MAGIC = {
@@ -41,8 +44,30 @@ FORMAT_SUFFIXES = {
     ".text": "text",
     ".parquet": "parquet",
 }
-# json: one JSON array of records; then the tokenized inputs (token_files.py), read with no tokenizer run
-INPUT_FORMATS = ("auto", "text", "jsonl", "json", "parquet", *TOKEN_FORMATS)
+TEXT_FORMATS = ("text", "jsonl", "json", "parquet")  # json: one JSON array of records
+
+
+class _InputFormatNames(Sequence):
+    """The --input-format choices: auto, the text formats, then the tokenized inputs (``token_inputs/``),
+    read from their registry at every use, so a format registered later is a choice like the rest."""
+
+    def __getitem__(self, index):
+        return ["auto", *TEXT_FORMATS, *TOKEN_INPUTS][index]
+
+    def __len__(self) -> int:
+        return 1 + len(TEXT_FORMATS) + len(TOKEN_INPUTS)
+
+
+INPUT_FORMATS = _InputFormatNames()
+
+
+class InputKind(enum.Enum):
+    """What an input is, decided once from its format: text (tokenized by the run), ids another tool
+    wrote (``token_inputs/``), or a token store objcli wrote (``token_store.py``)."""
+
+    TEXT = "text"
+    TOKENS = "tokens"
+    STORE = "store"
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,12 @@ class InputFile:
     compression: str | None
     size: int | None  # bytes on disk; None for a stream
     version: str = ""  # an object's ETag or modification time, from its listing (for the run key)
+
+    @property
+    def kind(self) -> InputKind:
+        if self.format == STORE:
+            return InputKind.STORE
+        return InputKind.TOKENS if is_token_input(self.format) else InputKind.TEXT
 
     @property
     def is_stream(self) -> bool:
@@ -97,7 +128,7 @@ class Partition:
     index: int
     pieces: tuple[Piece, ...]
     source: str = ""  # with --source: the mixture source the pieces belong to
-    stored: int = -1  # a token store's partition (readers/token_store.py): its index in the store
+    store_partition: int | None = None  # a token store's partition (readers/token_store.py): its index there
 
     @property
     def input(self) -> InputFile:

@@ -24,8 +24,9 @@ from ..errors import BadRecord, ObjcliError
 from ..formats.store import SENTENCES, STORE, StoreWriter, crc32_from, read_store_table, table_documents
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
+from ..storage.copies import local_file_copy
 from ..storage.files import file_sha256
-from ..storage.remote import filesystem, is_url, join, local_copy, storage_error, storage_errors
+from ..storage.remote import filesystem, is_url, join, storage_error, storage_errors
 from .inputs import InputFile, Partition, Piece
 from .store_checks import check_store_sections
 from .stored_conversations import StoredConversations
@@ -76,7 +77,7 @@ class StoredDocuments:
     offsets: np.ndarray  # int64, len + 1
     chars: np.ndarray  # int64 per document
     utf8: np.ndarray  # int64 per document
-    # uint32 per document: CRC-32 of its UTF-8 bytes; None for a tokenized input (token_files.py), whose
+    # uint32 per document: CRC-32 of its UTF-8 bytes; None for a tokenized input (token_inputs/), whose
     # documents are keyed to their ids instead (CRC-32 of them as little-endian int32, when first asked).
     crc: np.ndarray | None
     bos_text: np.ndarray  # bool per document
@@ -171,12 +172,12 @@ def _manifest_file(path: str) -> str | None:
         return None
     except storage_errors() as error:
         raise storage_error(error, path, "listing it") from None
-    return str(local_copy(join(path, "manifest.json")))
+    return str(local_file_copy(join(path, "manifest.json")))
 
 
 def readable_shard(path: str) -> Path:
     """A store shard as a local file (one in object storage copied once, by its version)."""
-    return local_copy(path) if is_url(path) else Path(path)
+    return local_file_copy(path) if is_url(path) else Path(path)
 
 
 @lru_cache(maxsize=16)
@@ -215,7 +216,7 @@ def store_partitions(store: InputFile) -> list[Partition]:
             pieces.append(Piece(InputFile(join(store.path, name), STORE, None, size)))
         if not pieces:  # a partition whose records were all skipped: its accounting still counts
             pieces.append(Piece(InputFile(store.path, STORE, None, 0)))
-        partitions.append(Partition(entry["index"], tuple(pieces), stored=entry["index"]))
+        partitions.append(Partition(entry["index"], tuple(pieces), store_partition=entry["index"]))
     return partitions
 
 
@@ -227,7 +228,7 @@ def _store_of(partition: Partition) -> str:
 def partition_accounting(partition: Partition) -> dict:
     """What the tokenize run counted for this partition (read, skipped by reason, long ones cut)."""
     manifest = store_manifest(_store_of(partition))
-    entry = next(p for p in manifest["partitions"] if p["index"] == partition.stored)
+    entry = next(p for p in manifest["partitions"] if p["index"] == partition.store_partition)
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
     return {**entry, "sha256": digests, "names": tuple(i["path"] for i in manifest["inputs"]), "reasons": reasons}
@@ -242,7 +243,9 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         if log.strict and count:  # the text run would have stopped at the first of them
             store = _store_of(partition)
             records = f"{count:,} record{'s' * (count != 1)}"
-            detail = f"{records} of partition {partition.stored} skipped ({reason}) when the text was tokenized"
+            detail = (
+                f"{records} of partition {partition.store_partition} skipped ({reason}) when the text was tokenized"
+            )
             fix = "fix the text and tokenize it again with --strict, or pass without --strict to skip them"
             raise BadRecord(reason, f"input {store}", detail, fix)
         log.skipped[reason] += count

@@ -8,8 +8,8 @@ from itertools import repeat
 from ..config import TransformConfig
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents
-from ..readers.token_files import token_batches
-from ..readers.token_formats import TOKEN_FORMATS
+from ..readers.inputs import InputKind
+from ..readers.token_inputs.documents import token_batches
 from ..readers.token_store import StoredDocuments, stored_batches
 from ..tokenizers import Tokenizer
 from .token_inputs import ids_key
@@ -18,9 +18,9 @@ from .token_inputs import ids_key
 def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
     """Batches of the partition's documents; ``log`` counts what was read and skipped (a store's
     partition brings the counts its tokenize run made)."""
-    if partition.stored >= 0:
+    if partition.input.kind is InputKind.STORE:
         return stored_batches(partition, log)
-    if partition.input.format in TOKEN_FORMATS:  # ids another tool wrote: no text, no tokenizer run
+    if partition.input.kind is InputKind.TOKENS:  # ids another tool wrote: no text, no tokenizer run
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
         key = ids_key(config.text_key, partition.source)
         return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)

@@ -13,9 +13,9 @@ from ..objectives.base import remainder_hint
 from ..order.mixture import mixture_totals
 from ..order.shuffle import shuffle_rows
 from ..order.splits import split_names
+from ..readers.inputs import InputKind
 from ..readers.records import every_record_bad, why_no_rows
-from ..readers.token_digests import token_input_digests
-from ..readers.token_formats import TOKEN_FORMATS
+from ..readers.token_inputs.digests import token_input_digests
 from ..recipe import command_line, recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error
@@ -31,7 +31,7 @@ def input_entry(f, source: str = "") -> dict:
     sha256."""
     entry = {"path": public_url(f.path), "format": f.format, "compression": f.compression, "bytes": f.size}
     entry |= {"source": source} if source else {}
-    if f.format in TOKEN_FORMATS:  # its files by content (verify checks them), a Megatron prefix's two
+    if f.kind is InputKind.TOKENS:  # its files by content (verify checks them), a Megatron prefix's two
         where = {} if is_url(f.path) else {"resolved": os.path.abspath(f.path)}
         return entry | where | {"sha256": token_input_digests(f.path, f.format)}
     if f.is_stream or is_url(f.path):

@@ -25,6 +25,7 @@ from ..order.mixture import (
 from ..order.splits import counted, plan_bounds, smallest, uniforms
 from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
+from ..readers.inputs import InputKind
 from ..tokenizers import Tokenizer
 from .documents import partition_documents, token_count
 
@@ -83,7 +84,7 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     tokens, counted = {}, {}
     for name in names:
         mine = [p for p in partitions if p.source == name]
-        if mine and all(p.stored >= 0 for p in mine):
+        if mine and all(p.input.kind is InputKind.STORE for p in mine):
             counted[name] = _counted(config, mine, tokenizer, boundary, name)
             tokens[name] = float(counted[name][1].sum())
         else:

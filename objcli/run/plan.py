@@ -12,8 +12,8 @@ from ..formats.store import STORE, store_columns, stored_kind
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..readers.inputs import InputKind
 from ..readers.origins import number_records
-from ..readers.token_formats import TOKEN_FORMATS
 from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import changed_store_inputs, run_identity, side_digests
@@ -98,7 +98,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         )
     if before_tokenizer is not None:
         before_tokenizer(partitions)
-    reads_text = any(p.stored < 0 and p.input.format not in TOKEN_FORMATS for p in partitions) or not partitions
+    reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
@@ -190,7 +190,7 @@ def _pad_hint(config: TransformConfig, tokenizer: Tokenizer) -> str:
 def first_texts(partitions, config: TransformConfig) -> list[str]:
     """The run's first batch of text, for the engine probe: none from a stream (read once, later)."""
     first = partitions[0] if partitions else None
-    if first is None or first.input.is_stream or first.stored >= 0 or first.input.format in TOKEN_FORMATS:
+    if first is None or first.input.is_stream or first.input.kind is not InputKind.TEXT:
         return []  # a stream is read once, later; a token store or tokenized input has no text
     options = config.read_options(False, first.source)
     try:

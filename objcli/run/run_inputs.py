@@ -12,9 +12,9 @@ from pathlib import Path
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.mixture import parse_sources
-from ..readers.inputs import STDIN
-from ..readers.token_digests import token_input_digests
-from ..readers.token_formats import TOKEN_FORMATS
+from ..readers.inputs import STDIN, InputKind
+from ..readers.token_inputs import local_place, token_format
+from ..readers.token_inputs.digests import token_input_digests
 from ..storage.remote import is_url, public_url
 
 
@@ -29,7 +29,7 @@ def make_run_key(config_sha256: str, files) -> str:
         if f.is_stream:
             stats.append([f.path, os.urandom(16).hex()])
             continue
-        if f.format in TOKEN_FORMATS:  # by content: what a sweep derives every objective from
+        if f.kind is InputKind.TOKENS:  # by content: what a sweep derives every objective from
             stats.append([public_url(f.path), token_input_digests(f.path, f.format)])
             continue
         if is_url(f.path):
@@ -46,7 +46,9 @@ def make_run_key(config_sha256: str, files) -> str:
 
 def _data_file(f) -> str:
     """The file whose size and time stand for an input (a Megatron prefix's .bin)."""
-    return f.path + ".bin" if f.format == "megatron" and not os.path.exists(f.path) else f.path
+    if f.kind is InputKind.TOKENS and not os.path.exists(f.path):  # named by a prefix: its last file
+        return token_format(f.format).files(local_place(f.path))[-1]
+    return f.path
 
 
 def check_output_outside_inputs(config: TransformConfig) -> None:

@@ -1,4 +1,4 @@
-"""A run whose inputs other tools tokenized (``readers/token_files.py``): where they enter the plan,
+"""A run whose inputs other tools tokenized (``readers/token_inputs/``): where they enter the plan,
 and what such a run cannot do without text."""
 
 from __future__ import annotations
@@ -6,10 +6,9 @@ from __future__ import annotations
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.mixture import text_key_of
-from ..readers.token_files import detect, megatron_list, opened_once, token_input, token_partitions
-from ..readers.token_formats import TOKEN_FORMATS
-from ..readers.token_objects import remote_kind
-from ..storage.remote import is_url
+from ..readers.inputs import InputKind
+from ..readers.token_inputs import detect_token_input, megatron_list, token_format
+from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
 
 
 def ids_key(text_key: str, source: str = "") -> str:
@@ -23,7 +22,8 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
     """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
     list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
     group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
-    kinds = {path: (remote_kind if is_url(path) else detect)(path, config.input_format) for path in group}
+    key = ids_key(config.text_key, source)
+    kinds = {path: detect_token_input(path, config.input_format, key) for path in group}
     found = [path for path, kind in kinds.items() if kind]
     if not found:
         return None
@@ -33,7 +33,6 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
             f"input {text}: is text, and {found[0]} is already tokenized ({kinds[found[0]]}); give them to separate "
             "runs (or as separate --source), or tokenize the text first with objcli tokenize"
         )
-    key = ids_key(config.text_key, source)
     files = [token_input(path, kinds[path], key) for path in found]
     partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, key)]
     return files, partitions
@@ -42,7 +41,7 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
 def check_token_run(partitions: list, config: TransformConfig, tokenizer, objective) -> None:
     """What a run over token files refuses: objectives that cut text (the sentence ones only where
     Megatron's split sentences are there), ids wider than the file."""
-    sources = {p.input: p.source for p in partitions if p.input.format in TOKEN_FORMATS}
+    sources = {p.input: p.source for p in partitions if p.input.kind is InputKind.TOKENS}
     if not sources:
         return
     files = list(sources)
@@ -70,11 +69,9 @@ def check_foreign_end(opened, f, tokenizer) -> None:
     would stay in every document and the run's EOS follow it, two ends. Refused, naming the fix."""
     import numpy as np
 
-    from ..readers.token_formats import SPLIT_AT_EOS
-
     lengths = np.diff(opened.offsets)
     ends = opened.offsets[1:][lengths > 0] - 1
-    if f.format in SPLIT_AT_EOS or len(ends) < 2:
+    if token_format(f.format).splits_at_eos or len(ends) < 2:
         return
     last = np.asarray(opened.tokens[ends])
     end, eos = int(last[0]), tokenizer.special.ids.get("eos")

@@ -11,7 +11,6 @@ roles); objcli never takes, logs or records them, and ``public_url`` strips what
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -160,29 +159,6 @@ def version_of(info: dict) -> str:
         if info.get(key) is not None:
             return str(info[key])
     return ""
-
-
-def local_copy(url: str) -> Path:
-    """A local copy of a small object (a tokenizer), cached by URL and version, so that every
-    worker loads it from disk; a folder URL yields the folder's ``tokenizer.json``."""
-    fs, inner = filesystem(url)
-    try:
-        if fs.isdir(inner):
-            inner = inner.rstrip("/") + "/tokenizer.json"
-        info = fs.info(inner)
-        key = hashlib.sha256(f"{public_url(url)}|{info.get('size')}|{version_of(info)}".encode()).hexdigest()[:24]
-        folder = Path(tempfile.gettempdir()) / "objcli-cache" / key
-        target = folder / inner.rstrip("/").rsplit("/", 1)[-1]
-        if target.exists() and info.get("size") is not None and target.stat().st_size != info["size"]:
-            target.unlink()  # a copy cut or emptied since: fetched again, never read
-        if not target.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-            fs.get_file(inner, str(temp))
-            os.replace(temp, target)
-    except storage_errors() as error:
-        raise storage_error(error, url, "downloading it") from None
-    return target
 
 
 def tokenizer_location(path: str) -> str:

@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..storage.remote import is_url, local_copy
+from ..storage.copies import local_file_copy
+from ..storage.remote import is_url
 from .base import LONG_TEXT_CHARS, SpecialTokens, Tokenizer
 from .bpe_spec import Unsupported
 
@@ -21,7 +22,7 @@ __all__ = ["LONG_TEXT_CHARS", "SpecialTokens", "Tokenizer", "load_tokenizer", "o
 def open_tokenizer(path: str | Path) -> Tokenizer:
     """A SentencePiece ``.model``, or a Hugging Face ``tokenizer.json`` (or a folder holding one)."""
     if is_url(str(path)):
-        path = local_copy(str(path))  # cached by URL and version: each worker downloads it once
+        path = local_file_copy(str(path))  # cached by URL and version: each worker downloads it once
     path = Path(path)
     if path.is_dir():
         if not (path / "tokenizer.json").is_file():

@@ -19,7 +19,7 @@ import math
 import time
 from importlib import resources
 
-from .user_cache import cache_folder, write_quietly
+from ..storage.user_cache import cache_folder, write_quietly
 
 CALLS = 7
 BUDGET_SECONDS = 0.25  # a slower engine (the readable python one) stops early: one call at least

@@ -24,9 +24,10 @@ from importlib import resources
 
 import numpy as np
 
+from ..storage.user_cache import cache_folder, write_quietly
 from .bpe_spec import Unsupported
 from .engines import Missing
-from .user_cache import cache_folder, keep_verdict, kept_verdict, write_quietly
+from .verdicts import keep_verdict, kept_verdict
 
 PROBE_SAMPLE_CHARS = 256 * 1024  # of the run's first batch: the readable reference runs at about 5 MB/s
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..storage.user_cache import cache_folder, write_quietly
 from .base import flatten_arrays
 from .bpe_spec import BPESpec, Unsupported
-from .user_cache import cache_folder, write_quietly
 
 
 class Missing(Unsupported):

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..storage.user_cache import cache_folder, write_quietly
 from .bpe_spec import Unsupported
 from .engines import Missing
-from .user_cache import cache_folder, write_quietly
 
 
 def gigatoken_json(path: Path) -> bytes:

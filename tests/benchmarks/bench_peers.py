@@ -93,9 +93,9 @@ def _prefix(folder: Path) -> list[str]:
 
 def _documents(prefixes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Every pair's ids, joined, and the documents' offsets in them."""
-    from objcli.readers.token_formats import open_megatron
+    from objcli.readers.token_inputs.megatron import MegatronInput
 
-    opened = [open_megatron(prefix, "input_ids") for prefix in prefixes]
+    opened = [MegatronInput().open(prefix, "input_ids", None) for prefix in prefixes]
     tokens = np.concatenate([np.asarray(o.tokens, dtype=np.int64) for o in opened])
     lengths = np.concatenate([np.diff(o.offsets) for o in opened])
     return tokens, np.concatenate([[0], np.cumsum(lengths)])

@@ -133,7 +133,7 @@ def token_file_reading(megabytes: int = 400, repeats: int = 3) -> None:
 
     from objcli.readers.inputs import InputFile
     from objcli.readers.records import RecordLog
-    from objcli.readers.token_files import token_batches, token_partitions
+    from objcli.readers.token_inputs.documents import token_batches, token_partitions
 
     folder = DATA / "token-files"
     folder.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ from conftest import SAMPLE, manifest_json, run_cli
 
 from objcli.commands.verify import verify_output
 from objcli.readers import RecordLog
-from objcli.readers.token_files import detect, open_token_file, token_batches, token_partitions
-from objcli.readers.token_formats import TOKEN_FORMATS
+from objcli.readers.token_inputs import TOKEN_INPUTS, detect_token_input, open_token_file
+from objcli.readers.token_inputs.documents import token_batches, token_partitions
 from objcli.recipe import config_from_values
 from objcli.transform import transform
 
@@ -149,7 +149,7 @@ def test_datatroves_document_tokenizer_files(tmp_path):
     from tokenizers import Tokenizer
 
     ds = TOKEN_FILES / "corpus_unshuffled.ds"
-    assert detect(str(ds), "auto") == "datatrove"
+    assert detect_token_input(str(ds), "auto") == "datatrove"
     texts = [json.loads(line)["text"] for line in (TOKEN_FILES / "corpus.jsonl").read_text().splitlines()]
     tokenizer = Tokenizer.from_file(str(LLAMA))
     eos = tokenizer.token_to_id("<|end_of_text|>")
@@ -167,7 +167,7 @@ def test_a_datasets_map_output_with_input_ids(tmp_path):
     datasets = pytest.importorskip("datasets")
 
     saved = TOKEN_FILES / "mapped"
-    assert detect(str(saved), "auto") == "input-ids"
+    assert detect_token_input(str(saved), "auto") == "input-ids"
     theirs = datasets.load_from_disk(str(saved))["input_ids"]
     assert _documents(saved, "input-ids", None) == [list(ids) for ids in theirs]
     out = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "o", input_format="input-ids", seq_len=64)
@@ -181,7 +181,7 @@ def test_every_token_format_is_a_choice_and_a_nanogpt_file_is_split_at_eos(tmp_p
     from objcli.config import TransformConfig
 
     choices = next(f for f in dataclasses.fields(TransformConfig) if f.name == "input_format").metadata["choices"]
-    assert set(TOKEN_FORMATS) <= set(choices)
+    assert set(TOKEN_INPUTS) <= set(choices)
     ids = np.array([5, 6, 2, 7, 2, 2, 9, 10, 2], dtype=np.uint16)  # nanoGPT: EOS (2) after each document
     ids.tofile(tmp_path / "train.bin")
     log = RecordLog()
@@ -386,3 +386,32 @@ def test_documents_ending_in_another_special_token_are_refused_naming_the_eos_to
     text = _run([TOKEN_FILES / "corpus.jsonl"], tmp_path / "text", seq_len=96)
     assert _rows(tmp_path / "given").equals(_rows(tmp_path / "text"))
     assert given.totals["documents_written"] == text.totals["documents_written"]
+
+
+def test_a_table_of_ids_is_detected_by_its_schema(tmp_path):
+    """A Parquet or Arrow file whose ids column is a list of integers is tokens with no --input-format (it
+    used to be read as text and refused for its missing text column); ids beside their text leave the
+    text read, unless --text-key names the ids column; a column of strings stays text."""
+    import pyarrow.parquet as pq
+
+    ids = pa.array([[5, 6, 7], [8, 9]], pa.list_(pa.int32()))
+    pq.write_table(pa.table({"input_ids": ids}), tmp_path / "ids.parquet")
+    pq.write_table(pa.table({"text": ["a b", "c"], "input_ids": ids}), tmp_path / "both.parquet")
+    pq.write_table(pa.table({"tokens": ids}), tmp_path / "named.parquet")
+    pq.write_table(pa.table({"input_ids": ["a", "b"]}), tmp_path / "strings.parquet")
+    with (
+        pa.OSFile(str(tmp_path / "ids.arrow"), "wb") as sink,
+        pa.ipc.new_stream(sink, pa.schema([("input_ids", ids.type)])) as w,
+    ):
+        w.write_table(pa.table({"input_ids": ids}))
+    assert detect_token_input(str(tmp_path / "ids.parquet"), "auto") == "input-ids"
+    assert detect_token_input(str(tmp_path / "ids.arrow"), "auto") == "input-ids"
+    assert detect_token_input(str(tmp_path / "both.parquet"), "auto") is None
+    assert detect_token_input(str(tmp_path / "both.parquet"), "auto", "input_ids") is None
+    assert detect_token_input(str(tmp_path / "named.parquet"), "auto", "tokens") == "input-ids"
+    assert detect_token_input(str(tmp_path / "named.parquet"), "auto") is None
+    assert detect_token_input(str(tmp_path / "strings.parquet"), "auto") is None
+    auto = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "auto", seq_len=64)
+    named = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "named", seq_len=64, input_format="input-ids")
+    assert auto.manifest["inputs"][0]["format"] == "input-ids"
+    assert _rows(tmp_path / "auto").equals(_rows(tmp_path / "named")) and auto.totals["documents_written"] > 0

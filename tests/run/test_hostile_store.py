@@ -18,7 +18,7 @@ from objcli.commands.reshard import reshard_in_place
 from objcli.errors import ObjcliError
 from objcli.formats.sizes import ShardSize
 from objcli.readers.store_checks import check_store_sections
-from objcli.readers.token_formats import open_megatron
+from objcli.readers.token_inputs.megatron import MegatronInput
 
 SPM = str(SAMPLE / "tokenizer.model")
 
@@ -278,10 +278,10 @@ def _megatron_pair(folder: Path, sizes: list[int], tokens: int) -> str:
 def test_a_megatron_index_with_a_negative_size_or_a_longer_bin_is_one_line(tmp_path):
     """Defect 7: a negative size with pointers consistent with it was read (tokens repeated)."""
     with pytest.raises(ValueError, match="negative size"):
-        open_megatron(_megatron_pair(tmp_path, [3, -1, 2], 4), "input_ids")
+        MegatronInput().open(_megatron_pair(tmp_path, [3, -1, 2], 4), "input_ids", None)
     with pytest.raises(ValueError, match="past the 5 its index lists"):
-        open_megatron(_megatron_pair(tmp_path, [3, 2], 9), "input_ids")
-    opened = open_megatron(_megatron_pair(tmp_path, [3, 2], 5), "input_ids")
+        MegatronInput().open(_megatron_pair(tmp_path, [3, 2], 9), "input_ids", None)
+    opened = MegatronInput().open(_megatron_pair(tmp_path, [3, 2], 5), "input_ids", None)
     assert opened.offsets.tolist() == [0, 3, 5]
     line = _one_line_error(
         run_cli("transform", _megatron_pair(tmp_path, [3, -1, 2], 4), "-t", SPM, "-o", tmp_path / "o", "-q")

@@ -561,9 +561,9 @@ def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket,
     s3.rm(f"{bucket}/tokens/plain_text_document.idx")
     missing = run_cli("transform", f"s3://{bucket}/tokens/plain_text_document", "-t", spm, "-o", tmp_path / "m")
     assert missing.returncode == 1 and "without s3://" in missing.stderr and missing.stderr.count("\n") == 1
-    copies = sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())
+    copies = sorted((tmp_path / "cache" / "objcli" / "remote-copies").iterdir())
     run_transform([f"s3://{bucket}/tokens/corpus_text_document"], spm, tmp_path / "again", seq_len=64)
-    assert sorted((tmp_path / "cache" / "objcli" / "token-inputs").iterdir()) == copies
+    assert sorted((tmp_path / "cache" / "objcli" / "remote-copies").iterdir()) == copies
     cached = next(p for folder in copies for p in folder.glob("corpus_text_document.bin"))
     cached.write_bytes(cached.read_bytes()[:-100])  # a damaged cache, cut short: a later run fetches it again
     for given, out in ((f"s3://{bucket}/tokens/corpus_text_document", "mended"), (data / "corpus_text_document", "l")):
@@ -575,7 +575,7 @@ def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket,
     replaced = run_transform([f"s3://{bucket}/tokens/corpus_text_document"], spm, tmp_path / "new", seq_len=64)
     plain = run_transform([data / "plain_text_document"], spm, tmp_path / "plain", seq_len=64)
     assert replaced.manifest["shards"][0]["sha256"] == plain.manifest["shards"][0]["sha256"]
-    assert len(list((tmp_path / "cache" / "objcli" / "token-inputs").iterdir())) == len(copies) + 1
+    assert len(list((tmp_path / "cache" / "objcli" / "remote-copies").iterdir())) == len(copies) + 1
 
 
 def test_a_token_store_in_a_bucket(s3, bucket, corpus, sample_tokenizer, tmp_path):

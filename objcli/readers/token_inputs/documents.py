@@ -1,113 +1,24 @@
-"""Corpora other tools already tokenized, read as documents of token ids with no text and no
-tokenizer run: Megatron-LM's indexed datasets, Hugging Face datasets with an ``input_ids`` column,
-datatrove's token files, nanoGPT's and llm.c's token files.
-
-==============  =====================================  ================================================
-format          files                                  one document is
-==============  =====================================  ================================================
-``megatron``    ``PREFIX.bin`` + ``PREFIX.idx``        a document-index entry (``MMIDIDX`` version 1,
-                (given as the prefix or either file)   every integer dtype code); its sequences are its
-                                                       sentences (``--split-sentences``)
-``datatrove``   ``NAME.ds`` + ``NAME.ds.index``        a run between two of the index's uint64 ends;
-                (``NAME.ds.metadata``: token size)     tokens of the metadata's size (2 or 4 bytes)
-``llmc``        ``.bin`` with llm.c's 256-int header   a run between two EOS ids (llm.c writes an EOS
-                                                       before each document)
-``nanogpt``     ``.bin`` of raw uint16, no header      a run between two EOS ids (nanoGPT's
-                                                       ``prepare.py`` appends one after each)
-``input-ids``   a ``save_to_disk`` folder, Arrow or    a row's list of integers (the column
-                Parquet files with an ``input_ids``    ``--text-key`` names when it is not
-                column                                 ``text``); other columns are not read
-==============  =====================================  ================================================
-
-The tokens are memory-mapped and read a partition at a time: a large file is cut into partitions by
-document ranges (``--partition-size`` of token bytes), so several workers and Dask share it. Ids are
-checked against the tokenizer's vocabulary (the first bad one named by file and position), and
-documents that end with the tokenizer's EOS (Megatron's ``--append-eod``) have it taken off, so the
-objective adds it as its EOS policy says: never doubled, never lost. Everything a text run keys to a
-document's text is keyed to its ids here: ``--split`` and mixtures hash them, ``--shuffle-documents``
-and batches count tokens (4 bytes each, as a batch of text counts bytes).
-"""
+"""A tokenized input's documents as a run reads them: cut into partitions by document ranges
+(``--partition-size`` of token bytes, so several workers and Dask share one large file), and read a
+partition at a time in batches, memory-mapped. Ids are checked against the tokenizer's vocabulary
+(the first bad one named by file and position), and documents that end with the tokenizer's EOS
+(Megatron's ``--append-eod``) have it taken off, so the objective adds it as its EOS policy says:
+never doubled, never lost. Everything a text run keys to a document's text is keyed to its ids here:
+``--split`` and mixtures hash them, ``--shuffle-documents`` and batches count tokens (4 bytes each,
+as a batch of text counts bytes)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import struct
 from functools import lru_cache
 
 import numpy as np
 
-from ..errors import ObjcliError
-from ..storage.remote import is_url, public_url
-from .inputs import InputFile, Partition, Piece
-from .token_formats import LLMC_MAGIC, OPENERS, SPLIT_AT_EOS, TOKEN_FORMATS, TokenFile, megatron_prefix
-from .token_objects import readable_path
-
-
-def detect(path: str, requested: str) -> str | None:
-    """The token format of an input path, or None for a text input."""
-    if requested in TOKEN_FORMATS:
-        return requested
-    if requested != "auto":
-        return None
-    base = megatron_prefix(path)
-    if base is not None:
-        return "megatron"
-    if path.endswith(".ds") and os.path.isfile(path + ".index"):
-        return "datatrove"
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "state.json")):
-        return "input-ids" if _has_ids_feature(path) else None
-    if path.endswith(".bin") and os.path.isfile(path):
-        with open(path, "rb") as f:
-            head = f.read(8)
-        magic = struct.unpack("<i", head[:4])[0] if len(head) >= 4 else 0
-        return "llmc" if magic in LLMC_MAGIC else "nanogpt"
-    return None
-
-
-def megatron_list(path: str) -> list[str] | None:
-    """The prefixes a ``megatron.txt``-style list names (``WEIGHT PREFIX`` a line, as Megatron's
-    ``--data-path`` takes them and objcli's Megatron output writes them; a relative prefix is beside the
-    list), or None when the file is not one."""
-    if not path.endswith(".txt") or not os.path.isfile(path) or os.path.getsize(path) > 1 << 20:
-        return None
-    prefixes = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in filter(None, (raw.split() for raw in f)):
-            if len(line) != 2:
-                return None
-            try:
-                float(line[0])
-            except ValueError:
-                return None
-            prefix = line[1] if os.path.isabs(line[1]) else os.path.join(os.path.dirname(path), line[1])
-            if not os.path.isfile(prefix + ".idx"):
-                return None
-            prefixes.append(prefix)
-    return prefixes or None
-
-
-def _has_ids_feature(folder: str) -> bool:
-    try:
-        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
-            return "input_ids" in json.load(f).get("features", {})
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | None = None) -> TokenFile:
-    """A token input's ids and boundaries (``eos``: where nanoGPT's and llm.c's files end documents);
-    one line naming the file for anything that does not hold."""
-    try:
-        return OPENERS[fmt](path, ids_key, eos)
-    except (ValueError, TypeError, KeyError, struct.error, OSError) as error:
-        if isinstance(error, FileNotFoundError):
-            raise ObjcliError(f"input {path}: {error.strerror} ({error.filename}); check the path") from None
-        detail = error if not isinstance(error, (TypeError, KeyError)) else f"{type(error).__name__}: {error}"
-        raise ObjcliError(
-            f"input {path}: not a readable {fmt} file ({detail}); check it, or name --input-format"
-        ) from None
+from ...errors import ObjcliError
+from ...storage.remote import is_url, public_url
+from ..inputs import InputFile, Partition, Piece
+from . import TOKEN_INPUTS, TokenFile, open_token_file, readable_path
 
 
 def token_input(path: str, fmt: str, ids_key: str) -> InputFile:
@@ -146,7 +57,7 @@ def _opened(path: str, fmt: str, ids_key: str, eos: int | None, stamp: tuple) ->
     opened = open_token_file(readable_path(path, fmt), fmt, ids_key, eos)
     if is_url(path):  # read from the local copy, named by its URL
         opened = dataclasses.replace(opened, path=public_url(path))
-    if fmt in SPLIT_AT_EOS:
+    if TOKEN_INPUTS[fmt].splits_at_eos:
         return opened, "each" if eos is not None else ""
     lengths = np.diff(opened.offsets)
     ends = opened.offsets[1:][lengths > 0] - 1
@@ -195,8 +106,8 @@ def _batches(offsets: np.ndarray, first: int, last: int, tokens: int) -> list[tu
 
 def _batch(opened: TokenFile, name: str, documents: tuple[int, int], stripping: tuple, vocab: int, log):
     """Documents ``a:b`` of the file (``name``: as the manifest names it)."""
-    from ..kernels.ragged import gather_ranges, lengths_to_offsets
-    from .token_store import DocumentOrigins, StoredDocuments
+    from ...kernels.ragged import gather_ranges, lengths_to_offsets
+    from ..token_store import DocumentOrigins, StoredDocuments
 
     (a, b), (strip, eos) = documents, stripping
     starts, lengths = opened.offsets[a:b].copy(), np.diff(opened.offsets[a : b + 1])
@@ -256,7 +167,7 @@ def _check_ids(tokens: np.ndarray, opened: TokenFile, starts: np.ndarray, length
 
 def _sentences(opened: TokenFile, a: int, b: int, strip: str):
     """Each document's sentences' token counts (Megatron's split sentences), the EOS off its last."""
-    from ..rows import Ragged
+    from ...rows import Ragged
 
     first = opened.document_sentences[a : b + 1]
     lengths = np.diff(opened.sentences[first[0] : first[-1] + 1]).astype(np.int64)

@@ -1,4 +1,4 @@
-"""The sha256 of a tokenized input's files (``token_files.py``): they enter the run key, so a rerun
+"""The sha256 of a tokenized input's files (``token_inputs/``): they enter the run key, so a rerun
 over an edited file is another run whatever its size and time say, and the manifest's inputs, which
 ``verify`` checks where the files are. A text input is known by its size and time; a token file is
 what every objective of a sweep is derived from, and a file rewritten in place with the same size
@@ -16,10 +16,9 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..storage.files import file_sha256
-from ..tokenizers.user_cache import cache_folder, write_quietly
-from .token_formats import input_files
-from .token_objects import readable_path
+from ...storage.files import file_sha256
+from ...storage.user_cache import cache_folder, write_quietly
+from . import input_files, readable_path
 
 
 def token_input_digests(path: str, fmt: str) -> dict[str, str]:

@@ -1,0 +1,141 @@
+"""Corpora other tools already tokenized, read as documents of token ids with no text and no
+tokenizer run: one ``TokenInputFormat`` a module, registered here, each recognising itself by names
+and content on any filesystem (a local path and an object in a bucket go through the same code).
+
+==============  =====================================  ================================================
+format          files                                  one document is
+==============  =====================================  ================================================
+``megatron``    ``PREFIX.bin`` + ``PREFIX.idx``        a document-index entry (``MMIDIDX`` version 1,
+                (given as the prefix or either file)   every integer dtype code); its sequences are its
+                                                       sentences (``--split-sentences``)
+``datatrove``   ``NAME.ds`` + ``NAME.ds.index``        a run between two of the index's uint64 ends;
+                (``NAME.ds.metadata``: token size)     tokens of the metadata's size (2 or 4 bytes)
+``input-ids``   a ``save_to_disk`` folder, Arrow or    a row's list of integers (the column
+                Parquet files with an ``input_ids``    ``--text-key`` names when it is not
+                column (detected by their schema)      ``text``); other columns are not read
+``llmc``        ``.bin`` with llm.c's 256-int header   a run between two EOS ids (llm.c writes an EOS
+                                                       before each document)
+``nanogpt``     ``.bin`` of raw uint16, no header      a run between two EOS ids (nanoGPT's
+                                                       ``prepare.py`` appends one after each)
+==============  =====================================  ================================================
+
+How their documents are cut into partitions and read in batches is ``documents.py``'s; an input in
+object storage is read from a local copy (``storage/copies.py``)."""
+
+from __future__ import annotations
+
+import struct
+
+from ...errors import ObjcliError
+from ...storage.remote import filesystem, is_url, public_url, storage_error, storage_errors
+from .base import Place, TokenFile, TokenInputFormat
+from .datatrove import DatatroveInput
+from .flat import LlmcInput, NanogptInput
+from .input_ids import InputIdsInput
+from .megatron import MegatronInput, megatron_list
+
+# In the order detection asks them: a .bin with llm.c's header is llm.c's before it is nanoGPT's.
+TOKEN_INPUTS: dict[str, TokenInputFormat] = {
+    f.name: f for f in (MegatronInput(), DatatroveInput(), InputIdsInput(), LlmcInput(), NanogptInput())
+}
+
+
+def register(token_format: TokenInputFormat) -> TokenInputFormat:
+    """A token input format of one's own: an --input-format choice, detected before nanoGPT's
+    catch-all ``.bin`` (see architecture.md, "A new input format")."""
+    catch_all = {name: f for name, f in TOKEN_INPUTS.items() if name == NanogptInput.name}
+    for name in catch_all:
+        del TOKEN_INPUTS[name]
+    TOKEN_INPUTS[token_format.name] = token_format
+    TOKEN_INPUTS.update(catch_all)
+    return token_format
+
+
+def is_token_input(fmt: str | None) -> bool:
+    return fmt in TOKEN_INPUTS
+
+
+def token_format(fmt: str) -> TokenInputFormat:
+    return TOKEN_INPUTS[fmt]
+
+
+def place_of(path: str) -> Place:
+    """Where an input is, as detection reads it: a bucket's filesystem for a URL, the local one else."""
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return Place(fs, inner, public_url(path), remote=True)
+    return local_place(path)
+
+
+def local_place(path: str) -> Place:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return Place(LocalFileSystem(), path, path)
+
+
+def detect_token_input(path: str, requested: str, ids_key: str = "input_ids") -> str | None:
+    """The token format of an input (None: text): the one ``--input-format`` names, else the first
+    registered format that recognises it."""
+    if requested != "auto":
+        return requested if requested in TOKEN_INPUTS else None
+    place = place_of(path)
+    try:
+        return next((name for name, f in TOKEN_INPUTS.items() if f.detect(place, ids_key)), None)
+    except storage_errors() as error:
+        if not place.remote:
+            raise ObjcliError(f"input {path}: cannot read ({error}); check the path and its permissions") from None
+        raise storage_error(error, path, "looking at its objects") from None
+
+
+def input_files(path: str, fmt: str) -> list[str]:
+    """The files a tokenized input consists of (an object-storage input's, as its filesystem names them)."""
+    place = place_of(path)
+    try:
+        return TOKEN_INPUTS[fmt].files(place)
+    except storage_errors() as error:
+        raise storage_error(error, path, "listing its objects") from None
+
+
+def readable_path(path: str, fmt: str) -> str:
+    """Where a token input's files can be read here: the path itself, or its local copy's."""
+    if not is_url(path):
+        return path
+    from ...storage.copies import local_copy
+
+    place = place_of(path)
+    objects = input_files(path, fmt)
+    if objects == [place.path] and not place.isfile(place.path):
+        raise ObjcliError(f"input {public_url(path)}: no object {place.path}; check the URL")
+    root = TOKEN_INPUTS[fmt].copy_root(place.path)
+    return str(local_copy(path, objects, root) / place.path[len(root) :].lstrip("/")).rstrip("/")
+
+
+def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | None = None) -> TokenFile:
+    """A token input's ids and boundaries (``eos``: where nanoGPT's and llm.c's files end documents);
+    one line naming the file for anything that does not hold."""
+    try:
+        return TOKEN_INPUTS[fmt].open(path, ids_key, eos)
+    except (ValueError, TypeError, KeyError, struct.error, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise ObjcliError(f"input {path}: {error.strerror} ({error.filename}); check the path") from None
+        detail = error if not isinstance(error, (TypeError, KeyError)) else f"{type(error).__name__}: {error}"
+        raise ObjcliError(
+            f"input {path}: not a readable {fmt} file ({detail}); check it, or name --input-format"
+        ) from None
+
+
+__all__ = [
+    "TOKEN_INPUTS",
+    "Place",
+    "TokenFile",
+    "TokenInputFormat",
+    "detect_token_input",
+    "input_files",
+    "is_token_input",
+    "megatron_list",
+    "open_token_file",
+    "place_of",
+    "readable_path",
+    "register",
+    "token_format",
+]

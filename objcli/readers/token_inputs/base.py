@@ -1,0 +1,89 @@
+"""What every tokenized input format is (``TokenInputFormat``), what it opens to (``TokenFile``), and
+where detection looks (``Place``: a path on a filesystem, local or object storage, read the same way)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass
+class TokenFile:
+    """One tokenized input: its ids (memory-mapped), where each document starts and ends in them,
+    and for Megatron's split sentences where each sentence does."""
+
+    path: str  # as the manifest and messages name it (a Megatron prefix, a .ds file, …)
+    fmt: str
+    tokens: np.ndarray  # memory-mapped, the file's own dtype
+    offsets: np.ndarray  # int64, documents + 1, in tokens
+    sentences: np.ndarray | None = None  # int64 token offsets of every sentence (Megatron), or None
+    document_sentences: np.ndarray | None = None  # int64, documents + 1: each document's first sentence
+
+    @property
+    def documents(self) -> int:
+        return len(self.offsets) - 1
+
+
+@dataclass(frozen=True)
+class Place:
+    """An input as a format's detection sees it: a path on a filesystem (fsspec's local one, or a
+    bucket's), so that a file and an object are told apart by the same code."""
+
+    fs: object
+    path: str  # as the filesystem names it
+    name: str  # as messages name it (the user's path; a URL without credentials)
+    remote: bool = False
+
+    def isfile(self, path: str) -> bool:
+        return self.fs.isfile(path)
+
+    def head(self, path: str, size: int) -> bytes:
+        return self.fs.cat_file(path, start=0, end=size)
+
+    def text(self, path: str) -> str:
+        return self.fs.cat_file(path).decode("utf-8")
+
+    def named(self, path: str) -> str:
+        """A sibling path as messages name it."""
+        if not self.remote:
+            return path
+        from ...storage.remote import public_url
+
+        return public_url(self.fs.unstrip_protocol(path))
+
+
+class TokenInputFormat:
+    """One tokenized input format: how it is recognised (``detect``, by names and content), which
+    files it consists of (``files``: what is hashed, copied from object storage and checked by
+    ``verify``) and how it opens (``open``: its ids and document boundaries, checked against the
+    files' sizes). Register one with ``token_inputs.register``."""
+
+    name: ClassVar[str]
+    # No index: documents are the runs between EOS ids (the reader takes each run's EOS off).
+    splits_at_eos: ClassVar[bool] = False
+
+    def detect(self, place: Place, ids_key: str) -> bool:
+        raise NotImplementedError
+
+    def files(self, place: Place) -> list[str]:
+        return [place.path]
+
+    def copy_root(self, path: str) -> str:
+        """The folder its files are named relative to in a local copy of an object-storage input."""
+        return path.rsplit("/", 1)[0]
+
+    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
+        raise NotImplementedError
+
+
+def memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
+    """A file's ids from ``offset`` on, memory-mapped; a size that is no whole number of ids is said."""
+    size = os.path.getsize(path) - offset
+    if size % np.dtype(dtype).itemsize:
+        raise ValueError(f"its {size:,} bytes are no whole number of {np.dtype(dtype).itemsize}-byte tokens")
+    if size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset)

@@ -1,0 +1,63 @@
+"""Flat token files with no index, documents the runs between EOS ids: llm.c's (a 256-int header,
+EOS before each document) and nanoGPT's (raw uint16, ``prepare.py`` appends an EOS after each). The
+header's layout has one home, ``formats/flat.py``, which writes it."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ...formats.flat import LLMC_MAGIC as LLMC_HEADERS
+from .base import Place, TokenFile, TokenInputFormat, memmap
+
+LLMC_DTYPES = {magic: dtype for dtype, (magic, _) in LLMC_HEADERS.items()}  # llm.c's header: magic -> dtype
+
+
+def _has_llmc_magic(place: Place) -> bool:
+    head = place.head(place.path, 4)
+    return len(head) == 4 and struct.unpack("<i", head)[0] in LLMC_DTYPES
+
+
+def split_at(tokens: np.ndarray, eos: int | None) -> np.ndarray:
+    """Document offsets of ids separated by EOS: each run up to and with an EOS (the reader takes the
+    EOS off). nanoGPT ends each document with one, llm.c starts each with one: the same runs, llm.c's
+    first one empty (framing, not a document)."""
+    if eos is None:
+        return np.array([0, len(tokens)], dtype=np.int64)
+    cuts = np.flatnonzero(np.asarray(tokens) == eos).astype(np.int64) + 1
+    return np.unique(np.concatenate([[0], cuts, [len(tokens)]]))
+
+
+class LlmcInput(TokenInputFormat):
+    name = "llmc"
+    splits_at_eos = True
+
+    def detect(self, place: Place, ids_key: str) -> bool:
+        return place.path.endswith(".bin") and place.isfile(place.path) and _has_llmc_magic(place)
+
+    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
+        header = np.fromfile(path, "<i4", 256)
+        if len(header) < 256 or int(header[0]) not in LLMC_DTYPES:
+            raise ValueError("no llm.c header (magic 20240520 or 20240801)")
+        dtype = np.dtype(LLMC_DTYPES[int(header[0])]).newbyteorder("<")
+        tokens = memmap(path, dtype, offset=1024)
+        if len(tokens) != int(header[2]):
+            raise ValueError(
+                f"its header counts {int(header[2]):,} tokens and the file holds {len(tokens):,} (cut short?)"
+            )
+        return TokenFile(path, self.name, tokens, split_at(tokens, eos))
+
+
+class NanogptInput(TokenInputFormat):
+    """Detected last: any other ``.bin`` file is raw uint16 ids."""
+
+    name = "nanogpt"
+    splits_at_eos = True
+
+    def detect(self, place: Place, ids_key: str) -> bool:
+        return place.path.endswith(".bin") and place.isfile(place.path) and not _has_llmc_magic(place)
+
+    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
+        tokens = memmap(path, np.dtype(np.uint16).newbyteorder("<"))
+        return TokenFile(path, self.name, tokens, split_at(tokens, eos))
