@@ -148,8 +148,8 @@ def tokenize(**values):
 
         objcli tokenize corpus/ -t tok.model -o store/ && objcli transform store/ --objective ul2 -o ul2/
     """
-    from .formats.store import DOCUMENTS
     from .recipe import config_from_values
+    from .supply import WHOLE_DOCUMENTS
     from .transform import tokenize as run_tokenize
 
     try:
@@ -163,7 +163,7 @@ def tokenize(**values):
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
         if given["output"] == "-":
             raise ObjcliError("-o -: objcli tokenize writes a token store, a folder; give -o STORE")
-        kind, appended = execution.pop("token_store"), None
+        kind, appended = execution.pop("store_kind"), None
         if execution.pop("append"):
             from .run.append import appended_values
 
@@ -173,7 +173,7 @@ def tokenize(**values):
         bar = _TransformProgress() if configure_progress(execution.pop("quiet")) else None
         try:
             summary = run_tokenize(
-                config, kind or DOCUMENTS, **execution, progress=bar, warn=warn_line, append=appended
+                config, kind or WHOLE_DOCUMENTS, **execution, progress=bar, warn=warn_line, append=appended
             )
         finally:
             if bar:
@@ -183,9 +183,11 @@ def tokenize(**values):
     click.echo(store_line(summary), err=True)
 
 
-def _appended_kind(manifest: dict, given: str | None) -> str:
+def _appended_kind(manifest: dict, given):
     """What ``--append`` adds to: a token store, of the kind asked (whole documents or a splitter)."""
-    kind = manifest.get("config", {}).get("token_store")
+    from .supply import StoreKind
+
+    kind = StoreKind.parse(manifest.get("config", {}).get("token_store"))
     if not kind:
         raise ObjcliError("--append: the output is no token store; append to it with objcli transform --append")
     if given and given != kind:

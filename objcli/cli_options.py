@@ -285,7 +285,7 @@ class TokenizeCommand(click.Command):
 
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
-    from .formats.store import CONVERSATIONS
+    from .supply import CHAT_STORE, StoreKind
 
     given = {k: v for k, v in values.items() if v not in (None, ())}
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
@@ -295,11 +295,11 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
         execution[flag] = bool(execution[flag])
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
-    execution["token_store"] = given.pop("sentences", None)
+    execution["store_kind"] = StoreKind.parse(given.pop("sentences", None))
     if given.pop("chat", False):
-        if execution["token_store"]:
+        if execution["store_kind"]:
             raise ObjcliError("--chat: a chat store keeps rendered conversations, not sentences; drop --sentences")
-        execution["token_store"], given["objective"] = CONVERSATIONS, "chat"
+        execution["store_kind"], given["objective"] = CHAT_STORE, "chat"
     elif any(key in given for key in TOKENIZE_CHAT):
         flag = "--" + next(key for key in TOKENIZE_CHAT if key in given).replace("_", "-")
         raise ObjcliError(f"{flag}: applies to a chat store (objcli tokenize --chat); give it to the transform")

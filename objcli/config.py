@@ -15,6 +15,7 @@ from .formats.sizes import ShardSize, parse_bytes
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
 from .readers.inputs import INPUT_FORMATS
 from .storage.remote import check_url_path, is_url
+from .supply import StoreKind
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
 
@@ -119,9 +120,9 @@ class TransformConfig:
         group=ORDER,
     )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
-    # Not an option: `objcli tokenize` sets it ("documents", or a sentence splitter for a per-sentence store),
-    # and the run writes a token store instead of an objective's rows.
-    token_store: str = ""
+    # Not an option: `objcli tokenize` sets it (what the store holds: supply.StoreKind), and the run writes a
+    # token store instead of an objective's rows; the manifest spells it as config.token_store.
+    store_kind: StoreKind | None = None
     # Not an option: the options the user gave (command line or recipe), by field name. A token store
     # fixes how its text was read; an option left at its default takes the store's value, one given is
     # compared with it, even where it is the default (Click knows which were given).
@@ -307,7 +308,7 @@ class TransformConfig:
     @property
     def format(self):
         """The output format (formats/): what it stores and which packers it takes."""
-        return format_of("store" if self.token_store else self.output_format)
+        return format_of("store" if self.store_kind else self.output_format)
 
     @property
     def row_length(self) -> int:
@@ -350,8 +351,9 @@ class TransformConfig:
             del data["pad_token"]  # as before --pad-token existed
         if not self.provenance:
             del data["provenance"]  # as before --provenance existed: the config_sha256 of other runs stays
-        if not self.token_store:
-            del data["token_store"]
+        del data["store_kind"]
+        if self.store_kind:
+            data["token_store"] = str(self.store_kind)
         del data["given"]  # how the values were chosen, not what they are
         if not self.max_epochs:
             del data["max_epochs"]  # as before --max-epochs existed: the config_sha256 of other runs stays

@@ -36,6 +36,7 @@ from .storage.output import OutputFolder, PartitionResult, final_names
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer
 from .storage.stores import open_store
+from .supply import WHOLE_DOCUMENTS, StoreKind
 
 __all__ = ["RunPlan", "plan_run", "transform"]
 
@@ -234,11 +235,13 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))
 
 
-def tokenize(config: TransformConfig, kind: str = "documents", **execution) -> Summary:
+def tokenize(config: TransformConfig, kind: StoreKind | str = WHOLE_DOCUMENTS, **execution) -> Summary:
     """``objcli tokenize`` as a library call: the configuration's inputs tokenized once into a token
-    store at ``config.output`` (``kind``: "documents", a sentence splitter's name for a per-sentence
-    store, or "conversations" for a chat store), which every ``transform`` then reads with no
-    tokenizer run. ``execution`` as ``transform`` takes it (workers, overwrite, append, ...)."""
+    store at ``config.output`` (``kind``: what it holds, ``supply.StoreKind``, or as the manifest spells
+    it: "documents", a sentence splitter's name for a per-sentence store, "conversations" for a chat
+    store), which every ``transform`` then reads with no tokenizer run. ``execution`` as ``transform``
+    takes it (workers, overwrite, append, ...)."""
     import dataclasses
 
-    return transform(dataclasses.replace(config, token_store=kind or "documents"), **execution)
+    kind = StoreKind.parse(kind) if isinstance(kind, str) else kind
+    return transform(dataclasses.replace(config, store_kind=kind or WHOLE_DOCUMENTS), **execution)

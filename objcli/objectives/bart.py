@@ -23,6 +23,7 @@ from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, gather_ranges, lengths_to_offsets, split_long_items
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
 
@@ -100,6 +101,9 @@ class Bart(Objective):
     took_pack = True
     default_eos = False
     tokenizes_itself = True
+
+    def reads(self) -> Reads:
+        return Reads(Provides.SENTENCES, self.options.sentences)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -20,6 +20,7 @@ from ..errors import ObjcliError
 from ..kernels.ragged import add_boundary_tokens
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..supply import DOCUMENTS_READ, Reads
 
 if TYPE_CHECKING:
     from ..tokenizers import Tokenizer
@@ -165,6 +166,11 @@ class Objective:
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
         self.context = context
         self.options = context.options
+
+    def reads(self) -> Reads:
+        """What the objective reads (``supply.py``): documents' tokens unless it says otherwise; the plan
+        checks every input gives it (``run/fitness.py``)."""
+        return DOCUMENTS_READ
 
     def plan_warnings(self) -> list[str]:
         """What the plan says once before a run when the objective is built (a chat template writing

@@ -35,6 +35,7 @@ from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..supply import Provides, Reads
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
@@ -82,6 +83,9 @@ class Chat(Objective):
     provenance = "documents"  # an example is one record (several with --turns each): its span, the record
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
+
+    def reads(self) -> Reads:
+        return Reads(Provides.CONVERSATIONS)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

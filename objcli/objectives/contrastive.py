@@ -35,6 +35,7 @@ from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
 
@@ -109,6 +110,11 @@ class Contrastive(Objective):
     supervision = "pairs"
     # --provenance: a row's spans are the whole documents its views are cut from (crops, sentences)
     provenance = "documents"
+
+    def reads(self) -> Reads:
+        if self.tokenizes_itself:
+            return Reads(Provides.SENTENCES, self.options.sentences)
+        return super().reads()
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -32,6 +32,7 @@ from ..kernels.packing import first_of_segments, segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import HIDDEN, POSITION_IDS, ColumnSpec, Ragged, RowBatch
+from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
 
 TOKEN_PRESETS = {
@@ -116,6 +117,11 @@ class FillInTheMiddle(Objective):
         self.vocab_size = tokenizer.total_vocab_size
         # At document level each text is tokenized once, whole or as its three pieces.
         self.tokenizes_itself = o.fim_level == "document"
+
+    def reads(self) -> Reads:
+        if self.tokenizes_itself:  # document level cuts each text's characters
+            return Reads(Provides.TEXT, instead="--fim-level context, which works on tokens")
+        return super().reads()
 
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:

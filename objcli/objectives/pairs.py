@@ -52,6 +52,7 @@ from ..kernels.pairs import (
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
@@ -160,6 +161,9 @@ class _PairObjective(Objective):
     # where it is another, NSP's random B), as the pairs' sentences are stripped, truncated, swapped.
     provenance = "documents"
     b_from_other_documents = False  # whether B may come from another document (NSP)
+
+    def reads(self) -> Reads:
+        return Reads(Provides.SENTENCES, self.options.sentences)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

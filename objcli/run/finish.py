@@ -72,7 +72,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         **({"mixture": mixture_totals(plan.mixture, plan.partitions, results)} if config.source else {}),
         **(
             {"token_store": store_summary(config, tokenizer, totals(results, shards), shards)}
-            if config.token_store
+            if config.store_kind
             else {}
         ),
     }

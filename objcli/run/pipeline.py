@@ -332,7 +332,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
 def _chains(task: PartitionTask, tokenizer, work) -> list:
     """Where the partition's documents go: one chain per split (objective, packer, sink), or the
     token store's (objcli tokenize: the documents' tokens, kept for every derived run)."""
-    if task.config.token_store:
+    if task.config.store_kind:
         return [StoreChain.build(task.config, tokenizer, task, work)]
     names = split_names(task.config.split) if task.config.split else [""]
     return [_Chain.build(task.config, tokenizer, task, name, work) for name in names]

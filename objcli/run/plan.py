@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..formats.store import STORE, store_columns, stored_kind
+from ..formats.store import STORE, store_columns
 from ..objectives.base import Objective
 from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -20,10 +20,11 @@ from ..storage.identity import changed_store_inputs, run_identity, side_digests
 from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import EngineChoice, choose_engine
+from .fitness import check_fitness, store_supply
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
 from .stores import adopt_store_settings, check_store_identity, check_store_run, store_group
-from .token_inputs import check_token_run, token_group
+from .token_inputs import check_token_run, token_group, token_supplies
 
 
 @dataclass
@@ -83,6 +84,13 @@ def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
     return files, number_records(partitions) if config.locates_records else partitions
 
 
+def _supplies(files: list, partitions: list, config: TransformConfig) -> list:
+    """What each token input and store gives an objective (text gives everything: not listed)."""
+    sources = {p.input: p.source for p in partitions}
+    stores = [store_supply(store_manifest(f.path), f.path) for f in files if f.kind is InputKind.STORE]
+    return stores + token_supplies([f for f in files if f.kind is InputKind.TOKENS], config, sources)
+
+
 def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
     the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
@@ -102,9 +110,10 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
-    check_token_run(partitions, config, tokenizer, objective)
-    if config.token_store:  # objcli tokenize: the store's columns, whatever the objective would write
-        columns = store_columns(tokenizer.total_vocab_size, stored_kind(config.token_store), config.provenance)
+    check_token_run(partitions, config, tokenizer)
+    check_fitness(objective, _supplies(files, partitions, config))
+    if config.store_kind:  # objcli tokenize: the store's columns, whatever the objective would write
+        columns = store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance)
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)

@@ -10,13 +10,14 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
-from ..formats.store import CONVERSATIONS, SENTENCES, STORE_FORMAT, document_rows, store_columns, stored_kind
+from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns
 from ..kernels.ragged import lengths_to_offsets
 from ..objectives.base import DocumentBatch
 from ..objectives.conversations import RENDER_FAILURES
 from ..objectives.sentences import split_batch
 from ..readers.stored_conversations import StoredConversations
 from ..rows import Ragged
+from ..supply import Provides
 from ..tokenizers import Tokenizer
 from .provenance import token_places
 
@@ -34,15 +35,15 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size, stored_kind(config.token_store), config.provenance),
+            store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,
         )
-        sentences = config.token_store if stored_kind(config.token_store) == "sentences" else None
+        sentences = config.store_kind.splitter or None
         origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
         chat = None
-        if config.token_store == CONVERSATIONS:
+        if config.store_kind.holds is Provides.CONVERSATIONS:
             from .stages import build_objective
 
             chat = build_objective(config, tokenizer).partition_examples(task.partition.index)

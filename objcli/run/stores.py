@@ -10,6 +10,7 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.mixture import names_text_key, parse_sources, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
+from ..supply import Provides
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
 # so a derived run takes its values (the same command from text, with these, writes the same bytes).
@@ -48,7 +49,7 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
                 f"--provenance: the token store {store} was made without it, so it keeps no origins; tokenize the "
                 "text again with objcli tokenize --provenance (5 bytes a token more), or run from the text"
             )
-    if config.token_store:
+    if config.store_kind:
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
     config = _adopt_rendering(config, stores)
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
@@ -128,8 +129,8 @@ def _default(config: TransformConfig, key: str):
 
 
 def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
-    """The tokenizer must be the store's (by sha256); an objective that splits text into its own
-    pieces (sentences, FIM's characters, conversations) has no text to split here."""
+    """The tokenizer must be the store's (by sha256), and its BOS the one the store knows texts by
+    (whether the objective can read the store is ``fitness.py``'s to say)."""
     for store in stores:
         recorded = store_manifest(store)
         if recorded["tokenizer"]["sha256"] != tokenizer.sha256:
@@ -144,8 +145,6 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
                 f"--bos-token {special.pieces['bos']}: the token store {store} knows which texts begin with "
                 f"{bos!r}, not with this one; leave --bos-token out"
             )
-    for store in stores:  # each: a mixture may hold a store of documents beside one of sentences
-        _check_kind(store_manifest(store)["token_store"], store, objective)
 
 
 def check_store_identity(stores: list[str], identity: dict) -> None:
@@ -171,67 +170,18 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
                 )
 
 
-def _check_kind(kind: dict, store: str, objective) -> None:
-    """A store of whole documents serves the objectives that read documents' tokens; one tokenized per
-    sentence (``objcli tokenize --sentences``) serves the sentence objectives, with its splitter."""
-    splitter = getattr(objective.options, "sentences", None) if objective.tokenizes_itself else None
-    name = objective.name
-    conversations = kind.get("tokenized") == "conversations"
-    if conversations and name != "chat":
-        raise ObjcliError(
-            f"--objective {name}: the token store {store} holds rendered conversations, for --objective chat; "
-            "tokenize the text without --chat"
-        )
-    if name == "chat":
-        if not conversations:
-            raise ObjcliError(
-                f"--objective chat: the token store {store} keeps documents' tokens, not rendered conversations; "
-                "make a chat store: objcli tokenize ... --chat"
-            )
-        return
-    if kind.get("tokenized") == "sentences":
-        if splitter is None:
-            raise ObjcliError(
-                f"--objective {name}: the token store {store} was tokenized per sentence (for nsp, sop, electra, "
-                f"bart and contrastive's sentence units), and {name} reads whole documents; tokenize the text "
-                "without --sentences"
-            )
-        if splitter != kind["sentences"]:
-            raise ObjcliError(
-                f"--sentences {splitter}: the token store {store} split sentences with --sentences "
-                f"{kind['sentences']}; pass --sentences {kind['sentences']}, or tokenize the text again with "
-                f"--sentences {splitter}"
-            )
-        return
-    if splitter is not None:
-        raise ObjcliError(
-            f"--objective {name}: {name} tokenizes each document's sentences apart, and the token store {store} keeps "
-            f"whole documents' tokens; make a per-sentence store: objcli tokenize ... --sentences {splitter}"
-        )
-    if objective.tokenizes_itself:
-        # FIM at context level (Megatron's, on packed rows' tokens) is derived; its document level cuts characters.
-        context = (
-            " (or pass --fim-level context, which works on tokens)" if hasattr(objective.options, "fim_level") else ""
-        )
-        raise ObjcliError(
-            f"--objective {name}: {name} cuts each document's text into pieces of its own (characters or turns) and "
-            f"tokenizes them, and the token store {store} keeps its documents' tokens without their text; run it "
-            f"from the text{context}"
-        )
-
-
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:
     """The manifest's ``token_store`` section: what a derived run takes from it, and its size."""
-    from ..formats.store import ids_dtype, stored_kind
+    from ..formats.store import ids_dtype
     from .store_chain import bos_piece
 
     token_bytes = ids_dtype(tokenizer.total_vocab_size).itemsize * totals.get("tokens", 0)
     stored = sum(sum(s.bytes.values()) for s in shards)
-    kind = stored_kind(config.token_store)
+    kind = config.store_kind
     return {
-        "tokenized": kind,
-        **({"sentences": config.token_store} if kind == "sentences" else {}),
-        **(_rendering(config) if kind == "conversations" else {}),
+        "tokenized": kind.name,
+        **({"sentences": kind.splitter} if kind.holds is Provides.SENTENCES else {}),
+        **(_rendering(config) if kind.holds is Provides.CONVERSATIONS else {}),
         "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},

@@ -38,9 +38,9 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
     return files, partitions
 
 
-def check_token_run(partitions: list, config: TransformConfig, tokenizer, objective) -> None:
-    """What a run over token files refuses: objectives that cut text (the sentence ones only where
-    Megatron's split sentences are there), ids wider than the file."""
+def check_token_run(partitions: list, config: TransformConfig, tokenizer) -> None:
+    """What a run over token files refuses: ids wider than the file, another tool's end of document
+    (whether the objective can read them is ``fitness.py``'s to say)."""
     sources = {p.input: p.source for p in partitions if p.input.kind is InputKind.TOKENS}
     if not sources:
         return
@@ -54,13 +54,6 @@ def check_token_run(partitions: list, config: TransformConfig, tokenizer, object
                 f"{tokenizer.path} has {tokenizer.vocab_size:,}; give the tokenizer the file was made with"
             )
         check_foreign_end(opened, f, tokenizer)
-        sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
-        if objective.tokenizes_itself and not (sentences and opened.sentences is not None):
-            what = "Megatron's split sentences (preprocess_data.py --split-sentences)" if sentences else "its text"
-            raise ObjcliError(
-                f"--objective {objective.name}: needs {what}, and input {f.path} is {f.format} token ids; run it "
-                "from the text, or choose an objective that reads documents' tokens"
-            )
 
 
 def check_foreign_end(opened, f, tokenizer) -> None:
@@ -84,3 +77,15 @@ def check_foreign_end(opened, f, tokenizer) -> None:
         f"({tokenizer.special.pieces.get('eos')!r}): the file's own end of document. Pass --eos-token '{piece}' so "
         "it is taken off and each document ends once, or give the tokenizer configuration the file was made with"
     )
+
+
+def token_supplies(files: list, config: TransformConfig, sources: dict) -> list:
+    """What each tokenized input gives an objective (``fitness.py``): documents' tokens, and sentences
+    where Megatron's split sentences are kept."""
+    from .fitness import token_input_supply
+
+    supplies = []
+    for f in files:
+        opened = opened_once(f.path, f.format, ids_key(config.text_key, sources.get(f, "")))
+        supplies.append(token_input_supply(f.path, f.format, opened.sentences is not None))
+    return supplies

@@ -1,0 +1,65 @@
+"""Whether each input gives the objective what it reads: the one check for text, other tools' token
+ids and token stores alike (``supply.py``'s terms), and the one place that words the refusal."""
+
+from __future__ import annotations
+
+from ..errors import ObjcliError
+from ..supply import TEXT_SUPPLY, Provides, Reads, StoreKind, Supply
+
+MAKES = {  # how to make an input of what an objective reads
+    Provides.DOCUMENTS: "objcli tokenize ... (without --sentences or --chat)",
+    Provides.CONVERSATIONS: "make a chat store: objcli tokenize ... --chat",
+}
+
+
+def check_fitness(objective, inputs: list[tuple[str, Supply]]) -> None:
+    """Every input's supply against ``objective.reads()``; the first that does not give it is one line
+    saying what the objective reads, what the input holds, and how to make one that fits."""
+    reads = objective.reads()
+    for name, supply in inputs:
+        if not supply.gives(reads):
+            raise ObjcliError(f"--objective {objective.name}: {_refusal(objective.name, reads, name, supply)}")
+
+
+def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
+    holds = f"{name} {supply.what}"
+    if reads.needs is Provides.TEXT:
+        instead = f" (or pass {reads.instead})" if reads.instead else ""
+        return (
+            f"{objective} cuts each document's text into pieces of its own (characters or turns) and tokenizes "
+            f"them, and {holds}, without their text; run it from the text{instead}"
+        )
+    if reads.needs is Provides.SENTENCES:
+        if Provides.SENTENCES in supply.provides:
+            return (
+                f"splits sentences with --sentences {reads.splitter}, and {holds}; pass --sentences "
+                f"{supply.splitter}, or tokenize the text again with --sentences {reads.splitter}"
+            )
+        make = f"make a per-sentence store: objcli tokenize ... --sentences {reads.splitter}"
+        if not supply.store:
+            make = "run it from the text (or from Megatron's split sentences: preprocess_data.py --split-sentences)"
+        return f"{objective} tokenizes each document's sentences apart, and {holds}; {make}"
+    if Provides.CONVERSATIONS in supply.provides:
+        return f"{holds}, for --objective chat; tokenize the text without --chat"
+    if reads.needs is Provides.CONVERSATIONS:
+        return f"{objective} reads conversations, and {holds}, not rendered conversations; {MAKES[reads.needs]}"
+    return (
+        f"{objective} reads whole documents, and {holds} (for nsp, sop, electra, bart and contrastive's "
+        "sentence units); tokenize the text without --sentences"
+    )
+
+
+def store_supply(manifest: dict, path: str) -> tuple[str, Supply]:
+    """A token store's supply, from the kind its manifest records."""
+    kind = StoreKind.parse(manifest["config"].get("token_store") or "documents")
+    return f"the token store {path}", kind.supply
+
+
+def token_input_supply(path: str, fmt: str, split_sentences: bool) -> tuple[str, Supply]:
+    """Another tool's ids: documents' tokens, and sentences where Megatron's split sentences are kept."""
+    provides = {Provides.DOCUMENTS, *([Provides.SENTENCES] if split_sentences else [])}
+    return f"input {path}", Supply(frozenset(provides), "", f"is {fmt} token ids")
+
+
+def text_supply(path: str) -> tuple[str, Supply]:
+    return f"input {path}", TEXT_SUPPLY
