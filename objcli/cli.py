@@ -148,8 +148,8 @@ def tokenize(**values):
 
         objcli tokenize corpus/ -t tok.model -o store/ && objcli transform store/ --objective ul2 -o ul2/
     """
+    from .objectives.supply import WHOLE_DOCUMENTS
     from .recipe import config_from_values
-    from .supply import WHOLE_DOCUMENTS
     from .transform import tokenize as run_tokenize
 
     try:
@@ -185,7 +185,7 @@ def tokenize(**values):
 
 def _appended_kind(manifest: dict, given):
     """What ``--append`` adds to: a token store, of the kind asked (whole documents or a splitter)."""
-    from .supply import StoreKind
+    from .objectives.supply import StoreKind
 
     kind = StoreKind.parse(manifest.get("config", {}).get("token_store"))
     if not kind:

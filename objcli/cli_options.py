@@ -285,7 +285,7 @@ class TokenizeCommand(click.Command):
 
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
-    from .supply import CHAT_STORE, StoreKind
+    from .objectives.supply import CHAT_STORE, StoreKind
 
     given = {k: v for k, v in values.items() if v not in (None, ())}
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}

@@ -12,10 +12,10 @@ from .errors import ObjcliError
 from .formats import FORMAT_NAMES as OUTPUT_FORMATS
 from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
+from .objectives.supply import StoreKind
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
 from .readers.inputs import INPUT_FORMATS
 from .storage.remote import check_url_path, is_url
-from .supply import StoreKind
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
 

@@ -20,6 +20,7 @@ from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
+from .objectives.supply import WHOLE_DOCUMENTS, StoreKind
 from .order.mixture import check_repeats, run_blend
 from .order.splits import split_names
 from .readers.inputs import STDIN
@@ -36,7 +37,6 @@ from .storage.output import OutputFolder, PartitionResult, final_names
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer
 from .storage.stores import open_store
-from .supply import WHOLE_DOCUMENTS, StoreKind
 
 __all__ = ["RunPlan", "plan_run", "transform"]
 

@@ -39,7 +39,6 @@ import numpy as np
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from ..supply import WHOLE_DOCUMENTS, Provides, StoreKind
 from .base import Column, OutputFormat, commit, temp_file
 
 STORE = "store"
@@ -86,8 +85,8 @@ def ids_dtype(total_vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int, kind: StoreKind = WHOLE_DOCUMENTS, origins: bool = False) -> list[ColumnSpec]:
-    """The store's columns (``kind``: what it holds); a store tokenized per sentence also lists each
+def store_columns(total_vocab_size: int, kind: str = "documents", origins: bool = False) -> list[ColumnSpec]:
+    """The store's columns (``kind``: what it holds, ``StoreKind.name``); a store tokenized per sentence also lists each
     document's sentences' token counts (its ids are its sentences' ids, one after another), a chat store
     each record's conversations and supervised spans; ``origins``: where each document comes from
     (``--provenance``; a store of whole documents also places its tokens)."""
@@ -104,8 +103,8 @@ def store_columns(total_vocab_size: int, kind: StoreKind = WHOLE_DOCUMENTS, orig
     places = [
         ColumnSpec(name, "ragged", -128, 2**31 - 1, doc, "positions", "ids") for name, (*_, doc) in PLACES.items()
     ]
-    where += places if kind.holds is Provides.DOCUMENTS else []
-    own = {Provides.DOCUMENTS: [], Provides.SENTENCES: [counts], Provides.CONVERSATIONS: chat}[kind.holds]
+    where += places if kind == "documents" else []
+    own = {"documents": [], "sentences": [counts], "conversations": chat}[kind]
     return [ids, *metadata, *own, *(where if origins else [])]
 
 

@@ -20,7 +20,7 @@ from ..errors import ObjcliError
 from ..kernels.ragged import add_boundary_tokens
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
-from ..supply import DOCUMENTS_READ, Reads
+from .supply import DOCUMENTS_READ, Reads
 
 if TYPE_CHECKING:
     from ..tokenizers import Tokenizer

@@ -35,12 +35,12 @@ from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from ..supply import Provides, Reads
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .chat_spans import ContentSpans, TurnSpans, turn_end
 from .conversations import BadRecord, conversation_of, render
+from .supply import Provides, Reads
 
 LOSS_ON = ("assistant", "last-assistant", "all")
 OVERLONG = ("truncate", "drop")

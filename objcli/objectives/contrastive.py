@@ -35,9 +35,9 @@ from ..kernels.pairs import document_steps
 from ..kernels.ragged import add_boundary_tokens, range_indices, split_long_items
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
+from .supply import Provides, Reads
 
 PAIR_KINDS = ("crop", "ict", "adjacent", "dropout")
 VIEW_LAYOUTS = ("ragged", "padded")

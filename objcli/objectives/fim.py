@@ -32,8 +32,8 @@ from ..kernels.packing import first_of_segments, segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import HIDDEN, POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
+from .supply import Provides, Reads
 
 TOKEN_PRESETS = {
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>"),

@@ -52,10 +52,10 @@ from ..kernels.pairs import (
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
-from ..supply import Provides, Reads
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import check_probabilities, mask_prob_option, sentences_option
 from .masker import Masker, MaskingOptions, with_copies
+from .supply import Provides, Reads
 
 
 @dataclass(frozen=True)

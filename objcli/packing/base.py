@@ -11,15 +11,24 @@ import numpy as np
 from ..kernels.packing import first_of_segments
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
+MAX_POSITIONS = 2**31 - 1  # position_ids are int32
+
 
 @dataclass(frozen=True)
 class PackSettings:
-    row_length: int  # tokens a row holds: --seq-len (one more with --row-tokens seq-len+1), or WHOLE
+    # Tokens a row holds: --seq-len (one more with --row-tokens seq-len+1); None: a document a row, never
+    # cut (formats of whole documents, whose trainer cuts its own windows).
+    row_length: int | None
     columns: tuple[ColumnSpec, ...]  # the objective's example columns
     pad_id: int | None = None  # None: no padding (concat then drops its remainder)
     window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
     documents: bool = True  # examples are documents, joined into a stream (else finished examples)
     overlap: int = 0  # concat: tokens each row shares with the next (1: Megatron's row_length + 1 windows)
+
+    @property
+    def longest_row(self) -> int:
+        """The most tokens a row can hold: its length, or for whole documents the most int32 positions count."""
+        return self.row_length if self.row_length is not None else MAX_POSITIONS
 
     def spec(self, name: str) -> ColumnSpec:
         return next(c for c in self.columns if c.name == name)
@@ -50,7 +59,7 @@ def per_example_names(settings: PackSettings) -> list[str]:
 def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
     """Aligned token columns (as ``kind``), then segment ids and positions, then one ragged
     per-segment column for each per-example value."""
-    row_length = settings.row_length
+    row_length = settings.longest_row
     aligned = [c.with_kind(kind) for c in settings.columns if c.kind != "scalar"]
     segments = [
         ColumnSpec("segment_ids", kind, 0, row_length, "1-based example per row, 0 = padding", role="segment_ids"),

@@ -59,7 +59,10 @@ class OneExamplePerRow:
         keep = lengths > 0
         offsets = lengths_to_offsets(lengths[keep])
         kept = np.flatnonzero(keep)
-        row_offsets, source = split_long_items(offsets, self.settings.row_length)
+        if self.settings.row_length is None:  # whole documents: a row each, never cut
+            row_offsets, source = offsets, np.arange(len(offsets) - 1, dtype=np.int64)
+        else:
+            row_offsets, source = split_long_items(offsets, self.settings.row_length)
         row_lengths = np.diff(row_offsets)
         first_piece = np.ones(len(source), dtype=bool)
         first_piece[1:] = source[1:] != source[:-1]

@@ -4,7 +4,7 @@ ids and token stores alike (``supply.py``'s terms), and the one place that words
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from ..supply import TEXT_SUPPLY, Provides, Reads, StoreKind, Supply
+from ..objectives.supply import TEXT_SUPPLY, Provides, Reads, StoreKind, Supply
 
 MAKES = {  # how to make an input of what an objective reads
     Provides.DOCUMENTS: "objcli tokenize ... (without --sentences or --chat)",

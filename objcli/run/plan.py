@@ -113,7 +113,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     check_token_run(partitions, config, tokenizer)
     check_fitness(objective, _supplies(files, partitions, config))
     if config.store_kind:  # objcli tokenize: the store's columns, whatever the objective would write
-        columns = store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance)
+        columns = store_columns(tokenizer.total_vocab_size, config.store_kind.name, config.provenance)
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)

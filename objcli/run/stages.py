@@ -31,9 +31,6 @@ def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
     return REGISTRY.get(config.objective)(objective_context(config), tokenizer)
 
 
-WHOLE = 1 << 62  # a row length no document reaches
-
-
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
     whole = config.format.whole_documents and config.packing == "none"
@@ -42,7 +39,7 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     kind = objective.provenance_kind()
     marks = (EXAMPLE_SPECS if kind == "tokens" else (SOURCE_SPEC,)) if config.provenance else ()
     settings = PackSettings(
-        WHOLE if whole else config.row_length,
+        None if whole else config.row_length,
         (*objective.example_columns(), *marks),
         objective.pad_id,
         config.pack_window,

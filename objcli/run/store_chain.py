@@ -15,9 +15,9 @@ from ..kernels.ragged import lengths_to_offsets
 from ..objectives.base import DocumentBatch
 from ..objectives.conversations import RENDER_FAILURES
 from ..objectives.sentences import split_batch
+from ..objectives.supply import Provides
 from ..readers.stored_conversations import StoredConversations
 from ..rows import Ragged
-from ..supply import Provides
 from ..tokenizers import Tokenizer
 from .provenance import token_places
 
@@ -35,7 +35,7 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance),
+            store_columns(tokenizer.total_vocab_size, config.store_kind.name, config.provenance),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,

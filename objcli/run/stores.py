@@ -8,9 +8,9 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..objectives.supply import CHAT_STORE, Provides, StoreKind
 from ..order.mixture import names_text_key, parse_sources, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
-from ..supply import Provides
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
 # so a derived run takes its values (the same command from text, with these, writes the same bytes).
@@ -150,24 +150,24 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
 def check_store_identity(stores: list[str], identity: dict) -> None:
     """A chat store's conversations were rendered with its template: the run's files besides the
     tokenizer (the template, the tokenizer's config holding one) must be those, by sha256."""
-    from ..storage.identity import TOKENIZER
+    from ..storage.identity import TOKENIZER, file_differences
 
     for store in stores:
         manifest = store_manifest(store)
-        if manifest["token_store"].get("tokenized") != "conversations":
+        if StoreKind.parse(manifest["config"].get("token_store")) != CHAT_STORE:
             continue
         recorded = {what: e for what, e in manifest.get("identity", {}).items() if what != TOKENIZER}
         current = {what: e for what, e in identity.items() if what != TOKENIZER}
-        for what in dict.fromkeys([*recorded, *current]):
-            before, now = recorded.get(what), current.get(what)
-            if (before or {}).get("sha256") != (now or {}).get("sha256"):
-                absent = "none (the tokenizer's own template)" if what == "chat template" else "none"
-                made = f"{before['path']} (sha256 {before['sha256'][:12]}…)" if before else absent
-                here = f"{now['path']} (sha256 {now['sha256'][:12]}…)" if now else absent
-                raise ObjcliError(
-                    f"input {store}: the chat store was rendered with {what} {made}, and this run has {here}; "
-                    "give the store's, or tokenize the conversations again with this one"
-                )
+        differences = file_differences(recorded, current)
+        if differences:
+            what, before, now = differences[0]
+            absent = "none (the tokenizer's own template)" if what == "chat template" else "none"
+            made = f"{before['path']} (sha256 {before['sha256'][:12]}…)" if before else absent
+            here = f"{now['path']} (sha256 {now['sha256'][:12]}…)" if now else absent
+            raise ObjcliError(
+                f"input {store}: the chat store was rendered with {what} {made}, and this run has {here}; "
+                "give the store's, or tokenize the conversations again with this one"
+            )
 
 
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:

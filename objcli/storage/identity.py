@@ -43,14 +43,22 @@ def changed_files(recorded: dict | None, current: dict) -> list[str]:
     if not recorded:
         return []
     changes = []
-    for what in dict.fromkeys([*recorded, *current]):
-        before, now = recorded.get(what), current.get(what)
-        if before == now or (before and now and before["sha256"] == now["sha256"]):
-            continue
+    for what, before, now in file_differences(recorded, current):
         name = Path((now or before)["path"]).name
         state = "added" if before is None else "gone" if now is None else "edited"
         changes.append(f"{what} {name} ({state})")
     return changes
+
+
+def file_differences(recorded: dict, current: dict) -> list[tuple[str, dict | None, dict | None]]:
+    """(what, recorded entry, current entry) for each file whose sha256 differs, or that only one has:
+    the one comparison of identities, which the rerun check and a chat store's check word their own way."""
+    differences = []
+    for what in dict.fromkeys([*recorded, *current]):
+        before, now = recorded.get(what), current.get(what)
+        if (before or {}).get("sha256") != (now or {}).get("sha256"):
+            differences.append((what, before, now))
+    return differences
 
 
 def changed_options(recorded_config: dict | None, config: dict) -> list[str]:

@@ -68,9 +68,7 @@ def place_of(path: str) -> Place:
 
 
 def local_place(path: str) -> Place:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return Place(LocalFileSystem(), path, path)
+    return Place.local(path)
 
 
 def detect_token_input(path: str, requested: str, ids_key: str = "input_ids") -> str | None:

@@ -37,6 +37,12 @@ class Place:
     name: str  # as messages name it (the user's path; a URL without credentials)
     remote: bool = False
 
+    @classmethod
+    def local(cls, path: str) -> Place:
+        from fsspec.implementations.local import LocalFileSystem
+
+        return cls(LocalFileSystem(), path, path)
+
     def isfile(self, path: str) -> bool:
         return self.fs.isfile(path)
 

@@ -55,18 +55,19 @@ def _kept_sha256(path: str) -> str:
 
 def changed_token_inputs(inputs: list[dict]) -> list[str]:
     """For ``verify``: each recorded token input file that is here and holds other bytes now (a
-    file not here, the output moved to another machine, is not checked)."""
-    problems = []
+    file not here, the output moved to another machine, is not checked): the one identity check
+    (``storage/identity.check_identity``) over the input's files."""
+    from ...storage.identity import check_identity
+
+    recorded = {}
     for entry in inputs:
-        recorded, where = entry.get("sha256"), entry.get("resolved")
-        if not isinstance(recorded, dict) or not isinstance(where, str):
+        digests, where = entry.get("sha256"), entry.get("resolved")
+        if not isinstance(digests, dict) or not isinstance(where, str):
             continue
         folder = where if os.path.isdir(where) else os.path.dirname(where)
-        for name, digest in recorded.items():
-            path = os.path.join(folder, name)
-            if os.path.isfile(path) and file_sha256(path) != digest:
-                problems.append(
-                    f"input {entry.get('path')}: {name}'s sha256 differs from the one the run recorded (edited "
-                    "since the run?); rerun the transform with --overwrite to rebuild the output from it"
-                )
-    return problems
+        for name, digest in digests.items():
+            recorded[f"input {entry.get('path')}: {name}'s file"] = {
+                "path": os.path.join(folder, name),
+                "sha256": digest,
+            }
+    return check_identity(recorded)

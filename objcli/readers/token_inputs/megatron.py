@@ -41,9 +41,8 @@ class MegatronInput(TokenInputFormat):
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         from ...formats.megatron import read_megatron_index
-        from . import local_place
 
-        base = self.prefix(local_place(path))
+        base = self.prefix(Place.local(path))
         if base is None:
             raise ValueError("no PREFIX.idx beside it")
         dtype, _, sentence_offsets, document_index = read_megatron_index(Path(base + ".idx"))

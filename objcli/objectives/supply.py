@@ -1,6 +1,6 @@
 """What inputs provide and objectives read, in one vocabulary, and what a token store holds: the
 terms the plan's fitness check (``run/fitness.py``) decides with. No module of objcli is imported
-here: readers, formats, objectives and the run all speak it."""
+here: objectives declare what they read in it, the run says what each input gives."""
 
 from __future__ import annotations
 
