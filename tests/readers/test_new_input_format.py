@@ -1,0 +1,71 @@
+"""The recipe "Adding an input format" of architecture.md, followed by registration (as
+``tests/formats/test_new_format.py`` follows the output one): a throwaway token input format, one
+class, is an --input-format choice, detected by its content, read into the same rows as the same ids
+in a format objcli knows, named by the manifest, and verified."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import SAMPLE, run_cli
+
+from objcli.commands.verify import verify_output
+from objcli.readers import token_inputs
+from objcli.readers.token_inputs import TOKEN_INPUTS, TokenFile, TokenInputFormat
+from objcli.recipe import config_from_values
+from objcli.transform import transform
+
+DOCUMENTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16, 17], [18]]
+
+
+class SpacedIds(TokenInputFormat):
+    """A text file of ids, a document a line, its first line ``#ids``."""
+
+    name = "spaced-ids-test"
+
+    def detect(self, place, ids_key: str) -> bool:
+        return place.isfile(place.path) and place.head(place.path, 4) == b"#ids"
+
+    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
+        lines = open(path, encoding="utf-8").read().splitlines()[1:]
+        documents = [np.array(line.split(), dtype=np.int64) for line in lines]
+        offsets = np.concatenate([[0], np.cumsum([len(d) for d in documents])]).astype(np.int64)
+        return TokenFile(path, self.name, np.concatenate(documents).astype(np.int32), offsets)
+
+
+@pytest.fixture
+def registered():
+    before = dict(TOKEN_INPUTS)
+    token_inputs.register(SpacedIds())
+    yield
+    TOKEN_INPUTS.clear()
+    TOKEN_INPUTS.update(before)
+
+
+def _run(path, out, **values):
+    values = {"inputs": [str(path)], "tokenizer": str(SAMPLE / "tokenizer.model"), "output": str(out), **values}
+    return transform(config_from_values(values), workers=1, overwrite=True)
+
+
+def _rows(summary, folder) -> list:
+    shards = summary.manifest["shards"]
+    return [pa.ipc.open_stream(pa.memory_map(str(folder / s["files"][0]))).read_all().to_pylist() for s in shards]
+
+
+def test_a_registered_input_format_is_a_choice_detected_read_and_verified(registered, tmp_path):
+    from objcli.readers.inputs import INPUT_FORMATS
+
+    assert "spaced-ids-test" in INPUT_FORMATS and list(TOKEN_INPUTS)[-1] == "nanogpt"  # nanoGPT's catch-all last
+    mine = tmp_path / "corpus.ids"
+    mine.write_text("#ids\n" + "".join(" ".join(map(str, d)) + "\n" for d in DOCUMENTS))
+    pq.write_table(pa.table({"input_ids": DOCUMENTS}), tmp_path / "same.parquet")
+    assert token_inputs.detect_token_input(str(mine), "auto") == "spaced-ids-test"
+    ours = _run(mine, tmp_path / "a", seq_len=8)
+    known = _run(tmp_path / "same.parquet", tmp_path / "b", seq_len=8)
+    assert ours.manifest["inputs"][0]["format"] == "spaced-ids-test"
+    assert _rows(ours, tmp_path / "a") == _rows(known, tmp_path / "b") and ours.totals == known.totals
+    assert ours.totals["documents_read"] == 4 and ours.totals["rows"] == 2  # 20 ids and EOS in rows of 8
+    assert not verify_output(tmp_path / "a").problems
+    assert "spaced-ids-test" not in run_cli("transform", "--help").stdout  # only this process registered it
