@@ -111,3 +111,17 @@ def last_per_owner(owner, kept) -> np.ndarray:
         is_last[:-1] = owner[positions[1:]] != owner[positions[:-1]]
         result[positions[is_last]] = True
     return result
+
+
+def common_prefix_lengths(tokens: np.ndarray, a_starts, a_lengths, b_starts, b_lengths) -> np.ndarray:
+    """For each i, how many leading tokens ``tokens[a_starts[i]:][:a_lengths[i]]`` and the same of b share
+    (TRL's ``common_prefix_length``, over a whole batch at once)."""
+    n = np.minimum(a_lengths, b_lengths).astype(np.int64)
+    total = int(n.sum())
+    owner = np.repeat(np.arange(len(n), dtype=np.int64), n)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    differ = tokens[np.repeat(a_starts, n) + within] != tokens[np.repeat(b_starts, n) + within]
+    found, first = np.unique(owner[differ], return_index=True)  # owner is sorted: the first difference
+    result = n.copy()
+    result[found] = within[differ][first]
+    return result

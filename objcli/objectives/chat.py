@@ -36,10 +36,11 @@ from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
-from ..tokenizers.chat_template import ChatTemplate, find_template, template_markers
+from ..tokenizers.chat_template import template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .chat_spans import ContentSpans, TurnSpans, turn_end
-from .conversations import BadRecord, conversation_of, render
+from .common import chat_template_option, template_date_option
+from .conversations import BadRecord, conversation_of, render, template_for
 from .supply import Provides, Reads
 
 LOSS_ON = ("assistant", "last-assistant", "all")
@@ -51,11 +52,7 @@ TURNS = ("together", "each")
 @dataclass(frozen=True)
 class ChatOptions(Options):
     messages_key: str = option("messages", "JSON field (Parquet column) of a record's list of messages.")
-    chat_template: str | None = option(
-        None,
-        "Jinja chat template (.jinja, or a JSON file with chat_template) "
-        "[default: the one in tokenizer_config.json beside the tokenizer].",
-    )
+    chat_template: str | None = chat_template_option()
     loss_on: str = option(
         "assistant", "Tokens that carry loss: every assistant turn, the last one, or all.", choices=LOSS_ON
     )
@@ -64,9 +61,7 @@ class ChatOptions(Options):
         "A conversation longer than a row: cut after the last assistant turn that fits, or dropped.",
         choices=OVERLONG,
     )
-    template_date: str = option(
-        "2024-07-26", "The date strftime_now gives templates (fixed: the output never depends on the day)."
-    )
+    template_date: str = template_date_option()
     assistant_span: str = option(
         "turn", "Without generation markers: the whole turn, or content + end.", choices=ASSISTANT_SPANS
     )
@@ -91,15 +86,10 @@ class Chat(Objective):
         super().__init__(context, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
-        source, variables, where = find_template(tokenizer.path, o.chat_template, tokenizer.kind)
-        for role in ("bos", "eos"):  # a .model or rank file names its own (no tokenizer_config.json)
-            token_id = tokenizer.model_role_id(role)
-            if f"{role}_token" not in variables and token_id is not None:
-                variables[f"{role}_token"] = tokenizer.piece(token_id)
-        self.template = ChatTemplate(source, variables, o.template_date, where)
-        self.template_file = Path(where)  # a .jinja file, a JSON config holding it, or the tokenizer's config
+        self.template, variables = template_for(tokenizer, o.chat_template, o.template_date)
+        self.template_file = Path(self.template.where)  # a .jinja file, a JSON config holding it, or the tokenizer's
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
-        self.absent = absent_markers(source, tokenizer)
+        self.absent = absent_markers(self.template.source, tokenizer)
         bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")

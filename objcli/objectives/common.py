@@ -16,6 +16,18 @@ def mask_prob_option():
     return option(0.15, "Probability of selecting a token (0.25 is ELECTRA-large).", minimum=0, maximum=1)
 
 
+def chat_template_option():
+    return option(
+        None,
+        "Jinja chat template (.jinja, or a JSON file with chat_template) "
+        "[default: the one in tokenizer_config.json beside the tokenizer].",
+    )
+
+
+def template_date_option():
+    return option("2024-07-26", "The date strftime_now gives templates (fixed: the output never depends on the day).")
+
+
 def sentences_option():
     return option("prose", "Sentence splitting: prose rules, or one sentence per line (code).", choices=SPLITTERS)
 

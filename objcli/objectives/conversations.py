@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..tokenizers.chat_template import ChatTemplate, TemplateFailure
+from ..tokenizers.chat_template import ChatTemplate, TemplateFailure, find_template
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
 PLACEHOLDER = re.compile("\ue000([0-9]+)\ue001")
@@ -55,7 +55,8 @@ LAYOUT_FIELDS = frozenset(
 RENDER_FAILURES = (
     "not_an_object", "no_messages", "bad_message", "unknown_role", "non_string_content", "non_text_content",
     "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
-    "history_rewritten", "preference_pair",
+    "history_rewritten", "preference_pair", "missing_side", "identical_pair", "prompt_too_long", "pair_too_long",
+    "mixed_layout",
 )  # fmt: skip
 
 
@@ -94,7 +95,7 @@ def _checked_content(content, role: str):
     raise BadRecord("non_string_content", f"a {role} message's content is {type(content).__name__}")
 
 
-def _messages(value, what: str) -> list[dict]:
+def checked_messages(value, what: str) -> list[dict]:
     if not isinstance(value, list) or not value:
         raise BadRecord("no_messages", f"{what} is not a non-empty list of messages")
     messages = []
@@ -126,7 +127,7 @@ def _sharegpt(value) -> list[dict]:
         if role is None:
             raise BadRecord("unknown_role", f"ShareGPT speaker {turn['from']!r}")
         messages.append({"role": role, "content": turn.get("value")})
-    return _messages(messages, "field 'conversations'")
+    return checked_messages(messages, "field 'conversations'")
 
 
 def _alpaca(record: dict) -> list[dict]:
@@ -140,7 +141,7 @@ def _alpaca(record: dict) -> list[dict]:
     return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": fields["output"]}]
 
 
-def _tools(value) -> list[dict] | None:
+def checked_tools(value) -> list[dict] | None:
     """A record's ``tools`` as ``apply_chat_template`` takes them: a list of JSON schemas (objects).
     Many datasets on the Hub store the list as a JSON string: it is parsed (an empty string is no
     tools). Any other shape (an object, a list of strings) ``transformers`` refuses, and a template
@@ -166,10 +167,10 @@ def conversation_of(record, messages_key: str) -> Conversation:
         raise BadRecord("not_an_object", "the record is not a JSON object")
     extra = {k: v for k, v in record.items() if k not in LAYOUT_FIELDS and k != messages_key}
     if "tools" in extra:
-        extra["tools"] = _tools(extra["tools"])
+        extra["tools"] = checked_tools(extra["tools"])
     first = 0
     if messages_key in record:
-        messages = _messages(record[messages_key], f"field '{messages_key}'")
+        messages = checked_messages(record[messages_key], f"field '{messages_key}'")
     elif "conversations" in record:
         messages = _sharegpt(record["conversations"])
     elif "instruction" in record and "output" in record:
@@ -180,7 +181,7 @@ def conversation_of(record, messages_key: str) -> Conversation:
             if not completion:
                 raise BadRecord("empty_completion", "the completion is empty")
             return Conversation(prompt=prompt, completion=completion)
-        messages = _messages(prompt, "field 'prompt'") + _messages(completion, "field 'completion'")
+        messages = checked_messages(prompt, "field 'prompt'") + checked_messages(completion, "field 'completion'")
         first = len(prompt)
     elif "chosen" in record and "rejected" in record:
         raise BadRecord(
@@ -204,6 +205,17 @@ def conversation_of(record, messages_key: str) -> Conversation:
         raise BadRecord("no_assistant_message", "no assistant message to learn from")
     blocks_before = sum(m["role"] == "assistant" for m in messages[:first])
     return Conversation(messages=messages, supervised=supervised, extra=extra, first_supervised_block=blocks_before)
+
+
+def template_for(tokenizer, chat_template: str | None, date: str) -> tuple[ChatTemplate, dict[str, str]]:
+    """The run's template (``--chat-template``, else the tokenizer's own) and the variables it sees
+    (``bos_token``, ``eos_token``: a .model or rank file names its own, having no tokenizer_config.json)."""
+    source, variables, where = find_template(tokenizer.path, chat_template, tokenizer.kind)
+    for role in ("bos", "eos"):
+        token_id = tokenizer.model_role_id(role)
+        if f"{role}_token" not in variables and token_id is not None:
+            variables[f"{role}_token"] = tokenizer.piece(token_id)
+    return ChatTemplate(source, variables, date, where), variables
 
 
 def render(

@@ -15,6 +15,7 @@ class Provides(enum.Enum):
     DOCUMENTS = "documents' tokens"
     SENTENCES = "sentences' tokens"  # each encoded apart, as the sentence objectives encode them
     CONVERSATIONS = "rendered conversations"
+    PAIRS = "preference pairs"  # only text gives them: no store keeps pairs yet
 
 
 @dataclass(frozen=True)

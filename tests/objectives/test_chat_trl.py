@@ -18,142 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import read_output, run_transform
-from paths import CHAT_TEMPLATES
+from trl_families import FAMILIES, SPECIALS, TRL, conversations, family_folder, train_tokenizer
 
 from objcli.kernels import IGNORE
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-TRL = CHAT_TEMPLATES / "trl"
-# family -> (bos, eos, what its template renders: tools list, tool calls, reasoning, system turns)
-FAMILIES = {
-    "llama3": ("<|begin_of_text|>", "<|eot_id|>", set()),
-    "qwen2_5": (None, "<|im_end|>", {"tools", "tool_calls"}),
-    "qwen3": (None, "<|im_end|>", {"tools", "tool_calls", "reasoning"}),
-    "gemma": ("<bos>", "<eos>", set()),
-    "gemma3": ("<bos>", "<eos>", set()),
-    "phi3": ("<s>", "<|endoftext|>", set()),
-    "phi3_5": ("<s>", "<|endoftext|>", set()),
-    "deepseekv3": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", {"tool_calls", "reasoning"}),
-}
-SPECIALS = [
-    "<|begin_of_text|>",
-    "<|end_of_text|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<|eot_id|>",
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<bos>",
-    "<eos>",
-    "<start_of_turn>",
-    "<end_of_turn>",
-    "<s>",
-    "<|assistant|>",
-    "<|end|>",
-    "<|system|>",
-    "<|user|>",
-    "<｜begin▁of▁sentence｜>",
-    "<｜end▁of▁sentence｜>",
-    "<｜User｜>",
-    "<｜Assistant｜>",
-    "<｜tool▁calls▁begin｜>",
-    "<｜tool▁calls▁end｜>",
-    "<｜tool▁call▁begin｜>",
-    "<｜tool▁call▁end｜>",
-    "<｜tool▁sep｜>",
-    "<｜tool▁outputs▁begin｜>",
-    "<｜tool▁outputs▁end｜>",
-    "<｜tool▁output▁begin｜>",
-    "<｜tool▁output▁end｜>",
-]
-WORDS = "the river runs to the sea ; why is the sky blue ? because light scatters , said the model".split()
-
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """One byte-level BPE holding every family's special tokens, trained on words and the templates."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    folder = tmp_path_factory.mktemp("trl-tokenizer")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    rng = np.random.default_rng(5)
-    texts = [" ".join(rng.choice(WORDS, 12)) for _ in range(500)] + [p.read_text() for p in TRL.glob("*.jinja")]
-    tokenizer.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=1500,
-            special_tokens=SPECIALS,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        ),
-    )
-    tokenizer.save(str(folder / "tokenizer.json"))
-    return folder / "tokenizer.json"
-
-
-def family_folder(trained: Path, family: str, template: str, root: Path) -> Path:
-    bos, eos, _ = FAMILIES[family]
-    folder = root / template
-    folder.mkdir(parents=True)
-    (folder / "tokenizer.json").write_bytes(trained.read_bytes())
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": eos,
-        "model_max_length": 1 << 20,
-        "chat_template": (TRL / f"{template}.jinja").read_text(),
-        **({"bos_token": bos} if bos else {}),
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    return folder
-
-
-def _answer(rng, k: int, features: set) -> dict:
-    """An assistant message: words around a unique tag, sometimes empty or padded with whitespace,
-    with reasoning or tool calls where the family's template renders them."""
-    text = rng.choice(["", f"ANS{k} " + " ".join(rng.choice(WORDS, 4)), f"  ANS{k} padded \n", f"\nANS{k}"])
-    message = {"role": "assistant", "content": text}
-    if "reasoning" in features and rng.random() < 0.5:
-        if rng.random() < 0.5:
-            message["reasoning_content"] = f"RSN{k} thinking"
-        else:
-            message["content"] = f"<think>\nRSN{k} thinking\n</think>\n\n" + (text or f"ANS{k}")
-    if "tool_calls" in features and rng.random() < 0.3:
-        message["tool_calls"] = [{"type": "function", "function": {"name": f"fn{k}", "arguments": '{"x": 1}'}}]
-    return message
-
-
-def conversations(family: str, count: int, seed: int) -> list[dict]:
-    features = FAMILIES[family][2]
-    rng = np.random.default_rng(seed)
-    records = []
-    for c in range(count):
-        messages = [{"role": "system", "content": f"SYS{c} be brief"}] if rng.random() < 0.3 else []
-        for t in range(int(rng.integers(1, 4))):
-            k = c * 10 + t
-            messages.append({"role": "user", "content": f"USR{k} " + " ".join(rng.choice(WORDS, 5))})
-            messages.append(_answer(rng, k, features))
-            if messages[-1].get("tool_calls"):
-                messages.append({"role": "tool", "content": f"TOOL{k} 42"})
-                messages.append({"role": "assistant", "content": f"ANS{k}b done"})
-        record = {"messages": messages}
-        if "tools" in features and rng.random() < 0.3:
-            record["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": "lookup",
-                        "description": "TOOLDESC finds",
-                        "parameters": {"type": "object", "properties": {}},
-                    },
-                }
-            ]
-        records.append(record)
-    return records
+    return train_tokenizer(tmp_path_factory.mktemp("trl-tokenizer"))
 
 
 def expected(folder: Path, records: list[dict], with_mask: bool) -> list:
