@@ -64,8 +64,8 @@ class _PairsObjective(Objective):
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
         self.eos_text = variables.get("eos_token") or (tokenizer.piece(eos) if eos is not None else "")
-        self.vocab_size = tokenizer.total_vocab_size
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
+        self.vocab_size = tokenizer.total_vocab_size  # with the pad token, where it was added
 
     def reads(self) -> Reads:
         return Reads(Provides.PAIRS)
@@ -112,8 +112,8 @@ class Preference(_PairsObjective):
         return [
             ColumnSpec("input_ids", "ragged", 0, top, "prompt + chosen, then prompt + rejected"),
             ColumnSpec("labels", "ragged", IGNORE, top, "the token on completions, else -100", role="labels"),
-            ColumnSpec(SIDES, "ragged", 0, 1, "0 on the chosen side, 1 on the rejected"),
-            ColumnSpec(SIDE_POSITIONS, "ragged", 0, self.context.row_length - 1, "position within its side"),
+            ColumnSpec(SIDES, "ragged", 0, 1, "0 on the chosen side, 1 on the rejected", role="per_segment"),
+            ColumnSpec(SIDE_POSITIONS, "ragged", 0, self.context.row_length - 1, "within its side", role="positions"),
         ]
 
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
