@@ -279,7 +279,7 @@ def _supervised_line(stats: dict) -> str:
     if stats["supervision"] == "example-labels":
         return "supervised tokens    none (one class label per row, no token labels)"
     if stats["supervision"] == "pairs":
-        return "supervised tokens    none (contrastive views: the loss is over pairs of rows, not tokens)"
+        return "supervised tokens    none (the loss compares pairs: contrastive views, or preferred completions)"
     if stats["supervised_tokens"] is None:
         return "supervised tokens    not known (this format stores no segment ids)"
     return (

@@ -102,8 +102,9 @@ class Bart(Objective):
     default_eos = False
     tokenizes_itself = True
 
-    def reads(self) -> Reads:
-        return Reads(Provides.SENTENCES, self.options.sentences)
+    @classmethod
+    def reads(cls, options) -> Reads:
+        return Reads(Provides.SENTENCES, options.sentences)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -40,6 +40,7 @@ class ObjectiveContext:
     eos: bool  # EOS after each document
     pads_rows: bool  # the packer leaves room in rows that padding fills: a pad token is needed
     packed: bool  # several examples may share a row (any packer but none)
+    provenance: bool = False  # --provenance: each row's spans are recorded
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,10 @@ class Objective:
         self.context = context
         self.options = context.options
 
-    def reads(self) -> Reads:
-        """What the objective reads (``supply.py``): documents' tokens unless it says otherwise; the plan
-        checks every input gives it (``run/fitness.py``)."""
+    @classmethod
+    def reads(cls, options) -> Reads:
+        """What the objective reads with these options (``supply.py``): documents' tokens unless it says
+        otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it."""
         return DOCUMENTS_READ
 
     def plan_warnings(self) -> list[str]:

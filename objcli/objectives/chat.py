@@ -79,7 +79,8 @@ class Chat(Objective):
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
 
-    def reads(self) -> Reads:
+    @classmethod
+    def reads(cls, options) -> Reads:
         return Reads(Provides.CONVERSATIONS)
 
     def __init__(self, context, tokenizer):

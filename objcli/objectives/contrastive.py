@@ -111,10 +111,11 @@ class Contrastive(Objective):
     # --provenance: a row's spans are the whole documents its views are cut from (crops, sentences)
     provenance = "documents"
 
-    def reads(self) -> Reads:
-        if self.tokenizes_itself:
-            return Reads(Provides.SENTENCES, self.options.sentences)
-        return super().reads()
+    @classmethod
+    def reads(cls, options) -> Reads:
+        if options.pairs in ("ict", "adjacent"):  # units are sentences
+            return Reads(Provides.SENTENCES, options.sentences)
+        return super().reads(options)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -118,10 +118,11 @@ class FillInTheMiddle(Objective):
         # At document level each text is tokenized once, whole or as its three pieces.
         self.tokenizes_itself = o.fim_level == "document"
 
-    def reads(self) -> Reads:
-        if self.tokenizes_itself:  # document level cuts each text's characters
+    @classmethod
+    def reads(cls, options) -> Reads:
+        if options.fim_level == "document":  # it cuts each text's characters
             return Reads(Provides.TEXT, instead="--fim-level context, which works on tokens")
-        return super().reads()
+        return super().reads(options)
 
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:

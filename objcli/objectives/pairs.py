@@ -162,8 +162,9 @@ class _PairObjective(Objective):
     provenance = "documents"
     b_from_other_documents = False  # whether B may come from another document (NSP)
 
-    def reads(self) -> Reads:
-        return Reads(Provides.SENTENCES, self.options.sentences)
+    @classmethod
+    def reads(cls, options) -> Reads:
+        return Reads(Provides.SENTENCES, options.sentences)
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

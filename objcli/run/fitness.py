@@ -13,9 +13,9 @@ MAKES = {  # how to make an input of what an objective reads
 
 
 def check_fitness(objective, inputs: list[tuple[str, Supply]]) -> None:
-    """Every input's supply against ``objective.reads()``; the first that does not give it is one line
+    """Every input's supply against ``objective.reads(options)``; the first that does not give it is one line
     saying what the objective reads, what the input holds, and how to make one that fits."""
-    reads = objective.reads()
+    reads = objective.reads(objective.options)
     for name, supply in inputs:
         if not supply.gives(reads):
             raise ObjcliError(f"--objective {objective.name}: {_refusal(objective.name, reads, name, supply)}")
@@ -39,6 +39,11 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
         if not supply.store:
             make = "run it from the text (or from Megatron's split sentences: preprocess_data.py --split-sentences)"
         return f"{objective} tokenizes each document's sentences apart, and {holds}; {make}"
+    if reads.needs is Provides.PAIRS:
+        return (
+            f"{objective} reads preference records (prompt, chosen, rejected), and {holds}; run it from the "
+            "records themselves (no token store keeps pairs yet)"
+        )
     if Provides.CONVERSATIONS in supply.provides:
         return f"{holds}, for --objective chat; tokenize the text without --chat"
     if reads.needs is Provides.CONVERSATIONS:

@@ -24,6 +24,7 @@ def objective_context(config: TransformConfig) -> ObjectiveContext:
         config.eos,
         PACKERS[config.packing].pads_rows(config.remainder),
         config.packing != "none",
+        config.provenance,
     )
 
 

@@ -22,6 +22,7 @@ from objcli.errors import ObjcliError
 from objcli.formats import whole_document_formats
 from objcli.formats.store import crc32_from
 from objcli.objectives import REGISTRY
+from objcli.objectives.supply import Provides
 from objcli.recipe import config_from_values
 from objcli.transform import tokenize, transform
 
@@ -117,6 +118,10 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
         run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
     objective = _objective(run)
     sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
+    if objective.reads(objective.options).needs is Provides.PAIRS:  # no store keeps pairs yet: said
+        with pytest.raises(ObjcliError, match=r"reads preference records .*no token store keeps pairs yet"):
+            _run([store], tmp_path / "derived", **run)
+        return
     if objective.reads_records:  # conversations: from a chat store (tests/objectives/test_chat_store.py)
         with pytest.raises(ObjcliError, match=r"make a chat store: objcli tokenize \.\.\. --chat"):
             _run([store], tmp_path / "derived", **run)

@@ -133,3 +133,27 @@ def conversations(count: int, family: str, seed: int = 0) -> list[dict]:
 def write_jsonl(records: list[dict], path: Path) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def preference_pairs(count: int, family: str, seed: int = 0) -> list[dict]:
+    """Preference records from ``conversations``: the last question is the prompt, its answer chosen,
+    another one rejected (TRL's explicit layout)."""
+    rng = np.random.default_rng(seed + 1)
+    pairs = []
+    for record in conversations(count, family, seed):
+        messages = record["messages"]
+        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        rejected = {"role": "assistant", "content": _content(rng, FAMILIES[family][2]) + " (rejected)"}
+        pairs.append({"prompt": messages[last - 1 : last], "chosen": [messages[last]], "rejected": [rejected]})
+    return pairs
+
+
+def record_folders(root: Path, family: str = "mistral") -> dict:
+    """Folders of records, by what an objective that reads whole records reads (``Objective.reads``)."""
+    from objcli.objectives.supply import Provides
+
+    (root / "chat").mkdir(parents=True, exist_ok=True)
+    (root / "pairs").mkdir(exist_ok=True)
+    write_jsonl(conversations(60, family), root / "chat" / "chat.jsonl")
+    write_jsonl(preference_pairs(60, family), root / "pairs" / "pairs.jsonl")
+    return {Provides.CONVERSATIONS: root / "chat", Provides.PAIRS: root / "pairs"}
