@@ -99,3 +99,48 @@ def test_pairs_equal_trls_own_preparation(family, kind, trained, tmp_path):
         assert totals["documents_skipped"] == totals["skipped_by_reason"].get(reason, 0) == len(records) - len(theirs)
         dropped += totals["documents_skipped"]
     assert dropped >= 6  # the long ones, at least
+
+
+class PreparedDPOTrainer(trl.DPOTrainer):
+    """The recipe's one change to TRL (docs/objectives.md): the dataset is objcli's, tokenized already."""
+
+    def _prepare_dataset(self, dataset, *args, **kwargs):
+        return dataset
+
+
+@pytest.mark.parametrize("kind", ["preference", "reward"])
+def test_trl_trains_a_step_on_the_shards_as_they_are(kind, trained, tmp_path):
+    """The shards loaded with ``load_from_disk`` train a step of DPO (TRL's collator, its own loss) and of a
+    reward model (RewardTrainer takes tokenized pairs unchanged)."""
+    folder = family_folder(trained, "qwen2_5", "qwen2_5", tmp_path / "tokenizer")
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in preference_records("qwen2_5", 12, seed=4)))
+    run_transform(
+        [data], folder, tmp_path / "out", objective=kind, packing="none", seq_len=MAX_LENGTH, output_format="hf"
+    )
+    dataset = datasets.load_from_disk(str(tmp_path / "out"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    common = {
+        "output_dir": str(tmp_path / "run"),
+        "max_steps": 1,
+        "per_device_train_batch_size": 4,
+        "report_to": "none",
+    }
+    model = _tiny_model(tokenizer, kind)
+    if kind == "reward":
+        trainer = trl.RewardTrainer(model, args=trl.RewardConfig(use_cpu=True, **common), train_dataset=dataset,
+                                    processing_class=tokenizer)  # fmt: skip
+    else:
+        args = trl.DPOConfig(use_cpu=True, max_length=MAX_LENGTH, **common)
+        trainer = PreparedDPOTrainer(model, ref_model=copy.deepcopy(model), args=args, train_dataset=dataset,
+                                     processing_class=tokenizer)  # fmt: skip
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert any(not torch_equal(a, b) for a, b in zip(before, model.parameters()))  # a step was taken
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b.detach()))
