@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
 from .objectives.supply import StoreKind
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
+from .order.mixture import Mixture
 from .readers.inputs import INPUT_FORMATS
 from .storage.remote import check_url_path, is_url
 
@@ -215,9 +217,7 @@ class TransformConfig:
             )
         object.__setattr__(self, "input_breaks", tuple(breaks))
         if "," in self.text_key or "=" in self.text_key:
-            from .order.mixture import check_text_keys, parse_sources
-
-            check_text_keys(self.text_key, list(parse_sources(self.source)) if self.source else [])
+            self.mixture  # noqa: B018 - parsed now: a bad SOURCE=KEY is said before anything runs
         if self.text_key != "text" and self._reads_records():
             raise ObjcliError(
                 f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
@@ -245,8 +245,6 @@ class TransformConfig:
             raise ObjcliError("--provenance writes a file beside each shard; write to an output folder with -o")
 
     def _check_mixture(self) -> None:
-        from .order.mixture import parse_epochs, parse_sources, parse_weights
-
         if not (self.source and self.weights):
             raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
         if self.inputs:
@@ -268,8 +266,7 @@ class TransformConfig:
                 f"--max-epochs {self.max_epochs}: --format {self.output_format} copies no document (Megatron "
                 "repeats a source as its blend weight asks, at training time); drop it"
             )
-        parse_weights(self.weights, list(parse_sources(self.source)))
-        parse_epochs(self.max_epochs, list(parse_sources(self.source)))
+        self.mixture  # noqa: B018 - parsed now: a bad weight or cap is said before anything runs
 
     def _reads_records(self) -> bool:
         from .objectives import REGISTRY
@@ -304,6 +301,11 @@ class TransformConfig:
                 f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
                 "the trainer cuts its own windows of seq_len + 1; drop --row-tokens"
             )
+
+    @functools.cached_property
+    def mixture(self) -> Mixture:
+        """``--source``, ``--weights``, ``--max-epochs`` and ``--text-key``, parsed once."""
+        return Mixture.parse(self.source, self.weights, self.max_epochs, self.text_key)
 
     @property
     def format(self):

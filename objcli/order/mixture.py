@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +35,43 @@ from .splits import NAME, uniforms
 BUDGET_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 SAMPLE_CHARS = 1 << 20  # text tokenized per source to measure its tokens per byte
 NOT_SAMPLED = "mixture_not_sampled"
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A run's sources as the command line gives them (``--source``, ``--weights``, ``--max-epochs``,
+    ``--text-key``), parsed and checked once (``TransformConfig.mixture``); a run of plain INPUTS has
+    none (``sources`` empty)."""
+
+    sources: dict[str, tuple[str, ...]]  # name -> its paths, in first-seen order
+    kind: str = ""  # "share" (of the output's tokens) or "budget" (tokens); "" without --weights
+    weights: dict[str, float] | None = None  # shares normalised to 1, or budgets in tokens
+    max_epochs: dict[str, float] | None = None
+    text_key: str = "text"
+
+    @classmethod
+    def parse(cls, source: tuple[str, ...], weights: str = "", max_epochs: str = "", text_key: str = "text"):
+        sources = {name: tuple(paths) for name, paths in parse_sources(tuple(source)).items()}
+        names = list(sources)
+        if "," in text_key or "=" in text_key:
+            check_text_keys(text_key, names)
+        kind, values = parse_weights(weights, names) if weights else ("", {})
+        return cls(sources, kind, values, parse_epochs(max_epochs, names), text_key)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.sources)
+
+    @property
+    def paths(self) -> list[str]:
+        """Every source's paths, source after source."""
+        return [path for paths in self.sources.values() for path in paths]
+
+    def source_of(self, path: str) -> str:
+        return next((name for name, paths in self.sources.items() if path in paths), "")
+
+    def text_key_of(self, source: str) -> str:
+        return text_key_of(self.text_key, source)
 
 
 def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
@@ -53,8 +91,9 @@ def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
 def blend_shares(weights: str, sources, partition_sources: dict[int, str]) -> dict[int, tuple[str, float]]:
     """A mixture a trainer blends (Megatron): each partition's source and that source's share of the
     output's tokens (budgets become their shares: the trainer's step count sets the tokens)."""
-    kind, values = parse_weights(weights, list(parse_sources(tuple(sources))))
-    total = sum(values.values())
+    mixture = Mixture.parse(tuple(sources), weights)
+    total = sum(mixture.weights.values())
+    values = mixture.weights
     return {index: (source, values[source] / total) for index, source in partition_sources.items()}
 
 

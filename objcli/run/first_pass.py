@@ -17,9 +17,6 @@ from ..order.mixture import (
     SAMPLE_CHARS,
     exact_fraction,
     mixture_uniforms,
-    parse_epochs,
-    parse_sources,
-    parse_weights,
     plan_rates,
 )
 from ..order.splits import counted, plan_bounds, smallest, uniforms
@@ -73,12 +70,11 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     if not config.source:
         return {}
     _refuse_streams(f"--source {config.source[0]}: a mixture", partitions, "save the stream to a file first")
-    names = list(parse_sources(config.source))
-    kind, values = parse_weights(config.weights, names)
+    names, kind, values = list(config.mixture.names), config.mixture.kind, config.mixture.weights
     if config.format.blends_sources:  # the trainer samples the sources by the blend file: no copies here
         total = sum(values.values())
         return {name: {kind: values[name], "blend_share": values[name] / total, "rate": 1.0} for name in names}
-    caps = parse_epochs(config.max_epochs, names)
+    caps = config.mixture.max_epochs
     # A conversation's ids hold what its template writes (BOS, ends of turns): chat adds none around them.
     boundary = 0 if REGISTRY.get(config.objective).reads_records else int(bool(config.bos)) + int(bool(config.eos))
     tokens, counted = {}, {}

@@ -10,7 +10,6 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats.store import STORE, store_columns
 from ..objectives.base import Objective
-from ..order.mixture import parse_sources
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
 from ..readers.inputs import InputKind
 from ..readers.origins import number_records
@@ -56,20 +55,20 @@ class RunPlan:
 
 def _store_inputs(config: TransformConfig) -> list[str]:
     """The run's inputs that are token stores (``objcli tokenize``'s outputs)."""
-    paths = [p for ps in parse_sources(config.source).values() for p in ps] if config.source else config.inputs
+    paths = config.mixture.paths if config.source else config.inputs
     return [path for path in paths if store_manifest(path) is not None]
 
 
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
     edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(paths)), len(paths)]
-    return [paths[a:b] for a, b in zip(edges[:-1], edges[1:])]
+    return [list(paths[a:b]) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
     """Every input file and the run's partitions, numbered, each with its source (partitions never
     mix sources, nor inputs an --append added); with --provenance, records counted from each file's start."""
     files, partitions, by_source = [], [], {}
-    for source, paths in (parse_sources(config.source) if config.source else {"": list(config.inputs)}).items():
+    for source, paths in (config.mixture.sources if config.source else {"": tuple(config.inputs)}).items():
         source_files = by_source[source] = []
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
             stored = store_group(group) or token_group(group, config, source)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..order.mixture import parse_sources
 from ..readers.inputs import STDIN, InputKind
 from ..readers.token_inputs import local_place, token_format
 from ..readers.token_inputs.digests import token_input_digests
@@ -56,7 +55,7 @@ def check_output_outside_inputs(config: TransformConfig) -> None:
     this one, if it already holds data files)."""
     if config.output == STDIN:
         return
-    sources = [path for paths in parse_sources(config.source).values() for path in paths]
+    sources = config.mixture.paths
     for spec in [*config.inputs, *sources]:
         if spec != STDIN and _inside(config.output, spec):
             raise ObjcliError(

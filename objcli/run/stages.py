@@ -6,7 +6,6 @@ from __future__ import annotations
 from ..config import TransformConfig
 from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
-from ..order.mixture import parse_sources
 from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..rows import HIDDEN, ColumnSpec
 from ..tokenizers import Tokenizer
@@ -55,7 +54,7 @@ def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -
     hidden ones, ``__`` names, ride with the rows unwritten)."""
     columns = [c for c in objective.columns(packer.columns()) if not c.name.startswith(HIDDEN)]
     if config.source:
-        names = tuple(parse_sources(config.source))
+        names = config.mixture.names
         columns.append(
             ColumnSpec(
                 "source",

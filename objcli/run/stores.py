@@ -9,7 +9,7 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives.supply import CHAT_STORE, Provides, StoreKind
-from ..order.mixture import names_text_key, parse_sources, text_key_of
+from ..order.mixture import names_text_key, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
@@ -53,7 +53,7 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
     config = _adopt_rendering(config, stores)
     defaults = {f.name: f.default for f in dataclasses.fields(TransformConfig)}
-    source_of = {path: name for name, paths in parse_sources(config.source).items() for path in paths}
+    source_of = {path: name for name, paths in config.mixture.sources.items() for path in paths}
     values = {}
     for store in stores:
         recorded = store_manifest(store)["token_store"]["reading"]

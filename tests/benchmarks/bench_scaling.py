@@ -241,7 +241,7 @@ def model_rows(paths: list[Path], objectives: tuple[str, ...] = ("clm",), megaby
     cores run at best max(P / N, G) against the ceiling's T / N; processes pay the fork server's
     start-up (S, once) and each forked worker's (F), at ``megabytes_at_scale`` MB of text."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import run_transform
+    from runs import run_transform
 
     out = ROOT / "bench_out" / "model"
     encoding: list[float] = []

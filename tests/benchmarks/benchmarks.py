@@ -267,7 +267,7 @@ def objcli_transform(paths: list, *extra: str, output: str | None = None) -> dic
 def objcli_in_process(paths: list[Path]) -> dict:
     """The library call on one worker: the pipeline's cost beyond tokenization, without start-up."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import run_transform
+    from runs import run_transform
 
     seconds = float("inf")
     for _ in range(2):  # best of two, like the ceiling it is compared with

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
-from conftest import folder_bytes, run_cli
+from runs import folder_bytes, run_cli
 
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_transform
+from runs import run_transform
 
 from objcli.cli import main
 

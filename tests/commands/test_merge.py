@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_transform
 from readback import megatron_read, output_rows
+from runs import run_cli, run_transform
 
 from objcli.commands.merge import merge
 from objcli.commands.verify import verify_output

@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import folder_bytes, manifest_json, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from readback import output_rows
+from runs import folder_bytes, manifest_json, run_cli, run_transform
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output

@@ -3,7 +3,7 @@
 import json
 
 from click.testing import CliRunner
-from conftest import manifest_json, read_output, run_transform
+from runs import manifest_json, read_output, run_transform
 
 from objcli.cli import main
 

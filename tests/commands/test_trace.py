@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from conftest import SAMPLE, run_cli
+from runs import SAMPLE, run_cli
 
 SPM = SAMPLE / "tokenizer.model"
 

@@ -6,9 +6,9 @@ import json
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from conftest import run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import run_transform
 
 from objcli.cli import main
 from objcli.commands.verify import verify_output

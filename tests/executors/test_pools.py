@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from conftest import run_transform
+from runs import run_transform
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:

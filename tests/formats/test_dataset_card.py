@@ -5,8 +5,8 @@ name) and whose figures are the manifest's; a README.md of the user's own is nev
 import json
 
 import pytest
-from conftest import SAMPLE, run_cli, run_transform
 from optional import lazily, requires
+from runs import SAMPLE, run_cli, run_transform
 
 pytestmark = requires("datasets", "huggingface_hub")
 datasets = lazily("datasets")

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import manifest_json, run_transform
+from runs import manifest_json, run_transform
 
 from objcli.formats.flat import LLMC_MAGIC, LlmcWriter
 from objcli.formats.megatron import read_megatron_index

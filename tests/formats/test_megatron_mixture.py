@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, run_cli
+from runs import SAMPLE, run_cli
 from sources import code_paragraphs, run_web_and_code
 
 from objcli.commands.verify import verify_output

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import folder_bytes, run_transform
 from readback import output_rows
+from runs import folder_bytes, run_transform
 
 from objcli import formats
 from objcli.cli import main

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
 from click.testing import CliRunner
-from conftest import folder_bytes, run_cli, run_transform
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import SAMPLE_DATA
 from readback import fill_sentinels
+from runs import folder_bytes, run_cli, run_transform
 from tokenizers import Tokenizer
 
 from objcli.cli import main

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
-from conftest import folder_bytes, manifest_json, read_output, run_cli, run_transform
 from readback import expected_documents, expected_stream, megatron_read
+from runs import folder_bytes, manifest_json, read_output, run_cli, run_transform
 
 
 def test_arrow_rows_are_the_token_stream_cut_into_rows(small_corpus, sample_tokenizer, tmp_path):
@@ -185,7 +185,7 @@ def test_a_folder_of_small_files_loses_almost_nothing(sample_tokenizer, tmp_path
     partitions of --partition-size, it now drops less than 0.1 % and writes at most 2 shards."""
     import json
 
-    from conftest import SAMPLE
+    from runs import SAMPLE
 
     records = [
         json.loads(line) for name in ("prose.jsonl", "code.jsonl") for line in (SAMPLE / name).read_text().splitlines()

@@ -10,9 +10,9 @@ Slow (PyTorch on the CPU; ``make test-all``), in the ``train`` extra of its own.
 import numpy as np
 import pytest
 from chat_data import build_tokenizer, conversations, write_jsonl
-from conftest import folder_bytes, run_cli
 from optional import lazily, requires
 from recipes import recipe, recipe_folder, recipe_names
+from runs import folder_bytes, run_cli
 
 pytestmark = requires("torch", "transformers", "datasets")
 torch = lazily("torch")

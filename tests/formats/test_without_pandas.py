@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import SAMPLE
 
 IDS_PARQUET = Path(__file__).resolve().parents[1] / "data" / "token_files" / "mapped.parquet"
 

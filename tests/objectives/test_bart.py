@@ -5,9 +5,9 @@ import math
 import numpy as np
 import reference
 import sentencepiece as spm
-from conftest import read_output, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import read_output, run_transform
 
 from objcli.kernels.bart import insert_noise, mask_spans, permute_sentences, place_spans, poisson_spans, rotate
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from chat_data import FAMILIES, TEMPLATES, TURN_END, build_tokenizer, conversations, write_jsonl
-from conftest import read_output, run_cli, run_transform, without_warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import assistant_mask_reference, overlap_mask_reference
+from runs import read_output, run_cli, run_transform, without_warnings
 
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
@@ -542,7 +542,7 @@ def test_chat_on_the_prerelease_writes_the_stable_releases_bytes(family, tokeniz
     import subprocess
     import sys
 
-    from conftest import prerelease_env
+    from runs import prerelease_env
 
     data = write_jsonl(conversations(300, family, seed=21), tmp_path / "c.jsonl")
     common = [str(data), "-t", str(tokenizers_dir[family]), "--objective", "chat", "--workers", "2", "-q"]

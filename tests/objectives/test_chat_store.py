@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from chat_data import FAMILIES, build_tokenizer, conversations, write_jsonl
-from conftest import folder_bytes, manifest_json, run_cli, without_warnings
+from runs import folder_bytes, manifest_json, run_cli, shard_files, without_warnings
 
 from objcli.commands.trace import trace, trace_lines
 from objcli.commands.verify import verify_output
@@ -62,11 +62,6 @@ def _run(tokenizer, inputs, out, **options):
     return transform(config, workers=1, overwrite=True)
 
 
-def _shards(folder) -> dict[str, bytes]:
-    listed = {name for shard in manifest_json(folder)["shards"] for name in shard["files"]}
-    return {k: v for k, v in folder_bytes(folder).items() if k in listed}
-
-
 @pytest.fixture(scope="module")
 def stores(corpora, tmp_path_factory):
     """Per family: a chat store of its corpus, rendered as RENDERING says, made with --provenance."""
@@ -83,7 +78,7 @@ def _same(family, corpora, stores, tmp_path, **options) -> dict:
     rendering = RENDERING.get(family, {})
     text = _run(tokenizer, [folder], tmp_path / "text", **READING, **rendering, **options)
     derived = _run(tokenizer, [stores[family]], tmp_path / "derived", **options)
-    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
+    assert shard_files(tmp_path / "text") == shard_files(tmp_path / "derived") != {}
     assert text.manifest["totals"] == derived.manifest["totals"]
     assert derived.manifest["inputs"][0]["format"] == "store"
     return derived.manifest
@@ -178,7 +173,7 @@ def test_tokenize_chat_on_the_command_line(corpora, tmp_path):
     text = run_cli("transform", data, "-t", tokenizer, "--objective", "chat", "--no-eos", "--bos", "-o", tmp_path / "t")
     derived = run_cli("transform", tmp_path / "store", "--objective", "chat", "-o", tmp_path / "d")
     assert text.returncode == derived.returncode == 0, derived.stderr
-    assert _shards(tmp_path / "t") == _shards(tmp_path / "d")
+    assert shard_files(tmp_path / "t") == shard_files(tmp_path / "d")
     assert manifest_json(tmp_path / "d")["config"]["eos"] is False  # taken from the store
     for args, message in [
         (["--turns", "each"], "--turns: applies to a chat store (objcli tokenize --chat)"),
@@ -206,7 +201,7 @@ def test_a_chat_store_appended_to_and_resharded_derives_the_text_runs_bytes(corp
     assert run_cli("reshard", tmp_path / "recut", "--shard-size", "8KB").returncode == 0
     for source in (store, tmp_path / "recut"):
         assert run_cli("transform", source, *options, "-o", tmp_path / f"{source.name}-d").returncode == 0
-        assert _shards(tmp_path / f"{source.name}-d") == _shards(tmp_path / "t") != {}
+        assert shard_files(tmp_path / f"{source.name}-d") == shard_files(tmp_path / "t") != {}
     assert len(manifest_json(tmp_path / "recut")["shards"]) > len(manifest_json(store)["shards"])
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 from trl_families import FAMILIES, SPECIALS, TRL, conversations, family_folder, train_tokenizer
 
 from objcli.kernels import IGNORE

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import reference
 from click.testing import CliRunner
-from conftest import folder_bytes, read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 from paths import ROOT
+from runs import folder_bytes, read_output, run_transform
 
 from objcli.cli import main
 from objcli.kernels.contrastive import augment, crop, other_documents

@@ -4,9 +4,9 @@ draw them, the compiled walk against the NumPy one, end to end."""
 import numpy as np
 import pytest
 import reference
-from conftest import folder_bytes, read_output, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import folder_bytes, read_output, run_cli, run_transform
 
 from objcli.kernels.masking import draw_with_replacement
 from objcli.kernels.pairs import electra_first_segment

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import reference
 import sentencepiece as spm
-from conftest import SAMPLE, read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
+from runs import SAMPLE, read_output, run_transform
 
 from objcli.kernels.fim import NONE, PSM, SPM, assemble, first_units
 from objcli.kernels.ragged import gather_ranges, lengths_to_offsets

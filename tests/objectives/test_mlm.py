@@ -4,7 +4,7 @@ whole, and one-line errors for bad probabilities (the kernels: tests/kernels/tes
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 
 from objcli.cli import main
 

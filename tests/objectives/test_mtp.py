@@ -3,9 +3,9 @@
 import numpy as np
 import pyarrow as pa
 import reference
-from conftest import manifest_json, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
+from runs import manifest_json, run_transform
 
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import Column, _check_target_depth, verify_output

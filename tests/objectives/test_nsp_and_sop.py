@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import reference
 from click.testing import CliRunner
-from conftest import read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
+from runs import read_output, run_transform
 
 from objcli.cli import main
 from objcli.kernels.pairs import Pairs, assemble_rows, bert_pairs, truncate_pair

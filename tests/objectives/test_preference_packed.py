@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 from trl_families import family_folder, preference_records, train_tokenizer
 
 from objcli.kernels import IGNORE

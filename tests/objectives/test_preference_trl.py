@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 from trl_families import family_folder, preference_records, train_tokenizer
 
 trl = pytest.importorskip("trl")

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import read_output, run_transform
 from readback import stream_of
+from runs import read_output, run_transform
 
 
 @pytest.fixture(scope="module")

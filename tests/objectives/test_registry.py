@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from chat_data import TEMPLATES, record_folders
 from click.testing import CliRunner
-from conftest import folder_bytes, run_transform
 from objective_variants import variants
+from runs import folder_bytes, run_transform
 
 from objcli.cli import main
 from objcli.commands.show import inspect_output

@@ -4,7 +4,7 @@ the registry); every other objective, and formats of whole documents, refuse it 
 
 import numpy as np
 import pytest
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError

@@ -3,8 +3,8 @@ reconstructed from the rows, sentinels, and one-line errors for impossible setti
 
 import pytest
 from click.testing import CliRunner
-from conftest import read_output, run_transform
 from readback import fill_sentinels, stream_of
+from runs import read_output, run_transform
 
 from objcli.cli import main
 from objcli.errors import ObjcliError

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from conftest import manifest_json, read_output, run_transform
 from readback import fill_sentinels, stream_of
+from runs import manifest_json, read_output, run_transform
 
 from objcli.cli import main
 

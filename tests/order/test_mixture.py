@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import folder_bytes, read_output, run_cli, run_transform
+from runs import folder_bytes, read_output, run_cli, run_transform
 
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, read_output, run_cli
+from runs import SAMPLE, read_output, run_cli
 from sources import code_paragraphs, run_web_and_code
 
 from objcli.commands.stats import compute_stats

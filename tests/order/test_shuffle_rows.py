@@ -8,7 +8,7 @@ import signal
 
 import numpy as np
 import pytest
-from conftest import folder_bytes, manifest_json, run_cli, run_transform
+from runs import folder_bytes, manifest_json, run_cli, run_transform
 
 from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS

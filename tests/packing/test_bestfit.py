@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import reference
 import sentencepiece as spm
-from conftest import read_output, run_transform
 from hypothesis import given
 from hypothesis import strategies as st
 from readback import expected_documents
+from runs import read_output, run_transform
 
 from objcli.kernels.bestfit import best_fit_decreasing
 

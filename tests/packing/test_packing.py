@@ -3,9 +3,9 @@
 import json
 
 import numpy as np
-from conftest import run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import run_transform
 
 from objcli.kernels import IGNORE
 from objcli.kernels.ragged import lengths_to_offsets

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SAMPLE
+from runs import ROOT, SAMPLE
 
 PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
 

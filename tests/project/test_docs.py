@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, SAMPLE
+from runs import ROOT, SAMPLE
 
 from objcli.cli import main
 from objcli.docs import TOPICS, options_reference, page

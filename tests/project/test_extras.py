@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import ROOT, SAMPLE
+from runs import ROOT, SAMPLE
 
 pytestmark = pytest.mark.slow
 

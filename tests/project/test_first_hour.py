@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import tomllib
-from conftest import ROOT, SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import ROOT, SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 
 from objcli.errors import EXTRA_OF_MODULE, missing_module
 from objcli.run.summary import Summary

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SAMPLE
 from forked_cli import SERVER, run_objcli
+from runs import SAMPLE
 
 CASES = {
     "help": (["transform", "--help"], {}, None),

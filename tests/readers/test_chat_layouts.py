@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from chat_data import build_tokenizer
-from conftest import SAMPLE, manifest_json, read_output, run_cli, run_transform
+from runs import SAMPLE, manifest_json, read_output, run_cli, run_transform
 
 from objcli.kernels import IGNORE
 

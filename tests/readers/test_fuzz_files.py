@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_transform
+from runs import run_transform
 
 from objcli.cli import main
 from objcli.errors import ObjcliError

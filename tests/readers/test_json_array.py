@@ -6,9 +6,9 @@ import json
 import tracemalloc
 
 import pytest
-from conftest import SAMPLE, manifest_json, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runs import SAMPLE, manifest_json, run_cli
 
 from objcli.readers.json_array import ArrayScanner, ElementLocator, array_blocks
 from objcli.readers.records import RecordLog

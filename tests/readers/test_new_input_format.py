@@ -9,13 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, run_cli
+from runs import SAMPLE, run_cli, run_transform
 
 from objcli.commands.verify import verify_output
 from objcli.readers import token_inputs
 from objcli.readers.token_inputs import TOKEN_INPUTS, TokenFile, TokenInputFormat
-from objcli.recipe import config_from_values
-from objcli.transform import transform
 
 DOCUMENTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16, 17], [18]]
 
@@ -45,8 +43,7 @@ def registered():
 
 
 def _run(path, out, **values):
-    values = {"inputs": [str(path)], "tokenizer": str(SAMPLE / "tokenizer.model"), "output": str(out), **values}
-    return transform(config_from_values(values), workers=1, overwrite=True)
+    return run_transform([path], SAMPLE / "tokenizer.model", out, **values)
 
 
 def _rows(summary, folder) -> list:

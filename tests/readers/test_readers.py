@@ -295,7 +295,7 @@ def test_count_newlines_agrees_with_bytes_count(data):
 def test_a_folder_holding_inputs_and_an_objcli_output_reads_the_inputs_and_leaves_the_output_out(tmp_path):
     """The user's .jsonl beside an output (even inside an output folder) is read; the output's manifest,
     shards, format files and split folders never are, and the warning says which output was left out."""
-    from conftest import SAMPLE, run_cli
+    from runs import SAMPLE, run_cli
 
     folder = tmp_path / "data"
     folder.mkdir()

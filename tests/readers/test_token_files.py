@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import SAMPLE, manifest_json, run_cli
+from runs import SAMPLE, manifest_json, run_cli, run_transform
 
 from objcli.commands.verify import verify_output
 from objcli.readers import RecordLog
@@ -27,8 +27,7 @@ TEXTS = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").read_text
 
 
 def _run(inputs, out, tokenizer=SPM, **values):
-    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(out), **values}
-    return transform(config_from_values(values), workers=1, overwrite=True)
+    return run_transform(inputs, tokenizer, out, **values)
 
 
 def _rows(folder) -> pa.Table:

@@ -7,7 +7,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
-from conftest import run_transform
+from runs import run_transform
 
 from objcli.executors.local import _init_worker
 from objcli.run import affinity
@@ -104,7 +104,7 @@ def test_the_probe_leaves_no_engine_threads_behind_for_pinned_workers_to_share(s
     import subprocess
     import sys
 
-    from conftest import prerelease_env
+    from runs import prerelease_env
 
     env = {**prerelease_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no kept verdict: a probe runs
     command = [sys.executable, "-c", PROBE_LEAVES_NO_HELPERS, str(sample_dir / "llama-style" / "tokenizer.json")]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import zstandard
 from click.testing import CliRunner
-from conftest import manifest_json, run_cli, run_transform
+from runs import manifest_json, run_cli, run_transform
 
 from objcli.cli import main
 from objcli.commands.verify import verify_output

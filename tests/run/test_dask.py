@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from clusters import DaskProcesses
-from conftest import folder_bytes, without_warnings
-from conftest import run_cli as objcli
+from runs import folder_bytes, without_warnings
+from runs import run_cli as objcli
 
 pytest.importorskip("distributed")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, folder_bytes, manifest_json, run_cli, without_warnings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runs import SAMPLE, folder_bytes, manifest_json, run_cli, without_warnings
 
 from objcli.commands.reshard import reshard_in_place
 from objcli.errors import ObjcliError

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 from click.testing import CliRunner
-from conftest import manifest_json, run_cli, without_warnings
+from runs import manifest_json, run_cli, without_warnings
 
 from objcli.cli import main
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SAMPLE
+from runs import SAMPLE
 
 PERCENT = re.compile(r"(\d+)%")
 

@@ -10,10 +10,10 @@ import zlib
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, folder_bytes, manifest_json, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
+from runs import SAMPLE, manifest_json, run_cli, run_transform, shard_files
 
 from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
@@ -44,10 +44,7 @@ def corpus(tmp_path_factory):
 
 
 def _run(inputs, out, **values):
-    config = config_from_values(
-        {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **values}
-    )
-    return transform(config, workers=1, overwrite=True)
+    return run_transform(inputs, SPM, out, **values)
 
 
 def _tokenize(inputs, out, kind: str = "documents", **reading):
@@ -74,18 +71,11 @@ def origins_stores(corpus, tmp_path_factory):
     return {kind: _tokenize([corpus], folder / kind, kind, provenance=True) for kind in ("documents", "prose")}
 
 
-def _shards(folder) -> dict[str, bytes]:
-    """The files the manifest lists (the hf state file's fingerprint names the run's inputs, as the
-    manifest does: it differs where it describes them)."""
-    listed = {name for shard in manifest_json(folder)["shards"] for name in shard["files"]}
-    return {k: v for k, v in folder_bytes(folder).items() if k in listed}
-
-
 def _same(corpus, store, tmp_path, **options) -> dict:
     """The text run and the store run with these options: the same shard bytes and accounting."""
     text = _run([corpus], tmp_path / "text", **READING, **options)
     derived = _run([store], tmp_path / "derived", **options)
-    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
+    assert shard_files(tmp_path / "text") == shard_files(tmp_path / "derived") != {}
     t, d = text.manifest["totals"], derived.manifest["totals"]
     assert t == d, (t, d)
     assert derived.manifest["inputs"][0]["format"] == "store"  # the manifest names the store it came from
@@ -325,7 +315,7 @@ def test_tokenize_resumes_after_a_kill_to_the_same_bytes(corpus, tmp_path):
     assert not (tmp_path / "killed" / "manifest.json").exists()
     rerun = run_cli(*args, "-o", tmp_path / "killed", "-q", "--workers", "1")
     assert rerun.returncode == 0 and "kept" in rerun.stderr, rerun.stderr
-    assert _shards(tmp_path / "killed") == _shards(tmp_path / "clean")
+    assert shard_files(tmp_path / "killed") == shard_files(tmp_path / "clean")
 
 
 @settings(max_examples=200, deadline=None)
@@ -397,7 +387,7 @@ def test_a_store_appended_to_derives_what_the_text_run_appended_to_writes(corpus
     assert run_cli("transform", tmp_path / "store", "-o", tmp_path / "derived", *options).returncode == 0
     assert run_cli("transform", first, "-t", SPM, "-o", tmp_path / "text", *options, *reading).returncode == 0
     assert run_cli("transform", second, "-t", SPM, "-o", tmp_path / "text", "--append").returncode == 0
-    assert _shards(tmp_path / "text") == _shards(tmp_path / "derived") != {}
+    assert shard_files(tmp_path / "text") == shard_files(tmp_path / "derived") != {}
     assert run_cli("tokenize", corpus / "c.txt", "-t", SPM, "-o", tmp_path / "other").returncode == 0
     refused = run_cli("merge", tmp_path / "store", tmp_path / "other", "-o", tmp_path / "m")
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "is a token store" in refused.stderr
@@ -419,6 +409,6 @@ def test_a_store_resharded_derives_the_same_bytes(store, tmp_path):
         named = [name for partition in manifest["partitions"] for name in partition["shards"]]
         assert named == [shard["files"][0] for shard in manifest["shards"]]  # in order, each once
         assert run_cli("transform", recut, *options, "-o", tmp_path / f"{recut.name}-derived").returncode == 0
-        assert _shards(tmp_path / f"{recut.name}-derived") == _shards(tmp_path / "before")
+        assert shard_files(tmp_path / f"{recut.name}-derived") == shard_files(tmp_path / "before")
     counted = run_cli("reshard", store, "--num-shards", "3", "-o", tmp_path / "counted")
     assert counted.returncode == 1 and "--num-shards" in counted.stderr and counted.stderr.count("\n") == 1

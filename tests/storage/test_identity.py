@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from chat_data import TEMPLATES, build_tokenizer, conversations, write_jsonl
-from conftest import SAMPLE, folder_bytes, run_cli
+from runs import SAMPLE, folder_bytes, run_cli
 
 pytest.importorskip("tokenizers")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 from optional import lazily, requires
+from runs import SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
 
 pytestmark = requires("s3fs", "moto")
 s3fs = lazily("s3fs")

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, folder_bytes, manifest_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runs import SAMPLE, folder_bytes, manifest_json
 
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError

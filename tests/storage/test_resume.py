@@ -4,7 +4,7 @@ import json
 import signal
 
 import pytest
-from conftest import folder_bytes, manifest_json, run_cli
+from runs import folder_bytes, manifest_json, run_cli
 
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError

@@ -21,7 +21,7 @@ def code_paragraphs() -> list[str]:
 def run_web_and_code(out, web, code, code_key: str, **options):
     """A mixture of the two (``web=`` the JSON lines, ``code=`` a file whose text is in ``code_key``)
     with the sample tokenizer, through the library; its Summary."""
-    from conftest import run_transform
+    from runs import run_transform
 
     sources = [f"web={web}", f"code={code}"]
     return run_transform(

@@ -8,9 +8,9 @@ check and the lookahead shrunk to a few characters so that every text meets thei
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLE
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from runs import SAMPLE
 
 import objcli.tokenizers.cutting as cutting
 from objcli.tokenizers import open_tokenizer

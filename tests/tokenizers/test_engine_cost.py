@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 import pytest
-from conftest import prerelease_env
 from paths import SAMPLE_DATA
+from runs import prerelease_env
 
 from objcli.executors import pools
 from objcli.tokenizers import engine_cost

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tomllib
 from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
-from conftest import ROOT, SAMPLE, prerelease_env, read_output, run_cli, run_transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from multilingual import documents
+from runs import ROOT, SAMPLE, prerelease_env, read_output, run_cli, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.tokenizers import LONG_TEXT_CHARS, open_tokenizer

@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import sentencepiece as spm
 from click.testing import CliRunner
-from conftest import manifest_json
+from runs import manifest_json
 
 from objcli.cli import main
 from objcli.commands.export_tokenizer import sentencepiece_with_pieces

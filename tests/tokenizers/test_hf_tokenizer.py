@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, read_output, run_transform
+from runs import SAMPLE, read_output, run_transform
 from test_tokenizer import check_decode_ranges
 
 from objcli.errors import ObjcliError

@@ -5,7 +5,7 @@ import base64
 import json
 
 import pytest
-from conftest import read_output, run_transform
+from runs import read_output, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.tokenizers import open_tokenizer

@@ -4,7 +4,7 @@ from SentencePiece's own log, and a code preset whose newlines are learnable."""
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from conftest import run_cli
+from runs import run_cli
 
 from objcli.cli import main
 
@@ -77,7 +77,7 @@ def test_the_code_preset_learns_newlines_and_indentation(tmp_path, small_corpus)
 @pytest.fixture(scope="module")
 def long_corpus(tmp_path_factory):
     """Enough text that training takes a while (the trainer is stopped in the middle)."""
-    from conftest import SAMPLE
+    from runs import SAMPLE
 
     path = tmp_path_factory.mktemp("train-long") / "corpus.jsonl"
     text = (SAMPLE / "code.jsonl").read_bytes() + (SAMPLE / "prose.jsonl").read_bytes()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SAMPLE, prerelease_env
+from runs import ROOT, SAMPLE, prerelease_env
 
 pytest.importorskip("tokenizers")
 
