@@ -1,9 +1,12 @@
 """Rows as objectives emit them and writers consume them.
 
-A column is one of three kinds:
+A column is one of four kinds:
 - ``fixed``: a 2-D array (rows, length), every row the same length (packed rows);
 - ``ragged``: a :class:`Ragged` (flat values + int64 offsets), rows of varying length;
-- ``scalar``: a 1-D array, one value per row (e.g. a label).
+- ``scalar``: a 1-D array, one value per row (e.g. a label);
+- ``value``: a 1-D object array, one Python value a row of the column's ``value_type`` (a string, a
+  number, a list of messages, a record: RL prompts in verl's layout, a reward margin), written by the
+  Arrow formats only.
 
 and plays one *role*, which is all that ``stats``, ``inspect`` and ``verify`` look at (never a
 column's or an objective's name):
@@ -20,6 +23,7 @@ column's or an objective's name):
 ``example_label``   one class label per row (e.g. NSP's next_sentence_label)
 ``category``        one index per row into ``categories`` (e.g. UL2's denoiser)
 ``target_depth``    per token, how many of K prediction heads have a target in its segment (MTP)
+``data``            a ``value`` column: what the trainer reads besides tokens (no token checks)
 ==================  =====================================================================
 """
 
@@ -33,7 +37,7 @@ import numpy as np
 from .kernels import IGNORE
 from .kernels.ragged import gather_ranges, lengths_to_offsets
 
-ColumnKind = Literal["fixed", "ragged", "scalar"]
+ColumnKind = Literal["fixed", "ragged", "scalar", "value"]
 # The per-token positions' column: the name Hugging Face models take (``forward(position_ids=…)``), so
 # Trainer keeps it (remove_unused_columns) and transformers finds packed sequences by it (a sequence
 # starts wherever a position does not follow the one before). Outputs written before used "positions";
@@ -53,6 +57,7 @@ ROLES = (
     "example_label",
     "category",
     "target_depth",
+    "data",
 )
 
 
@@ -68,6 +73,8 @@ class ColumnSpec:
     role: str = "tokens"
     family: str = "input_ids"  # the tokens (or labels) column whose rows this column runs alongside
     categories: tuple[str, ...] = ()  # role "category": the name of each index
+    # kind "value": "string", "int64", "float64", ("list", T) or ("struct", ((name, T), ...)).
+    value_type: str | tuple = ""
 
     def __post_init__(self):
         if self.role not in ROLES:

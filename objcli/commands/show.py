@@ -6,6 +6,7 @@ shown as ``[pad ×N]``; special tokens appear by name (``</s>``) instead of vani
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -84,7 +85,7 @@ def render_labels(labels: np.ndarray, tokenizer: Tokenizer, colour: bool) -> str
 
 def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> list[str]:
     """The per-row values worth a glance: prefix lengths, class labels, categories, per-segment values."""
-    details = [f"{len(row[roles['tokens']])} tokens"]
+    details = [f"{len(row[roles['tokens']])} tokens"] if "tokens" in roles else []
     for column in columns:
         name, role = column.name, column.role
         values = np.atleast_1d(row[name]).tolist() if name in row else []
@@ -112,8 +113,13 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
             roles.setdefault(column.role, column.name)
     labels = next((c.name for c in columns if c.role == "labels"), None)
     for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
-        header = f"── row {number} · {shard} · {' · '.join(_details(row, columns, roles))}"
+        header = " · ".join([f"── row {number}", shard, *_details(row, columns, roles)])
         yield click.style(header, bold=True) if colour else header
+        if "tokens" not in roles:  # rows of values (RL prompts): each as its JSON
+            yield from (
+                f"{c.name}: {json.dumps(row[c.name], ensure_ascii=False)}" for c in columns if c.kind == "value"
+            )
+            continue
         if labels and labels in row:
             yield "input_ids: " + render_row(row, roles, tokenizer, colour)
             yield "labels:    " + render_labels(row[labels], tokenizer, colour)

@@ -37,7 +37,11 @@ def _lengths(column) -> np.ndarray:
     return np.diff(column[1]) if isinstance(column, tuple) else np.full(len(column), column.shape[1])
 
 
-def _row_figures(columns: dict, manifest: Manifest, tokens_name: str):
+def _row_figures(columns: dict, manifest: Manifest, tokens_name: str | None):
+    if tokens_name is None:  # no token column (prompts in verl's layout): no row's tokens to count here
+        rows = len(next(iter(columns.values())))
+        none = np.zeros(rows, np.int64)
+        return none, none, none, False
     """(tokens per row, example lengths, next-token targets per row, segments known) for one shard."""
     ids = columns[tokens_name]
     segments = manifest.columns_with_role("segment_ids", tokens_name)
@@ -137,7 +141,8 @@ def compute_stats(folder: str | Path) -> dict:
     folder = Path(folder)
     manifest = read_manifest(folder)
     supervision = manifest.supervision or ("labels" if manifest.columns_with_role("labels") else "next-token")
-    tokens_name = manifest.columns_with_role("tokens")[0].name
+    token_columns = manifest.columns_with_role("tokens")
+    tokens_name = token_columns[0].name if token_columns else None  # None: rows of values (RL prompts)
     categories = [c for c in manifest.columns_with_role("category") if c.kind == "scalar"]
     sources, categories = [c for c in categories if c.name == "source"], [c for c in categories if c.name != "source"]
     per_source: dict[str, Counter] = {}

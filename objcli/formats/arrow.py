@@ -81,6 +81,7 @@ def read_arrow_table(path: Path):
 
 
 class ArrowFormat(OutputFormat):
+    stores_values = True
     name = "arrow"
     writer = ArrowWriter
     streams_to_stdout = True
@@ -139,7 +140,19 @@ def saved_dataset_dict(splits: list[str], shards, columns, config_sha256: str) -
     return files
 
 
+def _value_feature(value_type) -> dict:
+    """A value column's type as ``datasets`` declares features (JSON kept tuples as lists)."""
+    if isinstance(value_type, str):
+        return {"dtype": value_type, "_type": "Value"}
+    kind, inner = value_type
+    if kind == "list":
+        return {"feature": _value_feature(inner), "_type": "List"}
+    return {name: _value_feature(t) for name, t in inner}
+
+
 def _feature(column) -> dict:
+    if column.kind == "value":
+        return _value_feature(column.value_type)
     if class_label(column):  # datasets shows each row's name (features["source"].int2str)
         return {"names": list(column.categories), "_type": "ClassLabel"}
     value = {"dtype": "int32", "_type": "Value"}

@@ -102,10 +102,24 @@ def _int64(spec: ColumnSpec) -> bool:
     return spec.max_value >= 2**31 or spec.min_value < -(2**31) or class_label(spec)
 
 
+def value_arrow_type(value_type) -> pa.DataType:
+    """A value column's Arrow type (``rows.ColumnSpec.value_type``; lists where JSON kept tuples)."""
+    if isinstance(value_type, str):
+        return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}[value_type]
+    kind, inner = value_type
+    if kind == "list":
+        return pa.list_(value_arrow_type(inner))
+    return pa.struct([pa.field(name, value_arrow_type(t)) for name, t in inner])
+
+
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
-    """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles."""
+    """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles; a value
+    column its own type (its rows may be null: a record without a margin)."""
     fields = []
     for c in columns:
+        if c.kind == "value":
+            fields.append(pa.field(c.name, value_arrow_type(c.value_type)))
+            continue
         value = pa.int64() if _int64(c) else pa.int32()
         fields.append(pa.field(c.name, value if c.kind == "scalar" else pa.list_(value), nullable=False))
     return pa.schema(fields)
@@ -148,7 +162,12 @@ def to_arrow(column, dtype=np.int32) -> pa.Array:
 
 
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
-    arrays = [to_arrow(rows.columns[c.name], np.int64 if _int64(c) else np.int32) for c in columns]
+    arrays = [
+        pa.array(rows.columns[c.name].tolist(), value_arrow_type(c.value_type))
+        if c.kind == "value"
+        else to_arrow(rows.columns[c.name], np.int64 if _int64(c) else np.int32)
+        for c in columns
+    ]
     return pa.record_batch(arrays, schema=arrow_schema(columns))
 
 
@@ -162,7 +181,11 @@ def table_columns(table: pa.Table, specs: list[ColumnInfo]) -> dict[str, Column]
     columns = {}
     for spec in specs:
         array = table.column(spec.name).combine_chunks()
-        if spec.kind == "scalar":
+        if spec.kind == "value":
+            values = np.empty(len(array), dtype=object)
+            values[:] = array.to_pylist()
+            columns[spec.name] = Column(values, np.arange(len(array) + 1, dtype=np.int64))
+        elif spec.kind == "scalar":
             columns[spec.name] = Column.of_rows(numpy_of(array))
         else:
             values, offsets = list_parts(array)

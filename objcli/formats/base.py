@@ -68,11 +68,30 @@ def class_label(spec) -> bool:
     return spec.role == "category" and spec.kind == "scalar" and bool(spec.categories)
 
 
+def value_type_name(value_type) -> str:
+    """A value column's Arrow type as pyarrow prints it (``list<item: struct<role: string, …>>``)."""
+    if isinstance(value_type, str):
+        return {"float64": "double"}.get(value_type, value_type)
+    kind, inner = value_type
+    if kind == "list":
+        return f"list<item: {value_type_name(inner)}>"
+    return "struct<" + ", ".join(f"{name}: {value_type_name(t)}" for name, t in inner) + ">"
+
+
 def arrow_type_name(spec: ColumnSpec) -> str:
     """The Arrow type Arrow and Parquet shards give a column, as the manifest names it."""
+    if spec.kind == "value":
+        return value_type_name(spec.value_type)
     if spec.kind == "scalar":
         return "int64" if class_label(spec) else "int32"
     return "list<item: int32>"
+
+
+def _arrow_dtype(spec) -> np.dtype:
+    """A column's values as Arrow holds them: int32, a named category int64, a value column Python objects."""
+    if spec.kind == "value":
+        return np.dtype(object)
+    return np.dtype(np.int64 if class_label(spec) else np.int32)
 
 
 class OutputFormat:
@@ -93,13 +112,12 @@ class OutputFormat:
     # A mixture is written as each source's shards plus a blend file the trainer samples by (Megatron's
     # megatron.txt): the sources' shares are the trainer's to meet, so objcli copies no document.
     blends_sources: bool = False
+    stores_values: bool = False  # holds value columns (strings, numbers, records): the Arrow formats
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
         every column as int32, what every Arrow reader handles (a named category as int64)."""
-        return [
-            ColumnInfo.of(c, np.dtype(np.int64 if class_label(c) else np.int32), arrow_type_name(c)) for c in columns
-        ]
+        return [ColumnInfo.of(c, _arrow_dtype(c), arrow_type_name(c)) for c in columns]
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         """Every column of one shard as stored, checked against the manifest's columns (names, types,

@@ -32,6 +32,7 @@ class ParquetWriter:
 
 
 class ParquetFormat(OutputFormat):
+    stores_values = True
     name = "parquet"
     writer = ParquetWriter
     hub_loadable = True

@@ -38,11 +38,12 @@ def shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[
 
 
 def read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict:
-    """One shard's columns as arrays: fixed-length columns 2-D, ragged as (values, offsets), scalars 1-D."""
+    """One shard's columns as arrays: fixed-length columns 2-D, ragged as (values, offsets), scalars and
+    value columns 1-D (a value column's of Python objects)."""
     kinds = {c.name: c.kind for c in manifest.columns}
     columns = {}
     for name, column in shard_columns(folder, manifest, shard).items():
-        if kinds[name] == "scalar":
+        if kinds[name] in ("scalar", "value"):
             columns[name] = column.values
         elif kinds[name] == "fixed" and shard.rows:
             columns[name] = column.values.reshape(shard.rows, -1)
@@ -55,7 +56,7 @@ def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[
     """(shard file, row) for every row of a finished output, in order."""
     folder = Path(folder)
     manifest = manifest or read_manifest(folder)
-    scalars = {c.name for c in manifest.columns if c.kind == "scalar"}
+    scalars = {c.name for c in manifest.columns if c.kind in ("scalar", "value")}
     for shard in manifest.shards:
         columns = shard_columns(folder, manifest, shard)
         for row in range(shard.rows):

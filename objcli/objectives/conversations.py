@@ -56,7 +56,7 @@ RENDER_FAILURES = (
     "not_an_object", "no_messages", "bad_message", "unknown_role", "non_string_content", "non_text_content",
     "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
     "history_rewritten", "preference_pair", "missing_side", "identical_pair", "prompt_too_long", "pair_too_long",
-    "mixed_layout",
+    "mixed_layout", "missing_margin", "no_prompt", "no_data_source",
 )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.packing import first_of_segments
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
-from ..options import Options
+from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import chat_template_option, template_date_option
@@ -55,7 +55,7 @@ class _PairsObjective(Objective):
     provenance = "documents"  # a row (a pair) is one record: its span, the record
     supervision = "pairs"  # the loss compares a row's two completions (packed preference rows: labels)
     warnings = {
-        "margins_not_kept": "{count:,} records carry a margin, which is not written (a float column is to come)",
+        "margins_not_kept": "{count:,} records carry a margin, not written: pass --margin (--objective reward)",
     }
 
     def __init__(self, context, tokenizer):
@@ -67,8 +67,11 @@ class _PairsObjective(Objective):
             )
         self.tokenizer = tokenizer
         self.supervision = "labels" if context.packed else "pairs"
-        self.template, variables = template_for(tokenizer, self.options.chat_template, self.options.template_date)
-        self.template_file = Path(self.template.where)
+        try:
+            self.template, variables = template_for(tokenizer, self.options.chat_template, self.options.template_date)
+            self.template_file, self.no_template = Path(self.template.where), ""
+        except ObjcliError as missing:  # plain-text pairs need none: a conversational record is a counted skip
+            self.template, variables, self.template_file, self.no_template = None, {}, Path(), str(missing)
         bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
@@ -213,12 +216,23 @@ def _packed_examples(encoded: EncodedPairs) -> RowBatch:
     return RowBatch(columns, np.diff(pair_offsets), np.zeros(pairs, np.int64), np.ones(pairs, np.int64))
 
 
+@dataclass(frozen=True)
+class RewardOptions(PreferenceOptions):
+    margin: bool = option(
+        False, "[reward] Write each record's margin field as RewardTrainer's margin (a record without one is skipped)."
+    )
+
+
 @register("reward")
 class Reward(_PairsObjective):
+    options_type = RewardOptions
+
     def example_columns(self) -> list[ColumnSpec]:
+        margin = ColumnSpec("margin", "value", 0, 0, "the record's margin", role="data", value_type="float64")
         return [
             self._ids("chosen_ids", "prompt + chosen, as TRL's RewardTrainer tokenizes it"),
             self._ids("rejected_ids", "prompt + rejected"),
+            *([margin] if self.options.margin else []),
         ]
 
     def partition_examples(self, partition_index: int) -> PartitionExamples:
@@ -228,9 +242,14 @@ class Reward(_PairsObjective):
 class _RewardPartition(_PairsPartition):
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
-        self.counters["margins_not_kept"] += sum(m is not None for m in encoded.margins)
+        margins = np.array([m is not None for m in encoded.margins], dtype=bool)
+        if not self.o.options.margin:
+            self.counters["margins_not_kept"] += int(margins.sum())
         over = np.max(encoded.lengths[:, 1:], axis=1, initial=0) > self.o.context.seq_len
         self.skip(encoded, over, "pair_too_long", batch)
+        if self.o.options.margin:
+            self.skip(encoded, ~over & ~margins, "missing_margin", batch)
+            over |= ~margins
         keep = np.flatnonzero(~over)
         if not len(keep):
             return None
@@ -240,5 +259,7 @@ class _RewardPartition(_PairsPartition):
             "chosen_ids": self.ragged(encoded, 1),
             "rejected_ids": self.ragged(encoded, 2),
         }
+        if self.o.options.margin:
+            columns["margin"] = np.array(encoded.margins, dtype=object)
         tokens = encoded.lengths[:, 1] + encoded.lengths[:, 2]
         return RowBatch(columns, tokens.astype(np.int64), np.zeros(len(keep), np.int64), np.ones(len(keep), np.int64))

@@ -37,6 +37,8 @@ class EncodedPairs:
 def _texts(pair: PreferencePair, template, bos: str) -> tuple[str, str, str]:
     if not pair.conversational:
         return bos + pair.prompt, bos + pair.prompt + pair.chosen, bos + pair.prompt + pair.rejected
+    if template is None:
+        raise BadRecord("template_error", "conversational pairs need a chat template; pass --chat-template")
     extra = pair.template_kwargs
     prompt = render(template, pair.prompt, extra, add_generation_prompt=True)[0]
     return (

@@ -16,6 +16,7 @@ class Provides(enum.Enum):
     SENTENCES = "sentences' tokens"  # each encoded apart, as the sentence objectives encode them
     CONVERSATIONS = "rendered conversations"
     PAIRS = "preference pairs"  # only text gives them: no store keeps pairs yet
+    PROMPTS = "prompts"  # RL prompts with their answers: only text gives them
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,11 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
         if not supply.store:
             make = "run it from the text (or from Megatron's split sentences: preprocess_data.py --split-sentences)"
         return f"{objective} tokenizes each document's sentences apart, and {holds}; {make}"
-    if reads.needs is Provides.PAIRS:
+    if reads.needs in (Provides.PAIRS, Provides.PROMPTS):
+        records = "preference records (prompt, chosen, rejected)" if reads.needs is Provides.PAIRS else "prompt records"
         return (
-            f"{objective} reads preference records (prompt, chosen, rejected), and {holds}; run it from the "
-            "records themselves (no token store keeps pairs yet)"
+            f"{objective} reads {records}, and {holds}; run it from the records themselves (no token store keeps "
+            "them yet)"
         )
     if Provides.CONVERSATIONS in supply.provides:
         return f"{holds}, for --objective chat; tokenize the text without --chat"

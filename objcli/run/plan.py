@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..formats import FORMATS
 from ..formats.store import STORE, store_columns
 from ..objectives.base import Objective
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
@@ -140,6 +141,13 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
         raise ObjcliError(
             f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
             f"{', '.join(lost)}; choose --format arrow, parquet or npy"
+        )
+    values = [c.name for c in columns if c.kind == "value"]
+    if values and not config.format.stores_values:
+        stores = ", ".join(name for name, f in FORMATS.items() if f.stores_values)
+        raise ObjcliError(
+            f"--format {config.output_format} stores integer columns, and {objective.name} also writes "
+            f"{', '.join(values)} (strings, numbers or records); choose --format {stores}"
         )
 
 

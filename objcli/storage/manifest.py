@@ -70,6 +70,7 @@ class ColumnInfo(msgspec.Struct, frozen=True):
     family: str = "input_ids"
     description: str = ""
     categories: list[str] = []
+    value_type: str | list | None = None  # a value column's (rows.ColumnSpec.value_type), as JSON keeps it
 
     @classmethod
     def of(cls, spec, disk_dtype, arrow_type: str) -> ColumnInfo:
@@ -85,6 +86,7 @@ class ColumnInfo(msgspec.Struct, frozen=True):
             spec.family,
             spec.doc,
             list(spec.categories),
+            getattr(spec, "value_type", None) or None,
         )
 
     def to_json(self) -> dict:
@@ -99,7 +101,8 @@ class ColumnInfo(msgspec.Struct, frozen=True):
             "max_value": self.max_value,
             "description": self.description,
         }
-        return {**data, "categories": self.categories} if self.categories else data
+        data = {**data, "categories": self.categories} if self.categories else data
+        return {**data, "value_type": self.value_type} if self.value_type else data
 
 
 class TokenizerRecord(msgspec.Struct, frozen=True):

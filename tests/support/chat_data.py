@@ -154,6 +154,10 @@ def record_folders(root: Path, family: str = "mistral") -> dict:
 
     (root / "chat").mkdir(parents=True, exist_ok=True)
     (root / "pairs").mkdir(exist_ok=True)
+    (root / "prompts").mkdir(exist_ok=True)
     write_jsonl(conversations(60, family), root / "chat" / "chat.jsonl")
-    write_jsonl(preference_pairs(60, family), root / "pairs" / "pairs.jsonl")
-    return {Provides.CONVERSATIONS: root / "chat", Provides.PAIRS: root / "pairs"}
+    pairs = preference_pairs(60, family)
+    write_jsonl(pairs, root / "pairs" / "pairs.jsonl")
+    prompts = [{"prompt": p["prompt"], "data_source": "test", "ground_truth": str(k)} for k, p in enumerate(pairs)]
+    write_jsonl(prompts, root / "prompts" / "prompts.jsonl")
+    return {Provides.CONVERSATIONS: root / "chat", Provides.PAIRS: root / "pairs", Provides.PROMPTS: root / "prompts"}
