@@ -48,10 +48,30 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
     return [s for sink in sinks.values() for s in sink.close()]
 
 
+def _hashable(value_type):
+    """A value type as JSON kept it (lists) as ``ColumnSpec`` holds it (tuples)."""
+    if isinstance(value_type, str):
+        return value_type
+    kind, inner = value_type
+    if kind == "list":
+        return (kind, _hashable(inner))
+    return (kind, tuple((name, _hashable(t)) for name, t in inner))
+
+
 def column_specs(manifest: Manifest) -> list[ColumnSpec]:
     """The manifest's columns as the writers take them."""
     return [
-        ColumnSpec(c.name, c.kind, c.min_value, c.max_value, c.description, c.role, c.family, tuple(c.categories))
+        ColumnSpec(
+            c.name,
+            c.kind,
+            c.min_value,
+            c.max_value,
+            c.description,
+            c.role,
+            c.family,
+            tuple(c.categories),
+            _hashable(c.value_type) if c.value_type else "",
+        )
         for c in manifest.columns
     ]
 
@@ -62,7 +82,11 @@ def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[n
     documents = np.zeros(rows, np.int64)
     if rows:
         documents[0] = shard.documents
-    name = manifest.columns_with_role("tokens")[0].name
+    token_columns = manifest.columns_with_role("tokens")
+    if not token_columns:  # rows of values (RL prompts): the shard's counts go with its first row
+        tokens[:1], padding[:1] = shard.tokens, shard.padding_tokens
+        return tokens, padding, documents
+    name = token_columns[0].name
     segments = next((c.name for c in manifest.columns_with_role("segment_ids", name)), None)
     ids = columns[name]
     if isinstance(ids, tuple):

@@ -50,8 +50,27 @@ def _splits(manifest: dict) -> dict[str, list[dict]]:
     return shards
 
 
+def _value_lines(value_type, indent: str) -> list[str]:
+    """A value column's type in the card's YAML, as the Hub writes nested features (``struct:`` a list
+    of named fields, ``list:`` its item's)."""
+    if isinstance(value_type, str):
+        return [f"{indent}dtype: {_q(value_type)}"]
+    kind, inner = value_type
+    if kind == "list":
+        if isinstance(inner, str):
+            return [f"{indent}sequence: {_q(inner)}"]
+        return [f"{indent}list:", *_value_lines(inner, indent)[1:]] if inner[0] == "struct" else []
+    lines = [f"{indent}struct:"]
+    for name, field in inner:
+        lines.append(f"{indent}- name: {_q(name)}")
+        lines += _value_lines(field, indent + "  ")
+    return lines
+
+
 def _feature_lines(column: dict) -> list[str]:
     """A column's feature in the card's YAML: a named category is a class label (int64 on disk)."""
+    if column["kind"] == "value":
+        return _value_lines(column["value_type"], "    ")
     if column.get("role") == "category" and column["kind"] == "scalar" and column.get("categories"):
         names = [f"          {_q(str(i))}: {_q(name)}" for i, name in enumerate(column["categories"])]
         return ["    dtype:", "      class_label:", "        names:", *names]

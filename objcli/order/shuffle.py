@@ -161,6 +161,10 @@ def batch_rows(batch: pa.RecordBatch, columns: list[ColumnSpec]) -> RowBatch:
         if spec.kind == "scalar":
             data[spec.name] = numpy_of(column)
             continue
+        if spec.kind == "value":  # strings and records: Python objects
+            data[spec.name] = np.empty(len(column), dtype=object)
+            data[spec.name][:] = column.to_pylist()
+            continue
         values, offsets = list_parts(column)
         offsets = offsets.astype(np.int64)
         values = values[offsets[0] : offsets[-1]]

@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from runs import run_transform
+from runs import run_cli, run_transform
 from trl_families import conversations, family_folder, train_tokenizer
+
+from objcli.commands.verify import verify_output
 
 transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
@@ -101,3 +103,30 @@ def test_records_that_are_no_prompt_are_counted_skips(trained, tmp_path):
         "non_text_content": 1,
         "not_an_object": 1,
     }
+
+
+def test_value_columns_go_through_every_command_and_the_hubs_loader(trained, tmp_path):
+    """Rows of values (strings, records) resharded, merged, shuffled across shards and split keep every
+    row as written; ``load_dataset`` reads the folder by its card's declared features."""
+    folder = family_folder(trained, "qwen2_5", "qwen2_5", tmp_path / "tokenizer")
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"question {k}", "ground_truth": str(k)}) + "\n" for k in range(60)))
+    common = {"objective": "prompts", "data_source": "s", "output_format": "parquet", "shard_size": "13"}
+    run_transform([data], folder, tmp_path / "a", **common)
+    run_transform([data], folder, tmp_path / "shuffled", shuffle_rows=True, **common)
+    run_transform([data], folder, tmp_path / "split", split="validation=25%", **common)
+
+    def rows(name: str, **kw) -> list[dict]:
+        loaded = datasets.load_dataset(str(tmp_path / name), **kw)
+        return [row for split in sorted(loaded) for row in loaded[split]]
+
+    original = rows("a")
+    assert [r["reward_model"]["ground_truth"] for r in original] == [str(k) for k in range(60)]
+    assert run_cli("reshard", tmp_path / "a", "--shard-size", "25").returncode == 0
+    assert rows("a") == original
+    assert run_cli("merge", tmp_path / "a", tmp_path / "split", "-o", tmp_path / "merged").returncode == 0
+    key = lambda r: r["extra_info"]["index"]  # noqa: E731
+    assert sorted(rows("shuffled"), key=key) == original != rows("shuffled")
+    assert sorted(rows("split"), key=key) == original
+    for name in ("a", "shuffled", "split", "merged"):
+        assert verify_output(tmp_path / name).ok, name
