@@ -23,6 +23,7 @@ column's or an objective's name):
 ``example_label``   one class label per row (e.g. NSP's next_sentence_label)
 ``category``        one index per row into ``categories`` (e.g. UL2's denoiser)
 ``target_depth``    per token, how many of K prediction heads have a target in its segment (MTP)
+``pair_side``       per segment, 0 for a pair's chosen side and 1 for its rejected (segments 2k-1, 2k)
 ``data``            a ``value`` column: what the trainer reads besides tokens (no token checks)
 ==================  =====================================================================
 """
@@ -57,6 +58,7 @@ ROLES = (
     "example_label",
     "category",
     "target_depth",
+    "pair_side",
     "data",
 )
 

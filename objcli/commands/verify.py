@@ -36,6 +36,7 @@ from ..storage.files import file_sha256
 from ..storage.identity import check_identity
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
 from ..storage.output import is_shard_name
+from .verify_pairs import check_pair_sides
 
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
@@ -219,6 +220,7 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
             "attention_mask",
             "token_type_ids",
             "target_depth",
+            "pair_side",
         )
     }
     for segments in named["segment_ids"]:
@@ -246,6 +248,9 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
         problems += _check_pairs(
             columns[tokens], columns[named["attention_mask"][0]], columns[named["token_type_ids"][0]], special.ids
         )
+    if named["pair_side"] and tokens and labels and named["segment_ids"]:
+        segments = columns[named["segment_ids"][0]]
+        problems += check_pair_sides(columns[tokens], columns[labels], segments, columns[named["pair_side"][0]])
     if named["target_depth"] and named["segment_ids"]:
         depth = named["target_depth"][0]
         problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)

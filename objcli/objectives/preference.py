@@ -110,6 +110,8 @@ class _PairsPartition(PartitionExamples):
 
 @register("preference", "dpo")
 class Preference(_PairsObjective):
+    labels_are_inputs = True  # packed rows: each label the token at its position, or -100
+
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
         return ("none", "best-fit")  # concat would cut a pair across rows
@@ -132,7 +134,7 @@ class Preference(_PairsObjective):
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         if not self.context.packed:
             return packed
-        side = ColumnSpec("side", "ragged", 0, 1, "per segment: 0 chosen, 1 rejected", role="per_segment")
+        side = ColumnSpec("side", "ragged", 0, 1, "per segment: 0 chosen, 1 rejected", role="pair_side")
         return [*packed, side]
 
     def partition_examples(self, partition_index: int) -> PartitionExamples:

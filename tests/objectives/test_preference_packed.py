@@ -7,6 +7,7 @@ sides unpacked, as DPO's loss takes them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,38 @@ def test_packed_log_probabilities_equal_the_unpacked_pairs(pairs):
             together[tuple(side)] = side_logp(side, start, offset=int(where[0]), logps=logps)
     assert len(together) > 40 and together.keys() <= alone.keys()  # the pairs a row holds (the first test: which)
     assert max(abs(together[k] - alone[k]) for k in together) < 1e-9
+
+
+def test_verify_finds_a_pair_broken_in_any_way(pairs, tmp_path):
+    """``verify``'s pair check on the packed rows as written (no problem), then with one thing broken
+    at a time: a label lost inside a completion, a prompt token changed on the rejected side, the
+    sides swapped, a side's segment cut in two."""
+    from objcli.commands.verify import verify_output
+    from objcli.commands.verify_pairs import check_pair_sides
+    from objcli.formats import Column
+
+    _, _, packed, _, summary = pairs
+    assert verify_output(Path(summary.output)).ok
+    ids, labels, segments = (np.array(packed[name], dtype=np.int64) for name in ("input_ids", "labels", "segment_ids"))
+    sides = [np.asarray(s) for s in packed["side"]]
+
+    def check(ids=ids, labels=labels, segments=segments, sides=sides) -> list[str]:
+        rows, width = ids.shape
+        fixed = lambda a: Column(a.ravel(), np.arange(rows + 1, dtype=np.int64) * width)  # noqa: E731
+        ragged = Column(np.concatenate(sides), np.concatenate([[0], np.cumsum([len(s) for s in sides])]))
+        return check_pair_sides(fixed(ids), fixed(labels), fixed(segments), ragged)
+
+    assert check() == []
+    where = np.flatnonzero(labels[0] != IGNORE)[2]
+    lost = labels.copy()
+    lost[0, where] = IGNORE
+    assert check(labels=lost) and "completion" in check(labels=lost)[0]
+    second = np.flatnonzero(segments[0] == 2)[0]
+    changed = ids.copy()
+    changed[0, second] += 1
+    assert "same prompt" in check(ids=changed)[0]
+    swapped = [s[::-1] if k == 0 else s for k, s in enumerate(sides)]
+    assert "chosen then a rejected" in check(sides=swapped)[0]
+    cut = segments.copy()
+    cut[0, second - 1] = 3  # the chosen side's last token given to another segment
+    assert check(segments=cut)
