@@ -144,7 +144,8 @@ class Preference(_PairsObjective):
 class _PreferencePartition(_PairsPartition):
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
-        self.counters["margins_not_kept"] += sum(m is not None for m in encoded.margins)
+        if any(m is not None for m in encoded.margins):
+            self.counters["margins_not_kept"] += sum(m is not None for m in encoded.margins)
         too_long = encoded.prompt >= self.o.context.seq_len  # TRL's filter: no completion token would be left
         self.skip(encoded, too_long, "prompt_too_long", batch)
         if self.o.context.packed:
@@ -245,7 +246,7 @@ class _RewardPartition(_PairsPartition):
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
         margins = np.array([m is not None for m in encoded.margins], dtype=bool)
-        if not self.o.options.margin:
+        if not self.o.options.margin and margins.any():
             self.counters["margins_not_kept"] += int(margins.sum())
         over = np.max(encoded.lengths[:, 1:], axis=1, initial=0) > self.o.context.seq_len
         self.skip(encoded, over, "pair_too_long", batch)

@@ -114,11 +114,25 @@ def test_trl_trains_a_step_on_the_shards_as_they_are(kind, trained, tmp_path):
     reward model (RewardTrainer takes tokenized pairs unchanged)."""
     folder = family_folder(trained, "qwen2_5", "qwen2_5", tmp_path / "tokenizer")
     data = tmp_path / "pairs.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in preference_records("qwen2_5", 12, seed=4)))
-    run_transform(
-        [data], folder, tmp_path / "out", objective=kind, packing="none", seq_len=MAX_LENGTH, output_format="hf"
-    )
+    records = preference_records("qwen2_5", 12, seed=4)
+    margins = [0.5 * k if k % 4 else ("high" if k == 4 else None) for k in range(len(records))]  # 3 without a number
+    for record, margin in zip(records, margins):
+        record.update({} if margin is None else {"margin": margin})
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    margin = {"margin": True} if kind == "reward" else {}
+    options = {"objective": kind, "packing": "none", "seq_len": MAX_LENGTH, "output_format": "hf", **margin}
+    summary = run_transform([data], folder, tmp_path / "out", **options)
     dataset = datasets.load_from_disk(str(tmp_path / "out"))
+    totals = summary.manifest["totals"]
+    numbers = [m for m in margins if isinstance(m, float)]
+    if kind == "reward":  # RewardTrainer's margin column: the records' numbers, in order; the others counted skips
+        kept = iter(numbers)
+        assert dataset["margin"] and all(any(m == n for n in kept) for m in dataset["margin"])  # a subsequence
+        skipped = totals["skipped_by_reason"]
+        assert skipped["missing_margin"] >= 1 and set(skipped) <= {"missing_margin", "pair_too_long"}
+        assert len(dataset) + totals["documents_skipped"] == len(records) and len(dataset) <= len(numbers)
+    else:  # DPO reads no margin: the margins are counted as not written, and said
+        assert totals["margins_not_kept"] == len(numbers) and len(dataset) == totals["documents_written"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
     common = {
         "output_dir": str(tmp_path / "run"),
