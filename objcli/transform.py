@@ -34,9 +34,9 @@ from .run.run_inputs import make_run_key
 from .run.stdout import StdoutStream
 from .run.summary import Summary
 from .storage.output import OutputFolder, PartitionResult, final_names
+from .storage.places import open_place
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer
-from .storage.stores import open_store
 
 __all__ = ["RunPlan", "plan_run", "transform"]
 
@@ -118,7 +118,7 @@ def _open_output(
         )
     run_key = make_run_key(plan.config_sha256, plan.files)
     folder = OutputFolder(
-        open_store(config.output),
+        open_place(config.output),
         plan.config_sha256,
         run_key,
         SIDE_FILES,
@@ -137,7 +137,7 @@ def _open_output(
         if streams:
             name = "standard input" if streams[0] == STDIN else f"input {streams[0]}"
             changed = f"{name} is a stream that cannot be compared with"
-        warn(f"{changed} the {folder.restarted} run in {folder.store.where}; starting it again")
+        warn(f"{changed} the {folder.restarted} run in {folder.place.where}; starting it again")
     return folder, run_key, folder.work
 
 
@@ -207,9 +207,9 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         )
     )
     task_folder = folder.task_folder if folder else str(work)
-    if folder and folder.store.remote and executor == "dask" and not is_url(config.tokenizer):
+    if folder and folder.place.remote and executor == "dask" and not is_url(config.tokenizer):
         # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.
-        plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_store)
+        plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_place)
     try:
         results = list(kept.values()) + _run_partitions(
             plan, todo, task_folder, run_key, workers, executor, scheduler, stream, report
@@ -231,7 +231,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
         extra = config.format.side_files(
             shards, config.format.stored_columns(plan.columns), plan.config_sha256, run_blend(config, plan.partitions)
         )
-        folder.finish(renames, manifest, {**extra, **card_files(folder.store, manifest, warn)})
+        folder.finish(renames, manifest, {**extra, **card_files(folder.place, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))
 
 

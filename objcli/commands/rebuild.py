@@ -14,7 +14,7 @@ from ..storage.faults import crash_point
 from ..storage.files import WORK_FOLDER as WORK
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, decode_manifest
-from ..storage.stores import LocalStore
+from ..storage.places import LocalPlace
 
 BLOCK = 8 << 20  # bytes per read where a file is copied through user space
 
@@ -122,14 +122,14 @@ def on_any_storage(command: str, sources: list[str], output: str, overwrite: boo
         return manifest
 
 
-def _held(url: str, store=None) -> list[str]:
+def _held(url: str, place=None) -> list[str]:
     """objcli's files at an output on object storage (storage.output.own_files): its manifest first,
     if any, then the files it lists and the format files."""
     from ..formats import SIDE_FILES
     from ..storage.ownership import own_files
-    from ..storage.stores import open_store
+    from ..storage.places import open_place
 
-    names = own_files(store or open_store(url), SIDE_FILES)
+    names = own_files(place or open_place(url), SIDE_FILES)
     return sorted(names, key=lambda n: (n != MANIFEST_NAME, n))
 
 
@@ -141,35 +141,35 @@ def _refuse_filled(command: str, url: str, held: list[str]) -> None:
 
 
 def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifest: dict) -> None:
-    from ..storage.stores import open_store
+    from ..storage.places import open_place
 
-    store = open_store(url)
-    store.lock()
+    place = open_place(url)
+    place.lock()
     try:
-        held = _held(url, store)
+        held = _held(url, place)
         if not overwrite:
             _refuse_filled(command, url, held)
         for name in held:  # the old manifest first
-            store.delete(name)
-        keep_card = not is_ours(store.read_text(CARD_NAME))  # a README.md of the user's own at the prefix
+            place.delete(name)
+        keep_card = not is_ours(place.read_text(CARD_NAME))  # a README.md of the user's own at the prefix
         for path in sorted(folder.iterdir()):
             if (
                 path.is_file()
                 and path.name not in (MANIFEST_NAME, ".objcli-lock")
                 and not (keep_card and path.name == CARD_NAME)
             ):
-                store.upload(path, path.name)
-        store.write_json(MANIFEST_NAME, manifest)
+                place.upload(path, path.name)
+        place.write_json(MANIFEST_NAME, manifest)
     finally:
-        store.unlock()
+        place.unlock()
 
 
 @contextmanager
 def building(command: str, out: Path, overwrite: bool):
     """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard."""
     out.mkdir(parents=True, exist_ok=True)
-    store = LocalStore(out)
-    store.lock()
+    place = LocalPlace(out)
+    place.lock()
     try:
         refuse_or_clear(command, out, overwrite)
         work = fresh_work(out)
@@ -179,7 +179,7 @@ def building(command: str, out: Path, overwrite: bool):
             shutil.rmtree(work, ignore_errors=True)  # a failed build (a full disk) gives its space back
             raise
     finally:
-        store.unlock()
+        place.unlock()
 
 
 def fresh_work(out: Path) -> Path:
@@ -199,7 +199,7 @@ def publish(out: Path, work: Path, renames: list[tuple[str, str]], manifest: dic
 
     records = decode_manifest(manifest, MANIFEST_NAME)
     files = format_of(records.format).side_files(records.shards, records.columns, records.config_sha256)
-    for name, text in {**files, **card_files(LocalStore(out), manifest)}.items():
+    for name, text in {**files, **card_files(LocalPlace(out), manifest)}.items():
         (out / name).parent.mkdir(exist_ok=True)  # a split's folder (hf with splits)
         (out / name).write_text(text, encoding="utf-8")
     write_json_atomically(out / MANIFEST_NAME, manifest)
@@ -215,13 +215,13 @@ def refuse_or_clear(command: str, out: Path, overwrite: bool) -> None:
     from ..formats import SIDE_FILES
     from ..storage.ownership import own_files
 
-    held = [out / name for name in sorted(own_files(LocalStore(out), SIDE_FILES))]
+    held = [out / name for name in sorted(own_files(LocalPlace(out), SIDE_FILES))]
     killed = (out / WORK).exists() and not (out / MANIFEST_NAME).exists()
     if held and not overwrite and not killed:
         raise ObjcliError(
             f"{command}: output {out} is not empty: it holds another output's files ({held[0].name}); "
             "pass --overwrite to replace them or choose another folder"
         )
-    SIDE_FILES.remove_folders(LocalStore(out))
+    SIDE_FILES.remove_folders(LocalPlace(out))
     for path in held:
         path.unlink()

@@ -24,8 +24,8 @@ from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
 from ..storage.output import final_names
+from ..storage.places import LocalPlace
 from ..storage.remote import is_url
-from ..storage.stores import LocalStore
 from .rebuild import (
     WORK,
     building,
@@ -136,10 +136,10 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
             "write the new shards to another prefix with -o"
         )
     out = Path(folder_name)
-    store = LocalStore(out)
+    place = LocalPlace(out)
     if not out.is_dir():
         raise ObjcliError(f"{out}: no {MANIFEST_NAME}; name a folder written by 'objcli transform' that finished")
-    store.lock()
+    place.lock()
     try:
         pending = _finish_pending(out)
         if pending is not None and pending["resharded_from"]["shard_size"] == shard_size:
@@ -159,7 +159,7 @@ def reshard_in_place(folder_name: str, limit: ShardSize, shard_size: str) -> dic
         crash_point("reshard-committed")
         return _finish_pending(out)
     finally:
-        store.unlock()
+        place.unlock()
 
 
 def _finish_pending(out: Path) -> dict | None:
@@ -173,7 +173,7 @@ def _finish_pending(out: Path) -> dict | None:
     for name in pending["old"]:
         if name not in new:  # a name both had is replaced by the rename below, never deleted
             (out / name).unlink(missing_ok=True)
-    SIDE_FILES.remove_folders(LocalStore(out))
+    SIDE_FILES.remove_folders(LocalPlace(out))
     for name in os.listdir(out):
         if SIDE_FILES.is_side_file(name):
             (out / name).unlink()

@@ -116,16 +116,16 @@ class HfFormat(ArrowFormat):
     def split_folder_files(self, splits: list[str]) -> list[str]:
         return [f"{split}/{name}" for split in splits for name in HF_FILES] if splits else []
 
-    def remove_side_folders(self, store) -> None:
+    def remove_side_folders(self, place) -> None:
         """The split folders of an output with splits (their two files, then the folder if that left it
         empty): named by its ``dataset_dict.json``."""
-        listing = store.read_json(HF_DATASET_DICT)
+        listing = place.read_json(HF_DATASET_DICT)
         for split in (listing or {}).get("splits", []) if isinstance(listing, dict) else []:
             if not isinstance(split, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", split):
                 continue  # never a path: a name objcli could have written
             for name in HF_FILES:
-                store.delete(f"{split}/{name}")
-            store.remove_empty_folder(split)
+                place.delete(f"{split}/{name}")
+            place.remove_empty_folder(split)
 
 
 def saved_dataset_dict(splits: list[str], shards, columns, config_sha256: str) -> dict[str, str]:

@@ -134,7 +134,7 @@ class OutputFormat:
         ``blend``: a mixture's source and share by partition index (formats that blend sources)."""
         return {}
 
-    def remove_side_folders(self, store) -> None:
+    def remove_side_folders(self, place) -> None:
         """Folders ``side_files`` made (a rebuild removes them with the files)."""
         return None
 
@@ -154,6 +154,6 @@ class SideFiles:
     def is_side_file(self, name: str) -> bool:
         return any(f.side_file_pattern and re.fullmatch(f.side_file_pattern, name) for f in self.formats())
 
-    def remove_folders(self, store) -> None:
+    def remove_folders(self, place) -> None:
         for output_format in self.formats():
-            output_format.remove_side_folders(store)
+            output_format.remove_side_folders(place)

@@ -21,14 +21,14 @@ def is_ours(text: str | None) -> bool:
     return text is None or MARKER in text
 
 
-def card_files(store, manifest: dict, warn=None) -> dict[str, str]:
+def card_files(place, manifest: dict, warn=None) -> dict[str, str]:
     """``{"README.md": card}`` to write with the output's format files, unless the folder holds a
     README.md of the user's own (said once through ``warn``)."""
-    if is_ours(store.read_text(CARD_NAME)):
+    if is_ours(place.read_text(CARD_NAME)):
         return {CARD_NAME: dataset_card(manifest)}
     if warn:
         warn(
-            f"output {store.where}: kept your {CARD_NAME}; the dataset card was not written (remove the file, or "
+            f"output {place.where}: kept your {CARD_NAME}; the dataset card was not written (remove the file, or "
             "compare it with 'objcli stats')"
         )
     return {}

@@ -47,9 +47,9 @@ def appended_values(given: dict, execution: dict) -> tuple[dict, dict]:
         raise ObjcliError("--append: standard output holds no earlier shards to add to; name the output folder with -o")
     import tempfile
 
-    from ..storage.stores import open_store
+    from ..storage.places import open_place
 
-    manifest = open_store(output).read_json(MANIFEST_NAME)  # a folder or an object-storage prefix
+    manifest = open_place(output).read_json(MANIFEST_NAME)  # a folder or an object-storage prefix
     if not manifest or not manifest.get("complete"):
         raise ObjcliError(f"--append: {output} holds no finished output ({MANIFEST_NAME}); run the transform first")
     if manifest.get("merged_from"):
@@ -216,15 +216,15 @@ def _work_shard(shard) -> tuple[ShardRecord, dict[str, str]]:
 def adopt(folder, results: list[tuple], config_sha256: str, run_key: str) -> None:
     """Hard-link each adopted shard into the work folder under its work name and mark its
     partition done for this run (what ``OutputFolder`` then keeps, as for a resumed run)."""
-    store, work = folder.store, folder.work_store
+    place, work = folder.place, folder.work_place
     staging = work.staging()
     for result, renames in results:
         if work.read_json(f"p{result.index:05d}.done.json"):
             continue
-        if store.remote:  # server-side copies into the work prefix (the output's objects stay)
-            work.promote(store, list(renames.items()))
-        for final, name in renames.items() if not store.remote else ():
+        if place.remote:  # server-side copies into the work prefix (the output's objects stay)
+            work.promote(place, list(renames.items()))
+        for final, name in renames.items() if not place.remote else ():
             target = staging / name
             if not target.exists():
-                os.link(Path(store.path) / final, target)
+                os.link(Path(place.path) / final, target)
         write_marker(work, result, config_sha256, run_key)

@@ -112,11 +112,11 @@ def _bounds_json(plan) -> dict:
 def shuffle_pass(shards, folder, work: Path, plan):
     """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
     are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
-    remote = folder is not None and folder.store.remote
+    remote = folder is not None and folder.place.remote
     config = plan.config
     try:
         for name in (n for s in shards for n in s.files) if remote else ():
-            folder.work_store.fetch(name, work)
+            folder.work_place.fetch(name, work)
         shuffled = shuffle_rows(
             shards,
             work,
@@ -124,15 +124,15 @@ def shuffle_pass(shards, folder, work: Path, plan):
             config.output_format,
             config.shard_limit,
             config.seed,
-            publish=folder.work_store.publish if remote else None,
+            publish=folder.work_place.publish if remote else None,
             provenance=list(plan.input_names()) if config.provenance else None,
         )
     except OSError as error:  # a full disk in the second pass is the same one line as in the first
         for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
             partial.unlink(missing_ok=True)
-        raise output_error(error, folder.store.where if folder else work) from None
+        raise output_error(error, folder.place.where if folder else work) from None
     if remote:
-        folder.work_store.flush()
+        folder.work_place.flush()
     return shuffled
 
 

@@ -33,7 +33,7 @@ from ..readers.token_store import StoredDocuments
 from ..rows import RowBatch
 from ..storage.faults import crash_point
 from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
-from ..storage.stores import open_store
+from ..storage.places import open_place
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
 from .affinity import free_for
 from .documents import partition_documents, starting_with
@@ -87,7 +87,7 @@ def run_partition(task: PartitionTask, report=None) -> PartitionResult:
     """Run one partition. On any failure its files are removed (a partition without its completion
     marker is never reused, and a disk that just filled up needs the space back); an OS error
     becomes one line naming the input or the output folder."""
-    work = open_store(task.folder)
+    work = open_place(task.folder)
     try:
         return _run_partition(task, work, report)
     except BaseException as error:

@@ -11,7 +11,7 @@ When every partition is done, the shards are renamed to ``OUT/part-XXXXX-of-N.*`
 ``manifest.json`` is written last. A run that dies at any point leaves either a complete manifest
 or no manifest; a rerun of the same configuration keeps every partition whose marker and shards
 check out, redoes the rest, and finishes the renames, so its output is the same bytes. An output in
-object storage follows the same steps through ``stores.RemoteStore`` (uploads, copies, a lock object).
+object storage follows the same steps through ``places.RemotePlace`` (uploads, copies, a lock object).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from .ownership import (
     planned_present,
     refuse_foreign_targets,
 )
+from .places import LocalPlace, RemotePlace
 from .shard_info import ShardRecord, work_prefix
-from .stores import LocalStore, RemoteStore
 
 RUN_FILE = "run.json"
 SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
@@ -54,7 +54,7 @@ class SideFileNames(Protocol):
 
     def is_side_file(self, name: str) -> bool: ...
 
-    def remove_folders(self, store) -> None: ...
+    def remove_folders(self, place) -> None: ...
 
 
 @dataclass
@@ -91,14 +91,14 @@ def marker_name(partition: int) -> str:
     return f"p{partition:05d}.done.json"
 
 
-def clear_partition(work: LocalStore | RemoteStore, partition: int) -> None:
+def clear_partition(work: LocalPlace | RemotePlace, partition: int) -> None:
     """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
     for name in work.names(f"p{partition:05d}"):
         if name.startswith((f"p{partition:05d}.", f"p{partition:05d}-")):
             work.delete(name)
 
 
-def write_marker(work: LocalStore | RemoteStore, result: PartitionResult, config_sha256: str, run_key: str) -> None:
+def write_marker(work: LocalPlace | RemotePlace, result: PartitionResult, config_sha256: str, run_key: str) -> None:
     marker = {"config_sha256": config_sha256, "run_key": run_key, "result": result.to_json()}
     work.write_json(marker_name(result.index), marker)
     crash_point("partition-done")
@@ -148,7 +148,7 @@ class OutputFolder:
     """What an output (a local folder or an object-storage prefix) holds, and the decisions about
     it: start, resume, refuse or done."""
 
-    store: LocalStore | RemoteStore
+    place: LocalPlace | RemotePlace
     config_sha256: str
     run_key: str
     side_files: SideFileNames  # the formats' side files (formats.SIDE_FILES): objcli's own, like the shards
@@ -161,7 +161,7 @@ class OutputFolder:
     planned: list[str] = field(default_factory=list)  # the side files this run writes in split folders
 
     def __post_init__(self):
-        self.work_store = self.store.child(WORK_FOLDER)
+        self.work_place = self.place.child(WORK_FOLDER)
         self._locked = False
         self.adopt = None
         self.owned: set[str] = set()  # what objcli wrote here before this run (own_files), found at open
@@ -170,12 +170,12 @@ class OutputFolder:
     def work(self) -> Path:
         """Where this process writes work files: the work folder, or for object storage a local
         staging folder whose finished files are uploaded to the work prefix."""
-        return self.work_store.staging()
+        return self.work_place.staging()
 
     @property
     def task_folder(self) -> str:
         """What partitions are told to write to: a local path, or the work prefix's URL."""
-        return self.work_store.url if self.store.remote else str(self.work)
+        return self.work_place.url if self.place.remote else str(self.work)
 
     def open(self, partitions: int, overwrite: bool, resume: bool, adopt=None) -> None:
         """Check the folder, then clean it for a fresh run or keep what a resumable run finished.
@@ -183,27 +183,27 @@ class OutputFolder:
         self.adopt = adopt
         try:
             self._make_folder()
-            self.store.lock()
+            self.place.lock()
             self._locked = True
             crash_point("locked")  # the resume tests kill a run here: only its lock is left
             self._prepare(partitions, overwrite, resume)
         except OSError as error:
             self.close()
-            raise output_error(error, self.store.where) from None
+            raise output_error(error, self.place.where) from None
         except BaseException:
             self.close()  # a refused or failed open leaves the folder free for the next try
             raise
 
     def _prepare(self, partitions: int, overwrite: bool, resume: bool) -> None:
-        store, work = self.store, self.work_store
-        pending = pending_reshard(store.path) if not store.remote and not overwrite else None
+        place, work = self.place, self.work_place
+        pending = pending_reshard(place.path) if not place.remote and not overwrite else None
         if pending:
             raise ObjcliError(pending.replace("; run", "; pass --overwrite to replace the output, or run", 1))
-        manifest = store.read_json(MANIFEST_NAME)
+        manifest = place.read_json(MANIFEST_NAME)
         run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
-        check_split_folders(self.store, self.planned)
-        self.owned = own_files(store, self.side_files, work) | planned_present(self.store, self.planned)
+        check_split_folders(self.place, self.planned)
+        self.owned = own_files(place, self.side_files, work) | planned_present(self.place, self.planned)
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
         # objcli's own names only (manifest, listed shards, format files): any other file is the user's, kept.
@@ -223,13 +223,13 @@ class OutputFolder:
 
                 what += what_changed(manifest or run, self.record.get("config", {}), self.record.get("identity", {}))
             raise ObjcliError(
-                f"output {store.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
+                f"output {place.where}: already holds {what}; pass --overwrite to replace it or choose another folder"
             )
         # --resume over a folder that holds only the lock of a run killed before it wrote anything: that
         # run is started, as the same command without --resume would (nothing of it can be lost).
-        if resume and not same and not (store.took_over and not leftovers and run is None):
+        if resume and not same and not (place.took_over and not leftovers and run is None):
             raise ObjcliError(
-                f"--resume: output {store.where} holds no earlier run of this configuration; drop --resume to start one"
+                f"--resume: output {place.where} holds no earlier run of this configuration; drop --resume to start one"
             )
         if same and manifest and manifest.get("complete"):
             if manifest.get("run_key") == self.run_key:
@@ -246,10 +246,10 @@ class OutputFolder:
         self._keep_finished(partitions)
 
     def _start_run(self, run: dict | None, same: bool) -> None:
-        store, work = self.store, self.work_store
+        place, work = self.place, self.work_place
         for stale in [n for n in work.names() if n.endswith(".tmp")]:
             work.delete(stale)
-        store.delete(MANIFEST_NAME + ".tmp")
+        place.delete(MANIFEST_NAME + ".tmp")
         if run and run.get("run_key") != self.run_key:
             # Another configuration that finished nothing, or the same options with input files
             # that changed size or time since: nothing is reusable.
@@ -257,20 +257,20 @@ class OutputFolder:
             work.remove()
             if self.adopt is None:  # an append keeps the output's own
                 shards = [n for n in self.owned if n != MANIFEST_NAME and not self.side_files.is_side_file(n)]
-                delete_own(self.store, self.inputs, shards)
+                delete_own(self.place, self.inputs, shards)
         work.staging()  # a local work folder is made here
         work.write_json(RUN_FILE, {"config_sha256": self.config_sha256, "run_key": self.run_key, **self.record})
 
     def close(self) -> None:
         if self._locked:
             self._locked = False
-            self.store.unlock()
-        self.work_store.close()
+            self.place.unlock()
+        self.work_place.close()
 
     def _make_folder(self) -> None:
-        if self.store.remote:
+        if self.place.remote:
             return  # a prefix needs no making; a missing bucket shows when the lock is taken
-        path = self.store.path
+        path = self.place.path
         path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
             raise ObjcliError(f"output {path}: exists and is not a folder; choose another with -o")
@@ -278,26 +278,26 @@ class OutputFolder:
             raise ObjcliError(f"output {path}: folder is not writable; choose another with -o")
 
     def _remove_everything(self) -> None:
-        if any(is_input(self.store, name, self.inputs) for name in self.owned):
-            delete_own(self.store, self.inputs, self.owned)  # refused, one line, before anything goes
-        self.store.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
-        self.side_files.remove_folders(self.store)  # named by dataset_dict.json: before it goes
-        delete_own(self.store, self.inputs, self.owned)
+        if any(is_input(self.place, name, self.inputs) for name in self.owned):
+            delete_own(self.place, self.inputs, self.owned)  # refused, one line, before anything goes
+        self.place.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
+        self.side_files.remove_folders(self.place)  # named by dataset_dict.json: before it goes
+        delete_own(self.place, self.inputs, self.owned)
         for name in self.planned:
-            self.store.delete(name)
-        self.work_store.remove()
+            self.place.delete(name)
+        self.work_place.remove()
 
     def _check_complete(self, manifest: dict) -> None:
-        for shard in decode_manifest(manifest, f"{self.store.where}/{MANIFEST_NAME}").shards:
+        for shard in decode_manifest(manifest, f"{self.place.where}/{MANIFEST_NAME}").shards:
             for name, digest in shard.sha256.items():
-                found = self.store.matches(name, digest, shard.bytes.get(name))
+                found = self.place.matches(name, digest, shard.bytes.get(name))
                 if not found:
                     problem = "is missing" if found is None else "does not match what the manifest records"
                     raise ObjcliError(
-                        f"output {self.store.where}: {name} {problem} in the finished run of this configuration; "
+                        f"output {self.place.where}: {name} {problem} in the finished run of this configuration; "
                         "pass --overwrite to rebuild it"
                     )
-        self.work_store.remove()  # left if the run died right after its manifest
+        self.work_place.remove()  # left if the run died right after its manifest
         self.complete_manifest = manifest
 
     def stamp(self) -> None:
@@ -305,14 +305,14 @@ class OutputFolder:
         with ``OUT/manifest.json`` as a Make target, a recipe whose prerequisites changed without
         changing the output (a touched Makefile, the same tokenizer copied anew) is then up to date."""
         try:
-            self.store.stamp(MANIFEST_NAME)
+            self.place.stamp(MANIFEST_NAME)
         except OSError as error:
-            raise output_error(error, self.store.where) from None
+            raise output_error(error, self.place.where) from None
 
     def _keep_finished(self, partitions: int) -> None:
         results = {}
         for index in range(partitions):
-            marker = self.work_store.read_json(marker_name(index))
+            marker = self.work_place.read_json(marker_name(index))
             if marker and (marker.get("config_sha256"), marker.get("run_key")) == (self.config_sha256, self.run_key):
                 results[index] = PartitionResult.from_json(marker["result"])
         # Final renames start only once every partition is done, so a shard is either still in the
@@ -329,11 +329,11 @@ class OutputFolder:
             ):
                 self.kept[index] = result
             else:
-                clear_partition(self.work_store, index)
+                clear_partition(self.work_place, index)
 
     def _shard_file_ok(self, name: str, digest: str, size: int | None, renamed: dict[str, str]) -> bool:
-        for store, stored_name in ((self.work_store, name), (self.store, renamed.get(name, name))):
-            found = store.matches(stored_name, digest, size)
+        for place, stored_name in ((self.work_place, name), (self.place, renamed.get(name, name))):
+            found = place.matches(stored_name, digest, size)
             if found is not None:
                 return found
         return False
@@ -341,22 +341,22 @@ class OutputFolder:
     def finish(self, renames: list[tuple[str, str]], manifest: dict, extra: dict[str, str] | None = None) -> None:
         """Move the shards to their final names, write the ``extra`` files (atomically), then the
         manifest (last), then clean up."""
-        store = self.store
+        place = self.place
         try:
             finishing = sorted({new for _, new in renames} | set(extra or {}))
-            refuse_foreign_targets(self.store, self.work_store, finishing, self.owned)
-            self.work_store.write_json(FINISHING, {"files": [n for n in finishing if "/" not in n]})
+            refuse_foreign_targets(self.place, self.work_place, finishing, self.owned)
+            self.work_place.write_json(FINISHING, {"files": [n for n in finishing if "/" not in n]})
             for name, text in (extra or {}).items():
-                store.write_text(name, text)
-            missing = store.promote(self.work_store, renames)
+                place.write_text(name, text)
+            missing = place.promote(self.work_place, renames)
             if missing:
-                raise ObjcliError(f"output {store.where}: shard {missing[0]} vanished while the run finished; rerun")
-            store.write_json(MANIFEST_NAME, manifest)
+                raise ObjcliError(f"output {place.where}: shard {missing[0]} vanished while the run finished; rerun")
+            place.write_json(MANIFEST_NAME, manifest)
             listed = listed_files(manifest)
             for name in sorted(self.owned - listed - set(finishing)):  # after --append: renumbered shards' old names
                 side = name == MANIFEST_NAME or self.side_files.is_side_file(name)
-                if not side and not is_input(self.store, name, self.inputs):
-                    store.delete(name)
+                if not side and not is_input(self.place, name, self.inputs):
+                    place.delete(name)
         except OSError as error:
-            raise output_error(error, store.where) from None
-        self.work_store.remove()
+            raise output_error(error, place.where) from None
+        self.work_place.remove()

@@ -23,71 +23,71 @@ def listed_files(manifest: dict | None) -> set[str]:
     return names
 
 
-def own_files(store, side_files, work_store=None) -> set[str]:
+def own_files(place, side_files, work_place=None) -> set[str]:
     """The files in an output that objcli put there, what --overwrite removes: its manifest, the files
     the manifest lists, those a run that stopped while finishing was naming (its work folder's
     ``finishing.json``), and the formats' side files by their exact names. A file of any other name
     is the user's, however much it looks like a shard (``data-00000-of-00001.csv``)."""
-    names = set(store.names())
-    owned = {MANIFEST_NAME, MANIFEST_NAME + ".tmp"} | listed_files(store.read_json(MANIFEST_NAME))
-    if work_store is not None:
-        owned |= listed_files({"shards": [work_store.read_json(FINISHING) or {}]})
+    names = set(place.names())
+    owned = {MANIFEST_NAME, MANIFEST_NAME + ".tmp"} | listed_files(place.read_json(MANIFEST_NAME))
+    if work_place is not None:
+        owned |= listed_files({"shards": [work_place.read_json(FINISHING) or {}]})
     return {n for n in names if n in owned or side_files.is_side_file(n)}
 
 
-def is_input(store, name: str, inputs: list[str]) -> bool:
+def is_input(place, name: str, inputs: list[str]) -> bool:
     """Whether ``name`` in the output is one of the run's input files."""
-    if store.remote:
-        return any(i.rstrip("/") == f"{store.url}/{name}" for i in inputs)
-    path = os.path.realpath(store.path / name)
+    if place.remote:
+        return any(i.rstrip("/") == f"{place.url}/{name}" for i in inputs)
+    path = os.path.realpath(place.path / name)
     return any(os.path.realpath(i) == path for i in inputs if "://" not in i)
 
 
-def delete_own(store, inputs: list[str], names) -> None:
+def delete_own(place, inputs: list[str], names) -> None:
     """Remove files objcli wrote here, never an input of this run (one line instead, before any goes)."""
     names = sorted(names)
     for name in names:
-        if is_input(store, name, inputs):
+        if is_input(place, name, inputs):
             raise ObjcliError(
-                f"output {store.where}: {name} is an input of this run and a file of the output there; "
+                f"output {place.where}: {name} is an input of this run and a file of the output there; "
                 "choose another folder with -o (or move the input out of it)"
             )
     for name in names:
-        store.delete(name)
+        place.delete(name)
 
 
-def check_split_folders(store, planned: list[str]) -> None:
+def check_split_folders(place, planned: list[str]) -> None:
     """A split's folder (``--format hf --split``) is a real folder inside the output: objcli never
     writes, nor removes, through a symbolic link to somewhere else."""
     for folder in sorted({n.rpartition("/")[0] for n in planned if "/" in n}):
-        path = None if store.remote else store.path / folder
+        path = None if place.remote else place.path / folder
         if path is not None and path.is_symlink():
             raise ObjcliError(
-                f"output {store.where}: {folder} is a symbolic link, where this run writes the {folder} "
+                f"output {place.where}: {folder} is a symbolic link, where this run writes the {folder} "
                 "split's files; remove the link or choose another folder with -o"
             )
         if path is not None and path.exists() and not path.is_dir():
             raise ObjcliError(
-                f"output {store.where}: {folder} is a file, where this run writes the {folder} split's "
+                f"output {place.where}: {folder} is a file, where this run writes the {folder} split's "
                 "folder; move it or choose another folder with -o"
             )
 
 
-def planned_present(store, planned: list[str]) -> set[str]:
+def planned_present(place, planned: list[str]) -> set[str]:
     """The split folders' side files a run writes that a file already holds: the user's or an
     earlier run's, refused or removed as a top-level side file is."""
-    return {n for n in planned if store.read_text(n) is not None}
+    return {n for n in planned if place.read_text(n) is not None}
 
 
-def refuse_foreign_targets(store, work_store, names: list[str], owned: set[str]) -> None:
+def refuse_foreign_targets(place, work_place, names: list[str], owned: set[str]) -> None:
     """A file of the user's where a run's shard or side file goes (a ``part-00000-of-00001.arrow``
     no manifest of objcli's lists) is never replaced: the run stops before its renames, its
     partitions kept, so the same command finishes it once the file is moved."""
-    present = set(store.names())
-    finishing = listed_files({"shards": [work_store.read_json(FINISHING) or {}]})
+    present = set(place.names())
+    finishing = listed_files({"shards": [work_place.read_json(FINISHING) or {}]})
     for name in names:
         if name in present and name not in owned and name != "README.md" and name not in finishing:
             raise ObjcliError(
-                f"output {store.where}: {name} is a file objcli did not write, where this run puts one of "
+                f"output {place.where}: {name} is a file objcli did not write, where this run puts one of "
                 "its own; move it away and rerun the same command (finished partitions are kept)"
             )

@@ -336,9 +336,9 @@ def _installed(name: str) -> bool:
 def test_a_name_leaving_the_prefix_is_refused(s3, bucket):
     """A marker or manifest in the bucket that names ``../x`` is not followed out of the prefix."""
     from objcli.errors import ObjcliError
-    from objcli.storage.remote_store import RemoteStore
+    from objcli.storage.remote_place import RemotePlace
 
-    store = RemoteStore(f"s3://{bucket}/out")
+    store = RemotePlace(f"s3://{bucket}/out")
     for name in ("../x", "/x", "a/../../x", ""):
         with pytest.raises(ObjcliError, match="would escape the output prefix"):
             store.key(name)
@@ -434,11 +434,11 @@ def test_a_lock_that_names_no_writer_is_never_pid_none(s3, bucket):
     """Issue 30: the loser of a lock race read the winner's lock before it was whole and reported
     "pid None on None"; it now reads again, and names a lock it cannot read as another process."""
     from objcli.errors import ObjcliError
-    from objcli.storage.remote_store import RemoteStore
+    from objcli.storage.remote_place import RemotePlace
 
     s3.pipe_file(f"{bucket}/out/.objcli-lock", b"")
     with pytest.raises(ObjcliError, match=r"another run \(another process\) is writing it") as raised:
-        RemoteStore(f"s3://{bucket}/out").lock()
+        RemotePlace(f"s3://{bucket}/out").lock()
     assert "None" not in str(raised.value)
 
 

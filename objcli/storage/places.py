@@ -36,14 +36,14 @@ from ..errors import ObjcliError
 from .faults import crash_point
 from .files import LOCK_NAME, WORK_FOLDER, file_sha256, write_json_atomically
 from .remote import is_url
-from .remote_store import RemoteStore
+from .remote_place import RemotePlace
 
 
-def open_store(location: str | Path) -> LocalStore | RemoteStore:
-    return RemoteStore(str(location)) if is_url(str(location)) else LocalStore(Path(location))
+def open_place(location: str | Path) -> LocalPlace | RemotePlace:
+    return RemotePlace(str(location)) if is_url(str(location)) else LocalPlace(Path(location))
 
 
-class LocalStore:
+class LocalPlace:
     """A folder on this machine."""
 
     remote = False
@@ -53,8 +53,8 @@ class LocalStore:
         self.path = path
         self.where = str(path)
 
-    def child(self, folder: str) -> LocalStore:
-        return LocalStore(self.path / folder)
+    def child(self, folder: str) -> LocalPlace:
+        return LocalPlace(self.path / folder)
 
     def staging(self) -> Path:
         """Where writers put this store's files: the folder itself."""
@@ -125,9 +125,9 @@ class LocalStore:
         """A finished file in ``staging()`` is already in place."""
 
     def fetch(self, name: str, folder: Path) -> None:
-        """A file of this store into ``folder`` (the staging folder: already there)."""
+        """A file of this place into ``folder`` (the staging folder: already there)."""
 
-    def promote(self, work: LocalStore, renames: list[tuple[str, str]]) -> list[str]:
+    def promote(self, work: LocalPlace, renames: list[tuple[str, str]]) -> list[str]:
         """Move work files to their final names here; returns the work names found nowhere (a file
         already moved by an earlier try is where it belongs)."""
         missing = []

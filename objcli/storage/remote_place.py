@@ -1,6 +1,6 @@
 """An output in object storage (S3, GCS, ``hf://``, any fsspec filesystem): shards written on local
 disk and uploaded, promoted by server-side copies, one writer by a lock object created only if
-absent. ``stores.py`` gives the table of how each step is made safe here and in a local folder."""
+absent. ``places.py`` gives the table of how each step is made safe here and in a local folder."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ UPLOADS_AHEAD = 2  # finished shards waiting for their upload, per partition
 COPIES_AT_ONCE = 16  # server-side copies in flight when shards get their final names
 
 
-class RemoteStore:
+class RemotePlace:
     """A prefix in object storage (or any fsspec filesystem)."""
 
     remote = True
@@ -39,8 +39,8 @@ class RemoteStore:
         self._uploader: ThreadPoolExecutor | None = None
         self._uploads: list[Future] = []
 
-    def child(self, folder: str) -> RemoteStore:
-        return RemoteStore(join(self.url, folder))
+    def child(self, folder: str) -> RemotePlace:
+        return RemotePlace(join(self.url, folder))
 
     def key(self, name: str) -> str:
         """The object key of a name in this prefix; a name that would leave it is refused."""
@@ -171,7 +171,7 @@ class RemoteStore:
             self._call("downloading it", name, self.fs.get_file, self.key(name), str(temp))
             os.replace(temp, folder / name)
 
-    def promote(self, work: RemoteStore, renames: list[tuple[str, str]]) -> list[str]:
+    def promote(self, work: RemotePlace, renames: list[tuple[str, str]]) -> list[str]:
         """Copy work objects to their final keys, server-side and many at a time (the work prefix
         is removed only after the manifest, so a finish that died halfway copies again); returns
         the work names found nowhere."""
