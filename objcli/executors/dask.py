@@ -74,7 +74,9 @@ class DaskExecutor:
                 threads_per_worker=1,
                 processes=True,
                 host="127.0.0.1",
-                dashboard_address=None,
+                # A free port of its own: None still binds the scheduler's HTTP server to 8787, and a second
+                # run on the machine then warns on stderr that the port is taken.
+                dashboard_address=":0",
                 silence_logs=logging.CRITICAL,  # a failed task is reported once, by us
             )
             self.client = Client(self.cluster, set_as_default=False)
