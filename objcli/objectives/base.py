@@ -163,6 +163,9 @@ class Objective:
     # What the summary says bounds a row's documents; None: BOS/EOS as configured.
     boundaries: ClassVar[str | None] = None
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
+    # The segments each packed example becomes after the row step (a preference pair: its two sides):
+    # --provenance gives each of them its example's span.
+    segments_per_example: int = 1
 
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
         self.context = context

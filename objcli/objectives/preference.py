@@ -60,11 +60,7 @@ class _PairsObjective(Objective):
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
-        if context.provenance and context.packed:
-            raise ObjcliError(
-                f"--provenance: the spans of packed pairs (a segment a side) are not recorded yet; write "
-                f"--objective {self.name} --packing none with --provenance"
-            )
+        self.segments_per_example = 2 if context.packed else 1  # packed: a segment a side
         self.tokenizer = tokenizer
         self.supervision = "labels" if context.packed else "pairs"
         try:
@@ -211,6 +207,7 @@ def _packed_examples(encoded: EncodedPairs) -> RowBatch:
     pair_offsets = offsets[::2]
     pairs = len(encoded.prompt)
     columns = {
+        DOCUMENT: encoded.record,  # each pair's record in the batch (--provenance)
         "input_ids": Ragged(ids, pair_offsets),
         "labels": Ragged(labels, pair_offsets),
         SIDES: Ragged(sides, pair_offsets),

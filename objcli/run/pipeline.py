@@ -197,7 +197,8 @@ def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...])
     kind = objective.provenance_kind()
     joined = kind != "tokens" or not hasattr(objective, "bos_id")  # the BOS the stream or the documents get
     bos = getattr(objective, "join_bos" if joined else "bos_id", None) is not None
-    sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind)
+    segments = objective.segments_per_example
+    sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind, segments)
     if kind == "stream":
         examples.stream.sources = sources
     return sources

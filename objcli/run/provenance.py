@@ -55,8 +55,9 @@ class Sources:
     documents) or "stream" (examples are cut from the documents joined, ``objectives/stream.py``:
     each records the runs of documents it was cut from, and a segment's spans are its example's)."""
 
-    def __init__(self, files: dict[str, int], tokenizer, bos: bool, kind: str = "tokens"):
+    def __init__(self, files: dict[str, int], tokenizer, bos: bool, kind: str = "tokens", segments: int = 1):
         self.files, self.tokenizer, self.bos, self.kind = files, tokenizer, int(bos), kind
+        self.segments = segments  # segments each packed example becomes (a preference pair's two sides)
         self.examples = 0  # examples marked so far
         self.several = False  # whether an example names several documents (kind "documents", unpacked)
         self.cuts = {name: _Growing() for name in ("example", "document", "first", "end")}
@@ -156,6 +157,8 @@ class Sources:
             return None
         if self.kind == "documents":
             document, row_offsets = _per_segment(rows.columns[SOURCE])
+            if self.segments > 1:  # each example's document is the span of each of its segments
+                document, row_offsets = np.repeat(document, self.segments), row_offsets * self.segments
             segment = np.arange(len(document), dtype=np.int64) - np.repeat(row_offsets[:-1], np.diff(row_offsets))
             if self.several:  # a row is one example of several documents: each is a span of segment 0
                 segment[:] = 0

@@ -145,3 +145,29 @@ def test_verify_finds_a_pair_broken_in_any_way(pairs, tmp_path):
     cut = segments.copy()
     cut[0, second - 1] = 3  # the chosen side's last token given to another segment
     assert check(segments=cut)
+
+
+def test_provenance_of_packed_pairs_names_each_sides_record(pairs, tmp_path):
+    """--provenance on packed pairs: every segment (a side) has its span, the two sides of a pair the
+    same record, and that record's completion for the side is the text its segment ends with."""
+    import pyarrow.parquet as pq
+
+    folder = pairs[0]
+    data = Path(pairs[3].manifest["inputs"][0]["path"])
+    out = tmp_path / "provenance"
+    run_transform([data], folder, out, objective="preference", seq_len=400, packing="best-fit", provenance=True)
+    _, rows = read_output(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    spans = pq.read_table(out / manifest["shards"][0]["files"][-1]).to_pylist()
+    records = [json.loads(line) for line in data.read_text().splitlines()]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    by_segment = {(s["row"], s["segment"]): s["record"] for s in spans}
+    for row, (ids, segments, sides) in enumerate(zip(rows["input_ids"], rows["segment_ids"], rows["side"])):
+        segments = np.asarray(segments)
+        for segment in range(segments.max()):
+            record, side = records[by_segment[(row, segment)]], sides[segment]
+            assert by_segment[(row, segment - segment % 2)] == by_segment[(row, segment - segment % 2 + 1)]
+            where = np.flatnonzero(segments == segment + 1)
+            completion = record["chosen" if side == 0 else "rejected"]
+            answer = completion if isinstance(completion, str) else completion[-1]["content"]
+            assert answer.strip() in tokenizer.decode(np.asarray(ids)[where]), (row, segment)
