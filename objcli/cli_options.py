@@ -234,6 +234,7 @@ TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "
 # A chat store's (--chat): how its records are rendered, as --objective chat takes them (run/stores.RENDERING),
 # and the BOS/EOS a prompt/completion pair's text is rendered with.
 TOKENIZE_CHAT = ("messages_key", "chat_template", "template_date", "assistant_span", "turns", "bos", "eos")
+TOKENIZE_PAIRS = ("chat_template", "template_date", "bos")  # a pair store's (--preference): run/stores.PAIR_RENDERING
 
 
 def _store_kind() -> type:
@@ -247,6 +248,12 @@ def _store_kind() -> type:
             False,
             "Render each record with the chat template, as --objective chat does, and keep its ids and "
             "supervised spans: a chat store, for --objective chat at any --seq-len, --packing, --loss-on, --overlong.",
+            group=RUN,
+        )
+        preference: bool = option(
+            False,
+            "Render each preference record as --objective preference and reward do (TRL's tokenization), and keep "
+            "its renderings' ids: a pair store, for either at any --seq-len and --packing.",
             group=RUN,
         )
         sentences: str | None = option(
@@ -276,7 +283,8 @@ class TokenizeCommand(click.Command):
         for param in options:  # the same option, said of what a store keeps
             param.help = TOKENIZE_HELP.get(param.name, param.help)
             if param.name in TOKENIZE_CHAT:
-                param.help = f"With --chat: {param.help}"
+                also = " or --preference" if param.name in TOKENIZE_PAIRS else ""
+                param.help = f"With --chat{also}: {param.help}"
         return [click.Argument(["inputs"], nargs=-1), *options]
 
     def get_params(self, ctx):
@@ -285,7 +293,7 @@ class TokenizeCommand(click.Command):
 
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
-    from .objectives.supply import CHAT_STORE, StoreKind
+    from .objectives.supply import CHAT_STORE, PAIR_STORE, StoreKind
 
     given = {k: v for k, v in values.items() if v not in (None, ())}
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
@@ -296,10 +304,20 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
     execution["store_kind"] = StoreKind.parse(given.pop("sentences", None))
-    if given.pop("chat", False):
-        if execution["store_kind"]:
-            raise ObjcliError("--chat: a chat store keeps rendered conversations, not sentences; drop --sentences")
-        execution["store_kind"], given["objective"] = CHAT_STORE, "chat"
+    chat, preference = given.pop("chat", False), given.pop("preference", False)
+    if chat or preference:
+        flag = "--chat" if chat else "--preference"
+        if execution["store_kind"] or (chat and preference):
+            held = "rendered conversations" if chat else "rendered preference pairs"
+            raise ObjcliError(
+                f"{flag}: a {'chat' if chat else 'pair'} store keeps {held}, not sentences or other "
+                "records; drop --sentences (or the other of --chat and --preference)"
+            )
+        execution["store_kind"] = CHAT_STORE if chat else PAIR_STORE
+        given["objective"] = "chat" if chat else "preference"
+        if preference and any(key in given for key in TOKENIZE_CHAT if key not in TOKENIZE_PAIRS):
+            other = "--" + next(k for k in TOKENIZE_CHAT if k in given and k not in TOKENIZE_PAIRS).replace("_", "-")
+            raise ObjcliError(f"{other}: applies to a chat store (--chat); a pair store renders as TRL does")
     elif any(key in given for key in TOKENIZE_CHAT):
         flag = "--" + next(key for key in TOKENIZE_CHAT if key in given).replace("_", "-")
         raise ObjcliError(f"{flag}: applies to a chat store (objcli tokenize --chat); give it to the transform")

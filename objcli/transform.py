@@ -28,6 +28,7 @@ from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
 from .run.finish import build_manifest, check_totals, shuffle_pass, warn_skips
 from .run.first_pass import mixture_rates, split_bounds
+from .run.fitness import check_renderer
 from .run.pipeline import PartitionTask, Progress
 from .run.plan import RunPlan, plan_stages
 from .run.run_inputs import make_run_key
@@ -243,5 +244,6 @@ def tokenize(config: TransformConfig, kind: StoreKind | str = WHOLE_DOCUMENTS, *
     takes it (workers, overwrite, append, ...)."""
     import dataclasses
 
-    kind = StoreKind.parse(kind) if isinstance(kind, str) else kind
-    return transform(dataclasses.replace(config, store_kind=kind or WHOLE_DOCUMENTS), **execution)
+    kind = (StoreKind.parse(kind) if isinstance(kind, str) else kind) or WHOLE_DOCUMENTS
+    check_renderer(config, kind)
+    return transform(dataclasses.replace(config, store_kind=kind), **execution)

@@ -76,8 +76,16 @@ CONVERSATION_LISTS = {  # list columns, per record
 CONVERSATION_SCALARS = {
     "c_failed": ("int8", np.int8, "0, or why the record renders no conversation (1 + an index into the reasons)"),
 }
-SCALARS = METADATA | ORIGINS | CONVERSATION_SCALARS
-LISTS = {SENTENCES: ("int32", np.int32, "")} | PLACES | CONVERSATION_LISTS
+# A pair store (objcli tokenize --preference): a row per record, its ids its three renderings' ids one
+# after another (readers/stored_pairs.py), and what --objective preference and reward would otherwise find.
+PAIR_LISTS = {"q_lengths": ("int32", np.int32, "tokens of the prompt, prompt + chosen and prompt + rejected")}
+PAIR_SCALARS = {
+    "q_prompt": ("int32", np.int32, "where both completions part from the prompt's ids"),
+    "q_margin": ("float64", np.float64, "the record's margin, NaN for none"),
+    "q_failed": ("int8", np.int8, "0, or why the record gives no pair (1 + an index into the reasons)"),
+}
+SCALARS = METADATA | ORIGINS | CONVERSATION_SCALARS | PAIR_SCALARS
+LISTS = {SENTENCES: ("int32", np.int32, "")} | PLACES | CONVERSATION_LISTS | PAIR_LISTS
 
 
 def ids_dtype(total_vocab_size: int) -> np.dtype:
@@ -103,8 +111,12 @@ def store_columns(total_vocab_size: int, kind: str = "documents", origins: bool 
     places = [
         ColumnSpec(name, "ragged", -128, 2**31 - 1, doc, "positions", "ids") for name, (*_, doc) in PLACES.items()
     ]
+    pairs = [ColumnSpec(n, "ragged", 0, 2**31 - 1, d, "per_segment", n) for n, (*_, d) in PAIR_LISTS.items()]
+    pairs += [
+        ColumnSpec(n, "scalar", -(2**31), 2**31 - 1, d, "per_segment", "ids") for n, (*_, d) in PAIR_SCALARS.items()
+    ]
     where += places if kind == "documents" else []
-    own = {"documents": [], "sentences": [counts], "conversations": chat}[kind]
+    own = {"documents": [], "sentences": [counts], "conversations": chat, "pairs": pairs}[kind]
     return [ids, *metadata, *own, *(where if origins else [])]
 
 

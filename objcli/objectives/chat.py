@@ -227,8 +227,8 @@ class _ChatPartition(PartitionExamples):
     def encoded(self, batch: DocumentBatch) -> ConversationTokens:
         """The batch's conversations as tokens, each supervised span as a range of them: rendered and
         encoded, or as a chat store kept them (``objcli tokenize --chat``)."""
-        if batch.conversations is not None:
-            return ConversationTokens(batch.tokens, *batch.conversations)
+        if batch.records is not None:
+            return ConversationTokens(batch.tokens, *batch.records)
         texts, record, owner, span_start, span_end, failed = self._render(batch)
         if not texts:
             return ConversationTokens.empty(failed)

@@ -88,7 +88,10 @@ class _PairsObjective(Objective):
 
 class _PairsPartition(PartitionExamples):
     def encoded(self, batch: DocumentBatch) -> EncodedPairs:
-        encoded = encode_pairs(batch.texts, self.o, batch.encode)
+        if batch.records is not None:  # a pair store's records: rendered and encoded already
+            encoded = EncodedPairs(batch.tokens, *batch.records)
+        else:
+            encoded = encode_pairs(batch.texts, self.o, batch.encode)
         for k, reason in encoded.failed.items():
             self.counters[f"skipped:{reason}"] += 1
             self.note_skip(reason, batch, k)

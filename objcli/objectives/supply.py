@@ -64,8 +64,8 @@ class StoreKind:
     def parse(cls, value: str | None) -> StoreKind | None:
         if not value:
             return None
-        if value in (DOCUMENTS, CONVERSATIONS):
-            return cls(Provides.DOCUMENTS if value == DOCUMENTS else Provides.CONVERSATIONS)
+        if value in (DOCUMENTS, CONVERSATIONS, PAIRS):
+            return cls({DOCUMENTS: Provides.DOCUMENTS, PAIRS: Provides.PAIRS}.get(value, Provides.CONVERSATIONS))
         return cls(Provides.SENTENCES, value)
 
     def __str__(self) -> str:
@@ -74,7 +74,8 @@ class StoreKind:
     @property
     def name(self) -> str:
         """``documents``, ``sentences`` or ``conversations``: the manifest's ``token_store.tokenized``."""
-        return {Provides.DOCUMENTS: DOCUMENTS, Provides.SENTENCES: "sentences"}.get(self.holds, CONVERSATIONS)
+        names = {Provides.DOCUMENTS: DOCUMENTS, Provides.SENTENCES: "sentences", Provides.PAIRS: PAIRS}
+        return names.get(self.holds, CONVERSATIONS)
 
     @property
     def supply(self) -> Supply:
@@ -82,10 +83,12 @@ class StoreKind:
             Provides.DOCUMENTS: "keeps whole documents' tokens",
             Provides.SENTENCES: f"was tokenized per sentence (--sentences {self.splitter})",
             Provides.CONVERSATIONS: "holds rendered conversations",
+            Provides.PAIRS: "holds rendered preference pairs",
         }[self.holds]
         return Supply(frozenset({self.holds}), self.splitter, what, store=True)
 
 
-DOCUMENTS, CONVERSATIONS = "documents", "conversations"
+DOCUMENTS, CONVERSATIONS, PAIRS = "documents", "conversations", "pairs"
 WHOLE_DOCUMENTS = StoreKind(Provides.DOCUMENTS)  # objcli tokenize's default
 CHAT_STORE = StoreKind(Provides.CONVERSATIONS)  # objcli tokenize --chat
+PAIR_STORE = StoreKind(Provides.PAIRS)  # objcli tokenize --preference

@@ -43,6 +43,14 @@ class _Input(msgspec.Struct):
     path: str
 
 
+class _Pairs(msgspec.Struct):
+    """How a pair store rendered its records (run/stores.PAIR_RENDERING, and plain text's BOS)."""
+
+    chat_template: str | None
+    template_date: str
+    bos: bool | None
+
+
 class _Chat(msgspec.Struct):
     """How a chat store rendered its records (run/stores.RENDERING, and a prompt/completion's BOS/EOS)."""
 
@@ -62,6 +70,7 @@ class _Section(msgspec.Struct):
     sentences: str | None = None
     render_failures: list[str] = []  # a chat store's: what its records' c_failed codes name
     chat: _Chat | None = None  # a chat store's
+    pairs: _Pairs | None = None  # a pair store's
 
 
 def check_store_sections(manifest: dict, where: str) -> None:

@@ -59,7 +59,7 @@ class StoredConversations:
         return StoredConversations(*lists, np.concatenate([p.failed for p in parts]), parts[0].reasons)
 
     def batch(self, offsets: np.ndarray) -> tuple:
-        """What ``DocumentBatch.conversations`` holds for these records (``offsets``: each one's ids in
+        """What ``DocumentBatch.records`` holds for these records (``offsets``: each one's ids in
         the batch's): each conversation's token offsets and record, each span's conversation and first
         and last token, and the records that render nothing (record -> reason)."""
         example_offsets = lengths_to_offsets(self.examples.values)

@@ -30,6 +30,7 @@ from ..storage.remote import filesystem, is_url, join, storage_error, storage_er
 from .inputs import InputFile, Partition, Piece
 from .store_checks import check_store_sections
 from .stored_conversations import StoredConversations
+from .stored_pairs import StoredPairs
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
 
@@ -84,7 +85,8 @@ class StoredDocuments:
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
     # --provenance: where each document comes from (a tokenized input's, or a store's made with it)
     origins: DocumentOrigins | None = None
-    conversations: StoredConversations | None = None  # a chat store's records: conversations and spans
+    # a record store's: a chat store's conversations and spans, or a pair store's renderings (StoredPairs)
+    records: StoredConversations | StoredPairs | None = None
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -97,7 +99,7 @@ class StoredDocuments:
         columns = (c[start:stop] for c in (self.chars, self.utf8, self.crcs(), self.bos_text))
         sentences = None if self.sentences is None else self.sentences.slice(start, stop)
         origins = None if self.origins is None else self.origins.slice(start, stop)
-        chat = None if self.conversations is None else self.conversations.slice(start, stop)
+        chat = None if self.records is None else self.records.slice(start, stop)
         offsets = self.offsets[start : stop + 1] - lo
         return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat)
 
@@ -111,7 +113,7 @@ class StoredDocuments:
             *(column[indices] for column in (self.chars, self.utf8, self.crcs(), self.bos_text)),
             None if self.sentences is None else self.sentences.take(indices),
             None if self.origins is None else self.origins.take(indices),
-            None if self.conversations is None else self.conversations.take(indices),
+            None if self.records is None else self.records.take(indices),
         )
 
     @staticmethod
@@ -123,7 +125,7 @@ class StoredDocuments:
         columns += [np.concatenate([p.crcs() for p in parts]), np.concatenate([p.bos_text for p in parts])]
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
         origins = None if parts[0].origins is None else DocumentOrigins.concat([p.origins for p in parts])
-        chat = None if parts[0].conversations is None else StoredConversations.concat([p.conversations for p in parts])
+        chat = None if parts[0].records is None else type(parts[0].records).concat([p.records for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
         return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins, chat)
 
@@ -296,20 +298,29 @@ def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) ->
         metadata["bos_text"].astype(bool),
         metadata.get(SENTENCES),
         origins,
-        _conversations(metadata, reasons, path),
+        _records(metadata, reasons, path),
     )
     return documents, metadata["batch"]
 
 
-def _conversations(metadata: dict, reasons: tuple[str, ...], path: Path) -> StoredConversations | None:
-    if "c_failed" not in metadata:
+def _records(metadata: dict, reasons: tuple[str, ...], path: Path) -> StoredConversations | StoredPairs | None:
+    """A record store's per-record columns: a chat store's conversations, a pair store's renderings."""
+    code = "c_failed" if "c_failed" in metadata else "q_failed" if "q_failed" in metadata else None
+    if code is None:
         return None
-    failed = metadata["c_failed"].astype(np.int8)
+    failed = metadata[code].astype(np.int8)
     if len(failed) and not 0 <= failed.min() <= failed.max() <= len(reasons):  # the manifest edited since
         raise ObjcliError(
             f"input {path.parent}/manifest.json: its render_failures do not name the reasons {path.name} records; "
-            "tokenize the conversations again"
+            "tokenize the records again"
         )
+    if code == "q_failed":
+        lengths = metadata["q_lengths"]
+        if not np.all(np.diff(lengths.offsets) == 3):
+            raise ObjcliError(f"input {path}: a record's q_lengths are not its three renderings'; tokenize it again")
+        triples = np.asarray(lengths.values, np.int64).reshape(-1, 3)
+        prompt, margin = metadata["q_prompt"].astype(np.int64), metadata["q_margin"].astype(np.float64)
+        return StoredPairs(triples, prompt, margin, failed, reasons)
     lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
     return StoredConversations(*lists, failed, reasons)
 

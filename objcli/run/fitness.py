@@ -39,11 +39,14 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
         if not supply.store:
             make = "run it from the text (or from Megatron's split sentences: preprocess_data.py --split-sentences)"
         return f"{objective} tokenizes each document's sentences apart, and {holds}; {make}"
-    if reads.needs in (Provides.PAIRS, Provides.PROMPTS):
-        records = "preference records (prompt, chosen, rejected)" if reads.needs is Provides.PAIRS else "prompt records"
+    if reads.needs is Provides.PAIRS:
         return (
-            f"{objective} reads {records}, and {holds}; run it from the records themselves (no token store keeps "
-            "them yet)"
+            f"{objective} reads preference records (prompt, chosen, rejected), and {holds}; make a pair store: "
+            "objcli tokenize ... --preference (or run it from the records)"
+        )
+    if reads.needs is Provides.PROMPTS:
+        return (
+            f"{objective} reads prompt records, and {holds}; run it from the records themselves (no store keeps them)"
         )
     if Provides.CONVERSATIONS in supply.provides:
         return f"{holds}, for --objective chat; tokenize the text without --chat"
@@ -69,3 +72,13 @@ def token_input_supply(path: str, fmt: str, split_sentences: bool) -> tuple[str,
 
 def text_supply(path: str) -> tuple[str, Supply]:
     return f"input {path}", TEXT_SUPPLY
+
+
+def check_renderer(config, kind: StoreKind) -> None:
+    """A store of records (a chat or pair store) is rendered by the objective that reads them: the
+    configuration names it (``objcli tokenize --chat`` and ``--preference`` do)."""
+    from ..objectives import REGISTRY
+
+    renders = {Provides.CONVERSATIONS: "chat", Provides.PAIRS: "preference"}.get(kind.holds)
+    if renders and REGISTRY.get(config.objective).reads(config.objective_options).needs is not kind.holds:
+        raise ObjcliError(f"a {kind.name} store is rendered by --objective {renders}; give it in the configuration")

@@ -153,11 +153,11 @@ class _Chain:
         return cls(examples, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        sentences = conversations = None
+        sentences = records = None
         stored = isinstance(texts, StoredDocuments)
-        if stored and texts.conversations is not None:  # a chat store's records: rendered and encoded already
+        if stored and texts.records is not None:  # a chat or pair store's records: rendered and encoded already
             tokens, offsets = texts.tokens, texts.offsets
-            conversations = texts.conversations.batch(offsets)
+            records = texts.records.batch(offsets)
         elif stored and self.tokenizes_itself:  # a per-sentence store, or Megatron's
             tokens, offsets = encode([])
             sentences = texts.sentence_tokens()
@@ -165,9 +165,7 @@ class _Chain:
             tokens, offsets = texts.tokens, texts.offsets
         else:
             tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
-        batch = DocumentBatch(
-            texts, tokens, offsets, self.first_document, batch_index, encode, sentences, conversations
-        )
+        batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode, sentences, records)
         examples = self.partition_examples.examples(batch)
         if self.sources is not None:
             self.sources.add(texts, tokens, offsets)

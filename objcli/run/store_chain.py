@@ -17,6 +17,7 @@ from ..objectives.conversations import RENDER_FAILURES
 from ..objectives.sentences import split_batch
 from ..objectives.supply import Provides
 from ..readers.stored_conversations import StoredConversations
+from ..readers.stored_pairs import StoredPairs
 from ..rows import Ragged
 from ..tokenizers import Tokenizer
 from .provenance import token_places
@@ -26,7 +27,7 @@ class StoreChain:
     def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None, origins=None, chat=None):
         self.sink, self.bos_piece, self.sentences = sink, bos_piece, sentences
         self.origins = origins  # --provenance: (the run's input names -> index, the tokenizer)
-        self.chat = chat  # a chat store's: the chat objective's partition, which renders and encodes
+        self.chat = chat  # a chat or pair store's: its objective's partition, which renders and encodes
         self.failures: dict[str, int] = {}  # a chat store's records that render nothing, by reason
 
     @classmethod
@@ -43,7 +44,7 @@ class StoreChain:
         sentences = config.store_kind.splitter or None
         origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
         chat = None
-        if config.store_kind.holds is Provides.CONVERSATIONS:
+        if config.store_kind.holds in (Provides.CONVERSATIONS, Provides.PAIRS):
             from .stages import build_objective
 
             chat = build_objective(config, tokenizer).partition_examples(task.partition.index)
@@ -79,9 +80,14 @@ class StoreChain:
     def _conversations(self, texts: list, batch_index: int, encode) -> tuple[np.ndarray, np.ndarray, dict]:
         """Each record's ids (its conversations', one after another) and the store's chat columns."""
         encoded = self.chat.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
-        stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
         for reason in encoded.failed.values():
             self.failures[reason] = self.failures.get(reason, 0) + 1
+        if hasattr(encoded, "prompt"):  # a pair store's: each record's renderings, where they part, its margin
+            pairs = StoredPairs.of(len(texts), encoded, RENDER_FAILURES)
+            lengths = Ragged(pairs.lengths.ravel(), np.arange(len(texts) + 1, dtype=np.int64) * 3)
+            columns = {"q_lengths": lengths, "q_prompt": pairs.prompt, "q_margin": pairs.margin}
+            return encoded.tokens, pairs.record_offsets(), {**columns, "q_failed": pairs.failed}
+        stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
         columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
         return encoded.tokens, stored.record_offsets(), {**columns, "c_failed": stored.failed}
 

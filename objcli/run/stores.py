@@ -8,7 +8,7 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..objectives.supply import CHAT_STORE, Provides, StoreKind
+from ..objectives.supply import CHAT_STORE, PAIR_STORE, Provides, StoreKind
 from ..order.mixture import names_text_key, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
@@ -19,6 +19,7 @@ READING = ("text_key", "text_unit", "input_format", "max_document_chars", "parti
 # derived chat run takes them; how it cuts, masks and packs them (--seq-len, --loss-on, --overlong,
 # --packing) is its own.
 RENDERING = ("messages_key", "chat_template", "template_date", "assistant_span", "turns")
+PAIR_RENDERING = ("chat_template", "template_date")  # a pair store's: TRL's rendering has no other option
 
 
 def store_group(group: list[str]):
@@ -86,15 +87,22 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
 
 
 def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformConfig:
-    """A chat run over chat stores renders nothing: it takes how they rendered (a value given otherwise
-    is refused), and --bos/--eos, which a prompt/completion pair's text was rendered with."""
-    chats = [(s, store_manifest(s)["token_store"].get("chat")) for s in stores]
+    """A run over chat or pair stores renders nothing: it takes how they rendered (a value given
+    otherwise is refused), and --bos/--eos, which plain text was rendered with."""
+    from ..objectives import REGISTRY
+
+    reads = REGISTRY.get(config.objective).reads(config.objective_options).needs
+    section, keys = {
+        Provides.CONVERSATIONS: ("chat", (*RENDERING, "bos", "eos")),
+        Provides.PAIRS: ("pairs", (*PAIR_RENDERING, "bos")),
+    }.get(reads, ("", ()))
+    chats = [(s, store_manifest(s)["token_store"].get(section)) for s in stores] if section else []
     chats = [(store, chat) for store, chat in chats if chat is not None]
-    if config.objective != "chat" or not chats:
+    if not chats:
         return config
     options, run = {}, {}
     for store, chat in chats:
-        for key in (*RENDERING, "bos", "eos"):
+        for key in keys:
             chosen = options if key in RENDERING else run
             current = getattr(config.objective_options if key in RENDERING else config, key)
             if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
@@ -104,8 +112,9 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
             if (current != stored and not left) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
-                    f"{_spelled(flag, current)}: the chat store {store} was rendered with {_spelled(flag, stored)}, "
-                    f"and a derived run renders nothing; drop {flag} (or tokenize the conversations again with it)"
+                    f"{_spelled(flag, current)}: the {section} store {store} was rendered with "
+                    f"{_spelled(flag, stored)}, and a derived run renders nothing; drop {flag} (or tokenize the "
+                    "records again with it)"
                 )
             chosen[key] = stored
     rendering = dataclasses.replace(config.objective_options, **options)
@@ -154,7 +163,7 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
 
     for store in stores:
         manifest = store_manifest(store)
-        if StoreKind.parse(manifest["config"].get("token_store")) != CHAT_STORE:
+        if StoreKind.parse(manifest["config"].get("token_store")) not in (CHAT_STORE, PAIR_STORE):
             continue
         recorded = {what: e for what, e in manifest.get("identity", {}).items() if what != TOKENIZER}
         current = {what: e for what, e in identity.items() if what != TOKENIZER}
@@ -165,7 +174,7 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
             made = f"{before['path']} (sha256 {before['sha256'][:12]}…)" if before else absent
             here = f"{now['path']} (sha256 {now['sha256'][:12]}…)" if now else absent
             raise ObjcliError(
-                f"input {store}: the chat store was rendered with {what} {made}, and this run has {here}; "
+                f"input {store}: the store was rendered with {what} {made}, and this run has {here}; "
                 "give the store's, or tokenize the conversations again with this one"
             )
 
@@ -182,6 +191,7 @@ def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list
         "tokenized": kind.name,
         **({"sentences": kind.splitter} if kind.holds is Provides.SENTENCES else {}),
         **(_rendering(config) if kind.holds is Provides.CONVERSATIONS else {}),
+        **(_pair_rendering(config) if kind.holds is Provides.PAIRS else {}),
         "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},
@@ -195,6 +205,14 @@ def _rendering(config: TransformConfig) -> dict:
 
     chat = {key: getattr(config.objective_options, key) for key in RENDERING}
     return {"chat": {**chat, "bos": config.bos, "eos": config.eos}, "render_failures": list(RENDER_FAILURES)}
+
+
+def _pair_rendering(config: TransformConfig) -> dict:
+    """A pair store's: how its pairs were rendered, and the names its q_failed codes index."""
+    from ..objectives.conversations import RENDER_FAILURES
+
+    pairs = {key: getattr(config.objective_options, key) for key in PAIR_RENDERING}
+    return {"pairs": {**pairs, "bos": config.bos}, "render_failures": list(RENDER_FAILURES)}
 
 
 def store_tokenizer(inputs: list[str]) -> str | None:
