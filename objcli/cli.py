@@ -204,7 +204,7 @@ def store_line(summary) -> str:
     unrendered = ", ".join(f"{n:,} {k.removeprefix('not_rendered:')}" for k, n in t.items() if "not_rendered:" in k)
     return (
         f"objcli tokenize: {t['documents_read']:,} documents read, {t['documents_written']:,} stored"
-        f"{f' ({unrendered} not rendered: a chat run skips them)' if unrendered else ''}"
+        f"{f' ({unrendered} not rendered: a derived run skips them)' if unrendered else ''}"
         f"{f', skipped {skipped}' if skipped else ''}; {t['tokens']:,} tokens ({m['token_store']['ids_dtype']}): "
         f"{size['tokens'] / max(t['tokens'], 1):.2f} bytes a token, {size['boundaries_and_metadata']:,} bytes of "
         f"boundaries and metadata; {t['shards']:,} shards -> {summary.output} in {summary.seconds:.1f}s"

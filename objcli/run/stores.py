@@ -112,7 +112,7 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
             if (current != stored and not left) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
-                    f"{_spelled(flag, current)}: the {section} store {store} was rendered with "
+                    f"{_spelled(flag, current)}: the {section.rstrip('s')} store {store} was rendered with "
                     f"{_spelled(flag, stored)}, and a derived run renders nothing; drop {flag} (or tokenize the "
                     "records again with it)"
                 )
