@@ -169,7 +169,7 @@ def test_tokenize_chat_on_the_command_line(corpora, tmp_path):
     data = write_jsonl(records + [{"prompt": "no completion"}], tmp_path / "pairs.jsonl")
     made = run_cli("tokenize", data, "-t", tokenizer, "-o", tmp_path / "store", "--chat", "--no-eos", "--bos")
     assert made.returncode == 0, made.stderr
-    assert "31 documents read, 31 stored (1 prompt_only not rendered: a chat run skips them)" in made.stderr
+    assert "31 documents read, 31 stored (1 prompt_only not rendered: a derived run skips them)" in made.stderr
     text = run_cli("transform", data, "-t", tokenizer, "--objective", "chat", "--no-eos", "--bos", "-o", tmp_path / "t")
     derived = run_cli("transform", tmp_path / "store", "--objective", "chat", "-o", tmp_path / "d")
     assert text.returncode == derived.returncode == 0, derived.stderr
