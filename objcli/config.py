@@ -16,7 +16,7 @@ from .formats.sizes import ShardSize, parse_bytes
 from .objectives.supply import StoreKind
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
 from .order.mixture import Mixture
-from .readers.inputs import INPUT_FORMATS
+from .readers.planning import INPUT_FORMATS
 from .storage.remote import check_url_path, is_url
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")

@@ -2,7 +2,8 @@
 
 from ..options import TEXT_UNITS
 from .documents import ReadOptions, read_documents
-from .inputs import INPUT_FORMATS, InputFile, Partition, plan_partitions, resolve_inputs
+from .inputs import InputFile, Partition
+from .planning import INPUT_FORMATS, plan_partitions, resolve_inputs
 from .records import RecordLog
 
 __all__ = [

@@ -14,6 +14,7 @@ from ..objectives.base import Objective
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
 from ..readers.inputs import InputKind
 from ..readers.origins import number_records
+from ..readers.text_formats import TEXT_INPUTS
 from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import changed_store_inputs, run_identity, side_digests
@@ -99,7 +100,8 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     stores = _store_inputs(config)
     config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
     files, partitions = _files_and_partitions(config, warn)
-    if config.text_unit != "line" and files and all(f.format in ("jsonl", "parquet") for f in files):
+    records = [f.format in TEXT_INPUTS and TEXT_INPUTS[f.format].records for f in files]  # a document a record
+    if config.text_unit != "line" and files and all(records):
         raise ObjcliError(
             f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
             f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it"

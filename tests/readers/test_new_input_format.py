@@ -52,7 +52,7 @@ def _rows(summary, folder) -> list:
 
 
 def test_a_registered_input_format_is_a_choice_detected_read_and_verified(registered, tmp_path):
-    from objcli.readers.inputs import INPUT_FORMATS
+    from objcli.readers.planning import INPUT_FORMATS
 
     assert "spaced-ids-test" in INPUT_FORMATS and list(TOKEN_INPUTS)[-1] == "nanogpt"  # nanoGPT's catch-all last
     mine = tmp_path / "corpus.ids"
