@@ -32,6 +32,18 @@ class StoredPairs:
             failed[record] = 1 + reasons.index(reason)
         return cls(lengths, prompt, margin, failed, reasons)
 
+    def inconsistent(self, record_tokens: np.ndarray) -> str:
+        """What does not hold between these records and their ids (``record_tokens``: each one's count),
+        or "": three non-negative lengths summing to the record's ids, none for a record that gives no
+        pair, and the prompt's end within all three."""
+        if np.any(self.lengths < 0) or not np.array_equal(self.lengths.sum(axis=1), record_tokens):
+            return "its records' q_lengths do not add up to their ids"
+        if np.any(self.lengths[self.failed != 0]):
+            return "a record that gives no pair has ids"
+        if np.any(self.prompt < 0) or np.any(self.prompt > self.lengths.min(axis=1, initial=1 << 62)):
+            return "a record's q_prompt lies outside its renderings"
+        return ""
+
     def record_offsets(self) -> np.ndarray:
         """Each record's ids in the batch's: its three renderings', one after another."""
         return lengths_to_offsets(self.lengths.sum(axis=1))

@@ -298,12 +298,12 @@ def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) ->
         metadata["bos_text"].astype(bool),
         metadata.get(SENTENCES),
         origins,
-        _records(metadata, reasons, path),
+        _records(metadata, reasons, path, np.diff(offsets)),
     )
     return documents, metadata["batch"]
 
 
-def _records(metadata: dict, reasons: tuple[str, ...], path: Path) -> StoredConversations | StoredPairs | None:
+def _records(metadata: dict, reasons: tuple[str, ...], path: Path, tokens) -> StoredConversations | StoredPairs | None:
     """A record store's per-record columns: a chat store's conversations, a pair store's renderings."""
     code = "c_failed" if "c_failed" in metadata else "q_failed" if "q_failed" in metadata else None
     if code is None:
@@ -320,7 +320,11 @@ def _records(metadata: dict, reasons: tuple[str, ...], path: Path) -> StoredConv
             raise ObjcliError(f"input {path}: a record's q_lengths are not its three renderings'; tokenize it again")
         triples = np.asarray(lengths.values, np.int64).reshape(-1, 3)
         prompt, margin = metadata["q_prompt"].astype(np.int64), metadata["q_margin"].astype(np.float64)
-        return StoredPairs(triples, prompt, margin, failed, reasons)
+        pairs = StoredPairs(triples, prompt, margin, failed, reasons)
+        problem = pairs.inconsistent(tokens)
+        if problem:
+            raise ObjcliError(f"input {path}: {problem} (the store was edited?); tokenize the records again")
+        return pairs
     lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
     return StoredConversations(*lists, failed, reasons)
 

@@ -76,3 +76,41 @@ def test_the_cli_makes_the_same_store(made, tmp_path):
         "tokenize", data, "-t", folder / "tokenizer.json", "-o", tmp_path / "x", "--preference", "--turns", "each"
     )
     assert wrong.returncode == 1 and wrong.stderr.startswith("Error: --turns: applies to a chat store")
+
+
+@pytest.mark.parametrize(
+    "column, edit, said",
+    [
+        ("q_prompt", lambda v: v + 10_000, "q_prompt lies outside its renderings"),
+        ("q_prompt", lambda v: -1, "q_prompt lies outside its renderings"),
+        ("q_lengths", lambda v: [x + 7 for x in v], "q_lengths do not add up to their ids"),
+        ("q_lengths", lambda v: [-5, *v[1:]], "q_lengths do not add up to their ids"),
+        ("q_lengths", lambda v: v[:2], "q_lengths are not its three renderings"),
+    ],
+)
+def test_a_pair_store_edited_by_hand_is_one_line_never_wrong_rows(made, tmp_path, column, edit, said):
+    """A shard rewritten with other pair columns (and the manifest's sha256 made to match): one line
+    naming the shard and what does not hold, never rows cut at the wrong place or a crash."""
+    import hashlib
+    import shutil
+
+    import pyarrow as pa
+
+    folder, _, store, _ = made
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    shard = sorted(copy.glob("*.store"))[0]
+    table = pa.ipc.open_stream(pa.BufferReader(shard.read_bytes())).read_all()
+    index = table.schema.get_field_index(column)
+    values = [edit(v) for v in table.column(column).to_pylist()]
+    table = table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type))
+    with pa.ipc.new_stream(str(shard), table.schema) as writer:
+        writer.write_table(table)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        if shard.name in entry["sha256"]:
+            entry["sha256"][shard.name] = hashlib.sha256(shard.read_bytes()).hexdigest()
+            entry["bytes"][shard.name] = shard.stat().st_size
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ObjcliError, match=f"input .*{shard.name}: .*{said}.*; tokenize"):
+        run_transform([copy], folder, tmp_path / "out", objective="preference", seq_len=160)
