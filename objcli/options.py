@@ -11,6 +11,7 @@ becomes ``--mask-prob FLOAT`` with that help and default, and ``--mask-prob 2`` 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,3 +119,17 @@ class NoOptions(Options):
 def option_fields(options_type: type) -> list[dataclasses.Field]:
     """The fields of an options dataclass that are command-line options."""
     return [f for f in dataclasses.fields(options_type) if "help" in f.metadata and f.metadata["cli"]]
+
+
+class LiveChoices(Sequence):
+    """An option's choices read from a registry at every use (``names()``), in the order ``--help``
+    lists them: a format registered later (an output format, an input format) is a choice like the rest."""
+
+    def __init__(self, names: Callable[[], list[str]]):
+        self.names = names
+
+    def __getitem__(self, index):
+        return self.names()[index]
+
+    def __len__(self) -> int:
+        return len(self.names())

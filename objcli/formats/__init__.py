@@ -6,8 +6,7 @@ Importing this package costs NumPy only: a format imports pyarrow where it write
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from ..options import LiveChoices
 from .arrow import ARROW, HF
 from .base import Column, OutputFormat, ShardWriter, SideFiles
 from .flat import LLMC, NANOSET, TOKENS
@@ -20,18 +19,7 @@ from .store import STORE, STORE_FORMAT
 FORMATS: dict[str, OutputFormat] = {f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET)}
 
 
-class _FormatNames(Sequence):
-    """The --format choices, in the order --help lists them, read from ``FORMATS`` at every use: a
-    format registered later (``register``) is a choice like the rest."""
-
-    def __getitem__(self, index):
-        return list(FORMATS)[index]
-
-    def __len__(self) -> int:
-        return len(FORMATS)
-
-
-FORMAT_NAMES = _FormatNames()
+FORMAT_NAMES = LiveChoices(lambda: list(FORMATS))  # the --format choices, a format registered later among them
 
 
 def register(output_format: OutputFormat) -> OutputFormat:

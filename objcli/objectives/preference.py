@@ -143,8 +143,9 @@ class Preference(_PairsObjective):
 class _PreferencePartition(_PairsPartition):
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
-        if any(m is not None for m in encoded.margins):
-            self.counters["margins_not_kept"] += sum(m is not None for m in encoded.margins)
+        carried = int(np.count_nonzero(~np.isnan(encoded.margins)))
+        if carried:
+            self.counters["margins_not_kept"] += carried
         too_long = encoded.prompt >= self.o.context.seq_len  # TRL's filter: no completion token would be left
         self.skip(encoded, too_long, "prompt_too_long", batch)
         if self.o.context.packed:
@@ -191,7 +192,7 @@ def _take(encoded: EncodedPairs, keep: np.ndarray) -> EncodedPairs:
         encoded.lengths[keep],
         encoded.prompt[keep],
         encoded.record[keep],
-        [encoded.margins[k] for k in keep],
+        encoded.margins[keep],
         encoded.failed,
     )
 
@@ -245,7 +246,7 @@ class Reward(_PairsObjective):
 class _RewardPartition(_PairsPartition):
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
-        margins = np.array([m is not None for m in encoded.margins], dtype=bool)
+        margins = ~np.isnan(encoded.margins)
         if not self.o.options.margin and margins.any():
             self.counters["margins_not_kept"] += int(margins.sum())
         over = np.max(encoded.lengths[:, 1:], axis=1, initial=0) > self.o.context.seq_len
@@ -263,6 +264,6 @@ class _RewardPartition(_PairsPartition):
             "rejected_ids": self.ragged(encoded, 2),
         }
         if self.o.options.margin:
-            columns["margin"] = np.array(encoded.margins, dtype=object)
+            columns["margin"] = encoded.margins.astype(object)  # Python floats: a value column
         tokens = encoded.lengths[:, 1] + encoded.lengths[:, 2]
         return RowBatch(columns, tokens.astype(np.int64), np.zeros(len(keep), np.int64), np.ones(len(keep), np.int64))

@@ -26,7 +26,7 @@ class EncodedPairs:
     lengths: np.ndarray  # (pairs, 3)
     prompt: np.ndarray  # the prompt's length, where both completions part from P
     record: np.ndarray  # each pair's record in the batch
-    margins: list  # each pair's margin, or None
+    margins: np.ndarray  # float64: each pair's margin, NaN for none
     failed: dict  # record -> why it gives no pair
 
     def side(self, which: int, start: np.ndarray | int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -60,13 +60,15 @@ def encode_pairs(batch_records: list, objective, encode) -> EncodedPairs:
             failed[k] = bad.reason if isinstance(bad, BadRecord) else "not_an_object"
             continue
         records.append(k)
-        margins.append(pair.margin)
+        margins.append(np.nan if pair.margin is None else pair.margin)
     if not texts:
         none = np.zeros((0, 3), np.int64)
-        return EncodedPairs(np.zeros(0, np.int32), none, none, np.zeros(0, np.int64), np.zeros(0, np.int64), [], failed)
+        empty = np.zeros(0, np.int64)
+        return EncodedPairs(np.zeros(0, np.int32), none, none, empty, empty, empty.astype(np.float64), failed)
     tokens, offsets = objective.tokenizer.encode_chat(texts, encode)[:2]
     starts, lengths = offsets[:-1].reshape(-1, 3), np.diff(offsets).reshape(-1, 3)
     prompt = np.minimum(
         *(common_prefix_lengths(tokens, starts[:, 0], lengths[:, 0], starts[:, w], lengths[:, w]) for w in (1, 2))
     )
-    return EncodedPairs(tokens, starts, lengths, prompt, np.array(records, np.int64), margins, failed)
+    record = np.array(records, np.int64)
+    return EncodedPairs(tokens, starts, lengths, prompt, record, np.array(margins, np.float64), failed)

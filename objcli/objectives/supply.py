@@ -48,7 +48,6 @@ class Reads:
 
 
 DOCUMENTS_READ = Reads(Provides.DOCUMENTS)
-TEXT_SUPPLY = Supply(frozenset({Provides.TEXT}), what="text")
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ import glob
 import lzma
 import os
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
+from ..options import LiveChoices
 from ..storage.remote import is_url, open_input, version_of
 from .folders import folder_files
 from .inputs import COMPRESSION_SUFFIXES, STDIN, InputFile, Partition, Piece, sniff_compression
@@ -27,19 +27,8 @@ from .streams import decompressing_reader
 from .text_formats import SUFFIXES, TEXT_INPUTS, sniffed_format
 from .token_inputs import TOKEN_INPUTS
 
-
-class _InputFormatNames(Sequence):
-    """The --input-format choices: auto, the text formats, then the tokenized inputs (``token_inputs/``),
-    read from their registries at every use, so a format registered later is a choice like the rest."""
-
-    def __getitem__(self, index):
-        return ["auto", *TEXT_INPUTS, *TOKEN_INPUTS][index]
-
-    def __len__(self) -> int:
-        return 1 + len(TEXT_INPUTS) + len(TOKEN_INPUTS)
-
-
-INPUT_FORMATS = _InputFormatNames()
+# The --input-format choices: auto, the text formats, then the tokenized inputs (a format registered later too).
+INPUT_FORMATS = LiveChoices(lambda: ["auto", *TEXT_INPUTS, *TOKEN_INPUTS])
 
 
 def _last_suffix(path: str) -> str | None:

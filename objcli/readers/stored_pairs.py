@@ -27,7 +27,7 @@ class StoredPairs:
         lengths, prompt = np.zeros((records, 3), np.int64), np.zeros(records, np.int64)
         margin, failed = np.full(records, np.nan), np.zeros(records, np.int8)
         lengths[encoded.record], prompt[encoded.record] = encoded.lengths, encoded.prompt
-        margin[encoded.record] = [np.nan if m is None else m for m in encoded.margins]
+        margin[encoded.record] = encoded.margins
         for record, reason in encoded.failed.items():
             failed[record] = 1 + reasons.index(reason)
         return cls(lengths, prompt, margin, failed, reasons)
@@ -67,6 +67,5 @@ class StoredPairs:
         record = np.flatnonzero(self.failed == 0)
         lengths = self.lengths[record]
         starts = np.asarray(offsets[:-1], np.int64)[record, None] + np.cumsum(lengths, axis=1) - lengths
-        margins = [None if np.isnan(m) else float(m) for m in self.margin[record]]
         failed = {int(k): self.reasons[self.failed[k] - 1] for k in np.flatnonzero(self.failed).tolist()}
-        return starts, lengths, self.prompt[record], record, margins, failed
+        return starts, lengths, self.prompt[record], record, self.margin[record], failed

@@ -4,7 +4,7 @@ ids and token stores alike (``supply.py``'s terms), and the one place that words
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from ..objectives.supply import TEXT_SUPPLY, Provides, Reads, StoreKind, Supply
+from ..objectives.supply import Provides, Reads, StoreKind, Supply
 
 MAKES = {  # how to make an input of what an objective reads
     Provides.DOCUMENTS: "objcli tokenize ... (without --sentences or --chat)",
@@ -68,10 +68,6 @@ def token_input_supply(path: str, fmt: str, split_sentences: bool) -> tuple[str,
     """Another tool's ids: documents' tokens, and sentences where Megatron's split sentences are kept."""
     provides = {Provides.DOCUMENTS, *([Provides.SENTENCES] if split_sentences else [])}
     return f"input {path}", Supply(frozenset(provides), "", f"is {fmt} token ids")
-
-
-def text_supply(path: str) -> tuple[str, Supply]:
-    return f"input {path}", TEXT_SUPPLY
 
 
 def check_renderer(config, kind: StoreKind) -> None:

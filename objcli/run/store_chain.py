@@ -14,6 +14,7 @@ from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_column
 from ..kernels.ragged import lengths_to_offsets
 from ..objectives.base import DocumentBatch
 from ..objectives.conversations import RENDER_FAILURES
+from ..objectives.preference_tokens import EncodedPairs
 from ..objectives.sentences import split_batch
 from ..objectives.supply import Provides
 from ..readers.stored_conversations import StoredConversations
@@ -82,7 +83,7 @@ class StoreChain:
         encoded = self.chat.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
         for reason in encoded.failed.values():
             self.failures[reason] = self.failures.get(reason, 0) + 1
-        if hasattr(encoded, "prompt"):  # a pair store's: each record's renderings, where they part, its margin
+        if isinstance(encoded, EncodedPairs):  # a pair store's: each record's renderings, where they part, its margin
             pairs = StoredPairs.of(len(texts), encoded, RENDER_FAILURES)
             lengths = Ragged(pairs.lengths.ravel(), np.arange(len(texts) + 1, dtype=np.int64) * 3)
             columns = {"q_lengths": lengths, "q_prompt": pairs.prompt, "q_margin": pairs.margin}

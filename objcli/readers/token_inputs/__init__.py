@@ -64,10 +64,6 @@ def place_of(path: str) -> Place:
     if is_url(path):
         fs, inner = filesystem(path)
         return Place(fs, inner, public_url(path), remote=True)
-    return local_place(path)
-
-
-def local_place(path: str) -> Place:
     return Place.local(path)
 
 
