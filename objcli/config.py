@@ -129,6 +129,9 @@ class TransformConfig:
     # fixes how its text was read; an option left at its default takes the store's value, one given is
     # compared with it, even where it is the default (Click knows which were given).
     given: frozenset[str] = dataclasses.field(default=frozenset(), compare=False, repr=False)
+    # Not an option: the types of value columns that the records decide (objectives/value_types.py),
+    # found by the first pass ((column, type) pairs); from the data, as the rows are.
+    value_types: tuple = dataclasses.field(default=(), compare=False, repr=False)
     engine: str = option(
         "auto",
         "What encodes: auto (the fastest installed engine that passes the parity probe), "
@@ -357,6 +360,7 @@ class TransformConfig:
         if self.store_kind:
             data["token_store"] = str(self.store_kind)
         del data["given"]  # how the values were chosen, not what they are
+        del data["value_types"]  # what the data holds, not a setting
         if not self.max_epochs:
             del data["max_epochs"]  # as before --max-epochs existed: the config_sha256 of other runs stays
         return data

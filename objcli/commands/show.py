@@ -88,6 +88,9 @@ def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> lis
     details = [f"{len(row[roles['tokens']])} tokens"] if "tokens" in roles else []
     for column in columns:
         name, role = column.name, column.role
+        if column.kind == "value" and "tokens" in roles:  # a value beside tokens (a reward pair's margin)
+            details.append(f"{name} {json.dumps(row.get(name), ensure_ascii=False)}")
+            continue
         values = np.atleast_1d(row[name]).tolist() if name in row else []
         if role == "prefix_length":
             details.append(f"prefix {', '.join(map(str, values))}")

@@ -105,7 +105,13 @@ def _int64(spec: ColumnSpec) -> bool:
 def value_arrow_type(value_type) -> pa.DataType:
     """A value column's Arrow type (``rows.ColumnSpec.value_type``; lists where JSON kept tuples)."""
     if isinstance(value_type, str):
-        return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}[value_type]
+        return {
+            "string": pa.string(),
+            "int64": pa.int64(),
+            "float64": pa.float64(),
+            "bool": pa.bool_(),
+            "null": pa.null(),
+        }[value_type]
     kind, inner = value_type
     if kind == "list":
         return pa.list_(value_arrow_type(inner))

@@ -59,7 +59,9 @@ def _value_lines(value_type, indent: str) -> list[str]:
     if kind == "list":
         if isinstance(inner, str):
             return [f"{indent}sequence: {_q(inner)}"]
-        return [f"{indent}list:", *_value_lines(inner, indent)[1:]] if inner[0] == "struct" else []
+        if inner[0] == "struct":  # a list of records: the fields' list under ``list:``
+            return [f"{indent}list:", *_value_lines(inner, indent)[1:]]
+        return [f"{indent}list:", *_value_lines(inner, indent + "  ")]  # a list of lists
     lines = [f"{indent}struct:"]
     for name, field in inner:
         lines.append(f"{indent}- name: {_q(name)}")

@@ -41,6 +41,7 @@ class ObjectiveContext:
     pads_rows: bool  # the packer leaves room in rows that padding fills: a pad token is needed
     packed: bool  # several examples may share a row (any packer but none)
     provenance: bool = False  # --provenance: each row's spans are recorded
+    value_types: tuple = ()  # (column, type) of value columns the records decide (``inferred_values``)
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,14 @@ class Objective:
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.
     warnings: ClassVar[dict[str, str]] = {}
+    # What a run whose every record was skipped is told to check (objectives that read records).
+    records_hint: ClassVar[str] = "check the input format and --text-key against the first skipped record"
     # What the summary says bounds a row's documents; None: BOS/EOS as configured.
     boundaries: ClassVar[str | None] = None
     pad_id: int | None = None  # the pad token the packer uses (None: the packer never pads)
+    # Value columns whose type the records decide (``value_types.py``): the run's first pass reads every
+    # record's ``record_values`` and hands the columns' common types back in ``context.value_types``.
+    inferred_values: ClassVar[tuple[str, ...]] = ()
     # The segments each packed example becomes after the row step (a preference pair: its two sides):
     # --provenance gives each of them its example's span.
     segments_per_example: int = 1
@@ -177,6 +183,10 @@ class Objective:
         """What the objective reads with these options (``supply.py``): documents' tokens unless it says
         otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it."""
         return DOCUMENTS_READ
+
+    def record_values(self, record: str) -> dict | None:
+        """One record's values of the ``inferred_values`` columns (None: the record gives no row)."""
+        raise NotImplementedError
 
     def plan_warnings(self) -> list[str]:
         """What the plan says once before a run when the objective is built (a chat template writing

@@ -27,7 +27,6 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 import numpy as np
 
 from ..kernels import IGNORE
@@ -40,7 +39,7 @@ from ..tokenizers.chat_template import template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .chat_spans import ContentSpans, TurnSpans, turn_end
 from .common import chat_template_option, template_date_option
-from .conversations import BadRecord, conversation_of, render, template_for
+from .conversations import BadRecord, conversation_of, decode_record, render, template_for
 from .supply import Provides, Reads
 
 LOSS_ON = ("assistant", "last-assistant", "all")
@@ -71,6 +70,7 @@ class ChatOptions(Options):
 @register("chat", "sft")
 class Chat(Objective):
     options_type = ChatOptions
+    records_hint = "check the chat template (--chat-template) and the records' layout (--messages-key)"
     tokenizes_itself = True
     reads_records = True
     labels_are_inputs = True
@@ -175,8 +175,7 @@ class _ChatPartition(PartitionExamples):
 
     def _conversations(self, record: str) -> list:
         """The record's conversation, or with ``--turns each`` one per assistant turn (up to it)."""
-        # str(): a --provenance SourcedText is a str subclass, which msgspec does not take.
-        conversation = conversation_of(msgspec.json.decode(str(record)), self.o.options.messages_key)
+        conversation = conversation_of(decode_record(record), self.o.options.messages_key)
         if self.o.options.turns == "together" or conversation.prompt is not None:
             return [conversation]
         return [

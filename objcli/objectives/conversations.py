@@ -15,6 +15,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+import msgspec
+
 from ..tokenizers.chat_template import ChatTemplate, TemplateFailure, find_template
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
@@ -56,7 +58,8 @@ RENDER_FAILURES = (
     "not_an_object", "no_messages", "bad_message", "unknown_role", "non_string_content", "non_text_content",
     "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
     "history_rewritten", "preference_pair", "missing_side", "identical_pair", "prompt_too_long", "pair_too_long",
-    "mixed_layout", "missing_margin", "no_prompt", "no_data_source",
+    "mixed_layout", "missing_margin", "no_prompt", "no_data_source", "too_deep",
+    "bad_value",
 )  # fmt: skip
 
 
@@ -67,6 +70,21 @@ class BadRecord(Exception):
         assert reason in RENDER_FAILURES, reason  # a new reason is listed there (a chat store codes it)
         super().__init__(detail or reason)
         self.reason = reason
+
+
+def decode_record(text) -> object:
+    """A record's JSON (the reader has checked it is an object of JSON). msgspec refuses numbers past
+    a double's range (``1e400``), which JSON allows: such a record is decoded as Python's ``json``
+    does (``inf``), so a number in a field no objective reads never costs the record."""
+    try:
+        return msgspec.json.decode(str(text))
+    except msgspec.DecodeError:
+        try:
+            return json.loads(str(text))
+        except (ValueError, RecursionError) as error:
+            raise BadRecord("not_an_object", f"the record is not JSON ({error})") from None
+    except RecursionError:
+        raise BadRecord("too_deep", "the record is nested too deep to decode") from None
 
 
 @dataclass
@@ -207,10 +225,12 @@ def conversation_of(record, messages_key: str) -> Conversation:
     return Conversation(messages=messages, supervised=supervised, extra=extra, first_supervised_block=blocks_before)
 
 
-def template_for(tokenizer, chat_template: str | None, date: str) -> tuple[ChatTemplate, dict[str, str]]:
+def template_for(
+    tokenizer, chat_template: str | None, date: str, objective: str = "chat"
+) -> tuple[ChatTemplate, dict[str, str]]:
     """The run's template (``--chat-template``, else the tokenizer's own) and the variables it sees
     (``bos_token``, ``eos_token``: a .model or rank file names its own, having no tokenizer_config.json)."""
-    source, variables, where = find_template(tokenizer.path, chat_template, tokenizer.kind)
+    source, variables, where = find_template(tokenizer.path, chat_template, tokenizer.kind, objective)
     for role in ("bos", "eos"):
         token_id = tokenizer.model_role_id(role)
         if f"{role}_token" not in variables and token_id is not None:

@@ -48,6 +48,10 @@ class _PairsObjective(Objective):
     """What preference and reward share: the template, BOS and EOS texts, records read whole."""
 
     options_type = PreferenceOptions
+    records_hint = (
+        "check the chat template (--chat-template; conversational pairs need one) and the records' layout "
+        "(prompt, chosen and rejected: all strings, or all lists of messages)"
+    )
     tokenizes_itself = True
     reads_records = True
     default_eos = False  # TRL appends EOS text to plain completions itself; templates write their own ends
@@ -64,7 +68,7 @@ class _PairsObjective(Objective):
         self.tokenizer = tokenizer
         self.supervision = "labels" if context.packed else "pairs"
         try:
-            self.template, variables = template_for(tokenizer, self.options.chat_template, self.options.template_date)
+            self.template, variables = template_for(tokenizer, self.options.chat_template, self.options.template_date, self.name)
             self.template_file, self.no_template = Path(self.template.where), ""
         except ObjcliError as missing:  # plain-text pairs need none: a conversational record is a counted skip
             self.template, variables, self.template_file, self.no_template = None, {}, Path(), str(missing)

@@ -37,6 +37,8 @@ class PreferencePair:
         if self.conversational or not eos_text:
             return self
         chosen, rejected = (c if c.endswith(eos_text) else c + eos_text for c in (self.chosen, self.rejected))
+        if chosen == rejected:  # one side ended with the EOS text the other is given
+            raise BadRecord("identical_pair", "chosen and rejected are the same once each ends with EOS")
         return PreferencePair(self.prompt, chosen, rejected, False, self.template_kwargs, self.margin)
 
 
@@ -87,6 +89,8 @@ def preference_pair(record) -> PreferencePair:
     prompt, chosen, rejected = _sides(record)
     conversational = _is_messages(chosen) or _is_messages(rejected) or _is_messages(prompt)
     if conversational:
+        if not all(isinstance(v, list) for v in (chosen, rejected, *([prompt] if prompt is not None else []))):
+            raise BadRecord("mixed_layout", "prompt, chosen and rejected must all be strings or all lists of messages")
         sides = [
             checked_messages(side, f"field {name!r}") for name, side in (("chosen", chosen), ("rejected", rejected))
         ]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
 import numpy as np
 
 from ..kernels.chat import common_prefix_lengths
-from .conversations import BadRecord, render
+from .conversations import BadRecord, decode_record, render
 from .preference_records import PreferencePair, preference_pair
 
 
@@ -54,10 +53,10 @@ def encode_pairs(batch_records: list, objective, encode) -> EncodedPairs:
     texts, records, margins, failed = [], [], [], {}
     for k, record in enumerate(batch_records):
         try:
-            pair = preference_pair(msgspec.json.decode(str(record))).with_eos(objective.eos_text)
+            pair = preference_pair(decode_record(record)).with_eos(objective.eos_text)
             texts += _texts(pair, objective.template, objective.plain_bos)
-        except (BadRecord, msgspec.DecodeError) as bad:
-            failed[k] = bad.reason if isinstance(bad, BadRecord) else "not_an_object"
+        except BadRecord as bad:
+            failed[k] = bad.reason
             continue
         records.append(k)
         margins.append(np.nan if pair.margin is None else pair.margin)

@@ -80,10 +80,11 @@ CONVERSATION_SKIPS = {
 }
 
 
-def every_record_bad(totals: dict) -> str | None:
+def every_record_bad(totals: dict, records_hint: str = "") -> str | None:
     """The error for a run in which every record was a bad one: an empty output with exit status 0
     would hide a wrong ``--text-key``, a JSON array in a ``.json`` file, a field that is never text,
-    a chat template that raises on every conversation."""
+    a chat template that raises on every conversation (``records_hint``: what the objective's records
+    depend on, its options named)."""
     read = totals["documents_read"]
     bad = {
         reason: n
@@ -94,10 +95,7 @@ def every_record_bad(totals: dict) -> str | None:
         return None
     reasons = ", ".join(f"{n:,} {reason}" for reason, n in bad.items())
     if bad.keys() & CONVERSATION_SKIPS:
-        return (
-            f"inputs: every record read ({read:,}) was skipped ({reasons}); check the chat template "
-            "(--chat-template) and the records' layout (--messages-key)"
-        )
+        return f"inputs: every record read ({read:,}) was skipped ({reasons}); {records_hint}"
     return (
         f"inputs: every record read ({read:,}) was skipped ({reasons}); check the input format and "
         "--text-key against the first skipped record named above"

@@ -155,8 +155,8 @@ def check_totals(manifest: dict, plan, warn) -> None:
     t = manifest["totals"]
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
-    if every_record_bad(t):
-        raise ObjcliError(every_record_bad(t))
+    if every_record_bad(t, plan.objective.records_hint):
+        raise ObjcliError(every_record_bad(t, plan.objective.records_hint))
     if not warn:
         return
     pieces = manifest["special_tokens"]["pieces"]

@@ -1,6 +1,6 @@
 """What a run reads before its partitions, when an option needs the whole corpus first: the bounds
-of splits given as a count (``--split test=1000``) and the rates of a mixture's sources
-(``--source``/``--weights``). Each pass reads the documents exactly as the partitions will (same
+of splits given as a count (``--split test=1000``), the rates of a mixture's sources
+(``--source``/``--weights``) and the types of value columns the records decide (``--objective prompts``). Each pass reads the documents exactly as the partitions will (same
 records, long ones cut alike) and keeps only small summaries, so memory holds one batch."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives import REGISTRY
+from ..objectives.value_types import NULL, type_of, unify, writable
 from ..order.document_windows import char_lengths
 from ..order.mixture import (
     SAMPLE_CHARS,
@@ -122,3 +123,22 @@ def _counted(config, partitions: list[Partition], tokenizer: Tokenizer, boundary
             uniform.append(mixture_uniforms(documents, config.seed, source))
             lengths.append(np.diff(documents.offsets) + boundary)
     return np.concatenate(uniform or [np.zeros(0)]), np.concatenate(lengths or [np.zeros(0, np.int64)])
+
+
+def value_types(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer, objective) -> tuple:
+    """The common type of each value column the records decide (``Objective.inferred_values``): every
+    record's values read once, their types joined (``value_types.unify``; a clash is one line naming
+    the column and field). A record that gives no row adds nothing (the run counts it)."""
+    if not objective.inferred_values:
+        return ()
+    _refuse_streams(
+        f"--objective {objective.name}: the columns' types", partitions, "save the stream to a file first"
+    )
+    found = dict.fromkeys(objective.inferred_values, NULL)
+    for partition in partitions:
+        for texts in _documents(config, partition, tokenizer):
+            for record in texts:
+                values = objective.record_values(record)
+                for name, value in (values or {}).items():
+                    found[name] = unify(found[name], type_of(value), name)
+    return tuple((name, writable(kind)) for name, kind in found.items())

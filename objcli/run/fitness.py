@@ -50,6 +50,8 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
         )
     if Provides.CONVERSATIONS in supply.provides:
         return f"{holds}, for --objective chat; tokenize the text without --chat"
+    if Provides.PAIRS in supply.provides:
+        return f"{holds}, for --objective preference and reward; tokenize the text without --preference"
     if reads.needs is Provides.CONVERSATIONS:
         return f"{objective} reads conversations, and {holds}, not rendered conversations; {MAKES[reads.needs]}"
     return (

@@ -21,6 +21,7 @@ from ..storage.identity import changed_store_inputs, run_identity, side_digests
 from ..storage.remote import public_url
 from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import EngineChoice, choose_engine
+from .first_pass import value_types
 from .fitness import check_fitness, store_supply
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
@@ -110,6 +111,10 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         before_tokenizer(partitions)
     reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
+    if objective.inferred_values:  # value columns of the records' own types: a first pass finds them
+        config = dataclasses.replace(config, value_types=value_types(config, partitions, tokenizer, objective))
+        objective = build_objective(config, tokenizer)
+        columns = run_columns(config, objective, build_packer(config, objective))
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer)
@@ -136,20 +141,22 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
 
 def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     """Megatron's and the flat formats hold token sequences only; the trainer rebuilds positions and
-    boundaries (and a mixture's blend file says each shard's source)."""
+    boundaries (and a mixture's blend file says each shard's source). The formats suggested hold every
+    column the run writes."""
     kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
+    values = [c.name for c in columns if c.kind == "value"]
+    fits = [n for n, f in FORMATS.items() if not f.whole_documents and (f.stores_values or not values)]
+    choose = f"choose --format {', '.join(fits[:-1])} or {fits[-1]}" if len(fits) > 1 else f"choose --format {fits[0]}"
     if config.format.whole_documents and lost:
         raise ObjcliError(
             f"--format {config.output_format} stores input_ids only, and {objective.name} also writes "
-            f"{', '.join(lost)}; choose --format arrow, parquet or npy"
+            f"{', '.join(lost)}; {choose}"
         )
-    values = [c.name for c in columns if c.kind == "value"]
     if values and not config.format.stores_values:
-        stores = ", ".join(name for name, f in FORMATS.items() if f.stores_values)
         raise ObjcliError(
             f"--format {config.output_format} stores integer columns, and {objective.name} also writes "
-            f"{', '.join(values)} (strings, numbers or records); choose --format {stores}"
+            f"{', '.join(values)} (strings, numbers or records); {choose}"
         )
 
 

@@ -24,6 +24,7 @@ def objective_context(config: TransformConfig) -> ObjectiveContext:
         PACKERS[config.packing].pads_rows(config.remainder),
         config.packing != "none",
         config.provenance,
+        config.value_types,
     )
 
 

@@ -173,6 +173,10 @@ def readable_output(folder: str, only: tuple[str, ...] | None = None) -> Iterato
     ``only``: just these names, as ``export-tokenizer`` reads the manifest alone); errors name the
     URL, not the copy."""
     if not is_url(folder):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise ObjcliError(
+                f"{folder}: a file, not an output folder; give the folder objcli transform or tokenize wrote (-o)"
+            )
         yield folder
         return
     fs, inner = filesystem(folder)

@@ -67,8 +67,11 @@ def named_tokens(config: dict) -> dict[str, str]:
     return tokens
 
 
-def find_template(tokenizer_path: Path, template_file: str | None, kind: str) -> tuple[str, dict[str, str], str]:
-    """(template source, named special tokens, where the template came from)."""
+def find_template(
+    tokenizer_path: Path, template_file: str | None, kind: str, objective: str = "chat"
+) -> tuple[str, dict[str, str], str]:
+    """(template source, named special tokens, where the template came from); ``objective`` names the
+    run's objective in the refusal."""
     config_path = tokenizer_path.with_name("tokenizer_config.json")
     config = _read_json(config_path) if kind == "huggingface" and config_path.is_file() else {}
     tokens = named_tokens(config)
@@ -108,7 +111,7 @@ def find_template(tokenizer_path: Path, template_file: str | None, kind: str) ->
             if config
             else f"there is no {config_path.name} beside {tokenizer_path.name}",
         )
-        raise ObjcliError(f"--objective chat: {what}; pass the model's template with --chat-template FILE")
+        raise ObjcliError(f"--objective {objective}: {what}; pass the model's template with --chat-template FILE")
     return template, tokens, str(config_path)
 
 
