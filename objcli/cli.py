@@ -338,9 +338,16 @@ def training_line(request, result: dict) -> str:
         if result["sampled"] and request.max_lines is None
         else ""
     )
+    notes = [f"{n:,} records skipped ({reason})" for reason, n in result.get("skipped", {}).items()]
+    if result.get("cut"):
+        notes.append(f"{result['cut']:,} lines over SentencePiece's 16,384 bytes cut at whitespace to fit")
+    config = ""
+    if result.get("config"):
+        config = f" and {result['config']}" + (f" ({result['config_note']})" if result.get("config_note") else "")
     return (
-        f"objcli: wrote {result['path']} ({result['model_type']}, {result['vocab_size']:,} pieces, "
-        f"preset {result['preset']}, trained on {result['sentences']:,} sentences{sample})"
+        f"objcli: wrote {result['path']}{config} ({result['model_type']}, "
+        f"{result['vocab_size']:,} pieces, preset {result['preset']}, trained on {result['sentences']:,} "
+        f"sentences{sample})" + "".join(f"; {note}" for note in notes)
     )
 
 

@@ -5,8 +5,12 @@ and kills the child (SIGKILL: the trainer ignores the others) before the one lin
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import signal
+import sys
+import threading
 
 from ..errors import ObjcliError
 
@@ -18,7 +22,7 @@ def run_stoppable(work, *args):
     KeyboardInterrupt (SIGINT, or SIGTERM as the CLI raises it) in the parent kills the child first."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(send, work, args), daemon=True)
+    child = context.Process(target=_child, args=(send, work, args, os.getpid()), daemon=True)
     child.start()
     send.close()
     try:
@@ -41,11 +45,12 @@ def run_stoppable(work, *args):
     return value
 
 
-def _child(send, work, args) -> None:
+def _child(send, work, args, parent: int) -> None:
     """The child ignores SIGINT (a terminal sends it to the whole group: the parent decides) and sends
     back its result or its error, one line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent)
     try:
         send.send(("done", work(*args)))
     except ObjcliError as error:
@@ -55,3 +60,29 @@ def _child(send, work, args) -> None:
         send.send(("error", f"training failed ({type(error).__name__}: {first}); check the inputs and options"))
     finally:
         send.close()
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this forked child die when its parent does, whatever killed the parent (``kill -9``, SIGHUP):
+    on Linux the kernel sends SIGKILL (``PR_SET_PDEATHSIG``), elsewhere a thread watches for the parent
+    to go. A trainer left running would write its model after its command ended."""
+    parent = os.getppid() if parent is None else parent
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent:  # the parent went before the request was made
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+PR_SET_PDEATHSIG = 1  # <sys/prctl.h>

@@ -83,11 +83,39 @@ def write_byte_level_bpe(request, sentences, temp: Path, progress: bool) -> dict
     size = tokenizer.get_vocab_size()
     temp.write_text(tokenizer.to_str(), encoding="utf-8")
     config = Path(request.output).with_name("tokenizer_config.json")
+    written, note = _merged_config(config, _config(request), {EOS, *request.special})
     config_temp = config.with_name(config.name + ".tmp")
-    config_temp.write_text(json.dumps(_config(request), indent=2) + "\n", encoding="utf-8")
+    config_temp.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
     os.replace(config_temp, config)
     os.replace(temp, request.output)
-    return {"path": request.output, "vocab_size": size, "model_type": "byte-level BPE", "preset": "bytes"}
+    return {
+        "path": request.output,
+        "vocab_size": size,
+        "model_type": "byte-level BPE",
+        "preset": "bytes",
+        "config": str(config),
+        "config_note": note,
+    }
+
+
+def _merged_config(path: Path, ours: dict, tokens: set[str]) -> tuple[dict, str]:
+    """The configuration to write over one already beside the tokenizer: its own settings kept (a chat
+    template, the special tokens it names where the new vocabulary has them), ours for the rest; and
+    what was kept, for the summary."""
+    try:
+        existing = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ours, ""
+    if not isinstance(existing, dict):
+        return ours, ""
+    specials = ("eos_token", "bos_token", "pad_token", "unk_token")
+    kept = [
+        k
+        for k in existing
+        if existing[k] != ours.get(k, ...) and (k not in ours or (k in specials and existing[k] in tokens))
+    ]
+    merged = {**ours, **{k: existing[k] for k in kept}}
+    return merged, f"kept its {', '.join(kept)}" if kept else "replaced"
 
 
 def _config(request) -> dict:

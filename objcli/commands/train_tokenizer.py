@@ -87,10 +87,40 @@ def _code_chunks(text: str) -> Iterator[str]:
         yield "".join(chunk)
 
 
+def _fitting(sentence: str, counts: dict) -> Iterator[str]:
+    """A sentence as SentencePiece keeps it: one over its byte limit (which it would drop without a
+    word) cut into pieces under it, at the last whitespace of each where there is one; counted."""
+    if len(sentence) <= MAX_SENTENCE_BYTES // 4 or len(sentence.encode("utf-8")) <= MAX_SENTENCE_BYTES:
+        yield sentence
+        return
+    counts["cut"] += 1
+    while sentence:
+        piece = sentence[:CODE_CHUNK_CHARS]
+        space = max(piece.rfind(" "), piece.rfind("\t"), piece.rfind("\n"))
+        end = space + 1 if len(sentence) > CODE_CHUNK_CHARS and space >= CODE_CHUNK_CHARS // 2 else len(piece)
+        yield sentence[:end]
+        sentence = sentence[end:]
+
+
+def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
+    """Token ids another tool wrote are no text to train on, however they are named (a glob, a folder)."""
+    from ..readers.token_inputs import detect_token_input
+    from ..run.token_inputs import token_members
+
+    for spec in inputs:
+        for path in token_members(spec, "auto", "input_ids" if text_key == "text" else text_key):
+            kind = detect_token_input(path, "auto", "input_ids" if text_key == "text" else text_key)
+            if kind:
+                raise ObjcliError(
+                    f"input {path}: holds {kind} token ids, not text; train the tokenizer on the text they were made from"
+                )
+
+
 def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[str]:
     options = ReadOptions(text_key=request.text_key, text_unit=request.text_unit)
-    log = RecordLog()
+    log = counts["log"] = RecordLog()
     shown = time.monotonic()
+    _refuse_token_inputs(request.inputs, request.text_key)
     for partition in plan_partitions(resolve_inputs(request.inputs), 1 << 62, options.text_unit):
         for texts in read_documents(partition, options, log):
             counts["documents"] = log.documents
@@ -103,14 +133,16 @@ def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[s
                 )
             for text in texts:
                 pieces = _code_chunks(text) if request.preset == "code" else text.split("\n")
-                for sentence in pieces:
-                    if sentence.strip():
+                for line in pieces:
+                    if not line.strip():
+                        continue
+                    for sentence in _fitting(line, counts) if not request.byte_level_bpe else (line,):
                         counts["sentences"] += 1
                         counts["chars"] += len(sentence)
                         yield sentence
-                        if _sample_full(request, counts):
-                            counts["sampled"] = True
-                            return
+                    if _sample_full(request, counts):
+                        counts["sampled"] = True
+                        return
 
 
 def _sample_full(request: TrainingRequest, counts: dict) -> bool:
@@ -223,12 +255,14 @@ def train_tokenizer(request: TrainingRequest, progress: bool = False) -> dict:
 
 def _train_and_write(request: TrainingRequest, progress: bool, temp: Path) -> dict:
     """In the child: read the sample, train, write the temp file and rename it into place."""
-    counts = {"sentences": 0, "documents": 0, "chars": 0, "sampled": False}
+    counts = {"sentences": 0, "documents": 0, "chars": 0, "sampled": False, "cut": 0}
     sentences = _sentences(request, counts, progress)
     first = next(sentences, None)
     if first is None:
+        skipped = counts["log"].skipped if "log" in counts else {}
+        why = "".join(f", {n:,} skipped ({reason})" for reason, n in skipped.items() if n)
         raise ObjcliError(
-            f"inputs: no text to train on ({counts['documents']:,} documents with text); "
+            f"inputs: no text to train on ({counts['documents']:,} documents with text{why}); "
             "check the inputs and --text-key"
         )
     if request.byte_level_bpe:
@@ -237,7 +271,12 @@ def _train_and_write(request: TrainingRequest, progress: bool, temp: Path) -> di
         result = write_byte_level_bpe(request, _prepend(first, sentences), temp, progress)
     else:
         result = _write_sentencepiece(request, _prepend(first, sentences), temp, progress)
-    return {**result, "sentences": counts["sentences"], "sampled": counts["sampled"], "chars": counts["chars"]}
+    skipped = dict(counts["log"].skipped) if "log" in counts else {}
+    return {
+        **result,
+        **{k: counts[k] for k in ("sentences", "sampled", "chars", "cut")},
+        "skipped": {k: v for k, v in skipped.items() if v},
+    }
 
 
 def _write_sentencepiece(request: TrainingRequest, sentences, temp: Path, progress: bool) -> dict:

@@ -39,7 +39,7 @@ def _last_suffix(path: str) -> str | None:
     return suffixes[-1] if suffixes else None
 
 
-def _format_from_name(path: str) -> str | None:
+def format_from_name(path: str) -> str | None:
     return SUFFIXES.get(_last_suffix(path) or "")
 
 
@@ -47,7 +47,7 @@ def _describe_file(path: str, requested_format: str) -> InputFile:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             # Opening a pipe to sniff it would consume what it holds (or wait for a writer).
-            fmt = requested_format if requested_format != "auto" else _format_from_name(path)
+            fmt = requested_format if requested_format != "auto" else format_from_name(path)
             return InputFile(path, fmt or "auto", None, None)
         with open(path, "rb") as f:
             head = f.read(8)
@@ -67,7 +67,7 @@ def _describe_object(url: str, info: dict, requested_format: str) -> InputFile:
 def _content_format(path: str, compression: str | None, requested_format: str) -> str:
     """The format asked for, else the one the name says, else the one the decompressed first bytes
     show; Parquet inside a compression stream is refused (it cannot be read by ranges)."""
-    fmt = requested_format if requested_format != "auto" else _format_from_name(path)
+    fmt = requested_format if requested_format != "auto" else format_from_name(path)
     # A .json file is JSON lines or one array of records (Alpaca's layout): its first bytes say which.
     if fmt is None or (fmt == "jsonl" and requested_format == "auto" and _last_suffix(path) == ".json"):
         with open_input(path) as raw, decompressing_reader(raw, compression) as f:
@@ -113,7 +113,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
             files.append(InputFile(STDIN, requested_format, None, None))
             continue
         if is_url(spec):
-            objects = list_objects(spec, lambda name: _format_from_name(name) is not None)
+            objects = list_objects(spec, lambda name: format_from_name(name) is not None)
             files.extend(_describe_object(url, info, requested_format) for url, info in objects)
             continue
         if glob.has_magic(spec):
@@ -122,7 +122,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
             paths = _not_objcli_files(spec, matches)
         elif os.path.isdir(spec):
-            paths = folder_files(spec, _format_from_name, warn)
+            paths = folder_files(spec, format_from_name, warn)
             if not paths:
                 raise ObjcliError(
                     f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "

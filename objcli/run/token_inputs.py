@@ -3,11 +3,17 @@ and what such a run cannot do without text."""
 
 from __future__ import annotations
 
+import glob
+import os
+
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..order.mixture import text_key_of
+from ..readers.folders import folder_files
 from ..readers.inputs import InputKind
-from ..readers.token_inputs import detect_token_input, megatron_list, token_format
+from ..readers.planning import format_from_name
+from ..readers.token_inputs import TOKEN_INPUTS, detect_token_input, input_files, megatron_list, place_of, token_format
+from ..storage.remote import is_url
 from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
 
 
@@ -21,8 +27,9 @@ def ids_key(text_key: str, source: str = "") -> str:
 def token_group(group: list[str], config: TransformConfig, source: str = ""):
     """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
     list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
-    group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
     key = ids_key(config.text_key, source)
+    group = [found for spec in group for found in token_members(spec, config.input_format, key)]
+    group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
     kinds = {path: detect_token_input(path, config.input_format, key) for path in group}
     found = [path for path, kind in kinds.items() if kind]
     if not found:
@@ -36,6 +43,46 @@ def token_group(group: list[str], config: TransformConfig, source: str = ""):
     files = [token_input(path, kinds[path], key) for path in found]
     partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, key)]
     return files, partitions
+
+
+def token_members(spec: str, requested: str, key: str) -> list[str]:
+    """The token inputs a glob or a folder holds, each once (a Megatron pair, a datatrove file and its
+    index), so files found that way are detected as the same files named one by one; ``[spec]`` for
+    anything else (a file, a prefix, text). Text files beside token files are refused, as when named."""
+    if spec == "-" or is_url(spec):
+        return [spec]
+    if glob.has_magic(spec):
+        paths = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+    elif os.path.isdir(spec) and not detect_token_input(spec, "auto", key):  # a save_to_disk folder is one
+        paths = folder_files(spec, lambda name: name)
+    else:
+        return [spec]
+    found, claimed, text = {}, set(), []
+    for path in paths:
+        if os.path.normpath(path) in claimed or megatron_list(path) is not None:
+            continue
+        kind = _member_kind(path, requested, key)
+        if kind is None:
+            text.append(path)
+            continue
+        members = {os.path.normpath(m) for m in input_files(path, kind)}
+        found.setdefault(frozenset(members), path)
+        claimed |= members
+    text = [p for p in text if os.path.normpath(p) not in claimed and format_from_name(p) is not None]
+    if found and text:
+        raise ObjcliError(
+            f"input {spec}: holds text ({text[0]}) and token files ({next(iter(found.values()))}); give them to "
+            "separate runs (or as separate --source), or tokenize the text first with objcli tokenize"
+        )
+    return list(found.values()) or [spec]
+
+
+def _member_kind(path: str, requested: str, key: str) -> str | None:
+    """A found file's token format: the one --input-format names, if it recognises the file; else detected."""
+    if requested == "auto":
+        return detect_token_input(path, "auto", key)
+    fmt = TOKEN_INPUTS.get(requested)
+    return requested if fmt is not None and fmt.detect(place_of(path), key) else None
 
 
 def check_token_run(partitions: list, config: TransformConfig, tokenizer) -> None:

@@ -49,14 +49,32 @@ class LlmcInput(TokenInputFormat):
         return TokenFile(path, self.name, tokens, split_at(tokens, eos))
 
 
+def looks_like_text(head: bytes) -> bool:
+    """Leading bytes that are UTF-8 text (no NUL, few control characters), which uint16 ids almost never
+    are: ids below 256 hold a zero byte, and larger ones rarely pair into valid UTF-8 for long."""
+    if not head or b"\0" in head:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # only a character cut at the end of the sample is forgiven
+            return False
+        text = head[: error.start].decode("utf-8")
+    controls = sum(1 for c in text if ord(c) < 32 and c not in "\t\n\r\f")
+    return controls <= len(text) // 100
+
+
 class NanogptInput(TokenInputFormat):
-    """Detected last: any other ``.bin`` file is raw uint16 ids."""
+    """Detected last: any other ``.bin`` file of whole uint16 ids that is not text."""
 
     name = "nanogpt"
     splits_at_eos = True
+    SNIFF_BYTES = 1 << 16
 
     def detect(self, place: Place, ids_key: str) -> bool:
-        return place.path.endswith(".bin") and place.isfile(place.path) and not _has_llmc_magic(place)
+        if not (place.path.endswith(".bin") and place.isfile(place.path)) or _has_llmc_magic(place):
+            return False
+        return place.fs.size(place.path) % 2 == 0 and not looks_like_text(place.head(place.path, self.SNIFF_BYTES))
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         tokens = memmap(path, np.dtype(np.uint16).newbyteorder("<"))
