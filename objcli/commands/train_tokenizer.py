@@ -112,7 +112,8 @@ def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
             kind = detect_token_input(path, "auto", "input_ids" if text_key == "text" else text_key)
             if kind:
                 raise ObjcliError(
-                    f"input {path}: holds {kind} token ids, not text; train the tokenizer on the text they were made from"
+                    f"input {path}: holds {kind} token ids, not text; "
+                    "train the tokenizer on the text they were made from"
                 )
 
 

@@ -68,7 +68,9 @@ class _PairsObjective(Objective):
         self.tokenizer = tokenizer
         self.supervision = "labels" if context.packed else "pairs"
         try:
-            self.template, variables = template_for(tokenizer, self.options.chat_template, self.options.template_date, self.name)
+            self.template, variables = template_for(
+                tokenizer, self.options.chat_template, self.options.template_date, self.name
+            )
             self.template_file, self.no_template = Path(self.template.where), ""
         except ObjcliError as missing:  # plain-text pairs need none: a conversational record is a counted skip
             self.template, variables, self.template_file, self.no_template = None, {}, Path(), str(missing)

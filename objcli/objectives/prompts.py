@@ -151,7 +151,9 @@ class Prompts(Objective):
 
     inferred_values = tuple(LAYOUT_TYPES)
     warnings = {
-        "extra_info_kept": "{count:,} records' extra_info holds its own index or prompt_tokens: kept, objcli's not written",
+        "extra_info_kept": (
+            "{count:,} records' extra_info holds its own index or prompt_tokens: kept, objcli's not written"
+        ),
     }
 
     def record_values(self, record: str) -> dict | None:
@@ -178,7 +180,9 @@ class Prompts(Objective):
             value("prompt", MESSAGES, "the messages a rollout starts from"),
             value("ability", self._value_type("ability"), "the record's ability, or empty"),
             value("reward_model", self._value_type("reward_model"), "the answer and the reward's style"),
-            value("extra_info", self._value_type("extra_info"), "the record's, its index in its file, the prompt's tokens"),
+            value(
+                "extra_info", self._value_type("extra_info"), "the record's, its index in its file, the prompt's tokens"
+            ),
         ]
 
     def partition_examples(self, partition_index: int) -> PartitionExamples:
@@ -216,7 +220,9 @@ class _PromptsPartition(PartitionExamples):
 
         records = [getattr(batch.texts[kept[i]], "record", batch.first_document + kept[i]) for i in chosen]
         values = [_values(prompts[i], int(r), int(lengths[i])) for r, i in zip(records, chosen)]
-        self.counters["extra_info_kept"] += sum(bool({"index", "prompt_tokens"} & set(prompts[i].extra_info)) for i in chosen)
+        self.counters["extra_info_kept"] += sum(
+            bool({"index", "prompt_tokens"} & set(prompts[i].extra_info)) for i in chosen
+        )
         types = {c.name: c.value_type for c in self.o.example_columns()}
         columns = {DOCUMENT: np.array([kept[i] for i in chosen], np.int64)}
         for name, value_type in types.items():

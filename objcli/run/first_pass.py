@@ -1,7 +1,8 @@
 """What a run reads before its partitions, when an option needs the whole corpus first: the bounds
 of splits given as a count (``--split test=1000``), the rates of a mixture's sources
-(``--source``/``--weights``) and the types of value columns the records decide (``--objective prompts``). Each pass reads the documents exactly as the partitions will (same
-records, long ones cut alike) and keeps only small summaries, so memory holds one batch."""
+(``--source``/``--weights``) and the types of value columns the records decide (``--objective
+prompts``). Each pass reads the documents exactly as the partitions will (same records, long ones
+cut alike) and keeps only small summaries, so memory holds one batch."""
 
 from __future__ import annotations
 
@@ -131,9 +132,7 @@ def value_types(config: TransformConfig, partitions: list[Partition], tokenizer:
     the column and field). A record that gives no row adds nothing (the run counts it)."""
     if not objective.inferred_values:
         return ()
-    _refuse_streams(
-        f"--objective {objective.name}: the columns' types", partitions, "save the stream to a file first"
-    )
+    _refuse_streams(f"--objective {objective.name}: the columns' types", partitions, "save the stream to a file first")
     found = dict.fromkeys(objective.inferred_values, NULL)
     for partition in partitions:
         for texts in _documents(config, partition, tokenizer):

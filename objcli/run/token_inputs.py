@@ -13,8 +13,8 @@ from ..readers.folders import folder_files
 from ..readers.inputs import InputKind
 from ..readers.planning import format_from_name
 from ..readers.token_inputs import TOKEN_INPUTS, detect_token_input, input_files, megatron_list, place_of, token_format
-from ..storage.remote import is_url
 from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
+from ..storage.remote import is_url
 
 
 def ids_key(text_key: str, source: str = "") -> str:

@@ -71,7 +71,7 @@ def test_prompts_are_verls_rows_with_its_length_filter(family, fmt, trained, tmp
                     "data_source": record.get("data_source", "mine"),
                     "prompt": messages,
                     "ability": "",
-                    "reward_model": {"ground_truth": str(record["answer"]), "style": "rule"},
+                    "reward_model": {"ground_truth": record["answer"], "style": "rule"},  # its own type
                     "extra_info": {"index": index, "prompt_tokens": len(ids)},
                 }
             )

@@ -4,7 +4,7 @@ from SentencePiece's own log, and a code preset whose newlines are learnable."""
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from runs import run_cli
+from runs import SAMPLE, run_cli
 
 from objcli.cli import main
 
@@ -199,3 +199,78 @@ def test_hostile_training_requests_are_one_line_and_write_nothing(tmp_path, smal
     result = _train(small_corpus / "prose.jsonl", "--vocab-size", 500, *args, *output)
     assert result.exit_code == 1 and message in result.output and result.output.count("\n") == 1
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGHUP"])
+def test_the_trainer_dies_with_its_command_whatever_kills_it(tmp_path, long_corpus, sig):
+    """Issue 69, item 4: kill -9 (or SIGHUP) of the command left the forked trainer running, and it wrote
+    the model seconds later. The child now dies with its parent (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    output = tmp_path / "tok.model"
+    command = [sys.executable, "-m", "objcli", "train-tokenizer", long_corpus, "--vocab-size", "8000"]
+    process = subprocess.Popen(
+        [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in process.stderr:  # the C++ trainer has the text: it is training
+        if "loaded" in line or "EM round" in line:
+            break
+    children = psutil.Process(process.pid).children(recursive=True)
+    assert children
+    process.send_signal(getattr(signal, sig))
+    process.wait(timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=60)  # waits for the state, no fixed time
+    assert not alive and not output.exists()
+
+
+def test_long_lines_invalid_text_and_token_files_are_said(tmp_path, small_corpus):
+    """Items 3 and 8: SentencePiece drops lines over 16,384 bytes without a word (now cut at whitespace,
+    counted, and learnt from); invalid UTF-8 is a counted skip; token ids are refused as text."""
+    import random
+
+    rng = random.Random(2)
+    short = [" ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(8)) for _ in range(3000)]
+    greek = [" ".join(rng.choice(["αλφα", "βήτα", "γάμμα", "δέλτα", "έψιλον"]) for _ in range(2500)) for _ in range(60)]
+    corpus = tmp_path / "mix.txt"
+    corpus.write_text("\n".join(short + greek) + "\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"good line here\n\xff\xfe bad\nanother good line\n")
+    model = tmp_path / "m.model"
+    result = run_cli("train-tokenizer", corpus, bad, "--vocab-size", "297", "--max-lines", "0", "-o", model)
+    assert result.returncode == 0, result.stderr
+    assert "60 lines over SentencePiece's 16,384 bytes cut" in result.stderr
+    assert "1 records skipped (invalid_utf8)" in result.stderr
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    assert any(any("\u0370" < c < "\u0400" for c in piece) for piece in pieces)
+    ids = tmp_path / "ids"
+    ids.mkdir()
+    run_cli("transform", small_corpus, "-t", SAMPLE / "tokenizer.model", "--format", "megatron", "-o", tmp_path / "meg")
+    for file in (tmp_path / "meg").glob("part-*"):
+        (ids / file.name).write_bytes(file.read_bytes())
+    for spec in (ids, f"{ids}/*.bin"):
+        refused = run_cli("train-tokenizer", spec, "--vocab-size", "300", "-o", tmp_path / "x.model")
+        assert refused.returncode == 1 and "holds megatron token ids, not text" in refused.stderr
+
+
+def test_a_tokenizer_config_beside_the_output_keeps_its_own_settings(tmp_path, small_corpus):
+    """Item 11: -o DIR/tokenizer.json replaced DIR/tokenizer_config.json, its chat template lost."""
+    import json
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": "{{ messages }}", "eos_token": "<|im_end|>"})
+    )
+    result = run_cli("train-tokenizer", small_corpus, "--vocab-size", "400", "--special", "<|im_end|>", "-o",
+                     folder / "tokenizer.json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["chat_template"] == "{{ messages }}" and config["eos_token"] == "<|im_end|>"
+    assert "tokenizer_config.json (kept its chat_template, eos_token)" in result.stderr
