@@ -298,7 +298,7 @@ def train_tokenizer_command(
 
     objcli train-tokenizer corpus/ --vocab-size 32000 --special '[MASK]' -o tok.model
     """
-    from .commands.train_tokenizer import TrainingRequest, train_tokenizer
+    from .commands.train_tokenizer import TrainingRequest, train_tokenizer, training_line
 
     ctx = click.get_current_context()
     given = {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
@@ -328,27 +328,6 @@ def train_tokenizer_command(
         error = _Terminated if isinstance(stop, Terminated) else _Interrupted
         raise error(f"train-tokenizer: {what}; the trainer was stopped and no model written") from None
     click.echo(training_line(request, result), err=True)
-
-
-def training_line(request, result: dict) -> str:
-    """``train-tokenizer``'s summary: what was written and what it was trained on."""
-    sample = (
-        f" (the default sample for {request.vocab_size:,} pieces, {result['chars'] / 1e6:.1f} M characters; "
-        "--max-lines N to choose, 0 for all)"
-        if result["sampled"] and request.max_lines is None
-        else ""
-    )
-    notes = [f"{n:,} records skipped ({reason})" for reason, n in result.get("skipped", {}).items()]
-    if result.get("cut"):
-        notes.append(f"{result['cut']:,} lines over SentencePiece's 16,384 bytes cut at whitespace to fit")
-    config = ""
-    if result.get("config"):
-        config = f" and {result['config']}" + (f" ({result['config_note']})" if result.get("config_note") else "")
-    return (
-        f"objcli: wrote {result['path']}{config} ({result['model_type']}, "
-        f"{result['vocab_size']:,} pieces, preset {result['preset']}, trained on {result['sentences']:,} "
-        f"sentences{sample})" + "".join(f"; {note}" for note in notes)
-    )
 
 
 @main.command("help")

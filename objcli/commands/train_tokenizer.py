@@ -301,3 +301,24 @@ def _write_sentencepiece(request: TrainingRequest, sentences, temp: Path, progre
 def _prepend(first: str, rest: Iterator[str]) -> Iterator[str]:
     yield first
     yield from rest
+
+
+def training_line(request, result: dict) -> str:
+    """``train-tokenizer``'s summary: what was written and what it was trained on."""
+    sample = (
+        f" (the default sample for {request.vocab_size:,} pieces, {result['chars'] / 1e6:.1f} M characters; "
+        "--max-lines N to choose, 0 for all)"
+        if result["sampled"] and request.max_lines is None
+        else ""
+    )
+    notes = [f"{n:,} records skipped ({reason})" for reason, n in result.get("skipped", {}).items()]
+    if result.get("cut"):
+        notes.append(f"{result['cut']:,} lines over SentencePiece's 16,384 bytes cut at whitespace to fit")
+    config = ""
+    if result.get("config"):
+        config = f" and {result['config']}" + (f" ({result['config_note']})" if result.get("config_note") else "")
+    return (
+        f"objcli: wrote {result['path']}{config} ({result['model_type']}, "
+        f"{result['vocab_size']:,} pieces, preset {result['preset']}, trained on {result['sentences']:,} "
+        f"sentences{sample})" + "".join(f"; {note}" for note in notes)
+    )

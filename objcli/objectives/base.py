@@ -162,6 +162,7 @@ class Objective:
     # Counters that call for a warning when a run ends with any: counter -> message, formatted with
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.
     warnings: ClassVar[dict[str, str]] = {}
+    uses_seq_len: ClassVar[bool] = True  # rows are bounded by --seq-len (RL prompts are not: a rollout grows them)
     # What a run whose every record was skipped is told to check (objectives that read records).
     records_hint: ClassVar[str] = "check the input format and --text-key against the first skipped record"
     # What the summary says bounds a row's documents; None: BOS/EOS as configured.

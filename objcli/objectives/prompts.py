@@ -129,6 +129,7 @@ def _values(prompt: Prompt, index: int, tokens: int) -> dict:
 @register("prompts")
 class Prompts(Objective):
     options_type = PromptsOptions
+    uses_seq_len = False  # --max-prompt-length bounds a prompt
     records_hint = (
         "check the chat template (--chat-template) and the records' layout (a prompt: a string or a list of "
         "messages, and a data_source, or --data-source)"

@@ -111,14 +111,14 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         before_tokenizer(partitions)
     reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
-    if objective.inferred_values:  # value columns of the records' own types: a first pass finds them
-        config = dataclasses.replace(config, value_types=value_types(config, partitions, tokenizer, objective))
-        objective = build_objective(config, tokenizer)
-        columns = run_columns(config, objective, build_packer(config, objective))
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer)
     check_fitness(objective, _supplies(files, partitions, config))
+    if objective.inferred_values:  # value columns of the records' own types: a first pass finds them
+        config = dataclasses.replace(config, value_types=value_types(config, partitions, tokenizer, objective))
+        objective = build_objective(config, tokenizer)
+        columns = run_columns(config, objective, build_packer(config, objective))
     if config.store_kind:  # objcli tokenize: the store's columns, whatever the objective would write
         columns = store_columns(tokenizer.total_vocab_size, config.store_kind.name, config.provenance)
     check_whole_documents(config, objective, columns)

@@ -87,6 +87,11 @@ class Summary:
         stored = FORMATS.get(config.get("output_format"))
         if stored is None or stored.whole_documents or "seq_len" not in config:
             return ""
+        from ..objectives import REGISTRY
+
+        name = config.get("objective")
+        if name in REGISTRY.names() and not REGISTRY.get(name).uses_seq_len:  # prompts: --max-prompt-length bounds
+            return ""
         default = ", the default: give --seq-len to choose" if "seq_len" in self.defaulted else ""
         return f" (--seq-len {config['seq_len']}{default})"
 
