@@ -180,8 +180,9 @@ def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch
 def table_columns(table: pa.Table, specs: list[ColumnInfo]) -> dict[str, Column]:
     """An Arrow or Parquet shard's columns, checked against the manifest's schema."""
     # Parquet names a list's values "element", Arrow "item": compare the types, not the names.
+    # At any depth (a list inside a record, a value column's), so both sides are written without the names.
     expected = [(c.name, re.sub(r"list<\w+: ", "list<", c.arrow_type)) for c in specs]
-    found = [(f.name, f"list<{f.type.value_type}>" if pa.types.is_list(f.type) else str(f.type)) for f in table.schema]
+    found = [(f.name, re.sub(r"list<\w+: ", "list<", str(f.type))) for f in table.schema]
     if found != expected:
         raise ValueError(f"schema {found} is not the manifest's {expected}")
     columns = {}

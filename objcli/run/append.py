@@ -133,6 +133,7 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             "rerun the whole transform with --overwrite"
         )
     _refuse_other_identity(manifest_data, plan)
+    _refuse_other_columns(manifest, plan)
     _refuse_copies(files, plan.files[len(files) :])
     by_partition: dict[int, list] = {}
     for shard in manifest.shards:
@@ -152,6 +153,20 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
         )
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
+
+
+def _refuse_other_columns(manifest, plan) -> None:
+    """Columns typed otherwise than the output's (a value column whose records now hold another field)
+    would mix two schemas under one manifest: refused."""
+    now = {c.name: c.arrow_type for c in plan.config.format.stored_columns(plan.columns)}
+    was = {c.name: c.arrow_type for c in manifest.columns}
+    changed = [name for name in {**was, **now} if was.get(name) != now.get(name)]
+    if changed:
+        name = changed[0]
+        raise ObjcliError(
+            f"--append: with the new inputs, column {name} is {now.get(name, 'absent')}, and the output's is "
+            f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
+        )
 
 
 def _first_skipped(entry: dict) -> dict[str, str]:

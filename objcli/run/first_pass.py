@@ -132,7 +132,7 @@ def value_types(config: TransformConfig, partitions: list[Partition], tokenizer:
     the column and field). A record that gives no row adds nothing (the run counts it)."""
     if not objective.inferred_values:
         return ()
-    _refuse_streams(f"--objective {objective.name}: the columns' types", partitions, "save the stream to a file first")
+    _refuse_streams(f"--objective {objective.name} (its columns' types)", partitions, "save the stream to a file first")
     found = dict.fromkeys(objective.inferred_values, NULL)
     for partition in partitions:
         for texts in _documents(config, partition, tokenizer):

@@ -190,3 +190,21 @@ def test_inspect_shows_a_reward_pairs_margin(chatml, tmp_path):
     run_transform([data], chatml, tmp_path / "out", objective="reward", margin=True)
     shown = run_cli("inspect", tmp_path / "out", "--no-color")
     assert shown.returncode == 0 and "margin 2.5" in shown.stdout
+
+
+def test_values_of_every_type_go_through_reshard_merge_and_verify_and_an_append_never_mixes_types(chatml, tmp_path):
+    from objcli.commands.verify import verify_output
+
+    data = _write(tmp_path / "p.jsonl", [SEARCH_R1, {"prompt": "two", "data_source": "s", "extra_info": {"n": None}}])
+    run_transform([data], chatml, tmp_path / "a", objective="prompts", output_format="parquet", shard_size="1")
+    original = _rows(tmp_path / "a")
+    assert verify_output(tmp_path / "a").ok  # a list inside a record: Parquet names its items "element"
+    assert run_cli("reshard", tmp_path / "a", "--shard-size", "1GB").returncode == 0
+    run_transform([data], chatml, tmp_path / "b", objective="prompts", output_format="parquet", seed=7)
+    assert run_cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m").returncode == 0
+    assert _rows(tmp_path / "a") == original and _rows(tmp_path / "m") == original * 2
+    assert verify_output(tmp_path / "a").ok and verify_output(tmp_path / "m").ok
+    more = _write(tmp_path / "more.jsonl", [{"prompt": "new", "data_source": "s", "extra_info": {"other": 1}}])
+    appended = run_cli("transform", more, "-o", tmp_path / "a", "--append")  # the output's configuration
+    assert appended.returncode == 1 and "--append: with the new inputs, column extra_info is" in appended.stderr
+    assert _rows(tmp_path / "a") == original and verify_output(tmp_path / "a").ok
