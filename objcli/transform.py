@@ -26,7 +26,7 @@ from .order.splits import split_names
 from .readers.inputs import STDIN
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
-from .run.finish import build_manifest, check_totals, shuffle_pass, warn_skips
+from .run.finish import build_manifest, check_totals, join_prefixes, shuffle_pass, warn_skips
 from .run.first_pass import mixture_rates, split_bounds
 from .run.fitness import check_renderer
 from .run.pipeline import PartitionTask, Progress
@@ -225,6 +225,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if config.shuffle_rows:
         report(Progress(phase="shuffling rows across shards"))
         shards = shuffle_pass(shards, folder, work, plan)
+    shards = join_prefixes(shards, folder, work, plan)  # Megatron: prefixes as large as --shard-size
     renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
     manifest = build_manifest(plan, results, shards, run_key)
     check_totals(manifest, plan, warn)

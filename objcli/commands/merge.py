@@ -18,26 +18,21 @@ format become one output, without reading a row.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-import numpy as np
 
 from ..errors import ObjcliError
 from ..formats import format_of
-from ..formats.megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
-from ..formats.provenance import join_provenance, provenance_file
+from ..formats.megatron import read_index_header
+from ..formats.megatron_join import join
 from ..run.progress import phase
-from ..storage.files import HashingFile
 from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
 from ..storage.remote import is_url
 from .rebuild import (
-    BLOCK,
     building,
     check_source_files,
     link_or_copy,
@@ -124,45 +119,6 @@ def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
     return merged
 
 
-def _sha256_of(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            while block := f.read(BLOCK):
-                digest.update(block)  # releases the GIL on large blocks
-    return digest.hexdigest()
-
-
-def _concatenate(paths: list[Path], target: Path) -> tuple[str, int]:
-    """The files back to back in ``target``: copied by the kernel (``copy_file_range``, no bytes
-    through Python) while a second thread hashes the same bytes from the sources (the page cache),
-    so the copy and sha256 run on two cores. Returns (sha256, size)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        digest = pool.submit(_sha256_of, paths)
-        with open(target, "wb") as out:
-            for path in paths:
-                with open(path, "rb") as f:
-                    _copy_all(f, out, path.stat().st_size)
-            out.flush()
-            os.fsync(out.fileno())
-            size = out.tell()
-        return digest.result(), size
-
-
-def _copy_all(source, target, size: int) -> None:
-    try:
-        while size > 0:
-            copied = os.copy_file_range(source.fileno(), target.fileno(), min(size, 1 << 30))
-            if copied == 0:
-                break
-            size -= copied
-        target.seek(0, os.SEEK_END)
-    except (OSError, AttributeError):  # a filesystem or kernel without it
-        shutil.copyfileobj(source, target, BLOCK)
-
-
 def _read_index_header(path: Path) -> tuple[int, int, int]:
     try:
         return read_index_header(path)
@@ -170,65 +126,19 @@ def _read_index_header(path: Path) -> tuple[int, int, int]:
         raise ObjcliError(f"merge: {path}: not a Megatron MMIDIDX index") from None
 
 
-def _joined_index(idxs: list[Path], bins: list[Path], headers, code: int, path: Path) -> HashingFile:
-    """The ``.idx`` of the joined ``.bin``: sizes, pointers shifted by the bins before, document
-    boundaries shifted by the sequences before (each index read a part at a time)."""
-    out_idx = HashingFile(path)
-    out_idx.write(index_header(code, sum(h[1] for h in headers), sum(h[2] - 1 for h in headers) + 1))
-    for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(index_array(idx, n, d, "sizes"))
-    shift = 0
-    for idx, bin_path, (_, n, d) in zip(idxs, bins, headers):
-        out_idx.write(index_array(idx, n, d, "pointers") + shift)
-        shift += bin_path.stat().st_size
-    out_idx.write(np.zeros(1, "<i8"))
-    sequences = 0
-    for idx, (_, n, d) in zip(idxs, headers):
-        out_idx.write(index_array(idx, n, d, "documents")[1:] + sequences)
-        sequences += n
-    return out_idx
-
-
 def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, prefix: str) -> ShardRecord:
     """One ``.bin``/``.idx`` pair from many, in three streaming passes over the indexes."""
-    name = prefix + DOCUMENT_SUFFIX
     for folder, shard in shards:
         check_source_files("merge", folder, shard)
-    bins = [folder / s.files[0] for folder, s in shards]
-    idxs = [folder / s.files[1] for folder, s in shards]
-    headers = [_read_index_header(p) for p in idxs]
-    codes = {h[0] for h in headers}
-    if len(codes) != 1:
+    for folder, shard in shards:
+        _read_index_header(folder / shard.files[1])
+    try:
+        return join(shards, work, prefix, 0, 0)
+    except ValueError:
         raise ObjcliError(
             "merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "
             "rerun the smaller-vocabulary transforms with the same tokenizer"
-        )
-    bin_digest, bin_size = _concatenate(bins, work / (name + ".bin"))
-    out_idx = _joined_index(idxs, bins, headers, codes.pop(), work / (name + ".idx"))
-    files = [name + ".bin", name + ".idx"]
-    out_idx.close()
-    digests = [bin_digest, out_idx.digest.hexdigest()]
-    records = [s for _, s in shards]
-    sizes = {files[0]: bin_size, files[1]: out_idx.path.stat().st_size}
-    if all(provenance_file(s) for s in records):  # --provenance: the spans joined as the rows are
-        sidecars = [folder / provenance_file(s) for folder, s in shards]
-        path, digest = join_provenance(sidecars, [s.rows for s in records], work / prefix)
-        files.append(path.name)
-        digests.append(digest)
-        sizes[path.name] = path.stat().st_size
-    return ShardRecord(
-        partition=0,
-        ordinal=0,
-        files=files,
-        sha256=dict(zip(files, digests)),
-        rows=sum(s.rows for s in records),
-        tokens=sum(s.tokens for s in records),
-        padding_tokens=sum(s.padding_tokens for s in records),
-        documents=sum(s.documents for s in records),
-        segments=sum(s.segments for s in records),
-        split=records[0].split,
-        bytes=sizes,
-    )
+        ) from None
 
 
 def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:

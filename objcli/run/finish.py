@@ -65,7 +65,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "format": config.format.name,
         "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
         "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
-        "partitions": [_partition_json(p, r, config.shuffle_rows) for p, r in zip(plan.partitions, results)],
+        "partitions": [_partition_json(p, r, shards) for p, r in zip(plan.partitions, results)],
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
         **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
@@ -89,7 +89,7 @@ def _tokenizer_json(config, tokenizer) -> dict:
     }
 
 
-def _partition_json(partition, result, shuffled_rows: bool) -> dict:
+def _partition_json(partition, result, shards: list) -> dict:
     return {
         **partition.to_json(),
         "documents_read": result.documents_read,
@@ -98,8 +98,9 @@ def _partition_json(partition, result, shuffled_rows: bool) -> dict:
         "skipped_by_reason": result.skipped,
         "counters": result.counters,
         **({"first_skipped": result.first_examples} if result.first_examples else {}),
-        # With --shuffle-rows a partition's rows are spread over every shard.
-        "shards": [] if shuffled_rows else [s.files[0] for s in result.shards],
+        # With --shuffle-rows a partition's rows are spread over every shard (theirs is -1); shards joined
+        # from several partitions' (Megatron's prefixes) are listed under the first.
+        "shards": [s.files[0] for s in shards if s.partition == partition.index],
     }
 
 
@@ -189,3 +190,49 @@ def warn_unblended(manifest: dict, warn) -> None:
                     f"{split or 'the output'} holds no tokens of source {source}: its blend file weighs the other "
                     "sources alone (give that source more documents, or a larger split)"
                 )
+
+
+JOINED = -1  # joined shards' ordinals count down from here (a partition's own count up from 0)
+
+
+def join_prefixes(shards: list, folder, work: Path, plan) -> list:
+    """A format whose loader builds datasets per file (Megatron: one ``GPTDataset`` split per prefix)
+    gets its shards as few and large as ``--shard-size`` says, not one per partition: each split's
+    (and a mixture source's) shards joined in order up to the limit (``formats/megatron_join.py``).
+    Local outputs; the partitions' own files stay in the work folder until the output is published,
+    so a crash before then reruns the join from them."""
+    config = plan.config
+    if not config.format.merge_joins_shards or folder is None or folder.place.remote or config.shuffle_rows:
+        return shards
+    from ..formats.megatron_join import join
+    from ..storage.shard_info import work_prefix
+
+    source = {p.index: p.source for p in plan.partitions}
+    keys: dict[tuple, list] = {}
+    for shard in shards:
+        keys.setdefault((shard.split, source.get(shard.partition, "")), []).append(shard)
+    joined = []
+    ordinal = min([JOINED, *(s.ordinal - 1 for s in shards)])  # below any joined before (an appended output's)
+    for group in (g for same in keys.values() for g in _up_to(same, config.shard_limit)):
+        if len(group) == 1:
+            joined.append(group[0])
+            continue
+        first = group[0]
+        joined.append(join([(work, s) for s in group], work, work_prefix(first.partition, first.split, ordinal),
+                           first.partition, ordinal))  # fmt: skip
+        ordinal -= 1
+    return joined  # each split's (and source's) in the order of its rows: final_names numbers them so
+
+
+def _up_to(shards: list, limit) -> list[list]:
+    """Consecutive runs of the shards, each within the limit (rows or bytes), never empty."""
+    groups, rows, size = [[]], 0, 0
+    for shard in shards:
+        grown = sum(shard.bytes.values())
+        full = (limit.rows and rows + shard.rows > limit.rows) or (limit.bytes and size + grown > limit.bytes)
+        if groups[-1] and full:
+            groups.append([])
+            rows = size = 0
+        groups[-1].append(shard)
+        rows, size = rows + shard.rows, size + grown
+    return [g for g in groups if g]

@@ -140,6 +140,9 @@ def final_names(shards: list[ShardRecord]) -> list[tuple[str, str]]:
         shard.sha256 = {final_prefix + k.removeprefix(prefix): v for k, v in shard.sha256.items()}
         shard.bytes = {final_prefix + k.removeprefix(prefix): v for k, v in shard.bytes.items()}
         shard.files = new_files
+    joined = [s for s in shards if s.ordinal < 0 and s.partition >= 0]
+    for k, shard in enumerate(joined):  # work names kept clear of an appended output's: the manifest's count
+        shard.ordinal = -1 - k
     return renames
 
 

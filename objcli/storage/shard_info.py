@@ -11,9 +11,11 @@ TEMP_SUFFIX = ".tmp"
 
 def work_prefix(partition: int, split: str, ordinal: int) -> str:
     """A shard's name in the work folder: ``p00003-s00001``, or ``p00003-validation-s00001``; a shard
-    of ``--shuffle-rows`` (partition -1, rows from every partition): ``shuffled-s00001``."""
+    of ``--shuffle-rows`` (partition -1, rows from every partition): ``shuffled-s00001``; shards joined
+    from several partitions' (a negative ordinal, ``run/finish.join_prefixes``): ``p00003-j00001``."""
     owner = "shuffled" if partition < 0 else f"p{partition:05d}"
-    return f"{owner}-{split}-s{ordinal:05d}" if split else f"{owner}-s{ordinal:05d}"
+    number = f"s{ordinal:05d}" if ordinal >= 0 else f"j{-ordinal:05d}"
+    return f"{owner}-{split}-{number}" if split else f"{owner}-{number}"
 
 
 class ShardRecord(msgspec.Struct):

@@ -30,6 +30,7 @@ def mixture(tmp_path_factory):
         output_format="megatron",
         split="validation=5%",
         partition_size="256KiB",
+        shard_size="300KB",  # several prefixes a source (a run joins partitions' shards up to this)
     )
     return out, summary.manifest
 
@@ -56,7 +57,7 @@ def test_each_split_blend_gives_each_source_its_share(mixture, split, name):
     # Within a source, shards weigh as their tokens: a source is read evenly, whatever its shards.
     tokens = {s["files"][0].removesuffix(".bin"): s["tokens"] for s in manifest["shards"]}
     web = [p for p in weights if sources[p] == "web"]
-    assert len(web) > 1
+    assert len(web) > 1 or split == "validation"  # a small split may fit one prefix a source
     ratios = [weights[p] / tokens[p] for p in web]
     assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)
 
