@@ -118,11 +118,33 @@ def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
 
 
 def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[str]:
+    """The sentences to train on. A sample (the default one, or ``--max-lines``) is drawn from every
+    input in proportion to its size, never the first input's lines alone; ``counts["inputs"]`` says what
+    each gave."""
     options = ReadOptions(text_key=request.text_key, text_unit=request.text_unit)
-    log = counts["log"] = RecordLog()
-    shown = time.monotonic()
+    counts["log"], counts["inputs"] = RecordLog(), {}
     _refuse_token_inputs(request.inputs, request.text_key)
-    for partition in plan_partitions(resolve_inputs(request.inputs), 1 << 62, options.text_unit):
+    files = resolve_inputs(request.inputs)
+    sizes = [f.size or 0 for f in files]
+    sampled = request.max_lines or request.sample_chars is not None
+    proportional = sampled and all(sizes)  # a stream's size is unknown: the sample is then read in order
+    shares = [size / sum(sizes) for size in sizes] if proportional else [1.0] * len(files)
+    for file, share in zip(files, shares):
+        start = dict(counts)
+        sentences = _file_sentences(file, request, options, counts, show)
+        for sentence in sentences:
+            yield sentence
+            if _sample_full(request, counts, start if proportional else {"sentences": 0, "chars": 0}, share):
+                counts["sampled"] = True
+                sentences.close()
+        counts["inputs"][file.path] = counts["chars"] - start["chars"]
+        if counts["sampled"] and not proportional:
+            return
+
+
+def _file_sentences(file, request: TrainingRequest, options, counts: dict, show: bool) -> Iterator[str]:
+    log, shown = counts["log"], time.monotonic()
+    for partition in plan_partitions([file], 1 << 62, options.text_unit):
         for texts in read_documents(partition, options, log):
             counts["documents"] = log.documents
             if show and time.monotonic() - shown > PROGRESS_SECONDS:
@@ -133,23 +155,20 @@ def _sentences(request: TrainingRequest, counts: dict, show: bool) -> Iterator[s
                     flush=True,
                 )
             for text in texts:
-                pieces = _code_chunks(text) if request.preset == "code" else text.split("\n")
-                for line in pieces:
+                for line in _code_chunks(text) if request.preset == "code" else text.split("\n"):
                     if not line.strip():
                         continue
                     for sentence in _fitting(line, counts) if not request.byte_level_bpe else (line,):
                         counts["sentences"] += 1
                         counts["chars"] += len(sentence)
                         yield sentence
-                    if _sample_full(request, counts):
-                        counts["sampled"] = True
-                        return
 
 
-def _sample_full(request: TrainingRequest, counts: dict) -> bool:
+def _sample_full(request: TrainingRequest, counts: dict, before: dict, share: float) -> bool:
+    """Whether an input has given its share of the sample (lines with --max-lines, else characters)."""
     if request.max_lines:
-        return counts["sentences"] >= request.max_lines
-    return request.sample_chars is not None and counts["chars"] >= request.sample_chars
+        return counts["sentences"] - before["sentences"] >= request.max_lines * share
+    return request.sample_chars is not None and counts["chars"] - before["chars"] >= request.sample_chars * share
 
 
 def _check_request(request: TrainingRequest) -> None:
@@ -275,7 +294,7 @@ def _train_and_write(request: TrainingRequest, progress: bool, temp: Path) -> di
     skipped = dict(counts["log"].skipped) if "log" in counts else {}
     return {
         **result,
-        **{k: counts[k] for k in ("sentences", "sampled", "chars", "cut")},
+        **{k: counts[k] for k in ("sentences", "sampled", "chars", "cut", "inputs")},
         "skipped": {k: v for k, v in skipped.items() if v},
     }
 
@@ -311,6 +330,10 @@ def training_line(request, result: dict) -> str:
         if result["sampled"] and request.max_lines is None
         else ""
     )
+    inputs = result.get("inputs", {})
+    if len(inputs) > 1:  # what each input gave the sample (in proportion to its size)
+        shown = ", ".join(f"{Path(path).name} {chars:,}" for path, chars in list(inputs.items())[:4])
+        sample += f"; characters from {len(inputs)} inputs: {shown}{', …' if len(inputs) > 4 else ''}"
     notes = [f"{n:,} records skipped ({reason})" for reason, n in result.get("skipped", {}).items()]
     if result.get("cut"):
         notes.append(f"{result['cut']:,} lines over SentencePiece's 16,384 bytes cut at whitespace to fit")

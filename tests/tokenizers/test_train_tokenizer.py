@@ -274,3 +274,31 @@ def test_a_tokenizer_config_beside_the_output_keeps_its_own_settings(tmp_path, s
     config = json.loads((folder / "tokenizer_config.json").read_text())
     assert config["chat_template"] == "{{ messages }}" and config["eos_token"] == "<|im_end|>"
     assert "tokenizer_config.json (kept its chat_template, eos_token)" in result.stderr
+
+
+@pytest.mark.parametrize("output", ["tok.model", "tokenizer.json"])
+def test_the_default_sample_covers_every_input_in_proportion(tmp_path, output):
+    """Issue 72, item 2: the default sample was the first input's first lines, so a model trained on
+    code then man pages never saw a man page. Each input now gives its share, said in the summary."""
+    import random
+
+    rng = random.Random(4)
+    latin = tmp_path / "a-code.txt"
+    latin.write_text(
+        "\n".join(" ".join(rng.choice(["def", "return", "self", "import"]) for _ in range(9)) for _ in range(30_000))
+    )
+    greek = tmp_path / "b-man.txt"
+    greek.write_text(
+        "\n".join(" ".join(rng.choice(["αλφα", "βήτα", "γάμμα", "δέλτα"]) for _ in range(9)) for _ in range(30_000))
+    )
+    vocab = "290" if output.endswith(".model") else "300"  # SentencePiece's bytes and this alphabet fit
+    result = run_cli("train-tokenizer", latin, greek, "--vocab-size", vocab, "-o", tmp_path / output)
+    assert result.returncode == 0, result.stderr
+    assert "characters from 2 inputs: a-code.txt" in result.stderr and "b-man.txt" in result.stderr
+    if output.endswith(".model"):
+        processor = spm.SentencePieceProcessor(model_file=str(tmp_path / output))
+        assert len(processor.encode("βήτα")) <= 2  # a piece learnt from the second input
+    else:
+        from tokenizers import Tokenizer
+
+        assert len(Tokenizer.from_file(str(tmp_path / output)).encode("βήτα").ids) <= 2  # 8 bytes, merged
