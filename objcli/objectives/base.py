@@ -180,6 +180,12 @@ class Objective:
         self.options = context.options
 
     @classmethod
+    def encodes_rows(cls, options) -> bool:
+        """Whether it encodes text of its own even from token inputs (FIM re-encodes the pieces it
+        decodes): such a run chooses its engine as a text run does, never settling for the reference."""
+        return False
+
+    @classmethod
     def reads(cls, options) -> Reads:
         """What the objective reads with these options (``supply.py``): documents' tokens unless it says
         otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it."""

@@ -119,6 +119,10 @@ class FillInTheMiddle(Objective):
         self.tokenizes_itself = o.fim_level == "document"
 
     @classmethod
+    def encodes_rows(cls, options) -> bool:
+        return True  # each transformed unit's pieces are decoded and encoded again
+
+    @classmethod
     def reads(cls, options) -> Reads:
         if options.fim_level == "document":  # it cuts each text's characters
             return Reads(Provides.TEXT, instead="--fim-level context, which works on tokens")

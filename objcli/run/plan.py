@@ -10,6 +10,7 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats import FORMATS
 from ..formats.store import STORE, store_columns
+from ..objectives import REGISTRY
 from ..objectives.base import Objective
 from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
 from ..readers.inputs import InputKind
@@ -109,7 +110,8 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         )
     if before_tokenizer is not None:
         before_tokenizer(partitions)
-    reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions
+    encodes = REGISTRY.get(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes
+    reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions or encodes
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
