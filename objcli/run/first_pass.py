@@ -7,6 +7,7 @@ cut alike) and keeps only small summaries, so memory holds one batch."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -66,9 +67,10 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
 
 
 def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> dict[str, dict]:
-    """Each source's tokens and the rate that gives it its share or budget: a text source's estimated
-    (its text bytes x tokens per byte of its first MiB, plus its BOS/EOS), a token store's counted,
-    its documents then taken to the token (``exact_fraction``); ``--max-epochs`` caps a rate."""
+    """Each source's tokens and the rate that gives it its share or budget: a token store's and a text
+    source's counted (the text encoded once here, on every core, as the run will encode it), their
+    documents then taken to the token (``exact_fraction``), so the shares written are the shares asked;
+    other tools' ids estimated from their sizes; ``--max-epochs`` caps a rate."""
     if not config.source:
         return {}
     _refuse_streams(f"--source {config.source[0]}: a mixture", partitions, "save the stream to a file first")
@@ -82,7 +84,7 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
     tokens, counted = {}, {}
     for name in names:
         mine = [p for p in partitions if p.source == name]
-        if mine and all(p.input.kind is InputKind.STORE for p in mine):
+        if mine and all(p.input.kind in (InputKind.STORE, InputKind.TEXT) for p in mine):
             counted[name] = _counted(config, mine, tokenizer, boundary, name)
             tokens[name] = float(counted[name][1].sum())
         else:
@@ -117,12 +119,15 @@ def _estimated(config: TransformConfig, partitions: list[Partition], tokenizer: 
 
 
 def _counted(config, partitions: list[Partition], tokenizer: Tokenizer, boundary: int, source: str):
-    """(each document's keyed uniform, its tokens with its BOS/EOS) over a token store source."""
+    """(each document's keyed uniform, its tokens with its BOS/EOS) over a source of token stores or
+    text (encoded here as the run encodes it: the same documents, long ones cut alike)."""
     uniform, lengths = [], []
+    threads = os.cpu_count() or 1
     for partition in partitions:
         for documents in _documents(config, partition, tokenizer):
             uniform.append(mixture_uniforms(documents, config.seed, source))
-            lengths.append(np.diff(documents.offsets) + boundary)
+            offsets = documents.offsets if hasattr(documents, "offsets") else tokenizer.encode(documents, threads)[1]
+            lengths.append(np.diff(offsets) + boundary)
     return np.concatenate(uniform or [np.zeros(0)]), np.concatenate(lengths or [np.zeros(0, np.int64)])
 
 

@@ -261,7 +261,7 @@ def test_max_epochs_caps_a_source_and_says_so(two_stores, corpus, tmp_path):
     )
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--max-epochs web=2" in bad.stderr
     text = _run([], tmp_path / "text", source=[f"prose={corpus / 'a.jsonl'}"], weights="prose=1", **READING)
-    assert "estimated_tokens" in text.manifest["mixture"]["prose"]  # text sources estimate
+    assert "counted_tokens" in text.manifest["mixture"]["prose"]  # text sources are counted too (issue 72)
 
 
 def test_the_store_is_two_bytes_a_token_and_verifies(store):
