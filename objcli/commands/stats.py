@@ -316,7 +316,10 @@ def plot(stats: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (lengths, fractions) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
+    mixture = stats.get("mixture") or {}
+    panels = 3 if mixture else 2
+    figure, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), gridspec_kw={"width_ratios": [2, 1, 1][:panels]})
+    lengths, fractions = axes[:2]
     histogram = stats["example_length_histogram"]
     edges = np.array(histogram["edges"])
     lengths.bar(edges[:-1], histogram["counts"], width=np.diff(edges), align="edge", color="#4878a8")
@@ -328,6 +331,8 @@ def plot(stats: dict, path: str) -> None:
         values.append(d["supervised_fraction"])
     fractions.barh(names, values, color=["#58a05a", "#c0504d"] + ["#8064a2"] * (len(names) - 2))
     fractions.set(xlim=(0, 1), title="Fraction of positions")
+    if mixture:  # each source's share of the tokens written, beside the share asked (or its blend's)
+        _plot_shares(axes[2], mixture)
     figure.tight_layout()
     temporary = Path(path).with_name(f".{Path(path).name}.objcli-tmp")
     try:  # written whole, then renamed: a failure never leaves half a picture under the name
@@ -336,3 +341,16 @@ def plot(stats: dict, path: str) -> None:
     finally:
         temporary.unlink(missing_ok=True)
         plt.close(figure)
+
+
+def _plot_shares(axis, mixture: dict) -> None:
+    names = list(mixture)
+    rows = np.arange(len(names))
+    written = [d.get("share", 0.0) or 0.0 for d in mixture.values()]
+    asked = [d.get("asked_share", d.get("blend_share")) for d in mixture.values()]
+    axis.barh(rows - 0.2, written, height=0.4, color="#4878a8", label="written")
+    if all(a is not None for a in asked):
+        axis.barh(rows + 0.2, asked, height=0.4, color="#c9c9c9", label="asked")
+    axis.set_yticks(rows, names)
+    axis.set(xlim=(0, 1), title="Share of tokens by source")
+    axis.legend(loc="lower right", fontsize="small")

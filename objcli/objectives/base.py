@@ -163,6 +163,7 @@ class Objective:
     # {count} (the run's total). The run says them; nothing outside the objective names its counters.
     warnings: ClassVar[dict[str, str]] = {}
     uses_seq_len: ClassVar[bool] = True  # rows are bounded by --seq-len (RL prompts are not: a rollout grows them)
+    seq_len_bounds: ClassVar[str] = ""  # what --seq-len bounds, where it is not a row (said with its default)
     # What a run whose every record was skipped is told to check (objectives that read records).
     records_hint: ClassVar[str] = "check the input format and --text-key against the first skipped record"
     # What the summary says bounds a row's documents; None: BOS/EOS as configured.

@@ -90,9 +90,11 @@ class Summary:
         from ..objectives import REGISTRY
 
         name = config.get("objective")
-        if name in REGISTRY.names() and not REGISTRY.get(name).uses_seq_len:  # prompts: --max-prompt-length bounds
+        objective = REGISTRY.get(name) if name in REGISTRY.names() else None
+        if objective is not None and not objective.uses_seq_len:  # prompts: --max-prompt-length bounds them
             return ""
-        default = ", the default: give --seq-len to choose" if "seq_len" in self.defaulted else ""
+        bounds = f"; it bounds {objective.seq_len_bounds}" if objective is not None and objective.seq_len_bounds else ""
+        default = f", the default{bounds}: give --seq-len to choose" if "seq_len" in self.defaulted else ""
         return f" (--seq-len {config['seq_len']}{default})"
 
     def _cut(self) -> str:

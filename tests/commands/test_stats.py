@@ -66,3 +66,16 @@ def test_ul2_per_denoiser_counts_and_plot(small_corpus, sample_tokenizer, tmp_pa
 
     height, width, _ = plt.imread(png).shape
     assert (width, height) == (1100, 400)
+
+
+def test_a_mixtures_plot_draws_each_sources_share_beside_the_asked_one(sample_dir, sample_tokenizer, tmp_path):
+    """Issue 72, item 6: stats --plot drew lengths but no per-source shares for a mixture."""
+    import matplotlib.pyplot as plt
+
+    sources = [f"prose={sample_dir / 'prose.jsonl'}", f"code={sample_dir / 'code.jsonl'}"]
+    run_transform([], sample_tokenizer, tmp_path / "mix", source=sources, weights="prose=0.7,code=0.3", seq_len=256)
+    png = tmp_path / "mix.png"
+    result = CliRunner().invoke(main, ["stats", str(tmp_path / "mix"), "--plot", str(png)])
+    assert result.exit_code == 0 and "(asked 70.0%)" in result.output
+    height, width, _ = plt.imread(png).shape
+    assert (width, height) == (1650, 400)  # a third panel: the shares
