@@ -60,6 +60,8 @@ ROLES = (
     "target_depth",
     "pair_side",
     "data",
+    "loss_mask",  # whether the next token is learned (NVIDIA's packed SFT layout)
+    "sequence_starts",  # where each packed sequence starts in its row (its seq_start_id)
 )
 
 
@@ -166,6 +168,9 @@ class RowBatch:
         segment_ids = self.columns.get("segment_ids")
         if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2 and len(segment_ids):
             return int(segment_ids.max(axis=1).sum())
+        starts = self.columns.get("seq_start_id")  # NVIDIA's packed rows read back: one a sequence start
+        if isinstance(starts, Ragged):
+            return len(starts.values)
         return self.num_rows
 
     def row_nbytes(self) -> np.ndarray:

@@ -52,6 +52,15 @@ def _row_figures(columns: dict, manifest: Manifest, tokens_name: str | None):
         rows = len(segment_ids)
         example_lengths = np.concatenate([np.bincount(r[r > 0])[1:] for r in segment_ids]) if rows else np.zeros(0)
         return real.sum(axis=1), example_lengths, same_next.sum(axis=1), True
+    starts = manifest.columns_with_role("sequence_starts")
+    if starts:  # NVIDIA's packed SFT rows: each sequence runs from its start to the next
+        values, offsets = columns[starts[0].name]
+        row_tokens = _lengths(ids)
+        ends = np.concatenate([values[1:], [0]])
+        last = np.zeros(len(values), dtype=bool)
+        last[offsets[1:][np.diff(offsets) > 0] - 1] = True
+        ends[last] = np.repeat(row_tokens, np.diff(offsets))[last]
+        return row_tokens, ends - values, np.maximum(row_tokens - np.diff(offsets), 0), True
     masks = manifest.columns_with_role("attention_mask")
     if masks:
         row_tokens = columns[masks[0].name].sum(axis=1)
@@ -66,6 +75,11 @@ def _row_figures(columns: dict, manifest: Manifest, tokens_name: str | None):
 
 
 def _supervised(columns: dict, manifest: Manifest, supervision: str, row_tokens, next_token) -> np.ndarray:
+    masks = manifest.columns_with_role("loss_mask")  # NVIDIA's packed SFT rows: the mask says it
+    if masks:
+        values, offsets = columns[masks[0].name]
+        per_row = np.add.reduceat(values.astype(np.int64), offsets[:-1]) if len(values) else np.zeros(0, np.int64)
+        return np.where(np.diff(offsets) > 0, per_row, 0)
     if supervision == "labels":
         labels = columns[manifest.columns_with_role("labels")[0].name]
         if isinstance(labels, tuple):

@@ -36,8 +36,12 @@ from ..storage.files import file_sha256
 from ..storage.identity import check_identity
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, read_manifest
 from ..storage.output import is_shard_name
+from .verify_packed import check_packed_sequences
 from .verify_pairs import check_pair_sides
 
+# The roles whose invariants are checked (the rest: ranges and lengths only).
+CHECKED = ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")
+CHECKED += ("target_depth", "pair_side", "loss_mask", "sequence_starts")
 ALONGSIDE = ("segment_ids", "positions", "attention_mask", "token_type_ids")  # roles as long as their family
 
 
@@ -209,20 +213,7 @@ def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Co
 def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -> list[str]:
     """Invariants that follow from the columns' roles, whatever the objective."""
     problems = []
-    named = {
-        role: [s.name for s in specs.values() if s.role == role and s.name in columns]
-        for role in (
-            "tokens",
-            "labels",
-            "segment_ids",
-            "positions",
-            "prefix_length",
-            "attention_mask",
-            "token_type_ids",
-            "target_depth",
-            "pair_side",
-        )
-    }
+    named = {role: [s.name for s in specs.values() if s.role == role and s.name in columns] for role in CHECKED}
     for segments in named["segment_ids"]:
         family = specs[segments].family
         positions = next((p for p in named["positions"] if specs[p].family == family), None)
@@ -251,6 +242,10 @@ def _check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) 
     if named["pair_side"] and tokens and labels and named["segment_ids"]:
         segments = columns[named["segment_ids"][0]]
         problems += check_pair_sides(columns[tokens], columns[labels], segments, columns[named["pair_side"][0]])
+    if tokens and named["loss_mask"] and named["sequence_starts"]:  # NVIDIA's packed SFT rows
+        problems += check_packed_sequences(
+            columns[tokens], *(columns[named[r][0]] for r in ("loss_mask", "sequence_starts"))
+        )
     if named["target_depth"] and named["segment_ids"]:
         depth = named["target_depth"][0]
         problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)

@@ -11,12 +11,15 @@ from .arrow import ARROW, HF
 from .base import Column, OutputFormat, ShardWriter, SideFiles
 from .flat import LLMC, NANOSET, TOKENS
 from .megatron import MEGATRON
+from .nemo_packed import NEMO_PACKED
 from .npy import NPY
 from .parquet import PARQUET
 from .sink import ShardSink
 from .store import STORE, STORE_FORMAT
 
-FORMATS: dict[str, OutputFormat] = {f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET)}
+FORMATS: dict[str, OutputFormat] = {
+    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED)
+}
 
 
 FORMAT_NAMES = LiveChoices(lambda: list(FORMATS))  # the --format choices, a format registered later among them

@@ -124,6 +124,10 @@ class OutputFormat:
         dtypes) and the format's own index; ``ValueError`` or ``OSError`` when the files disagree."""
         raise NotImplementedError
 
+    def refuses(self, objective) -> str | None:
+        """Why this format cannot hold the objective's rows (one line), or None."""
+        return None
+
     def refuses_splits(self, remote: bool) -> str | None:
         """Why this format cannot hold ``--split``'s splits (on object storage when ``remote``), or None."""
         return None

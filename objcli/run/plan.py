@@ -147,8 +147,15 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     column the run writes."""
     kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
+    refused = config.format.refuses(objective)
+    if refused:
+        raise ObjcliError(refused)
     values = [c.name for c in columns if c.kind == "value"]
-    fits = [n for n, f in FORMATS.items() if not f.whole_documents and (f.stores_values or not values)]
+    fits = [
+        n
+        for n, f in FORMATS.items()
+        if not f.whole_documents and (f.stores_values or not values) and not f.refuses(objective)
+    ]
     choose = f"choose --format {', '.join(fits[:-1])} or {fits[-1]}" if len(fits) > 1 else f"choose --format {fits[0]}"
     if config.format.whole_documents and lost:
         raise ObjcliError(
