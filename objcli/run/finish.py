@@ -199,11 +199,13 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     """A format whose loader builds datasets per file (Megatron: one ``GPTDataset`` split per prefix)
     gets its shards as few and large as ``--shard-size`` says, not one per partition: each split's
     (and a mixture source's) shards joined in order up to the limit (``formats/megatron_join.py``).
-    Local outputs; the partitions' own files stay in the work folder until the output is published,
-    so a crash before then reruns the join from them."""
+    The partitions' own files stay in the work folder until the output is published, so a crash before
+    then reruns the join from them; in object storage they are fetched to the staging folder first and
+    the joined files uploaded, so a bucket holds the bytes a local folder does."""
     config = plan.config
-    if not config.format.merge_joins_shards or folder is None or folder.place.remote or config.shuffle_rows:
+    if not config.format.merge_joins_shards or folder is None or config.shuffle_rows:
         return shards
+    remote = folder.place.remote
     from ..formats.megatron_join import join
     from ..storage.shard_info import work_prefix
 
@@ -218,9 +220,16 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
             joined.append(group[0])
             continue
         first = group[0]
-        joined.append(join([(work, s) for s in group], work, work_prefix(first.partition, first.split, ordinal),
-                           first.partition, ordinal))  # fmt: skip
+        for name in (n for s in group for n in s.files) if remote else ():
+            folder.work_place.fetch(name, work)
+        shard = join([(work, s) for s in group], work, work_prefix(first.partition, first.split, ordinal),
+                     first.partition, ordinal)  # fmt: skip
+        for name in shard.files if remote else ():
+            folder.work_place.publish(work / name)
+        joined.append(shard)
         ordinal -= 1
+    if remote:
+        folder.work_place.flush()
     return joined  # each split's (and source's) in the order of its rows: final_names numbers them so
 
 
