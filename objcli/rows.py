@@ -93,6 +93,17 @@ class ColumnSpec:
     def with_kind(self, kind: ColumnKind) -> ColumnSpec:
         return replace(self, kind=kind)
 
+    def narrow_dtype(self) -> np.dtype:
+        """The narrowest integer every value of the column fits: uint8/16/32 for values from 0 (ids under
+        a 65,536 vocabulary, positions under 65,536, segment numbers, masks), int8/16 where -100 is one
+        (labels of a vocabulary under 32,768), else int32. What Arrow, Parquet and ``hf`` shards store."""
+        low, high = self.min_value, self.max_value
+        if low >= 0:
+            return np.dtype(np.uint8 if high < 2**8 else np.uint16 if high < 2**16 else np.uint32)
+        if -(2**7) <= low and high < 2**7:
+            return np.dtype(np.int8)
+        return np.dtype(np.int16 if -(2**15) <= low and high < 2**15 else np.int32)
+
     def disk_dtype(self) -> np.dtype:
         """uint16 when every value fits (REFERENCE §1: Megatron's vocab < 65,500 rule), int16 for
         small signed values (labels with -100 and a small vocabulary), else int32."""

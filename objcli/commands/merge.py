@@ -66,9 +66,11 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
         for (name, expected), (_, got) in zip(first, _signature(manifest)):
             if expected != got:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
+                older = " (an output written before columns took their values' width: objcli reshard it first)"
                 raise ObjcliError(
                     f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
                     f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length"
+                    + (older if name == "columns" and "int32" in str(expected) + str(got) else "")
                 )
 
 

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..formats import SIDE_FILES
+from ..formats import SIDE_FILES, format_of
 from ..formats.sizes import ShardSize
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
@@ -85,13 +85,23 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
 
         partitions = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))["partitions"]
         return rewrite_store(folder, manifest, partitions, work, limit)
-    if limit.bytes and not manifest.config.get("provenance"):  # spans are cut with their rows
+    # Spans are cut with their rows; columns at older widths are converted, row by row (current_columns).
+    if limit.bytes and not manifest.config.get("provenance") and current_columns(manifest) is None:
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:
             return copied
     from .reshard_rows import rewrite_rows  # NumPy, Arrow and the writers: only on this path
 
     return rewrite_rows(folder, manifest, work, limit)
+
+
+def current_columns(manifest: Manifest) -> list[dict] | None:
+    """The columns as the format stores them today (each at the width its values need), where the
+    output's differ (written before: int32 Arrow columns); None where they are the same."""
+    from .reshard_rows import column_specs
+
+    now = [c.to_json() for c in format_of(manifest.format).stored_columns(column_specs(manifest))]
+    return now if now != [c.to_json() for c in manifest.columns] else None
 
 
 def _resharded_manifest(
@@ -105,6 +115,9 @@ def _resharded_manifest(
         from .reshard_store import partitions_of
 
         raw["partitions"] = partitions_of(raw["partitions"], shards)
+    converted = current_columns(manifest) if not manifest.config.get("token_store") else None
+    if converted is not None:  # written at older widths: the rows were rewritten at the current ones
+        raw["columns"] = converted
     raw.update(
         shards=[s.to_json() for s in shards],
         totals={**raw["totals"], "shards": len(shards)},

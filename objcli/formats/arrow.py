@@ -155,7 +155,7 @@ def _feature(column) -> dict:
         return _value_feature(column.value_type)
     if class_label(column):  # datasets shows each row's name (features["source"].int2str)
         return {"names": list(column.categories), "_type": "ClassLabel"}
-    value = {"dtype": "int32", "_type": "Value"}
+    value = {"dtype": getattr(column, "disk_dtype", "int32"), "_type": "Value"}  # its width (uint16, …)
     # "Sequence" is read by every datasets release (5.x reads it as List).
     return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo
-from .base import Column, class_label
+from .base import Column, arrow_width
 
 _WIDTHS = {
     "int8": np.int8,
@@ -96,12 +96,6 @@ def read_parquet(path, columns: list[str] | None = None) -> pa.Table:
     return file.read(columns=columns)
 
 
-def _int64(spec: ColumnSpec) -> bool:
-    """A column whose values pass int32 (only the row shuffle's work files hold one: provenance), or a
-    named category (``datasets``' ``ClassLabel`` is int64)."""
-    return spec.max_value >= 2**31 or spec.min_value < -(2**31) or class_label(spec)
-
-
 def value_arrow_type(value_type) -> pa.DataType:
     """A value column's Arrow type (``rows.ColumnSpec.value_type``; lists where JSON kept tuples)."""
     if isinstance(value_type, str):
@@ -126,7 +120,7 @@ def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
         if c.kind == "value":
             fields.append(pa.field(c.name, value_arrow_type(c.value_type)))
             continue
-        value = pa.int64() if _int64(c) else pa.int32()
+        value = pa.from_numpy_dtype(arrow_width(c))
         fields.append(pa.field(c.name, value if c.kind == "scalar" else pa.list_(value), nullable=False))
     return pa.schema(fields)
 
@@ -171,7 +165,7 @@ def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch
     arrays = [
         pa.array(rows.columns[c.name].tolist(), value_arrow_type(c.value_type))
         if c.kind == "value"
-        else to_arrow(rows.columns[c.name], np.int64 if _int64(c) else np.int32)
+        else to_arrow(rows.columns[c.name], arrow_width(c))
         for c in columns
     ]
     return pa.record_batch(arrays, schema=arrow_schema(columns))
@@ -193,8 +187,14 @@ def table_columns(table: pa.Table, specs: list[ColumnInfo]) -> dict[str, Column]
             values[:] = array.to_pylist()
             columns[spec.name] = Column(values, np.arange(len(array) + 1, dtype=np.int64))
         elif spec.kind == "scalar":
-            columns[spec.name] = Column.of_rows(numpy_of(array))
+            columns[spec.name] = Column.of_rows(_widened(numpy_of(array)))
         else:
             values, offsets = list_parts(array)
-            columns[spec.name] = Column(values, offsets.astype(np.int64))
+            columns[spec.name] = Column(_widened(values), offsets.astype(np.int64))
     return columns
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """Narrow integers as the commands compute with them (int32: no unsigned wrap-around in a difference);
+    the writers narrow them again, so a rewritten row keeps its bytes."""
+    return values.astype(np.int32) if values.dtype.kind in "iu" and values.dtype.itemsize < 4 else values

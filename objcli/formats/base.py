@@ -78,20 +78,27 @@ def value_type_name(value_type) -> str:
     return "struct<" + ", ".join(f"{name}: {value_type_name(t)}" for name, t in inner) + ">"
 
 
+def arrow_width(spec) -> np.dtype:
+    """A column's integers in Arrow and Parquet shards: at the width its values need (``narrow_dtype``),
+    a named category int64 (``datasets``' ``ClassLabel``), values past int32 (provenance) int64."""
+    if class_label(spec) or spec.max_value >= 2**32 or spec.min_value < -(2**31):
+        return np.dtype(np.int64)
+    return spec.narrow_dtype()
+
+
 def arrow_type_name(spec: ColumnSpec) -> str:
     """The Arrow type Arrow and Parquet shards give a column, as the manifest names it."""
     if spec.kind == "value":
         return value_type_name(spec.value_type)
-    if spec.kind == "scalar":
-        return "int64" if class_label(spec) else "int32"
-    return "list<item: int32>"
+    name = arrow_width(spec).name
+    return name if spec.kind == "scalar" else f"list<item: {name}>"
 
 
 def _arrow_dtype(spec) -> np.dtype:
-    """A column's values as Arrow holds them: int32, a named category int64, a value column Python objects."""
+    """A column's values as Arrow holds them: at their width (``arrow_width``), a value column Python objects."""
     if spec.kind == "value":
         return np.dtype(object)
-    return np.dtype(np.int64 if class_label(spec) else np.int32)
+    return arrow_width(spec)
 
 
 class OutputFormat:

@@ -166,6 +166,10 @@ def _refuse_other_columns(manifest, plan) -> None:
         raise ObjcliError(
             f"--append: with the new inputs, column {name} is {now.get(name, 'absent')}, and the output's is "
             f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
+            + (
+                " (written before columns took their values' width, it converts with objcli reshard OUT)"
+                * ("int32" in str(was.get(name)))
+            )
         )
 
 

@@ -174,6 +174,9 @@ def objcli(paths: list[Path], tokenizer: Path, engine: str, objective: str = "cl
         "cpu": _last_cpu[0],
         "tokens": manifest["totals"]["tokens"],
         "text_bytes": manifest["totals"]["text_bytes"],
+        # Bytes the shards hold a token (issue 73: each column at its values' width)
+        "bytes_per_token": sum(b for s in manifest["shards"] for b in s["bytes"].values())
+        / manifest["totals"]["tokens"],
         "engine": manifest["tokenizer"]["engine"]["name"],
     }
 

@@ -95,7 +95,7 @@ def shapes_table(repeats: int = 2) -> list[str]:
         print(f"\n{about}")
         print(
             f"{'':34} {'engine':>14} {'min s':>7} {'median s':>9} {'CPU ms/MB':>10} {'peak RSS':>9} "
-            f"{'ratio (min)':>12} {'(median)':>9} {'goal':>5}"
+            f"{'ratio (min)':>12} {'(median)':>9} {'goal':>5} {'B/token':>8}"
         )
         for name, (tokenizer, engine) in tokenizers().items():
             runs: dict[str, list[dict]] = {"ceiling": [], "objcli": []}
@@ -111,9 +111,10 @@ def shapes_table(repeats: int = 2) -> list[str]:
                 goal = GOALS[engine] if row == "objcli" else None
                 mark = "" if goal is None else f"{goal:5.2f}" + (" FAIL" if ratio[0] < goal else "")
                 label, used = f"{name}: {row}", group[0].get("engine", engine)
+                written = f"{group[0]['bytes_per_token']:8.2f}" if "bytes_per_token" in group[0] else ""
                 print(
                     f"{label:34} {used:>14} {min(walls):7.2f} {statistics.median(walls):9.2f} "
-                    f"{cpu:10.1f} {rss:>9} {ratio[0]:11.2f}x {ratio[1]:8.2f}x {mark}"
+                    f"{cpu:10.1f} {rss:>9} {ratio[0]:11.2f}x {ratio[1]:8.2f}x {mark:>5} {written}"
                 )
                 if mark.endswith("FAIL"):
                     failures.append(f"{shape} {name}: {ratio[0]:.2f}x < {goal}")

@@ -120,7 +120,7 @@ def test_flat_formats_take_whole_documents_only(small_corpus, sample_tokenizer, 
 @pytest.mark.parametrize("objective, extra", [("clm", {}), ("nsp", {})])
 def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp_path, objective, extra):
     """Issue 15: the output folder was not a datasets saved dataset. --format hf writes state.json and
-    dataset_info.json beside the shards, features declared (int32 sequences, int32 scalars)."""
+    dataset_info.json beside the shards, features declared at each column's width (issue 73: uint16 ids)."""
     datasets = pytest.importorskip("datasets")
     import pyarrow as pa
 
@@ -152,7 +152,9 @@ def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp
     manifest = manifest_json(tmp_path / "hf")
     for column in manifest["columns"]:
         feature = loaded.features[column["name"]]
-        expected = "int32" if column["kind"] == "scalar" else "List(Value('int32'))"
+        width = column["disk_dtype"]
+        assert width in ("uint8", "uint16", "int8", "int16")  # a 32k vocabulary, rows of 64: narrow
+        expected = width if column["kind"] == "scalar" else f"List(Value('{width}'))"
         assert (feature.dtype if column["kind"] == "scalar" else repr(feature)) == expected
 
 

@@ -67,6 +67,15 @@ def cli_inputs(name: str, corpus, records) -> list[str]:
     return [str(folder), *(a for key, value in options.items() for a in ("--" + key.replace("_", "-"), value))]
 
 
+def _width(column: dict) -> str:
+    """The narrowest integer holding the column's range (a reference for ``ColumnSpec.narrow_dtype``)."""
+    for name in ("uint8", "uint16", "uint32") if column["min_value"] >= 0 else ("int8", "int16", "int32"):
+        info = np.iinfo(name)
+        if info.min <= column["min_value"] and column["max_value"] <= info.max:
+            return name
+    return "int64"
+
+
 @pytest.mark.parametrize("objective, options, packer, fmt", COMBINATIONS)
 def test_every_objective_packer_and_format(
     objective, options, packer, fmt, corpus, records, sample_tokenizer, tmp_path
@@ -109,10 +118,10 @@ def test_every_objective_packer_and_format(
         assert roles == {"tokens", "loss_mask", "sequence_starts"}
     elif packer in ("concat", "best-fit", "trim-and-pack"):
         assert {"segment_ids", "positions"} <= roles
-    if fmt in ("arrow", "parquet"):  # int32, but a named category, a row's ClassLabel for datasets: int64
+    if fmt in ("arrow", "parquet"):  # at the values' width; a named category, a row's ClassLabel for datasets: int64
         labels = {c["name"] for c in manifest["columns"] if c["role"] == "category" and c["kind"] == "scalar"}
         assert {c["name"]: c["disk_dtype"] for c in manifest["columns"]} == {
-            c["name"]: "object" if c["kind"] == "value" else "int64" if c["name"] in labels else "int32"
+            c["name"]: "object" if c["kind"] == "value" else "int64" if c["name"] in labels else _width(c)
             for c in manifest["columns"]
         }
     stats = compute_stats(out)

@@ -1,7 +1,9 @@
 """Command lines whose shards must stay byte-identical across refactors (``test_golden.py``).
 
 ``python tests/support/golden.py`` rewrites ``golden_sha256.json`` from the code as it is; do that only when
-an output is *meant* to change, and say why in the commit. The corpus is a fixed slice of
+an output is *meant* to change, and say why in the commit. Each entry names its columns' widths on disk
+(``widths``) beside the shards' digests: regenerated once when Arrow, Parquet and ``hf`` shards took
+the width their values need (issue 73: uint16 ids, positions and segments under 65,536). The corpus is a fixed slice of
 ``sample_data`` built by ``golden_corpus``.
 """
 
@@ -111,7 +113,9 @@ def run(name: str, corpus: Path, out: Path) -> dict[str, str]:
     result = CliRunner().invoke(main, ["transform", *args], catch_exceptions=False)
     if result.exit_code != 0:
         raise RuntimeError(f"{name}: exit {result.exit_code}: {result.output}")
-    return shard_digests(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    widths = {c["name"]: c["disk_dtype"] for c in manifest["columns"]}  # each column's width on disk, named
+    return {**shard_digests(out), "widths": widths}
 
 
 if __name__ == "__main__":

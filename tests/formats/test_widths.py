@@ -1,0 +1,77 @@
+"""Columns at the width of their values (issue 73): uint16 ids, positions and segments for a vocabulary
+and rows under 65,536 (int16 labels with -100), declared to ``datasets`` as such, half the bytes a token
+of int32; outputs written before (int32 columns) are still read, converted by ``reshard``, and never
+mixed with the new widths under one manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from runs import SAMPLE, read_output, run_cli, run_transform
+
+from objcli.commands.verify import verify_output
+from objcli.rows import ColumnSpec
+
+SPM = SAMPLE / "tokenizer.model"
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "width"),
+    [(0, 255, "uint8"), (0, 256, "uint16"), (0, 65_535, "uint16"), (0, 65_536, "uint32"), (-100, 127, "int8"),
+     (-100, 128, "int16"), (-100, 32_767, "int16"), (-100, 32_768, "int32")],
+)  # fmt: skip
+def test_the_narrowest_width_that_holds_the_range(low, high, width):
+    assert ColumnSpec("c", "ragged", low, high).narrow_dtype() == np.dtype(width)
+
+
+def test_clm_rows_take_two_bytes_a_token_and_trainers_get_int64(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    summary = run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "out", seq_len=2048, output_format="hf")
+    widths = {c["name"]: c["disk_dtype"] for c in summary.manifest["columns"]}
+    assert widths == {"input_ids": "uint16", "segment_ids": "uint16", "position_ids": "uint16"}
+    written = sum(b for s in summary.manifest["shards"] for b in s["bytes"].values() if b)
+    assert written / summary.totals["tokens"] < 6.1  # 3 columns x 2 bytes, and Arrow's offsets (was 12.01)
+    rows = datasets.load_from_disk(str(tmp_path / "out")).with_format("torch")
+    assert rows[0]["input_ids"].dtype == rows[0]["position_ids"].dtype == __import__("torch").int64
+
+
+def _as_written_before(folder) -> None:
+    """Rewrite an Arrow output as objcli wrote it before widths: int32 columns, the manifest to match."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for shard in manifest["shards"]:
+        path = folder / shard["files"][0]
+        table = pa.ipc.open_stream(path.read_bytes()).read_all()  # in memory: the file is written over
+        wide = table.cast(pa.schema([pa.field(f.name, pa.list_(pa.int32()), nullable=False) for f in table.schema]))
+        with pa.ipc.new_stream(str(path), wide.schema) as writer:
+            writer.write_table(wide)
+        shard["sha256"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        shard["bytes"][path.name] = path.stat().st_size
+    for column in manifest["columns"]:
+        column.update(arrow_type="list<item: int32>", disk_dtype="int32")
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def test_an_output_at_the_old_widths_is_read_converted_by_reshard_and_never_mixed(tmp_path):
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "old", seq_len=256, shard_size="100")
+    _, rows = read_output(tmp_path / "old")
+    _as_written_before(tmp_path / "old")
+    assert verify_output(tmp_path / "old").ok and read_output(tmp_path / "old")[1] == rows
+    assert run_cli("stats", tmp_path / "old").returncode == 0
+    run_transform([SAMPLE / "code.jsonl"], SPM, tmp_path / "new", seq_len=256)
+    merged = run_cli("merge", tmp_path / "old", tmp_path / "new", "-o", tmp_path / "m")
+    assert merged.returncode == 1 and "objcli reshard it first" in merged.stderr
+    appended = run_cli("transform", SAMPLE / "code.jsonl", "-o", tmp_path / "old", "--append")
+    assert appended.returncode == 1 and "converts with objcli reshard OUT" in appended.stderr
+    for size in ("1MB", "37"):  # the stream-copy path and the row path both convert
+        out = tmp_path / f"converted-{size}"
+        assert run_cli("reshard", tmp_path / "old", "--shard-size", size, "-o", out).returncode == 0
+        assert verify_output(out).ok and read_output(out)[1] == rows
+        assert {c["disk_dtype"] for c in json.loads((out / "manifest.json").read_text())["columns"]} == {
+            "uint8",
+            "uint16",
+        }
+    assert run_cli("merge", tmp_path / "converted-1MB", tmp_path / "new", "-o", tmp_path / "m").returncode == 0
