@@ -85,19 +85,16 @@ def long_corpus(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize(("sig", "status", "said"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
-def test_a_signal_stops_training_at_once_leaving_no_model_and_no_process(tmp_path, long_corpus, sig, status, said):
-    """Issue 65: SIGINT and SIGTERM were ignored for minutes (the C++ trainer never returns control).
-    The trainer runs in a child the command kills: stopped in the middle of training (once the
-    trainer says it loaded its sentences), the command ends in one line, no file, no process left."""
+def _training(corpus, output):
+    """The command training on ``corpus``, once its C++ trainer has the text (it waits for that state),
+    and the processes under it."""
     import signal
     import subprocess
     import sys
 
     import psutil
 
-    output = tmp_path / "tok.model"
-    command = [sys.executable, "-m", "objcli", "train-tokenizer", long_corpus, "--vocab-size", "8000"]
+    command = [sys.executable, "-m", "objcli", "train-tokenizer", corpus, "--vocab-size", "8000"]
     process = subprocess.Popen(
         [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
         stderr=subprocess.PIPE,
@@ -105,11 +102,25 @@ def test_a_signal_stops_training_at_once_leaving_no_model_and_no_process(tmp_pat
         # as a terminal starts it: a test worker may ignore SIGINT, and a child inherits an ignored signal
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    for line in process.stderr:  # waits for the state it needs: the C++ trainer has the text
+    for line in process.stderr:
         if "loaded" in line or "EM round" in line:
             break
     children = psutil.Process(process.pid).children(recursive=True)
     assert children, "the trainer runs in a child process"
+    return process, children
+
+
+@pytest.mark.parametrize(("sig", "status", "said"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_a_signal_stops_training_at_once_leaving_no_model_and_no_process(tmp_path, long_corpus, sig, status, said):
+    """Issue 65: SIGINT and SIGTERM were ignored for minutes (the C++ trainer never returns control).
+    The trainer runs in a child the command kills: stopped in the middle of training (once the
+    trainer says it loaded its sentences), the command ends in one line, no file, no process left."""
+    import signal
+
+    import psutil
+
+    output = tmp_path / "tok.model"
+    process, children = _training(long_corpus, output)
     process.send_signal(getattr(signal, sig))
     rest = process.stderr.read()
     assert process.wait(timeout=60) == status
@@ -206,23 +217,11 @@ def test_the_trainer_dies_with_its_command_whatever_kills_it(tmp_path, long_corp
     """Issue 69, item 4: kill -9 (or SIGHUP) of the command left the forked trainer running, and it wrote
     the model seconds later. The child now dies with its parent (PR_SET_PDEATHSIG)."""
     import signal
-    import subprocess
-    import sys
 
     import psutil
 
     output = tmp_path / "tok.model"
-    command = [sys.executable, "-m", "objcli", "train-tokenizer", long_corpus, "--vocab-size", "8000"]
-    process = subprocess.Popen(
-        [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in process.stderr:  # the C++ trainer has the text: it is training
-        if "loaded" in line or "EM round" in line:
-            break
-    children = psutil.Process(process.pid).children(recursive=True)
-    assert children
+    process, children = _training(long_corpus, output)
     process.send_signal(getattr(signal, sig))
     process.wait(timeout=60)
     gone, alive = psutil.wait_procs(children, timeout=60)  # waits for the state, no fixed time
