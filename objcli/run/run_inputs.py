@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers.inputs import STDIN, InputKind
-from ..readers.token_inputs import Place, token_format
+from ..readers.token_inputs import InputSite, token_format
 from ..readers.token_inputs.digests import token_input_digests
 from ..storage.remote import is_url, public_url
 
@@ -46,7 +46,7 @@ def make_run_key(config_sha256: str, files) -> str:
 def _data_file(f) -> str:
     """The file whose size and time stand for an input (a Megatron prefix's .bin)."""
     if f.kind is InputKind.TOKENS and not os.path.exists(f.path):  # named by a prefix: its last file
-        return token_format(f.format).files(Place.local(f.path))[-1]
+        return token_format(f.format).files(InputSite.local(f.path))[-1]
     return f.path
 
 

@@ -12,7 +12,7 @@ from ..order.mixture import text_key_of
 from ..readers.folders import folder_files
 from ..readers.inputs import InputKind
 from ..readers.planning import format_from_name
-from ..readers.token_inputs import TOKEN_INPUTS, detect_token_input, input_files, megatron_list, place_of, token_format
+from ..readers.token_inputs import TOKEN_INPUTS, detect_token_input, input_files, megatron_list, site_of, token_format
 from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
 from ..storage.remote import is_url
 
@@ -82,7 +82,7 @@ def _member_kind(path: str, requested: str, key: str) -> str | None:
     if requested == "auto":
         return detect_token_input(path, "auto", key)
     fmt = TOKEN_INPUTS.get(requested)
-    return requested if fmt is not None and fmt.detect(place_of(path), key) else None
+    return requested if fmt is not None and fmt.detect(site_of(path), key) else None
 
 
 def check_token_run(partitions: list, config: TransformConfig, tokenizer) -> None:

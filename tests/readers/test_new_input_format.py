@@ -23,8 +23,8 @@ class SpacedIds(TokenInputFormat):
 
     name = "spaced-ids-test"
 
-    def detect(self, place, ids_key: str) -> bool:
-        return place.isfile(place.path) and place.head(place.path, 4) == b"#ids"
+    def detect(self, site, ids_key: str) -> bool:
+        return site.isfile(site.path) and site.head(site.path, 4) == b"#ids"
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         lines = open(path, encoding="utf-8").read().splitlines()[1:]

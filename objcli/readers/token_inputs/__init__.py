@@ -28,7 +28,7 @@ import struct
 
 from ...errors import ObjcliError
 from ...storage.remote import filesystem, is_url, public_url, storage_error, storage_errors
-from .base import Place, TokenFile, TokenInputFormat
+from .base import InputSite, TokenFile, TokenInputFormat
 from .datatrove import DatatroveInput
 from .flat import LlmcInput, NanogptInput
 from .input_ids import InputIdsInput
@@ -59,12 +59,12 @@ def token_format(fmt: str) -> TokenInputFormat:
     return TOKEN_INPUTS[fmt]
 
 
-def place_of(path: str) -> Place:
+def site_of(path: str) -> InputSite:
     """Where an input is, as detection reads it: a bucket's filesystem for a URL, the local one else."""
     if is_url(path):
         fs, inner = filesystem(path)
-        return Place(fs, inner, public_url(path), remote=True)
-    return Place.local(path)
+        return InputSite(fs, inner, public_url(path), remote=True)
+    return InputSite.local(path)
 
 
 def detect_token_input(path: str, requested: str, ids_key: str = "input_ids") -> str | None:
@@ -72,20 +72,20 @@ def detect_token_input(path: str, requested: str, ids_key: str = "input_ids") ->
     registered format that recognises it."""
     if requested != "auto":
         return requested if requested in TOKEN_INPUTS else None
-    place = place_of(path)
+    site = site_of(path)
     try:
-        return next((name for name, f in TOKEN_INPUTS.items() if f.detect(place, ids_key)), None)
+        return next((name for name, f in TOKEN_INPUTS.items() if f.detect(site, ids_key)), None)
     except storage_errors() as error:
-        if not place.remote:
+        if not site.remote:
             raise ObjcliError(f"input {path}: cannot read ({error}); check the path and its permissions") from None
         raise storage_error(error, path, "looking at its objects") from None
 
 
 def input_files(path: str, fmt: str) -> list[str]:
     """The files a tokenized input consists of (an object-storage input's, as its filesystem names them)."""
-    place = place_of(path)
+    site = site_of(path)
     try:
-        return TOKEN_INPUTS[fmt].files(place)
+        return TOKEN_INPUTS[fmt].files(site)
     except storage_errors() as error:
         raise storage_error(error, path, "listing its objects") from None
 
@@ -96,12 +96,12 @@ def readable_path(path: str, fmt: str) -> str:
         return path
     from ...storage.copies import local_copy
 
-    place = place_of(path)
+    site = site_of(path)
     objects = input_files(path, fmt)
-    if objects == [place.path] and not place.isfile(place.path):
-        raise ObjcliError(f"input {public_url(path)}: no object {place.path}; check the URL")
-    root = TOKEN_INPUTS[fmt].copy_root(place.path)
-    return str(local_copy(path, objects, root) / place.path[len(root) :].lstrip("/")).rstrip("/")
+    if objects == [site.path] and not site.isfile(site.path):
+        raise ObjcliError(f"input {public_url(path)}: no object {site.path}; check the URL")
+    root = TOKEN_INPUTS[fmt].copy_root(site.path)
+    return str(local_copy(path, objects, root) / site.path[len(root) :].lstrip("/")).rstrip("/")
 
 
 def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | None = None) -> TokenFile:
@@ -120,7 +120,7 @@ def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | 
 
 __all__ = [
     "TOKEN_INPUTS",
-    "Place",
+    "InputSite",
     "TokenFile",
     "TokenInputFormat",
     "detect_token_input",
@@ -128,7 +128,7 @@ __all__ = [
     "is_token_input",
     "megatron_list",
     "open_token_file",
-    "place_of",
+    "site_of",
     "readable_path",
     "register",
     "token_format",

@@ -1,5 +1,5 @@
 """What every tokenized input format is (``TokenInputFormat``), what it opens to (``TokenFile``), and
-where detection looks (``Place``: a path on a filesystem, local or object storage, read the same way)."""
+where detection looks (``InputSite``: a path on a filesystem, local or object storage, read the same way)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class TokenFile:
 
 
 @dataclass(frozen=True)
-class Place:
+class InputSite:
     """An input as a format's detection sees it: a path on a filesystem (fsspec's local one, or a
     bucket's), so that a file and an object are told apart by the same code."""
 
@@ -38,7 +38,7 @@ class Place:
     remote: bool = False
 
     @classmethod
-    def local(cls, path: str) -> Place:
+    def local(cls, path: str) -> InputSite:
         from fsspec.implementations.local import LocalFileSystem
 
         return cls(LocalFileSystem(), path, path)
@@ -71,11 +71,11 @@ class TokenInputFormat:
     # No index: documents are the runs between EOS ids (the reader takes each run's EOS off).
     splits_at_eos: ClassVar[bool] = False
 
-    def detect(self, place: Place, ids_key: str) -> bool:
+    def detect(self, site: InputSite, ids_key: str) -> bool:
         raise NotImplementedError
 
-    def files(self, place: Place) -> list[str]:
-        return [place.path]
+    def files(self, site: InputSite) -> list[str]:
+        return [site.path]
 
     def copy_root(self, path: str) -> str:
         """The folder its files are named relative to in a local copy of an object-storage input."""

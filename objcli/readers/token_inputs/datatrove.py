@@ -7,18 +7,18 @@ import os
 
 import numpy as np
 
-from .base import Place, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap
 
 
 class DatatroveInput(TokenInputFormat):
     name = "datatrove"
 
-    def detect(self, place: Place, ids_key: str) -> bool:
-        return place.path.endswith(".ds") and place.isfile(place.path + ".index")
+    def detect(self, site: InputSite, ids_key: str) -> bool:
+        return site.path.endswith(".ds") and site.isfile(site.path + ".index")
 
-    def files(self, place: Place) -> list[str]:
-        path = place.path
-        return [path, path + ".index", *([path + ".metadata"] if place.isfile(path + ".metadata") else [])]
+    def files(self, site: InputSite) -> list[str]:
+        path = site.path
+        return [path, path + ".index", *([path + ".metadata"] if site.isfile(path + ".metadata") else [])]
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         size = _token_size(path)

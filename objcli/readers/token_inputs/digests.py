@@ -1,7 +1,7 @@
 """The sha256 of a tokenized input's files (``token_inputs/``): they enter the run key, so a rerun
 over an edited file is another run whatever its size and time say, and the manifest's inputs, which
 ``verify`` checks where the files are. A text input is known by its size and time; a token file is
-what every objective of a sweep is derived from, and a file rewritten in place with the same size
+what every objective of a sweep is derived from, and a file rewritten in site with the same size
 (a re-tokenized shard) must not pass for the one the run read.
 
 Hashing costs under a second of CPU a GB (0.6-0.8 s here), once per machine: each file's digest is kept in the user's

@@ -9,13 +9,13 @@ import struct
 import numpy as np
 
 from ...formats.flat import LLMC_MAGIC as LLMC_HEADERS
-from .base import Place, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap
 
 LLMC_DTYPES = {magic: dtype for dtype, (magic, _) in LLMC_HEADERS.items()}  # llm.c's header: magic -> dtype
 
 
-def _has_llmc_magic(place: Place) -> bool:
-    head = place.head(place.path, 4)
+def _has_llmc_magic(site: InputSite) -> bool:
+    head = site.head(site.path, 4)
     return len(head) == 4 and struct.unpack("<i", head)[0] in LLMC_DTYPES
 
 
@@ -33,8 +33,8 @@ class LlmcInput(TokenInputFormat):
     name = "llmc"
     splits_at_eos = True
 
-    def detect(self, place: Place, ids_key: str) -> bool:
-        return place.path.endswith(".bin") and place.isfile(place.path) and _has_llmc_magic(place)
+    def detect(self, site: InputSite, ids_key: str) -> bool:
+        return site.path.endswith(".bin") and site.isfile(site.path) and _has_llmc_magic(site)
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         header = np.fromfile(path, "<i4", 256)
@@ -71,10 +71,10 @@ class NanogptInput(TokenInputFormat):
     splits_at_eos = True
     SNIFF_BYTES = 1 << 16
 
-    def detect(self, place: Place, ids_key: str) -> bool:
-        if not (place.path.endswith(".bin") and place.isfile(place.path)) or _has_llmc_magic(place):
+    def detect(self, site: InputSite, ids_key: str) -> bool:
+        if not (site.path.endswith(".bin") and site.isfile(site.path)) or _has_llmc_magic(site):
             return False
-        return place.fs.size(place.path) % 2 == 0 and not looks_like_text(place.head(place.path, self.SNIFF_BYTES))
+        return site.fs.size(site.path) % 2 == 0 and not looks_like_text(site.head(site.path, self.SNIFF_BYTES))
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         tokens = memmap(path, np.dtype(np.uint16).newbyteorder("<"))

@@ -10,7 +10,7 @@ import json
 import os
 
 from ...errors import ObjcliError
-from .base import Place, TokenFile, TokenInputFormat
+from .base import InputSite, TokenFile, TokenInputFormat
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
 DEFAULT_IDS = "input_ids"  # the column read when --text-key names none
@@ -19,20 +19,20 @@ DEFAULT_IDS = "input_ids"  # the column read when --text-key names none
 class InputIdsInput(TokenInputFormat):
     name = "input-ids"
 
-    def detect(self, place: Place, ids_key: str) -> bool:
-        folder = place.path.rstrip("/")
-        if place.isfile(folder + "/state.json"):
-            return _names_feature(place, folder + "/dataset_info.json", ids_key)
-        if place.path.endswith(TABLE_SUFFIXES) and place.isfile(place.path):
-            return _holds_ids_column(place, ids_key)
+    def detect(self, site: InputSite, ids_key: str) -> bool:
+        folder = site.path.rstrip("/")
+        if site.isfile(folder + "/state.json"):
+            return _names_feature(site, folder + "/dataset_info.json", ids_key)
+        if site.path.endswith(TABLE_SUFFIXES) and site.isfile(site.path):
+            return _holds_ids_column(site, ids_key)
         return False
 
-    def files(self, place: Place) -> list[str]:
-        folder = place.path.rstrip("/")
-        if place.isfile(folder + "/state.json"):
-            names = saved_data_files(place.text(folder + "/state.json"), place.name)
+    def files(self, site: InputSite) -> list[str]:
+        folder = site.path.rstrip("/")
+        if site.isfile(folder + "/state.json"):
+            names = saved_data_files(site.text(folder + "/state.json"), site.name)
             return [folder + "/state.json", *(f"{folder}/{name}" for name in names)]
-        return [place.path]
+        return [site.path]
 
     def copy_root(self, path: str) -> str:
         return path.rsplit("/", 1)[0] if path.endswith(TABLE_SUFFIXES) else path.rstrip("/")
@@ -85,22 +85,22 @@ def _is_ids_type(kind) -> bool:
     return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_integer(kind.value_type)
 
 
-def _names_feature(place: Place, info: str, ids_key: str) -> bool:
+def _names_feature(site: InputSite, info: str, ids_key: str) -> bool:
     try:
-        return ids_key in json.loads(place.text(info)).get("features", {})
+        return ids_key in json.loads(site.text(info)).get("features", {})
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def _holds_ids_column(place: Place, ids_key: str) -> bool:
+def _holds_ids_column(site: InputSite, ids_key: str) -> bool:
     """Whether a Parquet or Arrow file's schema (read from its footer or head, not its data) has the
     column as a list of integers: a table of ids, not of text."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        with place.fs.open(place.path, "rb") as f:
-            if place.path.endswith(".parquet"):
+        with site.fs.open(site.path, "rb") as f:
+            if site.path.endswith(".parquet"):
                 schema = pq.read_schema(f)
             else:
                 try:

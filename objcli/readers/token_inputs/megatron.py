@@ -10,39 +10,39 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ObjcliError
-from .base import Place, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap
 
 
 class MegatronInput(TokenInputFormat):
     name = "megatron"
 
-    def detect(self, place: Place, ids_key: str) -> bool:
-        return self.prefix(place) is not None
+    def detect(self, site: InputSite, ids_key: str) -> bool:
+        return self.prefix(site) is not None
 
     @staticmethod
-    def prefix(place: Place) -> str | None:
+    def prefix(site: InputSite) -> str | None:
         """The prefix of a pair named by its prefix or either file; a pair missing one file is one line
         naming it (Megatron names its pairs PREFIX_text_document)."""
-        path = place.path
+        path = site.path
         for base in dict.fromkeys((path.removesuffix(".bin").removesuffix(".idx"), path)):
-            idx, bin_ = place.isfile(base + ".idx"), place.isfile(base + ".bin")
+            idx, bin_ = site.isfile(base + ".idx"), site.isfile(base + ".bin")
             if idx and bin_:
                 return base
             if idx or (bin_ and base.endswith("_document")):
-                missing = place.named(base + (".bin" if idx else ".idx"))
+                missing = site.named(base + (".bin" if idx else ".idx"))
                 raise ObjcliError(
-                    f"input {place.name}: a Megatron indexed dataset without {missing}; put it beside the other"
+                    f"input {site.name}: a Megatron indexed dataset without {missing}; put it beside the other"
                 )
         return None
 
-    def files(self, place: Place) -> list[str]:
-        base = self.prefix(place) or place.path
+    def files(self, site: InputSite) -> list[str]:
+        base = self.prefix(site) or site.path
         return [base + ".idx", base + ".bin"]
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         from ...formats.megatron import read_megatron_index
 
-        base = self.prefix(Place.local(path))
+        base = self.prefix(InputSite.local(path))
         if base is None:
             raise ValueError("no PREFIX.idx beside it")
         dtype, _, sentence_offsets, document_index = read_megatron_index(Path(base + ".idx"))
