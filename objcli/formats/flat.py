@@ -38,6 +38,20 @@ LLMC_HEADER_INTS = 256
 LLMC_MAGIC = {np.dtype(np.uint16): (20240520, 1), np.dtype(np.uint32): (20240801, 7)}  # llm.c's data_common.py
 
 
+def llmc_tokens(path, read=np.fromfile) -> np.ndarray:
+    """The tokens of an llm.c ``.bin``, its header checked: the magic (and so the token width) and the
+    count it holds against the file; ``read(path, dtype, offset)`` reads them (a memory map for
+    inputs). ``ValueError`` otherwise. The one reader of the header this module writes."""
+    header = np.fromfile(path, "<i4", LLMC_HEADER_INTS)
+    widths = {magic: dtype for dtype, (magic, _) in LLMC_MAGIC.items()}
+    if len(header) < LLMC_HEADER_INTS or int(header[0]) not in widths:
+        raise ValueError("no llm.c header (magic 20240520 or 20240801)")
+    tokens = read(path, widths[int(header[0])].newbyteorder("<"), offset=LLMC_HEADER_INTS * 4)
+    if len(tokens) != int(header[2]):
+        raise ValueError(f"its header counts {int(header[2]):,} tokens and the file holds {len(tokens):,} (cut short?)")
+    return tokens
+
+
 def flat_dtype(spec: ColumnSpec) -> np.dtype:
     return np.dtype(np.uint16) if spec.min_value >= 0 and spec.max_value < 65_536 else np.dtype(np.uint32)
 
@@ -145,12 +159,9 @@ class FlatFormat(OutputFormat):
             ends = np.fromfile(folder / (name + ".index"), dtype="<u8").astype(np.int64)
             return {"input_ids": token_stream(np.fromfile(folder / name, dtype=dtype), np.concatenate([[0], ends]))}
         offsets = np.load(folder / name.replace(".bin", ".offsets.npy"))
-        skip = LLMC_HEADER_INTS * 4 if self.name == "llmc" else 0
-        values = np.fromfile(folder / name, dtype=dtype, offset=skip)
-        if self.name == "llmc":
-            header = np.fromfile(folder / name, dtype="<i4", count=3)
-            if tuple(header[:2]) != LLMC_MAGIC[np.dtype(dtype.name)] or header[2] != len(values):
-                raise ValueError(f"{name}: llm.c header {header.tolist()} does not match its {len(values)} tokens")
+        values = llmc_tokens(folder / name) if self.name == "llmc" else np.fromfile(folder / name, dtype=dtype)
+        if values.dtype.newbyteorder("<") != dtype:
+            raise ValueError(f"{name}: its llm.c header holds {values.dtype.name} tokens, the manifest {dtype.name}")
         return {"input_ids": token_stream(values, offsets.astype(np.int64))}
 
 

@@ -9,6 +9,7 @@ import struct
 import numpy as np
 
 from ...formats.flat import LLMC_MAGIC as LLMC_HEADERS
+from ...formats.flat import llmc_tokens
 from .base import InputSite, TokenFile, TokenInputFormat, memmap
 
 LLMC_DTYPES = {magic: dtype for dtype, (magic, _) in LLMC_HEADERS.items()}  # llm.c's header: magic -> dtype
@@ -37,15 +38,7 @@ class LlmcInput(TokenInputFormat):
         return site.path.endswith(".bin") and site.isfile(site.path) and _has_llmc_magic(site)
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
-        header = np.fromfile(path, "<i4", 256)
-        if len(header) < 256 or int(header[0]) not in LLMC_DTYPES:
-            raise ValueError("no llm.c header (magic 20240520 or 20240801)")
-        dtype = np.dtype(LLMC_DTYPES[int(header[0])]).newbyteorder("<")
-        tokens = memmap(path, dtype, offset=1024)
-        if len(tokens) != int(header[2]):
-            raise ValueError(
-                f"its header counts {int(header[2]):,} tokens and the file holds {len(tokens):,} (cut short?)"
-            )
+        tokens = llmc_tokens(path, memmap)  # the header's one reader, where the format writes it
         return TokenFile(path, self.name, tokens, split_at(tokens, eos))
 
 
