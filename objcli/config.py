@@ -278,10 +278,9 @@ class TransformConfig:
 
     def read_options(self, strict: bool, source: str = ""):
         """How this run reads a source's inputs: text fields, or whole records for objectives that read them."""
-        from .order.mixture import text_key_of
         from .readers import ReadOptions
 
-        key = text_key_of(self.text_key, source)
+        key = self.mixture.text_key_of(source)
         records, located = self._reads_records(), self.locates_records
         return ReadOptions(key, self.text_unit, strict, self.batch_bytes, records, located)
 

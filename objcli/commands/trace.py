@@ -121,11 +121,11 @@ def source_of(manifest: Manifest, path: str) -> str:
 
 def _read_options(config: dict, source: str):
     from ..objectives import REGISTRY
-    from ..order.mixture import text_key_of
+    from ..order.mixture import Mixture
     from ..readers import ReadOptions
 
     records = REGISTRY.get(config.get("objective", "clm")).reads_records  # chat: the record's JSON text
-    key = text_key_of(config.get("text_key", "text"), source)
+    key = Mixture.of_text_key(config.get("text_key", "text")).text_key_of(source)
     return ReadOptions(key, config.get("text_unit", "line"), records=records, provenance=True)
 
 
@@ -197,15 +197,15 @@ def _token_input_changed(entry: dict) -> str:
 def _token_texts(manifest: Manifest, entry: dict):
     """A tokenized input's spans as text: the document's ids at the span, decoded with the run's
     tokenizer (None where the file or the tokenizer cannot be read here)."""
+    from ..order.mixture import Mixture
     from ..readers.token_inputs import open_token_file, readable_path, token_format
     from ..readers.token_inputs.documents import leading_framing
-    from ..run.token_inputs import ids_key
     from .show import load_output_tokenizer
 
     try:
         tokenizer = load_output_tokenizer(manifest, None)
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
-        key = ids_key(manifest.config.get("text_key", "text"), entry.get("source", ""))
+        key = Mixture.of_text_key(manifest.config.get("text_key", "text")).ids_key(entry.get("source", ""))
         where = entry.get("resolved", entry["path"])
         opened = open_token_file(readable_path(where, entry["format"]), entry["format"], key, eos)
     except (ObjcliError, OSError, KeyError, ValueError):

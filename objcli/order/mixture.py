@@ -70,8 +70,27 @@ class Mixture:
     def source_of(self, path: str) -> str:
         return next((name for name, paths in self.sources.items() if path in paths), "")
 
-    def text_key_of(self, source: str) -> str:
-        return text_key_of(self.text_key, source)
+    def text_key_of(self, source: str = "") -> str:
+        """The field a source's text is in: ``--text-key content`` for every source, ``code=content``
+        for one (the others read ``text``), ``body,code=content`` a default and one source's own."""
+        own = {name: key for name, key, _ in _text_key_parts(self.text_key) if name is not None}
+        defaults = [key for name, key, _ in _text_key_parts(self.text_key) if name is None]
+        return own.get(source, defaults[-1] if defaults else "text")
+
+    def names_text_key(self, source: str) -> bool:
+        """Whether ``--text-key`` names a field for this source: its own, or one for every source."""
+        return any(name in (None, source) for name, _, _ in _text_key_parts(self.text_key))
+
+    def ids_key(self, source: str = "") -> str:
+        """The column of a Hugging Face dataset's ids: the source's ``--text-key`` field where it names
+        one, else input_ids."""
+        key = self.text_key_of(source)
+        return key if key != "text" else "input_ids"
+
+    @classmethod
+    def of_text_key(cls, text_key: str) -> Mixture:
+        """The text keys of a recorded configuration (a manifest's), no sources checked."""
+        return cls({}, text_key=text_key)
 
 
 def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
@@ -121,19 +140,6 @@ def _text_key_parts(spec: str) -> list[tuple[str | None, str, str]]:
         name, equals, key = part.partition("=")
         parts.append((name.strip(), key.strip(), part) if equals else (None, part.strip(), part))
     return parts
-
-
-def text_key_of(spec: str, source: str = "") -> str:
-    """The field a source's text is in: ``--text-key content`` for every source, ``code=content`` for
-    one (the others read ``text``), ``body,code=content`` a default and one source's own."""
-    own = {name: key for name, key, _ in _text_key_parts(spec) if name is not None}
-    defaults = [key for name, key, _ in _text_key_parts(spec) if name is None]
-    return own.get(source, defaults[-1] if defaults else "text")
-
-
-def names_text_key(spec: str, source: str) -> bool:
-    """Whether ``--text-key`` names a field for this source: its own, or one for every source."""
-    return any(name in (None, source) for name, _, _ in _text_key_parts(spec))
 
 
 def check_text_keys(spec: str, names: list[str]) -> None:

@@ -12,7 +12,6 @@ from ..readers.inputs import InputKind
 from ..readers.token_inputs.documents import token_batches
 from ..readers.token_store import StoredDocuments, stored_batches
 from ..tokenizers import Tokenizer
-from .token_inputs import ids_key
 
 
 def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
@@ -22,7 +21,7 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
         return stored_batches(partition, log)
     if partition.input.kind is InputKind.TOKENS:  # ids another tool wrote: no text, no tokenizer run
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
-        key = ids_key(config.text_key, partition.source)
+        key = config.mixture.ids_key(partition.source)
         return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
     limit = 0 if options.records else config.max_document_chars  # a record is never cut
     return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)

@@ -9,7 +9,6 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives.supply import CHAT_STORE, PAIR_STORE, Provides, StoreKind
-from ..order.mixture import names_text_key, text_key_of
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
@@ -62,8 +61,8 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
             stored, current = recorded.get(key), getattr(config, key)
             if key == "text_key" and config.source:  # a mixture's keys are per source: this store's own
                 source = source_of.get(store, "")
-                current = text_key_of(config.text_key, source)
-                named = key in config.given and names_text_key(config.text_key, source)
+                current = config.mixture.text_key_of(source)
+                named = key in config.given and config.mixture.names_text_key(source)
                 if current != stored and (named or current != defaults[key]):
                     raise ObjcliError(
                         f"--text-key {config.text_key}: the token store {store} was tokenized with --text-key "

@@ -8,7 +8,6 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..order.mixture import text_key_of
 from ..readers.folders import folder_files
 from ..readers.inputs import InputKind
 from ..readers.planning import format_from_name
@@ -17,17 +16,10 @@ from ..readers.token_inputs.documents import opened_once, token_input, token_par
 from ..storage.remote import is_url
 
 
-def ids_key(text_key: str, source: str = "") -> str:
-    """The column of a Hugging Face dataset's ids: ``--text-key`` (``text_key``, the option's value)
-    when it names one, else input_ids."""
-    key = text_key_of(text_key, source)
-    return key if key != "text" else "input_ids"
-
-
 def token_group(group: list[str], config: TransformConfig, source: str = ""):
     """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
     list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
-    key = ids_key(config.text_key, source)
+    key = config.mixture.ids_key(source)
     group = [found for spec in group for found in token_members(spec, config.input_format, key)]
     group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
     kinds = {path: detect_token_input(path, config.input_format, key) for path in group}
@@ -93,7 +85,7 @@ def check_token_run(partitions: list, config: TransformConfig, tokenizer) -> Non
         return
     files = list(sources)
     for f in files:
-        opened = opened_once(f.path, f.format, ids_key(config.text_key, sources[f]))
+        opened = opened_once(f.path, f.format, config.mixture.ids_key(sources[f]))
         limit = 1 << (8 * opened.tokens.dtype.itemsize) if opened.tokens.dtype.kind == "u" else None
         if limit is not None and tokenizer.vocab_size > limit:
             raise ObjcliError(
@@ -133,6 +125,6 @@ def token_supplies(files: list, config: TransformConfig, sources: dict) -> list:
 
     supplies = []
     for f in files:
-        opened = opened_once(f.path, f.format, ids_key(config.text_key, sources.get(f, "")))
+        opened = opened_once(f.path, f.format, config.mixture.ids_key(sources.get(f, "")))
         supplies.append(token_input_supply(f.path, f.format, opened.sentences is not None))
     return supplies
