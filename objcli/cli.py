@@ -280,20 +280,7 @@ class _TransformProgress:
     "--threads", type=click.IntRange(1, 1024), default=1, help="Trainer threads (1 keeps training reproducible)."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
-def train_tokenizer_command(
-    inputs,
-    output,
-    vocab_size,
-    model_type,
-    preset,
-    special,
-    text_key,
-    text_unit,
-    character_coverage,
-    max_lines,
-    threads,
-    quiet,
-):
+def train_tokenizer_command(quiet, **params):
     """Train a SentencePiece model on INPUTS (read like 'transform' reads them). Example:
 
     objcli train-tokenizer corpus/ --vocab-size 32000 --special '[MASK]' -o tok.model
@@ -302,19 +289,7 @@ def train_tokenizer_command(
 
     ctx = click.get_current_context()
     given = {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-    request = TrainingRequest(
-        list(inputs),
-        output,
-        vocab_size,
-        model_type,
-        preset,
-        special,
-        text_key,
-        text_unit,
-        character_coverage,
-        max_lines,
-        threads,
-    )
+    request = TrainingRequest(**{**params, "inputs": list(params["inputs"])})  # the options are its fields
     try:
         if request.byte_level_bpe:
             from .commands.train_bpe import check_bpe_request

@@ -27,27 +27,19 @@ from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import sentences_option
 from .supply import Provides, Reads
 
-PRESETS = {
-    "bart-large": dict(
-        mask_ratio=0.3,
-        mask_random=0.1,
-        poisson_lambda=3.5,
-        replace_length=1,
-        mask_length="span-poisson",
-        permute_sentences=1.0,
-        rotate=0.0,
-        insert=0.0,
-    ),
-    "mbart": dict(
-        mask_ratio=0.35,
-        mask_random=0.1,
-        poisson_lambda=3.5,
-        replace_length=1,
-        mask_length="span-poisson",
-        permute_sentences=1.0,
-        rotate=0.0,
-        insert=0.0,
-    ),
+BART_LARGE = dict(
+    mask_ratio=0.3,
+    mask_random=0.1,
+    poisson_lambda=3.5,
+    replace_length=1,
+    mask_length="span-poisson",
+    permute_sentences=1.0,
+    rotate=0.0,
+    insert=0.0,
+)
+PRESETS: dict[str, dict] = {
+    "bart-large": BART_LARGE,
+    "mbart": {**BART_LARGE, "mask_ratio": 0.35},  # mBART: bart-large's, masking 35 %
     "fairseq": dict(
         mask_ratio=0.0,
         mask_random=0.0,

@@ -180,6 +180,13 @@ class Objective:
         self.context = context
         self.options = context.options
 
+    def resolve_document_tokens(self, tokenizer) -> None:
+        """BOS and EOS around each document as the run says, and the pad token where the packer pads:
+        what objectives whose examples are documents resolve (the ids are allocated in this order)."""
+        self.bos_id = tokenizer.resolve("bos") if self.context.bos else None
+        self.eos_id = tokenizer.resolve("eos") if self.context.eos else None
+        self.pad_id = tokenizer.resolve("pad") if self.context.pads_rows else None
+
     @classmethod
     def encodes_rows(cls, options) -> bool:
         """Whether it encodes text of its own even from token inputs (FIM re-encodes the pieces it

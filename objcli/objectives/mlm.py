@@ -38,10 +38,7 @@ class MaskedLM(Objective):
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
-        self.bos_id = tokenizer.resolve("bos") if context.bos else None
-        self.eos_id = tokenizer.resolve("eos") if context.eos else None
-        needs_pad = context.pads_rows
-        self.pad_id = tokenizer.resolve("pad") if needs_pad else None
+        self.resolve_document_tokens(tokenizer)
         self.masker = Masker(tokenizer, self.options, context.seed, "mlm")
         self.masker.finalize(tokenizer)
         self.vocab_size = tokenizer.total_vocab_size
