@@ -61,6 +61,7 @@ def test_partitions_become_prefixes_as_large_as_the_shard_size(corpus, tmp_path)
     assert (tmp_path / "out" / "megatron.txt").read_text().split()[1] == shard["files"][0].removesuffix(".bin")
 
 
+@pytest.mark.slow  # megatron-core and torch imported in a process of their own: make test-extras runs it
 def test_megatron_cores_builder_takes_the_output_at_its_default_split(corpus, tmp_path):
     pytest.importorskip("megatron.core.datasets.helpers_cpp")
     summary = run_transform([corpus], SPM, tmp_path / "out", output_format="megatron", partition_size="64KiB")

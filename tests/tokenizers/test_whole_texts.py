@@ -76,6 +76,7 @@ def rank_file(tmp_path_factory):
     return write_rank_file(llama3_ranks(), tmp_path_factory.mktemp("ranks") / "llama3.tiktoken")
 
 
+@pytest.mark.slow  # 8 s an engine (4 M characters, three times): make test-extras runs it
 @pytest.mark.parametrize(("name", "tokenizer", "env"), _engines())
 def test_an_engine_that_takes_whole_texts_is_linear_in_memory(name, tokenizer, env, rank_file):
     path = rank_file if tokenizer == "llama3.tiktoken" else tokenizer
