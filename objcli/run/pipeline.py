@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,15 +20,13 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats import ShardSink
 from ..formats.arrow import RowsToShuffle
-from ..kernels.rng import derive_rng
 from ..objectives import DocumentBatch
-from ..order.document_windows import shuffled_windows, take
-from ..order.mixture import NOT_SAMPLED, copies, passes
+from ..order.document_windows import take
+from ..order.mixture import passes
 from ..order.splits import assign_splits, split_names
 from ..packing import Packer
-from ..readers import Partition, ReadOptions, RecordLog
+from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
-from ..readers.origins import copy_of
 from ..readers.token_store import StoredDocuments
 from ..rows import RowBatch
 from ..storage.faults import crash_point
@@ -36,7 +34,8 @@ from ..storage.output import PartitionResult, clear_partition, output_error, wri
 from ..storage.places import open_place
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
 from .affinity import free_for
-from .documents import partition_documents, starting_with
+from .documents import starting_with
+from .passes import documents_of_pass
 from .provenance import Sources
 from .stages import build_objective, build_packer, run_columns
 from .store_chain import StoreChain
@@ -207,51 +206,6 @@ def _route(texts: list[str], index: np.ndarray, count: int) -> list[list[str]]:
     return [take(texts, np.flatnonzero(index == split)) for split in range(count)]
 
 
-def _documents_of_pass(task: PartitionTask, options: ReadOptions, log: RecordLog, tokenizer: Tokenizer, j: int):
-    """Batches of the partition's documents for pass ``j``: read, long ones cut, shuffled in windows
-    (``--shuffle-documents``), and, with ``--source``, only those with more than ``j`` copies (the
-    rest counted as skipped: read = written + skipped holds over every pass)."""
-    config, index = task.config, task.partition.index
-    documents = partition_documents(task.partition, config, options, log, tokenizer)
-    if j:  # a record is read again for each copy: a bad one is counted (and said) once, in pass 0
-        documents = _counted_once(documents, log)
-    if config.shuffle_window_bytes:
-        stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
-        documents = shuffled_windows(
-            documents,
-            config.shuffle_window_bytes,
-            config.batch_bytes,
-            lambda window: derive_rng(config.seed, index, window, stream),
-        )
-    if not config.source:
-        yield from documents
-        return
-    for texts in documents:
-        keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
-        log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
-        if len(keep):
-            yield _copies(take(texts, keep), j) if j and config.provenance else take(texts, keep)
-
-
-def _copies(texts, j: int):
-    """The documents of pass ``j`` named as its copies (``--provenance``)."""
-    if isinstance(texts, StoredDocuments):
-        return replace(texts, origins=texts.origins.copied(j))
-    return [copy_of(text, j) for text in texts]
-
-
-def _counted_once(documents, log: RecordLog):
-    """A later pass's documents, the records it finds bad (or cuts) again taken off its counts."""
-    skipped, cut = Counter(log.skipped), log.cut
-    yield from documents
-    for reason, count in list(log.skipped.items()):
-        again = count - skipped.get(reason, 0)
-        if reason != NOT_SAMPLED and again > 0:
-            log.skipped[reason] -= again
-            log.read -= again
-    log.cut = cut
-
-
 class _Running:
     """The partitions running in this process now."""
 
@@ -302,7 +256,7 @@ def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult
 
     repeats = passes(task.mixture_rate)
     documents = itertools.chain.from_iterable(
-        _documents_of_pass(task, options, log, tokenizer, j) for j in range(repeats)
+        documents_of_pass(task, options, log, tokenizer, j) for j in range(repeats)
     )
     progress = _Reporter(report, task.partition.size, repeats, log)
     for batch_index, texts in enumerate(documents):

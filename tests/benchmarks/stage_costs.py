@@ -78,7 +78,7 @@ def main() -> None:
     from objcli.transform import transform
 
     first_batch = []
-    timed_generator(pipeline, "_documents_of_pass", "read")
+    timed_generator(pipeline, "documents_of_pass", "read")
     original_feed = pipeline._Chain.feed
 
     def feed(self, texts, batch_index, encode):
