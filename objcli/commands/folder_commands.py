@@ -111,7 +111,8 @@ def stats_command(folder, plot_path, as_json):
     """
     import json
 
-    from .stats import check_plot_path, compute_stats, plot, render_text
+    from .stats import compute_stats, render_text
+    from .stats_plot import check_plot_path, plot
 
     configure_progress(as_json)  # JSON output is for programs
 
