@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from runs import manifest_json, run_transform
 
 from objcli.commands.stats import compute_stats
-from objcli.commands.verify import Column, _check_target_depth, verify_output
+from objcli.commands.verify import verify_output
+from objcli.commands.verify_roles import _check_target_depth
+from objcli.formats import Column
 from objcli.kernels.mtp import heads_with_target
 from objcli.packing import PACKERS
 
