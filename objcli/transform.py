@@ -29,12 +29,12 @@ from .run.append import adopted_results, check_appendable
 from .run.finish import build_manifest, check_totals, join_prefixes, shuffle_pass, warn_skips
 from .run.first_pass import mixture_rates, split_bounds
 from .run.fitness import check_renderer
-from .run.pipeline import PartitionTask, Progress
+from .run.pipeline import PartitionResult, PartitionTask, Progress
 from .run.plan import RunPlan, plan_stages
 from .run.run_inputs import make_run_key
 from .run.stdout import StdoutStream
 from .run.summary import Summary
-from .storage.output import OutputFolder, PartitionResult, final_names
+from .storage.output import OutputFolder, final_names
 from .storage.places import open_place
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import ObjcliError
 from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix
-from ..storage.output import PartitionResult, write_marker
+from ..storage.partitions import PartitionResult, write_marker
 from ..storage.shard_info import ShardRecord, work_prefix
 from .run_inputs import make_run_key
 

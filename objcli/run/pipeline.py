@@ -30,7 +30,8 @@ from ..readers.cutting import utf8_bytes
 from ..readers.token_store import StoredDocuments
 from ..rows import RowBatch
 from ..storage.faults import crash_point
-from ..storage.output import PartitionResult, clear_partition, output_error, write_marker
+from ..storage.output import output_error
+from ..storage.partitions import PartitionResult, clear_partition, write_marker
 from ..storage.places import open_place
 from ..tokenizers import SpecialTokens, Tokenizer, load_tokenizer
 from .affinity import free_for

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..formats.arrow_columns import arrow_schema
-from ..storage.output import PartitionResult
+from ..storage.partitions import PartitionResult
 
 
 class StdoutStream:

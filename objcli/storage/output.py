@@ -38,6 +38,7 @@ from .ownership import (
     planned_present,
     refuse_foreign_targets,
 )
+from .partitions import PartitionResult, clear_partition, marker_name
 from .places import LocalPlace, RemotePlace
 from .shard_info import ShardRecord, work_prefix
 
@@ -55,53 +56,6 @@ class SideFileNames(Protocol):
     def is_side_file(self, name: str) -> bool: ...
 
     def remove_folders(self, place) -> None: ...
-
-
-@dataclass
-class PartitionResult:
-    index: int
-    documents_read: int
-    skipped: dict[str, int]
-    first_examples: dict[str, str]
-    counters: dict[str, int]
-    shards: list[ShardRecord]
-    text_bytes: int
-    seconds: float
-
-    @property
-    def documents_skipped(self) -> int:
-        return sum(self.skipped.values())
-
-    @property
-    def documents_written(self) -> int:
-        return self.documents_read - self.documents_skipped
-
-    def to_json(self) -> dict:
-        return {
-            **{k: getattr(self, k) for k in self.__dataclass_fields__},
-            "shards": [s.to_json() for s in self.shards],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> PartitionResult:
-        return cls(**{**data, "shards": [ShardRecord.from_json(s) for s in data["shards"]]})
-
-
-def marker_name(partition: int) -> str:
-    return f"p{partition:05d}.done.json"
-
-
-def clear_partition(work: LocalPlace | RemotePlace, partition: int) -> None:
-    """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
-    for name in work.names(f"p{partition:05d}"):
-        if name.startswith((f"p{partition:05d}.", f"p{partition:05d}-")):
-            work.delete(name)
-
-
-def write_marker(work: LocalPlace | RemotePlace, result: PartitionResult, config_sha256: str, run_key: str) -> None:
-    marker = {"config_sha256": config_sha256, "run_key": run_key, "result": result.to_json()}
-    work.write_json(marker_name(result.index), marker)
-    crash_point("partition-done")
 
 
 def output_error(error: OSError, folder: Path | str) -> ObjcliError:
