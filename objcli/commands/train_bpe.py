@@ -79,7 +79,11 @@ def write_byte_level_bpe(request, sentences, temp: Path, progress: bool) -> dict
         tokenizer, trainer = byte_level_trainer(request.vocab_size, request.special, progress)
     except ImportError:
         raise ObjcliError("a byte-level BPE is trained by the tokenizers library: pip install 'objcli[hf]'") from None
-    tokenizer.train_from_iterator(sentences, trainer)
+    length = None
+    if request.max_lines or request.sample_chars is not None:  # a sample is bounded: its total shown in progress
+        sentences = list(sentences)
+        length = len(sentences)
+    tokenizer.train_from_iterator(sentences, trainer, length=length)
     size = tokenizer.get_vocab_size()
     temp.write_text(tokenizer.to_str(), encoding="utf-8")
     config = Path(request.output).with_name("tokenizer_config.json")
