@@ -63,6 +63,7 @@ def packed_sft_rows(rows: RowBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 class NemoPackedWriter:
     suffix = ".idx.parquet"
+    drops_padding = True  # a row's sequences back to back: the packer's padding is not written
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         import pyarrow as pa

@@ -59,7 +59,8 @@ class ShardSink:
             info = self._info
             info.rows += part.num_rows
             info.tokens += int(part.tokens.sum())
-            info.padding_tokens += int(part.padding.sum())
+            # A writer that drops the rows' padding (NVIDIA's packed rows) writes none: none is counted.
+            info.padding_tokens += 0 if getattr(self._writer, "drops_padding", False) else int(part.padding.sum())
             info.documents += int(part.documents.sum())
             info.segments += part.segments()
             if row_bytes is not None:
