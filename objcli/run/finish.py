@@ -47,6 +47,11 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
     """The manifest of a finished run; ``shards`` are the run's, named as they will be."""
     config, tokenizer = plan.config, plan.tokenizer
     sources = {p.input.path: p.source for p in plan.partitions}
+    # Each partition's shards: with --shuffle-rows none (a shuffled shard's partition is -1); a Megatron
+    # prefix joined from several partitions' shards is listed under the first.
+    by_partition: dict[int, list[str]] = {}
+    for shard in shards:
+        by_partition.setdefault(shard.partition, []).append(shard.files[0])
     return {
         "objcli_version": __version__,
         "manifest_version": MANIFEST_VERSION,
@@ -65,7 +70,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "format": config.format.name,
         "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
         "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
-        "partitions": [_partition_json(p, r, shards) for p, r in zip(plan.partitions, results)],
+        "partitions": [_partition_json(p, r, by_partition.get(p.index, [])) for p, r in zip(plan.partitions, results)],
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
         **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
@@ -89,7 +94,7 @@ def _tokenizer_json(config, tokenizer) -> dict:
     }
 
 
-def _partition_json(partition, result, shards: list) -> dict:
+def _partition_json(partition, result, names: list[str]) -> dict:
     return {
         **partition.to_json(),
         "documents_read": result.documents_read,
@@ -98,9 +103,7 @@ def _partition_json(partition, result, shards: list) -> dict:
         "skipped_by_reason": result.skipped,
         "counters": result.counters,
         **({"first_skipped": result.first_examples} if result.first_examples else {}),
-        # With --shuffle-rows a partition's rows are spread over every shard (theirs is -1); shards joined
-        # from several partitions' (Megatron's prefixes) are listed under the first.
-        "shards": [s.files[0] for s in shards if s.partition == partition.index],
+        "shards": names,
     }
 
 
