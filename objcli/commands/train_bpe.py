@@ -39,6 +39,9 @@ def check_bpe_request(request, given: set[str]) -> None:
             f"output {request.output}: is the name of the configuration written beside the tokenizer; "
             "name the tokenizer file tokenizer.json"
         )
+    config = Path(request.output).with_name("tokenizer_config.json")
+    if config.exists() and not config.is_file():
+        raise ObjcliError(f"{config}: is not a file, and the configuration is written there; remove it, or choose -o")
     if EOS in request.special:
         raise ObjcliError(f"--special {EOS}: the byte-level BPE has it already, as its EOS; drop it")
     if request.vocab_size < 256 + 1 + len(request.special):
@@ -106,12 +109,14 @@ def _merged_config(path: Path, ours: dict, tokens: set[str]) -> tuple[dict, str]
     """The configuration to write over one already beside the tokenizer: its own settings kept (a chat
     template, the special tokens it names where the new vocabulary has them), ours for the rest; and
     what was kept, for the summary."""
+    if not path.exists():
+        return ours, ""
     try:
         existing = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ours, ""
+        return ours, "replaced: it was not readable JSON"
     if not isinstance(existing, dict):
-        return ours, ""
+        return ours, "replaced: it was not a JSON object"
     specials = ("eos_token", "bos_token", "pad_token", "unk_token")
     kept = [
         k

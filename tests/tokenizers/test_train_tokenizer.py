@@ -301,3 +301,16 @@ def test_the_default_sample_covers_every_input_in_proportion(tmp_path, output):
         from tokenizers import Tokenizer
 
         assert len(Tokenizer.from_file(str(tmp_path / output)).encode("βήτα").ids) <= 2  # 8 bytes, merged
+
+
+def test_a_tokenizer_config_that_is_a_folder_or_no_json_is_said(tmp_path, small_corpus):
+    """Hostile pass on item 11: a folder by that name is refused before training; a damaged file is
+    replaced, and the summary says so."""
+    (tmp_path / "a" / "tokenizer_config.json").mkdir(parents=True)
+    refused = run_cli("train-tokenizer", small_corpus, "--vocab-size", "400", "-o", tmp_path / "a" / "tokenizer.json")
+    assert refused.returncode == 1 and "tokenizer_config.json: is not a file" in refused.stderr
+    assert not (tmp_path / "a" / "tokenizer.json").exists()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "tokenizer_config.json").write_text("[1, 2")
+    result = run_cli("train-tokenizer", small_corpus, "--vocab-size", "400", "-o", tmp_path / "b" / "tokenizer.json")
+    assert result.returncode == 0 and "(replaced: it was not readable JSON)" in result.stderr
