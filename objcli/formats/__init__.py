@@ -14,11 +14,12 @@ from .megatron import MEGATRON
 from .nemo_packed import NEMO_PACKED
 from .npy import NPY
 from .parquet import PARQUET
+from .row_plan import PLAN
 from .sink import ShardSink
 from .store import STORE, STORE_FORMAT
 
 FORMATS: dict[str, OutputFormat] = {
-    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED)
+    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED, PLAN)
 }
 
 

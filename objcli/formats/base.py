@@ -120,6 +120,10 @@ class OutputFormat:
     # megatron.txt): the sources' shares are the trainer's to meet, so objcli copies no document.
     blends_sources: bool = False
     stores_values: bool = False  # holds value columns (strings, numbers, records): the Arrow formats
+    # A partition's rows (one split's) in one shard, whatever the shard limits (a plan: its row step
+    # reads its batches of rows whole); and a run that packs store positions for ids (a plan's).
+    whole_partitions: bool = False
+    packs_positions: bool = False
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
@@ -130,6 +134,10 @@ class OutputFormat:
         """Every column of one shard as stored, checked against the manifest's columns (names, types,
         dtypes) and the format's own index; ``ValueError`` or ``OSError`` when the files disagree."""
         raise NotImplementedError
+
+    def manifest_sections(self, inputs: list, tokenizer) -> dict:
+        """Sections of the manifest the format's readers need besides the shards (a plan: its store)."""
+        return {}
 
     def refuses(self, objective) -> str | None:
         """Why this format cannot hold the objective's rows (one line), or None."""

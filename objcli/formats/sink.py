@@ -77,6 +77,8 @@ class ShardSink:
 
     def _rows_that_fit(self, rows: RowBatch, start: int, row_bytes) -> int:
         remaining = rows.num_rows - start
+        if self._row_limit is None and self.shard_bytes is None:  # a format that keeps a partition whole
+            return remaining
         if self._row_limit:
             return min(remaining, self._row_limit - self._info.rows)
         room = self.shard_bytes - self._bytes
@@ -86,7 +88,7 @@ class ShardSink:
     def _full(self) -> bool:
         if self._row_limit:
             return self._info.rows >= self._row_limit
-        return self._bytes >= self.shard_bytes
+        return self.shard_bytes is not None and self._bytes >= self.shard_bytes
 
     def _open(self) -> None:
         ordinal = len(self.shards)

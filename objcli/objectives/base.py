@@ -99,6 +99,7 @@ class PartitionExamples:
         self.partition = partition
         self.counters = Counter()
         self.first_skipped: dict[str, str] = {}  # reason -> where its first record is (file:line)
+        self.rows_done = 0  # packed rows before the batch in hand: what a row step keys its generators to
 
     def note_skip(self, reason: str, batch: DocumentBatch, k: int) -> None:
         """Where the first record skipped for ``reason`` is: its file and line (records are read with
@@ -175,6 +176,11 @@ class Objective:
     # The segments each packed example becomes after the row step (a preference pair: its two sides):
     # --provenance gives each of them its example's span.
     segments_per_example: int = 1
+    # Its partition's examples have a row step (``PartitionExamples.rows``) after the packer.
+    row_step: ClassVar[bool] = False
+    # Its examples and packed rows only move tokens (a row step may read them: it runs on read), so a
+    # run over a store can write its plan instead of its rows (``--format plan``, formats/row_plan.py).
+    plans_rows: ClassVar[bool] = False
 
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
         self.context = context
@@ -186,6 +192,12 @@ class Objective:
         self.bos_id = tokenizer.resolve("bos") if self.context.bos else None
         self.eos_id = tokenizer.resolve("eos") if self.context.eos else None
         self.pad_id = tokenizer.resolve("pad") if self.context.pads_rows else None
+
+    def plan_refusal(self) -> str | None:
+        """Why a plan cannot stand for this run's rows (one clause), or None."""
+        if self.plans_rows:
+            return None
+        return f"{self.name} reads its tokens' values to make its examples, so its rows are written, not planned"
 
     @classmethod
     def encodes_rows(cls, options) -> bool:

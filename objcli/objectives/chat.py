@@ -78,6 +78,7 @@ class Chat(Objective):
     provenance = "documents"  # an example is one record (several with --turns each): its span, the record
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
+    plans_rows = True  # a chat store's conversations cut and packed, labels their own tokens where learned
 
     @classmethod
     def reads(cls, options) -> Reads:

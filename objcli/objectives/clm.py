@@ -20,6 +20,7 @@ class CausalLM(Objective):
     examples_are_documents = True
     supervision = "next-token"
     next_token_rows = True
+    plans_rows = True  # documents joined, cut and packed: tokens moved, never read
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

@@ -80,6 +80,7 @@ class FimOptions(Options):
 class FillInTheMiddle(Objective):
     options_type = FimOptions
     examples_are_documents = True
+    row_step = True  # --fim-level context: after the packer
     supervision = "next-token"
     next_token_rows = True
     warnings = {

@@ -35,6 +35,13 @@ class MaskedLM(Objective):
     options_type = MlmOptions
     provenance = "tokens"  # examples are the documents (document_examples)
     examples_are_documents = True
+    row_step = True  # masking, after the packer
+    plans_rows = True
+
+    def plan_refusal(self) -> str | None:
+        if self.options.dupe_factor > 1:  # a plan holds each packed row once; its copies are rows of their own
+            return f"--dupe-factor {self.options.dupe_factor} writes each row's copies as rows of their own"
+        return None
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -60,7 +67,6 @@ class MaskedLM(Objective):
 class _MlmPartition(PartitionExamples):
     def __init__(self, objective: MaskedLM, partition: int):
         super().__init__(objective, partition)
-        self.rows_done = 0
 
     def examples(self, batch: DocumentBatch) -> RowBatch:
         return document_examples(batch, self.o.bos_id, self.o.eos_id)

@@ -34,6 +34,7 @@ class MtpOptions(Options):
 class MultiTokenPrediction(CausalLM):
     options_type = MtpOptions
     supervision = "next-token"
+    row_step = True  # each token's heads with a target, from the segments
 
     def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
         segments = next(c for c in packed if c.role == "segment_ids")

@@ -48,6 +48,7 @@ class _PairsObjective(Objective):
     """What preference and reward share: the template, BOS and EOS texts, records read whole."""
 
     options_type = PreferenceOptions
+    row_step = True  # packed pairs: a segment per side
     seq_len_bounds = "each pair as TRL's max_length does, longer ones skipped"
     records_hint = (
         "check the chat template (--chat-template; conversational pairs need one) and the records' layout "

@@ -48,6 +48,8 @@ class PrefixLmOptions(Options):
 class PrefixLM(Objective):
     options_type = PrefixLmOptions
     took_pack = True
+    row_step = True  # --layout decoder --packing best-fit: each packed segment split after the packer
+    plans_rows = True  # splits drawn from lengths, tokens moved
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -129,7 +131,6 @@ class _PackedDocuments(PartitionExamples):
 
     def __init__(self, objective: PrefixLM, partition: int):
         super().__init__(objective, partition)
-        self.rows_done = 0
 
     def examples(self, batch: DocumentBatch) -> RowBatch:
         return document_examples(batch, self.o.join_bos, self.o.join_eos)

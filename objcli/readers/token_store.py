@@ -154,7 +154,7 @@ class StoredDocuments:
 def store_manifest(path: str | Path) -> dict | None:
     """The manifest of the token store at ``path`` (a folder, or a prefix in object storage), or None
     when it is not one; read once a process while it is unchanged (every partition asks for it)."""
-    file = _manifest_file(str(path))
+    file = manifest_file(str(path))
     try:
         stamp = os.stat(file).st_mtime_ns if file else None
     except OSError:
@@ -162,7 +162,7 @@ def store_manifest(path: str | Path) -> dict | None:
     return None if stamp is None else _store_manifest(str(path), stamp, file)
 
 
-def _manifest_file(path: str) -> str | None:
+def manifest_file(path: str) -> str | None:
     """Where the store's manifest can be read here (in object storage: a local copy, cached by the
     object's version)."""
     if not is_url(path):
@@ -201,7 +201,7 @@ def store_input(path: str) -> InputFile:
     """A store folder as one input: its size is its shards' bytes (what progress counts)."""
     manifest = store_manifest(path)
     size = sum(sum(shard["bytes"].values()) for shard in manifest["shards"])
-    file = _manifest_file(path)
+    file = manifest_file(path)
     version = file_sha256(file) if is_url(path) else str(os.stat(file).st_mtime_ns)
     return InputFile(path, STORE, None, size, version=version)
 
@@ -258,7 +258,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         if not piece.input.path.endswith(SHARD_SUFFIX):  # a partition whose records were all skipped
             continue
         shard = readable_shard(piece.input.path)
-        _check_shard(shard, accounting["sha256"], piece.input.path)
+        check_shard(shard, accounting["sha256"], piece.input.path)
         documents, batches = _read_shard(shard, accounting["names"], accounting["reasons"])
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
@@ -271,7 +271,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         yield StoredDocuments.concat(pending)
 
 
-def _check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
+def check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
     """A shard edited or damaged since the store was made is refused before a token of it is used."""
     if file_sha256(path) != recorded.get(path.name):
         raise ObjcliError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import repeat
 
 from ..config import TransformConfig
+from ..errors import ObjcliError
 from ..readers import Partition, ReadOptions, RecordLog, read_documents
 from ..readers.cutting import cut_long_documents
 from ..readers.inputs import InputKind
@@ -18,13 +19,33 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
     """Batches of the partition's documents; ``log`` counts what was read and skipped (a store's
     partition brings the counts its tokenize run made)."""
     if partition.input.kind is InputKind.STORE:
-        return stored_batches(partition, log)
+        batches = stored_batches(partition, log)
+        return store_positions(batches, tokenizer.total_vocab_size) if config.format.packs_positions else batches
     if partition.input.kind is InputKind.TOKENS:  # ids another tool wrote: no text, no tokenizer run
         eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
         key = config.mixture.ids_key(partition.source)
         return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
     limit = 0 if options.records else config.max_document_chars  # a record is never cut
     return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
+
+
+def store_positions(batches, vocabulary: int):
+    """A plan's documents (``formats/row_plan.py``): each stored token's position in the partition, past
+    the vocabulary, for its id (every pass over the partition counts from its first token)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    start = vocabulary
+    for documents in batches:
+        stop = start + len(documents.tokens)
+        if stop >= 2**31:
+            raise ObjcliError(
+                f"--format plan: a partition of the store holds over {2**31 - 1 - vocabulary:,} tokens, more than "
+                "a plan places; tokenize with a smaller --partition-size"
+            )
+        yield replace(documents, tokens=np.arange(start, stop, dtype=np.int32))
+        start = stop
 
 
 def starting_with(texts, prefix: str) -> int:

@@ -122,10 +122,15 @@ class _Chain:
     first_document: int = 0
     source_index: int = -1  # --source: every row of the partition gets it in its source column
     sources: Sources | None = None  # --provenance: where each document comes from
+    plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
-        rows = self.partition_examples.rows(packed if self.sources is None else self.sources.spans(packed))
+        rows = (
+            packed
+            if self.plans
+            else self.partition_examples.rows(packed if self.sources is None else self.sources.spans(packed))
+        )
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -137,20 +142,22 @@ class _Chain:
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
         writer = RowsToShuffle if config.shuffle_rows else config.format.writer
+        whole = config.format.whole_partitions
         sink = ShardSink(
             work.staging(),
             partition,
             writer,
-            run_columns(config, objective, packer),
-            config.shard_limit.rows,
-            config.shard_limit.bytes,
+            run_columns(config, objective, packer, planned=config.format.packs_positions),
+            None if whole else config.shard_limit.rows,
+            None if whole else config.shard_limit.bytes,
             split=split,
             publish=work.publish if work.remote else None,
             provenance=list(task.inputs) if config.provenance else None,
         )
         examples = objective.partition_examples(partition)
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
-        return cls(examples, packer, sink, objective.tokenizes_itself, source_index=task.source_index, sources=sources)
+        plans = config.format.packs_positions
+        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None

@@ -26,7 +26,7 @@ from .first_pass import value_types
 from .fitness import check_fitness, store_supply
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
-from .stores import adopt_store_settings, check_store_identity, check_store_run, store_group
+from .stores import adopt_store_settings, check_plan_run, check_store_identity, check_store_run, store_group
 from .token_inputs import check_token_run, token_group, token_supplies
 
 
@@ -126,6 +126,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)
+    check_plan_run(config, stores, partitions)
     for store in stores if warn is not None else ():
         for line in changed_store_inputs(store, store_manifest(store)["inputs"]):
             warn(line)

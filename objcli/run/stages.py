@@ -50,10 +50,12 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     return make_packer(config.packing, settings)
 
 
-def run_columns(config: TransformConfig, objective: Objective, packer: Packer) -> list[ColumnSpec]:
+def run_columns(config: TransformConfig, objective: Objective, packer: Packer, planned=False) -> list[ColumnSpec]:
     """The written columns: the objective's, then with ``--source`` the source of each row (the
-    hidden ones, ``__`` names, ride with the rows unwritten)."""
-    columns = [c for c in objective.columns(packer.columns()) if not c.name.startswith(HIDDEN)]
+    hidden ones, ``__`` names, ride with the rows unwritten); ``planned``: the packer's, before the
+    objective's row step (what a plan keeps: the step is made on read)."""
+    made = packer.columns() if planned else objective.columns(packer.columns())
+    columns = [c for c in made if not c.name.startswith(HIDDEN)]
     if config.source:
         names = config.mixture.names
         columns.append(

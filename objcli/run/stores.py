@@ -9,6 +9,7 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives.supply import CHAT_STORE, PAIR_STORE, Provides, StoreKind
+from ..readers.inputs import InputKind
 from ..readers.token_store import store_input, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
@@ -176,6 +177,21 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
                 f"input {store}: the store was rendered with {what} {made}, and this run has {here}; "
                 "give the store's, or tokenize the conversations again with this one"
             )
+
+
+def check_plan_run(config: TransformConfig, stores: list[str], partitions: list) -> None:
+    """--format plan: rows made on read from one token store's ids (formats/row_plan.py)."""
+    if not config.format.packs_positions:
+        return
+    flag = f"--format {config.format.name}"
+    if len(stores) != 1 or any(p.input.kind is not InputKind.STORE for p in partitions):
+        raise ObjcliError(
+            f"{flag}: a plan's rows are made on read from one token store's ids; give one store "
+            "(objcli tokenize the text first), or choose a row format such as --format arrow"
+        )
+    for option, given in (("--provenance", config.provenance), ("--shuffle-rows", config.shuffle_rows)):
+        if given:
+            raise ObjcliError(f"{flag}: {option} is not planned yet; drop it, or write the rows (--format arrow)")
 
 
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:

@@ -146,6 +146,7 @@ class Manifest(msgspec.Struct, frozen=True):
     inputs: list[dict] = []
     partitions: list[dict] = []
     mixture: dict = {}  # --source: per source, what was asked, the estimate and the rate
+    row_plan: dict = {}  # --format plan: the store its rows are made from (formats/row_plan.py)
 
     def columns_with_role(self, role: str, family: str | None = None) -> list[ColumnInfo]:
         return [c for c in self.columns if c.role == role and (family is None or c.family == family)]

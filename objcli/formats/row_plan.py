@@ -1,0 +1,139 @@
+"""``--format plan``: a run over a token store writes each row's plan, not its tokens.
+
+The run is the same run (objective, packer, mixture, splits, seed) fed the store's token *positions*
+instead of its ids: an id column's value ``v`` is an id where ``v < vocabulary`` (BOS, EOS, pad, -100)
+and the store's token at position ``v - vocabulary`` of the partition otherwise. An objective that only
+moves tokens (``Objective.plans``) then packs positions exactly as it packs ids, and each row's columns
+are runs of positions, segment numbers and position counts (``kernels/runs.py``): a few runs a segment.
+The row step (BERT's masking, a prefix's split) draws its numbers on read, keyed as the run keys them,
+so ``objcli.reading`` gives the same rows the same command writes with ``--format arrow``, byte for byte.
+
+A plan file (``part-00000-of-00004.plan``) holds one partition's rows (one split's) whole, as the row
+step needs its batches of rows whole: ``OBJPLAN1`` then a zstd frame of a JSON header (the packed
+columns, the arrays' names, dtypes and lengths) and the arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..kernels.runs import encode_runs
+from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.manifest import Manifest
+from ..storage.shard_info import ShardRecord
+from .base import Column, OutputFormat, commit, temp_file
+
+MAGIC = b"OBJPLAN1"
+COUNTS = ("tokens", "padding", "documents")  # RowBatch's per-row counts: the row step reads them
+
+
+class PlanWriter:
+    suffix = ".plan"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        self.columns = columns  # the packed columns, before the row step
+        self.temp = temp_file(base, self.suffix)
+        self.parts: dict[str, list[np.ndarray]] = {}
+
+    def _add(self, name: str, array: np.ndarray) -> None:
+        self.parts.setdefault(name, []).append(array)
+
+    def write(self, rows: RowBatch) -> None:
+        self._add("batch_rows", np.array([rows.num_rows], np.int64))  # one write: one batch of the row step
+        for name in COUNTS:
+            self._add(name, getattr(rows, name).astype(np.int64))
+        for spec in self.columns:
+            column = rows.columns[spec.name]
+            if spec.kind == "scalar":
+                self._add(spec.name, np.asarray(column).astype(np.int64))
+                continue
+            values, offsets = _flat(column)
+            if spec.kind == "ragged":
+                self._add(f"{spec.name}.lengths", np.diff(offsets))
+            first, steps, lengths, row_runs = encode_runs(values, offsets)
+            self._add(f"{spec.name}.first", first)
+            self._add(f"{spec.name}.steps", steps)
+            self._add(f"{spec.name}.runs", lengths)
+            self._add(f"{spec.name}.row_runs", np.diff(row_runs))
+
+    def close(self) -> list[tuple[Path, str]]:
+        import zstandard
+
+        arrays = {name: np.concatenate(parts) for name, parts in self.parts.items()}
+        header = {
+            "columns": [_spec_json(spec) for spec in self.columns],
+            "arrays": [[name, array.dtype.str, len(array)] for name, array in arrays.items()],
+        }
+        encoded = json.dumps(header).encode()
+        payload = b"".join([len(encoded).to_bytes(8, "little"), encoded, *(a.tobytes() for a in arrays.values())])
+        self.temp.write(MAGIC + zstandard.ZstdCompressor(level=3).compress(payload))
+        return [commit(self.temp)]
+
+
+def _flat(column) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(column, Ragged):
+        return column.values, column.offsets
+    rows, width = column.shape
+    return column.reshape(-1), np.arange(rows + 1, dtype=np.int64) * width
+
+
+def _spec_json(spec: ColumnSpec) -> dict:
+    return {"name": spec.name, "kind": spec.kind, "role": spec.role, "min": spec.min_value, "max": spec.max_value}
+
+
+def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """A plan file's packed columns and arrays; ``ValueError`` when it is not one or is cut short."""
+    import zstandard
+
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        raise ValueError("not an objcli plan file")
+    try:
+        payload = zstandard.ZstdDecompressor().decompress(data[len(MAGIC) :])
+    except zstandard.ZstdError as error:
+        raise ValueError(f"damaged plan file ({error})") from None
+    size = int.from_bytes(payload[:8], "little")
+    header = json.loads(payload[8 : 8 + size])
+    arrays, at = {}, 8 + size
+    for name, dtype, count in header["arrays"]:
+        array = np.frombuffer(payload, dtype=np.dtype(dtype), count=count, offset=at)
+        arrays[name] = array
+        at += array.nbytes
+    if at != len(payload):
+        raise ValueError("plan file's arrays do not fill it")
+    return header["columns"], arrays
+
+
+class PlanFormat(OutputFormat):
+    name = "plan"
+    writer = PlanWriter
+    help = "each row's plan over its token store (a few bytes a segment); rows are made on read by objcli.reading"
+    packers = None
+    whole_partitions = True  # a partition's rows in one file: the row step reads its batches whole
+    packs_positions = True
+
+    def manifest_sections(self, inputs: list, tokenizer) -> dict:
+        import os
+
+        from ..reading.store_tokens import store_manifest_sha256
+        from ..storage.remote import is_url
+
+        store = inputs[0].path  # the plan's one input (run/stores.check_plan_run refuses any other)
+        store = store if is_url(store) else os.path.abspath(store)  # a plan read elsewhere finds it
+        section = {"store": store, "store_manifest_sha256": store_manifest_sha256(store)}
+        return {"row_plan": {**section, "vocabulary": tokenizer.total_vocab_size}}
+
+    def refuses(self, objective) -> str | None:
+        why = objective.plan_refusal()
+        return f"--format plan: {why}; choose --format arrow (or another row format)" if why else None
+
+    def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        from ..reading.plan_rows import plan_of
+
+        return plan_of(folder, manifest).shard_columns(shard)
+
+
+PLAN = PlanFormat()

@@ -1,0 +1,184 @@
+"""A plan's rows made on read (``formats/row_plan.py``): each batch of packed rows decoded from its
+runs, its store positions turned into the store's ids, and the objective's row step applied with the
+generators the run keys to the batch's first row. What ``--format arrow`` writes for the same command,
+byte for byte (``tests/reading/test_plan_parity.py``)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..formats.base import Column
+from ..formats.row_plan import COUNTS, read_plan_file
+from ..kernels.runs import decode_runs
+from ..rows import Ragged, RowBatch
+from ..storage.manifest import Manifest
+from ..storage.shard_info import ShardRecord
+from .store_tokens import StoreTokens
+
+ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
+
+
+class PlanShard:
+    """One plan file: its batches of packed rows, decoded one batch at a time."""
+
+    def __init__(self, path: Path):
+        self.specs, self.arrays = read_plan_file(path)
+        batch_rows = self.arrays["batch_rows"]
+        self.batch_starts = np.concatenate([[0], np.cumsum(batch_rows)]).astype(np.int64)
+        self.rows = int(self.batch_starts[-1])
+        self._run_starts = {}  # column -> each row's first run
+        for spec in self.specs:
+            if spec["kind"] != "scalar":
+                counts = self.arrays[f"{spec['name']}.row_runs"]
+                self._run_starts[spec["name"]] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def batch_of(self, row: int) -> int:
+        return int(np.searchsorted(self.batch_starts, row, side="right")) - 1
+
+    def packed(self, batch: int) -> RowBatch:
+        """Batch ``batch``'s packed rows as the run's packer gave them (ids still store positions)."""
+        start, stop = int(self.batch_starts[batch]), int(self.batch_starts[batch + 1])
+        columns = {spec["name"]: self._column(spec, start, stop) for spec in self.specs}
+        counts = (self.arrays[name][start:stop] for name in COUNTS)
+        return RowBatch(columns, *counts)
+
+    def _column(self, spec: dict, start: int, stop: int):
+        name = spec["name"]
+        if spec["kind"] == "scalar":
+            return self.arrays[name][start:stop].astype(np.int32)
+        runs = self._run_starts[name]
+        lo, hi = int(runs[start]), int(runs[stop])
+        values = decode_runs(*(self.arrays[f"{name}.{part}"][lo:hi] for part in ("first", "steps", "runs")))
+        values = values.astype(np.int32)
+        if spec["kind"] == "fixed":
+            return values.reshape(stop - start, -1)
+        lengths = self.arrays[f"{name}.lengths"][start:stop]
+        return Ragged(values, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+
+
+class Plan:
+    """A plan output: its shards over its store, and the objective's row step where it has one."""
+
+    def __init__(self, folder: Path, manifest: Manifest):
+        self.folder, self.manifest = folder, manifest
+        section = manifest.row_plan
+        if not section:
+            raise ObjcliError(f"{folder}: its manifest has no row_plan section; write the plan again")
+        self.vocabulary = int(section["vocabulary"])
+        self.store = StoreTokens.open(section["store"], section["store_manifest_sha256"], folder)
+        self.step = _row_step(folder, manifest)
+        self._lock = threading.Lock()
+        self._shards: dict[str, PlanShard] = {}
+
+    def shard(self, record: ShardRecord) -> PlanShard:
+        name = record.files[0]
+        with self._lock:
+            if name not in self._shards:
+                if len(self._shards) >= 4:
+                    self._shards.pop(next(iter(self._shards)))
+                self._shards[name] = PlanShard(self.folder / name)
+            return self._shards[name]
+
+    def batch_rows(self, record: ShardRecord, batch: int) -> RowBatch:
+        """Batch ``batch`` of a shard's rows, made: ids from the store, then the row step."""
+        shard = self.shard(record)
+        packed = shard.packed(batch)
+        tokens = self.store.partition(record.partition)
+        id_names = [spec["name"] for spec in shard.specs if spec["role"] in ID_ROLES]
+        for name in id_names:
+            packed.columns[name] = _with_ids(packed.columns[name], tokens, self.vocabulary)
+        if self.step is None:
+            return packed
+        rows = self.step(record.partition, int(shard.batch_starts[batch]), packed)
+        for name, column in packed.columns.items():  # what the row step passes by (a mixture's source)
+            rows.columns.setdefault(name, column)
+        return rows
+
+    def shard_columns(self, record: ShardRecord) -> dict[str, Column]:
+        """Every row of a shard, as a written shard's ``read_columns`` gives them (int32 and wider)."""
+        shard = self.shard(record)
+        batches = [self.batch_rows(record, b) for b in range(len(shard.batch_starts) - 1)]
+        rows = RowBatch.concat(batches) if batches else None
+        columns = {}
+        for info in self.manifest.columns:
+            column = rows.columns[info.name] if rows is not None else np.zeros((0, 0), np.int32)
+            if isinstance(column, Ragged):
+                columns[info.name] = Column(column.values, column.offsets)
+            else:
+                columns[info.name] = Column.of_rows(np.asarray(column))
+        return columns
+
+
+def _with_ids(column, tokens: np.ndarray, vocabulary: int):
+    """Store positions (``vocabulary`` and up) turned into the store's ids; ids and -100 kept."""
+    values = column.values if isinstance(column, Ragged) else column
+    stored = values >= vocabulary
+    made = values.copy()
+    made[stored] = tokens[values[stored] - vocabulary]
+    return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
+
+
+def _row_step(folder: Path, manifest: Manifest):
+    """The objective's row step as a function (partition, first row, packed rows) -> rows, or None
+    where the objective has none: the objective rebuilt from the manifest's recipe, with its tokenizer
+    (by sha256) and special tokens."""
+    from ..objectives import REGISTRY
+    from ..objectives.base import PartitionExamples
+
+    objective_type = REGISTRY.get(manifest.objective)
+    if not objective_type.row_step:
+        return None
+    objective = _objective(folder, manifest)
+
+    def step(partition: int, first_row: int, packed: RowBatch) -> RowBatch:
+        examples: PartitionExamples = objective.partition_examples(partition)
+        examples.rows_done = first_row  # the batch's key: the rows the chain made before it
+        return examples.rows(packed)
+
+    return step
+
+
+def _objective(folder: Path, manifest: Manifest):
+    from ..recipe import config_from_values, load_recipe
+    from ..run.stages import build_objective
+    from ..tokenizers import SpecialTokens, load_tokenizer
+
+    config = config_from_values(load_recipe(str(folder / "manifest.json")))
+    tokenizer = _tokenizer(manifest.tokenizer.path, manifest.tokenizer.sha256)
+    recorded = manifest.special_tokens
+    special = SpecialTokens(dict(recorded.ids), dict(recorded.pieces), dict(recorded.added), list(recorded.sentinels))
+    tokenizer = load_tokenizer(tokenizer, "reference")
+    tokenizer.adopt(special)
+    return build_objective(config, tokenizer)
+
+
+@functools.cache
+def _tokenizer(path: str, sha256: str) -> str:
+    """The tokenizer the plan was made with, where it still is and unchanged (its row step needs its ids)."""
+    from ..storage.identity import file_sha256
+
+    try:
+        digest = file_sha256(path)
+    except OSError:
+        raise ObjcliError(f"{path}: the plan's tokenizer is not there; put it back, or write the plan again") from None
+    if digest != sha256:
+        raise ObjcliError(f"{path}: not the tokenizer the plan was made with (sha256 differs); write the plan again")
+    return path
+
+
+_PLANS: dict[tuple[str, str], Plan] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def plan_of(folder: Path, manifest: Manifest) -> Plan:
+    """The plan of an output folder, opened once per process and manifest."""
+    key = (str(folder), manifest.run_key + manifest.config_sha256 + str(len(manifest.shards)))
+    with _PLANS_LOCK:
+        if key not in _PLANS:
+            _PLANS[key] = Plan(folder, manifest)
+        return _PLANS[key]

@@ -1,0 +1,71 @@
+"""The token store a plan reads its ids from: the store its manifest names, refused in one line when it
+moved, changed or was edited since the plan was made (its manifest's sha256, each shard's)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+
+KEPT_PARTITIONS = 4  # partitions' ids held at once (a reader moving through the rows needs one or two)
+
+
+def store_manifest_sha256(store: str) -> str | None:
+    """The sha256 of a store's manifest file: the store's identity (it lists every shard's sha256)."""
+    from ..readers.token_store import manifest_file
+    from ..storage.files import file_sha256
+
+    file = manifest_file(store)
+    try:
+        return file_sha256(file) if file else None
+    except OSError:
+        return None
+
+
+class StoreTokens:
+    """Each partition's ids, flat, in the order a run reads them (its shards one after another)."""
+
+    def __init__(self, store: str, manifest: dict):
+        self.store, self.manifest = store, manifest
+        self._lock = threading.Lock()
+        self._partitions: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def open(cls, store: str, sha256: str, plan: Path) -> StoreTokens:
+        from ..readers.token_store import store_manifest
+
+        if store_manifest_sha256(store) != sha256:
+            state = "is not there" if store_manifest(store) is None else "changed since (its manifest differs)"
+            raise ObjcliError(
+                f"{plan}: its token store {store} {state}; put the store back as it was, or write the plan again"
+            )
+        return cls(store, store_manifest(store))
+
+    def partition(self, index: int) -> np.ndarray:
+        with self._lock:
+            if index not in self._partitions:
+                if len(self._partitions) >= KEPT_PARTITIONS:
+                    self._partitions.pop(next(iter(self._partitions)))
+                self._partitions[index] = self._read(index)
+            return self._partitions[index]
+
+    def _read(self, index: int) -> np.ndarray:
+        from ..formats.store import read_store_table, table_documents
+        from ..readers.token_store import check_shard, readable_shard
+        from ..storage.remote import join
+
+        entry = next((p for p in self.manifest["partitions"] if p["index"] == index), None)
+        if entry is None:
+            raise ObjcliError(f"{self.store}: has no partition {index}; the plan is not over this store")
+        digests = {name: d for shard in self.manifest["shards"] for name, d in shard["sha256"].items()}
+        parts = []
+        for name in entry["shards"]:
+            where = join(self.store, name)
+            path = readable_shard(where)
+            check_shard(path, digests, where)
+            ids, _, _ = table_documents(read_store_table(path))
+            parts.append(np.asarray(ids))
+        return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
