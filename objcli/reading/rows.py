@@ -1,0 +1,190 @@
+"""One reader for every objcli output: a plan over its store (rows made on read) or written shards of
+any row format, local or on object storage. ``Rows(folder)[i]`` is row ``i`` as a dict of NumPy arrays
+with the columns and dtypes of the Arrow output of the same command; ``iterate(start)`` goes on from
+any row; ``shard(rank, world)`` gives disjoint contiguous ranges; ``state``/``resume`` continue a run
+exactly where it stopped."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ObjcliError
+from ..formats import format_of
+from ..rows import Ragged
+from ..storage.manifest import Manifest, read_manifest
+
+STATE_VERSION = 1
+
+
+def arrow_dtype(arrow_type: str) -> np.dtype | None:
+    """A manifest column's NumPy dtype (``list<item: uint16>`` -> uint16); None for a value column."""
+    name = arrow_type.removeprefix("list<item: ").removesuffix(">")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None
+
+
+class Rows:
+    """The rows of an output folder (one split's with ``split``), in the order its manifest lists them."""
+
+    def __init__(self, folder: str | Path, split: str | None = None, *, _range: tuple[int, int] | None = None):
+        self.folder = _local_folder(folder)
+        self.manifest: Manifest = read_manifest(self.folder)
+        self.split = split
+        if split is not None and split not in {s.split for s in self.manifest.shards}:
+            names = sorted({s.split for s in self.manifest.shards if s.split}) or ["none"]
+            raise ObjcliError(f"{folder}: has no split {split!r} (its splits: {', '.join(names)}); name one of them")
+        self.shards = [s for s in self.manifest.shards if split is None or s.split == split]
+        self.starts = np.concatenate([[0], np.cumsum([s.rows for s in self.shards])]).astype(np.int64)
+        total = int(self.starts[-1])
+        self.start, self.stop = _range or (0, total)
+        self.dtypes = {c.name: arrow_dtype(c.arrow_type) for c in self.manifest.columns}
+        self.kinds = {c.name: c.kind for c in self.manifest.columns}
+        self._plan = format_of(self.manifest.format).packs_positions
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[int, int], int, dict] | None = None  # (shard, batch), first row, columns
+
+    @property
+    def columns(self) -> list[str]:
+        return [c.name for c in self.manifest.columns]
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"rows are read one at a time: an int, not {type(index).__name__}")
+        position = int(index) + (len(self) if index < 0 else 0)
+        if not 0 <= position < len(self):
+            raise IndexError(f"row {index} of {len(self)}")
+        return self._row(self.start + position)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self.iterate(0)
+
+    def iterate(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        """Rows from ``start`` (within this view) to its end."""
+        for position in range(self.start + start, self.stop):
+            yield self._row(position)
+
+    def shard(self, rank: int, world: int, drop_remainder: bool = False) -> Rows:
+        """Rank ``rank`` of ``world``'s rows: contiguous and disjoint, every row once. The remainder is
+        spread (the first ``len % world`` ranks get one row more); ``drop_remainder`` gives every rank
+        ``len // world`` rows and leaves the last ``len % world`` rows out, as equal steps need."""
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} of world {world}: a rank is 0 to world - 1")
+        count = len(self)
+        if drop_remainder:
+            each = count // world
+            lo, hi = rank * each, (rank + 1) * each
+        else:
+            each, extra = divmod(count, world)
+            lo = rank * each + min(rank, extra)
+            hi = lo + each + (rank < extra)
+        view = Rows.__new__(Rows)
+        view.__dict__.update(self.__dict__)
+        view.start, view.stop = self.start + lo, self.start + hi
+        view._lock, view._cached = threading.Lock(), None
+        return view
+
+    def state(self, next_row: int) -> dict:
+        """What ``resume`` needs to go on at ``next_row`` of this view: small, JSON-safe."""
+        return {
+            "version": STATE_VERSION,
+            "config_sha256": self.manifest.config_sha256,
+            "rows": int(self.starts[-1]),
+            "split": self.split,
+            "range": [self.start, self.stop],
+            "next_row": int(next_row),
+        }
+
+    def resume(self, state: dict) -> Iterator[dict[str, np.ndarray]]:
+        """The rows after a saved ``state``, refused in one line when it was saved over other rows."""
+        same = (state.get("config_sha256"), state.get("rows"), state.get("split"), state.get("range"))
+        if state.get("version") != STATE_VERSION or same != (
+            self.manifest.config_sha256,
+            int(self.starts[-1]),
+            self.split,
+            [self.start, self.stop],
+        ):
+            raise ObjcliError(
+                f"{self.folder}: the saved state is of other rows (another output, split or shard); "
+                "resume with the reader it was saved from"
+            )
+        return self.iterate(int(state["next_row"]))
+
+    def _row(self, position: int) -> dict[str, np.ndarray]:
+        where = int(np.searchsorted(self.starts, position, side="right")) - 1
+        local = position - int(self.starts[where])
+        with self._lock:
+            key, first, columns = self._block(where, local)
+        row = local - first
+        return {name: _take(column, row) for name, column in columns.items()}
+
+    def _block(self, shard: int, local: int) -> tuple:
+        """The cached rows holding ``local`` of ``shard``: a plan's batch of rows, or a written shard."""
+        record = self.shards[shard]
+        if self._plan:
+            from .plan_rows import plan_of
+
+            plan = plan_of(self.folder, self.manifest)
+            batch = plan.shard(record).batch_of(local)
+            key = (shard, batch)
+            if self._cached is None or self._cached[0] != key:
+                rows = plan.batch_rows(record, batch)
+                first = int(plan.shard(record).batch_starts[batch])
+                self._cached = (key, first, self._typed(rows.columns))
+            return self._cached
+        key = (shard, 0)
+        if self._cached is None or self._cached[0] != key:
+            from ..formats.reading import shard_columns
+
+            read = shard_columns(self.folder, self.manifest, record)
+            columns = {
+                n: (c.values if self.kinds[n] in ("scalar", "value") else Ragged(c.values, c.offsets))
+                for n, c in read.items()
+            }
+            self._cached = (key, 0, self._typed(columns))
+        return self._cached
+
+    def _typed(self, columns: dict) -> dict:
+        """The manifest's columns at the Arrow output's dtypes (fixed rows 2-D, ragged as Ragged)."""
+        typed = {}
+        for name in self.columns:
+            column, dtype = columns[name], self.dtypes[name]
+            if isinstance(column, Ragged):
+                values = column.values if dtype is None else column.values.astype(dtype, copy=False)
+                if self.kinds[name] == "fixed" and len(column):
+                    typed[name] = values.reshape(len(column), -1)
+                else:
+                    typed[name] = Ragged(values, column.offsets)
+            else:
+                typed[name] = np.asarray(column) if dtype is None else np.asarray(column).astype(dtype, copy=False)
+        return typed
+
+
+def _take(column, row: int):
+    if isinstance(column, Ragged):
+        return column.values[column.offsets[row] : column.offsets[row + 1]]
+    return column[row]
+
+
+def _local_folder(folder: str | Path) -> Path:
+    """An output folder here; one in object storage copied once into the user's cache (its manifest and
+    the files it lists, keyed by their versions: a replaced object is fetched again)."""
+    from ..storage.remote import filesystem, is_url
+
+    if not is_url(str(folder)):
+        return Path(folder)
+    from ..storage.copies import local_copy
+
+    fs, inner = filesystem(str(folder))
+    root = inner.rstrip("/")
+    manifest = read_manifest(local_copy(str(folder), [f"{root}/manifest.json"], root))
+    names = [f"{root}/{name}" for shard in manifest.shards for name in shard.files]
+    return local_copy(str(folder), [f"{root}/manifest.json", *names], root)
