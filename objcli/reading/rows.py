@@ -46,6 +46,7 @@ class Rows:
         self.dtypes = {c.name: arrow_dtype(c.arrow_type) for c in self.manifest.columns}
         self.kinds = {c.name: c.kind for c in self.manifest.columns}
         self._plan = format_of(self.manifest.format).packs_positions
+        self._plan_rows = None
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, int], int, dict] | None = None  # (shard, batch), first row, columns
 
@@ -130,9 +131,7 @@ class Rows:
         """The cached rows holding ``local`` of ``shard``: a plan's batch of rows, or a written shard."""
         record = self.shards[shard]
         if self._plan:
-            from .plan_rows import plan_of
-
-            plan = plan_of(self.folder, self.manifest)
+            plan = self._opened_plan()
             batch = plan.shard(record).batch_of(local)
             key = (shard, batch)
             if self._cached is None or self._cached[0] != key:
@@ -151,6 +150,14 @@ class Rows:
             }
             self._cached = (key, 0, self._typed(columns))
         return self._cached
+
+    def _opened_plan(self):
+        """The plan, opened by this reader (its store checked then, each store shard when first read)."""
+        if self._plan_rows is None:
+            from .plan_rows import Plan
+
+            self._plan_rows = Plan(self.folder, self.manifest)
+        return self._plan_rows
 
     def _typed(self, columns: dict) -> dict:
         """The manifest's columns at the Arrow output's dtypes (fixed rows 2-D, ragged as Ragged)."""

@@ -1,0 +1,189 @@
+"""Rows on read (issue 71): for every objective × packer a token store derives (the registry), a run with
+``--format plan`` gives, through ``objcli.reading.Rows``, the rows the same command writes with
+``--format arrow``, byte for byte and dtype for dtype; an objective that reads its tokens' values to
+make its examples is refused in one line. The reader's ranks, resume state and refusals are tested here
+too."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from chat_data import build_tokenizer, conversations, write_jsonl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from objective_variants import variants
+from runs import SAMPLE, run_transform
+
+from objcli.errors import ObjcliError
+from objcli.objectives import REGISTRY
+from objcli.objectives.supply import Provides
+from objcli.reading.rows import Rows
+from objcli.recipe import config_from_values
+from objcli.transform import tokenize
+
+SPM = SAMPLE / "tokenizer.model"
+READING = {"partition_size": "24KiB", "batch_size": "6KiB", "max_document_chars": 3000}
+TEMPLATES = SAMPLE.parent / "tests" / "support" / "chat_templates"
+
+
+def _tokenize(inputs, out, tokenizer=SPM, kind="documents", **options):
+    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(out), **options}
+    tokenize(config_from_values({**values, **READING}), kind, workers=2, overwrite=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Prose and code, several partitions, long documents cut."""
+    folder = tmp_path_factory.mktemp("plan-corpus")
+    (folder / "a.jsonl").write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(True)[:90]))
+    code = (SAMPLE / "code.jsonl").read_text().splitlines(True)[:12]
+    (folder / "b.jsonl").write_text("".join(line for line in code if len(line) < 40_000))
+    return _tokenize([folder], tmp_path_factory.mktemp("plan-store") / "store")
+
+
+@pytest.fixture(scope="module")
+def chat_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plan-chat")
+    (root / "data").mkdir()
+    write_jsonl(conversations(160, "mistral", seed=3), root / "data" / "a.jsonl")
+    tokenizer = build_tokenizer("mistral", root / "tokenizer")
+    options = {"objective": "chat", "chat_template": str(TEMPLATES / "mistral.jinja")}
+    return tokenizer, _tokenize([root / "data"], root / "store", tokenizer, "conversations", **options)
+
+
+def same_rows(written, planned) -> int:
+    """Every row of both outputs equal, column by column, values and dtypes; the row count."""
+    a, b = Rows(written), Rows(planned)
+    assert len(a) == len(b) > 0 and a.columns == b.columns
+    for i in range(len(a)):
+        x, y = a[i], b[i]
+        for name in a.columns:
+            assert x[name].dtype == y[name].dtype and np.array_equal(x[name], y[name]), (i, name)
+    return len(a)
+
+
+def _combinations():
+    for name, options in variants():
+        objective = REGISTRY.get(name)
+        for packer in objective.packers(objective.options_type(**options)):
+            label = f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}"
+            yield pytest.param(name, options, packer, id=label)
+
+
+@pytest.mark.parametrize("name, options, packer", list(_combinations()))
+def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store, tmp_path):
+    objective = REGISTRY.get(name)
+    reads = objective.reads(objective.options_type(**options)).needs
+    run = {"objective": name, "packing": packer, "seq_len": 96, **options}
+    source, tokenizer = store, SPM
+    if reads is Provides.CONVERSATIONS:
+        tokenizer, source = chat_store
+    elif reads is not Provides.DOCUMENTS or objective.tokenizes_itself:
+        return  # read from a sentence or pair store, or refused from a store: never planned (plans_rows False)
+    if objective.reads_records:
+        run["chat_template"] = str(TEMPLATES / "mistral.jinja")
+    written = run_transform([source], tokenizer, tmp_path / "arrow", **run)
+    if not objective.plans_rows:
+        with pytest.raises(ObjcliError, match="--format plan: .* choose --format arrow"):
+            run_transform([source], tokenizer, tmp_path / "plan", output_format="plan", **run)
+        return
+    planned = run_transform([source], tokenizer, tmp_path / "plan", output_format="plan", **run)
+    assert same_rows(tmp_path / "arrow", tmp_path / "plan") == written.manifest["totals"]["rows"]
+    assert planned.manifest["totals"]["rows"] == written.manifest["totals"]["rows"]
+    plan_bytes = sum(sum(s["bytes"].values()) for s in planned.manifest["shards"])
+    arrow_bytes = sum(sum(s["bytes"].values()) for s in written.manifest["shards"])
+    assert plan_bytes < arrow_bytes / 4  # a few bytes a segment, not bytes a token
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seq_len=st.integers(8, 300),
+    packer=st.sampled_from(["concat", "best-fit"]),
+    objective=st.sampled_from(["clm", "mlm"]),
+    seed=st.integers(0, 2**31),
+    split=st.sampled_from([None, "validation=20%"]),
+)
+def test_plans_over_seeds_lengths_packers_and_splits(store, tmp_path_factory, seq_len, packer, objective, seed, split):
+    """A property: whatever the length, packer, seed and split, the plan's rows are the written rows."""
+    out = tmp_path_factory.mktemp("property")
+    run = {"objective": objective, "packing": packer, "seq_len": seq_len, "seed": seed, "split": split}
+    run = {k: v for k, v in run.items() if v is not None}
+    run_transform([store], SPM, out / "arrow", **run)
+    run_transform([store], SPM, out / "plan", output_format="plan", **run)
+    same_rows(out / "arrow", out / "plan")
+    for name in ("train", "validation") if split else ():
+        a, b = Rows(out / "arrow", name), Rows(out / "plan", name)
+        assert len(a) == len(b) and all(np.array_equal(a[i]["input_ids"], b[i]["input_ids"]) for i in range(len(a)))
+    shutil.rmtree(out)
+
+
+@pytest.fixture(scope="module")
+def mlm_plan(store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("mlm-plan")
+    run_transform([store], SPM, out / "plan", objective="mlm", seq_len=64, output_format="plan")
+    return out / "plan"
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_resume_from_a_saved_state_gives_the_rest(mlm_plan, data):
+    """Rows read in any order equal rows read in order; a state saved at a random row of a random rank
+    resumes with exactly the rest of that rank's rows."""
+    rows = Rows(mlm_plan)
+    world = data.draw(st.integers(1, 5))
+    rank = data.draw(st.integers(0, world - 1))
+    view = rows.shard(rank, world)
+    stop = data.draw(st.integers(0, len(view)))
+    state = json.loads(json.dumps(view.state(stop)))  # what a trainer saves, as JSON
+    again = Rows(mlm_plan).shard(rank, world)
+    rest = list(again.resume(state))
+    assert len(rest) == len(view) - stop
+    for k, row in enumerate(rest):
+        assert np.array_equal(row["labels"], view[stop + k]["labels"])
+
+
+def test_ranks_are_disjoint_and_cover_every_row(mlm_plan):
+    rows = Rows(mlm_plan)
+    for world in (1, 2, 3, 7):
+        ranges = [(v.start, v.stop) for v in (rows.shard(r, world) for r in range(world))]
+        assert ranges[0][0] == 0 and ranges[-1][1] == len(rows)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert max(b - a for a, b in ranges) - min(b - a for a, b in ranges) <= 1
+        even = [rows.shard(r, world, drop_remainder=True) for r in range(world)]
+        assert {len(v) for v in even} == {len(rows) // world}
+
+
+def test_a_state_of_other_rows_is_refused(mlm_plan):
+    rows = Rows(mlm_plan)
+    state = rows.shard(0, 2).state(3)
+    with pytest.raises(ObjcliError, match="the saved state is of other rows"):
+        next(rows.shard(1, 2).resume(state))
+
+
+def test_an_edited_or_moved_store_is_refused(store, tmp_path):
+    copy = shutil.copytree(store, tmp_path / "store")
+    run_transform([copy], SPM, tmp_path / "plan", objective="clm", seq_len=64, output_format="plan")
+    first = Rows(tmp_path / "plan")[0]["input_ids"]
+    assert len(first) == 64
+    manifest = json.loads((copy / "manifest.json").read_text())
+    shard = copy / manifest["shards"][0]["files"][0]
+    data = bytearray(shard.read_bytes())
+    data[-200] ^= 1
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ObjcliError, match="does not match the sha256"):
+        Rows(tmp_path / "plan")[0]
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "seed": 1}))
+    with pytest.raises(ObjcliError, match="its token store .* changed since"):
+        Rows(tmp_path / "plan")[0]
+    shutil.rmtree(copy)
+    with pytest.raises(ObjcliError, match="its token store .* is not there"):
+        Rows(tmp_path / "plan")[0]
+
+
+def test_a_plan_needs_one_store(store, tmp_path):
+    with pytest.raises(ObjcliError, match="--format plan: a plan's rows are made on read from one token store"):
+        run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "p", output_format="plan")
+    with pytest.raises(ObjcliError, match="--format plan: --shuffle-rows is not planned yet"):
+        run_transform([store], SPM, tmp_path / "p", output_format="plan", shuffle_rows=True)
