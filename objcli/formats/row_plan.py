@@ -4,7 +4,8 @@ The run is the same run (objective, packer, mixture, splits, seed) fed the store
 instead of its ids: an id column's value ``v`` is an id where ``v < vocabulary`` (BOS, EOS, pad, -100)
 and the store's token at position ``v - vocabulary`` of the partition otherwise. An objective that only
 moves tokens (``Objective.plans``) then packs positions exactly as it packs ids, and each row's columns
-are runs of positions, segment numbers and position counts (``kernels/runs.py``): a few runs a segment.
+are runs of positions, segment numbers and position counts (``kernels/runs.py``): a few runs a segment,
+each run's first value kept as its difference from the run before (small numbers, which zstd squeezes).
 The row step (BERT's masking, a prefix's split) draws its numbers on read, keyed as the run keys them,
 so ``objcli.reading`` gives the same rows the same command writes with ``--format arrow``, byte for byte.
 
@@ -63,6 +64,8 @@ class PlanWriter:
         import zstandard
 
         arrays = {name: np.concatenate(parts) for name, parts in self.parts.items()}
+        for name in [n for n in arrays if n.endswith(".first")]:  # small differences: zstd's to squeeze
+            arrays[name] = np.diff(arrays[name], prepend=0)
         header = {
             "columns": [_spec_json(spec) for spec in self.columns],
             "arrays": [[name, array.dtype.str, len(array)] for name, array in arrays.items()],

@@ -36,6 +36,7 @@ class SpanCorruptionOptions(Options):
 class SpanCorruption(Objective):
     options_type = SpanCorruptionOptions
     default_eos = False  # T5 concatenates documents without a separator
+    plans_rows = True  # spans drawn from lengths; tokens moved, sentinels put between them
     provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):

@@ -90,6 +90,7 @@ def _prefix_plan(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> _Plan
 class Ul2(Objective):
     options_type = Ul2Options
     default_eos = False  # as T5 span corruption
+    plans_rows = True  # each denoiser draws from lengths; tokens moved, mode and sentinel ids put between them
     provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):

@@ -28,6 +28,8 @@ class PlanShard:
 
     def __init__(self, path: Path):
         self.specs, self.arrays = read_plan_file(path)
+        for name in [n for n in self.arrays if n.endswith(".first")]:  # kept as differences (row_plan.py)
+            self.arrays[name] = np.cumsum(self.arrays[name])
         batch_rows = self.arrays["batch_rows"]
         self.batch_starts = np.concatenate([[0], np.cumsum(batch_rows)]).astype(np.int64)
         self.rows = int(self.batch_starts[-1])

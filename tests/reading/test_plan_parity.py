@@ -94,7 +94,7 @@ def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store
     assert planned.manifest["totals"]["rows"] == written.manifest["totals"]["rows"]
     plan_bytes = sum(sum(s["bytes"].values()) for s in planned.manifest["shards"])
     arrow_bytes = sum(sum(s["bytes"].values()) for s in written.manifest["shards"])
-    assert plan_bytes < arrow_bytes / 4  # a few bytes a segment, not bytes a token
+    assert plan_bytes < arrow_bytes / 2  # a few bytes a segment (or a span), not bytes a token
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
