@@ -12,6 +12,7 @@ import click
 from ..cli_options import Fail as _Fail
 from ..cli_options import warn_line
 from ..errors import ObjcliError
+from ..formats import FORMAT_NAMES
 from ..run.progress import configure as configure_progress
 from ..storage.remote import readable_output
 
@@ -203,8 +204,15 @@ def merge_command(sources, output, overwrite, shuffle_seed, quiet):
     "-o", "--output", default=None, help="The new output folder (default: SOURCE itself, in place, atomically)."
 )
 @click.option("--overwrite", is_flag=True, help="Replace what the output folder holds.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMAT_NAMES),
+    default=None,
+    help="Write the rows in this row format (default: the source's); a plan's rows are made: --format arrow.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
-def reshard_command(source, shard_size, num_shards, output, overwrite, quiet):
+def reshard_command(source, shard_size, num_shards, output, output_format, overwrite, quiet):
     """The rows of a finished output SOURCE, byte-identical and in order, cut into shards of another
     size, in its format; the manifest rewritten. In place without -o (the old output stays valid
     until one atomic commit; a killed reshard is finished by the same command). Example:
@@ -215,7 +223,9 @@ def reshard_command(source, shard_size, num_shards, output, overwrite, quiet):
 
     configure_progress(quiet)
     manifest = _building(
-        "reshard", output or source, lambda: reshard(source, output, shard_size, overwrite, num_shards=num_shards)
+        "reshard",
+        output or source,
+        lambda: reshard(source, output, shard_size, overwrite, num_shards=num_shards, output_format=output_format),
     )
     if not quiet:
         t = manifest["totals"]

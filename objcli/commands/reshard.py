@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..formats import SIDE_FILES, format_of
 from ..formats.sizes import ShardSize
+from ..recipe import command_line
 from ..storage.faults import crash_point
 from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, PENDING_RESHARD, Manifest, read_manifest
@@ -41,12 +42,23 @@ from .reshard_stream import reshard_streams
 
 
 def reshard(
-    source: str, output: str | None, shard_size: str | None, overwrite: bool = False, num_shards: int | None = None
+    source: str,
+    output: str | None,
+    shard_size: str | None,
+    overwrite: bool = False,
+    num_shards: int | None = None,
+    output_format: str | None = None,
 ) -> dict:
     """The reshard (see the module), local or on object storage; in place when ``output`` is None.
-    ``num_shards``: that many shards per split, rows balanced to within one (instead of ``shard_size``)."""
+    ``num_shards``: that many shards per split, rows balanced to within one (instead of ``shard_size``);
+    ``output_format``: the rows written in another row format (a plan's rows made: ``reading/plan_rows.py``)."""
     limit, shard_size = _limit(shard_size, num_shards)
     if output is None:
+        if output_format is not None:
+            raise ObjcliError(
+                f"reshard: --format {output_format} writes the rows anew; name the new folder with -o "
+                "(the source stays as it is)"
+            )
         if overwrite:
             raise ObjcliError(
                 "reshard: --overwrite replaces what an -o folder holds; in place (no -o) the output is "
@@ -59,7 +71,7 @@ def reshard(
         [source],
         output,
         overwrite,
-        lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label),
+        lambda local, out: _reshard_local(local[0], out, limit, shard_size, overwrite, label, output_format),
     )
 
 
@@ -75,9 +87,9 @@ def _limit(shard_size: str | None, num_shards: int | None) -> tuple[ShardSize, s
     return ShardSize.parse(shard_size), shard_size
 
 
-def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
+def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, target: str) -> list:
     """Whole record-batch messages copied where the format and sizes allow (``reshard_stream.py``),
-    else every source shard's rows through the format's writer."""
+    else every source shard's rows through the ``target`` format's writer."""
     for shard in manifest.shards:
         check_source_files("reshard", folder, shard)
     if manifest.config.get("token_store"):  # cut within its partitions, which derived runs read
@@ -86,13 +98,14 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) 
         partitions = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))["partitions"]
         return rewrite_store(folder, manifest, partitions, work, limit)
     # Spans are cut with their rows; columns at older widths are converted, row by row (current_columns).
-    if limit.bytes and not manifest.config.get("provenance") and current_columns(manifest) is None:
+    same = target == manifest.format
+    if same and limit.bytes and not manifest.config.get("provenance") and current_columns(manifest) is None:
         copied = reshard_streams(folder, manifest, work, limit.bytes)
         if copied is not None:
             return copied
     from .reshard_rows import rewrite_rows  # NumPy, Arrow and the writers: only on this path
 
-    return rewrite_rows(folder, manifest, work, limit)
+    return rewrite_rows(folder, manifest, work, limit, target)
 
 
 def current_columns(manifest: Manifest) -> list[dict] | None:
@@ -105,10 +118,11 @@ def current_columns(manifest: Manifest) -> list[dict] | None:
 
 
 def _resharded_manifest(
-    folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str
+    folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str, target=None
 ) -> tuple[list, dict]:
     refuse_blended("reshard", label, manifest)  # local, in place or remote: every reshard comes here
-    shards = _new_shards(folder, manifest, work, limit)
+    target = _target_format(manifest, target, label)
+    shards = _new_shards(folder, manifest, work, limit, target)
     renames = final_names(shards)
     raw = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     if manifest.config.get("token_store"):  # a store's partitions name their shards
@@ -118,6 +132,15 @@ def _resharded_manifest(
     converted = current_columns(manifest) if not manifest.config.get("token_store") else None
     if converted is not None:  # written at older widths: the rows were rewritten at the current ones
         raw["columns"] = converted
+    if target != manifest.format:  # the rows in another format: its columns, no plan's store
+        from .reshard_rows import column_specs
+
+        raw["columns"] = [c.to_json() for c in format_of(target).stored_columns(column_specs(manifest))]
+        raw["format"] = target
+        raw["config"] = {**raw["config"], "output_format": target}
+        raw["recipe"] = {**raw.get("recipe", {}), "format": target}
+        raw["command"] = command_line(raw["recipe"])
+        raw.pop("row_plan", None)
     raw.update(
         shards=[s.to_json() for s in shards],
         totals={**raw["totals"], "shards": len(shards)},
@@ -127,11 +150,31 @@ def _resharded_manifest(
     return renames, raw
 
 
-def _reshard_local(source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str) -> dict:
+def _target_format(manifest: Manifest, target: str | None, label: str) -> str:
+    """The format the rows are written in: the source's, or another row format that holds its columns."""
+    source = format_of(manifest.format)
+    if target is None and source.packs_positions:
+        raise ObjcliError(
+            f"reshard: {label} is a plan (its partitions' rows whole in each file, made on read); write its rows "
+            "with --format arrow (or another row format)"
+        )
+    target = target or manifest.format
+    chosen = format_of(target)
+    values = any(c.kind == "value" for c in manifest.columns)
+    if chosen.packs_positions or chosen.whole_documents or (values and not chosen.stores_values):
+        raise ObjcliError(
+            f"reshard: --format {target} cannot hold {label}'s rows as they are; choose --format arrow, parquet or hf"
+        )
+    return target
+
+
+def _reshard_local(
+    source: str, output: str, limit: ShardSize, shard_size: str, overwrite: bool, label: str, target=None
+) -> dict:
     folder, out = Path(source), Path(output)
     manifest = read_manifest(folder)
     with building("reshard", out, overwrite) as work:
-        renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label)
+        renames, raw = _resharded_manifest(folder, manifest, work, limit, shard_size, label, target)
         publish(out, work, renames, raw)
     return raw
 

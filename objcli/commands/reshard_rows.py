@@ -21,8 +21,9 @@ from ..run.progress import phase
 from ..storage.manifest import Manifest
 
 
-def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize) -> list:
-    """Every source shard's rows through the format's writer, one split's shards at a time."""
+def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, target: str | None = None) -> list:
+    """Every source shard's rows through the ``target`` format's writer (the source's by default), one
+    split's shards at a time."""
     specs, sinks, names = column_specs(manifest), {}, _provenance_names(manifest)
     split_rows: dict[str, int] = {}
     for shard in manifest.shards:
@@ -36,7 +37,7 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize)
             sink = sinks[shard.split] = ShardSink(
                 work,
                 0,
-                format_of(manifest.format).writer,
+                format_of(target or manifest.format).writer,
                 specs,
                 limit.rows,
                 limit.bytes,

@@ -121,7 +121,10 @@ def _with_ids(column, tokens: np.ndarray, vocabulary: int):
     values = column.values if isinstance(column, Ragged) else column
     stored = values >= vocabulary
     made = values.copy()
-    made[stored] = tokens[values[stored] - vocabulary]
+    positions = values[stored] - vocabulary
+    if len(positions) and positions.max() >= len(tokens):
+        raise ValueError(f"places a token at {positions.max():,}, past its store partition's {len(tokens):,}")
+    made[stored] = tokens[positions]
     return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
 
 

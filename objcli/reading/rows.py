@@ -135,7 +135,7 @@ class Rows:
             batch = plan.shard(record).batch_of(local)
             key = (shard, batch)
             if self._cached is None or self._cached[0] != key:
-                rows = plan.batch_rows(record, batch)
+                rows = self._made(plan, record, batch)
                 first = int(plan.shard(record).batch_starts[batch])
                 self._cached = (key, first, self._typed(rows.columns))
             return self._cached
@@ -150,6 +150,15 @@ class Rows:
             }
             self._cached = (key, 0, self._typed(columns))
         return self._cached
+
+    def _made(self, plan, record, batch: int):
+        """A plan's batch of rows; a damaged plan file is one line, as a damaged shard is."""
+        from ..formats.reading import READ_ERRORS, unreadable
+
+        try:
+            return plan.batch_rows(record, batch)
+        except READ_ERRORS as error:
+            raise unreadable(self.folder, record.files[0], error) from None
 
     def _opened_plan(self):
         """The plan, opened by this reader (its store checked then, each store shard when first read)."""

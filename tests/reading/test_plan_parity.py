@@ -13,8 +13,10 @@ from chat_data import build_tokenizer, conversations, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
-from runs import SAMPLE, run_transform
+from runs import SAMPLE, run_transform, shard_files
 
+from objcli.commands.reshard import reshard
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.objectives import REGISTRY
 from objcli.objectives.supply import Provides
@@ -92,6 +94,11 @@ def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store
     planned = run_transform([source], tokenizer, tmp_path / "plan", output_format="plan", **run)
     assert same_rows(tmp_path / "arrow", tmp_path / "plan") == written.manifest["totals"]["rows"]
     assert planned.manifest["totals"]["rows"] == written.manifest["totals"]["rows"]
+    # Written out (reshard --format arrow), the plan's rows are the Arrow output's shard bytes.
+    reshard(str(tmp_path / "arrow"), str(tmp_path / "arrow-2"), None, num_shards=2)
+    reshard(str(tmp_path / "plan"), str(tmp_path / "plan-2"), None, num_shards=2, output_format="arrow")
+    assert shard_files(tmp_path / "arrow-2") == shard_files(tmp_path / "plan-2")
+    assert verify_output(tmp_path / "plan").ok and verify_output(tmp_path / "plan-2").ok
     plan_bytes = sum(sum(s["bytes"].values()) for s in planned.manifest["shards"])
     arrow_bytes = sum(sum(s["bytes"].values()) for s in written.manifest["shards"])
     assert plan_bytes < arrow_bytes / 2  # a few bytes a segment (or a span), not bytes a token
