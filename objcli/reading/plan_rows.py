@@ -21,6 +21,7 @@ from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
 ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
+WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader moving on reads them next)
 
 
 class PlanShard:
@@ -42,9 +43,8 @@ class PlanShard:
     def batch_of(self, row: int) -> int:
         return int(np.searchsorted(self.batch_starts, row, side="right")) - 1
 
-    def packed(self, batch: int) -> RowBatch:
-        """Batch ``batch``'s packed rows as the run's packer gave them (ids still store positions)."""
-        start, stop = int(self.batch_starts[batch]), int(self.batch_starts[batch + 1])
+    def packed(self, start: int, stop: int) -> RowBatch:
+        """Rows ``start:stop`` packed as the run's packer gave them (ids still store positions)."""
         columns = {spec["name"]: self._column(spec, start, stop) for spec in self.specs}
         counts = (self.arrays[name][start:stop] for name in COUNTS)
         return RowBatch(columns, *counts)
@@ -86,25 +86,36 @@ class Plan:
                 self._shards[name] = PlanShard(self.folder / name)
             return self._shards[name]
 
-    def batch_rows(self, record: ShardRecord, batch: int) -> RowBatch:
-        """Batch ``batch`` of a shard's rows, made: ids from the store, then the row step."""
+    def block(self, record: ShardRecord, row: int) -> tuple[int, RowBatch]:
+        """(first row, rows) made around ``row`` of a shard: its batch where a row step draws over the
+        batch, else the ``WINDOW`` rows from it (a row made alone costs its own tokens only)."""
         shard = self.shard(record)
-        packed = shard.packed(batch)
+        if self.step is None:
+            return row, self._made(record, row, min(row + WINDOW, shard.rows))
+        batch = shard.batch_of(row)
+        start, stop = int(shard.batch_starts[batch]), int(shard.batch_starts[batch + 1])
+        return start, self._made(record, start, stop)
+
+    def _made(self, record: ShardRecord, start: int, stop: int) -> RowBatch:
+        """Rows ``start:stop`` of a shard, made: ids from the store, then the row step (``start`` is then
+        the first row of a batch of the run's: its key)."""
+        shard = self.shard(record)
+        packed = shard.packed(start, stop)
         tokens = self.store.partition(record.partition)
         id_names = [spec["name"] for spec in shard.specs if spec["role"] in ID_ROLES]
         for name in id_names:
             packed.columns[name] = _with_ids(packed.columns[name], tokens, self.vocabulary)
         if self.step is None:
             return packed
-        rows = self.step(record.partition, int(shard.batch_starts[batch]), packed)
+        rows = self.step(record.partition, start, packed)
         for name, column in packed.columns.items():  # what the row step passes by (a mixture's source)
             rows.columns.setdefault(name, column)
         return rows
 
     def shard_columns(self, record: ShardRecord) -> dict[str, Column]:
         """Every row of a shard, as a written shard's ``read_columns`` gives them (int32 and wider)."""
-        shard = self.shard(record)
-        batches = [self.batch_rows(record, b) for b in range(len(shard.batch_starts) - 1)]
+        starts = self.shard(record).batch_starts
+        batches = [self._made(record, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
         rows = RowBatch.concat(batches) if batches else None
         columns = {}
         for info in self.manifest.columns:

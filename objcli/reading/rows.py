@@ -93,6 +93,23 @@ class Rows:
         view._lock, view._cached = threading.Lock(), None
         return view
 
+    def to_iterable_dataset(self, shards: int = 1):
+        """The rows as a ``datasets.IterableDataset`` in ``shards`` contiguous shards (``datasets`` hands
+        them to its DataLoader workers and, with ``split_dataset_by_node``, to ranks)."""
+        import datasets
+
+        def generate(ranks):
+            for rank in ranks:
+                yield from self.shard(rank, shards).iterate(0)
+
+        return datasets.IterableDataset.from_generator(generate, gen_kwargs={"ranks": list(range(shards))})
+
+    def __getstate__(self) -> dict:  # to DataLoader workers: no lock, no cache, the plan opened again there
+        return {**self.__dict__, "_lock": None, "_cached": None, "_plan_rows": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     def state(self, next_row: int) -> dict:
         """What ``resume`` needs to go on at ``next_row`` of this view: small, JSON-safe."""
         return {
@@ -131,15 +148,12 @@ class Rows:
         """The cached rows holding ``local`` of ``shard``: a plan's batch of rows, or a written shard."""
         record = self.shards[shard]
         if self._plan:
-            plan = self._opened_plan()
-            batch = plan.shard(record).batch_of(local)
-            key = (shard, batch)
-            if self._cached is None or self._cached[0] != key:
-                rows = self._made(plan, record, batch)
-                first = int(plan.shard(record).batch_starts[batch])
-                self._cached = (key, first, self._typed(rows.columns))
+            cached = self._cached
+            if cached is None or cached[0][0] != shard or not cached[1] <= local < cached[1] + cached[0][1]:
+                first, rows = self._made(self._opened_plan(), record, local)
+                self._cached = ((shard, rows.num_rows), first, self._typed(rows.columns))
             return self._cached
-        key = (shard, 0)
+        key = (shard, record.rows)
         if self._cached is None or self._cached[0] != key:
             from ..formats.reading import shard_columns
 
@@ -151,12 +165,12 @@ class Rows:
             self._cached = (key, 0, self._typed(columns))
         return self._cached
 
-    def _made(self, plan, record, batch: int):
-        """A plan's batch of rows; a damaged plan file is one line, as a damaged shard is."""
+    def _made(self, plan, record, row: int):
+        """(first row, rows) of a plan made around ``row``; a damaged plan file is one line, as a damaged shard is."""
         from ..formats.reading import READ_ERRORS, unreadable
 
         try:
-            return plan.batch_rows(record, batch)
+            return plan.block(record, row)
         except READ_ERRORS as error:
             raise unreadable(self.folder, record.files[0], error) from None
 

@@ -42,7 +42,7 @@ def run_recipe(name: str, folder, monkeypatch) -> dict:
 
 
 def test_every_recipe_on_the_page_is_run_here():
-    assert recipe_names() == ["chat", "clm", "dpo", "dpo-packed", "seq2seq"]
+    assert recipe_names() == ["chat", "clm", "dpo", "dpo-packed", "plan", "seq2seq"]
 
 
 def tiny_llama(vocab_size: int):
@@ -90,6 +90,25 @@ def test_trainer_keeps_document_boundaries_in_packed_clm_rows(tmp_path, monkeypa
     assert best_fit.returncode == 0, best_fit.stderr
     for train in (names["train"], datasets.load_from_disk(str(folder / "best-fit"))["train"]):
         check_boundaries(trainer, model, train)
+
+
+def test_trainer_over_a_plan_reads_the_rows_datasets_reads(tmp_path, monkeypatch):
+    """The plan recipe trains; each row its reader gives Trainer is, tensor for tensor, the row the clm
+    recipe's hf shards give through datasets' torch format (the same command from the text), and
+    Trainer's batches over it keep the documents' boundaries."""
+    folder = recipe_folder(tmp_path / "recipe")
+    clm = run_recipe("clm", folder, monkeypatch)
+    names = run_recipe("plan", folder, monkeypatch)
+    assert names["trainer"].state.global_step > 0
+    for split, dataset in (("train", names["train"]), ("validation", names["validation"])):
+        hf = datasets.load_from_disk(str(folder / "shards"))[split].with_format("torch")
+        assert len(dataset) == len(hf) > 0
+        for i in range(len(hf)):
+            mine, theirs = dataset[i], hf[i]
+            assert mine.keys() == theirs.keys()
+            for name in theirs:
+                assert mine[name].dtype == theirs[name].dtype and torch.equal(mine[name], theirs[name]), (i, name)
+    check_boundaries(clm["trainer"], clm["model"], clm["train"])
 
 
 def check_boundaries(trainer, model, train):
