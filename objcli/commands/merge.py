@@ -39,6 +39,7 @@ from .rebuild import (
     on_any_storage,
     publish,
     refuse_blended,
+    refuse_plans,
     refuse_stores,
     split_totals_of,
 )
@@ -267,6 +268,7 @@ def _merge_local(
     for source, manifest in zip(sources, manifests):
         refuse_blended("merge", source, manifest)
         refuse_stores("merge", source, manifest)
+        refuse_plans("merge", source, manifest)
     check_compatible(sources, manifests)
     for message in repeated_shards(labels, manifests) if warn else ():
         warn(message)

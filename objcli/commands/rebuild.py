@@ -85,6 +85,18 @@ def refuse_stores(command: str, source: str, manifest) -> None:
         )
 
 
+def refuse_plans(command: str, source: str, manifest) -> None:
+    """A plan's rows are made from its one store, a partition's rows a file (formats/row_plan.py):
+    joined with another output's, its files would be no run's plan."""
+    from ..formats import format_of
+
+    if format_of(manifest.format).packs_positions:
+        raise ObjcliError(
+            f"{command}: {source} is a plan over {manifest.row_plan.get('store')}; write its rows first "
+            f"(objcli reshard {source} --format arrow -o ROWS/), or plan the runs you want together as one"
+        )
+
+
 def check_source_files(command: str, folder: Path, shard) -> None:
     """Every file of a source shard is there with the size its manifest records (a cheap check;
     ``objcli verify`` compares every sha256: reading every byte twice would halve a merge's speed)."""

@@ -158,7 +158,8 @@ def _target_format(manifest: Manifest, target: str | None, label: str) -> str:
             f"reshard: {label} is a plan (its partitions' rows whole in each file, made on read); write its rows "
             "with --format arrow (or another row format)"
         )
-    target = target or manifest.format
+    if target is None or target == manifest.format:
+        return manifest.format
     chosen = format_of(target)
     values = any(c.kind == "value" for c in manifest.columns)
     if chosen.packs_positions or chosen.whole_documents or (values and not chosen.stores_values):

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..formats import ShardSink, format_of
 from ..formats.provenance import provenance_file, read_provenance
-from ..formats.reading import read_shard_columns
 from ..formats.sizes import ShardSize
+from ..reading.shards import read_shard_columns
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..run.progress import phase
 from ..storage.manifest import Manifest

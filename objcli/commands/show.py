@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
-from ..formats.reading import iter_rows
+from ..reading.shards import iter_rows
 from ..storage.manifest import ColumnInfo, Manifest, read_manifest
 from ..tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 

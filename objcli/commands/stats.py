@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..formats.reading import read_shard_columns
 from ..kernels import IGNORE
 from ..order.mixture import manifest_blend
+from ..reading.shards import read_shard_columns
 from ..run.progress import phase
 from ..storage.manifest import Manifest, read_manifest
 

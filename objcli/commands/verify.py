@@ -30,6 +30,7 @@ from ..formats.provenance import provenance_file
 from ..formats.store import STORE
 from ..order.mixture import manifest_blend
 from ..readers.token_inputs.digests import changed_token_inputs
+from ..reading.shards import stored_columns
 from ..run.progress import phase
 from ..storage.files import file_sha256
 from ..storage.identity import check_identity
@@ -107,7 +108,7 @@ def verify_output(folder: str | Path) -> Report:
         problems = _check_files(folder, shard)
         if not problems:
             try:
-                columns = format_of(manifest.format).read_columns(folder, manifest, shard)
+                columns = stored_columns(folder, manifest, shard)
             except Exception as error:  # any parse failure of a damaged file is a finding, not a crash
                 columns = None
                 problems = [

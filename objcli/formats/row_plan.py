@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ObjcliError
 from ..kernels.runs import encode_runs
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import Manifest
@@ -110,6 +111,20 @@ def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
     return header["columns"], arrays
 
 
+def store_manifest_sha256(store: str) -> str | None:
+    """The sha256 of a token store's manifest file: the store's identity (it lists every shard's sha256)."""
+    from ..storage.copies import local_file_copy
+    from ..storage.files import file_sha256
+    from ..storage.remote import is_url, join
+
+    try:
+        return file_sha256(
+            local_file_copy(join(store, "manifest.json")) if is_url(store) else Path(store) / "manifest.json"
+        )
+    except (OSError, ObjcliError):  # gone: no identity to match
+        return None
+
+
 class PlanFormat(OutputFormat):
     name = "plan"
     writer = PlanWriter
@@ -121,7 +136,6 @@ class PlanFormat(OutputFormat):
     def manifest_sections(self, inputs: list, tokenizer) -> dict:
         import os
 
-        from ..reading.store_tokens import store_manifest_sha256
         from ..storage.remote import is_url
 
         store = inputs[0].path  # the plan's one input (run/stores.check_plan_run refuses any other)
@@ -134,9 +148,9 @@ class PlanFormat(OutputFormat):
         return f"--format plan: {why}; choose --format arrow (or another row format)" if why else None
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-        from ..reading.plan_rows import plan_of
-
-        return plan_of(folder, manifest).shard_columns(shard)
+        """A plan's rows are made, not read: from its store, with the objective's row step, which sit above
+        the formats (``objcli.reading.shards.stored_columns`` makes them)."""
+        raise NotImplementedError("a plan's rows are made by objcli.reading.shards.stored_columns")
 
 
 PLAN = PlanFormat()

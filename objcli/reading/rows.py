@@ -155,7 +155,7 @@ class Rows:
             return self._cached
         key = (shard, record.rows)
         if self._cached is None or self._cached[0] != key:
-            from ..formats.reading import shard_columns
+            from .shards import shard_columns
 
             read = shard_columns(self.folder, self.manifest, record)
             columns = {
@@ -167,7 +167,7 @@ class Rows:
 
     def _made(self, plan, record, row: int):
         """(first row, rows) of a plan made around ``row``; a damaged plan file is one line, as a damaged shard is."""
-        from ..formats.reading import READ_ERRORS, unreadable
+        from .shards import READ_ERRORS, unreadable
 
         try:
             return plan.block(record, row)

@@ -9,20 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats.row_plan import store_manifest_sha256
 
 KEPT_PARTITIONS = 4  # partitions' ids held at once (a reader moving through the rows needs one or two)
-
-
-def store_manifest_sha256(store: str) -> str | None:
-    """The sha256 of a store's manifest file: the store's identity (it lists every shard's sha256)."""
-    from ..readers.token_store import manifest_file
-    from ..storage.files import file_sha256
-
-    file = manifest_file(store)
-    try:
-        return file_sha256(file) if file else None
-    except OSError:
-        return None
 
 
 class StoreTokens:

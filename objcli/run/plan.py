@@ -155,7 +155,7 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     fits = [
         n
         for n, f in FORMATS.items()
-        if not f.whole_documents and (f.stores_values or not values) and not f.refuses(objective)
+        if not (f.whole_documents or f.packs_positions) and (f.stores_values or not values) and not f.refuses(objective)
     ]
     choose = f"choose --format {', '.join(fits[:-1])} or {fits[-1]}" if len(fits) > 1 else f"choose --format {fits[0]}"
     if config.format.whole_documents and lost:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
-from runs import folder_bytes, run_cli
+from runs import TEXT_FORMATS, folder_bytes, run_cli
 
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS
 from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
@@ -73,7 +72,7 @@ def test_appending_gives_the_bytes_of_the_whole_run_for_every_objective(objectiv
     _appended_equals_whole(halves, sample_tokenizer, tmp_path, objective=objective, seq_len=96, **extra)
 
 
-@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_appending_gives_the_bytes_of_the_whole_run_for_every_format(fmt, halves, sample_tokenizer, tmp_path):
     packing = {"packing": "none"} if fmt in whole_document_formats() else {}
     split = {"split": "validation=20%"} if fmt in ("arrow", "parquet") else {}  # a document in validation stays there

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 from readback import megatron_read, output_rows
-from runs import run_cli, run_transform
+from runs import TEXT_FORMATS, run_cli, run_transform
 
 from objcli.commands.merge import merge
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.formats import whole_document_formats
 
@@ -45,7 +44,7 @@ def _outputs(parts, tokenizer, tmp_path, fmt, **options):
     return outputs
 
 
-@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_merged_rows_are_the_sources_rows_in_order(fmt, parts, sample_tokenizer, tmp_path):
     packing = "none" if fmt in whole_document_formats() else "concat"
     sources = _outputs(parts, sample_tokenizer, tmp_path, fmt, packing=packing)
@@ -149,7 +148,7 @@ def test_shuffled_merge_is_one_keyed_permutation_of_all_rows(parts, sample_token
     assert json.loads((tmp_path / "s7" / "manifest.json").read_text())["shuffled"] == {"seed": 7}
 
 
-@pytest.mark.parametrize("fmt", [f for f in OUTPUT_FORMATS if f != "hf"])  # hf saves one split: --split refuses it
+@pytest.mark.parametrize("fmt", [f for f in TEXT_FORMATS if f != "hf"])  # hf saves one split: --split refuses it
 def test_an_unsplit_source_joins_the_training_split_of_split_ones(fmt, parts, sample_tokenizer, tmp_path):
     """Merging an output split into train/validation with one that was not split: the unsplit rows
     are training rows, so they go under ``train`` (a loader reading train-*, or Megatron's one

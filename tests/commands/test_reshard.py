@@ -10,15 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from readback import output_rows
-from runs import folder_bytes, manifest_json, run_cli, run_transform
+from runs import TEXT_FORMATS, folder_bytes, manifest_json, run_cli, run_transform
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS
 from objcli.formats import whole_document_formats
 
 
-@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 @pytest.mark.parametrize("size", ["37", "64KB"])
 def test_resharded_rows_are_the_rows_in_order(fmt, size, small_corpus, sample_tokenizer, tmp_path):
     packing = "none" if fmt in whole_document_formats() else "best-fit"
@@ -276,7 +275,7 @@ def test_a_new_shard_of_one_source_shard_is_that_file_hard_linked(small_corpus, 
     assert verify_output(tmp_path / "new").ok and output_rows(tmp_path / "new") == output_rows(tmp_path / "src")
 
 
-@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 @pytest.mark.parametrize("command", ["reshard", "merge"])
 def test_overwrite_replaces_only_objcli_files_never_a_source_kept_inside_the_output(
     command, fmt, small_corpus, sample_tokenizer, tmp_path

@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 from objcli.cli import main
 from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
-from objcli.formats.reading import iter_rows
+from objcli.reading.shards import iter_rows
 from objcli.tokenizers.bpe_spec import byte_characters
 
 TOKENIZER = SAMPLE_DATA / "llama-style" / "tokenizer.json"  # byte-level BPE

@@ -8,13 +8,12 @@ import signal
 
 import numpy as np
 import pytest
-from runs import folder_bytes, manifest_json, run_cli, run_transform
+from runs import TEXT_FORMATS, folder_bytes, manifest_json, run_cli, run_transform
 
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
-from objcli.formats.reading import iter_rows
 from objcli.order import shuffle
+from objcli.reading.shards import iter_rows
 
 
 def _row_keys(folder) -> list[str]:
@@ -95,7 +94,7 @@ def test_the_same_bytes_for_any_workers_and_pool(two_sources, sample_tokenizer, 
     assert _row_keys(other_seed) != _row_keys(tmp_path / "1-threads")
 
 
-@pytest.mark.parametrize("fmt", [f for f in OUTPUT_FORMATS if f != "hf"] + ["hf"])
+@pytest.mark.parametrize("fmt", [f for f in TEXT_FORMATS if f != "hf"] + ["hf"])
 def test_every_format(fmt, two_sources, sample_tokenizer, tmp_path, small_buckets):
     plain, shuffled = tmp_path / "plain", tmp_path / "shuffled"
     run_transform(two_sources, sample_tokenizer, plain, seq_len=64, output_format=fmt)

@@ -155,7 +155,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..formats.reading import iter_rows
+from ..reading.shards import iter_rows
 
 
 def count_rows(folder: str) -> dict:
@@ -187,7 +187,7 @@ def test_a_new_command_is_taken_as_the_page_says(package_copy, tmp_path):
     """A throwaway command added as the page says: its function in commands/NAME.py raising ObjcliError,
     its Click command in folder_commands.py, named in FOLDER_COMMANDS."""
     steps = PAGE.split("## Adding a command")[1].split("\n## ")[0]
-    for step in ("objcli/commands/NAME.py", "ObjcliError", "folder_commands.py", "FOLDER_COMMANDS", "formats.reading"):
+    for step in ("objcli/commands/NAME.py", "ObjcliError", "folder_commands.py", "FOLDER_COMMANDS", "reading.shards"):
         assert step in steps
     commands = package_copy / "objcli" / "commands"
     (commands / "count_rows.py").write_text(COMMAND)

@@ -189,6 +189,20 @@ def test_an_edited_or_moved_store_is_refused(store, tmp_path):
         Rows(tmp_path / "plan")[0]
 
 
+def test_what_a_plan_cannot_do_is_one_line(store, mlm_plan, tmp_path):
+    """Merged, appended to or resharded as a plan: refused, naming the way that works."""
+    from objcli.commands.merge import merge
+
+    with pytest.raises(ObjcliError, match="merge: .* is a plan over .*; write its rows first"):
+        merge([str(mlm_plan), str(store)], str(tmp_path / "merged"))
+    with pytest.raises(ObjcliError, match="is a plan .*write its rows with --format arrow"):
+        reshard(str(mlm_plan), str(tmp_path / "again"), None, num_shards=2)
+    with pytest.raises(ObjcliError, match="--format megatron cannot hold"):
+        reshard(str(mlm_plan), str(tmp_path / "again"), None, num_shards=2, output_format="megatron")
+    with pytest.raises(ObjcliError, match="--dupe-factor 2 writes each row's copies as rows of their own"):
+        run_transform([store], SPM, tmp_path / "p", output_format="plan", objective="mlm", dupe_factor=2)
+
+
 def test_a_plan_needs_one_store(store, tmp_path):
     with pytest.raises(ObjcliError, match="--format plan: a plan's rows are made on read from one token store"):
         run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "p", output_format="plan")

@@ -13,11 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
-from runs import SAMPLE, manifest_json, run_cli, run_transform, shard_files
+from runs import SAMPLE, TEXT_FORMATS, manifest_json, run_cli, run_transform, shard_files
 
 from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
-from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.formats import whole_document_formats
 from objcli.formats.store import crc32_from
@@ -160,7 +159,7 @@ def test_provenance_from_a_store_is_the_text_runs_provenance(name, options, pack
     assert spans and all(span["file"].startswith(str(corpus)) for span in spans)
 
 
-@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_every_format_from_a_store(fmt, corpus, store, tmp_path):
     packing = {"packing": "none"} if fmt in whole_document_formats() else {}
     _same(corpus, store, tmp_path, objective="clm", seq_len=128, output_format=fmt, **packing)

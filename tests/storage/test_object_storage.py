@@ -7,16 +7,17 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from optional import lazily, requires
-from runs import SAMPLE, folder_bytes, manifest_json, run_cli, run_transform
+from runs import SAMPLE, TEXT_FORMATS, folder_bytes, manifest_json, run_cli, run_transform
 
 pytestmark = requires("s3fs", "moto")
 s3fs = lazily("s3fs")
 
-from objcli.formats import FORMATS, whole_document_formats  # noqa: E402
+from objcli.formats import whole_document_formats  # noqa: E402
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "objcli-test",
@@ -102,7 +103,7 @@ def objects(s3, prefix) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("fmt", sorted(TEXT_FORMATS))
 def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sample_tokenizer, tmp_path, fmt):
     """Same sorted listing, same partitions (byte ranges included), same shards, in every format;
     written to the bucket, they are the bytes a local run writes."""
@@ -596,3 +597,21 @@ def test_a_token_store_in_a_bucket(s3, bucket, corpus, sample_tokenizer, tmp_pat
     assert {n: v for n, v in local_bytes(tmp_path / "remote").items() if n.startswith("part-")} == shards
     shown = run_cli("trace", tmp_path / "remote", 0)
     assert shown.returncode == 0 and "cannot be read" not in shown.stdout and "characters" in shown.stdout
+
+
+def test_a_plan_over_a_store_in_a_bucket_reads_from_anywhere(s3, bucket, corpus, sample_tokenizer, tmp_path):
+    """A plan written to a bucket over a store in a bucket: objcli.reading.Rows reads it through its URL,
+    its rows the rows of the same command written as Arrow; verify makes them there."""
+    from objcli.reading import Rows
+
+    assert run_cli("tokenize", corpus, "-t", sample_tokenizer, "-o", f"s3://{bucket}/store").returncode == 0
+    derive = ["--objective", "mlm", "--seq-len", "64", "--split", "validation=10%"]
+    done = run_cli("transform", f"s3://{bucket}/store", *derive, "--format", "plan", "-o", f"s3://{bucket}/plan")
+    assert done.returncode == 0, done.stderr
+    assert run_cli("transform", f"s3://{bucket}/store", *derive, "-o", tmp_path / "arrow").returncode == 0
+    assert run_cli("verify", f"s3://{bucket}/plan").returncode == 0
+    for split in ("train", "validation"):
+        planned, written = Rows(f"s3://{bucket}/plan", split), Rows(tmp_path / "arrow", split)
+        assert len(planned) == len(written) > 0
+        for i in range(len(written)):
+            assert all(np.array_equal(planned[i][c], written[i][c]) for c in written.columns)

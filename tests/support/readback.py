@@ -67,6 +67,6 @@ def output_rows(folder) -> list[dict]:
     """Every row of an output, in order, as plain lists, read back through its format (any format)."""
     import numpy as np
 
-    from objcli.formats.reading import iter_rows
+    from objcli.reading.shards import iter_rows
 
     return [{k: np.asarray(v).tolist() for k, v in row.items()} for _, row in iter_rows(folder)]

@@ -77,3 +77,14 @@ def shard_files(folder) -> dict[str, bytes]:
     as the hf state file's fingerprint does)."""
     listed = {name for shard in manifest_json(folder)["shards"] for name in shard["files"]}
     return {k: v for k, v in folder_bytes(folder).items() if k in listed}
+
+
+def text_formats() -> list[str]:
+    """The registry's formats a run from text writes (a plan is made over a token store only: its own
+    tests, tests/reading/, run it from one)."""
+    from objcli.formats import FORMATS
+
+    return [name for name, f in FORMATS.items() if not f.packs_positions]
+
+
+TEXT_FORMATS = text_formats()

@@ -1,6 +1,6 @@
 """Reading a finished output back, shard by shard or row by row, whatever its format: every command
-that reads shards (verify, inspect, stats, reshard, merge's checks) goes through the format's own
-``read_columns``."""
+that reads shards (verify, inspect, stats, reshard, merge's checks) goes through ``stored_columns``:
+the format's own ``read_columns``, or a plan's rows made (``plan_rows.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats import format_of
+from ..formats.base import Column
 from ..storage.manifest import Manifest, read_manifest
 from ..storage.shard_info import ShardRecord
-from . import format_of
-from .base import Column
 
 READ_ERRORS = (OSError, ValueError, EOFError)  # pyarrow's ArrowInvalid is a ValueError
 
@@ -26,13 +26,23 @@ def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
     )
 
 
+def stored_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+    """One shard's columns: as its format stores them, or a plan's rows made from its store; ``ValueError``
+    or ``OSError`` when the files disagree with the manifest."""
+    if format_of(manifest.format).packs_positions:
+        from .plan_rows import plan_of
+
+        return plan_of(folder, manifest).shard_columns(shard)
+    return format_of(manifest.format).read_columns(folder, manifest, shard)
+
+
 def shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
     """One shard's columns as stored (flat values + row offsets); a damaged shard is one line."""
     first = folder / shard.files[0]
     if not first.exists():
         raise ObjcliError(f"{first}: listed in the manifest but missing; rerun the transform")
     try:
-        return format_of(manifest.format).read_columns(folder, manifest, shard)
+        return stored_columns(folder, manifest, shard)
     except READ_ERRORS as error:
         raise unreadable(folder, shard.files[0], error) from None
 
