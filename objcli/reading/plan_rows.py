@@ -21,7 +21,7 @@ from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
 ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
-WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader moving on reads them next)
+WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader reading on reads them next)
 
 
 class PlanShard:
@@ -86,12 +86,12 @@ class Plan:
                 self._shards[name] = PlanShard(self.folder / name)
             return self._shards[name]
 
-    def block(self, record: ShardRecord, row: int) -> tuple[int, RowBatch]:
+    def block(self, record: ShardRecord, row: int, ahead: int = WINDOW) -> tuple[int, RowBatch]:
         """(first row, rows) made around ``row`` of a shard: its batch where a row step draws over the
-        batch, else the ``WINDOW`` rows from it (a row made alone costs its own tokens only)."""
+        batch, else ``ahead`` rows from it (a row made alone costs its own tokens only)."""
         shard = self.shard(record)
         if self.step is None:
-            return row, self._made(record, row, min(row + WINDOW, shard.rows))
+            return row, self._made(record, row, min(row + max(ahead, 1), shard.rows))
         batch = shard.batch_of(row)
         start, stop = int(shard.batch_starts[batch]), int(shard.batch_starts[batch + 1])
         return start, self._made(record, start, stop)

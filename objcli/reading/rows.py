@@ -18,6 +18,7 @@ from ..rows import Ragged
 from ..storage.manifest import Manifest, read_manifest
 
 STATE_VERSION = 1
+WINDOW = 64  # a plan's rows made at once by a reader reading on (one at a time at random)
 
 
 def arrow_dtype(arrow_type: str) -> np.dtype | None:
@@ -150,7 +151,9 @@ class Rows:
         if self._plan:
             cached = self._cached
             if cached is None or cached[0][0] != shard or not cached[1] <= local < cached[1] + cached[0][1]:
-                first, rows = self._made(self._opened_plan(), record, local)
+                # Reading on from the rows in hand: a window of rows; a row at random: that row alone.
+                onward = cached is not None and cached[0][0] == shard and local == cached[1] + cached[0][1]
+                first, rows = self._made(self._opened_plan(), record, local, WINDOW if onward or local == 0 else 1)
                 self._cached = ((shard, rows.num_rows), first, self._typed(rows.columns))
             return self._cached
         key = (shard, record.rows)
@@ -165,12 +168,12 @@ class Rows:
             self._cached = (key, 0, self._typed(columns))
         return self._cached
 
-    def _made(self, plan, record, row: int):
+    def _made(self, plan, record, row: int, ahead: int):
         """(first row, rows) of a plan made around ``row``; a damaged plan file is one line, as a damaged shard is."""
         from .shards import READ_ERRORS, unreadable
 
         try:
-            return plan.block(record, row)
+            return plan.block(record, row, ahead)
         except READ_ERRORS as error:
             raise unreadable(self.folder, record.files[0], error) from None
 

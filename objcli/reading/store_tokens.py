@@ -11,11 +11,13 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats.row_plan import store_manifest_sha256
 
-KEPT_PARTITIONS = 4  # partitions' ids held at once (a reader moving through the rows needs one or two)
+KEPT_PARTITIONS = 64  # partitions' ids held at once: memory-mapped, so the page cache holds them, not the reader
+_CHECKED: set[tuple[str, int, int]] = set()  # store shards whose sha256 this process checked (path, size, mtime)
 
 
 class StoreTokens:
-    """Each partition's ids, flat, in the order a run reads them (its shards one after another)."""
+    """Each partition's ids, flat, in the order a run reads them (its shards one after another), at the
+    store's width."""
 
     def __init__(self, store: str, manifest: dict):
         self.store, self.manifest = store, manifest
@@ -54,7 +56,12 @@ class StoreTokens:
         for name in entry["shards"]:
             where = join(self.store, name)
             path = readable_shard(where)
-            check_shard(path, digests, where)
+            stat = path.stat()
+            if (str(path), stat.st_size, stat.st_mtime_ns) not in _CHECKED:  # once a process: hashing is a read
+                check_shard(path, digests, where)
+                _CHECKED.add((str(path), stat.st_size, stat.st_mtime_ns))
             ids, _, _ = table_documents(read_store_table(path))
             parts.append(np.asarray(ids))
-        return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+        if len(parts) == 1:  # the ids as the store keeps them, memory-mapped: nothing copied
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint16)

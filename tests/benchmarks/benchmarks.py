@@ -482,6 +482,9 @@ def main() -> None:
     from bench_store import chat_store_table
 
     chat_store_table()
+    from bench_plans import plans_table
+
+    plans_table()
     from bench_merge import merge_table, reshard_table
 
     merge_table()
