@@ -2,9 +2,10 @@
 values that stay the same or count up by one, a few a segment instead of one a token.
 
 A run is (first value, step 0 or 1, length). Every row starts a run of its own, so a row decodes from
-its own runs alone. A run ends where the next difference is neither 0 nor 1 or differs from the one
-before: greedy enough to give one run per stretch of stored tokens, per segment number and per
-position count, and decidable from neighbours alone (no loop over tokens).
+its own runs alone. A run begins at a row's first value, at a value the one before cannot step to (a
+difference other than 0 or 1), and where the step changes inside a run that did not just begin: one
+run per stretch of stored tokens, per segment number and per position count, decided from neighbours
+alone (no loop over tokens), at most twice a greedy loop's runs.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ def encode_runs(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np
     int8, length int32, and each row's runs as offsets into them, int64, rows + 1)."""
     count = len(values)
     wide = values.astype(np.int64, copy=False)
-    begins = np.zeros(count, dtype=bool)
+    forced = np.zeros(count, dtype=bool)  # a row's first value, or one the value before cannot step to
     row_starts = offsets[:-1][offsets[:-1] < offsets[1:]]
-    begins[row_starts] = True
+    forced[row_starts] = True
     difference = np.diff(wide)
-    begins[1:] |= (difference != 0) & (difference != 1)
-    begins[2:] |= difference[1:] != difference[:-1]
+    forced[1:] |= (difference != 0) & (difference != 1)
+    begins = forced.copy()  # and where the step changes within a run that was not just begun
+    begins[2:] |= ~forced[1:-1] & (difference[1:] != difference[:-1])
     first = np.flatnonzero(begins)
     lengths = np.diff(np.append(first, count))
     steps = np.zeros(len(first), dtype=np.int8)
@@ -33,9 +35,17 @@ def encode_runs(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np
 
 
 def decode_runs(first: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The values the runs stand for, one after another (int64)."""
+    """The values the runs stand for, one after another (int64): one cumulative sum of increments (a
+    run's step within it; at its start, the jump from the run before's last value), no per-run repeat."""
     lengths = lengths.astype(np.int64, copy=False)
     total = int(lengths.sum())
-    starts = np.cumsum(lengths) - lengths
-    within = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
-    return np.repeat(first, lengths) + np.repeat(steps.astype(np.int64), lengths) * within
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths  # every run holds a value: starts are distinct
+    steps = steps.astype(np.int64)
+    increments = np.zeros(total, dtype=np.int64)
+    increments[starts] = np.diff(steps, prepend=0)
+    np.cumsum(increments, out=increments)  # each value's run's step
+    last = first + steps * (lengths - 1)
+    increments[starts] = first - np.concatenate([[0], last[:-1]])
+    return np.cumsum(increments, out=increments)

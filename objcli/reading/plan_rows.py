@@ -21,6 +21,7 @@ from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
 ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
+KEPT_SHARDS = 64  # plan files held decoded (a few bytes a segment each)
 WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader reading on reads them next)
 
 
@@ -81,7 +82,7 @@ class Plan:
         name = record.files[0]
         with self._lock:
             if name not in self._shards:
-                if len(self._shards) >= 4:
+                if len(self._shards) >= KEPT_SHARDS:
                     self._shards.pop(next(iter(self._shards)))
                 self._shards[name] = PlanShard(self.folder / name)
             return self._shards[name]

@@ -16,6 +16,7 @@ from ..errors import ObjcliError
 from ..formats import format_of
 from ..rows import Ragged
 from ..storage.manifest import Manifest, read_manifest
+from .stream_shards import StreamShards
 
 STATE_VERSION = 1
 WINDOW = 64  # a plan's rows made at once by a reader reading on (one at a time at random)
@@ -48,6 +49,9 @@ class Rows:
         self.kinds = {c.name: c.kind for c in self.manifest.columns}
         self._plan = format_of(self.manifest.format).packs_positions
         self._plan_rows = None
+        self._streams = (
+            StreamShards(self.folder, self.manifest) if format_of(self.manifest.format).arrow_stream else None
+        )
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, int], int, dict] | None = None  # (shard, batch), first row, columns
 
@@ -106,7 +110,8 @@ class Rows:
         return datasets.IterableDataset.from_generator(generate, gen_kwargs={"ranks": list(range(shards))})
 
     def __getstate__(self) -> dict:  # to DataLoader workers: no lock, no cache, the plan opened again there
-        return {**self.__dict__, "_lock": None, "_cached": None, "_plan_rows": None}
+        streams = self._streams and StreamShards(self.folder, self.manifest)
+        return {**self.__dict__, "_lock": None, "_cached": None, "_plan_rows": None, "_streams": streams}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _lock=threading.Lock())
@@ -156,6 +161,12 @@ class Rows:
                 first, rows = self._made(self._opened_plan(), record, local, WINDOW if onward or local == 0 else 1)
                 self._cached = ((shard, rows.num_rows), first, self._typed(rows.columns))
             return self._cached
+        if self._streams is not None:  # Arrow streams: a record batch at a time, memory-mapped
+            cached = self._cached
+            if cached is None or cached[0][0] != shard or not cached[1] <= local < cached[1] + cached[0][1]:
+                first, count, columns = self._streamed(record, local)
+                self._cached = ((shard, count), first, self._typed(columns))
+            return self._cached
         key = (shard, record.rows)
         if self._cached is None or self._cached[0] != key:
             from .shards import shard_columns
@@ -174,6 +185,14 @@ class Rows:
 
         try:
             return plan.block(record, row, ahead)
+        except READ_ERRORS as error:
+            raise unreadable(self.folder, record.files[0], error) from None
+
+    def _streamed(self, record, row: int):
+        from .shards import READ_ERRORS, unreadable
+
+        try:
+            return self._streams.block(record, row)
         except READ_ERRORS as error:
             raise unreadable(self.folder, record.files[0], error) from None
 

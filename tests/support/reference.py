@@ -487,3 +487,24 @@ def bpe_merge_reference(parts: list[bytes], priority) -> list[bytes]:
             break
         parts[at : at + 2] = [parts[at] + parts[at + 1]]
     return parts
+
+
+def runs_reference(rows: list[list[int]]) -> list[list[tuple[int, int, int]]]:
+    """Each row as greedy runs (first value, step 0 or 1, length): a run goes on while the next value is
+    its last plus its step (a run of one value takes the step the next value gives, if 0 or 1)."""
+    out = []
+    for row in rows:
+        runs: list[list[int]] = []
+        for value in row:
+            if runs:
+                first, step, length = runs[-1]
+                last = first + step * (length - 1)
+                if length == 1 and value - last in (0, 1):
+                    runs[-1] = [first, value - last, 2]
+                    continue
+                if length > 1 and value - last == step:
+                    runs[-1][2] += 1
+                    continue
+            runs.append([value, 0, 1])
+        out.append([tuple(r) for r in runs])
+    return out
