@@ -40,6 +40,7 @@ test: $(VENV)/.installed-test
 test-extras: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n auto --dist worksteal -m slow tests/project/test_extras.py tests/formats/test_trainers.py \
 		tests/formats/test_megatron_builder.py tests/tokenizers/test_whole_texts.py
+	$(BIN)/python -m pytest -n auto --dist worksteal -m heavy
 
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n auto --dist worksteal -m ''

@@ -129,6 +129,7 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(options=OPTIONS)
 def test_every_span_is_the_text_its_segment_decodes_to(options, inputs, tmp_path_factory):

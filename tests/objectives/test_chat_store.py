@@ -184,6 +184,7 @@ def test_tokenize_chat_on_the_command_line(corpora, tmp_path):
         assert without_warnings(refused.stderr).count("\n") == 1
 
 
+@pytest.mark.heavy
 def test_a_chat_store_appended_to_and_resharded_derives_the_text_runs_bytes(corpora, tmp_path):
     tokenizer, folder = corpora["qwen2.5"]
     reading = ["--partition-size", "24KiB", "--batch-size", "6KiB"]

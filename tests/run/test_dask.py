@@ -60,6 +60,7 @@ def test_shuffled_rows_are_the_bytes_of_the_local_executor(local_reference, tmp_
     assert json.loads(outputs[0]["manifest.json"])["config"]["shuffle_rows"] is True
 
 
+@pytest.mark.heavy
 def test_external_scheduler_and_workers(local_reference, tmp_path):
     args, expected = local_reference
     cluster = DaskProcesses(tmp_path)
@@ -148,6 +149,7 @@ def test_a_failed_task_names_its_input_and_writes_no_manifest(sample_tokenizer, 
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+@pytest.mark.heavy
 def test_a_token_store_and_a_megatron_file_on_a_cluster(small_corpus, sample_tokenizer, tmp_path):
     """Issues 51 and 52: tokenize on a LocalCluster writes the local run's store, and a big tokenized
     file cut into partitions by document ranges is shared by the cluster's workers."""
@@ -175,6 +177,7 @@ def test_a_token_store_and_a_megatron_file_on_a_cluster(small_corpus, sample_tok
     assert outputs[0] == outputs[1]
 
 
+@pytest.mark.heavy
 def test_a_cluster_ends_with_the_process_that_started_it(tmp_path):
     """Issue 65: a `make test` killed part-way left a Dask scheduler and worker running. A process that
     starts a cluster is SIGKILLed (no cleanup of its own runs): its scheduler and workers end."""

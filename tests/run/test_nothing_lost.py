@@ -464,6 +464,7 @@ def wait_for_run_state(run, out, state: str, timeout: float = 120) -> None:
         time.sleep(0.01)  # polling the state, not waiting a fixed time for it
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pool", ["processes", pytest.param("threads", marks=pytest.mark.slow)])
 def test_sigterm_is_one_line_without_leaked_semaphores_and_a_rerun_finishes(
     sample_tokenizer, small_corpus, tmp_path, pool

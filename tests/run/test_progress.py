@@ -169,6 +169,7 @@ def test_progress_lines_for_logs(corpus, tmp_path):
     assert "objcli transform: " not in quiet.stderr  # --quiet wins
 
 
+@pytest.mark.heavy
 def test_the_dask_executor_counts_what_its_workers_finished(corpus, tmp_path):
     pytest.importorskip("distributed")
     result = subprocess.run(

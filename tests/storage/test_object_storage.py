@@ -236,6 +236,7 @@ sys.addaudithook(refuse)
 """
 
 
+@pytest.mark.heavy
 def test_dask_workers_need_no_shared_folder(s3, bucket, corpus, sample_tokenizer, tmp_path):
     """Workers whose every open of the client's folder fails (an audit hook, preloaded) read the
     bucket, fetch the tokenizer from it and write their shards there; the client writes the manifest."""
@@ -495,6 +496,7 @@ def test_appending_to_an_output_in_a_bucket_gives_the_bytes_of_the_whole_run(s3,
     assert objects(s3, f"{bucket}/grown") == objects(s3, f"{bucket}/whole")
 
 
+@pytest.mark.heavy
 def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tokenizer, tmp_path):
     """Sources and outputs on object storage give the shards local ones give; the manifest comes last."""
     url = upload(s3, corpus, f"{bucket}/corpus")

@@ -329,6 +329,7 @@ def test_the_prerelease_the_docs_name_is_the_one_the_makefile_tests_and_no_extra
     assert not [r for rs in extras.values() for r in rs if r.startswith("tokenizers") and "rc" in r]
 
 
+@pytest.mark.heavy
 def test_the_prerelease_encodes_as_the_stable_release(files, corpus, tmp_path):
     """tokenizers 1.0's own batched encode equals 0.x's on every document, for both files."""
     (tmp_path / "corpus.json").write_text(json.dumps(corpus))
