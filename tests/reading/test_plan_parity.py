@@ -126,11 +126,16 @@ def test_a_plan_written_out_is_the_arrow_outputs_bytes(run, store, tmp_path):
     objective=st.sampled_from(["clm", "mlm"]),
     seed=st.integers(0, 2**31),
     split=st.sampled_from([None, "validation=20%"]),
+    windows=st.sampled_from([None, "20KiB"]),
 )
-def test_plans_over_seeds_lengths_packers_and_splits(store, tmp_path_factory, seq_len, packer, objective, seed, split):
-    """A property: whatever the length, packer, seed and split, the plan's rows are the written rows."""
+def test_plans_over_seeds_lengths_packers_and_splits(
+    store, tmp_path_factory, seq_len, packer, objective, seed, split, windows
+):
+    """A property: whatever the length, packer, seed, split and document shuffle, the plan's rows are the
+    written rows."""
     out = tmp_path_factory.mktemp("property")
     run = {"objective": objective, "packing": packer, "seq_len": seq_len, "seed": seed, "split": split}
+    run["shuffle_documents"] = windows
     run = {k: v for k, v in run.items() if v is not None}
     run_transform([store], SPM, out / "arrow", **run)
     run_transform([store], SPM, out / "plan", output_format="plan", **run)
@@ -202,6 +207,17 @@ def test_an_edited_or_moved_store_is_refused(store, tmp_path):
     shutil.rmtree(copy)
     with pytest.raises(ObjcliError, match="its token store .* is not there"):
         Rows(tmp_path / "plan")[0]
+
+
+def test_a_damaged_plan_file_is_one_line(mlm_plan, tmp_path):
+    """Cut short or overwritten: verify names the file, the reader says it in one line."""
+    plan = shutil.copytree(mlm_plan, tmp_path / "plan")
+    name = json.loads((plan / "manifest.json").read_text())["shards"][0]["files"][0]
+    (plan / name).write_bytes((plan / name).read_bytes()[:-40])
+    report = verify_output(plan)
+    assert not report.ok and any(name in problem for problem in report.problems)
+    with pytest.raises(ObjcliError, match=f"{name}: cannot be read .*; run 'objcli verify"):
+        Rows(plan)[0]
 
 
 def test_what_a_plan_cannot_do_is_one_line(store, mlm_plan, tmp_path):
