@@ -126,11 +126,8 @@ class _Chain:
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
-        rows = (
-            packed
-            if self.plans
-            else self.partition_examples.rows(packed if self.sources is None else self.sources.spans(packed))
-        )
+        spanned = packed if self.sources is None else self.sources.spans(packed)
+        rows = spanned if self.plans else self.partition_examples.rows(spanned)
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)

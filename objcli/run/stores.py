@@ -189,7 +189,7 @@ def check_plan_run(config: TransformConfig, stores: list[str], partitions: list)
             f"{flag}: a plan's rows are made on read from one token store's ids; give one store "
             "(objcli tokenize the text first), or choose a row format such as --format arrow"
         )
-    for option, given in (("--provenance", config.provenance), ("--shuffle-rows", config.shuffle_rows)):
+    for option, given in (("--shuffle-rows", config.shuffle_rows),):
         if given:
             raise ObjcliError(f"{flag}: {option} is not planned yet; drop it, or write the rows (--format arrow)")
 

@@ -209,6 +209,25 @@ def test_an_edited_or_moved_store_is_refused(store, tmp_path):
         Rows(tmp_path / "plan")[0]
 
 
+def test_a_plan_with_provenance_traces_its_rows_as_the_arrow_output(tmp_path):
+    """--provenance: each plan file's spans are the Arrow output's (trace gives the same spans for every
+    row), and written out they are the same .provenance files."""
+    from objcli.commands.trace import trace
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(True)[:40]))
+    store = _tokenize([corpus], tmp_path / "store", provenance=True)
+    run = {"objective": "mlm", "seq_len": 64, "provenance": True}
+    run_transform([store], SPM, tmp_path / "arrow", **run)
+    run_transform([store], SPM, tmp_path / "plan", output_format="plan", **run)
+    rows = Rows(tmp_path / "arrow")
+    assert all(trace(tmp_path / "plan", i) == trace(tmp_path / "arrow", i) for i in range(0, len(rows), 7))
+    reshard(str(tmp_path / "arrow"), str(tmp_path / "arrow-2"), None, num_shards=2)
+    reshard(str(tmp_path / "plan"), str(tmp_path / "plan-2"), None, num_shards=2, output_format="arrow")
+    assert shard_files(tmp_path / "arrow-2") == shard_files(tmp_path / "plan-2")
+
+
 def test_a_damaged_plan_file_is_one_line(mlm_plan, tmp_path):
     """Cut short or overwritten: verify names the file, the reader says it in one line."""
     plan = shutil.copytree(mlm_plan, tmp_path / "plan")
