@@ -168,6 +168,48 @@ def shapes_table(repeats: int = 2) -> list[str]:
     return failures
 
 
+ENGINE_CALL = """
+import json, sys, time, msgspec
+sys.path.insert(0, sys.argv[3])
+from objcli.tokenizers import load_tokenizer, open_tokenizer
+paths, tokenizer, engine = json.loads(sys.argv[1]), sys.argv[2], sys.argv[4]
+texts = [r['text'] for p in paths for r in msgspec.json.Decoder().decode_lines(open(p, 'rb').read())]
+mine = load_tokenizer(tokenizer, engine)
+raw = open_tokenizer(tokenizer).make_engine(engine)
+def own(batch):  # gigatoken's own call, one thread; SentencePiece's batched encode
+    return raw.library.encode_batch(batch, parallel=False) if engine == "gigatoken" else raw.encode_batch(batch, 1)
+own(["warm up"]), mine.encode(["warm up"], 1)
+best = {"engine": 1e9, "objcli": 1e9}
+for _ in range(3):  # interleaved
+    for name, call in (("engine", own), ("objcli", lambda b: mine.encode(b, 1))):
+        started = time.perf_counter()
+        call(texts)
+        best[name] = min(best[name], time.perf_counter() - started)
+print(json.dumps(best))
+"""
+
+
+def engine_call_table() -> None:
+    """Issue 73, point 4: objcli's encode (``Tokenizer.encode``: pieces of long texts, results as NumPy)
+    against the engine's own batch call (gigatoken's ``encode_batch``; SentencePiece's batched encode), one
+    thread, the same texts in memory, the best of three interleaved."""
+    print("\nThe engine call, one thread, same texts (issue 73: objcli's call costs the engine's own):")
+    print(f"{'':10} {'engine':>14} {'own call s':>11} {'objcli s':>9} {'objcli/own':>11}")
+    for shape, (paths, _) in corpora().items():
+        for _, (tokenizer, engine) in tokenizers().items():
+            out = subprocess.run(
+                [sys.executable, "-c", ENGINE_CALL, json.dumps([str(p) for p in paths[:2]]), str(tokenizer), str(ROOT)]
+                + [engine],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={"RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+            )
+            best = json.loads(out.stdout)
+            ratio = best["objcli"] / best["engine"]
+            print(f"{shape:10} {engine:>14} {best['engine']:11.3f} {best['objcli']:9.3f} {ratio:10.2f}x")
+
+
 if __name__ == "__main__":
     started = time.perf_counter()
     shapes_table()
