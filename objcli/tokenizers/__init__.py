@@ -7,6 +7,7 @@ is one); anything else is tried as a SentencePiece model.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -51,6 +52,7 @@ def open_tokenizer(path: str | Path) -> Tokenizer:
 
 _LOADED: dict[tuple[str, str], Tokenizer] = {}
 _OPENED: dict[str, Tokenizer] = {}  # opened before the run chose its engine (preload_tokenizer)
+_BUILT: dict[tuple[str, str], object] = {}  # (path, engine name) -> the engine preload_tokenizer built
 _LOCK = threading.Lock()
 
 
@@ -60,7 +62,21 @@ def preload_tokenizer(path: str) -> None:
     gives it the engine named then."""
     with _LOCK:
         if path not in _OPENED:
-            _OPENED[path] = open_tokenizer(path)
+            _OPENED[path] = opened = open_tokenizer(path)
+            # The engine --engine auto tries first, built and warmed here once, on this thread (no
+            # engine thread pool exists in a process that forks): a worker forked from here that is
+            # given it starts ready (gigatoken's first encode of a tokenizer.json took each worker 0.25 s).
+            for name in opened.engine_order():
+                try:
+                    engine = opened.make_engine(name)
+                except Unsupported:  # not installed, or not for this file: the next in the order
+                    continue
+                sized = "RAYON_NUM_THREADS" in os.environ
+                engine.encode_batch(["warm up"], 1)
+                if not sized:  # the engine sized its pool for this call: each worker sizes its own
+                    os.environ.pop("RAYON_NUM_THREADS", None)
+                _BUILT[path, name] = engine
+                break
 
 
 def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
@@ -75,7 +91,8 @@ def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
             tokenizer = _OPENED.pop(path, None) or open_tokenizer(path)
             if engine not in ("auto", "reference"):
                 try:
-                    tokenizer.use_engine(tokenizer.make_engine(engine))
+                    built = _BUILT.pop((path, engine), None)
+                    tokenizer.use_engine(built if built is not None else tokenizer.make_engine(engine))
                 except Unsupported as why:
                     raise ObjcliError(f"--engine {engine}: cannot encode {Path(path).name} here ({why})") from None
             _LOADED[path, engine] = tokenizer

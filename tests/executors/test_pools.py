@@ -3,10 +3,11 @@ number of workers, threads or processes; the pool ``auto`` picks; a partition ru
 process's tokenizer threads; the fork server's tokenizer is the workers' first load."""
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
-from runs import run_transform
+from runs import SAMPLE, run_transform
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
@@ -101,3 +102,30 @@ def test_a_tokenizer_opened_before_the_engine_was_chosen_is_taken_by_the_first_l
         tokenizers._LOADED.pop((path, "sentencepiece"), None)
         if earlier is not None:
             tokenizers._LOADED[path, "sentencepiece"] = earlier
+
+
+def test_the_engine_auto_tries_first_is_built_and_warmed_before_workers_fork(monkeypatch):
+    """Issue 73, point 3: the fork server builds and warms the first engine ``--engine auto`` can make
+    for a tokenizer.json (gigatoken's first encode costs each worker a quarter of a second); a worker
+    given that engine takes it, encodes what a fresh engine encodes, and sizes its own thread pool."""
+    from objcli import tokenizers
+
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    path = str((SAMPLE / "llama-style" / "tokenizer.json").resolve())
+    for key in [k for k in tokenizers._LOADED if k[0] == path]:
+        monkeypatch.delitem(tokenizers._LOADED, key)
+    tokenizers.preload_tokenizer(path)
+    built = {name: engine for (where, name), engine in tokenizers._BUILT.items() if where == path}
+    try:
+        assert len(built) == 1 and "RAYON_NUM_THREADS" not in os.environ
+        ((name, engine),) = built.items()
+        fresh = tokenizers.open_tokenizer(path).make_engine(name)
+        assert list(fresh.encode_batch(["warm up", "naïve text"], 1)[0]) == list(
+            engine.encode_batch(["warm up", "naïve text"], 1)[0]
+        )
+        assert tokenizers.load_tokenizer(path, name).engine is engine and (path, name) not in tokenizers._BUILT
+    finally:
+        tokenizers._OPENED.pop(path, None)
+        tokenizers._LOADED.pop((path, name), None)
+        for key in [k for k in tokenizers._BUILT if k[0] == path]:
+            tokenizers._BUILT.pop(key)
