@@ -47,7 +47,13 @@ class PlanWriter:
         self._add("batch_rows", np.array([rows.num_rows], np.int64))  # one write: one batch of the row step
         for name in COUNTS:
             self._add(name, getattr(rows, name).astype(np.int64))
+        planned = getattr(rows, "runs", None)  # rows planned from lengths (packing/concat_plan.py): runs given
         for spec in self.columns:
+            if planned is not None:
+                first, steps, lengths, per_row = planned[spec.name]
+                for part, array in zip(("first", "steps", "runs", "row_runs"), (first, steps, lengths, per_row)):
+                    self._add(f"{spec.name}.{part}", array)
+                continue
             column = rows.columns[spec.name]
             if spec.kind == "scalar":
                 self._add(spec.name, np.asarray(column).astype(np.int64))

@@ -181,6 +181,9 @@ class Objective:
     # Its examples and packed rows only move tokens (a row step may read them: it runs on read), so a
     # run over a store can write its plan instead of its rows (``--format plan``, formats/row_plan.py).
     plans_rows: ClassVar[bool] = False
+    # Its examples are its documents with ``bos_id``/``eos_id`` around them (``document_examples``): a plan
+    # packs their lengths alone, no array a token (``packing/concat_plan.py``, under ``concat``).
+    plans_lengths: ClassVar[bool] = False
 
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
         self.context = context

@@ -21,6 +21,7 @@ class CausalLM(Objective):
     supervision = "next-token"
     next_token_rows = True
     plans_rows = True  # documents joined, cut and packed: tokens moved, never read
+    plans_lengths = True
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)

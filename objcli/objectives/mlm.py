@@ -37,6 +37,7 @@ class MaskedLM(Objective):
     examples_are_documents = True
     row_step = True  # masking, after the packer
     plans_rows = True
+    plans_lengths = True
 
     def plan_refusal(self) -> str | None:
         if self.options.dupe_factor > 1:  # a plan holds each packed row once; its copies are rows of their own

@@ -25,6 +25,7 @@ from ..order.document_windows import take
 from ..order.mixture import passes
 from ..order.splits import assign_splits, split_names
 from ..packing import Packer
+from ..packing.concat_plan import ConcatPlanner
 from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
 from ..readers.token_store import StoredDocuments
@@ -123,6 +124,7 @@ class _Chain:
     source_index: int = -1  # --source: every row of the partition gets it in its source column
     sources: Sources | None = None  # --provenance: where each document comes from
     plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
+    planner: ConcatPlanner | None = None  # --format plan, concat over documents: rows from lengths alone
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
@@ -154,11 +156,16 @@ class _Chain:
         examples = objective.partition_examples(partition)
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
         plans = config.format.packs_positions
-        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans)
+        planner = _planner(config, objective) if plans and task.source_index < 0 else None
+        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
+        if self.planner is not None and stored:  # a plan from the documents' lengths: no array a token
+            self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
+            self.first_document += len(texts)
+            return int(texts.offsets[-1])
         if stored and texts.records is not None:  # a chat or pair store's records: rendered and encoded already
             tokens, offsets = texts.tokens, texts.offsets
             records = texts.records.batch(offsets)
@@ -179,18 +186,31 @@ class _Chain:
         return len(tokens)
 
     def counters(self) -> list[dict]:
-        return [self.partition_examples.counters, self.packer.counters]
+        packed = self.planner if self.planner is not None else self.packer
+        return [self.partition_examples.counters, packed.counters]
 
     def first_skipped(self) -> dict[str, str]:  # where the objective's first skip of each reason was
         return getattr(self.partition_examples, "first_skipped", {})
 
     def close(self) -> list:
+        if self.planner is not None:
+            self.planner.finish()
+            return self.sink.close()
         last = self.partition_examples.finish()
         if self.sources is not None:
             last = self.sources.mark(last, self.first_document)
         self._write(self.packer.process(last))
         self._write(self.packer.finish())
         return self.sink.close()
+
+
+def _planner(config: TransformConfig, objective) -> ConcatPlanner | None:
+    """Rows planned from the documents' lengths, where the run's rows are concat's of an objective whose
+    examples are its documents (``Objective.plans_lengths``) and nothing rides a token (no provenance)."""
+    if not objective.plans_lengths or config.packing != "concat" or objective.pad_id is not None or config.provenance:
+        return None
+    overlap = int(config.row_length > config.seq_len)  # Megatron's windows, as build_packer says
+    return ConcatPlanner(config.row_length, overlap, objective.bos_id, objective.eos_id)
 
 
 def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:

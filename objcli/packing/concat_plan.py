@@ -1,0 +1,166 @@
+"""``concat``'s rows as runs, from the documents' lengths alone: what ``--format plan`` writes for an
+objective whose examples are the documents with BOS/EOS around them (clm, mlm, mtp), with no array a
+token. The stream is pieces (a BOS, a document's stored tokens, an EOS); row r is the stream's window
+``[r * stride, r * stride + row_length)``, so each row's runs are the pieces it cuts, its segments start
+at the row and at each document's first piece in it, and its positions count from each segment's start:
+``ConcatPacker``'s rows (``kernels/packing.pack_concat``), its counters too, tested byte for byte
+against it through the plan's reader (``tests/reading/test_plan_parity.py``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class PlannedRows:
+    """Rows as runs, as a sink and ``PlanWriter`` take them (``RowBatch``'s bookkeeping, no columns)."""
+
+    runs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # column -> runs and row offsets
+    tokens: np.ndarray
+    padding: np.ndarray
+    documents: np.ndarray
+    segment_count: int
+    columns: dict = None  # none: the rows are their runs
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.tokens)
+
+    def slice(self, start: int, stop: int) -> PlannedRows:
+        if (start, stop) != (0, self.num_rows):
+            raise ValueError("planned rows are written whole (the plan format keeps a partition in one file)")
+        return self
+
+    def segments(self) -> int:
+        return self.segment_count
+
+
+class ConcatPlanner:
+    """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``."""
+
+    def __init__(self, row_length: int, overlap: int, bos_id: int | None, eos_id: int | None):
+        self.row_length, self.overlap = row_length, overlap
+        self.stride = row_length - overlap
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.counters: Counter = Counter()
+        # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
+        # starts its document, the document's ordinal in the partition.
+        dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
+        self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
+        self.stream = 0  # tokens in the stream so far
+        self.documents = 0  # documents fed so far
+        self.rows_made = 0
+        self.last_split = -1  # the last document counted split
+
+    def feed(self, tokens: np.ndarray, offsets: np.ndarray) -> PlannedRows | None:
+        """A batch's documents (``tokens``: their store positions, ``offsets``): its finished rows."""
+        self._add(tokens, offsets)
+        rows = max(self.stream - self.overlap, 0) // self.stride
+        if rows <= self.rows_made:
+            return None
+        planned = self._rows(self.rows_made, rows)
+        self.rows_made = rows
+        self._drop_used()
+        return planned
+
+    def finish(self) -> None:
+        """What no row holds: dropped and counted, as ``ConcatPacker.finish`` counts it."""
+        consumed = self.rows_made * self.stride
+        left = self.stream - consumed
+        shared = self.overlap if self.rows_made and left else 0
+        self.counters["tokens_dropped"] += left - shared
+        starts, lengths, _, _, firsts, _ = self.pieces
+        self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
+
+    def _add(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
+        lengths = np.diff(offsets).astype(np.int64)
+        count = len(lengths)
+        bos, eos = self.bos_id is not None, self.eos_id is not None
+        self.counters["skipped:no_tokens"] += int(np.sum(lengths + bos + eos == 0))
+        safe = np.minimum(offsets[:-1], max(len(tokens) - 1, 0))
+        position = tokens[safe].astype(np.int64) if len(tokens) else np.zeros(count, np.int64)
+        # Each document's three pieces, a row each: BOS, its stored tokens, EOS (a piece of 0 tokens dropped).
+        piece_lengths = np.stack([np.full(count, int(bos)), lengths, np.full(count, int(eos))], axis=1)
+        values = np.stack([np.full(count, self.bos_id or 0), position, np.full(count, self.eos_id or 0)], axis=1)
+        steps = np.tile(np.array([0, 1, 0], dtype=np.int64), (count, 1))
+        firsts = np.zeros((count, 3), dtype=bool)
+        firsts[np.arange(count), np.argmax(piece_lengths > 0, axis=1)] = piece_lengths.sum(axis=1) > 0
+        documents = np.repeat(self.documents + np.arange(count, dtype=np.int64), 3)
+        flat = piece_lengths.ravel()
+        keep = flat > 0
+        starts = self.stream + np.cumsum(flat) - flat
+        new = (starts, flat, values.ravel(), steps.ravel(), firsts.ravel(), documents)
+        self.pieces = tuple(np.concatenate([old, part[keep]]) for old, part in zip(self.pieces, new))
+        self.stream += int(flat.sum())
+        self.documents += count
+
+    def _drop_used(self) -> None:
+        """Pieces that end before the next row starts are in no row to come."""
+        starts, lengths = self.pieces[0], self.pieces[1]
+        keep = starts + lengths > self.rows_made * self.stride
+        self.pieces = tuple(column[keep] for column in self.pieces)
+
+    def _rows(self, first_row: int, stop_row: int) -> PlannedRows:
+        starts, lengths, values, steps, firsts, documents_of = self.pieces
+        ends = starts + lengths
+        row_start = np.arange(first_row, stop_row, dtype=np.int64) * self.stride
+        row_end = row_start + self.row_length
+        lo = np.searchsorted(ends, row_start, side="right")  # the first piece ending past the row's start
+        hi = np.searchsorted(starts, row_end, side="left")  # one past the last piece starting in the row
+        per_row = hi - lo
+        row = np.repeat(np.arange(len(row_start)), per_row)
+        piece = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row) + lo[row]
+        cut_lo = np.maximum(starts[piece], row_start[row])
+        cut_hi = np.minimum(ends[piece], row_end[row])
+        run_length = cut_hi - cut_lo
+        run_value = values[piece] + steps[piece] * (cut_lo - starts[piece])
+        run_offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
+        # Segments: at each row's first run, and at a document's first piece that starts in the row.
+        opens = firsts[piece] & (cut_lo == starts[piece])
+        opens[run_offsets[:-1][per_row > 0]] = True
+        segment_runs = self._segments(opens, run_length, row, run_offsets, len(row_start))
+        starting = firsts[piece] & (cut_lo == starts[piece])  # a document's first token, in this row
+        head = run_offsets[:-1][per_row > 0]  # each row's first run
+        self._count_split(documents_of[piece[head]][~starting[head]])
+        counted = starting
+        within = cut_lo - row_start[row] < (self.stride if self.overlap else self.row_length)
+        documents = np.bincount(row[counted & within], minlength=len(row_start)).astype(np.int64)
+        ids = (run_value, (steps[piece] * (run_length > 1)).astype(np.int8), run_length.astype(np.int32), per_row)
+        count = len(row_start)
+        return PlannedRows(
+            {"input_ids": ids, **segment_runs},
+            np.full(count, self.row_length, np.int64),
+            np.zeros(count, np.int64),
+            documents,
+            int(opens.sum()),
+        )
+
+    @staticmethod
+    def _segments(opens: np.ndarray, run_length: np.ndarray, row: np.ndarray, run_offsets: np.ndarray, rows: int):
+        """segment_ids (1, 2, … a row, each a run) and position_ids (0, 1, … from each segment's start)."""
+        segment_of_run = np.cumsum(opens) - 1
+        lengths = np.bincount(segment_of_run, weights=run_length, minlength=int(opens.sum())).astype(np.int64)
+        segment_row = row[opens]
+        per_row = np.bincount(segment_row, minlength=rows).astype(np.int64)
+        numbers = np.arange(len(lengths)) - np.repeat(np.cumsum(per_row) - per_row, per_row) + 1
+        ones = (lengths > 1).astype(np.int8)
+        return {
+            "segment_ids": (
+                numbers.astype(np.int64),
+                np.zeros(len(lengths), np.int8),
+                lengths.astype(np.int32),
+                per_row,
+            ),
+            "position_ids": (np.zeros(len(lengths), np.int64), ones, lengths.astype(np.int32), per_row),
+        }
+
+    def _count_split(self, split: np.ndarray) -> None:
+        """Documents a row starts inside of, each once (by ordinal, as ``ConcatPacker`` counts them)."""
+        docs = np.unique(split)
+        docs = docs[docs != self.last_split]
+        if len(docs):
+            self.last_split = int(docs[-1])
+        self.counters["documents_split"] += len(docs)
