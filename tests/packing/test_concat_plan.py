@@ -1,0 +1,68 @@
+"""``concat`` planned from lengths (packing/concat_plan.py) against ``ConcatPacker`` itself: for any
+batches of documents, BOS/EOS, row length and overlap, the planner's runs decode to the packer's rows
+(ids as positions), its batches are the packer's, and its bookkeeping and counters are the packer's."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from objcli.kernels.ragged import lengths_to_offsets
+from objcli.kernels.runs import decode_runs
+from objcli.objectives.base import DocumentBatch, document_examples
+from objcli.packing import PackSettings, make_packer
+from objcli.packing.concat_plan import ConcatPlanner
+from objcli.rows import ColumnSpec
+
+VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
+IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
+
+
+def _decoded(planned, name: str, width: int) -> np.ndarray:
+    first, steps, lengths, per_row = planned.runs[name]
+    assert per_row.sum() == len(first)
+    return decode_runs(first, steps, lengths).reshape(-1, width)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.integers(0, 40), max_size=8), min_size=1, max_size=5),
+    bos=st.booleans(),
+    eos=st.booleans(),
+    row_length=st.integers(2, 30),
+    overlap=st.sampled_from([0, 1]),
+)
+def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overlap):
+    bos_id, eos_id = (1 if bos else None), (2 if eos else None)
+    packer = make_packer("concat", PackSettings(row_length, (IDS,), overlap=overlap))
+    planner = ConcatPlanner(row_length, overlap, bos_id, eos_id)
+    start = VOCABULARY
+    for lengths in batches:
+        offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
+        tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
+        start += int(offsets[-1])
+        rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
+        planned = planner.feed(tokens, offsets)
+        assert (rows is None) == (planned is None)
+        if rows is None:
+            continue
+        for name in ("input_ids", "segment_ids", "position_ids"):
+            assert np.array_equal(_decoded(planned, name, row_length), rows.columns[name]), name
+        for name in ("tokens", "padding", "documents"):
+            assert np.array_equal(getattr(planned, name), getattr(rows, name)), name
+        assert planned.segments() == rows.segments()
+    assert packer.finish() is None
+    planner.finish()
+    assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
+
+
+def test_a_worked_example():
+    """Two documents of 3 and 4 tokens with EOS (id 2), rows of 4: [a0 a1 a2 EOS] [b0 b1 b2 b3], EOS left."""
+    planner = ConcatPlanner(4, 0, None, 2)
+    tokens = np.arange(VOCABULARY, VOCABULARY + 7, dtype=np.int32)
+    planned = planner.feed(tokens, np.array([0, 3, 7]))
+    assert _decoded(planned, "input_ids", 4).tolist() == [[1000, 1001, 1002, 2], [1003, 1004, 1005, 1006]]
+    assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
+    assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert planned.documents.tolist() == [1, 1] and planned.runs["input_ids"][3].tolist() == [2, 1]
+    planner.finish()
+    assert planner.counters["tokens_dropped"] == 1 and planner.counters["documents_split"] == 0
