@@ -153,7 +153,7 @@ def mlm_plan(store, tmp_path_factory):
     return out / "plan"
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_resume_from_a_saved_state_gives_the_rest(mlm_plan, data):
     """Rows read in any order equal rows read in order; a state saved at a random row of a random rank

@@ -187,12 +187,12 @@ def clean_remote_run(s3, corpus, sample_tokenizer):
 
 @pytest.mark.parametrize(
     "crash_at, kept",
-    [
+    [  # a crash at each step of the commit; the first two in make test, the rest in make test-extras
         ("upload:1", False),
         ("upload:3", True),
-        ("partition-done:2", True),
-        ("rename:2", True),
-        ("manifest.json:1", True),
+        pytest.param("partition-done:2", True, marks=pytest.mark.heavy),
+        pytest.param("rename:2", True, marks=pytest.mark.heavy),
+        pytest.param("manifest.json:1", True, marks=pytest.mark.heavy),
     ],
 )
 def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run, crash_at, kept):
@@ -480,6 +480,7 @@ def test_staging_folders_of_killed_runs_are_removed_and_no_others(tmp_path, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
 
 
+@pytest.mark.heavy
 def test_appending_to_an_output_in_a_bucket_gives_the_bytes_of_the_whole_run(s3, bucket, corpus, sample_tokenizer):
     """--append on object storage: the output's objects are copied server-side into the work prefix;
     the result is what transform(A + B) writes to the bucket."""
@@ -532,6 +533,7 @@ def test_merge_and_reshard_read_and_write_buckets(s3, bucket, corpus, sample_tok
     assert again.returncode == 1 and "not empty" in again.stderr and again.stderr.count("\n") == 1
 
 
+@pytest.mark.heavy
 def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket, tmp_path, monkeypatch):
     """Megatron-LM's, datatrove's and a datasets.map's files in a bucket: the same rows as the local
     files, the manifest naming the URLs with the files' sha256, provenance naming them too; the objects
@@ -581,6 +583,7 @@ def test_tokenized_inputs_in_a_bucket_are_read_as_their_local_copies(s3, bucket,
     assert len(list((tmp_path / "cache" / "objcli" / "remote-copies").iterdir())) == len(copies) + 1
 
 
+@pytest.mark.heavy
 def test_a_token_store_in_a_bucket(s3, bucket, corpus, sample_tokenizer, tmp_path):
     """objcli tokenize -o s3://…: the store's objects are the local store's bytes, verify reads it there,
     and a transform from it (with --provenance) writes what a transform from the local store writes;

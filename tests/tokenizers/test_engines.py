@@ -80,8 +80,16 @@ def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
 # The readable python engine on the whole multilingual corpus takes 3-7 s a file: gpt2.json's in
 # the default run, the 128k files' under `slow` (the probe checks python against the stable
 # library on every run anyway).
+def _marks(name: str, engine: str) -> list:
+    """The pure-Python engine past gpt2 is slow; the stable tokenizers engine (each file's reference, which
+    the probe runs anyway) and gpt2's pure-Python run are heavy: make test-extras."""
+    if engine == "python" and name != "gpt2.json":
+        return [pytest.mark.slow]
+    return [pytest.mark.heavy] if engine == "tokenizers" or engine == "python" else []
+
+
 CASES = [
-    pytest.param(name, engine, marks=[pytest.mark.slow] if engine == "python" and name != "gpt2.json" else [])
+    pytest.param(name, engine, marks=_marks(name, engine))
     for name, engines in (
         ("llama3.json", ("tokenizers", "gigatoken", "python")),
         ("gpt2.json", ("tokenizers", "gigatoken", "python")),
@@ -105,6 +113,7 @@ def test_every_engine_writes_the_reference_tokens_on_every_document(files, corpu
     assert max(map(len, corpus)) > LONG_TEXT_CHARS  # _pydecimal.py: encoded in pieces
 
 
+@pytest.mark.heavy
 def test_long_texts_are_cut_where_the_files_own_pattern_starts_a_piece(files):
     """Issue 25's example: Llama 3's pattern joins a punctuation run with the line breaks after it, so
     `'))` + `\\n` at a cut before the line break gave other tokens than the library's `'))\\n`."""
@@ -394,6 +403,7 @@ def test_objcli_on_the_prerelease_writes_the_stable_releases_bytes(files, small_
         ).read_bytes()
 
 
+@pytest.mark.heavy
 def test_a_special_allocated_past_the_vocabulary_is_never_silent(files, small_corpus, tmp_path):
     """Issue 29: a tokenizer.json converted from Llama 3's rank file without its specials wrote every
     document with a new id 128000 (</s>, one past the vocabulary), said only in the manifest."""
