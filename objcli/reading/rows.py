@@ -232,6 +232,10 @@ def _local_folder(folder: str | Path) -> Path:
     from ..storage.remote import filesystem, is_url
 
     if not is_url(str(folder)):
+        if Path(folder).is_file():
+            raise ObjcliError(
+                f"{folder}: a file, not an output folder; give the folder objcli transform or tokenize wrote"
+            )
         return Path(folder)
     from ..storage.copies import local_copy
 

@@ -52,6 +52,10 @@ def test_every_written_format_reads_as_the_arrow_rows(name, small_corpus, arrow_
 def test_a_missing_split_and_a_bad_index_are_one_line(arrow_rows):
     from objcli.errors import ObjcliError
 
+    with pytest.raises(ObjcliError, match="a file, not an output folder"):
+        Rows(arrow_rows / "manifest.json")
+    with pytest.raises(ObjcliError, match="no manifest.json"):
+        Rows(arrow_rows / "nothing-here")
     with pytest.raises(ObjcliError, match="has no split 'test' \\(its splits: train, validation\\)"):
         Rows(arrow_rows, "test")
     rows = Rows(arrow_rows, "train")
