@@ -39,7 +39,7 @@ from .affinity import free_for
 from .documents import starting_with
 from .passes import documents_of_pass
 from .provenance import Sources
-from .stages import build_objective, build_packer, run_columns
+from .stages import build_objective, build_packer, build_planner, run_columns
 from .store_chain import StoreChain
 
 
@@ -156,7 +156,7 @@ class _Chain:
         examples = objective.partition_examples(partition)
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
         plans = config.format.packs_positions
-        planner = _planner(config, objective) if plans and task.source_index < 0 else None
+        planner = build_planner(config, objective) if plans and task.source_index < 0 else None
         return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
@@ -202,15 +202,6 @@ class _Chain:
         self._write(self.packer.process(last))
         self._write(self.packer.finish())
         return self.sink.close()
-
-
-def _planner(config: TransformConfig, objective) -> ConcatPlanner | None:
-    """Rows planned from the documents' lengths, where the run's rows are concat's of an objective whose
-    examples are its documents (``Objective.plans_lengths``) and nothing rides a token (no provenance)."""
-    if not objective.plans_lengths or config.packing != "concat" or objective.pad_id is not None or config.provenance:
-        return None
-    overlap = int(config.row_length > config.seq_len)  # Megatron's windows, as build_packer says
-    return ConcatPlanner(config.row_length, overlap, objective.bos_id, objective.eos_id)
 
 
 def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:

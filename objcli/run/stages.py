@@ -7,6 +7,7 @@ from ..config import TransformConfig
 from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
+from ..packing.concat_plan import ConcatPlanner
 from ..rows import HIDDEN, ColumnSpec
 from ..tokenizers import Tokenizer
 from .provenance import EXAMPLE_SPECS, SOURCE_SPEC
@@ -48,6 +49,15 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
         overlap,
     )
     return make_packer(config.packing, settings)
+
+
+def build_planner(config: TransformConfig, objective) -> ConcatPlanner | None:
+    """Rows planned from the documents' lengths, where the run's rows are concat's of an objective whose
+    examples are its documents (``Objective.plans_lengths``) and nothing rides a token (no provenance)."""
+    if not objective.plans_lengths or config.packing != "concat" or objective.pad_id is not None or config.provenance:
+        return None
+    overlap = int(config.row_length > config.seq_len)  # Megatron's windows, as build_packer says
+    return ConcatPlanner(config.row_length, overlap, objective.bos_id, objective.eos_id)
 
 
 def run_columns(config: TransformConfig, objective: Objective, packer: Packer, planned=False) -> list[ColumnSpec]:
