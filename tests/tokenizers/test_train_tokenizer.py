@@ -99,8 +99,9 @@ def _training(corpus, output):
         [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
         stderr=subprocess.PIPE,
         text=True,
-        # as a terminal starts it: a test worker may ignore SIGINT, and a child inherits an ignored signal
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # as a terminal starts it: a test worker may ignore SIGINT (and, under nohup, SIGHUP), and a child
+        # inherits an ignored signal
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)],
     )
     for line in process.stderr:
         if "loaded" in line or "EM round" in line:
