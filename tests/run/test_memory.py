@@ -67,6 +67,7 @@ def test_peak_rss_on_a_file_of_hundreds_of_megabytes(tmp_path):
     assert large < small * 1.15 + 16, (small, large)
 
 
+@pytest.mark.heavy
 def test_a_huge_document_is_cut_and_streams_through(tmp_path):
     words = (SAMPLE / "reference.txt").read_text(encoding="utf-8").encode("ascii", "ignore").decode().split()
     text = " ".join(words * (30_000_000 // (len(" ".join(words)) + 1) + 1))  # one ~30 MB document

@@ -131,6 +131,7 @@ def test_resume_after_a_kill_before_anything_was_written(sample_tokenizer, tmp_p
         assert refused.returncode == 1 and "holds no earlier run of this configuration" in refused.stderr
 
 
+@pytest.mark.heavy
 def test_pool_workers_exit_when_the_main_process_is_killed(small_corpus, sample_tokenizer, tmp_path):
     """Item 12: after SIGKILL of the main process, spawned workers stayed alive for minutes."""
     import subprocess
@@ -395,6 +396,7 @@ def test_special_tokens_that_collide_are_refused_and_ordinary_pieces_warned(samp
     assert "the eos token '\u2581the'" in word.output and "is an ordinary piece: text can produce it" in word.output
 
 
+@pytest.mark.heavy
 def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus, tmp_path):
     """Item 8: SIGINT early in a process-pool run printed ~70 lines of interleaved worker tracebacks.
     Ctrl-C signals the whole process group, workers included; whenever it comes, what is printed is one
