@@ -5,7 +5,6 @@ byte for byte (``tests/reading/test_plan_parity.py``)."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from pathlib import Path
 
@@ -174,7 +173,6 @@ def _objective(folder: Path, manifest: Manifest):
     return build_objective(config, tokenizer)
 
 
-@functools.cache
 def _tokenizer(path: str, sha256: str) -> str:
     """The tokenizer the plan was made with, where it still is and unchanged (its row step needs its ids)."""
     from ..storage.identity import file_sha256

@@ -258,3 +258,16 @@ def test_a_plan_needs_one_store(store, tmp_path):
         run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "p", output_format="plan")
     with pytest.raises(ObjcliError, match="--format plan: --shuffle-rows is not planned yet"):
         run_transform([store], SPM, tmp_path / "p", output_format="plan", shuffle_rows=True)
+
+
+def test_a_row_step_without_its_tokenizer_is_one_line(store, tmp_path):
+    """MLM's masking is made on read with the plan's tokenizer: gone or changed, the reader says so in one line."""
+    tokenizer = shutil.copy(SPM, tmp_path / "tokenizer.model")
+    run_transform([store], tokenizer, tmp_path / "plan", objective="mlm", seq_len=64, output_format="plan")
+    assert len(Rows(tmp_path / "plan")[0]["labels"]) == 64
+    (tmp_path / "tokenizer.model").write_bytes(b"not the model")
+    with pytest.raises(ObjcliError, match="not the tokenizer the plan was made with"):
+        Rows(tmp_path / "plan")[0]
+    (tmp_path / "tokenizer.model").unlink()
+    with pytest.raises(ObjcliError, match="the plan's tokenizer is not there"):
+        Rows(tmp_path / "plan")[0]
