@@ -84,10 +84,8 @@ class PlanWriter:
 
 
 def _flat(column) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(column, Ragged):
-        return column.values, column.offsets
-    rows, width = column.shape
-    return column.reshape(-1), np.arange(rows + 1, dtype=np.int64) * width
+    flat = column if isinstance(column, Ragged) else Column.of_rows(column)
+    return flat.values, flat.offsets
 
 
 def _spec_json(spec: ColumnSpec) -> dict:

@@ -118,16 +118,15 @@ class ConcatPlanner:
         run_length = cut_hi - cut_lo
         run_value = values[piece] + steps[piece] * (cut_lo - starts[piece])
         run_offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
-        # Segments: at each row's first run, and at a document's first piece that starts in the row.
-        opens = firsts[piece] & (cut_lo == starts[piece])
-        opens[run_offsets[:-1][per_row > 0]] = True
-        segment_runs = self._segments(opens, run_length, row, run_offsets, len(row_start))
         starting = firsts[piece] & (cut_lo == starts[piece])  # a document's first token, in this row
         head = run_offsets[:-1][per_row > 0]  # each row's first run
+        # Segments: at each row's first run, and where a document starts in the row.
+        opens = starting.copy()
+        opens[head] = True
+        segment_runs = self._segments(opens, run_length, row, len(row_start))
         self._count_split(documents_of[piece[head]][~starting[head]])
-        counted = starting
         within = cut_lo - row_start[row] < (self.stride if self.overlap else self.row_length)
-        documents = np.bincount(row[counted & within], minlength=len(row_start)).astype(np.int64)
+        documents = np.bincount(row[starting & within], minlength=len(row_start)).astype(np.int64)
         ids = (run_value, (steps[piece] * (run_length > 1)).astype(np.int8), run_length.astype(np.int32), per_row)
         count = len(row_start)
         return PlannedRows(
@@ -139,7 +138,7 @@ class ConcatPlanner:
         )
 
     @staticmethod
-    def _segments(opens: np.ndarray, run_length: np.ndarray, row: np.ndarray, run_offsets: np.ndarray, rows: int):
+    def _segments(opens: np.ndarray, run_length: np.ndarray, row: np.ndarray, rows: int):
         """segment_ids (1, 2, … a row, each a run) and position_ids (0, 1, … from each segment's start)."""
         segment_of_run = np.cumsum(opens) - 1
         lengths = np.bincount(segment_of_run, weights=run_length, minlength=int(opens.sum())).astype(np.int64)

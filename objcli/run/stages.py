@@ -36,7 +36,7 @@ def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:
     # Formats of whole documents (Megatron, flat tokens) never cut one at --seq-len: the trainer does.
     whole = config.format.whole_documents and config.packing == "none"
-    overlap = int(config.row_length > config.seq_len and config.packing == "concat")  # Megatron's windows
+    overlap = concat_overlap(config)
     # --provenance: each example's document and token places, or its ordinal among a stream's examples
     kind = objective.provenance_kind()
     marks = (EXAMPLE_SPECS if kind == "tokens" else (SOURCE_SPEC,)) if config.provenance else ()
@@ -56,8 +56,12 @@ def build_planner(config: TransformConfig, objective) -> ConcatPlanner | None:
     examples are its documents (``Objective.plans_lengths``) and nothing rides a token (no provenance)."""
     if not objective.plans_lengths or config.packing != "concat" or objective.pad_id is not None or config.provenance:
         return None
-    overlap = int(config.row_length > config.seq_len)  # Megatron's windows, as build_packer says
-    return ConcatPlanner(config.row_length, overlap, objective.bos_id, objective.eos_id)
+    return ConcatPlanner(config.row_length, concat_overlap(config), objective.bos_id, objective.eos_id)
+
+
+def concat_overlap(config: TransformConfig) -> int:
+    """Tokens each concat row shares with the next: 1 for Megatron's windows (--row-tokens seq-len+1)."""
+    return int(config.row_length > config.seq_len and config.packing == "concat")
 
 
 def run_columns(config: TransformConfig, objective: Objective, packer: Packer, planned=False) -> list[ColumnSpec]:

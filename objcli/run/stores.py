@@ -189,9 +189,8 @@ def check_plan_run(config: TransformConfig, stores: list[str], partitions: list)
             f"{flag}: a plan's rows are made on read from one token store's ids; give one store "
             "(objcli tokenize the text first), or choose a row format such as --format arrow"
         )
-    for option, given in (("--shuffle-rows", config.shuffle_rows),):
-        if given:
-            raise ObjcliError(f"{flag}: {option} is not planned yet; drop it, or write the rows (--format arrow)")
+    if config.shuffle_rows:
+        raise ObjcliError(f"{flag}: --shuffle-rows is not planned yet; drop it, or write the rows (--format arrow)")
 
 
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:

@@ -114,6 +114,29 @@ def check_core(bin_folder, tmp):
     assert manifest(out)["tokenizer"]["engine"]["name"] == "sentencepiece"
     refused = objcli(bin_folder, "transform", SAMPLE / "prose.jsonl", "-t", LLAMA_STYLE, "-o", tmp / "no-hf")
     assert "pip install 'objcli[hf]'" in one_error_line(refused)
+    # Rows on read in the core install: a store, an MLM plan over it (its masking made on read), the reader.
+    store, plan = tmp / "store", tmp / "plan"
+    assert (
+        objcli(bin_folder, "tokenize", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "-o", store).returncode
+        == 0
+    )
+    made = objcli(
+        bin_folder, "transform", store, "--objective", "mlm", "--seq-len", "64", "--format", "plan", "-o", plan
+    )
+    assert made.returncode == 0, made.stderr
+    assert objcli(bin_folder, "verify", plan).returncode == 0
+    read = subprocess.run(
+        [
+            str(bin_folder / "python"),
+            "-c",
+            "import sys; from objcli.reading import Rows; r = Rows(sys.argv[1]); "
+            "print(len(r), r[len(r) - 1]['labels'].dtype)",
+            str(plan),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert read.returncode == 0 and read.stdout.split() == [str(manifest(plan)["totals"]["rows"]), "int16"], read.stderr
 
 
 def check_hf(bin_folder, tmp):
@@ -320,7 +343,7 @@ def check_train(bin_folder, tmp):
     from recipes import recipe, recipe_folder
 
     folder = recipe_folder(tmp / "recipe")
-    for name in ("clm", "seq2seq"):
+    for name in ("clm", "seq2seq", "plan"):
         commands, script = recipe(name)
         for args in commands:
             result = objcli(bin_folder, *args, cwd=folder)
