@@ -69,10 +69,14 @@ class Plan:
     def __init__(self, folder: Path, manifest: Manifest):
         self.folder, self.manifest = folder, manifest
         section = manifest.row_plan
-        if not section:
-            raise ObjcliError(f"{folder}: its manifest has no row_plan section; write the plan again")
-        self.vocabulary = int(section["vocabulary"])
-        self.store = StoreTokens.open(section["store"], section["store_manifest_sha256"], folder)
+        store, sha256, vocabulary = (section.get(k) for k in ("store", "store_manifest_sha256", "vocabulary"))
+        if not (isinstance(store, str) and isinstance(sha256, str) and type(vocabulary) is int and vocabulary > 0):
+            raise ObjcliError(
+                f"{folder}/manifest.json: its row_plan does not name a store, its sha256 and a vocabulary (edited?); "
+                "write the plan again"
+            )
+        self.vocabulary = vocabulary
+        self.store = StoreTokens.open(store, sha256, folder)
         self.step = _row_step(folder, manifest)
         self._lock = threading.Lock()
         self._shards: dict[str, PlanShard] = {}

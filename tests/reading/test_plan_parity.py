@@ -239,6 +239,16 @@ def test_a_damaged_plan_file_is_one_line(mlm_plan, tmp_path):
         Rows(plan)[0]
 
 
+@pytest.mark.parametrize("section", [{}, {"vocabulary": "8000"}, {"store": ["x"]}, {"store_manifest_sha256": None}])
+def test_an_edited_row_plan_section_is_one_line(mlm_plan, tmp_path, section):
+    plan = shutil.copytree(mlm_plan, tmp_path / "plan")
+    manifest = json.loads((plan / "manifest.json").read_text())
+    edited = {} if not section else {**manifest["row_plan"], **section}
+    (plan / "manifest.json").write_text(json.dumps({**manifest, "row_plan": edited}))
+    with pytest.raises(ObjcliError, match="its row_plan does not name a store"):
+        Rows(plan)[0]
+
+
 def test_what_a_plan_cannot_do_is_one_line(store, mlm_plan, tmp_path):
     """Merged, appended to or resharded as a plan: refused, naming the way that works."""
     from objcli.commands.merge import merge
