@@ -5,6 +5,7 @@ import gzip
 import json
 import logging
 import os
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -176,13 +177,16 @@ def test_output_in_a_bucket_reads_back_through_its_url(s3, bucket, corpus, sampl
 
 @pytest.fixture(scope="module")
 def clean_remote_run(s3, corpus, sample_tokenizer):
-    """(arguments, bucket, objects) of an uninterrupted CLI run from a bucket into it."""
-    s3.mkdir("clean-run")
-    url = upload(s3, corpus, "clean-run/corpus")
+    """(arguments, bucket, objects) of an uninterrupted CLI run from a bucket into it. The bucket's
+    name is new each time: pytest may set a module fixture up again over the same server (CI saw a
+    second set-up find the bucket there)."""
+    name = f"clean-run-{uuid.uuid4().hex[:12]}"
+    s3.mkdir(name)
+    url = upload(s3, corpus, f"{name}/corpus")
     args = [url, "-t", sample_tokenizer, "--seq-len", "128", "--partition-size", "100000", "--workers", "1"]
-    clean = run_cli("transform", *args, "-q", "-o", "s3://clean-run/clean")
+    clean = run_cli("transform", *args, "-q", "-o", f"s3://{name}/clean")
     assert clean.returncode == 0, clean.stderr
-    return args, objects(s3, "clean-run/clean")
+    return args, name, objects(s3, f"{name}/clean")
 
 
 @pytest.mark.parametrize(
@@ -199,8 +203,8 @@ def test_a_run_killed_mid_upload_resumes_to_the_same_bytes(s3, clean_remote_run,
     """SIGKILL while shards go up, between partitions, while they are copied into place, and just
     before the manifest: never a manifest without its shards; the rerun (its lock taken over from
     the dead run) keeps the finished partitions and ends with the bytes of an uninterrupted run."""
-    args, expected = clean_remote_run
-    out = f"clean-run/{crash_at.replace(':', '-')}"
+    args, name, expected = clean_remote_run
+    out = f"{name}/{crash_at.replace(':', '-')}"
     killed = run_cli("transform", *args, "-q", "-o", f"s3://{out}", env={"OBJCLI_CRASH_AT": crash_at})
     assert killed.returncode == -9, killed.stderr
     assert not s3.exists(f"{out}/manifest.json")
