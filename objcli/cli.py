@@ -148,8 +148,8 @@ def tokenize(**values):
 
         objcli tokenize corpus/ -t tok.model -o store/ && objcli transform store/ --objective ul2 -o ul2/
     """
-    from .objectives.supply import WHOLE_DOCUMENTS
     from .recipe import config_from_values
+    from .stores import WHOLE_DOCUMENTS
     from .transform import tokenize as run_tokenize
 
     try:
@@ -184,14 +184,15 @@ def tokenize(**values):
 
 
 def _appended_kind(manifest: dict, given):
-    """What ``--append`` adds to: a token store, of the kind asked (whole documents or a splitter)."""
-    from .objectives.supply import StoreKind
+    """What ``--append`` adds to: a token store, of the kind asked (the kind asked for must be its kind)."""
+    from .stores import parse
 
-    kind = StoreKind.parse(manifest.get("config", {}).get("token_store"))
+    kind = parse(manifest.get("config", {}).get("token_store"))
     if not kind:
         raise ObjcliError("--append: the output is no token store; append to it with objcli transform --append")
     if given and given != kind:
-        raise ObjcliError(f"--append: --sentences {given}: the store holds {kind}; drop --sentences")
+        flag = given.option.flag
+        raise ObjcliError(f"--append: {f'{flag} {given.parameter}'.strip()}: the store holds {kind}; drop {flag}")
     return kind
 
 

@@ -231,40 +231,27 @@ TOKENIZE_HELP = {
     "append": "Add INPUTS to the finished store -o as partitions after its own, with its configuration.",
 }
 TOKENIZE_EXECUTION = ("workers", "executor", "pool", "scheduler", "overwrite", "resume", "quiet", "append")
-# A chat store's (--chat): how its records are rendered, as --objective chat takes them (run/stores.RENDERING),
-# and the BOS/EOS a prompt/completion pair's text is rendered with.
-TOKENIZE_CHAT = ("messages_key", "chat_template", "template_date", "assistant_span", "turns", "bos", "eos")
-TOKENIZE_PAIRS = ("chat_template", "template_date", "bos")  # a pair store's (--preference): run/stores.PAIR_RENDERING
 
 
 def _store_kind() -> type:
-    """What ``objcli tokenize`` keeps besides transform's reading options (built on first use: the
-    splitters' names live with the objectives, which ``objcli --help`` does not import)."""
-    from .objectives.sentences import SPLITTERS
+    """``objcli tokenize``'s options that ask for a kind of store, one a registered kind (built on first
+    use: the kinds live with what they read, which ``objcli --help`` does not import)."""
+    from .stores import STORE_KINDS
 
-    @dataclass(frozen=True)
-    class StoreKind:
-        chat: bool = option(
-            False,
-            "Render each record with the chat template, as --objective chat does, and keep its ids and "
-            "supervised spans: a chat store, for --objective chat at any --seq-len, --packing, --loss-on, --overlong.",
-            group=RUN,
-        )
-        preference: bool = option(
-            False,
-            "Render each preference record as --objective preference and reward do (TRL's tokenization), and keep "
-            "its renderings' ids: a pair store, for either at any --seq-len and --packing.",
-            group=RUN,
-        )
-        sentences: str | None = option(
-            None,
-            "Tokenize each document's sentences apart (prose or lines, the splitters of --sentences), for the "
-            "sentence objectives: nsp, sop, electra, bart, contrastive ict and adjacent [default: whole documents].",
-            choices=SPLITTERS,
-            group=RUN,
-        )
+    fields = []
+    for kind in STORE_KINDS.values():
+        asks = kind.option
+        if asks is not None:
+            default, kind_type = (None, str | None) if asks.takes_value else (False, bool)
+            fields.append((asks.name, kind_type, option(default, asks.help, choices=asks.choices, group=RUN)))
+    return dataclasses.make_dataclass("StoreKindOptions", fields, frozen=True)
 
-    return StoreKind
+
+def _renderings() -> dict[str, list]:
+    """Each option a kind of store renders with -> the kinds that take it (--chat's template, ...)."""
+    from .stores import renderings
+
+    return renderings()
 
 
 class TokenizeCommand(click.Command):
@@ -277,14 +264,15 @@ class TokenizeCommand(click.Command):
 
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
         fields += _run_fields(_store_kind())
-        fields += [f for f in _run_fields(TransformConfig) + _run_fields(ChatOptions) if f[0].name in TOKENIZE_CHAT]
+        rendering = _renderings()
+        fields += [f for f in _run_fields(TransformConfig) + _run_fields(ChatOptions) if f[0].name in rendering]
         fields += [f for f in _run_fields(Execution) if f[0].name in TOKENIZE_EXECUTION]
         options = _options_of(fields)
         for param in options:  # the same option, said of what a store keeps
             param.help = TOKENIZE_HELP.get(param.name, param.help)
-            if param.name in TOKENIZE_CHAT:
-                also = " or --preference" if param.name in TOKENIZE_PAIRS else ""
-                param.help = f"With --chat{also}: {param.help}"
+            if param.name in rendering:
+                flags = " or ".join(kind.option.flag for kind in rendering[param.name])
+                param.help = f"With {flags}: {param.help}"
         return [click.Argument(["inputs"], nargs=-1), *options]
 
     def get_params(self, ctx):
@@ -293,7 +281,7 @@ class TokenizeCommand(click.Command):
 
 def tokenize_values(values: dict) -> tuple[dict, dict]:
     """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
-    from .objectives.supply import CHAT_STORE, PAIR_STORE, StoreKind
+    from .stores import asked_kind
 
     given = {k: v for k, v in values.items() if v not in (None, ())}
     execution = {name: given.pop(name, None) for name in TOKENIZE_EXECUTION}
@@ -303,25 +291,27 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
         execution[flag] = bool(execution[flag])
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
-    execution["store_kind"] = StoreKind.parse(given.pop("sentences", None))
-    chat, preference = given.pop("chat", False), given.pop("preference", False)
-    if chat or preference:
-        flag = "--chat" if chat else "--preference"
-        if execution["store_kind"] or (chat and preference):
-            held = "rendered conversations" if chat else "rendered preference pairs"
-            raise ObjcliError(
-                f"{flag}: a {'chat' if chat else 'pair'} store keeps {held}, not sentences or other "
-                "records; drop --sentences (or the other of --chat and --preference)"
-            )
-        execution["store_kind"] = CHAT_STORE if chat else PAIR_STORE
-        given["objective"] = "chat" if chat else "preference"
-        if preference and any(key in given for key in TOKENIZE_CHAT if key not in TOKENIZE_PAIRS):
-            other = "--" + next(k for k in TOKENIZE_CHAT if k in given and k not in TOKENIZE_PAIRS).replace("_", "-")
-            raise ObjcliError(f"{other}: applies to a chat store (--chat); a pair store renders as TRL does")
-    elif any(key in given for key in TOKENIZE_CHAT):
-        flag = "--" + next(key for key in TOKENIZE_CHAT if key in given).replace("_", "-")
-        raise ObjcliError(f"{flag}: applies to a chat store (objcli tokenize --chat); give it to the transform")
+    kind = execution["store_kind"] = asked_kind(given)
+    if kind is not None and kind.renders:
+        given["objective"] = kind.renders
+    _check_renderings(given, kind)
     return {**given, "inputs": list(values.get("inputs") or ())}, execution
+
+
+def _check_renderings(given: dict, kind) -> None:
+    """An option of rendering given to a store that does not render with it is one line naming the kinds that do."""
+    for key, kinds in _renderings().items():
+        if key not in given or type(kind) in kinds:
+            continue
+        flag, owner = "--" + key.replace("_", "-"), kinds[0]
+        if kind is None or not kind.renders:
+            raise ObjcliError(
+                f"{flag}: applies to {owner.label} (objcli tokenize {owner.option.flag}); give it to the transform"
+            )
+        own = ", ".join("--" + k.replace("_", "-") for k in (*kind.rendering, *kind.rendering_run))
+        raise ObjcliError(
+            f"{flag}: applies to {owner.label} ({owner.option.flag}); {kind.label} renders with {own} only"
+        )
 
 
 class Fail(click.ClickException):

@@ -13,11 +13,11 @@ from .errors import ObjcliError
 from .formats import FORMAT_NAMES as OUTPUT_FORMATS
 from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
-from .objectives.supply import StoreKind
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
 from .order.mixture import Mixture
 from .readers.planning import INPUT_FORMATS
 from .storage.remote import check_url_path, is_url
+from .stores import StoreKind
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
 
@@ -122,7 +122,7 @@ class TransformConfig:
         group=ORDER,
     )
     split: str = option("", "Held-out splits by a keyed hash of each document: validation=0.5%,test=0.1%.", group=ORDER)
-    # Not an option: `objcli tokenize` sets it (what the store holds: supply.StoreKind), and the run writes a
+    # Not an option: `objcli tokenize` sets it (what the store holds: a stores.StoreKind), and the run writes a
     # token store instead of an objective's rows; the manifest spells it as config.token_store.
     store_kind: StoreKind | None = None
     # Not an option: the options the user gave (command line or recipe), by field name. A token store

@@ -20,7 +20,6 @@ from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
-from .objectives.supply import WHOLE_DOCUMENTS, StoreKind
 from .order.mixture import check_repeats, run_blend
 from .order.splits import split_names
 from .readers.inputs import STDIN
@@ -38,6 +37,7 @@ from .storage.output import OutputFolder, final_names
 from .storage.places import open_place
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer
+from .stores import WHOLE_DOCUMENTS, StoreKind, parse
 
 __all__ = ["RunPlan", "plan_run", "transform"]
 
@@ -239,12 +239,12 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
 
 def tokenize(config: TransformConfig, kind: StoreKind | str = WHOLE_DOCUMENTS, **execution) -> Summary:
     """``objcli tokenize`` as a library call: the configuration's inputs tokenized once into a token
-    store at ``config.output`` (``kind``: what it holds, ``supply.StoreKind``, or as the manifest spells
+    store at ``config.output`` (``kind``: what it holds, ``stores.StoreKind``, or as the manifest spells
     it: "documents", a sentence splitter's name for a per-sentence store, "conversations" for a chat
     store), which every ``transform`` then reads with no tokenizer run. ``execution`` as ``transform``
     takes it (workers, overwrite, append, ...)."""
     import dataclasses
 
-    kind = (StoreKind.parse(kind) if isinstance(kind, str) else kind) or WHOLE_DOCUMENTS
+    kind = (parse(kind) if isinstance(kind, str) else kind) or WHOLE_DOCUMENTS
     check_renderer(config, kind)
     return transform(dataclasses.replace(config, store_kind=kind), **execution)

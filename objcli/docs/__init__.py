@@ -85,4 +85,22 @@ def options_reference() -> str:
         options_type = REGISTRY.get(name).options_type
         if option_fields(options_type):
             lines += [f"## `--objective {name}`", "", *header, *_rows(options_type), ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join([*lines, *_store_kinds()]).rstrip() + "\n"
+
+
+def _store_kinds() -> list[str]:
+    """``objcli tokenize``'s kinds of store, from their registry (``objcli/stores/``)."""
+    from ..stores import STORE_KINDS
+
+    lines = [
+        "## What `objcli tokenize` keeps: kinds of token store",
+        "",
+        "| kind | asked for by | holds | its own columns | rendered by |",
+        "|---|---|---|---|---|",
+    ]
+    for name, kind in STORE_KINDS.items():
+        asked = f"`{kind.option.flag}{' VALUE' if kind.option.takes_value else ''}`" if kind.option else "(default)"
+        columns = ", ".join(f"`{c.name}`" for c in kind.columns) or "—"
+        renders = f"`--objective {kind.renders}`" if kind.renders else "—"
+        lines.append(f"| `{name}` | {asked} | {kind.holds.value} | {columns} | {renders} |")
+    return lines

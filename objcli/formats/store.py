@@ -39,53 +39,19 @@ import numpy as np
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
+from ..stores.base import ORIGINS, PLACES, STORE_COLUMNS, StoredColumn, StoreKind
 from .base import Column, OutputFormat, commit, temp_file
 
 STORE = "store"
-SENTENCES = "sentences"  # a per-sentence store's column: each document's sentences' token counts
 RECORD_BATCH_TOKENS = 1 << 22  # 8 MiB of uint16 ids a record batch (a shard's last may be shorter)
-METADATA = {  # column -> (Arrow type name, NumPy dtype, description)
-    "batch": ("int32", np.int32, "the batch the text run encoded the document in"),
-    "chars": ("int64", np.int64, "characters of the document's text"),
-    "utf8": ("int64", np.int64, "UTF-8 bytes of the document's text"),
-    "crc": ("uint32", np.uint32, "CRC-32 of the document's UTF-8 bytes"),
-    "bos_text": ("bool_", np.bool_, "the text begins with the BOS piece"),
-}
 
 
-# A store made with --provenance: where each document comes from, and for a store of whole documents
-# where each token ends in characters of its text (run/provenance.py's ends and back): 5 bytes a token.
-ORIGINS = {  # column -> (Arrow type name, NumPy dtype, description)
-    "p_file": ("int32", np.int32, "the input file, an index into the store's manifest's inputs"),
-    "p_record": ("int64", np.int64, "the record's index in the file"),
-    "p_start": ("int64", np.int64, "the document's first character in the record's text"),
-}
-PLACES = {  # list columns, one entry per token
-    "p_ends": ("int32", np.int32, "each token's end, in characters of the document's text"),
-    "p_back": ("int8", np.int8, "how far each token starts before the previous one's end (up to 127)"),
-}
+def known_columns() -> dict[str, StoredColumn]:
+    """Every column a store shard may hold besides ``ids``: every store's, then each registered kind's."""
+    from ..stores import STORE_KINDS
 
-
-# A chat store (objcli tokenize --chat): a row per record, its ids its rendered conversations' ids one
-# after another, and what --objective chat would otherwise render and encode to find.
-CONVERSATION_LISTS = {  # list columns, per record
-    "c_examples": ("int32", np.int32, "tokens of each conversation the record gives (one each with --turns each)"),
-    "c_first": ("int32", np.int32, "each supervised span's first token, in the record's ids"),
-    "c_last": ("int32", np.int32, "each supervised span's last token (inclusive)"),
-}
-CONVERSATION_SCALARS = {
-    "c_failed": ("int8", np.int8, "0, or why the record renders no conversation (1 + an index into the reasons)"),
-}
-# A pair store (objcli tokenize --preference): a row per record, its ids its three renderings' ids one
-# after another (readers/stored_pairs.py), and what --objective preference and reward would otherwise find.
-PAIR_LISTS = {"q_lengths": ("int32", np.int32, "tokens of the prompt, prompt + chosen and prompt + rejected")}
-PAIR_SCALARS = {
-    "q_prompt": ("int32", np.int32, "where both completions part from the prompt's ids"),
-    "q_margin": ("float64", np.float64, "the record's margin, NaN for none"),
-    "q_failed": ("int8", np.int8, "0, or why the record gives no pair (1 + an index into the reasons)"),
-}
-SCALARS = METADATA | ORIGINS | CONVERSATION_SCALARS | PAIR_SCALARS
-LISTS = {SENTENCES: ("int32", np.int32, "")} | PLACES | CONVERSATION_LISTS | PAIR_LISTS
+    own = [c for kind in STORE_KINDS.values() for c in kind.columns]
+    return {c.name: c for c in (*STORE_COLUMNS, *ORIGINS, *PLACES, *own)}
 
 
 def ids_dtype(total_vocab_size: int) -> np.dtype:
@@ -93,31 +59,11 @@ def ids_dtype(total_vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int, kind: str = "documents", origins: bool = False) -> list[ColumnSpec]:
-    """The store's columns (``kind``: what it holds, ``StoreKind.name``); a store tokenized per sentence also lists each
-    document's sentences' token counts (its ids are its sentences' ids, one after another), a chat store
-    each record's conversations and supervised spans; ``origins``: where each document comes from
-    (``--provenance``; a store of whole documents also places its tokens)."""
+def store_columns(total_vocab_size: int, kind: StoreKind, origins: bool = False) -> list[ColumnSpec]:
+    """The store's columns: the ids, every store's per-document columns, then what ``kind`` holds of
+    its own and, with ``origins`` (``--provenance``), where each document comes from."""
     ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
-    metadata = [
-        ColumnSpec(name, "scalar", 0, 2**32 - 1, doc, "per_segment", "ids") for name, (_, _, doc) in METADATA.items()
-    ]
-    counts = ColumnSpec(
-        SENTENCES, "ragged", 0, 2**31 - 1, "tokens of each of the document's sentences", "per_segment", SENTENCES
-    )
-    chat = [ColumnSpec(n, "ragged", 0, 2**31 - 1, d, "per_segment", n) for n, (*_, d) in CONVERSATION_LISTS.items()]
-    chat += [ColumnSpec(n, "scalar", 0, 127, d, "per_segment", "ids") for n, (*_, d) in CONVERSATION_SCALARS.items()]
-    where = [ColumnSpec(name, "scalar", 0, 2**62, doc, "per_segment", "ids") for name, (_, _, doc) in ORIGINS.items()]
-    places = [
-        ColumnSpec(name, "ragged", -128, 2**31 - 1, doc, "positions", "ids") for name, (*_, doc) in PLACES.items()
-    ]
-    pairs = [ColumnSpec(n, "ragged", 0, 2**31 - 1, d, "per_segment", n) for n, (*_, d) in PAIR_LISTS.items()]
-    pairs += [
-        ColumnSpec(n, "scalar", -(2**31), 2**31 - 1, d, "per_segment", "ids") for n, (*_, d) in PAIR_SCALARS.items()
-    ]
-    where += places if kind == "documents" else []
-    own = {"documents": [], "sentences": [counts], "conversations": chat, "pairs": pairs}[kind]
-    return [ids, *metadata, *own, *(where if origins else [])]
+    return [ids, *(c.spec() for c in STORE_COLUMNS), *kind.column_specs(origins)]
 
 
 def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> RowBatch:
@@ -138,6 +84,13 @@ def crc32_from(crc: np.ndarray, lengths: np.ndarray, start: int) -> np.ndarray:
     return crc.astype(np.uint64) ^ shift
 
 
+def _field(column: StoredColumn):
+    import pyarrow as pa
+
+    arrow = getattr(pa, column.arrow)()
+    return pa.field(column.name, pa.list_(arrow) if column.listed else arrow, nullable=False)
+
+
 class StoreWriter:
     """One store shard: an Arrow IPC stream, a record batch per batch of documents."""
 
@@ -148,14 +101,10 @@ class StoreWriter:
 
         self.dtype = ids_dtype(columns[0].max_value + 1)
         self.names = [c.name for c in columns]
+        self.known = known_columns()
         self.schema = pa.schema(
             [pa.field("ids", pa.list_(pa.from_numpy_dtype(self.dtype)), nullable=False)]
-            + [
-                pa.field(name, getattr(pa, SCALARS[name][0])(), nullable=False)
-                if name in SCALARS
-                else pa.field(name, pa.list_(pa.from_numpy_dtype(LISTS[name][1])), nullable=False)
-                for name in self.names[1:]
-            ]
+            + [_field(self.known[name]) for name in self.names[1:]]
         )
         self.temp = temp_file(base, self.suffix)
         self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
@@ -181,14 +130,14 @@ class StoreWriter:
         values = int_array(ids.values, self.dtype)
         arrays = [pa.ListArray.from_arrays(int_array(ids.offsets), values)]
         for name in self.names[1:]:
-            if name in SCALARS:
-                dtype = SCALARS[name][1]
+            dtype = self.known[name].dtype
+            if not self.known[name].listed:
                 arrays.append(
                     int_array(np.concatenate([np.asarray(r.columns[name], dtype=dtype) for r in self.pending]), dtype)
                 )
                 continue
             listed = Ragged.concat([rows.columns[name] for rows in self.pending])
-            values = int_array(listed.values, LISTS[name][1])
+            values = int_array(listed.values, dtype)
             arrays.append(pa.ListArray.from_arrays(int_array(listed.offsets), values))
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.pending, self.pending_tokens = [], 0
@@ -211,11 +160,12 @@ def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
     from .arrow_columns import column_numpy, list_ragged, single_array
 
     values, offsets = list_ragged(single_array(table.column("ids")))
-    metadata = {name: column_numpy(table.column(name)) for name in SCALARS if name in table.schema.names}
-    for name in LISTS:
-        if name in table.schema.names:
-            items, list_offsets = list_ragged(single_array(table.column(name)))
-            metadata[name] = Ragged(items.astype(np.int64 if name == SENTENCES else items.dtype), list_offsets)
+    metadata = {}
+    for name, column in known_columns().items():
+        if name in table.schema.names and not column.listed:
+            metadata[name] = column_numpy(table.column(name))
+        elif name in table.schema.names:
+            metadata[name] = Ragged(*list_ragged(single_array(table.column(name))))
     return values, offsets, metadata
 
 
@@ -227,12 +177,9 @@ class StoreFormat(OutputFormat):
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         dtype = ids_dtype(columns[0].max_value + 1)
         infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
+        known = known_columns()
         for c in columns[1:]:
-            known = SCALARS.get(c.name)
-            if known is None:  # a list column: the sentences' counts, the tokens' places, the conversations'
-                item = LISTS[c.name]
-                known = (f"list<item: {item[0]}>", item[1], "")
-            infos.append(ColumnInfo.of(c, np.dtype(known[1]), known[0]))
+            infos.append(ColumnInfo.of(c, np.dtype(known[c.name].dtype), known[c.name].arrow_type()))
         return infos
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:

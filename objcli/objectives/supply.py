@@ -1,6 +1,6 @@
-"""What inputs provide and objectives read, in one vocabulary, and what a token store holds: the
-terms the plan's fitness check (``run/fitness.py``) decides with. No module of objcli is imported
-here: objectives declare what they read in it, the run says what each input gives."""
+"""What inputs provide and objectives read, in one vocabulary: the terms the plan's fitness check
+(``run/fitness.py``) decides with. No module of objcli is imported here: objectives declare what they
+read in it, the run says what each input gives, and a token store's kind (``stores/``) what it holds."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class Provides(enum.Enum):
     DOCUMENTS = "documents' tokens"
     SENTENCES = "sentences' tokens"  # each encoded apart, as the sentence objectives encode them
     CONVERSATIONS = "rendered conversations"
-    PAIRS = "preference pairs"  # only text gives them: no store keeps pairs yet
+    PAIRS = "preference pairs"  # records, and a pair store (objcli tokenize --preference)
     PROMPTS = "prompts"  # RL prompts with their answers: only text gives them
 
 
@@ -28,6 +28,7 @@ class Supply:
     splitter: str = ""  # "": sentences of any splitter (or none held)
     what: str = ""  # how refusals say what it holds ("keeps whole documents' tokens", "is megatron token ids")
     store: bool = False  # an objcli token store (another can be tokenized from the text), not another tool's
+    serves: str = ""  # a store of records: the objectives it serves, said to any other ("for --objective chat; ...")
 
     def gives(self, reads: Reads) -> bool:
         if Provides.TEXT in self.provides:
@@ -48,46 +49,3 @@ class Reads:
 
 
 DOCUMENTS_READ = Reads(Provides.DOCUMENTS)
-
-
-@dataclass(frozen=True)
-class StoreKind:
-    """What a token store holds (``objcli tokenize``'s ``--sentences S`` / ``--chat``), one value from the
-    command line to the objective that reads it; spelled as the manifest's ``config.token_store``:
-    ``documents``, ``conversations``, or the sentence splitter's name."""
-
-    holds: Provides
-    splitter: str = ""
-
-    @classmethod
-    def parse(cls, value: str | None) -> StoreKind | None:
-        if not value:
-            return None
-        if value in (DOCUMENTS, CONVERSATIONS, PAIRS):
-            return cls({DOCUMENTS: Provides.DOCUMENTS, PAIRS: Provides.PAIRS}.get(value, Provides.CONVERSATIONS))
-        return cls(Provides.SENTENCES, value)
-
-    def __str__(self) -> str:
-        return self.splitter if self.holds is Provides.SENTENCES else self.name
-
-    @property
-    def name(self) -> str:
-        """``documents``, ``sentences`` or ``conversations``: the manifest's ``token_store.tokenized``."""
-        names = {Provides.DOCUMENTS: DOCUMENTS, Provides.SENTENCES: "sentences", Provides.PAIRS: PAIRS}
-        return names.get(self.holds, CONVERSATIONS)
-
-    @property
-    def supply(self) -> Supply:
-        what = {
-            Provides.DOCUMENTS: "keeps whole documents' tokens",
-            Provides.SENTENCES: f"was tokenized per sentence (--sentences {self.splitter})",
-            Provides.CONVERSATIONS: "holds rendered conversations",
-            Provides.PAIRS: "holds rendered preference pairs",
-        }[self.holds]
-        return Supply(frozenset({self.holds}), self.splitter, what, store=True)
-
-
-DOCUMENTS, CONVERSATIONS, PAIRS = "documents", "conversations", "pairs"
-WHOLE_DOCUMENTS = StoreKind(Provides.DOCUMENTS)  # objcli tokenize's default
-CHAT_STORE = StoreKind(Provides.CONVERSATIONS)  # objcli tokenize --chat
-PAIR_STORE = StoreKind(Provides.PAIRS)  # objcli tokenize --preference

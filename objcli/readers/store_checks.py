@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from ..errors import ObjcliError
+from ..stores import parse
 
 
 class _Partition(msgspec.Struct):
@@ -43,34 +44,12 @@ class _Input(msgspec.Struct):
     path: str
 
 
-class _Pairs(msgspec.Struct):
-    """How a pair store rendered its records (run/stores.PAIR_RENDERING, and plain text's BOS)."""
-
-    chat_template: str | None
-    template_date: str
-    bos: bool | None
-
-
-class _Chat(msgspec.Struct):
-    """How a chat store rendered its records (run/stores.RENDERING, and a prompt/completion's BOS/EOS)."""
-
-    messages_key: str
-    chat_template: str | None
-    template_date: str
-    assistant_span: str
-    turns: str
-    bos: bool | None
-    eos: bool | None
-
-
 class _Section(msgspec.Struct):
     tokenized: str
     reading: _Reading
     bos_piece: str | None = None
     sentences: str | None = None
-    render_failures: list[str] = []  # a chat store's: what its records' c_failed codes name
-    chat: _Chat | None = None  # a chat store's
-    pairs: _Pairs | None = None  # a pair store's
+    render_failures: list[str] = []  # a record store's: what its records' failure codes name
 
 
 def check_store_sections(manifest: dict, where: str) -> None:
@@ -84,6 +63,11 @@ def check_store_sections(manifest: dict, where: str) -> None:
     try:
         partitions = msgspec.convert(manifest["partitions"], list[_Partition])
         msgspec.convert(manifest["token_store"], _Section)
+        kind = parse(manifest["config"].get("token_store") or "documents")
+        if kind is None:
+            raise KeyError(f"config.token_store {manifest['config'].get('token_store')!r} names no kind of store")
+        if kind.section_type is not None:  # how the kind rendered its records: what a derived run takes
+            msgspec.convert(manifest["token_store"][kind.section], kind.section_type)
         msgspec.convert(manifest["inputs"], list[_Input])  # --provenance names its documents' files by them
         totals = msgspec.convert(manifest["totals"], _Totals)
     except (msgspec.ValidationError, KeyError) as error:

@@ -21,16 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadRecord, ObjcliError
-from ..formats.store import SENTENCES, STORE, StoreWriter, crc32_from, read_store_table, table_documents
+from ..formats.store import STORE, StoreWriter, crc32_from, read_store_table, table_documents
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
 from ..storage.copies import local_file_copy
 from ..storage.files import file_sha256
 from ..storage.remote import filesystem, is_url, join, storage_error, storage_errors
+from ..stores import StoreKind, parse
+from ..stores.conversations import StoredConversations
+from ..stores.pairs import StoredPairs
 from .inputs import InputFile, Partition, Piece
 from .store_checks import check_store_sections
-from .stored_conversations import StoredConversations
-from .stored_pairs import StoredPairs
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
 
@@ -233,7 +234,13 @@ def partition_accounting(partition: Partition) -> dict:
     entry = next(p for p in manifest["partitions"] if p["index"] == partition.store_partition)
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
-    return {**entry, "sha256": digests, "names": tuple(i["path"] for i in manifest["inputs"]), "reasons": reasons}
+    names = tuple(i["path"] for i in manifest["inputs"])
+    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": store_kind(manifest)}
+
+
+def store_kind(manifest: dict) -> StoreKind:
+    """What a store holds, as its manifest spells it."""
+    return parse(manifest["config"].get("token_store") or "documents")
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -259,7 +266,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
             continue
         shard = readable_shard(piece.input.path)
         check_shard(shard, accounting["sha256"], piece.input.path)
-        documents, batches = _read_shard(shard, accounting["names"], accounting["reasons"])
+        documents, batches = _read_shard(shard, accounting)
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
@@ -280,15 +287,16 @@ def check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
         )
 
 
-def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) -> tuple[StoredDocuments, np.ndarray]:
-    """A shard's documents and the batch of each (``names``: the store's inputs, which its
-    ``--provenance`` columns index; ``reasons``: a chat store's names of why a record renders nothing)."""
+def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarray]:
+    """A shard's documents and the batch of each (``accounting``'s ``names``: the store's inputs, which
+    its ``--provenance`` columns index; ``reasons``: what a record store's failure codes name; ``kind``:
+    what the store holds, which reads its own columns back)."""
     tokens, offsets, metadata = table_documents(read_store_table(path))
     origins = None
     if "p_file" in metadata:
         where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]
         places = (metadata["p_ends"], metadata["p_back"]) if "p_ends" in metadata else None
-        origins = DocumentOrigins(names, *where, places)
+        origins = DocumentOrigins(accounting["names"], *where, places)
     documents = StoredDocuments(
         tokens.astype(np.int32),
         offsets,
@@ -296,37 +304,10 @@ def _read_shard(path: Path, names: tuple[str, ...], reasons: tuple[str, ...]) ->
         metadata["utf8"].astype(np.int64),
         metadata["crc"],
         metadata["bos_text"].astype(bool),
-        metadata.get(SENTENCES),
-        origins,
-        _records(metadata, reasons, path, np.diff(offsets)),
+        origins=origins,
+        **accounting["kind"].read(metadata, accounting["reasons"], path, np.diff(offsets)),
     )
     return documents, metadata["batch"]
-
-
-def _records(metadata: dict, reasons: tuple[str, ...], path: Path, tokens) -> StoredConversations | StoredPairs | None:
-    """A record store's per-record columns: a chat store's conversations, a pair store's renderings."""
-    code = "c_failed" if "c_failed" in metadata else "q_failed" if "q_failed" in metadata else None
-    if code is None:
-        return None
-    failed = metadata[code].astype(np.int8)
-    if len(failed) and not 0 <= failed.min() <= failed.max() <= len(reasons):  # the manifest edited since
-        raise ObjcliError(
-            f"input {path.parent}/manifest.json: its render_failures do not name the reasons {path.name} records; "
-            "tokenize the records again"
-        )
-    if code == "q_failed":
-        lengths = metadata["q_lengths"]
-        if not np.all(np.diff(lengths.offsets) == 3):
-            raise ObjcliError(f"input {path}: a record's q_lengths are not its three renderings'; tokenize it again")
-        triples = np.asarray(lengths.values, np.int64).reshape(-1, 3)
-        prompt, margin = metadata["q_prompt"].astype(np.int64), metadata["q_margin"].astype(np.float64)
-        pairs = StoredPairs(triples, prompt, margin, failed, reasons)
-        problem = pairs.inconsistent(tokens)
-        if problem:
-            raise ObjcliError(f"input {path}: {problem} (the store was edited?); tokenize the records again")
-        return pairs
-    lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
-    return StoredConversations(*lists, failed, reasons)
 
 
 def _empty() -> StoredDocuments:

@@ -4,12 +4,14 @@ ids and token stores alike (``supply.py``'s terms), and the one place that words
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from ..objectives.supply import Provides, Reads, StoreKind, Supply
+from ..objectives.supply import Provides, Reads, Supply
+from ..stores import StoreKind, holding, parse
 
-MAKES = {  # how to make an input of what an objective reads
-    Provides.DOCUMENTS: "objcli tokenize ... (without --sentences or --chat)",
-    Provides.CONVERSATIONS: "make a chat store: objcli tokenize ... --chat",
-}
+
+def _makes(needs: Provides) -> str:
+    """How to make a store of what an objective reads: objcli tokenize with the option of the kind that holds it."""
+    kind = holding(needs)
+    return f"make {kind.label}: objcli tokenize ... {kind.option.flag}" if kind else ""
 
 
 def check_fitness(objective, inputs: list[tuple[str, Supply]]) -> None:
@@ -35,25 +37,23 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
                 f"splits sentences with --sentences {reads.splitter}, and {holds}; pass --sentences "
                 f"{supply.splitter}, or tokenize the text again with --sentences {reads.splitter}"
             )
-        make = f"make a per-sentence store: objcli tokenize ... --sentences {reads.splitter}"
+        make = f"{_makes(reads.needs)} {reads.splitter}"
         if not supply.store:
             make = "run it from the text (or from Megatron's split sentences: preprocess_data.py --split-sentences)"
         return f"{objective} tokenizes each document's sentences apart, and {holds}; {make}"
     if reads.needs is Provides.PAIRS:
         return (
-            f"{objective} reads preference records (prompt, chosen, rejected), and {holds}; make a pair store: "
-            "objcli tokenize ... --preference (or run it from the records)"
+            f"{objective} reads preference records (prompt, chosen, rejected), and {holds}; "
+            f"{_makes(reads.needs)} (or run it from the records)"
         )
     if reads.needs is Provides.PROMPTS:
         return (
             f"{objective} reads prompt records, and {holds}; run it from the records themselves (no store keeps them)"
         )
-    if Provides.CONVERSATIONS in supply.provides:
-        return f"{holds}, for --objective chat; tokenize the text without --chat"
-    if Provides.PAIRS in supply.provides:
-        return f"{holds}, for --objective preference and reward; tokenize the text without --preference"
+    if supply.serves:  # a store of records, for the objectives that read them
+        return f"{holds}, {supply.serves}"
     if reads.needs is Provides.CONVERSATIONS:
-        return f"{objective} reads conversations, and {holds}, not rendered conversations; {MAKES[reads.needs]}"
+        return f"{objective} reads conversations, and {holds}, not rendered conversations; {_makes(reads.needs)}"
     return (
         f"{objective} reads whole documents, and {holds} (for nsp, sop, electra, bart and contrastive's "
         "sentence units); tokenize the text without --sentences"
@@ -62,7 +62,7 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
 
 def store_supply(manifest: dict, path: str) -> tuple[str, Supply]:
     """A token store's supply, from the kind its manifest records."""
-    kind = StoreKind.parse(manifest["config"].get("token_store") or "documents")
+    kind = parse(manifest["config"].get("token_store") or "documents")
     return f"the token store {path}", kind.supply
 
 
@@ -77,6 +77,5 @@ def check_renderer(config, kind: StoreKind) -> None:
     configuration names it (``objcli tokenize --chat`` and ``--preference`` do)."""
     from ..objectives import REGISTRY
 
-    renders = {Provides.CONVERSATIONS: "chat", Provides.PAIRS: "preference"}.get(kind.holds)
-    if renders and REGISTRY.get(config.objective).reads(config.objective_options).needs is not kind.holds:
-        raise ObjcliError(f"a {kind.name} store is rendered by --objective {renders}; give it in the configuration")
+    if kind.renders and REGISTRY.get(config.objective).reads(config.objective_options).needs is not kind.holds:
+        raise ObjcliError(f"{kind.label} is rendered by --objective {kind.renders}; give it in the configuration")

@@ -122,7 +122,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         objective = build_objective(config, tokenizer)
         columns = run_columns(config, objective, build_packer(config, objective))
     if config.store_kind:  # objcli tokenize: the store's columns, whatever the objective would write
-        columns = store_columns(tokenizer.total_vocab_size, config.store_kind.name, config.provenance)
+        columns = store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance)
     check_whole_documents(config, objective, columns)
     identity = run_identity(tokenizer, objective)
     check_store_identity(stores, identity)

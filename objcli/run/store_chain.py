@@ -10,26 +10,19 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
-from ..formats.store import SENTENCES, STORE_FORMAT, document_rows, store_columns
-from ..kernels.ragged import lengths_to_offsets
-from ..objectives.base import DocumentBatch
-from ..objectives.conversations import RENDER_FAILURES
-from ..objectives.preference_tokens import EncodedPairs
-from ..objectives.sentences import split_batch
-from ..objectives.supply import Provides
-from ..readers.stored_conversations import StoredConversations
-from ..readers.stored_pairs import StoredPairs
+from ..formats.store import STORE_FORMAT, document_rows, store_columns
 from ..rows import Ragged
+from ..stores import StoreKind
 from ..tokenizers import Tokenizer
 from .provenance import token_places
 
 
 class StoreChain:
-    def __init__(self, sink: ShardSink, bos_piece: str | None, sentences: str | None, origins=None, chat=None):
-        self.sink, self.bos_piece, self.sentences = sink, bos_piece, sentences
+    def __init__(self, sink: ShardSink, bos_piece: str | None, kind: StoreKind, origins=None, renderer=None):
+        self.sink, self.bos_piece, self.kind = sink, bos_piece, kind
         self.origins = origins  # --provenance: (the run's input names -> index, the tokenizer)
-        self.chat = chat  # a chat or pair store's: its objective's partition, which renders and encodes
-        self.failures: dict[str, int] = {}  # a chat store's records that render nothing, by reason
+        self.renderer = renderer  # a kind that renders records: its objective's partition, which renders and encodes
+        self.failures: dict[str, int] = {}  # a record store's records that render nothing, by reason
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, work) -> StoreChain:
@@ -37,31 +30,23 @@ class StoreChain:
             work.staging(),
             task.partition.index,
             STORE_FORMAT.writer,
-            store_columns(tokenizer.total_vocab_size, config.store_kind.name, config.provenance),
+            store_columns(tokenizer.total_vocab_size, config.store_kind, config.provenance),
             config.shard_limit.rows,
             config.shard_limit.bytes,
             publish=work.publish if work.remote else None,
         )
-        sentences = config.store_kind.splitter or None
         origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
-        chat = None
-        if config.store_kind.holds in (Provides.CONVERSATIONS, Provides.PAIRS):
+        renderer = None
+        if config.store_kind.renders:  # records rendered and encoded as the objective that reads them does
             from .stages import build_objective
 
-            chat = build_objective(config, tokenizer).partition_examples(task.partition.index)
-        return cls(sink, bos_piece(tokenizer, task.special), sentences, origins, chat)
+            renderer = build_objective(config, tokenizer).partition_examples(task.partition.index)
+        return cls(sink, bos_piece(tokenizer, task.special), config.store_kind, origins, renderer)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
-        extra = {}
-        if self.chat is not None:  # rendered with the chat template and encoded, as --objective chat does
-            tokens, offsets, extra = self._conversations(texts, batch_index, encode)
-        elif self.sentences:  # each document's sentences encoded apart, as the sentence objectives encode them
-            pieces, counts = split_batch(texts, self.sentences)
-            tokens, cumulative = encode(pieces)
-            offsets = cumulative[lengths_to_offsets(counts)]
-            extra[SENTENCES] = Ragged(np.diff(cumulative), lengths_to_offsets(counts))
-        else:
-            tokens, offsets = encode(texts)
+        tokens, offsets, extra, failed = self.kind.encode(texts, batch_index, encode, self.renderer)
+        for reason in failed:
+            self.failures[reason] = self.failures.get(reason, 0) + 1
         encoded = list(map(str.encode, texts, repeat("utf-8"), repeat("surrogatepass")))
         count = len(texts)
         metadata = {
@@ -78,20 +63,6 @@ class StoreChain:
         self.sink.write(document_rows(tokens, offsets, {**metadata, **extra}))
         return len(tokens)
 
-    def _conversations(self, texts: list, batch_index: int, encode) -> tuple[np.ndarray, np.ndarray, dict]:
-        """Each record's ids (its conversations', one after another) and the store's chat columns."""
-        encoded = self.chat.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
-        for reason in encoded.failed.values():
-            self.failures[reason] = self.failures.get(reason, 0) + 1
-        if isinstance(encoded, EncodedPairs):  # a pair store's: each record's renderings, where they part, its margin
-            pairs = StoredPairs.of(len(texts), encoded, RENDER_FAILURES)
-            lengths = Ragged(pairs.lengths.ravel(), np.arange(len(texts) + 1, dtype=np.int64) * 3)
-            columns = {"q_lengths": lengths, "q_prompt": pairs.prompt, "q_margin": pairs.margin}
-            return encoded.tokens, pairs.record_offsets(), {**columns, "q_failed": pairs.failed}
-        stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
-        columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
-        return encoded.tokens, stored.record_offsets(), {**columns, "c_failed": stored.failed}
-
     def _origins(self, texts: list, tokens: np.ndarray, offsets: np.ndarray) -> dict:
         """--provenance: each document's file, record and start (SourcedTexts), and, for a store of
         whole documents, its tokens' places as a text run's --provenance measures them."""
@@ -101,17 +72,17 @@ class StoreChain:
             "p_record": np.array([t.record for t in texts], np.int64),
             "p_start": np.array([t.start for t in texts], np.int64),
         }
-        if not self.sentences and self.chat is None:  # a record's span is the whole record: no token placed
+        if self.kind.places_tokens:  # a record's or a sentence's span is the whole document: no token placed
             ends, back = token_places(tokenizer, texts, tokens, offsets)
             columns |= {"p_ends": Ragged(ends, offsets), "p_back": Ragged(back, offsets)}
         return columns
 
     def counters(self) -> list[dict]:
-        """A chat store's records that render no conversation (a derived chat run skips and counts them)."""
+        """A record store's records that render nothing (a derived run skips and counts them)."""
         return [{f"not_rendered:{reason}": n for reason, n in sorted(self.failures.items())}]
 
     def first_skipped(self) -> dict[str, str]:
-        """A store skips no record of its own (a chat store keeps those it cannot render, coded)."""
+        """A store skips no record of its own (a record store keeps those it cannot render, coded)."""
         return {}
 
     def close(self) -> list:

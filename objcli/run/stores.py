@@ -8,18 +8,12 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..objectives.supply import CHAT_STORE, PAIR_STORE, Provides, StoreKind
 from ..readers.inputs import InputKind
-from ..readers.token_store import store_input, store_manifest, store_partitions
+from ..readers.token_store import store_input, store_kind, store_manifest, store_partitions
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
 # so a derived run takes its values (the same command from text, with these, writes the same bytes).
 READING = ("text_key", "text_unit", "input_format", "max_document_chars", "partition_size", "batch_size")
-# What a chat store rendered its conversations with (besides the template, compared by sha256): a
-# derived chat run takes them; how it cuts, masks and packs them (--seq-len, --loss-on, --overlong,
-# --packing) is its own.
-RENDERING = ("messages_key", "chat_template", "template_date", "assistant_span", "turns")
-PAIR_RENDERING = ("chat_template", "template_date")  # a pair store's: TRL's rendering has no other option
 
 
 def store_group(group: list[str]):
@@ -91,20 +85,19 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
     otherwise is refused), and --bos/--eos, which plain text was rendered with."""
     from ..objectives import REGISTRY
 
+    # What a record store rendered with (its template is compared by sha256) a derived run takes; how it
+    # cuts, masks and packs them (--seq-len, --loss-on, --overlong, --packing) is its own.
     reads = REGISTRY.get(config.objective).reads(config.objective_options).needs
-    section, keys = {
-        Provides.CONVERSATIONS: ("chat", (*RENDERING, "bos", "eos")),
-        Provides.PAIRS: ("pairs", (*PAIR_RENDERING, "bos")),
-    }.get(reads, ("", ()))
-    chats = [(s, store_manifest(s)["token_store"].get(section)) for s in stores] if section else []
-    chats = [(store, chat) for store, chat in chats if chat is not None]
+    kinds = [(store, store_kind(store_manifest(store))) for store in stores]
+    chats = [(store, kind) for store, kind in kinds if kind.section and kind.holds is reads]
     if not chats:
         return config
     options, run = {}, {}
-    for store, chat in chats:
-        for key in keys:
-            chosen = options if key in RENDERING else run
-            current = getattr(config.objective_options if key in RENDERING else config, key)
+    for store, kind in chats:
+        chat = store_manifest(store)["token_store"][kind.section]
+        for key in (*kind.rendering, *kind.rendering_run):
+            chosen = options if key in kind.rendering else run
+            current = getattr(config.objective_options if key in kind.rendering else config, key)
             if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
                 continue
             stored = chat[key]
@@ -112,7 +105,7 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
             if (current != stored and not left) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")
                 raise ObjcliError(
-                    f"{_spelled(flag, current)}: the {section.rstrip('s')} store {store} was rendered with "
+                    f"{_spelled(flag, current)}: {kind.label.replace('a ', 'the ', 1)} {store} was rendered with "
                     f"{_spelled(flag, stored)}, and a derived run renders nothing; drop {flag} (or tokenize the "
                     "records again with it)"
                 )
@@ -163,7 +156,7 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
 
     for store in stores:
         manifest = store_manifest(store)
-        if StoreKind.parse(manifest["config"].get("token_store")) not in (CHAT_STORE, PAIR_STORE):
+        if not store_kind(manifest).renders:
             continue
         recorded = {what: e for what, e in manifest.get("identity", {}).items() if what != TOKENIZER}
         current = {what: e for what, e in identity.items() if what != TOKENIZER}
@@ -203,30 +196,12 @@ def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list
     kind = config.store_kind
     return {
         "tokenized": kind.name,
-        **({"sentences": kind.splitter} if kind.holds is Provides.SENTENCES else {}),
-        **(_rendering(config) if kind.holds is Provides.CONVERSATIONS else {}),
-        **(_pair_rendering(config) if kind.holds is Provides.PAIRS else {}),
+        **kind.summary(config),
         "ids_dtype": ids_dtype(tokenizer.total_vocab_size).name,
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},
         "bytes": {"tokens": token_bytes, "boundaries_and_metadata": stored - token_bytes, "total": stored},
     }
-
-
-def _rendering(config: TransformConfig) -> dict:
-    """A chat store's: how its conversations were rendered, and the names its c_failed codes index."""
-    from ..objectives.conversations import RENDER_FAILURES
-
-    chat = {key: getattr(config.objective_options, key) for key in RENDERING}
-    return {"chat": {**chat, "bos": config.bos, "eos": config.eos}, "render_failures": list(RENDER_FAILURES)}
-
-
-def _pair_rendering(config: TransformConfig) -> dict:
-    """A pair store's: how its pairs were rendered, and the names its q_failed codes index."""
-    from ..objectives.conversations import RENDER_FAILURES
-
-    pairs = {key: getattr(config.objective_options, key) for key in PAIR_RENDERING}
-    return {"pairs": {**pairs, "bos": config.bos}, "render_failures": list(RENDER_FAILURES)}
 
 
 def store_tokenizer(inputs: list[str]) -> str | None:

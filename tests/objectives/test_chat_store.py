@@ -177,7 +177,7 @@ def test_tokenize_chat_on_the_command_line(corpora, tmp_path):
     assert manifest_json(tmp_path / "d")["config"]["eos"] is False  # taken from the store
     for args, message in [
         (["--turns", "each"], "--turns: applies to a chat store (objcli tokenize --chat)"),
-        (["--chat", "--sentences", "prose"], "--chat: a chat store keeps rendered conversations, not sentences"),
+        (["--chat", "--sentences", "prose"], "--chat and --sentences: a store holds one kind"),
     ]:
         refused = run_cli("tokenize", data, "-t", tokenizer, "-o", tmp_path / "x", *args)
         assert refused.returncode == 1 and message in refused.stderr

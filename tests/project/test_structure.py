@@ -79,7 +79,7 @@ def test_every_line_is_as_ruff_format_writes_it():
     assert result.returncode == 0, result.stdout
 
 
-STAGES = ("readers", "tokenizers", "objectives", "packing", "formats", "kernels", "order", "storage")
+STAGES = ("readers", "tokenizers", "objectives", "stores", "packing", "formats", "kernels", "order", "storage")
 ORCHESTRATION = (
     "objcli.transform",
     "objcli.run",

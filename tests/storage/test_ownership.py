@@ -114,15 +114,14 @@ def test_overwrite_removes_only_what_objcli_wrote(tmp_path_factory, prose, files
     owned_before = set(os.listdir(out))
     users, inputs = {}, []
     for name, kind in files:
-        if name in owned_before:
+        if kind == "input":
+            name = name.rsplit(".", 1)[0] + ".jsonl"
+        if name in owned_before or name in users:  # an input's .jsonl name may be another entry's too
             continue
         if kind == "link":
             (outside / name).write_text(f"outside {name}")
             (out / name).symlink_to(outside / name)
         elif kind == "input":
-            name = name.rsplit(".", 1)[0] + ".jsonl"
-            if name in owned_before or name in users:
-                continue
             shutil.copy(prose, out / name)
             inputs.append(out / name)
         else:

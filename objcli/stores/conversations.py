@@ -1,17 +1,82 @@
-"""A chat store's conversations (``objcli tokenize --chat``): for each record, the token counts of the
-conversations it renders to (one, or one per assistant turn with ``--turns each``), its supervised spans
-as ranges of its ids, and why a record renders nothing. What ``--objective chat`` gets from rendering
-and encoding, kept so that a derived run does neither: it cuts, masks and packs the same tokens for any
-``--seq-len``, ``--packing``, ``--loss-on`` and ``--overlong``."""
+"""A chat store (``objcli tokenize --chat``): a row a record, its ids its rendered conversations' ids
+one after another, and for each record the token counts of the conversations it renders to (one, or
+one per assistant turn with ``--turns each``), its supervised spans as ranges of its ids, and why a
+record renders nothing. What ``--objective chat`` gets from rendering and encoding, kept so that a
+derived run does neither: it cuts, masks and packs the same tokens for any ``--seq-len``,
+``--packing``, ``--loss-on`` and ``--overlong``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets
+from ..objectives.base import DocumentBatch
+from ..objectives.conversations import RENDER_FAILURES
+from ..objectives.supply import Provides
 from ..rows import Ragged
+from .base import Encoded, KindOption, StoredColumn, StoreKind, checked_failures, register
+
+
+class _Chat(msgspec.Struct):
+    """How a chat store rendered its records (its manifest's token_store.chat)."""
+
+    messages_key: str
+    chat_template: str | None
+    template_date: str
+    assistant_span: str
+    turns: str
+    bos: bool | None
+    eos: bool | None
+
+
+def _listed(name: str, doc: str) -> StoredColumn:
+    return StoredColumn(name, "int32", np.int32, doc, True)
+
+
+@register
+class ChatStore(StoreKind):
+    name = "conversations"
+    holds = Provides.CONVERSATIONS
+    label = "a chat store"
+    what = "holds rendered conversations"
+    serves = "for --objective chat; tokenize the text without --chat"
+    prefix = "c_"
+    columns = (
+        _listed("c_examples", "tokens of each conversation the record gives (one each with --turns each)"),
+        _listed("c_first", "each supervised span's first token, in the record's ids"),
+        _listed("c_last", "each supervised span's last token (inclusive)"),
+        StoredColumn(
+            "c_failed",
+            "int8",
+            np.int8,
+            "0, or why the record renders no conversation (1 + an index into the reasons)",
+            high=127,
+        ),
+    )
+    option = KindOption(
+        "chat",
+        "Render each record with the chat template, as --objective chat does, and keep its ids and supervised spans: "
+        "a chat store, for --objective chat at any --seq-len, --packing, --loss-on, --overlong.",
+    )
+    renders = "chat"
+    section, section_type = "chat", _Chat
+    rendering = ("messages_key", "chat_template", "template_date", "assistant_span", "turns")
+    rendering_run = ("bos", "eos")
+
+    def encode(self, texts: list, batch_index: int, encode, renderer) -> Encoded:
+        encoded = renderer.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
+        stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
+        columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
+        columns["c_failed"] = stored.failed
+        return Encoded(encoded.tokens, stored.record_offsets(), columns, tuple(encoded.failed.values()))
+
+    def read(self, metadata: dict, reasons: tuple[str, ...], path, record_tokens) -> dict:
+        failed = checked_failures(metadata["c_failed"], reasons, path)
+        lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
+        return {"records": StoredConversations(*lists, failed, reasons)}
 
 
 @dataclass

@@ -1,0 +1,80 @@
+"""Token store kinds, one ``StoreKind`` a module: every module of this package is imported here, and
+each registers its kind (``@register``), so the registry is the only list of them. Everything
+else asks the registry (what a store's manifest spells, which kind an ``objcli tokenize`` option asks
+for, which kind holds what an objective reads); see architecture.md, "Adding a store kind".
+
+==================  ======================  ====================  ====================================
+kind                objcli tokenize         its columns           read by
+==================  ======================  ====================  ====================================
+``documents``       (the default)           (ids only)            every objective of documents
+``sentences``       ``--sentences S``       ``sentences``         nsp, sop, electra, bart, contrastive
+``conversations``   ``--chat``              ``c_*``               chat
+``pairs``           ``--preference``        ``q_*``               preference, reward
+==================  ======================  ====================  ===================================="""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ..errors import ObjcliError
+from .base import STORE_KINDS, Encoded, KindOption, StoredColumn, StoreKind, register
+
+for _module in pkgutil.iter_modules(__path__):  # each module registers its kind
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+WHOLE_DOCUMENTS = STORE_KINDS["documents"]()  # objcli tokenize's default
+
+
+def parse(spelled: str | None) -> StoreKind | None:
+    """The kind a manifest's ``config.token_store`` spells (None: not a store): a kind's name, or the
+    parameter of a kind spelled by it (a per-sentence store by its splitter's name)."""
+    if not spelled:
+        return None
+    named = STORE_KINDS.get(spelled)
+    if named is not None and not named.parameterized:
+        return named()
+    return next((k(spelled) for k in STORE_KINDS.values() if k.parameterized), None)
+
+
+def holding(provides) -> type[StoreKind] | None:
+    """The kind whose stores hold what an objective reads (``supply.Provides``), if a store holds it."""
+    return next((k for k in STORE_KINDS.values() if k.holds is provides), None)
+
+
+def asked_kind(values: dict) -> StoreKind | None:
+    """The kind ``objcli tokenize``'s options ask for (their values are taken out of ``values``);
+    more than one is one line."""
+    asked = [(k, k.asked(values.pop(k.option.name, None))) for k in STORE_KINDS.values() if k.option]
+    asked = [(k, kind) for k, kind in asked if kind is not None]
+    if len(asked) > 1:
+        (first, _), (other, _) = asked[:2]
+        raise ObjcliError(
+            f"{first.option.flag} and {other.option.flag}: a store holds one kind ({first.label} or "
+            f"{other.label}); drop one of them, and make the other store with another objcli tokenize"
+        )
+    return asked[0][1] if asked else None
+
+
+def renderings() -> dict[str, list[type[StoreKind]]]:
+    """Each option a kind renders with -> the kinds that take it (objcli tokenize lists them)."""
+    taken: dict[str, list[type[StoreKind]]] = {}
+    for kind in STORE_KINDS.values():
+        for key in (*kind.rendering, *kind.rendering_run):
+            taken.setdefault(key, []).append(kind)
+    return taken
+
+
+__all__ = [
+    "STORE_KINDS",
+    "WHOLE_DOCUMENTS",
+    "Encoded",
+    "KindOption",
+    "StoreKind",
+    "StoredColumn",
+    "asked_kind",
+    "holding",
+    "parse",
+    "register",
+    "renderings",
+]
