@@ -221,7 +221,7 @@ class TransformConfig:
         object.__setattr__(self, "input_breaks", tuple(breaks))
         if "," in self.text_key or "=" in self.text_key:
             self.mixture  # noqa: B018 - parsed now: a bad SOURCE=KEY is said before anything runs
-        if self.text_key != "text" and self._reads_records():
+        if self.text_key != "text" and self.reads.records:
             raise ObjcliError(
                 f"--text-key {self.text_key}: {self.objective} reads whole records; name the messages "
                 "field with --messages-key"
@@ -271,24 +271,26 @@ class TransformConfig:
             )
         self.mixture  # noqa: B018 - parsed now: a bad weight or cap is said before anything runs
 
-    def _reads_records(self) -> bool:
+    @property
+    def reads(self):
+        """What the objective reads with its options (``supply.Reads``): whole records, pieces it tokenizes, ..."""
         from .objectives import REGISTRY
 
-        return REGISTRY.get(self.objective).reads_records
+        return REGISTRY.get(self.objective).reads(self.objective_options)
 
     def read_options(self, strict: bool, source: str = ""):
         """How this run reads a source's inputs: text fields, or whole records for objectives that read them."""
         from .readers import ReadOptions
 
         key = self.mixture.text_key_of(source)
-        records, located = self._reads_records(), self.locates_records
+        records, located = self.reads.records, self.locates_records
         return ReadOptions(key, self.text_unit, strict, self.batch_bytes, records, located)
 
     @property
     def locates_records(self) -> bool:
         """Whether records are read with their origin (file, record): for --provenance, and for
         objectives that read whole records, whose skips name their first record's line."""
-        return self.provenance or self._reads_records()
+        return self.provenance or self.reads.records
 
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY

@@ -48,7 +48,7 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
 
     def start_early(partitions) -> None:
         pooled = sum(not p.input.is_stream for p in partitions)
-        if executor == "local" and will_fork(config.objective, pool, workers, pooled, config.tokenizer):
+        if executor == "local" and will_fork(config.reads, pool, workers, pooled, config.tokenizer):
             start_fork_server(config.tokenizer, compiled_kernels(config))
 
     planned = plan_stages(config, warn, start_early)

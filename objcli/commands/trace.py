@@ -124,7 +124,8 @@ def _read_options(config: dict, source: str):
     from ..order.mixture import Mixture
     from ..readers import ReadOptions
 
-    records = REGISTRY.get(config.get("objective", "clm")).reads_records  # chat: the record's JSON text
+    objective = REGISTRY.get(config.get("objective", "clm"))
+    records = objective.reads(objective.options_type()).records  # chat: the record's JSON text, whatever options
     key = Mixture.of_text_key(config.get("text_key", "text")).text_key_of(source)
     return ReadOptions(key, config.get("text_unit", "line"), records=records, provenance=True)
 

@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 
-from ..objectives import REGISTRY
 from ..run.affinity import allowed_cores
 from ..storage.user_cache import cache_folder, write_quietly
 
@@ -55,13 +54,13 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "")
     return chosen
 
 
-def will_fork(objective_name: str, pool: str, workers: int, pooled: int, tokenizer: str = "") -> bool:
+def will_fork(reads, pool: str, workers: int, pooled: int, tokenizer: str = "") -> bool:
     """Whether ``pooled`` partitions will run in forked processes, as far as is known before the
     tokenizer loads (``choose_pool`` says the same wherever this says yes, but for the hint: the
     last run of this tokenizer file found its engine too fast for a thread pool of its workers)."""
     if workers < 2 or pooled < 2:
         return False
-    always = REGISTRY.get(objective_name).tokenizes_itself is True  # a class that always cuts its own pieces
+    always = reads.tokenizes_itself  # ``reads``: what the objective reads (Objective.reads), pieces of its own
     auto = always or workers > THREADS_AT_MOST or (min(workers, _cores()) > 2 and _hinted(tokenizer))
     return pool == "processes" or (pool == "auto" and auto)
 

@@ -92,7 +92,6 @@ class Bart(Objective):
     provenance = "documents"  # an example is sentences of one document: its span, that document
     took_pack = True
     default_eos = False
-    tokenizes_itself = True
 
     @classmethod
     def reads(cls, options) -> Reads:

@@ -135,10 +135,6 @@ class Objective:
     name: ClassVar[str]
     options_type: ClassVar[type]
     default_eos: ClassVar[bool] = True  # EOS between documents unless --eos/--no-eos says
-    # Tokenizes its own pieces (sentences, FIM's prefix/middle/suffix) with DocumentBatch.encode, so
-    # the pipeline hands it texts untokenized; Python then does much of the work (the pool defaults
-    # to processes).
-    tokenizes_itself: ClassVar[bool] = False
     # Whether examples are documents (packers join, cut and split them) or finished examples.
     examples_are_documents: ClassVar[bool] = False
     # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
@@ -147,9 +143,6 @@ class Objective:
     supervision: ClassVar[str] = "labels"
     # Rows whose labels are their own tokens shifted (the trainer shifts): --row-tokens applies.
     next_token_rows: ClassVar[bool] = False
-    # Reads whole JSON records (conversations), not a text field: the reader hands over each
-    # record's JSON text and never cuts one.
-    reads_records: ClassVar[bool] = False
     # Labels are, position by position, the token itself or -100 (``verify`` checks it).
     labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
@@ -211,8 +204,14 @@ class Objective:
     @classmethod
     def reads(cls, options) -> Reads:
         """What the objective reads with these options (``supply.py``): documents' tokens unless it says
-        otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it."""
+        otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it.
+        The one declaration of its needs: whether it reads whole records or tokenizes pieces of its own
+        follow from it (``Reads.records``, ``Reads.tokenizes_itself``)."""
         return DOCUMENTS_READ
+
+    @property
+    def tokenizes_itself(self) -> bool:
+        return self.reads(self.options).tokenizes_itself
 
     def record_values(self, record: str) -> dict | None:
         """One record's values of the ``inferred_values`` columns (None: the record gives no row)."""

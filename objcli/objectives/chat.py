@@ -71,8 +71,6 @@ class ChatOptions(Options):
 class Chat(Objective):
     options_type = ChatOptions
     records_hint = "check the chat template (--chat-template) and the records' layout (--messages-key)"
-    tokenizes_itself = True
-    reads_records = True
     labels_are_inputs = True
     boundaries = "conversations as the chat template writes them"
     provenance = "documents"  # an example is one record (several with --turns each): its span, the record

@@ -120,7 +120,6 @@ class Contrastive(Objective):
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
         o = self.options
-        self.tokenizes_itself = o.pairs in ("ict", "adjacent")  # units are sentences
         self.bos_id = tokenizer.resolve("bos") if context.bos else None
         self.eos_id = tokenizer.resolve("eos") if context.eos else None
         self.pad_id = tokenizer.resolve("pad") if o.views == "padded" else None

@@ -116,8 +116,6 @@ class FillInTheMiddle(Objective):
         self.pad_id = self.fim_pad_id if pads else None  # context level drops its remainder
         self.split_id = tokenizer.resolve("fim_split", o.fim_split_token) if o.fim_split_token else None
         self.vocab_size = tokenizer.total_vocab_size
-        # At document level each text is tokenized once, whole or as its three pieces.
-        self.tokenizes_itself = o.fim_level == "document"
 
     @classmethod
     def encodes_rows(cls, options) -> bool:

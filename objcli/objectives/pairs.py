@@ -155,7 +155,6 @@ class _PairObjective(Objective):
     """What nsp, sop and electra share: special tokens, columns, the partition transform."""
 
     default_eos = False  # sentences are joined by [SEP], not EOS
-    tokenizes_itself = True
     label_column: str | None = None
     # --provenance: an example's spans are the whole documents its sentences come from (A's; B's
     # where it is another, NSP's random B), as the pairs' sentences are stripped, truncated, swapped.

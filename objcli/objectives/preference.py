@@ -54,8 +54,6 @@ class _PairsObjective(Objective):
         "check the chat template (--chat-template; conversational pairs need one) and the records' layout "
         "(prompt, chosen and rejected: all strings, or all lists of messages)"
     )
-    tokenizes_itself = True
-    reads_records = True
     default_eos = False  # TRL appends EOS text to plain completions itself; templates write their own ends
     boundaries = "pairs as the chat template writes them"
     provenance = "documents"  # a row (a pair) is one record: its span, the record

@@ -134,8 +134,6 @@ class Prompts(Objective):
         "check the chat template (--chat-template) and the records' layout (a prompt: a string or a list of "
         "messages, and a data_source, or --data-source)"
     )
-    tokenizes_itself = True
-    reads_records = True
     supervision = "example-labels"  # no token carries loss: a rollout makes the completions
     boundaries = "prompts as the chat template writes them, with the generation prompt"
     provenance = "documents"  # a row is one record: its span, the record

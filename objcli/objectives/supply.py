@@ -47,5 +47,21 @@ class Reads:
     splitter: str = ""
     instead: str = ""
 
+    @property
+    def records(self) -> bool:
+        """Whole JSON records (conversations, pairs, prompts), not a text field: the reader hands over each
+        record's JSON text and never cuts one."""
+        return self.needs in RECORDS
+
+    @property
+    def tokenizes_itself(self) -> bool:
+        """It tokenizes pieces of its own (sentences, FIM's prefix/middle/suffix, rendered records) with
+        ``DocumentBatch.encode``, not documents: the pipeline hands it texts untokenized, and Python then
+        does much of the work (the pool defaults to processes)."""
+        return self.needs is not Provides.DOCUMENTS
+
+
+RECORDS = frozenset({Provides.CONVERSATIONS, Provides.PAIRS, Provides.PROMPTS})
+
 
 DOCUMENTS_READ = Reads(Provides.DOCUMENTS)

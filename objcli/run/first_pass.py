@@ -13,7 +13,6 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..objectives import REGISTRY
 from ..objectives.value_types import NULL, type_of, unify, writable
 from ..order.document_windows import char_lengths
 from ..order.mixture import (
@@ -80,7 +79,7 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
         return {name: {kind: values[name], "blend_share": values[name] / total, "rate": 1.0} for name in names}
     caps = config.mixture.max_epochs
     # A conversation's ids hold what its template writes (BOS, ends of turns): chat adds none around them.
-    boundary = 0 if REGISTRY.get(config.objective).reads_records else int(bool(config.bos)) + int(bool(config.eos))
+    boundary = 0 if config.reads.records else int(bool(config.bos)) + int(bool(config.eos))
     tokens, counted = {}, {}
     for name in names:
         mine = [p for p in partitions if p.source == name]

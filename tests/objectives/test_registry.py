@@ -56,8 +56,8 @@ def inputs_for(name: str, corpus, records, options=None) -> tuple:
     """(input folder, options) an objective reads: text, or the records it reads (conversations,
     pairs) with a template (the sample SentencePiece model ships none)."""
     objective = REGISTRY.get(name)
-    if objective.reads_records:
-        reads = objective.reads(objective.options_type(**(options or {})))
+    reads = objective.reads(objective.options_type(**(options or {})))
+    if reads.records:
         return records[reads.needs], {"chat_template": str(TEMPLATES / "mistral.jinja")}
     return corpus, {}
 

@@ -82,9 +82,9 @@ def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store
     source, tokenizer = store, SPM
     if reads is Provides.CONVERSATIONS:
         tokenizer, source = chat_store
-    elif reads is not Provides.DOCUMENTS or objective.tokenizes_itself:
+    elif reads is not Provides.DOCUMENTS:
         return  # read from a sentence or pair store, or refused from a store: never planned (plans_rows False)
-    if objective.reads_records:
+    if objective.reads(objective.options_type(**options)).records:
         run["chat_template"] = str(TEMPLATES / "mistral.jinja")
     written = run_transform([source], tokenizer, tmp_path / "arrow", **run)
     if not objective.plans_rows:

@@ -103,7 +103,7 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
     """Objectives that read documents' tokens from a store of whole documents, the sentence objectives
     from a per-sentence store, chat from a chat store (another file); document-level FIM refused."""
     run = {"objective": name, "packing": packer, "seq_len": 96, **options}
-    if REGISTRY.get(name).reads_records:
+    if REGISTRY.get(name).reads(REGISTRY.get(name).options_type(**options)).records:
         run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
     objective = _objective(run)
     sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
@@ -111,7 +111,9 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
         with pytest.raises(ObjcliError, match=r"objcli tokenize \.\.\. --preference|no store keeps them"):
             _run([store], tmp_path / "derived", **run)
         return
-    if objective.reads_records:  # conversations: from a chat store (tests/objectives/test_chat_store.py)
+    if objective.reads(
+        objective.options
+    ).records:  # conversations: from a chat store (tests/objectives/test_chat_store.py)
         with pytest.raises(ObjcliError, match=r"make a chat store: objcli tokenize \.\.\. --chat"):
             _run([store], tmp_path / "derived", **run)
         return
@@ -132,7 +134,7 @@ def _provenance_params() -> list:
     params, kinds = [], set()
     for name, options in variants():
         objective = REGISTRY.get(name)
-        if objective.reads_records:
+        if objective.reads(objective.options_type(**options)).records:
             continue
         kind = objective.provenance_of(objective.options_type(**options))
         for packer in objective.packers(objective.options_type(**options)):

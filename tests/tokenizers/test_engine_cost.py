@@ -13,6 +13,7 @@ from paths import SAMPLE_DATA
 from runs import prerelease_env
 
 from objcli.executors import pools
+from objcli.objectives.supply import DOCUMENTS_READ
 from objcli.tokenizers import engine_cost
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -85,9 +86,9 @@ def test_auto_weighs_the_engine_and_hints_the_next_run(cache, tmp_path, monkeypa
     fast, slow = _Tokenizer(_Engine("fast", 0), source), _Tokenizer(_Engine("slow", 0), source)
     assert pools.choose_pool("auto", _Objective(), fast, 2, source) == "threads"  # two: never bound
     assert pools.choose_pool("auto", _Objective(), fast, 4, source) == "threads"
-    assert not pools.will_fork("clm", "auto", 6, 8, source)
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 6, 8, source)
     assert pools.choose_pool("auto", _Objective(), fast, 6, source) == "processes"
-    assert pools.will_fork("clm", "auto", 6, 8, source)  # the fork server starts early next time
+    assert pools.will_fork(DOCUMENTS_READ, "auto", 6, 8, source)  # the fork server starts early next time
     assert pools.choose_pool("auto", _Objective(), slow, 8, source) == "threads"
     assert pools.choose_pool("auto", _Objective(), slow, 9, source) == "processes"  # past THREADS_AT_MOST
     assert pools.choose_pool("threads", _Objective(), fast, 6, source) == "threads"  # asked for
@@ -95,7 +96,7 @@ def test_auto_weighs_the_engine_and_hints_the_next_run(cache, tmp_path, monkeypa
     assert pools.choose_pool("auto", _Objective(), fast, 6, source) == "threads"  # two cores: two busy
     (tmp_path / "tok.json").write_text("{ }")  # the file changed: no hint
     monkeypatch.setattr(pools, "_cores", lambda: 16)
-    assert not pools.will_fork("clm", "auto", 6, 8, source)
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 6, 8, source)
 
 
 @pytest.mark.slow  # a timing, on the real engines
