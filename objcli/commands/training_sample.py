@@ -48,16 +48,18 @@ def _fitting(sentence: str, counts: dict) -> Iterator[str]:
 
 def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
     """Token ids another tool wrote are no text to train on, however they are named (a glob, a folder)."""
-    from ..readers.token_inputs import detect_token_input
+    from ..readers.input_kinds import detect
+    from ..readers.inputs import InputKind
     from ..run.token_inputs import token_members
 
+    key = "input_ids" if text_key == "text" else text_key
     for spec in inputs:
-        for path in token_members(spec, "auto", "input_ids" if text_key == "text" else text_key):
-            kind = detect_token_input(path, "auto", "input_ids" if text_key == "text" else text_key)
-            if kind:
+        for path in token_members(spec, "auto", key):
+            found = detect(path, "auto", key)
+            if found.kind is not InputKind.TEXT:
+                what = f"holds {found.format} token ids" if found.kind is InputKind.TOKENS else "is a token store"
                 raise ObjcliError(
-                    f"input {path}: holds {kind} token ids, not text; "
-                    "train the tokenizer on the text they were made from"
+                    f"input {path}: {what}, not text; train the tokenizer on the text they were made from"
                 )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from ..errors import ObjcliError
 from ..storage.remote import filesystem, public_url, storage_error, storage_errors
+from .text_formats import suffix_list
 
 OUTPUT_MARKERS = (".objcli-tmp", "manifest.json")
 
@@ -26,7 +27,7 @@ def list_objects(spec: str, is_data_name: Callable[[str], bool]) -> list[tuple[s
             found = _folder_objects(fs, inner.rstrip("/"), is_data_name)
             if not found:
                 raise ObjcliError(
-                    f"input {public_url(spec)}: the prefix holds no .jsonl, .txt or .parquet object "
+                    f"input {public_url(spec)}: the prefix holds no {suffix_list()} object "
                     "(compressed or not); name the objects directly"
                 )
         elif fs.isfile(inner):

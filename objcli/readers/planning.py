@@ -21,26 +21,15 @@ from ..errors import ObjcliError
 from ..options import LiveChoices
 from ..storage.remote import is_url, open_input, version_of
 from .folders import folder_files
-from .inputs import COMPRESSION_SUFFIXES, STDIN, InputFile, Partition, Piece, sniff_compression
+from .inputs import STDIN, InputFile, Partition, Piece, sniff_compression
 from .objects import list_objects
 from .streams import decompressing_reader
-from .text_formats import SUFFIXES, TEXT_INPUTS, sniffed_format
+from .text_formats import TEXT_INPUTS, content_format, format_from_name, suffix_list
 from .token_inputs import TOKEN_INPUTS
+from .token_store import is_store
 
 # The --input-format choices: auto, the text formats, then the tokenized inputs (a format registered later too).
 INPUT_FORMATS = LiveChoices(lambda: ["auto", *TEXT_INPUTS, *TOKEN_INPUTS])
-
-
-def _last_suffix(path: str) -> str | None:
-    """The suffix that names the content (``a.json.gz``: ``.json``)."""
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
-        suffixes.pop()
-    return suffixes[-1] if suffixes else None
-
-
-def format_from_name(path: str) -> str | None:
-    return SUFFIXES.get(_last_suffix(path) or "")
 
 
 def _describe_file(path: str, requested_format: str) -> InputFile:
@@ -66,19 +55,13 @@ def _describe_object(url: str, info: dict, requested_format: str) -> InputFile:
 
 def _content_format(path: str, compression: str | None, requested_format: str) -> str:
     """The format asked for, else the one the name says, else the one the decompressed first bytes
-    show; Parquet inside a compression stream is refused (it cannot be read by ranges)."""
-    fmt = requested_format if requested_format != "auto" else format_from_name(path)
-    # A .json file is JSON lines or one array of records (Alpaca's layout): its first bytes say which.
-    if fmt is None or (fmt == "jsonl" and requested_format == "auto" and _last_suffix(path) == ".json"):
+    show (``text_formats.content_format``: a format's own suffixes, sniffing and checks)."""
+
+    def head() -> bytes:
         with open_input(path) as raw, decompressing_reader(raw, compression) as f:
-            sniffed = sniffed_format(_read_head(f, path))
-        fmt = sniffed if fmt is None or sniffed == "json" else fmt
-    if fmt == "parquet" and compression is not None:
-        raise ObjcliError(
-            f"input {path}: Parquet inside {compression} compression cannot be read in place; "
-            "decompress it first (Parquet compresses its own pages)"
-        )
-    return fmt
+            return _read_head(f, path)
+
+    return content_format(path, compression, requested_format, head)
 
 
 def _read_head(f: BinaryIO, path: str) -> bytes:
@@ -125,7 +108,7 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
             paths = folder_files(spec, format_from_name, warn)
             if not paths:
                 raise ObjcliError(
-                    f"input {spec}: the folder holds no .jsonl, .txt or .parquet file "
+                    f"input {spec}: the folder holds no {suffix_list()} file "
                     "(compressed or not); name the files directly"
                 )
         elif os.path.exists(spec):
@@ -146,7 +129,7 @@ def _not_objcli_files(spec: str, matches: list[str]) -> list[str]:
 
     own = {}
     for folder in {os.path.dirname(p) or "." for p in matches}:
-        found = objcli_output_files(Path(folder)) if _is_token_store(folder) else None
+        found = objcli_output_files(Path(folder)) if is_store(folder) else None
         own[folder] = found[0] if found else set()
     kept = [p for p in matches if os.path.basename(p) not in own[os.path.dirname(p) or "."]]
     if not kept:
@@ -156,17 +139,6 @@ def _not_objcli_files(spec: str, matches: list[str]) -> list[str]:
             f"give the store's folder ({folder}) to read its tokens, or name the text files"
         )
     return kept
-
-
-def _is_token_store(folder: str) -> bool:
-    import json
-
-    try:
-        with open(os.path.join(folder, "manifest.json"), "rb") as f:
-            manifest = json.loads(f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format") == "store" and "token_store" in manifest
 
 
 def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:

@@ -17,10 +17,11 @@ pipe) is whichever format its first bytes show."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import PurePath
 from typing import ClassVar
 
 from ..errors import ObjcliError
-from .inputs import Piece
+from .inputs import COMPRESSION_SUFFIXES, Piece
 from .json_lines import json_lines
 from .lines import Locator, decode_text_block, line_blocks, paragraphs, whole_file
 from .opening import open_for_reading, skip_byte_order_mark
@@ -35,7 +36,12 @@ class TextInputFormat:
 
     name: ClassVar[str]
     suffixes: ClassVar[tuple[str, ...]] = ()
+    # Suffixes another format owns that this one takes when the first bytes show it (.json: an array).
+    claims_by_content: ClassVar[tuple[str, ...]] = ()
     records: ClassVar[bool] = True  # a document a record (JSON, a row): --text-unit does not apply
+
+    def check_compression(self, path: str, compression: str | None) -> None:
+        """A compression the format cannot be read through is one line (none here)."""
 
     def sniffs(self, head: bytes) -> bool:
         raise NotImplementedError
@@ -66,6 +72,13 @@ def _first_byte(head: bytes) -> bytes:
 class ParquetText(TextInputFormat):
     name, suffixes = "parquet", (".parquet",)
 
+    def check_compression(self, path: str, compression: str | None) -> None:
+        if compression is not None:
+            raise ObjcliError(
+                f"input {path}: Parquet inside {compression} compression cannot be read in place; "
+                "decompress it first (Parquet compresses its own pages)"
+            )
+
     def sniffs(self, head: bytes) -> bool:
         return head.startswith(b"PAR1")
 
@@ -74,7 +87,8 @@ class ParquetText(TextInputFormat):
 
 
 class JsonArray(TextInputFormat):
-    name = "json"  # .json files are told from JSON lines by their first bytes
+    name = "json"
+    claims_by_content = (".json",)  # .json files are told from JSON lines by their first bytes
 
     def sniffs(self, head: bytes) -> bool:
         return _first_byte(head) == b"["
@@ -141,7 +155,6 @@ class SniffedStream(TextInputFormat):
 
 # In the order detection asks them: plain text takes whatever the others do not.
 TEXT_INPUTS: dict[str, TextInputFormat] = {f.name: f for f in (ParquetText(), JsonArray(), JsonLines(), PlainText())}
-SUFFIXES = {suffix: f.name for f in TEXT_INPUTS.values() for suffix in f.suffixes}
 
 
 def text_format(name: str) -> TextInputFormat:
@@ -151,3 +164,47 @@ def text_format(name: str) -> TextInputFormat:
 def sniffed_format(head: bytes) -> str:
     """The format of decompressed leading bytes: Parquet magic, a JSON array, a JSON object, or text."""
     return next(name for name, f in TEXT_INPUTS.items() if f.sniffs(head))
+
+
+def last_suffix(path: str) -> str | None:
+    """The suffix that names the content (``a.json.gz``: ``.json``)."""
+    suffixes = [s.lower() for s in PurePath(path).suffixes]
+    while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else None
+
+
+def format_from_name(path: str) -> str | None:
+    """The text format whose suffix the name has (compression suffixes aside), or None."""
+    suffix = last_suffix(path) or ""
+    return next((name for name, f in TEXT_INPUTS.items() if suffix in f.suffixes), None)
+
+
+def suffix_list() -> str:
+    """Every text format's suffixes, as a message lists them (``.parquet, .jsonl, ... or .text``)."""
+    names = [suffix for f in TEXT_INPUTS.values() for suffix in f.suffixes]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def content_format(path: str, compression: str | None, requested: str, head) -> str:
+    """A text file's format: the one asked for, else the one its name says, else the one its
+    decompressed first bytes show (``head()`` reads them); a suffix another format claims by content is
+    looked at (``claims_by_content``), and the format checks the compression it is read through."""
+    fmt = requested if requested != "auto" else format_from_name(path)
+    sharing = [f.name for f in TEXT_INPUTS.values() if last_suffix(path) in f.claims_by_content]
+    if fmt is None or (requested == "auto" and sharing):
+        sniffed = sniffed_format(head())
+        fmt = sniffed if fmt is None or sniffed in sharing else fmt
+    if fmt in TEXT_INPUTS:
+        TEXT_INPUTS[fmt].check_compression(path, compression)
+    return fmt
+
+
+def check_text_unit(formats: list[str], text_unit: str) -> None:
+    """--text-unit cuts plain text: given with inputs that are all records (a document a record), it is refused."""
+    records = [f in TEXT_INPUTS and TEXT_INPUTS[f].records for f in formats]
+    if text_unit != "line" and formats and all(records):
+        raise ObjcliError(
+            f"--text-unit {text_unit}: applies to plain-text inputs, and these are all "
+            f"{' and '.join(sorted(set(formats)))} (one document per record); drop it"
+        )

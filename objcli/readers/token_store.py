@@ -163,6 +163,11 @@ def store_manifest(path: str | Path) -> dict | None:
     return None if stamp is None else _store_manifest(str(path), stamp, file)
 
 
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` is a finished token store (the one test: detection's, a glob's, the plan's)."""
+    return store_manifest(path) is not None
+
+
 def manifest_file(path: str) -> str | None:
     """Where the store's manifest can be read here (in object storage: a local copy, cached by the
     object's version)."""

@@ -12,10 +12,11 @@ from ..formats import FORMATS
 from ..formats.store import STORE, store_columns
 from ..objectives import REGISTRY
 from ..objectives.base import Objective
-from ..readers import RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..readers import RecordLog, read_documents
+from ..readers.input_kinds import detect
 from ..readers.inputs import InputKind
 from ..readers.origins import number_records
-from ..readers.text_formats import TEXT_INPUTS
+from ..readers.text_formats import check_text_unit
 from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import changed_store_inputs, run_identity, side_digests
@@ -24,10 +25,11 @@ from ..tokenizers import Tokenizer, open_tokenizer, remember_tokenizer
 from ..tokenizers.engine_probe import EngineChoice, choose_engine
 from .first_pass import value_types
 from .fitness import check_fitness, store_supply
+from .input_groups import open_group
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
-from .stores import adopt_store_settings, check_plan_run, check_store_identity, check_store_run, store_group
-from .token_inputs import check_token_run, token_group, token_supplies
+from .stores import adopt_store_settings, check_plan_run, check_store_identity, check_store_run
+from .token_inputs import check_token_run, token_supplies
 
 
 @dataclass
@@ -60,7 +62,7 @@ class RunPlan:
 def _store_inputs(config: TransformConfig) -> list[str]:
     """The run's inputs that are token stores (``objcli tokenize``'s outputs)."""
     paths = config.mixture.paths if config.source else config.inputs
-    return [path for path in paths if store_manifest(path) is not None]
+    return [path for path in paths if detect(path, config.input_format).kind is InputKind.STORE]
 
 
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:
@@ -75,9 +77,7 @@ def _files_and_partitions(config: TransformConfig, warn) -> tuple[list, list]:
     for source, paths in (config.mixture.sources if config.source else {"": tuple(config.inputs)}).items():
         source_files = by_source[source] = []
         for group in _input_groups(paths, config.input_breaks if not config.source else ()):
-            stored = store_group(group) or token_group(group, config, source)
-            group_files = stored[0] if stored else resolve_inputs(group, config.input_format, warn)
-            planned = stored[1] if stored else plan_partitions(group_files, config.partition_bytes, config.text_unit)
+            group_files, planned = open_group(group, config, source, warn)
             partitions += [
                 dataclasses.replace(p, index=len(partitions) + i, source=source) for i, p in enumerate(planned)
             ]
@@ -102,12 +102,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     stores = _store_inputs(config)
     config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
     files, partitions = _files_and_partitions(config, warn)
-    records = [f.format in TEXT_INPUTS and TEXT_INPUTS[f.format].records for f in files]  # a document a record
-    if config.text_unit != "line" and files and all(records):
-        raise ObjcliError(
-            f"--text-unit {config.text_unit}: applies to plain-text inputs, and these are all "
-            f"{' and '.join(sorted({f.format for f in files}))} (one document per record); drop it"
-        )
+    check_text_unit([f.format for f in files], config.text_unit)
     if before_tokenizer is not None:
         before_tokenizer(partitions)
     encodes = REGISTRY.get(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes

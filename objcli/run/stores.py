@@ -16,20 +16,9 @@ from ..readers.token_store import store_input, store_kind, store_manifest, store
 READING = ("text_key", "text_unit", "input_format", "max_document_chars", "partition_size", "batch_size")
 
 
-def store_group(group: list[str]):
-    """(files, partitions) for a group of inputs that is one token store; None for text inputs."""
-    for path in group:
-        if os.path.isfile(path) and store_manifest(os.path.dirname(path) or ".") is not None:
-            raise ObjcliError(f"input {path}: is a file of a token store; give the store's folder")
-    stores = [path for path in group if store_manifest(path) is not None]
-    if not stores:
-        return None
-    if len(group) > 1:
-        raise ObjcliError(
-            f"input {stores[0]}: a token store is read on its own; give it alone (or as one --source), "
-            "and tokenize text inputs into a store of their own"
-        )
-    store = store_input(stores[0])
+def store_group(paths: list[str]):
+    """(files, partitions) of a group that is one token store (detection found it: input_groups.py)."""
+    store = store_input(paths[0])
     return [store], store_partitions(store)
 
 

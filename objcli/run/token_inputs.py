@@ -9,30 +9,19 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers.folders import folder_files
+from ..readers.input_kinds import detect
 from ..readers.inputs import InputKind
-from ..readers.planning import format_from_name
-from ..readers.token_inputs import TOKEN_INPUTS, detect_token_input, input_files, megatron_list, site_of, token_format
+from ..readers.text_formats import format_from_name
+from ..readers.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
 from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
 from ..storage.remote import is_url
 
 
-def token_group(group: list[str], config: TransformConfig, source: str = ""):
-    """(files, partitions) for a group of tokenized inputs; None for text inputs. A megatron.txt-style
-    list stands for the prefixes it names (its weights are Megatron's blend, not read here)."""
+def token_group(found: dict, config: TransformConfig, source: str = ""):
+    """(files, partitions) of a group of tokenized inputs (``found``: each one's ``Detected``, from the
+    one door: input_groups.py)."""
     key = config.mixture.ids_key(source)
-    group = [found for spec in group for found in token_members(spec, config.input_format, key)]
-    group = [prefix for path in group for prefix in (megatron_list(path) or [path])]
-    kinds = {path: detect_token_input(path, config.input_format, key) for path in group}
-    found = [path for path, kind in kinds.items() if kind]
-    if not found:
-        return None
-    if len(found) < len(group):
-        text = next(path for path, kind in kinds.items() if not kind)
-        raise ObjcliError(
-            f"input {text}: is text, and {found[0]} is already tokenized ({kinds[found[0]]}); give them to separate "
-            "runs (or as separate --source), or tokenize the text first with objcli tokenize"
-        )
-    files = [token_input(path, kinds[path], key) for path in found]
+    files = [token_input(path, detected.format, key) for path, detected in found.items()]
     partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, key)]
     return files, partitions
 
@@ -45,7 +34,7 @@ def token_members(spec: str, requested: str, key: str) -> list[str]:
         return [spec]
     if glob.has_magic(spec):
         paths = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
-    elif os.path.isdir(spec) and not detect_token_input(spec, "auto", key):  # a save_to_disk folder is one
+    elif os.path.isdir(spec) and detect(spec, "auto", key).kind is not InputKind.TOKENS:  # save_to_disk: one
         paths = folder_files(spec, lambda name: name)
     else:
         return [spec]
@@ -72,7 +61,8 @@ def token_members(spec: str, requested: str, key: str) -> list[str]:
 def _member_kind(path: str, requested: str, key: str) -> str | None:
     """A found file's token format: the one --input-format names, if it recognises the file; else detected."""
     if requested == "auto":
-        return detect_token_input(path, "auto", key)
+        found = detect(path, "auto", key)
+        return found.format if found.kind is InputKind.TOKENS else None
     fmt = TOKEN_INPUTS.get(requested)
     return requested if fmt is not None and fmt.detect(site_of(path), key) else None
 

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from runs import SAMPLE, run_cli, run_transform
+from runs import SAMPLE, run_cli, run_transform, token_format_detected
 
 from objcli.commands.verify import verify_output
 from objcli.readers import token_inputs
@@ -58,7 +58,7 @@ def test_a_registered_input_format_is_a_choice_detected_read_and_verified(regist
     mine = tmp_path / "corpus.ids"
     mine.write_text("#ids\n" + "".join(" ".join(map(str, d)) + "\n" for d in DOCUMENTS))
     pq.write_table(pa.table({"input_ids": DOCUMENTS}), tmp_path / "same.parquet")
-    assert token_inputs.detect_token_input(str(mine), "auto") == "spaced-ids-test"
+    assert token_format_detected(str(mine), "auto") == "spaced-ids-test"
     ours = _run(mine, tmp_path / "a", seq_len=8)
     known = _run(tmp_path / "same.parquet", tmp_path / "b", seq_len=8)
     assert ours.manifest["inputs"][0]["format"] == "spaced-ids-test"

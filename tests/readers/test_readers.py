@@ -319,5 +319,5 @@ def test_a_folder_holding_inputs_and_an_objcli_output_reads_the_inputs_and_leave
     (folder / "mine.jsonl").unlink()
     (folder / "out-hf" / "notes.jsonl").unlink()
     (folder / "out-megatron" / "notes.jsonl").unlink()
-    with pytest.raises(ObjcliError, match="holds no .jsonl"):
+    with pytest.raises(ObjcliError, match="holds no .parquet, .jsonl, .ndjson"):
         resolve_inputs([str(folder)])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import SAMPLE, run_cli, run_transform
+from runs import SAMPLE, run_cli, run_transform, token_format_detected
 
 from objcli.errors import ObjcliError
-from objcli.readers.token_inputs import TOKEN_INPUTS, detect_token_input
+from objcli.readers.token_inputs import TOKEN_INPUTS
 
 SPM = SAMPLE / "tokenizer.model"
 TOKEN_FILES = Path(__file__).resolve().parent.parent / "data" / "token_files"
@@ -85,8 +85,8 @@ def test_a_bin_of_text_is_text_and_ids_stay_ids(tmp_path):
     notes.write_text("".join(rng.choice(list("abcdefgh ijk\n"), 100_000)))
     ids = tmp_path / "ids.bin"
     rng.integers(0, 32_000, 50_000).astype("<u2").tofile(ids)
-    assert detect_token_input(str(notes), "auto") is None
-    assert detect_token_input(str(ids), "auto") == "nanogpt"
+    assert token_format_detected(str(notes), "auto") is None
+    assert token_format_detected(str(ids), "auto") == "nanogpt"
     result = run_cli("transform", notes, "-t", SPM, "--seq-len", "64", "-o", tmp_path / "out")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert result.returncode == 0 and manifest["inputs"][0]["format"] != "nanogpt"

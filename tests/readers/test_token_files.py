@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from runs import SAMPLE, manifest_json, run_cli, run_transform
+from runs import SAMPLE, manifest_json, run_cli, run_transform, token_format_detected
 
 from objcli.commands.verify import verify_output
 from objcli.readers import RecordLog
-from objcli.readers.token_inputs import TOKEN_INPUTS, detect_token_input, open_token_file
+from objcli.readers.token_inputs import TOKEN_INPUTS, open_token_file
 from objcli.readers.token_inputs.documents import token_batches, token_partitions
 from objcli.recipe import config_from_values
 from objcli.transform import transform
@@ -148,7 +148,7 @@ def test_datatroves_document_tokenizer_files(tmp_path):
     from tokenizers import Tokenizer
 
     ds = TOKEN_FILES / "corpus_unshuffled.ds"
-    assert detect_token_input(str(ds), "auto") == "datatrove"
+    assert token_format_detected(str(ds), "auto") == "datatrove"
     texts = [json.loads(line)["text"] for line in (TOKEN_FILES / "corpus.jsonl").read_text().splitlines()]
     tokenizer = Tokenizer.from_file(str(LLAMA))
     eos = tokenizer.token_to_id("<|end_of_text|>")
@@ -166,7 +166,7 @@ def test_a_datasets_map_output_with_input_ids(tmp_path):
     datasets = pytest.importorskip("datasets")
 
     saved = TOKEN_FILES / "mapped"
-    assert detect_token_input(str(saved), "auto") == "input-ids"
+    assert token_format_detected(str(saved), "auto") == "input-ids"
     theirs = datasets.load_from_disk(str(saved))["input_ids"]
     assert _documents(saved, "input-ids", None) == [list(ids) for ids in theirs]
     out = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "o", input_format="input-ids", seq_len=64)
@@ -403,13 +403,13 @@ def test_a_table_of_ids_is_detected_by_its_schema(tmp_path):
         pa.ipc.new_stream(sink, pa.schema([("input_ids", ids.type)])) as w,
     ):
         w.write_table(pa.table({"input_ids": ids}))
-    assert detect_token_input(str(tmp_path / "ids.parquet"), "auto") == "input-ids"
-    assert detect_token_input(str(tmp_path / "ids.arrow"), "auto") == "input-ids"
-    assert detect_token_input(str(tmp_path / "both.parquet"), "auto") is None
-    assert detect_token_input(str(tmp_path / "both.parquet"), "auto", "input_ids") is None
-    assert detect_token_input(str(tmp_path / "named.parquet"), "auto", "tokens") == "input-ids"
-    assert detect_token_input(str(tmp_path / "named.parquet"), "auto") is None
-    assert detect_token_input(str(tmp_path / "strings.parquet"), "auto") is None
+    assert token_format_detected(str(tmp_path / "ids.parquet"), "auto") == "input-ids"
+    assert token_format_detected(str(tmp_path / "ids.arrow"), "auto") == "input-ids"
+    assert token_format_detected(str(tmp_path / "both.parquet"), "auto") is None
+    assert token_format_detected(str(tmp_path / "both.parquet"), "auto", "input_ids") is None
+    assert token_format_detected(str(tmp_path / "named.parquet"), "auto", "tokens") == "input-ids"
+    assert token_format_detected(str(tmp_path / "named.parquet"), "auto") is None
+    assert token_format_detected(str(tmp_path / "strings.parquet"), "auto") is None
     auto = _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "auto", seq_len=64)
     _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "named", seq_len=64, input_format="input-ids")
     assert auto.manifest["inputs"][0]["format"] == "input-ids"

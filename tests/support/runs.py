@@ -88,3 +88,12 @@ def text_formats() -> list[str]:
 
 
 TEXT_FORMATS = text_formats()
+
+
+def token_format_detected(path, requested: str = "auto", ids_key: str = "input_ids") -> str | None:
+    """The token format the one door finds for ``path`` (readers/input_kinds.detect), None for another kind."""
+    from objcli.readers.input_kinds import detect
+    from objcli.readers.inputs import InputKind
+
+    found = detect(str(path), requested, ids_key)
+    return found.format if found.kind is InputKind.TOKENS else None

@@ -67,20 +67,6 @@ def site_of(path: str) -> InputSite:
     return InputSite.local(path)
 
 
-def detect_token_input(path: str, requested: str, ids_key: str = "input_ids") -> str | None:
-    """The token format of an input (None: text): the one ``--input-format`` names, else the first
-    registered format that recognises it."""
-    if requested != "auto":
-        return requested if requested in TOKEN_INPUTS else None
-    site = site_of(path)
-    try:
-        return next((name for name, f in TOKEN_INPUTS.items() if f.detect(site, ids_key)), None)
-    except storage_errors() as error:
-        if not site.remote:
-            raise ObjcliError(f"input {path}: cannot read ({error}); check the path and its permissions") from None
-        raise storage_error(error, path, "looking at its objects") from None
-
-
 def input_files(path: str, fmt: str) -> list[str]:
     """The files a tokenized input consists of (an object-storage input's, as its filesystem names them)."""
     site = site_of(path)
@@ -123,7 +109,6 @@ __all__ = [
     "InputSite",
     "TokenFile",
     "TokenInputFormat",
-    "detect_token_input",
     "input_files",
     "is_token_input",
     "megatron_list",
