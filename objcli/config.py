@@ -15,8 +15,9 @@ from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
 from .order.mixture import Mixture
+from .order.option_checks import check_order_options
 from .readers.planning import INPUT_FORMATS
-from .storage.remote import check_url_path, is_url
+from .storage.remote import check_url_path
 from .stores import StoreKind
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
@@ -173,27 +174,7 @@ class TransformConfig:
                 "with its own shards)"
             )
         parse_bytes(self.batch_size, "--batch-size")
-        self._check_order_options()
-
-    def _check_order_options(self) -> None:
-        """Splits, mixtures and shuffles."""
-        if self.split:
-            from .order.splits import parse_splits
-
-            parse_splits(self.split)
-            if self.output == "-":
-                raise ObjcliError("--split writes one set of shards per split; write to an output folder with -o")
-            refused = self.format.refuses_splits(is_url(self.output))
-            if refused:
-                raise ObjcliError(f"--format {self.output_format} --split: {refused}")
-        if self.source or self.weights or self.max_epochs:
-            self._check_mixture()
-        if self.shuffle_rows and self.output == "-":
-            raise ObjcliError("--shuffle-rows needs every row before it writes the first; write to a folder with -o")
-        if self.shuffle_documents is not None:
-            parse_bytes(self.shuffle_documents, "--shuffle-documents")
-        if self.provenance:
-            self._check_provenance()
+        check_order_options(self)
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
@@ -233,43 +214,6 @@ class TransformConfig:
                     f"{flag} '': an empty piece is no token; name a piece, or leave {flag} out to use "
                     "the tokenizer's own"
                 )
-
-    def _check_provenance(self) -> None:
-        from .objectives import REGISTRY
-
-        objective = REGISTRY.get(self.objective)
-        if objective.provenance_of(self.objective_options) is None:
-            takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance)
-            raise ObjcliError(
-                f"--provenance: {objective.name} rewrites its documents into examples this way, and their spans "
-                f"are not recorded yet; it is recorded for {takes}"
-            )
-        if self.output == "-":
-            raise ObjcliError("--provenance writes a file beside each shard; write to an output folder with -o")
-
-    def _check_mixture(self) -> None:
-        if not (self.source and self.weights):
-            raise ObjcliError("--source and --weights go together: name each source, then its share or budget")
-        if self.inputs:
-            raise ObjcliError(
-                "--source names every input of a mixture; drop the INPUTS, or give them as one more --source"
-            )
-        if self.format.whole_documents and not self.format.blends_sources:
-            raise ObjcliError(
-                f"--format {self.output_format} stores input_ids only, so no row could say its source; "
-                "choose arrow, parquet, npy, or megatron (each source's shards and the blend file Megatron reads)"
-            )
-        if self.shuffle_rows and self.format.blends_sources:
-            raise ObjcliError(
-                f"--shuffle-rows: --format {self.output_format} keeps each source's rows in shards of their own, "
-                "weighed by the blend file, and Megatron shuffles its samples itself; drop --shuffle-rows"
-            )
-        if self.max_epochs and self.format.blends_sources:
-            raise ObjcliError(
-                f"--max-epochs {self.max_epochs}: --format {self.output_format} copies no document (Megatron "
-                "repeats a source as its blend weight asks, at training time); drop it"
-            )
-        self.mixture  # noqa: B018 - parsed now: a bad weight or cap is said before anything runs
 
     @property
     def reads(self):

@@ -13,7 +13,6 @@ from typing import BinaryIO
 from ..formats.store import STORE
 from ..storage.remote import open_input
 from .streams import CountedReader, decompressing_reader
-from .token_inputs import is_token_input
 
 STDIN = "-"
 MAGIC = {
@@ -44,6 +43,8 @@ class InputFile:
 
     @property
     def kind(self) -> InputKind:
+        from .token_inputs import is_token_input  # the token formats' package reads inputs: asked when needed
+
         if self.format == STORE:
             return InputKind.STORE
         return InputKind.TOKENS if is_token_input(self.format) else InputKind.TEXT

@@ -73,13 +73,13 @@ def main() -> None:
     from objcli.formats.sink import ShardSink
     from objcli.packing import PACKERS
     from objcli.recipe import config_from_values
-    from objcli.run import pipeline
+    from objcli.run import chain, pipeline
     from objcli.tokenizers.base import Tokenizer
     from objcli.transform import transform
 
     first_batch = []
     timed_generator(pipeline, "documents_of_pass", "read")
-    original_feed = pipeline._Chain.feed
+    original_feed = chain.SplitChain.feed
 
     def feed(self, texts, batch_index, encode):
         if not first_batch:  # until here, less the first batch's reading
@@ -87,8 +87,8 @@ def main() -> None:
         with stage("objective"):
             return original_feed(self, texts, batch_index, encode)
 
-    pipeline._Chain.feed = feed
-    timed(pipeline._Chain, "close", "objective")
+    chain.SplitChain.feed = feed
+    timed(chain.SplitChain, "close", "objective")
     timed(Tokenizer, "encode", "encode")
     for packer in PACKERS.values():
         timed(packer, "process", "pack")

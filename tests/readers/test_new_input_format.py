@@ -66,3 +66,66 @@ def test_a_registered_input_format_is_a_choice_detected_read_and_verified(regist
     assert ours.totals["documents_read"] == 4 and ours.totals["rows"] == 2  # 20 ids and EOS in rows of 8
     assert not verify_output(tmp_path / "a").problems
     assert "spaced-ids-test" not in run_cli("transform", "--help").stdout  # only this process registered it
+
+
+MODULE = '''
+"""A throwaway token input format: a text file of ids, a document a line, its first line ``#ids``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import TokenFile, TokenInputFormat, register
+
+
+@register
+class SpacedIds(TokenInputFormat):
+    name = "spaced-ids-test"
+
+    def detect(self, site, ids_key: str) -> bool:
+        return site.isfile(site.path) and site.head(site.path, 4) == b"#ids"
+
+    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
+        lines = open(path, encoding="utf-8").read().splitlines()[1:]
+        documents = [np.array(line.split(), dtype=np.int64) for line in lines]
+        offsets = np.concatenate([[0], np.cumsum([len(d) for d in documents])]).astype(np.int64)
+        return TokenFile(path, self.name, np.concatenate(documents).astype(np.int32), offsets)
+'''
+
+
+def test_a_new_token_format_is_one_module_as_the_page_says(tmp_path):
+    """The recipe followed in a copy of the package: the module alone (nothing else edited) is a choice
+    of --input-format and of the options page, detected by the one door, and read into the rows the same
+    ids give from Parquet."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from runs import ROOT
+
+    steps = (ROOT / "objcli" / "docs" / "architecture.md").read_text().split("## Adding an input format")[1]
+    assert "objcli/readers/token_inputs/NAME.py" in steps and "@register" in steps
+    package = tmp_path / "pkg"
+    shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "objcli" / "readers" / "token_inputs" / "spaced_ids.py").write_text(MODULE)
+    env = {**os.environ, "PYTHONPATH": str(package)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, *map(str, args)], cwd=package, env=env, capture_output=True, text=True)
+
+    assert "spaced-ids-test" in run("-m", "objcli", "transform", "--help").stdout.replace("\n", " ")
+    assert run("-m", "objcli.docs").returncode == 0
+    assert "spaced-ids-test" in (package / "objcli" / "docs" / "options.md").read_text()
+    mine = tmp_path / "corpus.ids"
+    mine.write_text("#ids\n" + "".join(" ".join(map(str, d)) + "\n" for d in DOCUMENTS))
+    pq.write_table(pa.table({"input_ids": DOCUMENTS}), tmp_path / "same.parquet")
+    tokenizer = SAMPLE / "tokenizer.model"
+    for name, out in ((mine, "a"), (tmp_path / "same.parquet", "b")):
+        done = run("-m", "objcli", "transform", name, "-t", tokenizer, "--seq-len", "8", "-o", tmp_path / out, "-q")
+        assert done.returncode == 0, done.stderr
+    ours = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert ours["inputs"][0]["format"] == "spaced-ids-test"
+    shards = [(tmp_path / d / s["files"][0]).read_bytes() for d in ("a", "b") for s in ours["shards"]]
+    assert shards[: len(shards) // 2] == shards[len(shards) // 2 :]

@@ -20,35 +20,18 @@ format          files                                  one document is
 ==============  =====================================  ================================================
 
 How their documents are cut into partitions and read in batches is ``documents.py``'s; an input in
-object storage is read from a local copy (``storage/copies.py``)."""
+object storage is read from a local copy (``storage/copies.py``). Every module of this package is
+imported here; a format's module registers it (``@register``), so a new format is one module."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import struct
 
 from ...errors import ObjcliError
 from ...storage.remote import filesystem, is_url, public_url, storage_error, storage_errors
-from .base import InputSite, TokenFile, TokenInputFormat
-from .datatrove import DatatroveInput
-from .flat import LlmcInput, NanogptInput
-from .input_ids import InputIdsInput
-from .megatron import MegatronInput, megatron_list
-
-# In the order detection asks them: a .bin with llm.c's header is llm.c's before it is nanoGPT's.
-TOKEN_INPUTS: dict[str, TokenInputFormat] = {
-    f.name: f for f in (MegatronInput(), DatatroveInput(), InputIdsInput(), LlmcInput(), NanogptInput())
-}
-
-
-def register(token_format: TokenInputFormat) -> TokenInputFormat:
-    """A token input format of one's own: an --input-format choice, detected before nanoGPT's
-    catch-all ``.bin`` (see architecture.md, "A new input format")."""
-    catch_all = {name: f for name, f in TOKEN_INPUTS.items() if name == NanogptInput.name}
-    for name in catch_all:
-        del TOKEN_INPUTS[name]
-    TOKEN_INPUTS[token_format.name] = token_format
-    TOKEN_INPUTS.update(catch_all)
-    return token_format
+from .base import TOKEN_INPUTS, InputSite, TokenFile, TokenInputFormat, register
 
 
 def is_token_input(fmt: str | None) -> bool:
@@ -103,6 +86,11 @@ def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | 
             f"input {path}: not a readable {fmt} file ({detail}); check it, or name --input-format"
         ) from None
 
+
+for _module in pkgutil.iter_modules(__path__):  # each format's module registers it
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+from .megatron import megatron_list  # noqa: E402 - a Megatron data-path list, read by the run
 
 __all__ = [
     "TOKEN_INPUTS",

@@ -65,9 +65,14 @@ class TokenInputFormat:
     """One tokenized input format: how it is recognised (``detect``, by names and content), which
     files it consists of (``files``: what is hashed, copied from object storage and checked by
     ``verify``) and how it opens (``open``: its ids and document boundaries, checked against the
-    files' sizes). Register one with ``token_inputs.register``."""
+    files' sizes). A module of this package that decorates its class with ``@register`` is all a new
+    one needs: the package imports every module."""
 
     name: ClassVar[str]
+    # Where detection asks it among the token formats (lowest first): layouts of several files (an index
+    # beside the ids) before single files, a header before headerless ids; a new format 50, before
+    # nanoGPT's catch-all .bin (90).
+    detection_rank: ClassVar[int] = 50
     # No index: documents are the runs between EOS ids (the reader takes each run's EOS off).
     splits_at_eos: ClassVar[bool] = False
 
@@ -93,3 +98,21 @@ def memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
     if size == 0:
         return np.zeros(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", offset=offset)
+
+
+# The token formats in the order detection asks them, by name: filled by ``register``.
+TOKEN_INPUTS: dict[str, TokenInputFormat] = {}
+
+
+def register(token_format):
+    """A class decorator (an instance is taken too): the format is an --input-format choice, detected at
+    its ``detection_rank`` (equal ranks in the order registered)."""
+    instance = token_format() if isinstance(token_format, type) else token_format
+    ranked = sorted([*(f for f in TOKEN_INPUTS.values() if f.name != instance.name), instance], key=_rank)
+    TOKEN_INPUTS.clear()
+    TOKEN_INPUTS.update((f.name, f) for f in ranked)
+    return token_format
+
+
+def _rank(token_format: TokenInputFormat) -> int:
+    return token_format.detection_rank

@@ -7,10 +7,12 @@ import os
 
 import numpy as np
 
-from .base import InputSite, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap, register
 
 
+@register
 class DatatroveInput(TokenInputFormat):
+    detection_rank = 20
     name = "datatrove"
 
     def detect(self, site: InputSite, ids_key: str) -> bool:

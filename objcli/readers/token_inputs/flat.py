@@ -10,7 +10,7 @@ import numpy as np
 
 from ...formats.flat import LLMC_MAGIC as LLMC_HEADERS
 from ...formats.flat import llmc_tokens
-from .base import InputSite, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap, register
 
 LLMC_DTYPES = {magic: dtype for dtype, (magic, _) in LLMC_HEADERS.items()}  # llm.c's header: magic -> dtype
 
@@ -30,7 +30,9 @@ def split_at(tokens: np.ndarray, eos: int | None) -> np.ndarray:
     return np.unique(np.concatenate([[0], cuts, [len(tokens)]]))
 
 
+@register
 class LlmcInput(TokenInputFormat):
+    detection_rank = 40
     name = "llmc"
     splits_at_eos = True
 
@@ -57,9 +59,11 @@ def looks_like_text(head: bytes) -> bool:
     return controls <= len(text) // 100
 
 
+@register
 class NanogptInput(TokenInputFormat):
     """Detected last: any other ``.bin`` file of whole uint16 ids that is not text."""
 
+    detection_rank = 90
     name = "nanogpt"
     splits_at_eos = True
     SNIFF_BYTES = 1 << 16

@@ -10,13 +10,15 @@ import json
 import os
 
 from ...errors import ObjcliError
-from .base import InputSite, TokenFile, TokenInputFormat
+from .base import InputSite, TokenFile, TokenInputFormat, register
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
 DEFAULT_IDS = "input_ids"  # the column read when --text-key names none
 
 
+@register
 class InputIdsInput(TokenInputFormat):
+    detection_rank = 30
     name = "input-ids"
 
     def detect(self, site: InputSite, ids_key: str) -> bool:

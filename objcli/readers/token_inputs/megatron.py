@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ObjcliError
-from .base import InputSite, TokenFile, TokenInputFormat, memmap
+from .base import InputSite, TokenFile, TokenInputFormat, memmap, register
 
 
+@register
 class MegatronInput(TokenInputFormat):
+    detection_rank = 10
     name = "megatron"
 
     def detect(self, site: InputSite, ids_key: str) -> bool:

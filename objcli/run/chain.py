@@ -1,0 +1,126 @@
+"""One split's chain in a partition: objective -> packer -> row step -> shards (``pipeline.py`` runs a
+partition's documents through one such chain per split; ``store_chain.py`` is ``objcli tokenize``'s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import TransformConfig
+from ..formats import ShardSink
+from ..formats.arrow import RowsToShuffle
+from ..objectives import DocumentBatch
+from ..packing import Packer
+from ..packing.concat_plan import ConcatPlanner
+from ..readers.token_store import StoredDocuments
+from ..rows import RowBatch
+from ..tokenizers import Tokenizer
+from .provenance import Sources
+from .stages import build_objective, build_packer, build_planner, run_columns
+
+
+@dataclass
+class SplitChain:
+    """objective -> packer -> row step -> shards, for the documents of one split of a partition."""
+
+    partition_examples: object  # the objective's PartitionExamples for this partition
+    packer: Packer
+    sink: ShardSink
+    tokenizes_itself: bool  # the objective tokenizes its own pieces (sentences, FIM's), not documents
+    first_document: int = 0
+    source_index: int = -1  # --source: every row of the partition gets it in its source column
+    sources: Sources | None = None  # --provenance: where each document comes from
+    plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
+    planner: ConcatPlanner | None = None  # --format plan, concat over documents: rows from lengths alone
+
+    def _write(self, packed: RowBatch | None) -> None:
+        # Spans before the row step: it may rearrange a row's segments (FIM at context level).
+        spanned = packed if self.sources is None else self.sources.spans(packed)
+        rows = spanned if self.plans else self.partition_examples.rows(spanned)
+        if rows is not None and self.source_index >= 0:
+            rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
+        self.sink.write(rows)
+
+    @classmethod
+    def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, split: str, work) -> SplitChain:
+        """The chain of ``split`` (``task``: the partition's ``pipeline.PartitionTask``)."""
+        partition = task.partition.index
+        objective = build_objective(config, tokenizer)
+        packer = build_packer(config, objective)
+        # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
+        writer = RowsToShuffle if config.shuffle_rows else config.format.writer
+        whole = config.format.whole_partitions
+        sink = ShardSink(
+            work.staging(),
+            partition,
+            writer,
+            run_columns(config, objective, packer, planned=config.format.packs_positions),
+            None if whole else config.shard_limit.rows,
+            None if whole else config.shard_limit.bytes,
+            split=split,
+            publish=work.publish if work.remote else None,
+            provenance=list(task.inputs) if config.provenance else None,
+        )
+        examples = objective.partition_examples(partition)
+        sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
+        plans = config.format.packs_positions
+        planner = build_planner(config, objective) if plans and task.source_index < 0 else None
+        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
+
+    def feed(self, texts: list[str], batch_index: int, encode) -> int:
+        sentences = records = None
+        stored = isinstance(texts, StoredDocuments)
+        if self.planner is not None and stored:  # a plan from the documents' lengths: no array a token
+            self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
+            self.first_document += len(texts)
+            return int(texts.offsets[-1])
+        if stored and texts.records is not None:  # a chat or pair store's records: rendered and encoded already
+            tokens, offsets = texts.tokens, texts.offsets
+            records = texts.records.batch(offsets)
+        elif stored and self.tokenizes_itself:  # a per-sentence store, or Megatron's
+            tokens, offsets = encode([])
+            sentences = texts.sentence_tokens()
+        elif stored:  # a token store's documents, or a tokenized input's
+            tokens, offsets = texts.tokens, texts.offsets
+        else:
+            tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
+        batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode, sentences, records)
+        examples = self.partition_examples.examples(batch)
+        if self.sources is not None:
+            self.sources.add(texts, tokens, offsets)
+            examples = self.sources.mark(examples, self.first_document)
+        self._write(self.packer.process(examples))
+        self.first_document += len(texts)
+        return len(tokens)
+
+    def counters(self) -> list[dict]:
+        packed = self.planner if self.planner is not None else self.packer
+        return [self.partition_examples.counters, packed.counters]
+
+    def first_skipped(self) -> dict[str, str]:  # where the objective's first skip of each reason was
+        return getattr(self.partition_examples, "first_skipped", {})
+
+    def close(self) -> list:
+        if self.planner is not None:
+            self.planner.finish()
+            return self.sink.close()
+        last = self.partition_examples.finish()
+        if self.sources is not None:
+            last = self.sources.mark(last, self.first_document)
+        self._write(self.packer.process(last))
+        self._write(self.packer.finish())
+        return self.sink.close()
+
+
+def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:
+    """--provenance: the chain's documents; an objective that cuts a stream of documents has its
+    stream record what each example is cut from."""
+    kind = objective.provenance_kind()
+    joined = kind != "tokens" or not hasattr(objective, "bos_id")  # the BOS the stream or the documents get
+    bos = getattr(objective, "join_bos" if joined else "bos_id", None) is not None
+    segments = objective.segments_per_example
+    sources = Sources({name: i for i, name in enumerate(inputs)}, tokenizer, bos, kind, segments)
+    if kind == "stream":
+        examples.stream.sources = sources
+    return sources
