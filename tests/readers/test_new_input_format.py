@@ -5,7 +5,6 @@ in a format objcli knows, named by the manifest, and verified."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -13,14 +12,23 @@ from runs import SAMPLE, run_cli, run_transform, token_format_detected
 
 from objcli.commands.verify import verify_output
 from objcli.readers import token_inputs
-from objcli.readers.token_inputs import TOKEN_INPUTS, TokenFile, TokenInputFormat
+from objcli.readers.token_inputs import TOKEN_INPUTS
 
 DOCUMENTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16, 17], [18]]
 
 
-class SpacedIds(TokenInputFormat):
-    """A text file of ids, a document a line, its first line ``#ids``."""
+MODULE = '''
+"""A throwaway token input format: a text file of ids, a document a line, its first line ``#ids``."""
 
+from __future__ import annotations
+
+import numpy as np
+
+from .base import TokenFile, TokenInputFormat, register
+
+
+@register
+class SpacedIds(TokenInputFormat):
     name = "spaced-ids-test"
 
     def detect(self, site, ids_key: str) -> bool:
@@ -31,12 +39,20 @@ class SpacedIds(TokenInputFormat):
         documents = [np.array(line.split(), dtype=np.int64) for line in lines]
         offsets = np.concatenate([[0], np.cumsum([len(d) for d in documents])]).astype(np.int64)
         return TokenFile(path, self.name, np.concatenate(documents).astype(np.int32), offsets)
+'''
+
+
+def _spaced_ids() -> type:
+    """The module's class, for registering in this process (the module's relative import made absolute)."""
+    namespace: dict = {}
+    exec(MODULE.replace("from .base", "from objcli.readers.token_inputs.base").replace("@register\n", ""), namespace)
+    return namespace["SpacedIds"]
 
 
 @pytest.fixture
 def registered():
     before = dict(TOKEN_INPUTS)
-    token_inputs.register(SpacedIds())
+    token_inputs.register(_spaced_ids()())
     yield
     TOKEN_INPUTS.clear()
     TOKEN_INPUTS.update(before)
@@ -66,31 +82,6 @@ def test_a_registered_input_format_is_a_choice_detected_read_and_verified(regist
     assert ours.totals["documents_read"] == 4 and ours.totals["rows"] == 2  # 20 ids and EOS in rows of 8
     assert not verify_output(tmp_path / "a").problems
     assert "spaced-ids-test" not in run_cli("transform", "--help").stdout  # only this process registered it
-
-
-MODULE = '''
-"""A throwaway token input format: a text file of ids, a document a line, its first line ``#ids``."""
-
-from __future__ import annotations
-
-import numpy as np
-
-from .base import TokenFile, TokenInputFormat, register
-
-
-@register
-class SpacedIds(TokenInputFormat):
-    name = "spaced-ids-test"
-
-    def detect(self, site, ids_key: str) -> bool:
-        return site.isfile(site.path) and site.head(site.path, 4) == b"#ids"
-
-    def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
-        lines = open(path, encoding="utf-8").read().splitlines()[1:]
-        documents = [np.array(line.split(), dtype=np.int64) for line in lines]
-        offsets = np.concatenate([[0], np.cumsum([len(d) for d in documents])]).astype(np.int64)
-        return TokenFile(path, self.name, np.concatenate(documents).astype(np.int32), offsets)
-'''
 
 
 def test_a_new_token_format_is_one_module_as_the_page_says(tmp_path):
