@@ -52,6 +52,37 @@ def llmc_tokens(path, read=np.fromfile) -> np.ndarray:
     return tokens
 
 
+def datatrove_tokens(path, read=np.fromfile) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens and document offsets of a datatrove ``.ds`` (``.ds.index``: uint64 document ends;
+    ``.ds.metadata``: ``tokenizer|token_size`` on its first line, 2 bytes where there is none, datatrove's
+    default), checked; ``read(path, dtype)`` reads the tokens (a memory map for inputs). ``ValueError``
+    otherwise. The one reader of the layout ``NanosetWriter`` writes."""
+    size = _datatrove_token_size(str(path))
+    tokens = read(str(path), np.dtype(np.uint16 if size == 2 else np.uint32).newbyteorder("<"))
+    index = f"{path}.index"
+    ends = np.fromfile(index, "<u8").astype(np.int64)
+    if os.path.getsize(index) % 8 or np.any(np.diff(ends) < 0) or (len(ends) and ends[0] < 0):
+        raise ValueError(f"{index} is not uint64 document ends in order")
+    if len(ends) and ends[-1] != len(tokens):
+        raise ValueError(
+            f"its index ends at token {int(ends[-1]):,} and the file holds {len(tokens):,} (token size {size}?)"
+        )
+    return tokens, np.concatenate([[0], ends])
+
+
+def _datatrove_token_size(path: str) -> int:
+    try:
+        with open(path + ".metadata", encoding="utf-8") as f:
+            size = int(f.readline().strip().rsplit("|", 1)[1])
+    except FileNotFoundError:
+        return 2  # datatrove's default token size
+    except (ValueError, IndexError):
+        raise ValueError(f"{path}.metadata does not say the token size (tokenizer|size on its first line)") from None
+    if size not in (2, 4):
+        raise ValueError(f"token size {size} in {path}.metadata; datatrove writes 2 or 4")
+    return size
+
+
 def flat_dtype(spec: ColumnSpec) -> np.dtype:
     return np.dtype(np.uint16) if spec.min_value >= 0 and spec.max_value < 65_536 else np.dtype(np.uint32)
 
@@ -156,12 +187,12 @@ class FlatFormat(OutputFormat):
         """Tokens and document offsets of one shard, from its documented layout."""
         name, dtype = shard.files[0], np.dtype(manifest.columns[0].disk_dtype).newbyteorder("<")
         if self.name == "nanoset":
-            ends = np.fromfile(folder / (name + ".index"), dtype="<u8").astype(np.int64)
-            return {"input_ids": token_stream(np.fromfile(folder / name, dtype=dtype), np.concatenate([[0], ends]))}
-        offsets = np.load(folder / name.replace(".bin", ".offsets.npy"))
-        values = llmc_tokens(folder / name) if self.name == "llmc" else np.fromfile(folder / name, dtype=dtype)
+            values, offsets = datatrove_tokens(folder / name)
+        else:
+            offsets = np.load(folder / name.replace(".bin", ".offsets.npy"))
+            values = llmc_tokens(folder / name) if self.name == "llmc" else np.fromfile(folder / name, dtype=dtype)
         if values.dtype.newbyteorder("<") != dtype:
-            raise ValueError(f"{name}: its llm.c header holds {values.dtype.name} tokens, the manifest {dtype.name}")
+            raise ValueError(f"{name}: its header holds {values.dtype.name} tokens, the manifest {dtype.name}")
         return {"input_ids": token_stream(values, offsets.astype(np.int64))}
 
 

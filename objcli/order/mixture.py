@@ -107,20 +107,18 @@ def parse_sources(specs: tuple[str, ...]) -> dict[str, list[str]]:
     return sources
 
 
-def blend_shares(weights: str, sources, partition_sources: dict[int, str]) -> dict[int, tuple[str, float]]:
+def blend_shares(mixture: Mixture, partition_sources: dict[int, str]) -> dict[int, tuple[str, float]]:
     """A mixture a trainer blends (Megatron): each partition's source and that source's share of the
     output's tokens (budgets become their shares: the trainer's step count sets the tokens)."""
-    mixture = Mixture.parse(tuple(sources), weights)
     total = sum(mixture.weights.values())
-    values = mixture.weights
-    return {index: (source, values[source] / total) for index, source in partition_sources.items()}
+    return {index: (source, mixture.weights[source] / total) for index, source in partition_sources.items()}
 
 
 def run_blend(config, partitions) -> dict[int, tuple[str, float]] | None:
     """The blend of a run whose format blends its sources (None otherwise): by its plan's partitions."""
     if not (config.source and config.format.blends_sources):
         return None
-    return blend_shares(config.weights, config.source, {p.index: p.source for p in partitions})
+    return blend_shares(config.mixture, {p.index: p.source for p in partitions})
 
 
 def manifest_blend(manifest) -> dict[int, tuple[str, float]] | None:
@@ -128,9 +126,8 @@ def manifest_blend(manifest) -> dict[int, tuple[str, float]] | None:
     config = manifest.config
     if not config.get("source"):
         return None
-    return blend_shares(
-        config["weights"], config["source"], {p["index"]: p.get("source", "") for p in manifest.partitions}
-    )
+    mixture = Mixture.parse(tuple(config["source"]), config["weights"])
+    return blend_shares(mixture, {p["index"]: p.get("source", "") for p in manifest.partitions})
 
 
 def _text_key_parts(spec: str) -> list[tuple[str | None, str, str]]:
