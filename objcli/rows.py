@@ -65,6 +65,19 @@ ROLES = (
 )
 
 
+def fold_value_type(value_type, leaf, listed, record):
+    """A value column's type (``ColumnSpec.value_type``: a name, ``("list", T)``, ``("struct", ((name,
+    T), ...))``; lists where JSON kept tuples) folded from its leaves up: ``leaf(name)``,
+    ``listed(item's fold)``, ``record(((name, field's fold), ...))``. The one walk of the grammar every
+    writer, card and check builds its form of the type with."""
+    if isinstance(value_type, str):
+        return leaf(value_type)
+    kind, inner = value_type
+    if kind == "list":
+        return listed(fold_value_type(inner, leaf, listed, record))
+    return record(tuple((name, fold_value_type(t, leaf, listed, record)) for name, t in inner))
+
+
 @dataclass(frozen=True)
 class ColumnSpec:
     """What a column holds, so writers can choose a schema and the narrowest safe dtype."""

@@ -16,7 +16,7 @@ from ..formats import ShardSink, format_of
 from ..formats.provenance import provenance_file, read_provenance
 from ..formats.sizes import ShardSize
 from ..reading.shards import read_shard_columns
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import ColumnSpec, Ragged, RowBatch, fold_value_type
 from ..run.progress import phase
 from ..storage.manifest import Manifest
 
@@ -51,12 +51,7 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize,
 
 def _hashable(value_type):
     """A value type as JSON kept it (lists) as ``ColumnSpec`` holds it (tuples)."""
-    if isinstance(value_type, str):
-        return value_type
-    kind, inner = value_type
-    if kind == "list":
-        return (kind, _hashable(inner))
-    return (kind, tuple((name, _hashable(t)) for name, t in inner))
+    return fold_value_type(value_type, str, lambda item: ("list", item), lambda fields: ("struct", fields))
 
 
 def column_specs(manifest: Manifest) -> list[ColumnSpec]:

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from ..rows import ColumnSpec, RowBatch
+from ..rows import ColumnSpec, RowBatch, fold_value_type
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
 from .base import Column, OutputFormat, class_label, commit, temp_file
@@ -142,12 +142,12 @@ def saved_dataset_dict(splits: list[str], shards, columns, config_sha256: str) -
 
 def _value_feature(value_type) -> dict:
     """A value column's type as ``datasets`` declares features (JSON kept tuples as lists)."""
-    if isinstance(value_type, str):
-        return {"dtype": value_type, "_type": "Value"}
-    kind, inner = value_type
-    if kind == "list":
-        return {"feature": _value_feature(inner), "_type": "List"}
-    return {name: _value_feature(t) for name, t in inner}
+    return fold_value_type(
+        value_type,
+        lambda name: {"dtype": name, "_type": "Value"},
+        lambda item: {"feature": item, "_type": "List"},
+        dict,
+    )
 
 
 def _feature(column) -> dict:

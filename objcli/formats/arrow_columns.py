@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from ..rows import ColumnSpec, Ragged, RowBatch
+from ..rows import ColumnSpec, Ragged, RowBatch, fold_value_type
 from ..storage.manifest import ColumnInfo
 from .base import Column, arrow_width
 
@@ -98,18 +98,16 @@ def read_parquet(path, columns: list[str] | None = None) -> pa.Table:
 
 def value_arrow_type(value_type) -> pa.DataType:
     """A value column's Arrow type (``rows.ColumnSpec.value_type``; lists where JSON kept tuples)."""
-    if isinstance(value_type, str):
-        return {
-            "string": pa.string(),
-            "int64": pa.int64(),
-            "float64": pa.float64(),
-            "bool": pa.bool_(),
-            "null": pa.null(),
-        }[value_type]
-    kind, inner = value_type
-    if kind == "list":
-        return pa.list_(value_arrow_type(inner))
-    return pa.struct([pa.field(name, value_arrow_type(t)) for name, t in inner])
+    leaves = {
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "null": pa.null(),
+    }
+    return fold_value_type(
+        value_type, leaves.__getitem__, pa.list_, lambda fields: pa.struct([pa.field(n, t) for n, t in fields])
+    )
 
 
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..rows import ColumnSpec, RowBatch
+from ..rows import ColumnSpec, RowBatch, fold_value_type
 from ..storage.faults import crash_point
 from ..storage.files import HashingFile
 from ..storage.manifest import ColumnInfo, Manifest
@@ -70,12 +70,12 @@ def class_label(spec) -> bool:
 
 def value_type_name(value_type) -> str:
     """A value column's Arrow type as pyarrow prints it (``list<item: struct<role: string, …>>``)."""
-    if isinstance(value_type, str):
-        return {"float64": "double"}.get(value_type, value_type)
-    kind, inner = value_type
-    if kind == "list":
-        return f"list<item: {value_type_name(inner)}>"
-    return "struct<" + ", ".join(f"{name}: {value_type_name(t)}" for name, t in inner) + ">"
+    return fold_value_type(
+        value_type,
+        lambda name: {"float64": "double"}.get(name, name),
+        lambda item: f"list<item: {item}>",
+        lambda fields: "struct<" + ", ".join(f"{name}: {t}" for name, t in fields) + ">",
+    )
 
 
 def arrow_width(spec) -> np.dtype:

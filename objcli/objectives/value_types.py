@@ -10,6 +10,7 @@ its column is written as null: Parquet has no struct without fields."""
 from __future__ import annotations
 
 from ..errors import ObjcliError
+from ..rows import fold_value_type
 
 NULL = "null"
 MAX_DEPTH = 64  # deeper values are a record's counted skip (``too_deep``): no reader walks them
@@ -84,12 +85,9 @@ class Clash(ObjcliError):
 
 def writable(value_type):
     """The type as a row format writes it: an object without fields anywhere becomes null."""
-    if isinstance(value_type, str):
-        return value_type
-    if value_type[0] == "list":
-        return ("list", writable(value_type[1]))
-    fields = tuple((name, writable(kind)) for name, kind in value_type[1])
-    return ("struct", fields) if fields else NULL
+    return fold_value_type(
+        value_type, str, lambda item: ("list", item), lambda fields: ("struct", fields) if fields else NULL
+    )
 
 
 def fitted(value, value_type):
