@@ -153,7 +153,7 @@ def tokenize(**values):
     from .transform import tokenize as run_tokenize
 
     try:
-        given, execution = tokenize_values(values)
+        given, execution, kind = tokenize_values(values)
         missing = [
             n
             for n, key in (("INPUTS", "inputs"), ("--tokenizer", "tokenizer"), ("--output", "output"))
@@ -163,7 +163,7 @@ def tokenize(**values):
             raise ObjcliError(f"missing {', '.join(missing)}; objcli tokenize INPUTS -t TOKENIZER -o STORE")
         if given["output"] == "-":
             raise ObjcliError("-o -: objcli tokenize writes a token store, a folder; give -o STORE")
-        kind, appended = execution.pop("store_kind"), None
+        appended = None
         if execution.pop("append"):
             from .run.append import appended_values
 

@@ -279,8 +279,9 @@ class TokenizeCommand(click.Command):
         return [*self.generated, *super().get_params(ctx)]
 
 
-def tokenize_values(values: dict) -> tuple[dict, dict]:
-    """(the run's configuration values, how it executes) from ``objcli tokenize``'s command line."""
+def tokenize_values(values: dict) -> tuple[dict, dict, object]:
+    """(the run's configuration values, how it executes, the ``stores.StoreKind`` asked for or None)
+    from ``objcli tokenize``'s command line."""
     from .stores import asked_kind
 
     given = {k: v for k, v in values.items() if v not in (None, ())}
@@ -291,11 +292,11 @@ def tokenize_values(values: dict) -> tuple[dict, dict]:
         execution[flag] = bool(execution[flag])
     execution["executor"] = execution["executor"] or "local"
     execution["pool"] = execution["pool"] or "auto"
-    kind = execution["store_kind"] = asked_kind(given)
+    kind = asked_kind(given)
     if kind is not None and kind.renders:
         given["objective"] = kind.renders
     _check_renderings(given, kind)
-    return {**given, "inputs": list(values.get("inputs") or ())}, execution
+    return {**given, "inputs": list(values.get("inputs") or ())}, execution, kind
 
 
 def _check_renderings(given: dict, kind) -> None:
