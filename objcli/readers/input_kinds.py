@@ -49,8 +49,11 @@ class StoreKindOfInput:
         if site.remote:
             return STORE if is_store(site.name) else None
         path = site.path
-        if os.path.isfile(path) and is_store(os.path.dirname(path) or "."):
-            raise ObjcliError(f"input {path}: is a file of a token store; give the store's folder")
+        folder = os.path.dirname(path) or "."
+        if os.path.isfile(path) and is_store(folder):
+            raise ObjcliError(
+                f"input {path}: is a file of the token store {folder}; give the store's folder ({folder})"
+            )
         return STORE if is_store(path) else None
 
 

@@ -34,7 +34,7 @@ def parse(spelled: str | None) -> StoreKind | None:
     named = STORE_KINDS.get(spelled)
     if named is not None and not named.parameterized:
         return named()
-    return next((k(spelled) for k in STORE_KINDS.values() if k.parameterized), None)
+    return next((k(spelled) for k in STORE_KINDS.values() if k.parameterized and k.takes(spelled)), None)
 
 
 def holding(provides) -> type[StoreKind] | None:

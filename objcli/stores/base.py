@@ -183,6 +183,11 @@ class StoreKind:
         return {self.section: made, "render_failures": list(RENDER_FAILURES)}
 
     @classmethod
+    def takes(cls, parameter: str) -> bool:
+        """Whether a kind spelled by its parameter has this one (a known splitter's name)."""
+        return not cls.parameterized
+
+    @classmethod
     def asked(cls, value) -> StoreKind | None:
         """The kind its ``objcli tokenize`` option's value asks for (None: not asked)."""
         if not value:

@@ -32,6 +32,10 @@ class SentenceStore(StoreKind):
     )
     parameterized = True  # the manifest spells it by its splitter's name
 
+    @classmethod
+    def takes(cls, parameter: str) -> bool:
+        return parameter in SPLITTERS
+
     @property
     def supply(self):
         import dataclasses
