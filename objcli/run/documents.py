@@ -16,17 +16,30 @@ from ..tokenizers import Tokenizer
 
 
 def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
-    """Batches of the partition's documents; ``log`` counts what was read and skipped (a store's
-    partition brings the counts its tokenize run made)."""
-    if partition.input.kind is InputKind.STORE:
-        batches = stored_batches(partition, log)
-        return store_positions(batches, tokenizer.total_vocab_size) if config.format.packs_positions else batches
-    if partition.input.kind is InputKind.TOKENS:  # ids another tool wrote: no text, no tokenizer run
-        eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
-        key = config.mixture.ids_key(partition.source)
-        return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
+    """Batches of the partition's documents, read as its kind of input reads them (one signature for the
+    three: text, ids other tools wrote, a token store); ``log`` counts what was read and skipped (a
+    store's partition brings the counts its tokenize run made)."""
+    return _READERS[partition.input.kind](partition, config, options, log, tokenizer)
+
+
+def _stored(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
+    batches = stored_batches(partition, log)
+    return store_positions(batches, tokenizer.total_vocab_size) if config.format.packs_positions else batches
+
+
+def _token_ids(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
+    """Ids another tool wrote: no text, no tokenizer run."""
+    eos = tokenizer.special.ids.get("eos", tokenizer.model_role_id("eos"))
+    key = config.mixture.ids_key(partition.source)
+    return token_batches(partition, key, config.batch_bytes, log, eos, tokenizer.total_vocab_size)
+
+
+def _text(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
     limit = 0 if options.records else config.max_document_chars  # a record is never cut
     return cut_long_documents(read_documents(partition, options, log), limit, tokenizer, log)
+
+
+_READERS = {InputKind.STORE: _stored, InputKind.TOKENS: _token_ids, InputKind.TEXT: _text}
 
 
 def store_positions(batches, vocabulary: int):
