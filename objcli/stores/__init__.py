@@ -1,16 +1,8 @@
 """Token store kinds, one ``StoreKind`` a module: every module of this package is imported here, and
-each registers its kind (``@register``), so the registry is the only list of them. Everything
-else asks the registry (what a store's manifest spells, which kind an ``objcli tokenize`` option asks
-for, which kind holds what an objective reads); see architecture.md, "Adding a store kind".
-
-==================  ======================  ====================  ====================================
-kind                objcli tokenize         its columns           read by
-==================  ======================  ====================  ====================================
-``documents``       (the default)           (ids only)            every objective of documents
-``sentences``       ``--sentences S``       ``sentences``         nsp, sop, electra, bart, contrastive
-``conversations``   ``--chat``              ``c_*``               chat
-``pairs``           ``--preference``        ``q_*``               preference, reward
-==================  ======================  ====================  ===================================="""
+each registers its kind (``@register``), so the registry is the only list of them. Everything else asks
+it (what a store's manifest spells, which kind an ``objcli tokenize`` option asks for, which kind holds
+what an objective reads); see architecture.md, "Adding a store kind", and the options page's table of
+kinds, generated from it (``python -m objcli.docs``)."""
 
 from __future__ import annotations
 
