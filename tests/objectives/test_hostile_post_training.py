@@ -93,23 +93,31 @@ JSON = st.recursive(
 
 def _reference(records: list[dict]) -> list[dict] | None:
     """The rows ``datasets`` itself makes of the same values (``Dataset.from_list``: its own type
-    inference), None where it finds no common type. pyarrow's inference from Python objects depends on
-    the order it meets them (a float, then False: a double column; False, then a float: an error), and
-    a column's type must not: a type it finds one way round only counts as none."""
+    inference), None where it finds no common type. pyarrow's inference from Python objects turns a bool
+    it meets after a number into that number (``[0.0, False]``: doubles) and a number after a bool into an
+    error: a type that depends on the order values come in is none (objcli refuses a bool beside a number
+    at one place, in any order)."""
+    kinds: dict[str, set[str]] = {}
+    for record in records:
+        _kinds_at("", record, kinds)
+    if any({"bool", "number"} <= seen for seen in kinds.values()):
+        return None
     try:
-        datasets.Dataset.from_list(_reversed(records))
         return datasets.Dataset.from_list(records).to_list()
     except (TypeError, ValueError, ArithmeticError, Exception):  # noqa: BLE001 - pyarrow's ArrowInvalid
         return None
 
 
-def _reversed(value):
-    """The same values met in the other order: every list, the records' too, back to front."""
-    if isinstance(value, list):
-        return [_reversed(v) for v in reversed(value)]
+def _kinds_at(where: str, value, kinds: dict[str, set[str]]) -> None:
+    """Whether a bool or a number stands at each place (a field's path, ``[]`` for a list's items)."""
     if isinstance(value, dict):
-        return {k: _reversed(v) for k, v in value.items()}
-    return value
+        for key, item in value.items():
+            _kinds_at(f"{where}.{key}", item, kinds)
+    elif isinstance(value, list):
+        for item in value:
+            _kinds_at(f"{where}[]", item, kinds)
+    elif isinstance(value, (bool, int, float)):
+        kinds.setdefault(where, set()).add("bool" if isinstance(value, bool) else "number")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
