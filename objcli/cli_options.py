@@ -304,15 +304,13 @@ def _check_renderings(given: dict, kind) -> None:
     for key, kinds in _renderings().items():
         if key not in given or type(kind) in kinds:
             continue
-        flag, owner = "--" + key.replace("_", "-"), kinds[0]
+        flag = "--" + key.replace("_", "-")
         if kind is None or not kind.renders:
-            raise ObjcliError(
-                f"{flag}: applies to {owner.label} (objcli tokenize {owner.option.flag}); give it to the transform"
-            )
+            owners = " or ".join(f"{k.label} (objcli tokenize {k.option.flag})" for k in kinds)
+            raise ObjcliError(f"{flag}: applies to {owners}; give it to the transform")
+        owners = " or ".join(f"{k.label} ({k.option.flag})" for k in kinds)
         own = ", ".join("--" + k.replace("_", "-") for k in (*kind.rendering, *kind.rendering_run))
-        raise ObjcliError(
-            f"{flag}: applies to {owner.label} ({owner.option.flag}); {kind.label} renders with {own} only"
-        )
+        raise ObjcliError(f"{flag}: applies to {owners}; {kind.label} renders with {own} only")
 
 
 class Fail(click.ClickException):

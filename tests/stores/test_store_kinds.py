@@ -47,3 +47,17 @@ def test_a_manifest_that_names_no_kind_is_one_line(tmp_path):
     assert "names no kind of store" in refused.stderr and refused.stderr.startswith(
         f"Error: input {edited}/manifest.json"
     )
+
+
+def test_an_option_of_rendering_without_its_kind_names_every_kind_that_takes_it():
+    """``objcli tokenize --bos`` with no store kind that renders: one line naming each kind it applies to."""
+    from objcli.cli_options import tokenize_values
+    from objcli.errors import ObjcliError
+    from objcli.stores import renderings
+
+    for key, kinds in renderings().items():
+        with pytest.raises(ObjcliError) as refused:
+            tokenize_values({key: "x", "inputs": ("a.jsonl",)})
+        message = str(refused.value)
+        assert message.startswith("--" + key.replace("_", "-") + ": applies to") and "\n" not in message
+        assert all(f"objcli tokenize {kind.option.flag}" in message for kind in kinds), message
