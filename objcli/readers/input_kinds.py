@@ -79,8 +79,9 @@ class TextKindOfInput:
         return format_from_name(site.path) or "auto"  # any bytes are text: the first bytes say which, when read
 
 
+TOKEN_KIND = TokenKindOfInput()
 # In the order they are asked (see above).
-INPUT_KINDS = (StoreKindOfInput(), TokenKindOfInput(), TextKindOfInput())
+INPUT_KINDS = (StoreKindOfInput(), TOKEN_KIND, TextKindOfInput())
 
 
 def detect(path: str, requested: str = "auto", ids_key: str = "input_ids") -> Detected:

@@ -9,7 +9,7 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers.folders import folder_files
-from ..readers.input_kinds import detect
+from ..readers.input_kinds import TOKEN_KIND, detect
 from ..readers.inputs import InputKind
 from ..readers.text_formats import format_from_name
 from ..readers.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
@@ -59,10 +59,11 @@ def token_members(spec: str, requested: str, key: str) -> list[str]:
 
 
 def _member_kind(path: str, requested: str, key: str) -> str | None:
-    """A found file's token format: the one --input-format names, if it recognises the file; else detected."""
+    """A found file's token format: the one --input-format names, if it recognises the file; else the one
+    the door's token kind recognises (a file a glob or a folder holds is no store: a store's own files are
+    left out as text inputs leave them, by the text side's walk)."""
     if requested == "auto":
-        found = detect(path, "auto", key)
-        return found.format if found.kind is InputKind.TOKENS else None
+        return TOKEN_KIND.recognises(site_of(path), key)
     fmt = TOKEN_INPUTS.get(requested)
     return requested if fmt is not None and fmt.detect(site_of(path), key) else None
 
