@@ -47,7 +47,7 @@ class StoreKindOfInput:
 
     def recognises(self, site: InputSite, ids_key: str) -> str | None:
         if site.remote:
-            return STORE if is_store(site.name) else None
+            return STORE if is_store(site.given or site.name) else None
         path = site.path
         folder = os.path.dirname(path) or "."
         if os.path.isfile(path) and is_store(folder):

@@ -46,7 +46,7 @@ def site_of(path: str) -> InputSite:
     """Where an input is, as detection reads it: a bucket's filesystem for a URL, the local one else."""
     if is_url(path):
         fs, inner = filesystem(path)
-        return InputSite(fs, inner, public_url(path), remote=True)
+        return InputSite(fs, inner, public_url(path), remote=True, given=path)
     return InputSite.local(path)
 
 

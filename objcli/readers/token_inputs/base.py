@@ -36,6 +36,7 @@ class InputSite:
     path: str  # as the filesystem names it
     name: str  # as messages name it (the user's path; a URL without credentials)
     remote: bool = False
+    given: str = ""  # as the user gave it (a URL with its credentials or signed query): what opens it
 
     @classmethod
     def local(cls, path: str) -> InputSite:
