@@ -87,8 +87,9 @@ INPUT_KINDS = (StoreKindOfInput(), TOKEN_KIND, TextKindOfInput())
 def detect(path: str, requested: str = "auto", ids_key: str = "input_ids") -> Detected:
     """What ``path`` is: the first kind that recognises it (``requested``: --input-format, which names
     the format of the kind that has it; a store is recognised whatever it names)."""
-    if path == STDIN:
-        return Detected(InputKind.TEXT, requested if requested in TEXT_INPUTS else "auto")
+    if path == STDIN:  # a stream is never looked at ahead: the format named, else text its first bytes say
+        named = next((kind for kind in INPUT_KINDS if requested in kind.formats), None)
+        return Detected(named.kind, requested) if named else Detected(InputKind.TEXT, "auto")
     site = site_of(path)
     try:
         for kind in INPUT_KINDS:

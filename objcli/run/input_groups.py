@@ -24,6 +24,11 @@ def open_group(group: list[str], config: TransformConfig, source: str, warn) -> 
     if kind is InputKind.STORE:
         return store_group(list(found))
     if kind is InputKind.TOKENS:
+        if STDIN in found:
+            raise ObjcliError(
+                f"input -: --input-format {found[STDIN].format} names token files, which are read from their files "
+                "(an index beside the ids), never from standard input; name the files"
+            )
         return token_group(found, config, source)
     files = resolve_inputs(group, config.input_format, warn)  # text: each file's format from its name or bytes
     return files, plan_partitions(files, config.partition_bytes, config.text_unit)

@@ -36,6 +36,7 @@ def test_each_kind_answers_in_order_with_one_type(folder):
     assert detect(str(folder / "prose.jsonl")) == Detected(InputKind.TEXT, "jsonl")
     assert detect(str(folder / "prose.jsonl"), "text") == Detected(InputKind.TEXT, "text")  # --input-format
     assert detect("-") == Detected(InputKind.TEXT, "auto")
+    assert detect("-", "megatron") == Detected(InputKind.TOKENS, "megatron")  # named: never looked at ahead
 
 
 def test_kinds_never_mix_in_a_group(folder, tmp_path):
@@ -48,6 +49,22 @@ def test_kinds_never_mix_in_a_group(folder, tmp_path):
     assert f"input {folder / 'prose.jsonl'}: is text, and {folder / 'corpus_text_document'} is already tokenized" in (
         mixed.stderr
     )
+
+
+def test_token_files_named_for_standard_input_are_one_line(tmp_path):
+    piped = run_cli(
+        "transform",
+        "-",
+        "--input-format",
+        "megatron",
+        "-t",
+        SAMPLE / "tokenizer.model",
+        "-o",
+        tmp_path / "o",
+        input='{"text": "hello"}\n',
+    )
+    assert piped.returncode == 1 and piped.stderr.count("\n") == 1, piped.stderr
+    assert "--input-format megatron names token files" in piped.stderr and "name the files" in piped.stderr
 
 
 def test_a_glob_over_text_and_a_stores_files_reads_the_text(folder, tmp_path):
