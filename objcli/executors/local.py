@@ -17,6 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from ..errors import ObjcliError
 from ..run.affinity import ThreadPinner, cores_to_pin, pin_process
 from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
+from ..storage.faults import crash_point
 from .base import partition_failed
 
 _progress_queue = None
@@ -208,6 +209,7 @@ class LocalExecutor:
                 _drain(progress_queue, report)
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
+                    crash_point("stopping")
                     _stop_workers(pool)  # the pool then fails every pending future itself: no cancel, or
                     raise  # it would fail a cancelled one (InvalidStateError in its manager thread)
                 for future in task_of:

@@ -531,3 +531,36 @@ def test_a_rerun_with_nothing_to_do_leaves_a_make_friendly_stamp(sample_tokenize
     assert again.exit_code == 0
     assert (out / "manifest.json").stat().st_mtime > corpus.stat().st_mtime
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.heavy
+def test_a_stop_that_hangs_ends_after_its_grace_with_one_line(sample_tokenizer, small_corpus, tmp_path):
+    """SIGTERM whose stop never ends (a fault point that hangs where the pool's workers are stopped): after
+    OBJCLI_STOP_GRACE_S the process still ends, 143 and the one line, and the rerun finishes."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "big.jsonl"
+    corpus.write_text((small_corpus / "prose.jsonl").read_text() * 30)
+    args = ["transform", str(corpus), "-t", str(sample_tokenizer), "--objective", "nsp", "--pool", "processes"]
+    args += ["--workers", "2", "--partition-size", "64KiB", "--seq-len", "64"]
+    out = tmp_path / "out"
+    env = {**os.environ, "OBJCLI_CRASH_AT": "stopping:1:HANG", "OBJCLI_STOP_GRACE_S": "2"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "objcli", *args, "-o", str(out)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    wait_for_run_state(run, out, "partition begun")
+    run.send_signal(signal.SIGTERM)
+    stderr = without_warnings(run.communicate(timeout=120)[1])
+    assert run.returncode == 143, stderr
+    first, *rest = stderr.splitlines()
+    assert first == (
+        "Error: terminated (SIGTERM); rerun the same command to go on (an output folder keeps its finished partitions)"
+    )
+    assert not rest or "resource_tracker" in rest[0], rest  # the tracker unlinks the pool's semaphores, and says so
+    assert run_cli(*args, "-o", out, "-q").returncode == 0
+    assert manifest_json(out)["complete"]
