@@ -24,12 +24,11 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ObjcliError
+from ..formats.store import STORE
 from .inputs import STDIN, InputKind
 from .text_formats import TEXT_INPUTS, format_from_name
 from .token_inputs import TOKEN_INPUTS, InputSite, site_of
 from .token_store import is_store
-
-STORE = "store"
 
 
 @dataclass(frozen=True)
@@ -79,9 +78,14 @@ class TextKindOfInput:
         return format_from_name(site.path) or "auto"  # any bytes are text: the first bytes say which, when read
 
 
-TOKEN_KIND = TokenKindOfInput()
+STORE_KIND, TOKEN_KIND = StoreKindOfInput(), TokenKindOfInput()
 # In the order they are asked (see above).
-INPUT_KINDS = (StoreKindOfInput(), TOKEN_KIND, TextKindOfInput())
+INPUT_KINDS = (STORE_KIND, TOKEN_KIND, TextKindOfInput())
+
+
+def is_store_input(path: str) -> bool:
+    """Whether ``path`` is a token store (the door's first question alone: no token format is looked at)."""
+    return path != STDIN and STORE_KIND.recognises(site_of(path), "") is not None
 
 
 def detect(path: str, requested: str = "auto", ids_key: str = "input_ids") -> Detected:

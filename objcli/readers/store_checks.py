@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from ..errors import ObjcliError
-from ..stores import parse
+from ..stores import manifest_kind
 
 
 class _Partition(msgspec.Struct):
@@ -63,7 +63,7 @@ def check_store_sections(manifest: dict, where: str) -> None:
     try:
         partitions = msgspec.convert(manifest["partitions"], list[_Partition])
         msgspec.convert(manifest["token_store"], _Section)
-        kind = parse(manifest["config"].get("token_store") or "documents")
+        kind = manifest_kind(manifest)
         if kind is None:
             raise KeyError(f"config.token_store {manifest['config'].get('token_store')!r} names no kind of store")
         if kind.section_type is not None:  # how the kind rendered its records: what a derived run takes

@@ -27,7 +27,7 @@ from ..rows import Ragged
 from ..storage.copies import local_file_copy
 from ..storage.files import file_sha256
 from ..storage.remote import filesystem, is_url, join, storage_error, storage_errors
-from ..stores import StoreKind, parse
+from ..stores import manifest_kind
 from ..stores.conversations import StoredConversations
 from ..stores.pairs import StoredPairs
 from .inputs import InputFile, Partition, Piece
@@ -240,12 +240,7 @@ def partition_accounting(partition: Partition) -> dict:
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
     names = tuple(i["path"] for i in manifest["inputs"])
-    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": store_kind(manifest)}
-
-
-def store_kind(manifest: dict) -> StoreKind:
-    """What a store holds, as its manifest spells it."""
-    return parse(manifest["config"].get("token_store") or "documents")
+    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": manifest_kind(manifest)}
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import ObjcliError
 from ..objectives.supply import Provides, Reads, Supply
-from ..stores import StoreKind, holding, parse
+from ..stores import StoreKind, holding, manifest_kind
 
 
 def _makes(needs: Provides) -> str:
@@ -62,7 +62,7 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
 
 def store_supply(manifest: dict, path: str) -> tuple[str, Supply]:
     """A token store's supply, from the kind its manifest records."""
-    kind = parse(manifest["config"].get("token_store") or "documents")
+    kind = manifest_kind(manifest)
     return f"the token store {path}", kind.supply
 
 

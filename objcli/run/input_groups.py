@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers import plan_partitions, resolve_inputs
-from ..readers.input_kinds import Detected, detect
+from ..readers.input_kinds import Detected, detect, is_store_input
 from ..readers.inputs import STDIN, InputKind
 from ..readers.token_inputs import megatron_list
 from ..storage.remote import is_url
@@ -39,7 +39,7 @@ def _members(group: list[str], config: TransformConfig, key: str) -> list[str]:
     datatrove file and its index), a megatron.txt-style list's prefixes; anything else as named."""
     members = []
     for spec in group:
-        if spec == STDIN or is_url(spec) or detect(spec, config.input_format, key).kind is InputKind.STORE:
+        if spec == STDIN or is_url(spec) or is_store_input(spec):
             members.append(spec)
             continue
         for path in token_members(spec, config.input_format, key):

@@ -13,7 +13,7 @@ from ..formats.store import STORE, store_columns
 from ..objectives import REGISTRY
 from ..objectives.base import Objective
 from ..readers import RecordLog, read_documents
-from ..readers.input_kinds import detect
+from ..readers.input_kinds import is_store_input
 from ..readers.inputs import InputKind
 from ..readers.origins import number_records
 from ..readers.text_formats import check_text_unit
@@ -62,7 +62,7 @@ class RunPlan:
 def _store_inputs(config: TransformConfig) -> list[str]:
     """The run's inputs that are token stores (``objcli tokenize``'s outputs)."""
     paths = config.mixture.paths if config.source else config.inputs
-    return [path for path in paths if detect(path, config.input_format).kind is InputKind.STORE]
+    return [path for path in paths if is_store_input(path)]
 
 
 def _input_groups(paths: list[str], breaks) -> list[list[str]]:

@@ -9,7 +9,8 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers.inputs import InputKind
-from ..readers.token_store import store_input, store_kind, store_manifest, store_partitions
+from ..readers.token_store import store_input, store_manifest, store_partitions
+from ..stores import manifest_kind
 
 # What decides a text run's documents and batches before its objective: a store was made with them,
 # so a derived run takes its values (the same command from text, with these, writes the same bytes).
@@ -77,7 +78,7 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
     # What a record store rendered with (its template is compared by sha256) a derived run takes; how it
     # cuts, masks and packs them (--seq-len, --loss-on, --overlong, --packing) is its own.
     reads = REGISTRY.get(config.objective).reads(config.objective_options).needs
-    kinds = [(store, store_kind(store_manifest(store))) for store in stores]
+    kinds = [(store, manifest_kind(store_manifest(store))) for store in stores]
     chats = [(store, kind) for store, kind in kinds if kind.section and kind.holds is reads]
     if not chats:
         return config
@@ -145,7 +146,7 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
 
     for store in stores:
         manifest = store_manifest(store)
-        if not store_kind(manifest).renders:
+        if not manifest_kind(manifest).renders:
             continue
         recorded = {what: e for what, e in manifest.get("identity", {}).items() if what != TOKENIZER}
         current = {what: e for what, e in identity.items() if what != TOKENIZER}

@@ -29,6 +29,11 @@ def parse(spelled: str | None) -> StoreKind | None:
     return next((k(spelled) for k in STORE_KINDS.values() if k.parameterized and k.takes(spelled)), None)
 
 
+def manifest_kind(manifest: dict) -> StoreKind | None:
+    """What a token store's manifest says it holds (a store made before kinds were named holds documents)."""
+    return parse(manifest["config"].get("token_store") or "documents")
+
+
 def holding(provides) -> type[StoreKind] | None:
     """The kind whose stores hold what an objective reads (``supply.Provides``), if a store holds it."""
     return next((k for k in STORE_KINDS.values() if k.holds is provides), None)
@@ -66,6 +71,7 @@ __all__ = [
     "StoredColumn",
     "asked_kind",
     "holding",
+    "manifest_kind",
     "parse",
     "register",
     "renderings",

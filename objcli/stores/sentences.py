@@ -21,7 +21,6 @@ class SentenceStore(StoreKind):
     name = "sentences"
     holds = Provides.SENTENCES
     label = "a per-sentence store"
-    what = ""  # said with its splitter: see supply
     columns = (StoredColumn(SENTENCES, "int32", np.int32, "tokens of each of the document's sentences", True),)
     option = KindOption(
         "sentences",
@@ -37,10 +36,8 @@ class SentenceStore(StoreKind):
         return parameter in SPLITTERS
 
     @property
-    def supply(self):
-        import dataclasses
-
-        return dataclasses.replace(super().supply, what=f"was tokenized per sentence (--sentences {self.parameter})")
+    def what(self) -> str:
+        return f"was tokenized per sentence (--sentences {self.parameter})"
 
     def encode(self, texts: list, batch_index: int, encode, renderer) -> Encoded:
         pieces, counts = split_batch(texts, self.parameter)
