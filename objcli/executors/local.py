@@ -21,6 +21,13 @@ from ..storage.faults import crash_point
 from .base import partition_failed
 
 _progress_queue = None
+_process_pools: list[ProcessPoolExecutor] = []  # the process pools running in this process now
+
+
+def process_pool_running() -> bool:
+    """Whether a process pool runs here now: a stop (SIGTERM) then goes through its bookkeeping, which
+    can wait on a lock the interrupted main thread held (a thread pool's stop waits for its partitions)."""
+    return bool(_process_pools)
 
 
 def _init_worker(progress_queue, parent: int | None, cores: list[int] | None = None, started=None) -> None:
@@ -194,7 +201,9 @@ class LocalExecutor:
                 max_workers=workers, mp_context=context, initializer=_init_worker, initargs=initargs
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
-        with pool:
+        processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
+        _process_pools.extend(processes)
+        with pool, _removed_after(processes):
             task_of = {}
             try:
                 with _workers_ignore_sigint():  # process pools spawn their workers on submit
@@ -215,6 +224,15 @@ class LocalExecutor:
                 for future in task_of:
                     future.cancel()
                 raise
+
+
+@contextlib.contextmanager
+def _removed_after(pools: list) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for pool in pools:
+            _process_pools.remove(pool)
 
 
 def _result(future, task: PartitionTask) -> PartitionResult:
