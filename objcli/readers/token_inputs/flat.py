@@ -71,7 +71,7 @@ class NanogptInput(TokenInputFormat):
     def detect(self, site: InputSite, ids_key: str) -> bool:
         if not (site.path.endswith(".bin") and site.isfile(site.path)) or _has_llmc_magic(site):
             return False
-        return site.fs.size(site.path) % 2 == 0 and not looks_like_text(site.head(site.path, self.SNIFF_BYTES))
+        return site.size(site.path) % 2 == 0 and not looks_like_text(site.head(site.path, self.SNIFF_BYTES))
 
     def open(self, path: str, ids_key: str, eos: int | None) -> TokenFile:
         tokens = memmap(path, np.dtype(np.uint16).newbyteorder("<"))

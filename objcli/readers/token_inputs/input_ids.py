@@ -101,7 +101,7 @@ def _holds_ids_column(site: InputSite, ids_key: str) -> bool:
     import pyarrow.parquet as pq
 
     try:
-        with site.fs.open(site.path, "rb") as f:
+        with site.open(site.path) as f:
             if site.path.endswith(".parquet"):
                 schema = pq.read_schema(f)
             else:

@@ -1,0 +1,114 @@
+"""What a run loads before its first token (issue 73): a run of long documents on gigatoken encodes
+them a text a call, as NumPy arrays, and never imports awkward (the type of gigatoken's batched call)
+or the fsspec it brings; a local input is detected through the OS, not fsspec; NumPy starts no
+OpenBLAS threads for the command line. The ids are the batched call's, on either path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from runs import ROOT, SAMPLE
+
+pytest.importorskip("gigatoken")
+
+from objcli.tokenizers import open_tokenizer  # noqa: E402
+from objcli.tokenizers.gigatoken_engine import FEW_TEXTS  # noqa: E402
+
+
+def _imported(command: list[str], env: dict) -> set[str]:
+    """The modules a fresh ``python -m objcli`` process imports (``-X importtime`` names each)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "objcli", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.fixture
+def long_documents(tmp_path):
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
+    path = tmp_path / "long.jsonl"
+    joined = ["\n\n".join(texts[i::3]) for i in range(3)]  # three long documents
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in joined))
+    return path
+
+
+def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documents, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the engine probe runs too: it imports neither
+    command = ["transform", str(long_documents), "-t", str(_bpe_file(tmp_path)), "--engine", "gigatoken"]
+    imported = _imported([*command, "-o", str(tmp_path / "out"), "--quiet"], env)
+    assert "gigatoken" in imported and "objcli.run.pipeline" in imported  # the run did run, in this process
+    assert "awkward" not in imported and "fsspec" not in imported
+    assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def _bpe_file(tmp_path):
+    """A small byte-level BPE tokenizer.json trained on the sample prose (gigatoken takes it)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    trained = Tokenizer(models.BPE())
+    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trained.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    trained.train_from_iterator([json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()], trainer)
+    path = tmp_path / "bpe" / "tokenizer.json"
+    path.parent.mkdir()
+    trained.save(str(path))
+    return path
+
+
+def test_the_command_line_starts_no_openblas_threads():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from objcli.__main__ import _no_blas_threads as f; import os; f(); "
+            "import numpy; print(os.environ['OPENBLAS_NUM_THREADS'])",
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"},
+    )
+    assert done.stdout.strip() == "1"
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from objcli.__main__ import _no_blas_threads as f; import os; f(); "
+            "print(os.environ['OPENBLAS_NUM_THREADS'])",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "4"},
+    )
+    assert asked.stdout.strip() == "4"  # a user's own setting stands
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("count", [1, FEW_TEXTS, FEW_TEXTS + 1])
+def test_a_few_texts_and_a_batch_give_the_reference_ids(tmp_path, threads, count):
+    """Either side of ``FEW_TEXTS`` (a text a call, or the batched call) the ids are the stable library's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    path = _bpe_file(tmp_path)
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
+    texts = [texts[i % len(texts)][: 50 + 997 * i % 4000] for i in range(count)] + [""] * (count > 1)
+    tokenizer = open_tokenizer(path)
+    tokenizer.use_engine(tokenizer.make_engine("gigatoken"))
+    tokens, offsets = tokenizer.encode(texts, threads)
+    assert tokens.dtype == np.int32 and offsets.dtype == np.int64 and offsets[0] == 0
+    library = tokenizers.Tokenizer.from_file(str(path))
+    library.encode_special_tokens = True
+    expected = [e.ids for e in library.encode_batch(texts, add_special_tokens=False)]
+    assert [tokens[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
