@@ -4,6 +4,7 @@ Importing the command line takes a moment (Click, NumPy, PyArrow); a Ctrl-C that
 import is the same one line as one that lands during a run, not an import traceback.
 """
 
+import gc
 import signal
 import sys
 
@@ -43,6 +44,9 @@ def run() -> None:
         # The run is done and reported: a Ctrl-C now, while the interpreter shuts down (the pool's
         # finalizers, the fork server), would only print an "Exception ignored" traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # The interpreter's last collection would walk every object the command loaded (0.12-0.15 s
+        # of a run's wall, measured): frozen, they are left to the process's end, which frees them all.
+        gc.freeze()
 
 
 if __name__ == "__main__":

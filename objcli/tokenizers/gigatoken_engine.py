@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from importlib.metadata import version
 from pathlib import Path
 
@@ -60,7 +61,9 @@ def without_special_tokens(document: bytes) -> bytes:
 # costs about a microsecond more than a text of a batched call (1.1 us, tiny documents), nothing beside
 # a batch of long ones, and it returns NumPy arrays where the batched call returns an awkward array,
 # whose import (0.12 s) outweighs what more threads save on a run's last partition of long documents
-# (a 10 MB document: 25-38 ms on one thread, 20 ms on two).
+# (a 10 MB document: 25-38 ms on one thread, 20 ms on two). Only on a process's main thread (a worker
+# process, a run in one process): gigatoken's single-text call holds the GIL, and on a thread pool's
+# threads the other partitions would wait for it; its batched call releases it.
 FEW_TEXTS = 64
 
 
@@ -89,7 +92,7 @@ class GigatokenEngine:
         os.environ.setdefault("RAYON_NUM_THREADS", str(num_threads))  # its pool is sized on first use
         if not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
-        if len(texts) <= FEW_TEXTS:
+        if len(texts) <= FEW_TEXTS and threading.current_thread() is threading.main_thread():
             return self._encode_each(texts)
         layout = self.library.encode_batch(texts, parallel=num_threads > 1).layout
         offsets = np.asarray(layout.offsets.data, dtype=np.int64)
