@@ -5,7 +5,6 @@ manifest, its checks), with the output folder's decisions (start, resume, refuse
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from .config import TransformConfig
 from .errors import ObjcliError
-from .executors import LocalExecutor, check_execution, make_executor
+from .executors import LocalExecutor, check_execution, make_executor, run_all
 from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
@@ -89,24 +88,8 @@ def _run_partitions(
     ]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
-    results = []
     runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, plan.pool), pooled)]
-    # Everything imported and loaded so far lives through the partitions: kept out of the collector's
-    # scans (its full collections walked it again and again: 0.1 s on 2.8 M tiny documents) and, as the
-    # gc module advises before a fork, out of the pages a fork would copy. Unfrozen after, for a caller
-    # that runs objcli in its own process again and again.
-    gc.freeze()
-    try:
-        for executor_of_batch, batch in runs:
-            if not batch:
-                continue
-            with executor_of_batch:
-                for result in executor_of_batch.run(batch, report):
-                    results.append(result)
-                    if stream:
-                        stream.add(result)
-    finally:
-        gc.unfreeze()
+    results = run_all(runs, report, stream.add if stream else lambda result: None)
     if stream:
         stream.close()
     return results

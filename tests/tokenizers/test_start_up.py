@@ -12,10 +12,11 @@ import sys
 
 import numpy as np
 import pytest
-from runs import ROOT, SAMPLE
+from runs import ROOT, SAMPLE, run_transform
 
 pytest.importorskip("gigatoken")
 
+from objcli.errors import ObjcliError  # noqa: E402
 from objcli.tokenizers import open_tokenizer  # noqa: E402
 from objcli.tokenizers.gigatoken_engine import FEW_TEXTS  # noqa: E402
 
@@ -112,3 +113,19 @@ def test_a_few_texts_and_a_batch_give_the_reference_ids(tmp_path, threads, count
     library.encode_special_tokens = True
     expected = [e.ids for e in library.encode_batch(texts, add_special_tokens=False)]
     assert [tokens[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
+
+
+def test_a_run_in_a_callers_process_leaves_its_collector_as_it_was(tmp_path):
+    """The partitions run with what was loaded frozen out of the collector's scans; a library caller
+    gets its collector back as it was, so objects of its own become collectable again, whether
+    the run succeeds or fails."""
+    import gc
+
+    before = gc.get_freeze_count()
+    run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", tmp_path / "out", seq_len=64)
+    assert gc.get_freeze_count() == before
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": \n')
+    with pytest.raises(ObjcliError, match="bad.jsonl"):  # --strict: the record stops the run inside a partition
+        run_transform([bad], SAMPLE / "tokenizer.model", tmp_path / "out2", seq_len=64, strict=True)
+    assert gc.get_freeze_count() == before
