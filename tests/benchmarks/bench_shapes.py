@@ -19,6 +19,7 @@ the hardware allows is visible. Nothing here is a test: the figures go in perfor
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -210,7 +211,43 @@ def engine_call_table() -> None:
             print(f"{shape:10} {engine:>14} {best['engine']:11.3f} {best['objcli']:9.3f} {ratio:10.2f}x")
 
 
+STAGES = ("read", "encode", "objective", "pack", "write", "other")
+
+
+def stage_table() -> None:
+    """Issue 73, point 5: where one core's time goes on every shape and engine (``stage_costs.py``: one
+    worker pinned to one core, in a process of its own, the run's functions timed), CPU ms a MB of input
+    per stage and the start-up (imports, the tokenizer's load, the plan) in seconds."""
+    print("\nWhere one core's time goes, clm --seq-len 2048, one worker pinned to one core (ms a MB of input, the JSONL files):")
+    print(f"{'':9} {'engine':>14} {'start-up s':>11} " + " ".join(f"{name:>9}" for name in STAGES) + f" {'total':>9}")
+    for shape, (paths, _) in corpora().items():
+        megabytes = sum(p.stat().st_size for p in paths) / 1e6
+        for _, (tokenizer, engine) in tokenizers().items():
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("stage_costs.py")),
+                    str(tokenizer),
+                    "clm",
+                    *map(str, paths),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "STAGE_OUT": str(DATA / "stage-costs")},
+            )
+            spent = json.loads(out.stdout.strip().splitlines()[-1])
+            per_mb = [1000 * spent.get(name, 0.0) / megabytes for name in STAGES]
+            total = 1000 * (spent["total"] - spent["start-up"]) / megabytes
+            print(
+                f"{shape:9} {engine:>14} {spent['start-up']:11.2f} "
+                + " ".join(f"{value:9.1f}" for value in per_mb)
+                + f" {total:9.1f}"
+            )
+
+
 if __name__ == "__main__":
     started = time.perf_counter()
     shapes_table()
+    stage_table()
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -463,9 +463,10 @@ def main() -> None:
     from bench_engines import engines_table, fresh_corpus
 
     engines_table(fresh_corpus())
-    from bench_shapes import engine_call_table, shapes_table
+    from bench_shapes import engine_call_table, shapes_table, stage_table
 
     failures = shapes_table()
+    stage_table()
     engine_call_table()
     from bench_peers import peers_table as shape_peers_table
 
