@@ -1,6 +1,7 @@
 """What objcli keeps between runs in the user's cache folder (``$XDG_CACHE_HOME/objcli``, default
 ``~/.cache/objcli``): quicktok's data files, the parity probe's verdicts (``tokenizers/verdicts.py``),
-the notices said once, local copies of objects (``storage/copies.py``), token inputs' digests.
+the tokenizer.json files the stable library has read (``tokenizers/library_reads.py``), the notices
+said once, local copies of objects (``storage/copies.py``), token inputs' digests.
 A cache that cannot be read or written only means deciding again."""
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ from .chat_encode import (
     spans_from_token_bytes,
     spans_within_texts,
 )
-from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine
+from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine, is_prerelease
 from .gigatoken_engine import GigatokenEngine
+from .library_reads import library_version, read_by_library_before, remember_read_by_library
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -101,18 +102,34 @@ class HuggingFaceTokenizer(Tokenizer):
             )
         self.add_bos = False
         self.config = self._read_config()
-        try:  # the library decodes, whichever engine encodes; it also checks the whole file
-            self.use_engine(self.library_engine)  # until the run chooses (engine_probe.choose_engine)
+        self._library_version = library_version(self.path)
+        if not read_by_library_before(self.sha256, self._library_version):
+            self.library_engine  # noqa: B018 - the library checks the whole file, once for its bytes
+
+    @property
+    def engine(self):
+        """What encodes: the run's choice (engine_probe.choose_engine), until then the library."""
+        return self._engine if self._engine is not None else self.library_engine
+
+    @engine.setter
+    def engine(self, engine) -> None:
+        self._engine = engine
+
+    @cached_property
+    def library_engine(self) -> TokenizersEngine:
+        """The stable library: it decodes whichever engine encodes, and is the probe's reference. It
+        reads the file when first needed (0.05 s of a run's start-up on a 32k file): at the file's
+        first opening (its check: a file it refuses is one line), then only where something needs it."""
+        try:
+            engine = TokenizersEngine(self.path)
         except Missing as why:
             raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
         except Exception as error:  # the library raises a bare Exception for malformed files
             raise ObjcliError(
                 f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
             ) from None
-
-    @cached_property
-    def library_engine(self) -> TokenizersEngine:
-        return TokenizersEngine(self.path)
+        remember_read_by_library(self.sha256, engine.version)
+        return engine
 
     @cached_property
     def _chat_library(self):
@@ -215,12 +232,12 @@ class HuggingFaceTokenizer(Tokenizer):
 
     # ---- engines ----
     def engine_order(self) -> list[str]:
-        if not self.library_engine.reference:  # tokenizers 1.0, installed by hand, outruns the others here
+        if is_prerelease(self._library_version):  # tokenizers 1.0, installed by hand, outruns the others here
             return ["tokenizers", "quicktok", "gigatoken", "python"]
         return ["quicktok", "gigatoken", "tokenizers", "python"]
 
     def reference_engine_name(self) -> str:
-        return "tokenizers" if self.library_engine.reference else "python"
+        return "python" if is_prerelease(self._library_version) else "tokenizers"
 
     def make_engine(self, name: str):
         if name == "tokenizers":
@@ -239,7 +256,7 @@ class HuggingFaceTokenizer(Tokenizer):
         return self.spec
 
     def probe_reference(self, engine):
-        if engine is not self.library_engine and self.library_engine.reference:
+        if engine.name != "tokenizers" and not is_prerelease(self._library_version):
             return self.library_engine
         try:
             return None if engine.name == "python" else self.make_engine("python")

@@ -218,7 +218,10 @@ def stage_table() -> None:
     """Issue 73, point 5: where one core's time goes on every shape and engine (``stage_costs.py``: one
     worker pinned to one core, in a process of its own, the run's functions timed), CPU ms a MB of input
     per stage and the start-up (imports, the tokenizer's load, the plan) in seconds."""
-    print("\nWhere one core's time goes, clm --seq-len 2048, one worker pinned to one core (ms a MB of input, the JSONL files):")
+    print(
+        "\nWhere one core's time goes, clm --seq-len 2048, one worker pinned to one core "
+        "(ms a MB of input, the JSONL files):"
+    )
     print(f"{'':9} {'engine':>14} {'start-up s':>11} " + " ".join(f"{name:>9}" for name in STAGES) + f" {'total':>9}")
     for shape, (paths, _) in corpora().items():
         megabytes = sum(p.stat().st_size for p in paths) / 1e6

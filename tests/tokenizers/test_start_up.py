@@ -129,3 +129,72 @@ def test_a_run_in_a_callers_process_leaves_its_collector_as_it_was(tmp_path):
     with pytest.raises(ObjcliError, match="bad.jsonl"):  # --strict: the record stops the run inside a partition
         run_transform([bad], SAMPLE / "tokenizer.model", tmp_path / "out2", seq_len=64, strict=True)
     assert gc.get_freeze_count() == before
+
+
+@pytest.fixture
+def library_reads(monkeypatch, tmp_path):
+    """How many times the stable library has read a tokenizer.json, with a cache of this test's own."""
+    from objcli.tokenizers import engines
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    reads = []
+    original = engines.TokenizersEngine.__init__
+
+    def counted(self, path):
+        reads.append(path)
+        original(self, path)
+
+    monkeypatch.setattr(engines.TokenizersEngine, "__init__", counted)
+    return reads
+
+
+def test_the_library_reads_a_file_once_for_its_bytes(tmp_path, library_reads):
+    path = _bpe_file(tmp_path)
+    first = open_tokenizer(path)
+    assert len(library_reads) == 1  # its first opening: the library checks the whole file
+    again = open_tokenizer(path)
+    assert len(library_reads) == 1  # read before: not again at opening
+    assert again.encode(["hello world"], 1)[0].tolist() == first.encode(["hello world"], 1)[0].tolist()
+    assert len(library_reads) == 2  # where the library is needed (it encodes until a run chooses), it reads
+    path.write_text(path.read_text() + "\n")  # other bytes: read again
+    open_tokenizer(path)
+    assert len(library_reads) == 3
+    for entry in (tmp_path / "cache" / "objcli" / "tokenizer-reads").iterdir():
+        entry.write_bytes(b"\xff damaged")
+    open_tokenizer(path)
+    assert len(library_reads) == 4  # a damaged record is no record
+
+
+def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path, library_reads):
+    from objcli.tokenizers.library_reads import library_version, remember_read_by_library
+
+    bad = tmp_path / "bad" / "tokenizer.json"
+    bad.parent.mkdir()
+    bad.write_text('{"model": {"type": "Nope", "vocab": {"a": 0}, "merges": []}}')
+    with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
+        open_tokenizer(bad)
+    assert not (tmp_path / "cache" / "objcli" / "tokenizer-reads").exists()  # only a file it read is kept
+    import hashlib
+
+    remember_read_by_library(hashlib.sha256(bad.read_bytes()).hexdigest(), library_version(bad))  # forged
+    tokenizer = open_tokenizer(bad)
+    with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
+        tokenizer.encode(["a"], 1)  # where the library is needed, it is the same one line
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            str(SAMPLE / "prose.jsonl"),
+            "-t",
+            str(bad),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: tokenizer ")
