@@ -6,6 +6,7 @@
   pattern and ByteLevel as Llama 3's file has them, and ``ignore_merges`` (tiktoken's whole-piece
   lookup).
 - ``llama3_ranks``: Llama 3's 128,000 published ranks, from the data ``quicktok-v1``'s wheel ships.
+- ``trained_byte_level``: a GPT-2-style byte-level BPE trained here by the stable library on texts.
 """
 
 from __future__ import annotations
@@ -120,4 +121,21 @@ def rank_file_to_tokenizer_json(
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, ensure_ascii=False))
+    return path
+
+
+def trained_byte_level(texts, path: Path, vocab_size: int = 2000) -> Path:
+    """A GPT-2-style byte-level BPE ``tokenizer.json`` (``<|endoftext|>`` its one special token)
+    trained by the stable ``tokenizers`` library on ``texts``, saved at ``path``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    trained = Tokenizer(models.BPE())
+    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trained.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    trained.train_from_iterator(texts, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trained.save(str(path))
     return path

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, write_rank_file
+from bpe_files import llama3_ranks, rank_file_to_tokenizer_json, shipped_ranks, trained_byte_level, write_rank_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from multilingual import documents
@@ -42,8 +42,6 @@ def files(tmp_path_factory) -> dict[str, Path]:
     """The tokenizer files the engines are tested on: Llama 3's 128k ranks as a rank file and as a
     tokenizer.json (converted as transformers converts it), and a GPT-2-style byte-level BPE trained
     here with the stable library."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     folder = tmp_path_factory.mktemp("engines")
     ranks = llama3_ranks()
     paths = {
@@ -55,16 +53,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "cl100k.tiktoken": write_rank_file(shipped_ranks("cl100k"), folder / "cl100k_base.tiktoken"),
         "o200k.tiktoken": write_rank_file(shipped_ranks("o200k"), folder / "o200k_base.tiktoken"),
     }
-    trained = Tokenizer(models.BPE())
-    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trained.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    trained.train_from_iterator([json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()], trainer)
-    (folder / "gpt2").mkdir()
-    trained.save(str(folder / "gpt2" / "tokenizer.json"))
-    paths["gpt2.json"] = folder / "gpt2" / "tokenizer.json"
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
+    paths["gpt2.json"] = trained_byte_level(texts, folder / "gpt2" / "tokenizer.json")
     return paths
 
 

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from runs import ROOT, SAMPLE, run_transform
+from bpe_files import trained_byte_level
+from runs import ROOT, SAMPLE, run_cli, run_transform
 
 pytest.importorskip("gigatoken")
 
@@ -55,19 +56,8 @@ def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documen
 
 def _bpe_file(tmp_path):
     """A small byte-level BPE tokenizer.json trained on the sample prose (gigatoken takes it)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    trained = Tokenizer(models.BPE())
-    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trained.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    trained.train_from_iterator([json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()], trainer)
-    path = tmp_path / "bpe" / "tokenizer.json"
-    path.parent.mkdir()
-    trained.save(str(path))
-    return path
+    texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
+    return trained_byte_level(texts, tmp_path / "bpe" / "tokenizer.json", vocab_size=600)
 
 
 def test_the_command_line_starts_no_openblas_threads():
@@ -180,21 +170,14 @@ def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path
     tokenizer = open_tokenizer(bad)
     with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
         tokenizer.encode(["a"], 1)  # where the library is needed, it is the same one line
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "objcli",
-            "transform",
-            str(SAMPLE / "prose.jsonl"),
-            "-t",
-            str(bad),
-            "-o",
-            str(tmp_path / "o"),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    done = run_cli(
+        "transform",
+        SAMPLE / "prose.jsonl",
+        "-t",
+        bad,
+        "-o",
+        tmp_path / "o",
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("Error: tokenizer ")
