@@ -44,20 +44,21 @@ def long_documents(tmp_path):
     return path
 
 
-def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documents, tmp_path):
+def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documents, bpe_file, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the engine probe runs too: it imports neither
-    command = ["transform", str(long_documents), "-t", str(_bpe_file(tmp_path)), "--engine", "gigatoken"]
+    command = ["transform", str(long_documents), "-t", str(bpe_file), "--engine", "gigatoken"]
     imported = _imported([*command, "-o", str(tmp_path / "out"), "--quiet"], env)
     assert "gigatoken" in imported and "objcli.run.pipeline" in imported  # the run did run, in this process
     assert "awkward" not in imported and "fsspec" not in imported
     assert (tmp_path / "out" / "manifest.json").exists()
 
 
-def _bpe_file(tmp_path):
+@pytest.fixture(scope="module")
+def bpe_file(tmp_path_factory):
     """A small byte-level BPE tokenizer.json trained on the sample prose (gigatoken takes it)."""
     texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
-    return trained_byte_level(texts, tmp_path / "bpe" / "tokenizer.json", vocab_size=600)
+    return trained_byte_level(texts, tmp_path_factory.mktemp("bpe") / "tokenizer.json", vocab_size=600)
 
 
 def test_the_command_line_starts_no_openblas_threads():
@@ -89,10 +90,10 @@ def test_the_command_line_starts_no_openblas_threads():
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("count", [1, FEW_TEXTS, FEW_TEXTS + 1])
-def test_a_few_texts_and_a_batch_give_the_reference_ids(tmp_path, threads, count):
+def test_a_few_texts_and_a_batch_give_the_reference_ids(bpe_file, threads, count):
     """Either side of ``FEW_TEXTS`` (a text a call, or the batched call) the ids are the stable library's."""
     tokenizers = pytest.importorskip("tokenizers")
-    path = _bpe_file(tmp_path)
+    path = bpe_file
     texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
     texts = [texts[i % len(texts)][: 50 + 997 * i % 4000] for i in range(count)] + [""] * (count > 1)
     tokenizer = open_tokenizer(path)
@@ -138,8 +139,10 @@ def library_reads(monkeypatch, tmp_path):
     return reads
 
 
-def test_the_library_reads_a_file_once_for_its_bytes(tmp_path, library_reads):
-    path = _bpe_file(tmp_path)
+def test_the_library_reads_a_file_once_for_its_bytes(tmp_path, library_reads, bpe_file):
+    path = tmp_path / "own" / "tokenizer.json"  # a copy of its own: the test edits it
+    path.parent.mkdir()
+    path.write_bytes(bpe_file.read_bytes())
     first = open_tokenizer(path)
     assert len(library_reads) == 1  # its first opening: the library checks the whole file
     again = open_tokenizer(path)
