@@ -36,6 +36,16 @@ def is_prerelease(version: str) -> bool:
     return re.search(r"[a-z]", version.lower()) is not None
 
 
+def tokenizers_version() -> str:
+    """The installed ``tokenizers`` library's version (``Missing`` where it is not installed), known
+    without reading a file."""
+    try:
+        import tokenizers
+    except ImportError:
+        raise Missing("install it with: pip install 'objcli[hf]'") from None
+    return tokenizers.__version__
+
+
 class TokenizersEngine:
     """The ``tokenizers`` library: 0.x through ``encode_batch_fast``, 1.0 through ``encode_batch``
     with ``encode_special_tokens`` per call and NumPy ids (1.0 has no other encode)."""
@@ -43,12 +53,10 @@ class TokenizersEngine:
     name = "tokenizers"
 
     def __init__(self, path: Path):
-        try:
-            import tokenizers
-        except ImportError:
-            raise Missing("install it with: pip install 'objcli[hf]'") from None
+        self.version = tokenizers_version()
+        import tokenizers
+
         self.library = tokenizers.Tokenizer.from_file(str(path))
-        self.version = tokenizers.__version__
         self.reference = not is_prerelease(self.version)
         self.legacy = hasattr(self.library, "encode_batch_fast")
         # 1.0 is linear in a text's length; 0.x's encodings hold ~120 bytes a character (1.2 GB for 10 M)

@@ -36,9 +36,9 @@ from .chat_encode import (
     spans_from_token_bytes,
     spans_within_texts,
 )
-from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine, is_prerelease
+from .engines import Missing, PythonEngine, QuicktokEngine, TokenizersEngine, is_prerelease, tokenizers_version
 from .gigatoken_engine import GigatokenEngine
-from .library_reads import library_version, read_by_library_before, remember_read_by_library
+from .library_reads import read_by_library_before, remember_read_by_library
 
 ROLE_NAMES = {
     "bos": ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"),
@@ -102,7 +102,10 @@ class HuggingFaceTokenizer(Tokenizer):
             )
         self.add_bos = False
         self.config = self._read_config()
-        self._library_version = library_version(self.path)
+        try:
+            self._library_version = tokenizers_version()
+        except Missing as why:
+            raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
         if not read_by_library_before(self.sha256, self._library_version):
             self.library_engine  # noqa: B018 - the library checks the whole file, once for its bytes
 
@@ -121,9 +124,7 @@ class HuggingFaceTokenizer(Tokenizer):
         reads the file when first needed (0.05 s of a run's start-up on a 32k file): at the file's
         first opening (its check: a file it refuses is one line), then only where something needs it."""
         try:
-            engine = TokenizersEngine(self.path)
-        except Missing as why:
-            raise ObjcliError(f"tokenizer {self.path} is a Hugging Face tokenizer.json; {why}") from None
+            engine = TokenizersEngine(self.path)  # the library is installed: the opening checked
         except Exception as error:  # the library raises a bare Exception for malformed files
             raise ObjcliError(
                 f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
@@ -231,13 +232,18 @@ class HuggingFaceTokenizer(Tokenizer):
         return roles
 
     # ---- engines ----
+    @property
+    def _library_is_reference(self) -> bool:
+        """The stable release is the reference; a pre-release (1.0, installed by hand) is probed."""
+        return not is_prerelease(self._library_version)
+
     def engine_order(self) -> list[str]:
-        if is_prerelease(self._library_version):  # tokenizers 1.0, installed by hand, outruns the others here
+        if not self._library_is_reference:  # tokenizers 1.0, installed by hand, outruns the others here
             return ["tokenizers", "quicktok", "gigatoken", "python"]
         return ["quicktok", "gigatoken", "tokenizers", "python"]
 
     def reference_engine_name(self) -> str:
-        return "python" if is_prerelease(self._library_version) else "tokenizers"
+        return "tokenizers" if self._library_is_reference else "python"
 
     def make_engine(self, name: str):
         if name == "tokenizers":
@@ -256,7 +262,7 @@ class HuggingFaceTokenizer(Tokenizer):
         return self.spec
 
     def probe_reference(self, engine):
-        if engine.name != "tokenizers" and not is_prerelease(self._library_version):
+        if engine.name != "tokenizers" and self._library_is_reference:
             return self.library_engine
         try:
             return None if engine.name == "python" else self.make_engine("python")

@@ -8,19 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ObjcliError
 from ..storage.user_cache import cache_folder, write_quietly
-
-
-def library_version(path: Path) -> str:
-    """The installed library's version; one line where it is not installed."""
-    try:
-        import tokenizers
-    except ImportError:
-        raise ObjcliError(
-            f"tokenizer {path} is a Hugging Face tokenizer.json; install it with: pip install 'objcli[hf]'"
-        ) from None
-    return tokenizers.__version__
 
 
 def _marker(sha256: str, version: str) -> Path:

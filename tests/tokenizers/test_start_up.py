@@ -159,7 +159,8 @@ def test_the_library_reads_a_file_once_for_its_bytes(tmp_path, library_reads, bp
 
 
 def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path, library_reads):
-    from objcli.tokenizers.library_reads import library_version, remember_read_by_library
+    from objcli.tokenizers.engines import tokenizers_version
+    from objcli.tokenizers.library_reads import remember_read_by_library
 
     bad = tmp_path / "bad" / "tokenizer.json"
     bad.parent.mkdir()
@@ -169,7 +170,7 @@ def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path
     assert not (tmp_path / "cache" / "objcli" / "tokenizer-reads").exists()  # only a file it read is kept
     import hashlib
 
-    remember_read_by_library(hashlib.sha256(bad.read_bytes()).hexdigest(), library_version(bad))  # forged
+    remember_read_by_library(hashlib.sha256(bad.read_bytes()).hexdigest(), tokenizers_version())  # forged
     tokenizer = open_tokenizer(bad)
     with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
         tokenizer.encode(["a"], 1)  # where the library is needed, it is the same one line
