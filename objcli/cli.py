@@ -52,10 +52,9 @@ def _end_after_grace() -> None:
     """A stop that hangs must not keep a job a scheduler stopped: a process pool's stop (workers stopped,
     the lock released) gets ``OBJCLI_STOP_GRACE_S`` seconds (30), then the line is said, if it was not, and
     the process ends with 143; multiprocessing's resource tracker then unlinks the pool's semaphores, and
-    says so. (A thread pool's stop waits for its running partitions, however long they take.) Seen once
-    in about twenty loaded runs of the SIGTERM test: the process still ran 120 s after the signal; where
-    it waited was not caught (an exception raised inside ``concurrent.futures``' bookkeeping can leave a
-    lock held that the pool's join then waits on)."""
+    says so. (A thread pool's stop waits for its running partitions, however long they take.) The hang
+    once seen (a signal raised inside ``concurrent.futures.wait`` left futures' locks taken) is closed
+    where it began (``executors.local._stops_held``); the grace stays for a stop that hangs elsewhere."""
     import threading
 
     def end() -> None:

@@ -142,6 +142,48 @@ def _workers_ignore_sigint() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
+STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _stops_held() -> Iterator[Callable[[], None]]:
+    """Ctrl-C and SIGTERM held while this thread keeps a pool's books, and acted on where the loop
+    asks (the function this yields) or at the block's end. Raised wherever the signal lands, the
+    KeyboardInterrupt could stop ``concurrent.futures``' own code halfway: in ``wait``, between
+    taking one future's lock and the next, it left locks taken that the pool's manager thread then
+    waited for, forever, and the pool's shutdown with it (a Ctrl-C in a loaded CI run printed
+    nothing for 120 s; a SIGTERM, once in twenty loaded runs). A signal held here is acted on by
+    the handler that was there before (the CLI's one line, a caller's own, the default)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, _: caught.append(signum)) for signum in STOPS}
+
+    def act_on_caught() -> None:
+        while caught:
+            signum = caught.pop(0)
+            held = signal.signal(signum, previous[signum])
+            try:
+                signal.raise_signal(signum)  # its handler runs here: raises, ends the process, or ignores
+            finally:
+                signal.signal(signum, held)
+
+    try:
+        yield act_on_caught
+    except BaseException:
+        _restore(previous)  # the run stops already: what was caught meanwhile adds nothing
+        raise
+    _restore(previous)
+    if caught:
+        signal.raise_signal(caught[0])
+
+
+def _restore(handlers: dict) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """On Ctrl-C, stop now rather than wait for the running partitions (a rerun resumes them)."""
     # ``_processes`` (pid -> Process) has been the pool's worker table since Python 3.2.
@@ -203,7 +245,7 @@ class LocalExecutor:
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
         _process_pools.extend(processes)
-        with pool, _removed_after(processes):
+        with _stops_held() as stop_if_asked, pool, _removed_after(processes):
             task_of = {}
             try:
                 with _workers_ignore_sigint():  # process pools spawn their workers on submit
@@ -211,11 +253,13 @@ class LocalExecutor:
                         task_of[submit(task)] = task
                 pending = set(task_of)
                 while pending:
+                    stop_if_asked()
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                     _drain(progress_queue, report)
                     for future in done:
                         yield _result(future, task_of[future])
                 _drain(progress_queue, report)
+                stop_if_asked()
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
                     crash_point("stopping")

@@ -1,0 +1,74 @@
+"""A stop (Ctrl-C, SIGTERM) that lands inside the pool's own bookkeeping: the run still stops, one line.
+
+CI saw a Ctrl-C in a loaded process-pool run print nothing for 120 s (and, once in twenty loaded runs, a
+SIGTERM). The signal had landed in ``concurrent.futures.wait`` while it took the pending futures' locks one
+by one: the KeyboardInterrupt left some taken, and the pool's manager thread (or a worker thread) waited
+for them forever, the pool's shutdown with it. Loaded machines make the window wide (the main thread is
+descheduled halfway through); these tests open it on purpose: a trace hook sends the signal to the process
+exactly there, after the first lock is taken."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from runs import manifest_json, run_cli
+
+from objcli.executors import POOLS
+
+# Runs objcli's command in a process whose main thread sends itself the signal inside
+# ``_AcquireFutures.__enter__`` the first time that has taken one lock of several.
+DRIVER = textwrap.dedent(
+    """
+    import signal, sys
+    from concurrent.futures import _base
+
+    stop = getattr(signal, sys.argv.pop(1))
+    target = _base._AcquireFutures.__enter__.__code__
+    sent = []
+
+    def in_enter(frame, event, arg):
+        if event == "line" and not sent and len(frame.f_locals["self"].futures) > 1:
+            taken = [f for f in frame.f_locals["self"].futures if f._condition._is_owned()]
+            if taken:
+                sent.append(True)
+                sys.stderr.write("SENT\\n")
+                signal.raise_signal(stop)
+        return in_enter
+
+    def calls(frame, event, arg):
+        return in_enter if frame.f_code is target else None
+
+    sys.settrace(calls)
+    sys.argv[0] = "objcli"
+    from objcli.__main__ import run
+    run()
+    """
+)
+
+
+@pytest.mark.parametrize("pool", [pool for pool in POOLS if pool != "auto"])
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_stop_inside_the_pools_wait_stops_the_run_with_one_line(stop, pool, sample_tokenizer, small_corpus, tmp_path):
+    out = tmp_path / "out"
+    args = ["transform", str(small_corpus), "-t", str(sample_tokenizer), "--pool", pool, "--workers", "2"]
+    args += ["--partition-size", "16KiB", "--seq-len", "64"]
+    run = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, stop, *args, "-o", str(out)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        stderr = run.communicate(timeout=300)[1]  # a deadline for a hang, not a measure of speed
+    except subprocess.TimeoutExpired:
+        run.kill()
+        pytest.fail(f"{stop} inside the pool's wait: the run never ended")
+    said = stderr.splitlines()
+    assert said[0] == "SENT", stderr  # the signal landed where it is meant to
+    what = "interrupted" if stop == "SIGINT" else "terminated (SIGTERM)"
+    go_on = "rerun the same command to go on (an output folder keeps its finished partitions)"
+    assert said[1:] == [f"Error: {what}; {go_on}"]
+    assert run.returncode == (130 if stop == "SIGINT" else 143)
+    assert run_cli(*args, "-o", out, "-q").returncode == 0
+    assert manifest_json(out)["complete"]
