@@ -146,42 +146,34 @@ STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _stops_held() -> Iterator[Callable[[], None]]:
-    """Ctrl-C and SIGTERM held while this thread keeps a pool's books, and acted on where the loop
-    asks (the function this yields) or at the block's end. Raised wherever the signal lands, the
-    KeyboardInterrupt could stop ``concurrent.futures``' own code halfway: in ``wait``, between
-    taking one future's lock and the next, it left locks taken that the pool's manager thread then
-    waited for, forever, and the pool's shutdown with it (a Ctrl-C in a loaded CI run printed
-    nothing for 120 s; a SIGTERM, once in twenty loaded runs). A signal held here is acted on by
-    the handler that was there before (the CLI's one line, a caller's own, the default)."""
+def _stops_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while this thread is inside ``concurrent.futures.wait``, and handed to
+    their own handlers (the CLI's one line, a caller's own, the default) as it returns. Raised inside
+    it, between taking one future's lock and the next, the KeyboardInterrupt left locks taken that
+    the pool's manager thread then waited for, forever, and the pool's shutdown with it (a Ctrl-C in
+    a loaded CI run printed nothing for 120 s; a SIGTERM, once in twenty loaded runs). The wait
+    returns within its timeout, so a stop is late by that at most."""
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: None
+        yield
         return
     caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, _: caught.append(signum)) for signum in STOPS}
-
-    def act_on_caught() -> None:
-        while caught:
-            signum = caught.pop(0)
-            held = signal.signal(signum, previous[signum])
-            try:
-                signal.raise_signal(signum)  # its handler runs here: raises, ends the process, or ignores
-            finally:
-                signal.signal(signum, held)
-
+    previous = [(signum, signal.signal(signum, lambda signum, _: caught.append(signum))) for signum in STOPS]
     try:
-        yield act_on_caught
-    except BaseException:
-        _restore(previous)  # the run stops already: what was caught meanwhile adds nothing
-        raise
-    _restore(previous)
+        yield
+    finally:
+        _restore(previous)
     if caught:
-        signal.raise_signal(caught[0])
+        signal.raise_signal(caught[0])  # its handler runs here: raises, ends the process, or ignores it
 
 
-def _restore(handlers: dict) -> None:
-    for signum, handler in handlers.items():
+def _restore(handlers: list) -> None:
+    """Each handler put back even where the first one put back runs at once and raises."""
+    signum, handler = handlers[0]
+    try:
         signal.signal(signum, handler)
+    finally:
+        if len(handlers) > 1:
+            _restore(handlers[1:])
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -245,7 +237,7 @@ class LocalExecutor:
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
         _process_pools.extend(processes)
-        with _stops_held() as stop_if_asked, pool, _removed_after(processes):
+        with pool, _removed_after(processes):
             task_of = {}
             try:
                 with _workers_ignore_sigint():  # process pools spawn their workers on submit
@@ -253,13 +245,12 @@ class LocalExecutor:
                         task_of[submit(task)] = task
                 pending = set(task_of)
                 while pending:
-                    stop_if_asked()
-                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    with _stops_held():
+                        done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                     _drain(progress_queue, report)
                     for future in done:
                         yield _result(future, task_of[future])
                 _drain(progress_queue, report)
-                stop_if_asked()
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
                     crash_point("stopping")
