@@ -47,18 +47,16 @@ DRIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("pool", [pool for pool in POOLS if pool != "auto"])
-@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
-def test_a_stop_inside_the_pools_wait_stops_the_run_with_one_line(stop, pool, sample_tokenizer, small_corpus, tmp_path):
-    out = tmp_path / "out"
-    args = ["transform", str(small_corpus), "-t", str(sample_tokenizer), "--pool", pool, "--workers", "2"]
-    args += ["--partition-size", "16KiB", "--seq-len", "64"]
-    run = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, stop, *args, "-o", str(out)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+POOL_KINDS = [pool for pool in POOLS if pool != "auto"]
+
+
+def _run_signalled(stop: str, args: list, ignored: bool = False) -> tuple[int, list[str]]:
+    """The command run by DRIVER (with ``stop`` ignored from its start where asked, as a shell's
+    ``trap '' INT`` or a background job leaves it): its status and what it printed."""
+    command = [sys.executable, "-c", DRIVER, stop, *args]
+    if ignored:
+        command = ["bash", "-c", f'trap "" {stop.removeprefix("SIG")}; exec "$@"', "_", *command]
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         stderr = run.communicate(timeout=300)[1]  # a deadline for a hang, not a measure of speed
     except subprocess.TimeoutExpired:
@@ -66,9 +64,32 @@ def test_a_stop_inside_the_pools_wait_stops_the_run_with_one_line(stop, pool, sa
         pytest.fail(f"{stop} inside the pool's wait: the run never ended")
     said = stderr.splitlines()
     assert said[0] == "SENT", stderr  # the signal landed where it is meant to
+    return run.returncode, said[1:]
+
+
+def _args(pool: str, corpus, tokenizer) -> list[str]:
+    args = ["transform", str(corpus), "-t", str(tokenizer), "--pool", pool, "--workers", "2"]
+    return [*args, "--partition-size", "16KiB", "--seq-len", "64"]
+
+
+@pytest.mark.parametrize("pool", POOL_KINDS)
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_stop_inside_the_pools_wait_stops_the_run_with_one_line(stop, pool, sample_tokenizer, small_corpus, tmp_path):
+    out = tmp_path / "out"
+    args = _args(pool, small_corpus, sample_tokenizer)
+    status, said = _run_signalled(stop, [*args, "-o", str(out)])
     what = "interrupted" if stop == "SIGINT" else "terminated (SIGTERM)"
     go_on = "rerun the same command to go on (an output folder keeps its finished partitions)"
-    assert said[1:] == [f"Error: {what}; {go_on}"]
-    assert run.returncode == (130 if stop == "SIGINT" else 143)
+    assert said == [f"Error: {what}; {go_on}"]
+    assert status == (130 if stop == "SIGINT" else 143)
     assert run_cli(*args, "-o", out, "-q").returncode == 0
+    assert manifest_json(out)["complete"]
+
+
+@pytest.mark.parametrize("pool", POOL_KINDS)
+def test_a_ctrl_c_the_command_ignores_stays_ignored_inside_the_wait(pool, sample_tokenizer, small_corpus, tmp_path):
+    """Held while the wait runs, the signal goes to the handler that was there: ignored, it is ignored."""
+    out = tmp_path / "out"
+    status, said = _run_signalled("SIGINT", [*_args(pool, small_corpus, sample_tokenizer), "-o", str(out)], True)
+    assert status == 0 and len(said) == 1 and said[0].startswith("objcli: "), said
     assert manifest_json(out)["complete"]
