@@ -120,11 +120,12 @@ def test_anchor_and_positive_share_a_document_and_negatives_never(small_corpus, 
     for anchor, positive, *negatives in zip(
         table["anchor_ids"], table["positive_ids"], table["negative_1_ids"], table["negative_2_ids"]
     ):
-        home = [i for i, s in enumerate(streams) if _as_text(anchor) in s]
+        anchor_text = _as_text(anchor)  # once a row, not once a document
+        home = [i for i, s in enumerate(streams) if anchor_text in s]
         assert home, "an anchor is a contiguous piece of one document"
         assert any(_positive_in(streams[i], positive, anchor) for i in home)
-        for negative in negatives:
-            found = [i for i, s in enumerate(streams) if _as_text(negative) in s]
+        for negative in map(_as_text, negatives):
+            found = [i for i, s in enumerate(streams) if negative in s]
             if len(home) == 1 and len(found) == 1:  # both name their document (the corpus repeats some text)
                 checked += 1
                 assert found != home
@@ -133,9 +134,10 @@ def test_anchor_and_positive_share_a_document_and_negatives_never(small_corpus, 
 
 def _positive_in(stream: str, positive, anchor) -> bool:
     """ICT: the positive is the passage as it is, or the passage with the anchor sentence cut out."""
-    if _as_text(positive) in stream:
+    positive, anchor = _as_text(positive), _as_text(anchor)  # a character a token: slices are whole tokens
+    if positive in stream:
         return True
-    return any(_as_text([*positive[:i], *anchor, *positive[i:]]) in stream for i in range(len(positive) + 1))
+    return any(positive[:i] + anchor + positive[i:] in stream for i in range(len(positive) + 1))
 
 
 def test_the_same_pairs_whatever_the_workers(small_corpus, sample_tokenizer, tmp_path):
