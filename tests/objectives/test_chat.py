@@ -10,6 +10,7 @@ import pytest
 from chat_data import FAMILIES, TEMPLATES, TURN_END, build_tokenizer, conversations, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from optional import lazily, requires
 from reference import assistant_mask_reference, overlap_mask_reference
 from runs import read_output, run_cli, run_transform, without_warnings
 
@@ -18,7 +19,8 @@ from objcli.errors import ObjcliError
 from objcli.kernels import IGNORE
 from objcli.kernels.chat import mark_ranges, overlapping_tokens, span_tokens
 
-transformers = pytest.importorskip("transformers")
+pytestmark = requires("transformers")
+transformers = lazily("transformers")
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from optional import lazily, requires
 from runs import run_cli, run_transform
 from trl_families import family_folder, train_tokenizer
 
 from objcli.errors import ObjcliError
 from objcli.formats import FORMATS
 
-datasets = pytest.importorskip("datasets")
+pytestmark = requires("datasets")
+datasets = lazily("datasets")
 VALUE_FORMATS = [name for name, f in FORMATS.items() if f.stores_values]  # the registry: every row format of values
 
 

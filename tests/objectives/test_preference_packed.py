@@ -11,13 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional import lazily, requires
 from runs import read_output, run_transform
 from trl_families import family_folder, preference_records, train_tokenizer
 
 from objcli.kernels import IGNORE
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytestmark = requires("torch", "transformers")
+torch = lazily("torch")
+transformers = lazily("transformers")
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from optional import lazily, requires
 from runs import read_output, run_transform
 from trl_families import family_folder, preference_records, train_tokenizer
 
-trl = pytest.importorskip("trl")
-transformers = pytest.importorskip("transformers")
-datasets = pytest.importorskip("datasets")
+pytestmark = requires("trl", "transformers", "datasets")
+trl = lazily("trl")
+transformers = lazily("transformers")
+datasets = lazily("datasets")
 
 FAMILIES = ["qwen2_5", "llama3", "phi3_5", "qwen3"]  # ChatML, Llama 3, Phi-3.5, Qwen3 (reasoning)
 MAX_LENGTH = 160  # some prompts reach it: both sides drop the same pairs
@@ -101,11 +103,16 @@ def test_pairs_equal_trls_own_preparation(family, kind, trained, tmp_path):
     assert dropped >= 6  # the long ones, at least
 
 
-class PreparedDPOTrainer(trl.DPOTrainer):
-    """The recipe's one change to TRL (docs/objectives.md): the dataset is objcli's, tokenized already."""
+def prepared_dpo_trainer(*args, **kwargs):
+    """The recipe's one change to TRL (docs/objectives.md): the dataset is objcli's, tokenized already.
+    Defined when a test runs: ``trl.DPOTrainer`` imports TRL's trainers, torch and transformers' models
+    (3.8 s), which every test process would pay while it collects the tests."""
 
-    def _prepare_dataset(self, dataset, *args, **kwargs):
-        return dataset
+    class PreparedDPOTrainer(trl.DPOTrainer):
+        def _prepare_dataset(self, dataset, *args, **kwargs):
+            return dataset
+
+    return PreparedDPOTrainer(*args, **kwargs)
 
 
 @pytest.mark.parametrize("kind", ["preference", "reward"])
@@ -146,7 +153,7 @@ def test_trl_trains_a_step_on_the_shards_as_they_are(kind, trained, tmp_path):
                                     processing_class=tokenizer)  # fmt: skip
     else:
         args = trl.DPOConfig(use_cpu=True, max_length=MAX_LENGTH, **common)
-        trainer = PreparedDPOTrainer(model, ref_model=copy.deepcopy(model), args=args, train_dataset=dataset,
+        trainer = prepared_dpo_trainer(model, ref_model=copy.deepcopy(model), args=args, train_dataset=dataset,
                                      processing_class=tokenizer)  # fmt: skip
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()

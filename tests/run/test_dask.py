@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from clusters import DaskProcesses
+from optional import requires
 from runs import folder_bytes, without_warnings
 from runs import run_cli as objcli
 
-pytest.importorskip("distributed")
+pytestmark = requires("distributed")
 
 
 @pytest.fixture(scope="module")
