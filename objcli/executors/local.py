@@ -113,6 +113,9 @@ def start_fork_server(tokenizer: str, compiled: str) -> None:
             forkserver.ensure_running()
 
 
+STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def _workers_ignore_sigint() -> Iterator[None]:
     """Workers started inside this block start with SIGINT blocked (a thread's signal mask survives
@@ -124,40 +127,32 @@ def _workers_ignore_sigint() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    interrupted, terminated = [], []
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     # SIGTERM is held by its handler only, never masked: a mask would pass to the workers, which
     # must die of SIGTERM (PR_SET_PDEATHSIG, terminate()).
-    previous_term = signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)
-        if terminated and callable(previous_term):
-            previous_term(signal.SIGTERM, None)  # now, with every started worker in the pool's table
-        if interrupted:
-            raise KeyboardInterrupt
-
-
-STOPS = (signal.SIGINT, signal.SIGTERM)
+    with _stops_held():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @contextlib.contextmanager
 def _stops_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held while this thread is inside ``concurrent.futures.wait``, and handed to
-    their own handlers (the CLI's one line, a caller's own, the default) as it returns. Raised inside
-    it, between taking one future's lock and the next, the KeyboardInterrupt left locks taken that
-    the pool's manager thread then waited for, forever, and the pool's shutdown with it (a Ctrl-C in
-    a loaded CI run printed nothing for 120 s; a SIGTERM, once in twenty loaded runs). The wait
-    returns within its timeout, so a stop is late by that at most."""
+    """Ctrl-C and SIGTERM held while this thread is inside ``concurrent.futures.wait`` (or a pool
+    starts its workers), and handed to their own handlers (the CLI's one line, a caller's own, the
+    default, or none where it is ignored) as it returns. Raised inside the wait, between taking one
+    future's lock and the next, the KeyboardInterrupt left locks taken that the pool's manager thread
+    then waited for, forever, and the pool's shutdown with it (a Ctrl-C in a loaded CI run printed
+    nothing for 120 s; a SIGTERM, once in twenty loaded runs). The wait returns within its timeout,
+    so a stop is late by that at most."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = [(signum, signal.signal(signum, lambda signum, _: caught.append(signum))) for signum in STOPS]
+    # A handler not set from Python (an embedding program's: getsignal says None) cannot be put back: left.
+    held = [signum for signum in STOPS if signal.getsignal(signum) is not None]
+    previous = [(signum, signal.signal(signum, lambda signum, _: caught.append(signum))) for signum in held]
     try:
         yield
     finally:
@@ -168,6 +163,8 @@ def _stops_held() -> Iterator[None]:
 
 def _restore(handlers: list) -> None:
     """Each handler put back even where the first one put back runs at once and raises."""
+    if not handlers:
+        return
     signum, handler = handlers[0]
     try:
         signal.signal(signum, handler)

@@ -7,6 +7,7 @@ for them forever, the pool's shutdown with it. Loaded machines make the window w
 descheduled halfway through); these tests open it on purpose: a trace hook sends the signal to the process
 exactly there, after the first lock is taken."""
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -93,3 +94,40 @@ def test_a_ctrl_c_the_command_ignores_stays_ignored_inside_the_wait(pool, sample
     status, said = _run_signalled("SIGINT", [*_args(pool, small_corpus, sample_tokenizer), "-o", str(out)], True)
     assert status == 0 and len(said) == 1 and said[0].startswith("objcli: "), said
     assert manifest_json(out)["complete"]
+
+
+def test_a_handler_set_outside_python_is_left_as_it_is(monkeypatch):
+    """An embedding program's own handler (``getsignal`` None) cannot be put back: the wait leaves it."""
+    import signal
+
+    from objcli.executors import local
+
+    real_getsignal, swapped = signal.getsignal, []
+    monkeypatch.setattr(signal, "getsignal", lambda n: None if n == signal.SIGTERM else real_getsignal(n))
+    real_signal = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda n, h: swapped.append(n) or real_signal(n, h))
+    before = real_getsignal(signal.SIGINT)
+    with local._stops_held():
+        assert real_getsignal(signal.SIGINT) is not before  # Ctrl-C held meanwhile
+    assert swapped == [signal.SIGINT, signal.SIGINT] and real_getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("handler", ["default", "ignored"])
+def test_a_ctrl_c_while_workers_start_is_acted_on_after_by_the_handler_that_was_there(handler):
+    """While a pool starts its workers, Ctrl-C is masked (the workers inherit the mask) and held: after
+    the block it raises KeyboardInterrupt there, or nothing where the command ignores it (it raised
+    KeyboardInterrupt even then, before the hold went through the handler that was there)."""
+    import signal
+
+    from objcli.executors import local
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN if handler == "ignored" else signal.default_int_handler)
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt) if handler == "default" else contextlib.nullcontext():
+            with local._workers_ignore_sigint():
+                signal.raise_signal(signal.SIGINT)
+                reached.append("the block's end")  # the signal did not stop the block halfway
+        assert reached == ["the block's end"]
+    finally:
+        signal.signal(signal.SIGINT, before)
