@@ -154,7 +154,7 @@ def test_trl_trains_a_step_on_the_shards_as_they_are(kind, trained, tmp_path):
     else:
         args = trl.DPOConfig(use_cpu=True, max_length=MAX_LENGTH, **common)
         trainer = prepared_dpo_trainer(model, ref_model=copy.deepcopy(model), args=args, train_dataset=dataset,
-                                     processing_class=tokenizer)  # fmt: skip
+                                       processing_class=tokenizer)  # fmt: skip
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()
     assert trainer.state.global_step == 1
