@@ -59,13 +59,13 @@ def without_special_tokens(document: bytes) -> bytes:
     return json.dumps(data).encode("utf-8")
 
 
-# A batch of at most this many texts is encoded one text a call, on the calling thread: each call
-# costs about a microsecond more than a text of a batched call (1.1 us, tiny documents), nothing beside
-# a batch of long ones, and it returns NumPy arrays where the batched call returns an awkward array,
-# whose import (0.12 s) outweighs what more threads save on a run's last partition of long documents
-# (a 10 MB document: 25-38 ms on one thread, 20 ms on two). Only on a process's main thread (a worker
-# process, a run in one process): gigatoken's single-text call holds the GIL, and on a thread pool's
-# threads the other partitions would wait for it; its batched call releases it.
+# A batch of at most this many texts is encoded one text a call: each call costs about a microsecond
+# more than a text of a batched call (1.1 us, tiny documents), nothing beside a batch of long ones, and
+# it returns NumPy arrays where the batched call returns an awkward array, whose import (0.12-0.14 s,
+# under the GIL) outweighs what more threads save on a run's last partition of long documents (a 10 MB
+# document: 25-38 ms on one thread, 20 ms on two). The call is the padded one on the text's UTF-8 bytes
+# (``BytesSource``), one row, so nothing is padded: it releases the GIL, so a thread pool's other
+# partitions go on beside it (``Tokenizer.encode`` holds it), and it imports nothing.
 FEW_TEXTS = 64
 
 
@@ -116,7 +116,7 @@ class GigatokenEngine:
         if not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         with self._instance() as library:
-            if len(texts) <= FEW_TEXTS and threading.current_thread() is threading.main_thread():
+            if len(texts) <= FEW_TEXTS:
                 return _encode_each(library, texts)
             layout = library.encode_batch(texts, parallel=num_threads > 1).layout
         offsets = np.asarray(layout.offsets.data, dtype=np.int64)
@@ -127,8 +127,16 @@ class GigatokenEngine:
 def _encode_each(library, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """A few texts one call each: the same ids at the same cost as a batched call on one thread (long
     documents), as NumPy arrays. ``encode_batch`` returns an awkward array, and importing awkward (and
-    the fsspec it imports) is 0.12 s of a run's start-up: a run of long documents never pays it."""
-    parts = [library.encode(text) for text in texts]
+    the fsspec it imports) is 0.12-0.14 s of a run's start-up: a run of long documents never pays it.
+    gigatoken's calls on a list of ``str`` import awkward to test the list's type; on a ``BytesSource``
+    they do not."""
+    from gigatoken.gigatoken_rs import BytesSource, PadTruncate
+
+    whole = PadTruncate(0)  # a row of one text: no padding, no truncation
+    parts = []
+    for text in texts:
+        matrix, lengths = library.backend.encode_batch_padded(BytesSource(text.encode("utf-8")), whole, parallel=False)
+        parts.append(matrix[0, : lengths[0]])
     offsets = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([len(part) for part in parts], out=offsets[1:])
     return np.concatenate(parts).view(np.int32), offsets

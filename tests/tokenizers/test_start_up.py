@@ -44,14 +44,21 @@ def long_documents(tmp_path):
     return path
 
 
-def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documents, bpe_file, tmp_path):
+@pytest.mark.parametrize("pool", ["one process", "threads"])
+def test_a_run_of_long_documents_imports_neither_awkward_nor_fsspec(long_documents, bpe_file, tmp_path, pool):
+    """In the command's own process, and on a thread pool's threads (where the call releases the GIL)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the engine probe runs too: it imports neither
     command = ["transform", str(long_documents), "-t", str(bpe_file), "--engine", "gigatoken"]
+    if pool == "threads":  # partitions of a document or two, on two threads
+        second = tmp_path / "second.jsonl"
+        second.write_bytes(long_documents.read_bytes())
+        command += [str(second), "--pool", "threads", "--workers", "2", "--partition-size", "16KiB"]
     imported = _imported([*command, "-o", str(tmp_path / "out"), "--quiet"], env)
     assert "gigatoken" in imported and "objcli.run.pipeline" in imported  # the run did run, in this process
     assert "awkward" not in imported and "fsspec" not in imported
-    assert (tmp_path / "out" / "manifest.json").exists()
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (len(manifest["partitions"]) > 1) == (pool == "threads")
 
 
 @pytest.fixture(scope="module")
