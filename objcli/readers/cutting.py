@@ -3,6 +3,9 @@ tokens do not change, and the UTF-8 size of a batch (what MB/s and ``text_bytes`
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import not_
+
 from ..tokenizers import Tokenizer
 from .origins import piece_of
 from .records import RecordLog
@@ -43,7 +46,7 @@ def utf8_bytes(texts: list[str]) -> int:
     if not isinstance(texts, list):  # a token store's documents know their sizes
         return int(texts.utf8.sum())
     size = sum(map(len, texts))
-    ascii_flags = list(map(str.isascii, texts))
-    if not all(ascii_flags):
-        size += sum(len(t.encode("utf-8", "surrogatepass")) - len(t) for t, a in zip(texts, ascii_flags) if not a)
+    others = list(compress(texts, map(not_, map(str.isascii, texts))))  # no Python loop over the ASCII ones
+    if others:
+        size += sum(map(len, map(str.encode, others, repeat("utf-8"), repeat("surrogatepass")))) - sum(map(len, others))
     return size
