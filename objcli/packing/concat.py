@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..kernels.packing import pack_concat, stream_rows
+from ..kernels.ragged import distinct_sorted
 from ..rows import POSITION_IDS, ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
@@ -100,7 +101,7 @@ class ConcatPacker:
         row_starts = np.arange(rows, dtype=np.int64) * self.stride
         firsts = np.flatnonzero(stream_first[: row_starts[-1] + 1])
         ordinals = self.firsts_consumed + np.searchsorted(firsts, row_starts, side="right") - 1
-        split_docs = np.unique(ordinals[~stream_first[row_starts]])
+        split_docs = distinct_sorted(ordinals[~stream_first[row_starts]])  # ordinals never decrease
         split_docs = split_docs[split_docs != self.last_split_doc]
         if len(split_docs):
             self.last_split_doc = int(split_docs[-1])

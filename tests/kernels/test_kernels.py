@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objcli.kernels.packing import pack_concat, segments_and_positions
-from objcli.kernels.ragged import add_boundary_tokens, lengths_to_offsets, split_long_items
+from objcli.kernels.ragged import add_boundary_tokens, distinct_sorted, lengths_to_offsets, split_long_items
 
 docs_strategy = st.lists(st.lists(st.integers(0, 30_000), max_size=40), max_size=25)
 
@@ -132,3 +132,13 @@ def test_per_token_references_equal_the_slicing_ones(tokens, data):
         assert reference.fim_document_per_token(tokens, a, b, mode, order, 97, 98, 99) == reference.fim_document(
             tokens[:a], tokens[a:b], tokens[b:], mode, order, 97, 98, 99
         )
+
+
+@given(st.lists(st.integers(-5, 5), max_size=50))
+def test_distinct_sorted_is_each_value_once_in_order(values):
+    array = np.sort(np.asarray(values, dtype=np.int64))
+    got = distinct_sorted(array)
+    assert got.tolist() == sorted(set(values)) and got.dtype == array.dtype
+    if len(got):
+        got[0] = 99  # its own array, never a view of the input
+        assert 99 not in array
