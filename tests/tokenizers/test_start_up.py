@@ -103,7 +103,10 @@ def test_a_few_texts_and_a_batch_give_the_reference_ids(bpe_file, threads, count
     tokenizers = pytest.importorskip("tokenizers")
     path = bpe_file
     texts = [json.loads(line)["text"] for line in (SAMPLE / "prose.jsonl").open()]
-    texts = [texts[i % len(texts)][: 50 + 997 * i % 4000] for i in range(count)] + [""] * (count > 1)
+    texts = [texts[i % len(texts)][: 50 + 997 * i % 4000] for i in range(count - 1)] + [""] * (count > 1)
+    texts[1:5] = ["a\x00b", "\x00", "日本語 🙂 e\u0301", "\r\n\t "]  # NUL is no separator of the texts' bytes
+    texts = texts[:count]
+    assert len(texts) == count
     tokenizer = open_tokenizer(path)
     tokenizer.use_engine(tokenizer.make_engine("gigatoken"))
     tokens, offsets = tokenizer.encode(texts, threads)
