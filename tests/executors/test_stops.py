@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from runs import manifest_json, run_cli
+from runs import as_a_terminal_starts_it, manifest_json, run_cli
 
 from objcli.executors import POOLS
 
@@ -57,7 +57,8 @@ def _run_signalled(stop: str, args: list, ignored: bool = False) -> tuple[int, l
     command = [sys.executable, "-c", DRIVER, stop, *args]
     if ignored:
         command = ["bash", "-c", f'trap "" {stop.removeprefix("SIG")}; exec "$@"', "_", *command]
-    run = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    start = None if ignored else as_a_terminal_starts_it  # a test run started in the background ignores SIGINT
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=start)
     try:
         stderr = run.communicate(timeout=300)[1]  # a deadline for a hang, not a measure of speed
     except subprocess.TimeoutExpired:

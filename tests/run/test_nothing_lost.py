@@ -7,7 +7,7 @@ import signal
 
 import pytest
 from click.testing import CliRunner
-from runs import manifest_json, run_cli, without_warnings
+from runs import as_a_terminal_starts_it, manifest_json, run_cli, without_warnings
 
 from objcli.cli import main
 
@@ -428,6 +428,7 @@ def test_ctrl_c_in_a_process_pool_run_is_one_line(sample_tokenizer, small_corpus
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=as_a_terminal_starts_it,
             text=True,
         )
         wait_for_run_state(run, out, state)

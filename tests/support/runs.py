@@ -48,6 +48,16 @@ def run_cli(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
     return run_objcli([str(a) for a in args], {**os.environ, **(env or {})}, 600, **kwargs)
 
 
+def as_a_terminal_starts_it() -> None:
+    """``preexec_fn`` for a command a test stops with a signal: SIGINT and SIGHUP at their defaults, as a
+    terminal starts a command. A child inherits an ignored signal, and a test run started in the
+    background (``cmd &`` in a script, ``nohup``) ignores SIGINT (and SIGHUP), so the command would too."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def folder_bytes(folder) -> dict[str, bytes]:
     """Every file of an output folder (shards and manifest), by name."""
     return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}

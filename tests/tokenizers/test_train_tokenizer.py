@@ -4,7 +4,7 @@ from SentencePiece's own log, and a code preset whose newlines are learnable."""
 import pytest
 import sentencepiece as spm
 from click.testing import CliRunner
-from runs import SAMPLE, run_cli
+from runs import SAMPLE, as_a_terminal_starts_it, run_cli
 
 from objcli.cli import main
 
@@ -88,7 +88,6 @@ def long_corpus(tmp_path_factory):
 def _training(corpus, output):
     """The command training on ``corpus``, once its C++ trainer has the text (it waits for that state),
     and the processes under it."""
-    import signal
     import subprocess
     import sys
 
@@ -99,9 +98,7 @@ def _training(corpus, output):
         [*map(str, command), "--max-lines", "0", "--preset", "code", "-o", str(output)],
         stderr=subprocess.PIPE,
         text=True,
-        # as a terminal starts it: a test worker may ignore SIGINT (and, under nohup, SIGHUP), and a child
-        # inherits an ignored signal
-        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)],
+        preexec_fn=as_a_terminal_starts_it,
     )
     for line in process.stderr:
         if "loaded" in line or "EM round" in line:
