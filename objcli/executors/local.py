@@ -153,24 +153,13 @@ def _stops_held() -> Iterator[None]:
     # A handler not set from Python (an embedding program's: getsignal says None) cannot be put back: left.
     held = [signum for signum in STOPS if signal.getsignal(signum) is not None]
     previous = [(signum, signal.signal(signum, lambda signum, _: caught.append(signum))) for signum in held]
-    try:
+    # Each handler put back even where one put back runs at once and raises (ExitStack runs every callback).
+    with contextlib.ExitStack() as restore:
+        for signum, handler in previous:
+            restore.callback(signal.signal, signum, handler)
         yield
-    finally:
-        _restore(previous)
     if caught:
         signal.raise_signal(caught[0])  # its handler runs here: raises, ends the process, or ignores it
-
-
-def _restore(handlers: list) -> None:
-    """Each handler put back even where the first one put back runs at once and raises."""
-    if not handlers:
-        return
-    signum, handler = handlers[0]
-    try:
-        signal.signal(signum, handler)
-    finally:
-        if len(handlers) > 1:
-            _restore(handlers[1:])
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:

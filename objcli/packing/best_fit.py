@@ -15,7 +15,7 @@ import numpy as np
 from ..kernels import PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
-from ..kernels.ragged import lengths_to_offsets, range_indices, split_long_items
+from ..kernels.ragged import distinct_sorted, lengths_to_offsets, range_indices, split_long_items
 from ..rows import POSITION_IDS, ColumnSpec, RowBatch
 from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
 
@@ -74,7 +74,7 @@ class BestFitPacker:
             return None
         first_chunk = np.ones(len(source), dtype=bool)
         first_chunk[1:] = source[1:] != source[:-1]
-        self.counters["documents_split"] += len(np.unique(source[~first_chunk]))  # examples cut in pieces
+        self.counters["documents_split"] += len(distinct_sorted(source[~first_chunk]))  # examples cut in pieces
         row, offset, rows = best_fit_decreasing(chunk_lengths, row_length)
         # A row's pieces lie end to end from its start, padding after them: with the pieces taken in
         # row-major order, one boolean mask places them, and one index gathers every column.
