@@ -28,6 +28,18 @@ def _record_type(text_key: str) -> type:
     return record_type
 
 
+def _decode_failure(raw: bytes, error: msgspec.DecodeError, where: str) -> tuple[str, str, str]:
+    """The skip reason, place and message of a line msgspec could not decode. msgspec before 0.23
+    raised UnicodeDecodeError on a string of invalid UTF-8; 0.23 raises DecodeError ("Invalid UTF-8
+    encoded string"), so the reason comes from the bytes themselves: the same count either way."""
+    if str(error).startswith("Invalid UTF-8"):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as utf8_error:
+            return "invalid_utf8", where, f"invalid UTF-8 ({utf8_error.reason})"
+    return "bad_json", where, f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})"
+
+
 class _JsonLines:
     def __init__(self, text_key: str):
         self.text_key = text_key
@@ -91,7 +103,7 @@ class _JsonLines:
                 else:
                     log.skip("not_a_string", where, f"field '{key}' is not a string ({message})")
             except msgspec.DecodeError as error:
-                log.skip("bad_json", where, f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})")
+                log.skip(*_decode_failure(raw, error, where))
             except RecursionError:
                 log.skip("bad_json", where, "JSON nested too deeply to decode")
         return texts
@@ -127,12 +139,10 @@ class _JsonRecords:
                 log.skip("invalid_utf8", locate(first_line + i), f"invalid UTF-8 ({error.reason})")
             except msgspec.ValidationError:
                 log.skip("not_an_object", locate(first_line + i), "the record is JSON but not an object")
-            except (msgspec.DecodeError, RecursionError) as error:
-                log.skip(
-                    "bad_json",
-                    locate(first_line + i),
-                    f"broken JSON ({str(error).removeprefix('JSON is malformed: ')})",
-                )
+            except msgspec.DecodeError as error:
+                log.skip(*_decode_failure(raw, error, locate(first_line + i)))
+            except RecursionError:
+                log.skip("bad_json", locate(first_line + i), "JSON nested too deeply to decode")
         return records
 
 

@@ -205,7 +205,21 @@ def test_bad_records_are_counted_per_reason_with_first_location(tmp_path):
     assert log.first_example["missing_field"] == f"{path}:3: record has no field 'text' (its fields: body)"
     assert log.first_example["not_a_string"].startswith(f"{path}:5: field 'text' is not a string")
     assert log.first_example["empty_text"] == f"{path}:8: field 'text' is empty"
+    assert log.first_example["invalid_utf8"] == f"{path}:7: invalid UTF-8 (invalid start byte)"
     assert log.documents == 2
+
+
+def test_bad_records_of_whole_json_records_are_counted_per_reason(tmp_path):
+    """--records (conversations, pairs) reads each line's whole JSON: the same reasons, whichever
+    error type the installed msgspec gives for invalid UTF-8 (0.23 changed it)."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(BAD_JSONL + b'{"text": "deep", "x": ' + b"[" * 100_000 + b"\n")
+    texts, log = read_all(path, records=True)
+    assert [json.loads(t).get("text") for t in texts] == ["good one", None, 42, "", "good two"]
+    assert log.read == 9
+    assert dict(log.skipped) == {"bad_json": 2, "not_an_object": 1, "invalid_utf8": 1}
+    assert log.first_example["bad_json"].startswith(f"{path}:2: broken JSON")
+    assert log.first_example["invalid_utf8"] == f"{path}:7: invalid UTF-8 (invalid start byte)"
 
 
 def test_line_numbers_in_a_later_byte_range_partition(tmp_path):
