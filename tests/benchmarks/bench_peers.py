@@ -79,7 +79,9 @@ def megatron_tool(checkout: Path, script: str, source: Path, folder: Path, *extr
     command = [sys.executable, str(shim), str(checkout / "tools" / script), "--input", str(source)]
     command += ["--output-prefix", str(out / "peer"), "--tokenizer-type", "HuggingFaceTokenizer"]
     command += ["--tokenizer-model", str(folder), "--append-eod", *extra]
-    env = {**os.environ, "PYTHONPATH": str(checkout), "RAYON_NUM_THREADS": str(CORES)}
+    # The checkout first; what PYTHONPATH already holds after it (where a user put triton, say).
+    path = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "PYTHONPATH": path, "RAYON_NUM_THREADS": str(CORES)}
     seconds, peak, _ = _run_tree(command, env, PEER_LIMIT_S)
     if _stopped[0]:
         return {"seconds": seconds, "peak_rss": peak, "cpu": _last_cpu[0], "prefix": [], "stopped": True}
