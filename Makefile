@@ -38,7 +38,7 @@ test: $(VENV)/.installed-test
 
 # A fresh virtual environment per extra (core + that extra alone, as a user installs it) runs its feature.
 test-extras: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -n auto --dist worksteal -m slow tests/project/test_extras.py tests/formats/test_trainers.py \
+	$(BIN)/python -m pytest -n auto --dist worksteal -m slow tests/project/test_extras.py tests/project/test_lowest_versions.py tests/formats/test_trainers.py \
 		tests/formats/test_megatron_builder.py tests/tokenizers/test_whole_texts.py
 	$(BIN)/python -m pytest -n auto --dist worksteal -m heavy
 

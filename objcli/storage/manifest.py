@@ -160,7 +160,8 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
         manifest = (
             msgspec.convert(data, Manifest) if isinstance(data, dict) else msgspec.json.decode(data, type=Manifest)
         )
-    except msgspec.DecodeError as error:  # ValidationError is one
+    # ValidationError is a DecodeError; msgspec before 0.23 raises UnicodeDecodeError on invalid UTF-8.
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:
         raise ObjcliError(
             f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote"
         ) from None
@@ -219,7 +220,7 @@ def read_manifest(folder: str | Path) -> Manifest:
         ) from None
     try:
         complete = msgspec.json.decode(data)
-    except msgspec.DecodeError as error:
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:  # the latter: invalid UTF-8, msgspec < 0.23
         raise ObjcliError(f"{path}: not valid JSON ({error}); the run that wrote it did not finish") from None
     if not isinstance(complete, dict) or not complete.get("complete"):
         raise ObjcliError(f"{path}: the run did not complete; rerun 'objcli transform'")

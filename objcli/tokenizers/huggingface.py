@@ -85,7 +85,8 @@ class HuggingFaceTokenizer(Tokenizer):
                 **model.get("vocab", {}),
                 **{t["content"]: t["id"] for t in self.document.get("added_tokens", [])},
             }
-        except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, AttributeError) as error:
+        # msgspec before 0.23 raises UnicodeDecodeError on a string of invalid UTF-8, 0.23 DecodeError.
+        except (msgspec.DecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
             raise ObjcliError(
                 f"tokenizer {self.path}: neither a SentencePiece model nor a valid tokenizer.json ({error})"
             ) from None

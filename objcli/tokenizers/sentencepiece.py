@@ -23,8 +23,9 @@ def _buffer_encoder(processor):
 
     The public ``encode(..., return_type="numpy")`` wraps each buffer in its own NumPy array (about
     1 µs per text: a tenth of a sentence-level run's CPU); joining the buffers once costs a few ns
-    per text. The buffer method is private (SentencePiece >= 0.2.1 dispatches to it by name), so
-    it is used only when it exists and encodes a probe exactly as the public call does.
+    per text. The buffer method is private (SentencePiece >= 0.2.2, the floor pyproject.toml sets,
+    dispatches to it by name), so it is used only when it exists and encodes a probe exactly as the
+    public call does.
     """
     import sentencepiece as spm
 

@@ -247,11 +247,13 @@ def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_
         ("[]", "the run did not complete"),
         ('{"complete": true}', "not an objcli manifest (Object missing required field `objective`)"),
         ('{"complete": true, "objective": "clm", "shards": 3}', "not an objcli manifest"),
+        # Invalid UTF-8: msgspec 0.23 raises DecodeError for it, older ones UnicodeDecodeError.
+        (b'{"complete": true, "objective": "cl\xff"}', "manifest.json: not valid JSON"),
     ],
 )
 @pytest.mark.parametrize("command", ["verify", "stats", "inspect"])
 def test_a_manifest_that_does_not_fit_the_schema_is_one_line(command, content, expected, tmp_path):
-    (tmp_path / "manifest.json").write_text(content)
+    (tmp_path / "manifest.json").write_bytes(content if isinstance(content, bytes) else content.encode())
     result = CliRunner().invoke(main, [command, str(tmp_path)])
     assert result.exit_code == 1 and result.output.startswith("Error: ") and expected in result.output
     assert len(result.output.splitlines()) == 1

@@ -92,6 +92,10 @@ def test_a_file_that_is_neither_format(tmp_path):
     (tmp_path / "bad.json").write_text('{"not": "a tokenizer"}')
     with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
         open_tokenizer(tmp_path / "bad.json")
+    # Invalid UTF-8 inside a string: whichever error the installed msgspec raises for it (0.23 changed it).
+    (tmp_path / "latin1.json").write_bytes(b'{"model": {"type": "BPE", "vocab": {"caf\xe9": 0}, "merges": []}}')
+    with pytest.raises(ObjcliError, match="neither a SentencePiece model nor a valid tokenizer.json"):
+        open_tokenizer(tmp_path / "latin1.json")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ObjcliError, match="the folder holds no tokenizer.json"):
         open_tokenizer(tmp_path / "empty")

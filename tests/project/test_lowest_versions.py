@@ -1,0 +1,70 @@
+"""The core install at the lowest versions pyproject.toml allows: every ``name>=X`` of the core
+dependencies installed as ``name==X`` in a fresh virtual environment, objcli's wheel beside them. The
+floors are promises to users, and nothing else tests them: sentencepiece 0.2.1 could not encode
+(``return_type`` came in 0.2.2) and msgspec before 0.23 raises a different error for invalid UTF-8
+than 0.23 does, while every other test ran on the newest versions.
+
+Slow (a virtual environment, from the package index or pip's cache): ``make test-extras`` and
+``.ci/run`` run it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+
+import pytest
+from runs import SAMPLE
+from test_extras import PYPROJECT, check_core, manifest, objcli, one_error_line, wheel  # noqa: F401 - wheel: a fixture
+
+pytestmark = pytest.mark.slow
+
+
+def lowest_pins() -> list[str]:
+    """Each core dependency at its floor (``numpy>=1.26`` -> ``numpy==1.26``); one without a floor as it is."""
+    pins = []
+    for requirement in PYPROJECT["project"]["dependencies"]:
+        floor = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)>=([^,;]+)", requirement.replace(" ", ""))
+        pins.append(f"{floor[1]}=={floor[2]}" if floor else requirement)
+    return pins
+
+
+def test_the_floors_are_read_from_pyproject():
+    pins = lowest_pins()
+    assert len(pins) == len(PYPROJECT["project"]["dependencies"])
+    assert "numpy==1.26" in pins and all("==" in p for p in pins)
+
+
+def shards_digest(folder) -> str:
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("part-*.arrow")))).hexdigest()
+
+
+def test_the_core_at_its_lowest_versions_writes_the_same_shards(wheel, tmp_path):  # noqa: F811 - the fixture
+    folder = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for packages in (lowest_pins(), ["--no-deps", str(wheel)]):
+        installed = subprocess.run([*pip, *packages], capture_output=True, text=True)
+        assert installed.returncode == 0, installed.stderr[-3000:]
+    bin_folder = folder / "bin"
+    check_core(bin_folder, tmp_path)
+
+    # The same shards as the newest versions write (Arrow files carry no writer's version).
+    args = ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "mlm", "-q"]
+    lowest = objcli(bin_folder, *args, "-o", tmp_path / "lowest")
+    newest_args = [sys.executable, "-m", "objcli", *map(str, args), "-o", str(tmp_path / "newest")]
+    newest = subprocess.run(newest_args, capture_output=True, text=True)
+    assert lowest.returncode == 0 and newest.returncode == 0, lowest.stderr + newest.stderr
+    assert shards_digest(tmp_path / "lowest") == shards_digest(tmp_path / "newest")
+
+    # Bad records are counted by the same reasons, a damaged manifest is the same one line.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "good one"}\n{"text": broken\n{"text": "bad \xff utf8"}\n{"text": "good two"}\n')
+    tokenizer, rows = ["-t", SAMPLE / "tokenizer.model"], ["--seq-len", "16", "--remainder", "pad"]
+    read = objcli(bin_folder, "transform", bad, *tokenizer, *rows, "-o", tmp_path / "bad-out", "-q")
+    assert read.returncode == 0, read.stderr
+    assert manifest(tmp_path / "bad-out")["totals"]["skipped_by_reason"] == {"bad_json": 1, "invalid_utf8": 1}
+    damaged = tmp_path / "lowest" / "manifest.json"
+    damaged.write_bytes(damaged.read_bytes().replace(b'"objective"', b'"obj\xffective"', 1))
+    assert "manifest.json: not valid JSON" in one_error_line(objcli(bin_folder, "inspect", tmp_path / "lowest"))
