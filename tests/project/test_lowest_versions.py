@@ -1,5 +1,5 @@
-"""The core install at the lowest versions pyproject.toml allows: every ``name>=X`` of the core
-dependencies installed as ``name==X`` in a fresh virtual environment, objcli's wheel beside them. The
+"""The core install and ``[hf]`` at the lowest versions pyproject.toml allows: every ``name>=X`` of
+their dependencies installed as ``name==X.*`` in a fresh virtual environment, objcli's wheel beside them. The
 floors are promises to users, and nothing else tests them: sentencepiece 0.2.1 could not encode
 (``return_type`` came in 0.2.2) and msgspec before 0.23 raises a different error for invalid UTF-8
 than 0.23 does, while every other test ran on the newest versions.
@@ -16,39 +16,44 @@ import sys
 
 import pytest
 from runs import SAMPLE
-from test_extras import PYPROJECT, check_core, manifest, objcli, one_error_line, wheel  # noqa: F401 - wheel: a fixture
+from test_extras import PYPROJECT, check_hf, manifest, objcli, one_error_line, wheel  # noqa: F401 - wheel: a fixture
 
 pytestmark = pytest.mark.slow
 
 
-def lowest_pins() -> list[str]:
-    """Each core dependency at its floor (``numpy>=1.26`` -> ``numpy==1.26``); one without a floor as it is."""
+def lowest_pins(extra: str | None = None) -> list[str]:
+    """Each core dependency (and the extra's) in its floor's release series (``numpy>=1.26`` ->
+    ``numpy==1.26.*``: floors name a series, and ``regex==2023.10`` would name no release); one
+    without a floor as it is."""
     pins = []
-    for requirement in PYPROJECT["project"]["dependencies"]:
+    project = PYPROJECT["project"]
+    for requirement in project["dependencies"] + (project["optional-dependencies"][extra] if extra else []):
         floor = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)>=([^,;]+)", requirement.replace(" ", ""))
-        pins.append(f"{floor[1]}=={floor[2]}" if floor else requirement)
+        pins.append(f"{floor[1]}=={floor[2]}.*" if floor else requirement)
     return pins
 
 
 def test_the_floors_are_read_from_pyproject():
-    pins = lowest_pins()
-    assert len(pins) == len(PYPROJECT["project"]["dependencies"])
-    assert "numpy==1.26" in pins and all("==" in p for p in pins)
+    pins = lowest_pins("hf")
+    assert len(pins) == len(PYPROJECT["project"]["dependencies"]) + len(
+        PYPROJECT["project"]["optional-dependencies"]["hf"]
+    )
+    assert "numpy==1.26.*" in pins and "tokenizers==0.20.*" in pins and all("==" in p for p in pins)
 
 
 def shards_digest(folder) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("part-*.arrow")))).hexdigest()
 
 
-def test_the_core_at_its_lowest_versions_writes_the_same_shards(wheel, tmp_path):  # noqa: F811 - the fixture
+def test_the_core_and_hf_at_their_lowest_versions_write_the_same_shards(wheel, tmp_path):  # noqa: F811 - the fixture
     folder = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    for packages in (lowest_pins(), ["--no-deps", str(wheel)]):
+    for packages in (lowest_pins("hf"), ["--no-deps", str(wheel)]):
         installed = subprocess.run([*pip, *packages], capture_output=True, text=True)
         assert installed.returncode == 0, installed.stderr[-3000:]
     bin_folder = folder / "bin"
-    check_core(bin_folder, tmp_path)
+    check_hf(bin_folder, tmp_path)  # the extra most runs use: a tokenizer.json through the stable library
 
     # The same shards as the newest versions write (Arrow files carry no writer's version).
     args = ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "mlm", "-q"]
