@@ -50,10 +50,12 @@ def wheel(tmp_path_factory) -> Path:
 FIRST = {"train": ["torch==2.13.0"]}
 
 
-def make_venv(folder: Path, wheel: Path, extra: str | None) -> Path:
+def make_venv(folder: Path, wheel: Path, extra: str | None, first: list[str] | None = None) -> Path:
+    """A fresh environment with objcli and ``extra``; ``first`` installed before them (pip then keeps
+    what already satisfies objcli's requirements)."""
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     target = f"{wheel}[{extra}]" if extra else str(wheel)
-    first = [p for e in (extra or "").split(",") for p in FIRST.get(e, [])]
+    first = first or [p for e in (extra or "").split(",") for p in FIRST.get(e, [])]
     for packages in (first, [target]):
         if not packages:
             continue

@@ -9,14 +9,19 @@ Slow (a virtual environment, from the package index or pip's cache): ``make test
 
 from __future__ import annotations
 
-import hashlib
 import re
-import subprocess
-import sys
 
 import pytest
-from runs import SAMPLE
-from test_extras import PYPROJECT, check_hf, manifest, objcli, one_error_line, wheel  # noqa: F401 - wheel: a fixture
+from runs import SAMPLE, folder_bytes, run_cli
+from test_extras import (  # noqa: F401 - wheel: a fixture
+    PYPROJECT,
+    check_hf,
+    make_venv,
+    manifest,
+    objcli,
+    one_error_line,
+    wheel,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -41,27 +46,20 @@ def test_the_floors_are_read_from_pyproject():
     assert "numpy==1.26.*" in pins and "tokenizers==0.20.*" in pins and all("==" in p for p in pins)
 
 
-def shards_digest(folder) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("part-*.arrow")))).hexdigest()
+def shards(folder) -> dict[str, bytes]:
+    return {name: data for name, data in folder_bytes(folder).items() if name.startswith("part-")}
 
 
 def test_the_core_and_hf_at_their_lowest_versions_write_the_same_shards(wheel, tmp_path):  # noqa: F811 - the fixture
-    folder = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    for packages in (lowest_pins("hf"), ["--no-deps", str(wheel)]):
-        installed = subprocess.run([*pip, *packages], capture_output=True, text=True)
-        assert installed.returncode == 0, installed.stderr[-3000:]
-    bin_folder = folder / "bin"
+    bin_folder = make_venv(tmp_path / "venv", wheel, "hf", first=lowest_pins("hf"))
     check_hf(bin_folder, tmp_path)  # the extra most runs use: a tokenizer.json through the stable library
 
     # The same shards as the newest versions write (Arrow files carry no writer's version).
     args = ["transform", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "mlm", "-q"]
     lowest = objcli(bin_folder, *args, "-o", tmp_path / "lowest")
-    newest_args = [sys.executable, "-m", "objcli", *map(str, args), "-o", str(tmp_path / "newest")]
-    newest = subprocess.run(newest_args, capture_output=True, text=True)
+    newest = run_cli(*args, "-o", tmp_path / "newest")
     assert lowest.returncode == 0 and newest.returncode == 0, lowest.stderr + newest.stderr
-    assert shards_digest(tmp_path / "lowest") == shards_digest(tmp_path / "newest")
+    assert shards(tmp_path / "lowest") == shards(tmp_path / "newest")
 
     # Bad records are counted by the same reasons, a damaged manifest is the same one line.
     bad = tmp_path / "bad.jsonl"
