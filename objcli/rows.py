@@ -92,10 +92,16 @@ class ColumnSpec:
     categories: tuple[str, ...] = ()  # role "category": the name of each index
     # kind "value": "string", "int64", "float64", ("list", T) or ("struct", ((name, T), ...)).
     value_type: str | tuple = ""
+    # kind "fixed": the values every row holds, where the run fixes it (a packer's --seq-len rows); the
+    # Arrow formats then write a fixed-size list, which needs no offsets. 0: rows of one batch are alike
+    # but the run does not say how long (written as a list, as outputs before it were).
+    length: int = 0
 
     def __post_init__(self):
         if self.role not in ROLES:
             raise ValueError(f"column {self.name}: unknown role {self.role!r}")
+        if self.length and self.kind != "fixed":
+            raise ValueError(f"column {self.name}: only a fixed column has a length")
 
     def fill_value(self, pad_id: int | None) -> int:
         """What padding holds in this column: the pad token, -100 for labels, else 0."""
@@ -125,6 +131,16 @@ class ColumnSpec:
         if -32_768 <= self.min_value and self.max_value < 32_768:
             return np.dtype(np.int16)
         return np.dtype(np.int32)
+
+
+def with_family_lengths(columns: list[ColumnSpec]) -> list[ColumnSpec]:
+    """Each fixed column of no length given the length of the column it runs alongside (its ``family``),
+    where that one has a length: a row of labels or a mask is as long as the row of tokens it is for."""
+    lengths = {c.name: c.length for c in columns if c.length}
+    return [
+        replace(c, length=lengths[c.family]) if c.kind == "fixed" and not c.length and c.family in lengths else c
+        for c in columns
+    ]
 
 
 @dataclass(frozen=True)

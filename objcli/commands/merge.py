@@ -55,7 +55,8 @@ def _signature(manifest: Manifest) -> list[tuple[str, object]]:
         # The files read beside it (tokenizer config, chat template): one rendering, one set of specials.
         ("files read beside the tokenizer (sha256)", side_digests(manifest.identity)),
         ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
-        ("columns", [(c.name, c.kind, c.disk_dtype, c.role) for c in manifest.columns]),
+        # The Arrow type too: the same width as a list or a fixed-size list is another layout on disk.
+        ("columns", [(c.name, c.kind, c.disk_dtype, c.arrow_type, c.role) for c in manifest.columns]),
         ("seq_len", manifest.config.get("seq_len") if fixed else None),
         ("--provenance", bool(manifest.config.get("provenance"))),  # every shard has its spans, or none
     ]
@@ -68,10 +69,11 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
             if expected != got:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
                 older = " (an output written before columns took their values' width: objcli reshard it first)"
+                layouts = {"fixed_size_list" in str(v) for v in (expected, got)} == {True, False}
                 raise ObjcliError(
                     f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
                     f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length"
-                    + (older if name == "columns" and "int32" in str(expected) + str(got) else "")
+                    + (older if name == "columns" and ("int32" in str(expected) + str(got) or layouts) else "")
                 )
 
 

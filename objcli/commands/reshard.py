@@ -121,6 +121,10 @@ def _resharded_manifest(
     folder: Path, manifest: Manifest, work: Path, limit: ShardSize, shard_size: str, label: str, target=None
 ) -> tuple[list, dict]:
     refuse_blended("reshard", label, manifest)  # local, in place or remote: every reshard comes here
+    if not manifest.config.get("token_store"):
+        from .reshard_rows import with_row_lengths
+
+        manifest = with_row_lengths(folder, manifest)  # older fixed rows: to fixed-size lists
     target = _target_format(manifest, target, label)
     shards = _new_shards(folder, manifest, work, limit, target)
     renames = final_names(shards)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..formats import ShardSink, format_of
 from ..formats.provenance import provenance_file, read_provenance
 from ..formats.sizes import ShardSize
-from ..reading.shards import read_shard_columns
+from ..reading.shards import read_shard_columns, shard_columns
 from ..rows import ColumnSpec, Ragged, RowBatch, fold_value_type
 from ..run.progress import phase
 from ..storage.manifest import Manifest
@@ -54,6 +55,23 @@ def _hashable(value_type):
     return fold_value_type(value_type, str, lambda item: ("list", item), lambda fields: ("struct", fields))
 
 
+def with_row_lengths(folder: Path, manifest: Manifest) -> Manifest:
+    """The manifest with the one length of each fixed column's rows where it records none (written
+    before fixed-size lists: Arrow lists with offsets), read from the shards, so the rewrite holds them
+    as fixed-size lists; a column whose rows are not all one length (no run makes one) keeps none."""
+    unknown = {c.name for c in manifest.columns if c.kind == "fixed" and not c.length}
+    if not unknown:
+        return manifest
+    seen: dict[str, set[int]] = {name: set() for name in unknown}
+    for shard in manifest.shards:
+        for name, column in shard_columns(folder, manifest, shard).items():
+            if name in unknown and len(column.offsets) > 1:
+                seen[name].update(np.unique(np.diff(column.offsets)).tolist())
+    lengths = {name: found.pop() for name, found in seen.items() if len(found) == 1 and min(found) > 0}
+    columns = [msgspec.structs.replace(c, length=lengths.get(c.name, c.length)) for c in manifest.columns]
+    return msgspec.structs.replace(manifest, columns=columns)
+
+
 def column_specs(manifest: Manifest) -> list[ColumnSpec]:
     """The manifest's columns as the writers take them."""
     return [
@@ -67,6 +85,7 @@ def column_specs(manifest: Manifest) -> list[ColumnSpec]:
             c.family,
             tuple(c.categories),
             _hashable(c.value_type) if c.value_type else "",
+            c.length,
         )
         for c in manifest.columns
     ]

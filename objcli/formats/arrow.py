@@ -156,8 +156,11 @@ def _feature(column) -> dict:
     if class_label(column):  # datasets shows each row's name (features["source"].int2str)
         return {"names": list(column.categories), "_type": "ClassLabel"}
     value = {"dtype": getattr(column, "disk_dtype", "int32"), "_type": "Value"}  # its width (uint16, …)
-    # "Sequence" is read by every datasets release (5.x reads it as List).
-    return value if column.kind == "scalar" else {"feature": value, "_type": "Sequence"}
+    if column.kind == "scalar":
+        return value
+    # "Sequence" is read by every datasets release (5.x reads it as List); a length, a fixed-size list.
+    length = {"length": column.length} if getattr(column, "length", 0) else {}
+    return {"feature": value, **length, "_type": "Sequence"}
 
 
 def saved_dataset(shards, columns, config_sha256: str, folder: str = "") -> tuple[str, str]:

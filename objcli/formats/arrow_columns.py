@@ -41,9 +41,12 @@ def numpy_of(array) -> np.ndarray:
 
 
 def list_parts(column) -> tuple[np.ndarray, np.ndarray]:
-    """(values, offsets) of a list array, values as stored (offsets may not start at 0 in a slice)."""
-    offsets = numpy_of(column.offsets)
-    return numpy_of(column.values), offsets
+    """(values, offsets) of a list array, values as stored (offsets may not start at 0 in a slice); a
+    fixed-size list's offsets are those its rows' one length makes (int64)."""
+    if pa.types.is_fixed_size_list(column.type):
+        size = column.type.list_size
+        return numpy_of(column.values), (np.arange(len(column) + 1, dtype=np.int64) + column.offset) * size
+    return numpy_of(column.values), numpy_of(column.offsets)
 
 
 def single_array(column) -> pa.Array:
@@ -56,15 +59,17 @@ def single_array(column) -> pa.Array:
     if column.num_chunks or not (pa.types.is_integer(kind) or pa.types.is_boolean(kind) or _is_list(kind)):
         return column.combine_chunks()
     if _is_list(kind):
-        width = np.int64 if pa.types.is_large_list(kind) else np.int32
         values = single_array(pa.chunked_array([], type=kind.value_type))
+        if pa.types.is_fixed_size_list(kind):
+            return pa.FixedSizeListArray.from_arrays(values, kind.list_size)
+        width = np.int64 if pa.types.is_large_list(kind) else np.int32
         lists = pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray
         return lists.from_arrays(int_array(np.zeros(1, width), width), values)
     return pa.Array.from_buffers(kind, 0, [None, pa.py_buffer(b"")])
 
 
 def _is_list(kind) -> bool:
-    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
 
 
 def column_numpy(column) -> np.ndarray:
@@ -111,15 +116,17 @@ def value_arrow_type(value_type) -> pa.DataType:
 
 
 def arrow_schema(columns: list[ColumnSpec]) -> pa.Schema:
-    """int32 lists for token-like columns, int32 scalars: what every Arrow reader handles; a value
-    column its own type (its rows may be null: a record without a margin)."""
+    """Integer lists for token-like columns at their values' width (fixed-size lists where the run fixes
+    a row's length: no offsets), integer scalars; a value column its own type (its rows may be null: a
+    record without a margin)."""
     fields = []
     for c in columns:
         if c.kind == "value":
             fields.append(pa.field(c.name, value_arrow_type(c.value_type)))
             continue
         value = pa.from_numpy_dtype(arrow_width(c))
-        fields.append(pa.field(c.name, value if c.kind == "scalar" else pa.list_(value), nullable=False))
+        listed = pa.list_(value, c.length) if c.length else pa.list_(value)
+        fields.append(pa.field(c.name, value if c.kind == "scalar" else listed, nullable=False))
     return pa.schema(fields)
 
 
@@ -159,10 +166,26 @@ def to_arrow(column, dtype=np.int32) -> pa.Array:
     )
 
 
+def fixed_rows(column, spec: ColumnSpec) -> pa.Array:
+    """A fixed column's rows as a fixed-size list of ``spec.length`` values each, from a 2-D array or
+    from ragged rows that are all that long; rows of another length are a bug in the step that made them."""
+    if isinstance(column, Ragged):
+        lengths = np.diff(column.offsets)
+        values, widths = column.values[column.offsets[0] : column.offsets[-1]], lengths[lengths != spec.length]
+    else:
+        values, widths = column.reshape(-1), column.shape[1:] if len(column) else ()
+    width = int(widths[0]) if len(widths) else spec.length
+    if width != spec.length:
+        raise ValueError(f"column {spec.name}: rows of {width} values where the run declared {spec.length}")
+    return pa.FixedSizeListArray.from_arrays(int_array(values, arrow_width(spec)), spec.length)
+
+
 def to_record_batch(rows: RowBatch, columns: list[ColumnSpec]) -> pa.RecordBatch:
     arrays = [
         pa.array(rows.columns[c.name].tolist(), value_arrow_type(c.value_type))
         if c.kind == "value"
+        else fixed_rows(rows.columns[c.name], c)
+        if c.length
         else to_arrow(rows.columns[c.name], arrow_width(c))
         for c in columns
     ]

@@ -91,7 +91,9 @@ def arrow_type_name(spec: ColumnSpec) -> str:
     if spec.kind == "value":
         return value_type_name(spec.value_type)
     name = arrow_width(spec).name
-    return name if spec.kind == "scalar" else f"list<item: {name}>"
+    if spec.kind == "scalar":
+        return name
+    return f"fixed_size_list<item: {name}>[{spec.length}]" if spec.length else f"list<item: {name}>"
 
 
 def _arrow_dtype(spec) -> np.dtype:

@@ -77,7 +77,8 @@ def _feature_lines(column: dict) -> list[str]:
         names = [f"          {_q(str(i))}: {_q(name)}" for i, name in enumerate(column["categories"])]
         return ["    dtype:", "      class_label:", "        names:", *names]
     kind = "dtype" if column["kind"] == "scalar" else "sequence"
-    return [f"    {kind}: {_q(column.get('disk_dtype', 'int32'))}"]
+    length = [f"    length: {column['length']}"] if column.get("length") else []  # a fixed-size list
+    return [f"    {kind}: {_q(column.get('disk_dtype', 'int32'))}", *length]
 
 
 def _front_matter(manifest: dict) -> str:

@@ -10,6 +10,7 @@ dtype is uint16 when every possible value fits (ids below 65,500), else int16 or
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,9 @@ class NpyFormat(OutputFormat):
     writer = NpyWriter
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
-        return [ColumnInfo.of(c, c.disk_dtype(), arrow_type_name(c)) for c in columns]
+        # A .npy file of fixed rows is 2-D: its shape says their length, and the manifest names the
+        # columns as outputs before fixed-size lists did (an append to one of those still matches).
+        return [ColumnInfo.of(c, c.disk_dtype(), arrow_type_name(c)) for c in (replace(c, length=0) for c in columns)]
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         prefix = shard.files[0].split(".")[0]

@@ -135,14 +135,22 @@ class Contrastive(Objective):
 
     def example_columns(self) -> list[ColumnSpec]:
         kind = "fixed" if self.options.views == "padded" else "ragged"
+        length = self.context.seq_len if kind == "fixed" else 0  # padded views: --seq-len each
         columns = [
-            ColumnSpec(f"{v}_ids", kind, 0, self.vocab_size - 1, f"{v} view", family=f"{v}_ids")
+            ColumnSpec(f"{v}_ids", kind, 0, self.vocab_size - 1, f"{v} view", family=f"{v}_ids", length=length)
             for v in self.view_names
         ]
         if kind == "fixed":
             columns += [
                 ColumnSpec(
-                    f"{v}_mask", kind, 0, 1, f"1 on the {v} view's tokens", role="attention_mask", family=f"{v}_ids"
+                    f"{v}_mask",
+                    kind,
+                    0,
+                    1,
+                    f"1 on the {v} view's tokens",
+                    role="attention_mask",
+                    family=f"{v}_ids",
+                    length=length,
                 )
                 for v in self.view_names
             ]

@@ -183,7 +183,7 @@ class _PairObjective(Objective):
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         columns = [
-            ColumnSpec("input_ids", "fixed", 0, top, "[CLS] A [SEP] B [SEP], padded"),
+            ColumnSpec("input_ids", "fixed", 0, top, "[CLS] A [SEP] B [SEP], padded", length=self.context.seq_len),
             ColumnSpec("token_type_ids", "fixed", 0, 1, "0 for [CLS] A [SEP], 1 for B [SEP]", role="token_type_ids"),
             ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding", role="attention_mask"),
         ]

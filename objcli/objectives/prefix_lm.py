@@ -86,7 +86,7 @@ class PrefixLM(Objective):
                 ColumnSpec("labels", "ragged", 0, top, "rest + EOS", role="labels", family="labels"),
             ]
         return [
-            ColumnSpec("input_ids", "fixed", 0, top, "prefix + target"),
+            ColumnSpec("input_ids", "fixed", 0, top, "prefix + target", length=seq_len),
             ColumnSpec("labels", "fixed", IGNORE, top, "-100 on the prefix and padding, else the token", role="labels"),
             ColumnSpec(
                 "prefix_lengths",

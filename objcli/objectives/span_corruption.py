@@ -58,7 +58,14 @@ class SpanCorruption(Objective):
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         return [
-            ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {self.context.seq_len} tokens"),
+            ColumnSpec(
+                "input_ids",
+                "fixed",
+                0,
+                top,
+                f"corrupted inputs, {self.context.seq_len} tokens",
+                length=self.context.seq_len,
+            ),
             ColumnSpec(
                 "labels",
                 "fixed",
@@ -67,6 +74,7 @@ class SpanCorruption(Objective):
                 f"targets, {self.targets_length} tokens; -100 = padding",
                 role="labels",
                 family="labels",
+                length=self.targets_length,
             ),
         ]
 

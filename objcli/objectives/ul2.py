@@ -160,7 +160,7 @@ class Ul2(Objective):
         )
         if self.options.layout == "encdec":
             return [
-                ColumnSpec("input_ids", "fixed", 0, top, "mode token(s) + corrupted inputs + EOS"),
+                ColumnSpec("input_ids", "fixed", 0, top, "mode token(s) + corrupted inputs + EOS", length=seq_len),
                 ColumnSpec(
                     "labels",
                     "ragged",
@@ -173,7 +173,7 @@ class Ul2(Objective):
                 index,
             ]
         return [
-            ColumnSpec("input_ids", "fixed", 0, top, "mode + inputs + targets, padded"),
+            ColumnSpec("input_ids", "fixed", 0, top, "mode + inputs + targets, padded", length=seq_len),
             ColumnSpec("labels", "fixed", IGNORE, top, "-100 except on the targets", role="labels"),
             ColumnSpec(
                 "prefix_lengths",

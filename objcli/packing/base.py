@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -60,10 +60,22 @@ def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
     """Aligned token columns (as ``kind``), then segment ids and positions, then one ragged
     per-segment column for each per-example value."""
     row_length = settings.longest_row
-    aligned = [c.with_kind(kind) for c in settings.columns if c.kind != "scalar"]
+    # Fixed rows are --seq-len long, every one (a short last row is padded or dropped).
+    length = (settings.row_length or 0) if kind == "fixed" else 0
+    aligned = [replace(c, kind=kind, length=length) for c in settings.columns if c.kind != "scalar"]
     segments = [
-        ColumnSpec("segment_ids", kind, 0, row_length, "1-based example per row, 0 = padding", role="segment_ids"),
-        ColumnSpec(POSITION_IDS, kind, 0, row_length - 1, "position within the example", role="positions"),
+        ColumnSpec(
+            "segment_ids",
+            kind,
+            0,
+            row_length,
+            "1-based example per row, 0 = padding",
+            role="segment_ids",
+            length=length,
+        ),
+        ColumnSpec(
+            POSITION_IDS, kind, 0, row_length - 1, "position within the example", role="positions", length=length
+        ),
     ]
     return aligned + segments + per_segment_columns(settings)
 

@@ -6,6 +6,7 @@ exactly where it stopped."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +24,9 @@ WINDOW = 64  # a plan's rows made at once by a reader reading on (one at a time 
 
 
 def arrow_dtype(arrow_type: str) -> np.dtype | None:
-    """A manifest column's NumPy dtype (``list<item: uint16>`` -> uint16); None for a value column."""
-    name = arrow_type.removeprefix("list<item: ").removesuffix(">")
+    """A manifest column's NumPy dtype (``list<item: uint16>``, ``fixed_size_list<item: uint16>[2048]``
+    -> uint16); None for a value column."""
+    name = re.sub(r"^(fixed_size_)?list<item: (\w+)>(\[\d+\])?$", r"\2", arrow_type)
     try:
         return np.dtype(name)
     except TypeError:

@@ -70,6 +70,10 @@ def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict
     """The run's option values: the output's recipe, its inputs then the new ones. Options given
     that differ from the recipe are an error naming them; inputs already in the output are an
     error (they would be read twice)."""
+    from ..objectives.base import REGISTRY
+
+    if "objective" in given:  # an alias is the objective it names (t5: span-corruption)
+        given = {**given, "objective": REGISTRY.aliases.get(given["objective"], given["objective"])}
     different = sorted(
         k
         for k, v in given.items()
@@ -168,9 +172,14 @@ def _refuse_other_columns(manifest, plan) -> None:
             f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
             + (
                 " (written before columns took their values' width, it converts with objcli reshard OUT)"
-                * ("int32" in str(was.get(name)))
+                * ("int32" in str(was.get(name)) or _older_layout(was.get(name), now.get(name)))
             )
         )
+
+
+def _older_layout(was, now) -> bool:
+    """Rows written as Arrow lists where a run now writes fixed-size lists: what reshard converts."""
+    return "fixed_size_list" in str(now) and "fixed_size_list" not in str(was)
 
 
 def _first_skipped(entry: dict) -> dict[str, str]:

@@ -8,7 +8,7 @@ from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..packing.concat_plan import ConcatPlanner
-from ..rows import HIDDEN, ColumnSpec
+from ..rows import HIDDEN, ColumnSpec, with_family_lengths
 from ..tokenizers import Tokenizer
 from .provenance import EXAMPLE_SPECS, SOURCE_SPEC
 
@@ -69,7 +69,7 @@ def run_columns(config: TransformConfig, objective: Objective, packer: Packer, p
     hidden ones, ``__`` names, ride with the rows unwritten); ``planned``: the packer's, before the
     objective's row step (what a plan keeps: the step is made on read)."""
     made = packer.columns() if planned else objective.columns(packer.columns())
-    columns = [c for c in made if not c.name.startswith(HIDDEN)]
+    columns = [c for c in with_family_lengths(made) if not c.name.startswith(HIDDEN)]
     if config.source:
         names = config.mixture.names
         columns.append(

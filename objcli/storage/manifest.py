@@ -71,6 +71,7 @@ class ColumnInfo(msgspec.Struct, frozen=True):
     description: str = ""
     categories: list[str] = []
     value_type: str | list | None = None  # a value column's (rows.ColumnSpec.value_type), as JSON keeps it
+    length: int = 0  # a fixed column's values a row, where the run fixed it (rows.ColumnSpec.length)
 
     @classmethod
     def of(cls, spec, disk_dtype, arrow_type: str) -> ColumnInfo:
@@ -87,6 +88,7 @@ class ColumnInfo(msgspec.Struct, frozen=True):
             spec.doc,
             list(spec.categories),
             getattr(spec, "value_type", None) or None,
+            getattr(spec, "length", 0),
         )
 
     def to_json(self) -> dict:
@@ -102,6 +104,7 @@ class ColumnInfo(msgspec.Struct, frozen=True):
             "description": self.description,
         }
         data = {**data, "categories": self.categories} if self.categories else data
+        data = {**data, "length": self.length} if self.length else data
         return {**data, "value_type": self.value_type} if self.value_type else data
 
 

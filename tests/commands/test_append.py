@@ -159,3 +159,15 @@ def test_small_inputs_appended_start_partitions_of_their_own(halves, sample_toke
     assert folder_bytes(tmp_path / "replayed") == folder_bytes(tmp_path / "grown")
     _run(a, b, "-o", tmp_path / "together", *common)  # one run puts both small files in one partition
     assert len(json.loads((tmp_path / "together" / "manifest.json").read_text())["partitions"]) == 1
+
+
+def test_an_objective_named_by_its_alias_appends(halves, sample_tokenizer, tmp_path):
+    """Repeating the run's flags with an objective's alias (t5 for span-corruption) names the same
+    objective: the append goes on (it was refused as a different configuration)."""
+    a, b = halves / "a.jsonl", halves / "b.jsonl"
+    _run(a, "-t", sample_tokenizer, "-o", tmp_path / "out", "--objective", "t5", "--seq-len", "128", "-q")
+    flags = ("--append", "-t", sample_tokenizer, "--seq-len", "128", "-q")
+    assert run_cli("transform", b, "-o", tmp_path / "out", "--objective", "t5", *flags).returncode == 0
+    refused = run_cli("transform", b, "-o", tmp_path / "out", "--objective", "mlm", *flags)
+    assert refused.returncode == 1 and "--objective 'mlm' differs" in refused.stderr
+    assert verify_output(tmp_path / "out").ok

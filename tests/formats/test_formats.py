@@ -154,8 +154,11 @@ def test_hf_folder_opens_with_load_from_disk(small_corpus, sample_tokenizer, tmp
         feature = loaded.features[column["name"]]
         width = column["disk_dtype"]
         assert width in ("uint8", "uint16", "int8", "int16")  # a 32k vocabulary, rows of 64: narrow
-        expected = width if column["kind"] == "scalar" else f"List(Value('{width}'))"
+        length = f", length={column['length']}" if column.get("length") else ""  # a fixed-size list
+        expected = width if column["kind"] == "scalar" else f"List(Value('{width}'){length})"
         assert (feature.dtype if column["kind"] == "scalar" else repr(feature)) == expected
+        if column["kind"] == "fixed" and "length" in column:  # each row that long, as datasets reads it
+            assert {len(row) for row in loaded[column["name"]]} == {column["length"]}
 
 
 def test_megatron_gets_one_data_args_file_per_split(small_corpus, sample_tokenizer, tmp_path):

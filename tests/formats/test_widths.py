@@ -33,25 +33,33 @@ def test_clm_rows_take_two_bytes_a_token_and_trainers_get_int64(tmp_path):
     summary = run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "out", seq_len=2048, output_format="hf")
     widths = {c["name"]: c["disk_dtype"] for c in summary.manifest["columns"]}
     assert widths == {"input_ids": "uint16", "segment_ids": "uint16", "position_ids": "uint16"}
-    written = sum(b for s in summary.manifest["shards"] for b in s["bytes"].values() if b)
-    assert written / summary.totals["tokens"] < 6.1  # 3 columns x 2 bytes, and Arrow's offsets (was 12.01)
+    assert {c["arrow_type"] for c in summary.manifest["columns"]} == {"fixed_size_list<item: uint16>[2048]"}
+    shards, tokens = summary.manifest["shards"], summary.totals["tokens"]
+    batches = [b for s in shards for b in pa.ipc.open_stream(tmp_path / "out" / s["files"][0])]
+    assert sum(b.nbytes for b in batches) == 6 * tokens  # 3 columns x 2 bytes, no offsets (12 bytes a row)
+    written = sum(b for s in shards for b in s["bytes"].values() if b)
+    assert written / tokens < 6.01  # and the stream's schema and batch headers (12.01 at int32, 6.011 as lists)
     rows = datasets.load_from_disk(str(tmp_path / "out")).with_format("torch")
     assert rows[0]["input_ids"].dtype == rows[0]["position_ids"].dtype == __import__("torch").int64
+    assert rows[0:3]["input_ids"].shape == (3, 2048)  # fixed-size lists: a batch is one 2-D tensor
 
 
-def _as_written_before(folder) -> None:
-    """Rewrite an Arrow output as objcli wrote it before widths: int32 columns, the manifest to match."""
+def _as_written_before(folder, width=pa.int32()) -> None:
+    """Rewrite an Arrow output as objcli wrote it before widths (int32 lists) or before fixed-size lists
+    (lists at ``width``), the manifest to match."""
     manifest = json.loads((folder / "manifest.json").read_text())
     for shard in manifest["shards"]:
         path = folder / shard["files"][0]
         table = pa.ipc.open_stream(path.read_bytes()).read_all()  # in memory: the file is written over
-        wide = table.cast(pa.schema([pa.field(f.name, pa.list_(pa.int32()), nullable=False) for f in table.schema]))
-        with pa.ipc.new_stream(str(path), wide.schema) as writer:
-            writer.write_table(wide)
+        types = {f.name: f.type.value_type if width is None else width for f in table.schema}
+        old = table.cast(pa.schema([pa.field(f.name, pa.list_(types[f.name]), nullable=False) for f in table.schema]))
+        with pa.ipc.new_stream(str(path), old.schema) as writer:
+            writer.write_table(old)
         shard["sha256"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
         shard["bytes"][path.name] = path.stat().st_size
     for column in manifest["columns"]:
-        column.update(arrow_type="list<item: int32>", disk_dtype="int32")
+        column.pop("length", None)
+        column.update(arrow_type=f"list<item: {types[column['name']]}>", disk_dtype=str(types[column["name"]]))
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
 
@@ -70,8 +78,31 @@ def test_an_output_at_the_old_widths_is_read_converted_by_reshard_and_never_mixe
         out = tmp_path / f"converted-{size}"
         assert run_cli("reshard", tmp_path / "old", "--shard-size", size, "-o", out).returncode == 0
         assert verify_output(out).ok and read_output(out)[1] == rows
-        assert {c["disk_dtype"] for c in json.loads((out / "manifest.json").read_text())["columns"]} == {
-            "uint8",
-            "uint16",
-        }
+        columns = json.loads((out / "manifest.json").read_text())["columns"]
+        assert {c["disk_dtype"] for c in columns} == {"uint8", "uint16"}
+        assert {c["arrow_type"].split("<")[0] for c in columns} == {"fixed_size_list"}
     assert run_cli("merge", tmp_path / "converted-1MB", tmp_path / "new", "-o", tmp_path / "m").returncode == 0
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm", "t5"])
+def test_an_output_of_lists_is_read_converted_to_fixed_size_lists_and_never_mixed(tmp_path, objective):
+    """Issue 73: rows of --seq-len are fixed-size lists (no offsets); an output written before, as lists at
+    the same widths, is still read, refused beside the new layout by merge and --append, and converted by
+    reshard (each fixed column's one row length read from its shards) to the columns a run writes now."""
+    flags = {"objective": objective, "seq_len": 128, "output_format": "arrow"}
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "old", shard_size="100", **flags)
+    _, rows = read_output(tmp_path / "old")
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "now", shard_size="100", **flags)
+    _as_written_before(tmp_path / "old", width=None)
+    assert "fixed_size_list" not in (tmp_path / "old" / "manifest.json").read_text()
+    assert verify_output(tmp_path / "old").ok and read_output(tmp_path / "old")[1] == rows
+    assert run_cli("stats", tmp_path / "old").returncode == 0
+    merged = run_cli("merge", tmp_path / "old", tmp_path / "now", "-o", tmp_path / "m")
+    assert merged.returncode == 1 and "objcli reshard it first" in merged.stderr
+    appended = run_cli("transform", SAMPLE / "code.jsonl", "-o", tmp_path / "old", "--append")
+    assert appended.returncode == 1 and "converts with objcli reshard OUT" in appended.stderr, appended.stderr
+    assert run_cli("reshard", tmp_path / "old", "--shard-size", "100", "-o", tmp_path / "converted").returncode == 0
+    converted, now = (json.loads((tmp_path / f / "manifest.json").read_text()) for f in ("converted", "now"))
+    assert converted["columns"] == now["columns"] and read_output(tmp_path / "converted")[1] == rows
+    assert verify_output(tmp_path / "converted").ok
+    assert run_cli("merge", tmp_path / "converted", tmp_path / "now", "-o", tmp_path / "m").returncode == 0

@@ -2,8 +2,10 @@
 
 ``python tests/support/golden.py`` rewrites ``golden_sha256.json`` from the code as it is; do that only when
 an output is *meant* to change, and say why in the commit. Each entry names its columns' widths on disk
-(``widths``) beside the shards' digests: regenerated once when Arrow, Parquet and ``hf`` shards took
-the width their values need (issue 73: uint16 ids, positions and segments under 65,536). The corpus is a fixed slice of
+(``widths``) and, where rows are fixed-size lists, their length (``lengths``) beside the shards' digests:
+regenerated when Arrow, Parquet and ``hf`` shards took the width their values need (issue 73: uint16 ids,
+positions and segments under 65,536), and again when rows of one length became fixed-size lists (no
+offsets; the ``npy`` and ``megatron`` entries kept their bytes). The corpus is a fixed slice of
 ``sample_data`` built by ``golden_corpus``.
 """
 
@@ -115,7 +117,8 @@ def run(name: str, corpus: Path, out: Path) -> dict[str, str]:
         raise RuntimeError(f"{name}: exit {result.exit_code}: {result.output}")
     manifest = json.loads((out / "manifest.json").read_text())
     widths = {c["name"]: c["disk_dtype"] for c in manifest["columns"]}  # each column's width on disk, named
-    return {**shard_digests(out), "widths": widths}
+    lengths = {c["name"]: c["length"] for c in manifest["columns"] if c.get("length")}  # fixed-size lists' rows
+    return {**shard_digests(out), "widths": widths, **({"lengths": lengths} if lengths else {})}
 
 
 if __name__ == "__main__":
