@@ -44,7 +44,10 @@ def test_clm_rows_take_two_bytes_a_token_and_trainers_get_int64(tmp_path):
     assert rows[0:3]["input_ids"].shape == (3, 2048)  # fixed-size lists: a batch is one 2-D tensor
 
 
-def _as_written_before(folder, width=pa.int32()) -> None:
+INT32 = pa.int32()
+
+
+def _as_written_before(folder, width=INT32) -> None:
     """Rewrite an Arrow output as objcli wrote it before widths (int32 lists) or before fixed-size lists
     (lists at ``width``), the manifest to match."""
     manifest = json.loads((folder / "manifest.json").read_text())
