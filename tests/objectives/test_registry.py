@@ -128,6 +128,8 @@ def test_every_objective_packer_and_format(
             c["name"]: "object" if c["kind"] == "value" else "int64" if c["name"] in labels else _width(c)
             for c in manifest["columns"]
         }
+        for c in manifest["columns"]:  # rows of one length: fixed-size lists (no offsets), each as long as said
+            assert (c["kind"] == "fixed") == ("length" in c) == c["arrow_type"].startswith("fixed_size_list"), c
     stats = compute_stats(out)
     assert stats["rows"] == t["rows"] and stats["tokens"] == t["tokens"]
     if stats["supervised_tokens"] is not None:
