@@ -414,3 +414,19 @@ def test_a_table_of_ids_is_detected_by_its_schema(tmp_path):
     _run([TOKEN_FILES / "mapped.parquet"], tmp_path / "named", seq_len=64, input_format="input-ids")
     assert auto.manifest["inputs"][0]["format"] == "input-ids"
     assert _rows(tmp_path / "auto").equals(_rows(tmp_path / "named")) and auto.totals["documents_written"] > 0
+
+
+def test_rows_of_fixed_size_lists_are_ids_as_their_lists_are(tmp_path):
+    """objcli's own Arrow and Parquet rows of one length are fixed-size lists (issue 73): a table whose ids
+    column is one is detected as tokens and read as the same documents as the same ids in lists."""
+    import pyarrow.parquet as pq
+
+    values = pa.array(np.arange(5, 5 + 3 * 64) % 8000, pa.uint16())
+    fixed = pa.FixedSizeListArray.from_arrays(values, 64)
+    listed = fixed.cast(pa.list_(pa.uint16()))
+    for name, ids in (("fixed", fixed), ("listed", listed)):
+        pq.write_table(pa.table({"input_ids": ids}), tmp_path / f"{name}.parquet")
+        assert token_format_detected(str(tmp_path / f"{name}.parquet"), "auto") == "input-ids"
+        _run([tmp_path / f"{name}.parquet"], tmp_path / name, seq_len=32)
+    assert _rows(tmp_path / "fixed").equals(_rows(tmp_path / "listed"))
+    assert manifest_json(tmp_path / "fixed")["totals"]["documents_written"] == 3

@@ -84,7 +84,8 @@ def _table(name: str, ids_key: str):
 def _is_ids_type(kind) -> bool:
     import pyarrow as pa
 
-    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_integer(kind.value_type)
+    lists = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    return lists and pa.types.is_integer(kind.value_type)  # fixed-size: rows of one length (objcli's own)
 
 
 def _names_feature(site: InputSite, info: str, ids_key: str) -> bool:
