@@ -7,6 +7,7 @@ shards it lists, with the sha256 it lists.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -168,6 +169,12 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
         raise ObjcliError(
             f"{where}: not an objcli manifest ({error}); point at a folder 'objcli transform' wrote"
         ) from None
+    for column in manifest.columns:
+        if column.length != fixed_length(column.arrow_type) or (column.length and column.kind != "fixed"):
+            raise ObjcliError(
+                f"{where}: column {column.name}'s length {column.length} does not match its type "
+                f"{column.arrow_type} (a {column.kind} column); the manifest was edited: rebuild with --overwrite"
+            )
     for shard in manifest.shards:
         for name in (*shard.files, *shard.sha256):
             if not is_plain_name(name):
@@ -176,6 +183,12 @@ def decode_manifest(data: bytes | dict, where: str) -> Manifest:
                     "manifest was edited (objcli reads nothing outside the folder)"
                 )
     return manifest
+
+
+def fixed_length(arrow_type: str) -> int:
+    """The row length a ``fixed_size_list<item: T>[N]`` type names (N); 0 for any other type."""
+    found = re.fullmatch(r"fixed_size_list<.*>\[(\d+)\]", arrow_type)
+    return int(found.group(1)) if found else 0
 
 
 def final_prefix(name: str) -> str:

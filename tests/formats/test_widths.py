@@ -109,3 +109,18 @@ def test_an_output_of_lists_is_read_converted_to_fixed_size_lists_and_never_mixe
     assert converted["columns"] == now["columns"] and read_output(tmp_path / "converted")[1] == rows
     assert verify_output(tmp_path / "converted").ok
     assert run_cli("merge", tmp_path / "converted", tmp_path / "now", "-o", tmp_path / "m").returncode == 0
+
+
+@pytest.mark.parametrize("length", [-1, 0, 100, "256"])
+def test_a_manifest_whose_row_length_disagrees_with_its_type_is_one_line(tmp_path, length):
+    """A hand-edited ``length`` (negative, missing from a fixed-size list, another than the type's, a
+    string) is one line naming the column for every command, never a writer's traceback in reshard."""
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "out", seq_len=256, output_format="parquet")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["columns"][0]["length"] == 256
+    manifest["columns"][0]["length"] = length
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    for command in (("verify",), ("stats",), ("reshard", "--shard-size", "50", "-o", tmp_path / "re")):
+        result = run_cli(command[0], tmp_path / "out", *command[1:])
+        assert result.returncode == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+        assert "length" in result.stderr and "Traceback" not in result.stderr, result.stderr
