@@ -55,9 +55,10 @@ def _signature(manifest: Manifest) -> list[tuple[str, object]]:
         # The files read beside it (tokenizer config, chat template): one rendering, one set of specials.
         ("files read beside the tokenizer (sha256)", side_digests(manifest.identity)),
         ("special tokens", (manifest.special_tokens.ids, manifest.special_tokens.added)),
+        # Before the columns, whose fixed-size lists' types name their rows' length.
+        ("seq_len", manifest.config.get("seq_len") if fixed else None),
         # The Arrow type too: the same width as a list or a fixed-size list is another layout on disk.
         ("columns", [(c.name, c.kind, c.disk_dtype, c.arrow_type, c.role) for c in manifest.columns]),
-        ("seq_len", manifest.config.get("seq_len") if fixed else None),
         ("--provenance", bool(manifest.config.get("provenance"))),  # every shard has its spans, or none
     ]
 
