@@ -28,9 +28,39 @@ def _no_blas_threads() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+# glibc's malloc for a run that makes and frees arrays of a few MB many times a second on each thread:
+# arrays up to 32 MB (the most glibc allows) from the heap, never a fresh mapping, and up to 256 MB of
+# freed heap kept rather than handed back, so the next batch's arrays find their pages already there.
+# By default the heap's top is trimmed at twice the last freed mapping's size, and a worker thread's
+# arena gives its pages back and faults them in again batch after batch: 0.3-1.0 s of system time a
+# run (performance.md, issue 73's sixth round: 2-20 % of the wall, peak memory 5-20 % higher).
+MALLOC_TUNABLES = {"mmap_threshold": 32 << 20, "trim_threshold": 256 << 20}
+_MALLOPT = {"mmap_threshold": -3, "trim_threshold": -1}  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD (malloc.h)
+
+
+def _kept_heap() -> bool:
+    """Tune glibc's malloc for this process (``mallopt``) and the ones the run starts (a pool's fork
+    server, Dask's local workers read ``GLIBC_TUNABLES`` at their start), unless the user set their own
+    (``GLIBC_TUNABLES=`` or ``MALLOC_*_`` in the environment, even empty). Whether it was applied."""
+    import os
+
+    if "GLIBC_TUNABLES" in os.environ or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc's: another C library (musl, macOS) has its own allocator
+    except (OSError, AttributeError):
+        return False
+    os.environ["GLIBC_TUNABLES"] = ":".join(f"glibc.malloc.{k}={v}" for k, v in MALLOC_TUNABLES.items())
+    return all(libc.mallopt(_MALLOPT[k], v) == 1 for k, v in MALLOC_TUNABLES.items())
+
+
 def run() -> None:
     _closed_streams_to_devnull()
     _no_blas_threads()
+    _kept_heap()
     try:
         from .cli import main
     except KeyboardInterrupt:

@@ -196,3 +196,41 @@ def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("Error: tokenizer ")
+
+
+def _kept_heap_in_a_process(env: dict) -> list[str]:
+    code = "from objcli.__main__ import _kept_heap as f; import os; print(f(), os.environ.get('GLIBC_TUNABLES'))"
+    clean = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**clean, **env})
+    return done.stdout.split()
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc's malloc only")
+def test_the_command_keeps_its_heap_unless_the_user_tuned_malloc(tmp_path):
+    """The command sets glibc's malloc to keep freed heap (``mallopt`` for itself, ``GLIBC_TUNABLES`` for
+    the processes a run starts); a user's own setting of either kind stands, an empty one included; the
+    shards are the same bytes either way, in a pool of processes too."""
+    tuned = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+    assert _kept_heap_in_a_process({}) == ["True", tuned]
+    assert _kept_heap_in_a_process({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}) == [
+        "False",
+        "glibc.malloc.arena_max=2",
+    ]
+    assert _kept_heap_in_a_process({"GLIBC_TUNABLES": ""}) == ["False"]
+    assert _kept_heap_in_a_process({"MALLOC_ARENA_MAX": "2"}) == ["False", "None"]
+    outputs = {}
+    for name, env in (("kept", {}), ("users", {"GLIBC_TUNABLES": ""})):
+        command = [
+            sys.executable,
+            "-m",
+            "objcli",
+            "transform",
+            SAMPLE / "prose.jsonl",
+            "-t",
+            SAMPLE / "tokenizer.model",
+        ]
+        flags = ["--seq-len", "256", "--workers", "2", "--pool", "processes", "-q", "-o", tmp_path / name]
+        clean = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+        subprocess.run([*map(str, command), *map(str, flags)], check=True, env={**clean, **env})
+        outputs[name] = {p.name: p.read_bytes() for p in sorted((tmp_path / name).iterdir()) if p.is_file()}
+    assert outputs["kept"] == outputs["users"] and len(outputs["kept"]) > 2
