@@ -32,8 +32,8 @@ def _no_blas_threads() -> None:
 # arrays up to 32 MB (the most glibc allows) from the heap, never a fresh mapping, and up to 256 MB of
 # freed heap kept rather than handed back, so the next batch's arrays find their pages already there.
 # By default the heap's top is trimmed at twice the last freed mapping's size, and a worker thread's
-# arena gives its pages back and faults them in again batch after batch: 0.3-1.0 s of system time a
-# run (performance.md, issue 73's sixth round: 2-20 % of the wall, peak memory 5-20 % higher).
+# arena gives its pages back and faults them in again batch after batch: 0.3-1.8 s of system time a
+# run (performance.md, issue 73's sixth round: up to 18 % of the wall; peak memory 5-16 % higher).
 MALLOC_TUNABLES = {"mmap_threshold": 32 << 20, "trim_threshold": 256 << 20}
 _MALLOPT = {"mmap_threshold": -3, "trim_threshold": -1}  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD (malloc.h)
 
