@@ -109,9 +109,6 @@ class ColumnSpec:
             return 0 if pad_id is None else pad_id
         return IGNORE if self.role == "labels" else 0
 
-    def with_kind(self, kind: ColumnKind) -> ColumnSpec:
-        return replace(self, kind=kind)
-
     def narrow_dtype(self) -> np.dtype:
         """The narrowest integer every value of the column fits: uint8/16/32 for values from 0 (ids under
         a 65,536 vocabulary, positions under 65,536, segment numbers, masks), int8/16 where -100 is one
