@@ -51,7 +51,7 @@ def _kept_heap() -> bool:
 
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - glibc's: another C library (musl, macOS) has its own allocator
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows, where no library is the process
         return False
     os.environ["GLIBC_TUNABLES"] = ":".join(f"glibc.malloc.{k}={v}" for k, v in MALLOC_TUNABLES.items())
     return all(libc.mallopt(_MALLOPT[k], v) == 1 for k, v in MALLOC_TUNABLES.items())
