@@ -3,12 +3,24 @@ tokens do not change, and the UTF-8 size of a batch (what MB/s and ``text_bytes`
 
 from __future__ import annotations
 
-from itertools import compress, repeat
-from operator import not_
-
 from ..tokenizers import Tokenizer
 from .origins import piece_of
 from .records import RecordLog
+
+
+class MeasuredTexts(list):
+    """A batch of texts that knows its UTF-8 size (``utf8``), measured once where the reader hands it on;
+    a later step that makes a new list of texts (a shuffle, a mixture's sample) has it measured again."""
+
+    __slots__ = ("utf8",)
+
+
+def _sizes(texts: list[str]) -> tuple[int, int]:
+    """(characters, UTF-8 bytes) of the texts from one join: a string says in O(1) whether it is ASCII
+    (then its length is its size), and only a batch that is not is encoded, whole, in C. One pass over
+    the texts' objects instead of three (their lengths, their ASCII flags, their longest)."""
+    joined = "".join(texts)
+    return len(joined), len(joined) if joined.isascii() else len(joined.encode("utf-8", "surrogatepass"))
 
 
 def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
@@ -17,8 +29,12 @@ def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog
     of its own: the memory a document needs downstream (tokens, the objective's arrays) stays
     bounded, whatever the size of one record. ``log.read`` counts the pieces as documents."""
     for texts in batches:
-        if not limit or max(map(len, texts), default=0) <= limit:
-            yield texts
+        chars, size = _sizes(texts)
+        # No text is longer than its whole batch: the longest is looked for only in a batch that could hold one.
+        if not limit or chars <= limit or max(map(len, texts), default=0) <= limit:
+            measured = MeasuredTexts(texts)
+            measured.utf8 = size
+            yield measured
             continue
         waiting = []
         for text in texts:
@@ -40,13 +56,10 @@ def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog
 
 
 def utf8_bytes(texts: list[str]) -> int:
-    """Bytes of the texts in UTF-8 (what MB/s and ``text_bytes`` mean). An ASCII text's length is
-    its size (``isascii`` reads a flag), so an ASCII batch costs two C-level passes; only the
-    texts that are not ASCII are encoded to count."""
+    """Bytes of the texts in UTF-8 (what MB/s and ``text_bytes`` mean): as measured when they were read
+    (``MeasuredTexts``), or measured now."""
+    if isinstance(texts, MeasuredTexts):
+        return texts.utf8
     if not isinstance(texts, list):  # a token store's documents know their sizes
         return int(texts.utf8.sum())
-    size = sum(map(len, texts))
-    others = list(compress(texts, map(not_, map(str.isascii, texts))))  # no Python loop over the ASCII ones
-    if others:
-        size += sum(map(len, map(str.encode, others, repeat("utf-8"), repeat("surrogatepass")))) - sum(map(len, others))
-    return size
+    return _sizes(texts)[1]
