@@ -15,27 +15,30 @@ class MeasuredTexts(list):
     __slots__ = ("utf8",)
 
 
-def _sizes(texts: list[str]) -> tuple[int, int]:
-    """(characters, UTF-8 bytes) of the texts from one join: a string says in O(1) whether it is ASCII
-    (then its length is its size), and only a batch that is not is encoded, whole, in C. One pass over
-    the texts' objects instead of three (their lengths, their ASCII flags, their longest)."""
-    joined = "".join(texts)
-    return len(joined), len(joined) if joined.isascii() else len(joined.encode("utf-8", "surrogatepass"))
+def _utf8_size(joined: str) -> int:
+    """A string's size in UTF-8: its length where it is ASCII (a flag the string keeps: O(1)), else it
+    encoded, in C."""
+    return len(joined) if joined.isascii() else len(joined.encode("utf-8", "surrogatepass"))
 
 
 def cut_long_documents(batches, limit: int, tokenizer: Tokenizer, log: RecordLog):
     """Batches of texts, where a text longer than ``limit`` characters becomes several documents of
     at most ``limit``, cut where the tokens do not change (``Tokenizer.cut_point``), each in a batch
     of its own: the memory a document needs downstream (tokens, the objective's arrays) stays
-    bounded, whatever the size of one record. ``log.read`` counts the pieces as documents."""
+    bounded, whatever the size of one record. ``log.read`` counts the pieces as documents.
+
+    Each batch is joined once (one pass over its texts' objects; a lone plain string is itself, no copy):
+    its length bounds its longest text, so the longest is looked for only in a batch longer than
+    ``limit``, and a batch handed on whole carries its UTF-8 size (``MeasuredTexts``), where three
+    passes (lengths, ASCII flags, longest) measured it before."""
     for texts in batches:
-        chars, size = _sizes(texts)
-        # No text is longer than its whole batch: the longest is looked for only in a batch that could hold one.
-        if not limit or chars <= limit or max(map(len, texts), default=0) <= limit:
+        joined = "".join(texts)
+        if not limit or len(joined) <= limit or max(map(len, texts), default=0) <= limit:
             measured = MeasuredTexts(texts)
-            measured.utf8 = size
+            measured.utf8 = _utf8_size(joined)
             yield measured
             continue
+        del joined
         waiting = []
         for text in texts:
             if len(text) <= limit:
@@ -62,4 +65,4 @@ def utf8_bytes(texts: list[str]) -> int:
         return texts.utf8
     if not isinstance(texts, list):  # a token store's documents know their sizes
         return int(texts.utf8.sum())
-    return _sizes(texts)[1]
+    return _utf8_size("".join(texts))
