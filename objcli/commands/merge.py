@@ -30,7 +30,7 @@ from ..formats.megatron import read_index_header
 from ..formats.megatron_join import join
 from ..run.progress import phase
 from ..storage.identity import side_digests
-from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest
+from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest, reshard_converts
 from ..storage.remote import is_url
 from .rebuild import (
     building,
@@ -70,11 +70,11 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
             if expected != got:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
                 older = " (an output written before columns took their values' width: objcli reshard it first)"
-                layouts = {"fixed_size_list" in str(v) for v in (expected, got)} == {True, False}
+                converts = reshard_converts(expected, got) or reshard_converts(got, expected)
                 raise ObjcliError(
                     f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
                     f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length"
-                    + (older if name == "columns" and ("int32" in str(expected) + str(got) or layouts) else "")
+                    + (older if name == "columns" and converts else "")
                 )
 
 

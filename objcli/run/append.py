@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix
+from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix, reshard_converts
 from ..storage.partitions import PartitionResult, write_marker
 from ..storage.shard_info import ShardRecord, work_prefix
 from .run_inputs import make_run_key
@@ -172,14 +172,9 @@ def _refuse_other_columns(manifest, plan) -> None:
             f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
             + (
                 " (written before columns took their values' width, it converts with objcli reshard OUT)"
-                * ("int32" in str(was.get(name)) or _older_layout(was.get(name), now.get(name)))
+                * reshard_converts(was.get(name), now.get(name))
             )
         )
-
-
-def _older_layout(was, now) -> bool:
-    """Rows written as Arrow lists where a run now writes fixed-size lists: what reshard converts."""
-    return "fixed_size_list" in str(now) and "fixed_size_list" not in str(was)
 
 
 def _first_skipped(entry: dict) -> dict[str, str]:

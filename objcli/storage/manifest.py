@@ -191,6 +191,14 @@ def fixed_length(arrow_type: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def reshard_converts(older, newer) -> bool:
+    """Whether columns described as ``older`` (an Arrow type, or a list of column tuples naming them) are
+    as an output written before took its current layout, which ``objcli reshard`` converts to ``newer``:
+    int32 columns, or lists where ``newer`` has fixed-size lists."""
+    older, newer = str(older), str(newer)
+    return "int32" in older or ("fixed_size_list" in newer and "fixed_size_list" not in older)
+
+
 def final_prefix(name: str) -> str:
     """The shard part of a final file name: ``part-00003-of-00012`` of ``part-00003-of-00012.arrow``."""
     return name[: name.index("-of-") + len("-of-") + 5]
