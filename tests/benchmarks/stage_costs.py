@@ -70,6 +70,10 @@ def main() -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
     started = time.perf_counter()
     tokenizer, objective, *files = sys.argv[1:]
+    from objcli.__main__ import _kept_heap, _no_blas_threads
+
+    _no_blas_threads()  # the command's own process settings: without its kept heap, a batch's
+    _kept_heap()  # arrays fault their pages in anew and the packer alone costs 2-5x what a run pays
     from objcli.formats.sink import ShardSink
     from objcli.packing import PACKERS
     from objcli.recipe import config_from_values
