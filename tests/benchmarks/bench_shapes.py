@@ -9,11 +9,12 @@ fastest exact engine installed is gigatoken; the sample SentencePiece model), in
 - ``objcli transform --objective clm`` end to end with ``--engine auto`` (CLI, start-up included).
 
 Each row prints min and median walls, CPU ms per MB of the whole process tree, peak RSS, and the ratio
-ceiling wall / objcli wall, with the goal beside it (0.5 for the fast engine, 0.6 for SentencePiece);
-a row below its goal is marked FAIL. Beside it, the ratio to the I/O-inclusive limit (issue 73): N cores
-x one core doing the engine's work, reading the input (page cache warm, measured here) and writing the
-bytes objcli's shards hold at the page cache's write rate (measured here, no fsync), so the gap to what
-the hardware allows is visible. Nothing here is a test: the figures go in performance.md.
+ceiling wall / objcli wall, with the goal beside it (issue 73: 0.35 for the fast engine, where issue 62
+asked 0.5; 0.6 for SentencePiece); a row below its goal is marked FAIL. Beside it, the ratio to the
+I/O-inclusive limit (issue 73): N cores x one core doing the engine's work, reading the input (page
+cache warm, measured here) and writing the bytes objcli's shards hold at the page cache's write rate
+(measured here, no fsync), so the gap to what the hardware allows is visible. Nothing here is a test:
+the figures go in performance.md.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from held_out import held_out_corpus
 from paths import ROOT, SAMPLE_DATA
 from shapes import SHAPES, shape_corpus
 
-GOALS = {"gigatoken": 0.5, "sentencepiece": 0.6}
+GOALS = {"gigatoken": 0.35, "sentencepiece": 0.6}
 SIZES = {"long": 150, "dense": 100, "tiny": 150, "cjk": 60}
 
 CEILING = """
