@@ -37,6 +37,10 @@ class Laps:
 
 
 def main(data: str, tokenizer: str, out: str) -> dict:
+    from objcli.__main__ import _kept_heap, _no_blas_threads
+
+    _no_blas_threads()  # the command's own process settings (its heap kept between batches), as a run has
+    _kept_heap()  # them: stage_costs.py, where a trimmed heap made the packer cost 2-5x what a run pays
     import msgspec
 
     from objcli.cli import main as cli
