@@ -23,7 +23,7 @@ from ..kernels import IGNORE, PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
-from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch, with_family_lengths
+from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 from .base import PackSettings, per_example_names, per_segment_columns, segment_values
 
 
@@ -68,8 +68,9 @@ class TrimAndPack:
     def columns(self) -> list[ColumnSpec]:
         row_length = self.settings.row_length
         inputs, labels = self.settings.spec("input_ids"), self.settings.spec("labels")
-        # Inputs and targets each fill rows of --seq-len; the segment and position columns take their family's.
-        columns = [
+        # Inputs and targets each fill rows of --seq-len; the segment and position columns take their family's
+        # length where the run's columns are made (run/stages.run_columns: rows.with_family_lengths).
+        return [
             ColumnSpec("input_ids", "fixed", 0, inputs.max_value, "packed encoder inputs", length=row_length),
             ColumnSpec(
                 "segment_ids", "fixed", 0, row_length, "example of each input token, 0 = padding", role="segment_ids"
@@ -105,8 +106,7 @@ class TrimAndPack:
                 role="positions",
                 family="labels",
             ),
-        ]
-        return with_family_lengths(columns) + per_segment_columns(self.settings)
+        ] + per_segment_columns(self.settings)
 
     def process(self, examples: RowBatch | None) -> RowBatch | None:
         if examples is None:
