@@ -115,7 +115,7 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
         if column.family == "input_ids" or column.role == "tokens":
             roles.setdefault(column.role, column.name)
     labels = next((c.name for c in columns if c.role == "labels"), None)
-    for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest), rows)):
+    for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest, tokenizer_path), rows)):
         header = " · ".join([f"── row {number}", shard, *_details(row, columns, roles)])
         yield click.style(header, bold=True) if colour else header
         if "tokens" not in roles:  # rows of values (RL prompts): each as its JSON

@@ -66,7 +66,7 @@ class PlanShard:
 class Plan:
     """A plan output: its shards over its store, and the objective's row step where it has one."""
 
-    def __init__(self, folder: Path, manifest: Manifest):
+    def __init__(self, folder: Path, manifest: Manifest, tokenizer: str | None = None):
         self.folder, self.manifest = folder, manifest
         section = manifest.row_plan
         store, sha256, vocabulary = (section.get(k) for k in ("store", "store_manifest_sha256", "vocabulary"))
@@ -77,7 +77,7 @@ class Plan:
             )
         self.vocabulary = vocabulary
         self.store = StoreTokens.open(store, sha256, folder)
-        self.step = _row_step(folder, manifest)
+        self.step = _row_step(folder, manifest, tokenizer)
         self._lock = threading.Lock()
         self._shards: dict[str, PlanShard] = {}
 
@@ -143,17 +143,17 @@ def _with_ids(column, tokens: np.ndarray, vocabulary: int):
     return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
 
 
-def _row_step(folder: Path, manifest: Manifest):
+def _row_step(folder: Path, manifest: Manifest, moved_tokenizer: str | None = None):
     """The objective's row step as a function (partition, first row, packed rows) -> rows, or None
     where the objective has none: the objective rebuilt from the manifest's recipe, with its tokenizer
-    (by sha256) and special tokens."""
+    (by sha256; ``moved_tokenizer`` where it is no longer at the manifest's path) and special tokens."""
     from ..objectives import REGISTRY
     from ..objectives.base import PartitionExamples
 
     objective_type = REGISTRY.get(manifest.objective)
     if not objective_type.row_step:
         return None
-    objective = _objective(folder, manifest)
+    objective = _objective(folder, manifest, moved_tokenizer)
 
     def step(partition: int, first_row: int, packed: RowBatch) -> RowBatch:
         examples: PartitionExamples = objective.partition_examples(partition)
@@ -163,13 +163,13 @@ def _row_step(folder: Path, manifest: Manifest):
     return step
 
 
-def _objective(folder: Path, manifest: Manifest):
+def _objective(folder: Path, manifest: Manifest, moved_tokenizer: str | None):
     from ..recipe import config_from_values, load_recipe
     from ..run.stages import build_objective
     from ..tokenizers import SpecialTokens, load_tokenizer
 
     config = config_from_values(load_recipe(str(folder / "manifest.json")))
-    tokenizer = _tokenizer(manifest.tokenizer.path, manifest.tokenizer.sha256)
+    tokenizer = _tokenizer(moved_tokenizer or manifest.tokenizer.path, manifest.tokenizer.sha256, moved_tokenizer)
     recorded = manifest.special_tokens
     special = SpecialTokens(dict(recorded.ids), dict(recorded.pieces), dict(recorded.added), list(recorded.sentinels))
     tokenizer = load_tokenizer(tokenizer, "reference")
@@ -177,27 +177,45 @@ def _objective(folder: Path, manifest: Manifest):
     return build_objective(config, tokenizer)
 
 
-def _tokenizer(path: str, sha256: str) -> str:
-    """The tokenizer the plan was made with, where it still is and unchanged (its row step needs its ids)."""
-    from ..storage.identity import file_sha256
-
-    try:
-        digest = file_sha256(path)
-    except OSError:
-        raise ObjcliError(f"{path}: the plan's tokenizer is not there; put it back, or write the plan again") from None
-    if digest != sha256:
-        raise ObjcliError(f"{path}: not the tokenizer the plan was made with (sha256 differs); write the plan again")
+def _tokenizer(path: str, sha256: str, moved: str | None) -> str:
+    """The tokenizer the plan was made with (its row step needs its ids), unchanged: a ``.model``, a
+    ``tokenizer.json`` or the folder holding one (``-t FOLDER``), compared by its kind's own digest."""
+    if not Path(path).exists():
+        where = "is not there" if moved else "is not there (moved?)"
+        raise ObjcliError(
+            f"{path}: the plan's tokenizer {where}; put it back, or give its new path "
+            "(objcli inspect --tokenizer, Rows(..., tokenizer=))"
+        )
+    if not _same_tokenizer(path, sha256):
+        raise ObjcliError(
+            f"{path}: not the tokenizer the plan was made with (sha256 differs); give the one the run used, "
+            "or write the plan again"
+        )
     return path
+
+
+def _same_tokenizer(path: str, sha256: str) -> bool:
+    """The file's digest (a folder's tokenizer.json), else the kind's own (tiktoken's takes its side file)."""
+    from ..storage.files import file_sha256
+    from ..tokenizers import open_tokenizer
+
+    resolved = Path(path) / "tokenizer.json" if Path(path).is_dir() else Path(path)
+    try:
+        if file_sha256(resolved) == sha256:
+            return True
+        return open_tokenizer(path).sha256 == sha256
+    except (OSError, ObjcliError):  # unreadable, or not a tokenizer at all
+        return False
 
 
 _PLANS: dict[tuple[str, str], Plan] = {}
 _PLANS_LOCK = threading.Lock()
 
 
-def plan_of(folder: Path, manifest: Manifest) -> Plan:
-    """The plan of an output folder, opened once per process and manifest."""
-    key = (str(folder), manifest.run_key + manifest.config_sha256 + str(len(manifest.shards)))
+def plan_of(folder: Path, manifest: Manifest, tokenizer: str | None = None) -> Plan:
+    """The plan of an output folder, opened once per process, manifest and moved tokenizer."""
+    key = (str(folder), manifest.run_key + manifest.config_sha256 + str(len(manifest.shards)), tokenizer)
     with _PLANS_LOCK:
         if key not in _PLANS:
-            _PLANS[key] = Plan(folder, manifest)
+            _PLANS[key] = Plan(folder, manifest, tokenizer)
         return _PLANS[key]

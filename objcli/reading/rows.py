@@ -16,10 +16,10 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats import format_of
 from ..rows import Ragged
-from ..storage.manifest import Manifest, read_manifest
+from ..storage.manifest import Manifest, read_manifest, read_pinned_manifest
 from .stream_shards import StreamShards
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the output's identity is its manifest's sha256 (1: its configuration's)
 WINDOW = 64  # a plan's rows made at once by a reader reading on (one at a time at random)
 
 
@@ -34,11 +34,22 @@ def arrow_dtype(arrow_type: str) -> np.dtype | None:
 
 
 class Rows:
-    """The rows of an output folder (one split's with ``split``), in the order its manifest lists them."""
+    """The rows of an output folder (one split's with ``split``), in the order its manifest lists them.
+    They are one run's: a file read after another run replaced the output is refused in one line.
+    ``tokenizer``: a plan's tokenizer where it moved since the run (a row step needs its ids)."""
 
-    def __init__(self, folder: str | Path, split: str | None = None, *, _range: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        folder: str | Path,
+        split: str | None = None,
+        *,
+        tokenizer: str | None = None,
+        _range: tuple[int, int] | None = None,
+    ):
         self.folder = _local_folder(folder)
-        self.manifest: Manifest = read_manifest(self.folder)
+        self.manifest: Manifest
+        self.manifest, self._pin = read_pinned_manifest(self.folder)
+        self.tokenizer = tokenizer
         self.split = split
         if split is not None and split not in {s.split for s in self.manifest.shards}:
             names = sorted({s.split for s in self.manifest.shards if s.split}) or ["none"]
@@ -76,7 +87,12 @@ class Rows:
         return self.iterate(0)
 
     def iterate(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
-        """Rows from ``start`` (within this view) to its end."""
+        """Rows from ``start`` (0 to ``len(self)``, within this view) to its end."""
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start <= len(self):
+            raise ValueError(f"start {start!r}: a start is a row of this view, 0 to {len(self)}")
+        return self._rows_from(int(start))
+
+    def _rows_from(self, start: int) -> Iterator[dict[str, np.ndarray]]:
         for position in range(self.start + start, self.stop):
             yield self._row(position)
 
@@ -120,29 +136,41 @@ class Rows:
 
     def state(self, next_row: int) -> dict:
         """What ``resume`` needs to go on at ``next_row`` of this view: small, JSON-safe."""
+        return {"version": STATE_VERSION, **self._identity(), "next_row": int(next_row)}
+
+    def _identity(self) -> dict:
+        """The rows a state is of: the run (its manifest's sha256), the split and this view's range."""
         return {
-            "version": STATE_VERSION,
-            "config_sha256": self.manifest.config_sha256,
+            "manifest_sha256": self._pin.sha256,
             "rows": int(self.starts[-1]),
             "split": self.split,
             "range": [self.start, self.stop],
-            "next_row": int(next_row),
         }
 
     def resume(self, state: dict) -> Iterator[dict[str, np.ndarray]]:
         """The rows after a saved ``state``, refused in one line when it was saved over other rows."""
-        same = (state.get("config_sha256"), state.get("rows"), state.get("split"), state.get("range"))
-        if state.get("version") != STATE_VERSION or same != (
-            self.manifest.config_sha256,
-            int(self.starts[-1]),
-            self.split,
-            [self.start, self.stop],
-        ):
+        return self.iterate(self.resumed_row(state))
+
+    def resumed_row(self, state: dict) -> int:
+        """A saved state's next row, checked: saved by this reader's run, split and view, within it."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ObjcliError(
-                f"{self.folder}: the saved state is of other rows (another output, split or shard); "
+                f"{self.folder}: the saved state is not one this objcli saves (version "
+                f"{state.get('version') if isinstance(state, dict) else None!r}, this one {STATE_VERSION}); "
+                "start the epoch again, or resume with the objcli that saved it"
+            )
+        if {k: state.get(k) for k in self._identity()} != self._identity():
+            raise ObjcliError(
+                f"{self.folder}: the saved state is of other rows (another run of the output, split or shard); "
                 "resume with the reader it was saved from"
             )
-        return self.iterate(int(state["next_row"]))
+        row = state.get("next_row")
+        if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row <= len(self):
+            raise ObjcliError(
+                f"{self.folder}: the saved state's next_row {row!r} is not a row of its view (0 to {len(self)}); "
+                "resume with the state as it was saved"
+            )
+        return row
 
     def _row(self, position: int) -> dict[str, np.ndarray]:
         where = int(np.searchsorted(self.starts, position, side="right")) - 1
@@ -151,6 +179,11 @@ class Rows:
             key, first, columns = self._block(where, local)
         row = local - first
         return {name: _take(column, row) for name, column in columns.items()}
+
+    def _checked(self, read):
+        """What a file read gave, once the manifest this reader opened is still in place (one run's rows)."""
+        self._pin.check()
+        return read
 
     def _block(self, shard: int, local: int) -> tuple:
         """The cached rows holding ``local`` of ``shard``: a plan's batch of rows, or a written shard."""
@@ -161,24 +194,24 @@ class Rows:
                 # Reading on from the rows in hand: a window of rows; a row at random: that row alone.
                 onward = cached is not None and cached[0][0] == shard and local == cached[1] + cached[0][1]
                 first, rows = self._made(self._opened_plan(), record, local, WINDOW if onward or local == 0 else 1)
-                self._cached = ((shard, rows.num_rows), first, self._typed(rows.columns))
+                self._cached = self._checked(((shard, rows.num_rows), first, self._typed(rows.columns)))
             return self._cached
         if self._streams is not None:  # Arrow streams: a record batch at a time, memory-mapped
             cached = self._cached
             if cached is None or cached[0][0] != shard or not cached[1] <= local < cached[1] + cached[0][1]:
                 first, count, columns = self._streamed(record, local)
-                self._cached = ((shard, count), first, self._typed(columns))
+                self._cached = self._checked(((shard, count), first, self._typed(columns)))
             return self._cached
         key = (shard, record.rows)
         if self._cached is None or self._cached[0] != key:
             from .shards import shard_columns
 
-            read = shard_columns(self.folder, self.manifest, record)
+            read = shard_columns(self.folder, self.manifest, record, self.tokenizer)
             columns = {
                 n: (c.values if self.kinds[n] in ("scalar", "value") else Ragged(c.values, c.offsets))
                 for n, c in read.items()
             }
-            self._cached = (key, 0, self._typed(columns))
+            self._cached = self._checked((key, 0, self._typed(columns)))
         return self._cached
 
     def _made(self, plan, record, row: int, ahead: int):
@@ -203,7 +236,7 @@ class Rows:
         if self._plan_rows is None:
             from .plan_rows import Plan
 
-            self._plan_rows = Plan(self.folder, self.manifest)
+            self._plan_rows = Plan(self.folder, self.manifest, self.tokenizer)
         return self._plan_rows
 
     def _typed(self, columns: dict) -> dict:

@@ -26,23 +26,28 @@ def unreadable(folder: Path, name: str, error: Exception) -> ObjcliError:
     )
 
 
-def stored_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-    """One shard's columns: as its format stores them, or a plan's rows made from its store; ``ValueError``
-    or ``OSError`` when the files disagree with the manifest."""
+def stored_columns(
+    folder: Path, manifest: Manifest, shard: ShardRecord, tokenizer: str | None = None
+) -> dict[str, Column]:
+    """One shard's columns: as its format stores them, or a plan's rows made from its store (with
+    ``tokenizer``, the run's tokenizer's new path where it moved); ``ValueError`` or ``OSError`` when the
+    files disagree with the manifest."""
     if format_of(manifest.format).packs_positions:
         from .plan_rows import plan_of
 
-        return plan_of(folder, manifest).shard_columns(shard)
+        return plan_of(folder, manifest, tokenizer).shard_columns(shard)
     return format_of(manifest.format).read_columns(folder, manifest, shard)
 
 
-def shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+def shard_columns(
+    folder: Path, manifest: Manifest, shard: ShardRecord, tokenizer: str | None = None
+) -> dict[str, Column]:
     """One shard's columns as stored (flat values + row offsets); a damaged shard is one line."""
     first = folder / shard.files[0]
     if not first.exists():
         raise ObjcliError(f"{first}: listed in the manifest but missing; rerun the transform")
     try:
-        return stored_columns(folder, manifest, shard)
+        return stored_columns(folder, manifest, shard, tokenizer)
     except READ_ERRORS as error:
         raise unreadable(folder, shard.files[0], error) from None
 
@@ -62,13 +67,15 @@ def read_shard_columns(folder: Path, manifest: Manifest, shard: ShardRecord) -> 
     return columns
 
 
-def iter_rows(folder: str | Path, manifest: Manifest | None = None) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    """(shard file, row) for every row of a finished output, in order."""
+def iter_rows(
+    folder: str | Path, manifest: Manifest | None = None, tokenizer: str | None = None
+) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(shard file, row) for every row of a finished output, in order (``tokenizer``: as ``stored_columns``)."""
     folder = Path(folder)
     manifest = manifest or read_manifest(folder)
     scalars = {c.name for c in manifest.columns if c.kind in ("scalar", "value")}
     for shard in manifest.shards:
-        columns = shard_columns(folder, manifest, shard)
+        columns = shard_columns(folder, manifest, shard, tokenizer)
         for row in range(shard.rows):
             yield (
                 shard.files[0],

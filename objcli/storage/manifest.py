@@ -6,6 +6,7 @@ shards it lists, with the sha256 it lists.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -230,11 +231,21 @@ def pending_reshard(folder: str | Path) -> str | None:
 
 
 def read_manifest(folder: str | Path) -> Manifest:
+    return read_pinned_manifest(folder)[0]
+
+
+def read_pinned_manifest(folder: str | Path) -> tuple[Manifest, ManifestPin]:
+    """The manifest, and the pin of the bytes it was read from (``ManifestPin.check`` says later whether
+    another run has replaced them)."""
+    import os
+
     from ..errors import ObjcliError
 
     path = Path(folder) / MANIFEST_NAME
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            data = file.read()
+            pin = ManifestPin(path, hashlib.sha256(data).hexdigest(), _file_key(os.fstat(file.fileno())))
     except FileNotFoundError:
         pending = pending_reshard(folder)
         if pending:
@@ -248,4 +259,38 @@ def read_manifest(folder: str | Path) -> Manifest:
         raise ObjcliError(f"{path}: not valid JSON ({error}); the run that wrote it did not finish") from None
     if not isinstance(complete, dict) or not complete.get("complete"):
         raise ObjcliError(f"{path}: the run did not complete; rerun 'objcli transform'")
-    return decode_manifest(complete, str(path))
+    return decode_manifest(complete, str(path)), pin
+
+
+def _file_key(stat) -> tuple[int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+class ManifestPin:
+    """The identity of the run a reader opened: its manifest's sha256. A run that replaces the output
+    removes the manifest before any shard and writes the new one last (``storage/output.py``), so a
+    shard read while the opened manifest is still in place is that run's."""
+
+    def __init__(self, path: Path, sha256: str, key: tuple):
+        self.path, self.sha256, self.key = path, sha256, key
+
+    def check(self) -> None:
+        """Refuse, in one line, when the manifest is gone or is another run's (a stat while it is not)."""
+        import os
+
+        from ..errors import ObjcliError
+
+        try:
+            if _file_key(os.stat(self.path)) == self.key:
+                return
+            with open(self.path, "rb") as file:
+                same = hashlib.sha256(file.read()).hexdigest() == self.sha256
+                key = _file_key(os.fstat(file.fileno()))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            raise ObjcliError(
+                f"{self.path.parent}: replaced by another run since this reader opened it ({MANIFEST_NAME} "
+                "changed); open it again (a saved state of the old rows is refused)"
+            )
+        self.key = key  # the same bytes touched (a rerun with nothing to do stamps the manifest)

@@ -237,6 +237,9 @@ class OutputFolder:
     def _remove_everything(self) -> None:
         if any(is_input(self.place, name, self.inputs) for name in self.owned):
             delete_own(self.place, self.inputs, self.owned)  # refused, one line, before anything goes
+        # The manifest first: a reader of the old run (reading.Rows) checks it after each file it reads,
+        # so it stops there rather than reading this run's files as the old run's.
+        self.place.delete(MANIFEST_NAME)
         self.place.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
         self.side_files.remove_folders(self.place)  # named by dataset_dict.json: before it goes
         delete_own(self.place, self.inputs, self.owned)
