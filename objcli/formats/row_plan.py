@@ -25,7 +25,7 @@ from ..errors import ObjcliError
 from ..kernels.runs import encode_runs
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import Manifest
-from ..storage.shard_info import ShardRecord
+from ..storage.shard_info import ShardRecord, work_place
 from .base import Column, OutputFormat, commit, temp_file
 
 MAGIC = b"OBJPLAN1"
@@ -37,6 +37,7 @@ class PlanWriter:
 
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         self.columns = columns  # the packed columns, before the row step
+        self.place = work_place(base.name)  # (partition, split): the file says whose rows it holds
         self.temp = temp_file(base, self.suffix)
         self.parts: dict[str, list[np.ndarray]] = {}
 
@@ -77,6 +78,8 @@ class PlanWriter:
             "columns": [_spec_json(spec) for spec in self.columns],
             "arrays": [[name, array.dtype.str, len(array)] for name, array in arrays.items()],
         }
+        if self.place is not None:  # checked against the manifest on read (an edited one is refused)
+            header["partition"], header["split"] = self.place
         encoded = json.dumps(header).encode()
         payload = b"".join([len(encoded).to_bytes(8, "little"), encoded, *(a.tobytes() for a in arrays.values())])
         self.temp.write(MAGIC + zstandard.ZstdCompressor(level=3).compress(payload))
@@ -92,8 +95,9 @@ def _spec_json(spec: ColumnSpec) -> dict:
     return {"name": spec.name, "kind": spec.kind, "role": spec.role, "min": spec.min_value, "max": spec.max_value}
 
 
-def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """A plan file's packed columns and arrays; ``ValueError`` when it is not one or is cut short."""
+def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray], dict]:
+    """A plan file's packed columns, arrays and header (``partition`` and ``split``: whose rows it holds,
+    where the writer recorded them); ``ValueError`` when it is not one or is cut short."""
     import zstandard
 
     data = path.read_bytes()
@@ -112,7 +116,7 @@ def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
         at += array.nbytes
     if at != len(payload):
         raise ValueError("plan file's arrays do not fill it")
-    return header["columns"], arrays
+    return header["columns"], arrays, header
 
 
 def store_manifest_sha256(store: str) -> str | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import ObjcliError
+
 
 def objcli_output_files(folder: Path) -> tuple[set[str], set[str]] | None:
     """The files and subfolders of an objcli output written (or being written) in ``folder``: its
@@ -38,6 +40,68 @@ def objcli_output_files(folder: Path) -> tuple[set[str], set[str]] | None:
     return files, splits if "dataset_dict.json" in files else set()
 
 
+OBJCLI_KEYS = frozenset({"shards", "complete", "config", "token_store", "format", "totals"})
+
+
+def damaged_output(folder: Path) -> str | None:
+    """A shard of an objcli output in ``folder`` whose ``manifest.json`` is not objcli's (damaged, cut
+    short, edited into other JSON), or None: such a folder is an output to rebuild, never a folder of text."""
+    import json
+
+    from ..storage.output import is_shard_name
+
+    try:
+        with open(folder / "manifest.json", "rb") as f:
+            manifest = json.loads(f.read())
+        if isinstance(manifest, dict) and ("objcli_version" in manifest or not OBJCLI_KEYS & set(manifest)):
+            return None  # objcli's, or another tool's manifest (a corpus folder's own)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        shards = sorted(name for name in os.listdir(folder) if is_shard_name(name))
+    except OSError:
+        return None
+    return shards[0] if shards else None
+
+
+def refuse_damaged_output(folder: Path) -> None:
+    shard = damaged_output(folder)
+    if shard is not None:
+        raise ObjcliError(
+            f"input {folder}: an objcli output (it holds {shard}) whose manifest.json is damaged or not objcli's; "
+            "rerun the objcli tokenize or transform that wrote it (with --overwrite)"
+        )
+
+
+def saved_dataset_files(folder: Path) -> set[str] | None:
+    """The files of a ``datasets`` ``save_to_disk`` dataset saved in ``folder`` (its ``state.json``,
+    ``dataset_info.json`` and the data files the state lists), or of a ``DatasetDict``'s top
+    (``dataset_dict.json``: its splits are datasets of their own); None when there is none."""
+    import json
+
+    for name, key in (("state.json", "_data_files"), ("dataset_dict.json", "splits")):
+        try:
+            with open(folder / name, "rb") as f:
+                saved = json.loads(f.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(saved, dict) and isinstance(saved.get(key), list):
+            entries = saved[key] if key == "_data_files" else []
+            data = {e["filename"] for e in entries if isinstance(e, dict) and isinstance(e.get("filename"), str)}
+            return {name, "dataset_info.json", *data}
+    return None
+
+
+def holds_more_than_a_saved_dataset(folder: str) -> bool:
+    """Whether a ``save_to_disk`` folder holds data files beside the dataset (the user's, read as a folder
+    of inputs then, the dataset left out with a warning), rather than being the dataset alone."""
+    from .text_formats import format_from_name
+
+    return bool(folder_files(folder, format_from_name))
+
+
 # The JSON files of a Hugging Face tokenizer or model folder: a folder walk leaves them out (a corpus
 # folder with the tokenizer beside it is common); named as an input, such a file is read.
 MODEL_FILES = frozenset(
@@ -56,37 +120,59 @@ MODEL_FILES = frozenset(
 
 def folder_files(folder: str, format_of_name, warn=None) -> list[str]:
     """Data files under a folder, sorted. Symbolic links are followed as ``find -L`` does (a folder
-    reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``)
-    and an objcli output's own files are skipped (any other file beside them is read); dangling links
-    are named in a warning."""
-    files, dangling, seen, model_files, outputs = [], [], set(), [], []
+    reached twice, as by a link loop, is walked once); every path with a hidden component (``.git/``),
+    an objcli output's own files and a ``save_to_disk`` dataset's are skipped (any other file beside
+    them is read); what was left out is named in a warning."""
+    files, seen, left_out = [], set(), _LeftOut()
     for parent, folders, names in os.walk(folder, followlinks=True):
         real = os.stat(parent)
         if (real.st_dev, real.st_ino) in seen:
             folders[:] = []
             continue
         seen.add((real.st_dev, real.st_ino))
-        output = objcli_output_files(Path(parent))
-        own, own_folders = output or (set(), set())
-        if output is not None:
-            outputs.append(parent)
+        own, own_folders = left_out.outputs_in(Path(parent))
         folders[:] = [d for d in folders if not d.startswith(".") and d not in own_folders]
         for name in names:
-            if name in own:  # an objcli output's own file: never an input, whatever its name
-                continue
             path = os.path.join(parent, name)
-            if name.startswith(".") or format_of_name(name) is None:
-                continue
+            if name in own or name.startswith(".") or format_of_name(name) is None:
+                continue  # an output's own file is never an input, whatever its name
             if name in MODEL_FILES:  # a tokenizer or model folder inside the corpus: never training text
-                model_files.append(path)
-                continue
-            if os.path.isfile(path):
+                left_out.model_files.append(path)
+            elif os.path.isfile(path):
                 files.append(path)
             elif not os.path.exists(path):
-                dangling.append(path)
+                left_out.dangling.append(path)
     if warn:
-        _say_left_out(folder, outputs, dangling, model_files, warn)
+        left_out.say(folder, warn)
     return sorted(files)
+
+
+class _LeftOut:
+    """What a folder walk left out, to be named in its warnings."""
+
+    def __init__(self):
+        self.outputs, self.datasets, self.dangling, self.model_files = [], [], [], []
+
+    def outputs_in(self, folder: Path) -> tuple[set[str], set[str]]:
+        """The files and subfolders of an output in ``folder`` (objcli's, or a ``save_to_disk`` dataset);
+        a damaged objcli output is one line."""
+        refuse_damaged_output(folder)
+        output = objcli_output_files(folder)
+        if output is not None:
+            self.outputs.append(str(folder))
+            return output
+        dataset = saved_dataset_files(folder)
+        if dataset is not None:
+            self.datasets.append(str(folder))
+        return dataset or set(), set()
+
+    def say(self, folder: str, warn) -> None:
+        _say_left_out(folder, self.outputs, self.dangling, self.model_files, warn)
+        if self.datasets:
+            warn(
+                f"input {folder}: left out the datasets save_to_disk dataset in {self.datasets[0]} (its state.json, "
+                "dataset_info.json and data files); name its folder as an input of its own to read its ids"
+            )
 
 
 def _say_left_out(folder: str, outputs: list[str], dangling: list[str], model_files: list[str], warn) -> None:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import ObjcliError
 from ..formats.store import STORE
+from .folders import refuse_damaged_output
 from .inputs import STDIN, InputKind
 from .text_formats import TEXT_INPUTS, format_from_name
 from .token_inputs import TOKEN_INPUTS, InputSite, site_of
@@ -53,6 +55,8 @@ class StoreKindOfInput:
             raise ObjcliError(
                 f"input {path}: is a file of the token store {folder}; give the store's folder ({folder})"
             )
+        if os.path.isdir(path):
+            refuse_damaged_output(Path(path))  # never read as a folder of text
         return STORE if is_store(path) else None
 
 

@@ -72,6 +72,7 @@ def check_store_sections(manifest: dict, where: str) -> None:
         totals = msgspec.convert(manifest["totals"], _Totals)
     except (msgspec.ValidationError, KeyError) as error:
         raise ObjcliError(f"{where}: a damaged token store manifest ({error}); tokenize the text again") from None
+    _check_kind_columns(manifest, kind, where)
 
     def refuse(what: str) -> ObjcliError:
         return ObjcliError(f"{where}: {what} (the manifest was edited?); tokenize the text again")
@@ -95,3 +96,18 @@ def check_store_sections(manifest: dict, where: str) -> None:
     skipped = sum(sum(p.skipped_by_reason.values()) for p in partitions)
     if (totals.documents_read, totals.documents_written, totals.documents_skipped) != (read, read - skipped, skipped):
         raise refuse("its totals are not the sums of its partitions")
+
+
+def _check_kind_columns(manifest: dict, kind, where: str) -> None:
+    """The kind the manifest names is the one its sections and columns were written for: a store of one
+    kind relabelled another would be read with the other's meaning (sentences as documents, chats as text)."""
+    from ..formats.store import store_columns
+
+    section = manifest["token_store"]["tokenized"]
+    names = [c.get("name") for c in manifest["columns"] if isinstance(c, dict)]
+    expected = [[c.name for c in store_columns(2, kind, origins)] for origins in (False, True)]  # names only
+    if section != kind.name or names not in expected:
+        raise ObjcliError(
+            f"{where}: names a {kind.name!r} token store, but its sections and columns are a "
+            f"{section!r} store's ({', '.join(map(str, names))}) (the manifest was edited?); tokenize the text again"
+        )

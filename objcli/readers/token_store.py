@@ -240,7 +240,9 @@ def partition_accounting(partition: Partition) -> dict:
     digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
     names = tuple(i["path"] for i in manifest["inputs"])
-    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": manifest_kind(manifest)}
+    columns = tuple(c["name"] for c in manifest["columns"])
+    kind = manifest_kind(manifest)
+    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": kind, "columns": columns}
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -291,7 +293,13 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
     """A shard's documents and the batch of each (``accounting``'s ``names``: the store's inputs, which
     its ``--provenance`` columns index; ``reasons``: what a record store's failure codes name; ``kind``:
     what the store holds, which reads its own columns back)."""
-    tokens, offsets, metadata = table_documents(read_store_table(path))
+    table = read_store_table(path)
+    if tuple(table.column_names) != accounting["columns"]:  # a shard of another kind of store than the manifest's
+        raise ObjcliError(
+            f"input {path}: holds the columns {', '.join(table.column_names)}, where the token store's manifest "
+            f"names {', '.join(accounting['columns'])}; run 'objcli verify {path.parent}' and tokenize the text again"
+        )
+    tokens, offsets, metadata = table_documents(table)
     origins = None
     if "p_file" in metadata:
         where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]

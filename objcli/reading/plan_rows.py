@@ -5,9 +5,11 @@ byte for byte (``tests/reading/test_plan_parity.py``)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
@@ -15,7 +17,7 @@ from ..formats.base import Column
 from ..formats.row_plan import COUNTS, read_plan_file
 from ..kernels.runs import decode_runs
 from ..rows import Ragged, RowBatch
-from ..storage.manifest import Manifest
+from ..storage.manifest import Manifest, arrow_dtype
 from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
@@ -28,7 +30,7 @@ class PlanShard:
     """One plan file: its batches of packed rows, decoded one batch at a time."""
 
     def __init__(self, path: Path):
-        self.specs, self.arrays = read_plan_file(path)
+        self.specs, self.arrays, self.header = read_plan_file(path)
         for name in [n for n in self.arrays if n.endswith(".first")]:  # kept as differences (row_plan.py)
             self.arrays[name] = np.cumsum(self.arrays[name])
         batch_rows = self.arrays["batch_rows"]
@@ -75,7 +77,13 @@ class Plan:
                 f"{folder}/manifest.json: its row_plan does not name a store, its sha256 and a vocabulary (edited?); "
                 "write the plan again"
             )
+        if vocabulary != manifest.tokenizer.total_vocab_size:
+            raise ObjcliError(
+                f"{folder}/manifest.json: its row_plan's vocabulary {vocabulary:,} is not its tokenizer's "
+                f"{manifest.tokenizer.total_vocab_size:,} (edited?); write the plan again"
+            )
         self.vocabulary = vocabulary
+        self.widths = {c.name: _width(c.arrow_type) for c in manifest.columns}
         self.store = StoreTokens.open(store, sha256, folder)
         self.step = _row_step(folder, manifest, tokenizer)
         self._lock = threading.Lock()
@@ -87,7 +95,9 @@ class Plan:
             if name not in self._shards:
                 if len(self._shards) >= KEPT_SHARDS:
                     self._shards.pop(next(iter(self._shards)))
-                self._shards[name] = PlanShard(self.folder / name)
+                shard = PlanShard(self.folder / name)
+                _check_place(shard.header, record)
+                self._shards[name] = shard
             return self._shards[name]
 
     def block(self, record: ShardRecord, row: int, ahead: int = WINDOW) -> tuple[int, RowBatch]:
@@ -109,12 +119,14 @@ class Plan:
         id_names = [spec["name"] for spec in shard.specs if spec["role"] in ID_ROLES]
         for name in id_names:
             packed.columns[name] = _with_ids(packed.columns[name], tokens, self.vocabulary)
-        if self.step is None:
-            return packed
-        rows = self.step(record.partition, start, packed)
-        for name, column in packed.columns.items():  # what the row step passes by (a mixture's source)
-            rows.columns.setdefault(name, column)
-        return rows
+        if self.step is not None:
+            rows = self.step(record.partition, start, packed)
+            for name, column in packed.columns.items():  # what the row step passes by (a mixture's source)
+                rows.columns.setdefault(name, column)
+            packed = rows
+        for name, width in self.widths.items():
+            _check_width(name, packed.columns.get(name), width)
+        return packed
 
     def shard_columns(self, record: ShardRecord) -> dict[str, Column]:
         """Every row of a shard, as a written shard's ``read_columns`` gives them (int32 and wider)."""
@@ -129,6 +141,31 @@ class Plan:
             else:
                 columns[info.name] = Column.of_rows(np.asarray(column))
         return columns
+
+
+def _check_place(header: dict, record: ShardRecord) -> None:
+    """A plan file holds one partition's rows (one split's): the manifest's record of it must say so."""
+    if "partition" in header and (header["partition"], header["split"]) != (record.partition, record.split):
+        raise ValueError(
+            f"holds partition {header['partition']}'s rows{' of ' + header['split'] if header['split'] else ''}, "
+            f"where the manifest says partition {record.partition}'s (edited?)"
+        )
+
+
+def _width(arrow_type: str) -> np.dtype | None:
+    dtype = arrow_dtype(arrow_type)
+    return dtype if dtype is not None and dtype.kind in "iu" else None
+
+
+def _check_width(name: str, column, width: np.dtype | None) -> None:
+    """Rows made are read at the manifest's widths: a value past one would wrap, so it is refused."""
+    values = column.values if isinstance(column, Ragged) else column
+    if width is None or values is None or not np.size(values):
+        return
+    values = np.asarray(values)
+    low, high = np.iinfo(width).min, np.iinfo(width).max
+    if values.min() < low or values.max() > high:
+        raise ValueError(f"column {name} holds {values.max():,}, past the manifest's {width} (edited?)")
 
 
 def _with_ids(column, tokens: np.ndarray, vocabulary: int):
@@ -214,7 +251,7 @@ _PLANS_LOCK = threading.Lock()
 
 def plan_of(folder: Path, manifest: Manifest, tokenizer: str | None = None) -> Plan:
     """The plan of an output folder, opened once per process, manifest and moved tokenizer."""
-    key = (str(folder), manifest.run_key + manifest.config_sha256 + str(len(manifest.shards)), tokenizer)
+    key = (str(folder), hashlib.sha256(msgspec.json.encode(manifest)).hexdigest(), tokenizer)  # as read: edits too
     with _PLANS_LOCK:
         if key not in _PLANS:
             _PLANS[key] = Plan(folder, manifest, tokenizer)

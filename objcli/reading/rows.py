@@ -6,7 +6,6 @@ exactly where it stopped."""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,21 +15,11 @@ import numpy as np
 from ..errors import ObjcliError
 from ..formats import format_of
 from ..rows import Ragged
-from ..storage.manifest import Manifest, read_manifest, read_pinned_manifest
+from ..storage.manifest import Manifest, arrow_dtype, read_manifest, read_pinned_manifest
 from .stream_shards import StreamShards
 
 STATE_VERSION = 2  # 2: the output's identity is its manifest's sha256 (1: its configuration's)
 WINDOW = 64  # a plan's rows made at once by a reader reading on (one at a time at random)
-
-
-def arrow_dtype(arrow_type: str) -> np.dtype | None:
-    """A manifest column's NumPy dtype (``list<item: uint16>``, ``fixed_size_list<item: uint16>[2048]``
-    -> uint16); None for a value column."""
-    name = re.sub(r"^(fixed_size_)?list<item: (\w+)>(\[\d+\])?$", r"\2", arrow_type)
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return None
 
 
 class Rows:

@@ -28,7 +28,13 @@ from .fitness import check_fitness, store_supply
 from .input_groups import open_group
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
 from .stages import build_objective, build_packer, run_columns
-from .stores import adopt_store_settings, check_plan_run, check_store_identity, check_store_run
+from .stores import (
+    adopt_store_settings,
+    check_plan_run,
+    check_store_identity,
+    check_store_run,
+    check_tokenize_inputs,
+)
 from .token_inputs import check_token_run, token_supplies
 
 
@@ -103,6 +109,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     config = adopt_store_settings(config, stores)  # a token store fixes its documents and batches
     files, partitions = _files_and_partitions(config, warn)
     check_text_unit([f.format for f in files], config.text_unit)
+    check_tokenize_inputs(config, partitions)
     if before_tokenizer is not None:
         before_tokenizer(partitions)
     encodes = REGISTRY.get(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes

@@ -176,6 +176,20 @@ def check_plan_run(config: TransformConfig, stores: list[str], partitions: list)
         raise ObjcliError(f"{flag}: --shuffle-rows is not planned yet; drop it, or write the rows (--format arrow)")
 
 
+def check_tokenize_inputs(config: TransformConfig, partitions: list) -> None:
+    """objcli tokenize reads text: a store keeps each document's text measures (its characters, bytes and
+    checksum) that ids read from token files do not have."""
+    if not config.store_kind:
+        return
+    tokens = next((p.input for p in partitions if p.input.kind is not InputKind.TEXT), None)
+    if tokens is not None:
+        what = "a token store" if tokens.kind is InputKind.STORE else f"token ids already ({tokens.format})"
+        raise ObjcliError(
+            f"input {tokens.path}: is {what}, and objcli tokenize makes a store from text; derive rows from it "
+            f"directly with 'objcli transform {tokens.path} ...', or tokenize the text it came from"
+        )
+
+
 def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list) -> dict:
     """The manifest's ``token_store`` section: what a derived run takes from it, and its size."""
     from ..formats.store import ids_dtype

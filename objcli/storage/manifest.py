@@ -20,6 +20,18 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 
+def arrow_dtype(arrow_type: str):
+    """A manifest column's NumPy dtype (``list<item: uint16>``, ``fixed_size_list<item: uint16>[2048]``
+    -> uint16); None for a value column."""
+    import numpy as np
+
+    name = re.sub(r"^(fixed_size_)?list<item: (\w+)>(\[\d+\])?$", r"\2", arrow_type)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None
+
+
 def totals(results, shards) -> dict:
     skipped: Counter = Counter()
     counters: Counter = Counter()

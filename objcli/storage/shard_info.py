@@ -18,6 +18,14 @@ def work_prefix(partition: int, split: str, ordinal: int) -> str:
     return f"{owner}-{split}-{number}" if split else f"{owner}-{number}"
 
 
+def work_place(name: str) -> tuple[int, str] | None:
+    """(partition, split) a work name (``work_prefix``'s) gives, or None for rows of several partitions."""
+    import re
+
+    found = re.match(r"^p(\d{5})-(?:(.+)-)?[sj]\d{5}", name)
+    return (int(found.group(1)), found.group(2) or "") if found else None
+
+
 class ShardRecord(msgspec.Struct):
     """One shard: what its sink counted while writing it, and what the manifest lists."""
 

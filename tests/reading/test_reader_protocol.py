@@ -154,7 +154,7 @@ def test_every_row_once_an_epoch_whatever_the_world_workers_and_resume(
         for rank in range(world):
             for worker in range(each):
 
-                def read(rank=rank, worker=worker):
+                def read(rank=rank, worker=worker, epoch=epoch):
                     dataset = IterableTorchRows(rows, rank, world)
                     got = list(iter(dataset))
                     if epoch != stop_epoch:
@@ -237,3 +237,27 @@ def test_stateful_dataloader_stops_and_resumes_with_workers(output):
     seen += [tuple(r.tolist()) for b in resumed for r in b["input_ids"]]
     assert Counter(seen) == expected
     assert Counter(tuple(r.tolist()) for b in resumed for r in b["input_ids"]) == expected  # the next epoch
+
+
+@pytest.mark.parametrize(
+    "edit, refusal",
+    [
+        (lambda m: m["columns"][0].update(arrow_type=m["columns"][0]["arrow_type"].replace("uint16", "uint8")), "past"),
+        (lambda m: m["row_plan"].update(vocabulary=32001), "is not its tokenizer's"),
+        (lambda m: m["shards"][0].update(partition=1), "holds partition 0's rows, where the manifest says partition 1"),
+    ],
+)
+def test_a_plans_manifest_is_checked_against_its_files(edit, refusal, llama_store, tmp_path):
+    """A narrowed width, another vocabulary, another partition: refused by the reader and by verify, never
+    rows wrapped or made from the wrong tokens."""
+    from objcli.commands.verify import verify_output
+
+    out = tmp_path / "plan"
+    run_transform([llama_store], SAMPLE / "llama-style", out, objective="mlm", seq_len=64, output_format="plan")
+    assert not verify_output(str(out)).problems
+    manifest = json.loads((out / "manifest.json").read_text())
+    edit(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ObjcliError, match=refusal):
+        Rows(out)[0]
+    assert any(refusal.split(",")[0] in problem for problem in verify_output(str(out)).problems)

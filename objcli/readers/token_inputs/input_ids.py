@@ -10,6 +10,7 @@ import json
 import os
 
 from ...errors import ObjcliError
+from ..folders import holds_more_than_a_saved_dataset
 from .base import InputSite, TokenFile, TokenInputFormat, register
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
@@ -24,6 +25,8 @@ class InputIdsInput(TokenInputFormat):
     def detect(self, site: InputSite, ids_key: str) -> bool:
         folder = site.path.rstrip("/")
         if site.isfile(folder + "/state.json"):
+            if not site.remote and holds_more_than_a_saved_dataset(folder):
+                return False  # a folder of the user's files with a dataset among them: read as a folder
             return _names_feature(site, folder + "/dataset_info.json", ids_key)
         if site.path.endswith(TABLE_SUFFIXES) and site.isfile(site.path):
             return _holds_ids_column(site, ids_key)
