@@ -116,6 +116,24 @@ SENTENCEPIECE_ERRORS = [
 ]
 
 
+class _KeptError:
+    """The sentences, with the one-line error of the reading kept: SentencePiece's trainer turns an
+    exception raised in its iterator into a RuntimeError of its own, with Python's frames in its text."""
+
+    def __init__(self, sentences):
+        self.sentences, self.error = iter(sentences), None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self.sentences)
+        except ObjcliError as error:
+            self.error = error
+            raise
+
+
 def _training_error(error: RuntimeError) -> ObjcliError:
     message = str(error).strip()
     for pattern, text in SENTENCEPIECE_ERRORS:
@@ -199,9 +217,12 @@ def _train_and_write(request: TrainingRequest, progress: bool, temp: Path) -> di
 def _write_sentencepiece(request: TrainingRequest, sentences, temp: Path, progress: bool) -> dict:
     import sentencepiece as spm
 
+    kept = _KeptError(sentences)
     try:
-        model = _trained(request, sentences, progress)
+        model = _trained(request, kept, progress)
     except RuntimeError as error:
+        if kept.error is not None:  # our own one line, raised while SentencePiece read the text
+            raise kept.error from None
         raise _training_error(error) from None
     temp.write_bytes(model.getvalue())
     os.replace(temp, request.output)

@@ -20,6 +20,9 @@ def skip_byte_order_mark(stream, path: str) -> None:
     if head.startswith(b"\xef\xbb\xbf"):
         stream.read(3)
         return
+    binary = binary_kind(head)
+    if binary:
+        raise ObjcliError(f"input {path}: {binary}, not text; leave it out of the inputs (or name the text files)")
     encoding = next((name for mark, name in UTF_BOMS.items() if head.startswith(mark)), None)
     how = "it starts with a byte-order mark"
     if encoding is None and len(head) >= 8 and head.count(0) >= len(head) // 3:
@@ -27,11 +30,42 @@ def skip_byte_order_mark(stream, path: str) -> None:
         little_endian = head[::width].count(0) < head[width - 1 :: width].count(0)  # ASCII: "a\0" vs "\0a"
         encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
         how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
+        if not reads_as(head, encoding):
+            raise ObjcliError(f"input {path}: binary data ({how}), not text; leave it out of the inputs")
     if encoding:
         raise ObjcliError(
             f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
             f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
         )
+
+
+# The first bytes of common binary files, which no text starts with (a NUL, or bytes invalid in UTF-8).
+MAGIC_NUMBERS = {
+    b"\x7fELF": "an ELF executable or library",
+    b"MZ\x90\x00": "a Windows executable",
+    b"\xcf\xfa\xed\xfe": "a Mach-O executable",
+    b"\xca\xfe\xba\xbe": "a Mach-O or Java class file",
+    b"PK\x03\x04": "a ZIP archive (or .docx, .xlsx, .jar)",
+    b"\x89PNG": "a PNG image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"GIF8": "a GIF image",
+    b"%PDF": "a PDF document",
+    b"SQLite format 3\x00": "an SQLite database",
+    b"\x93NUMPY": "a NumPy array file",
+}
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What binary file ``head`` begins, by its magic number; None for anything else."""
+    return next((what for magic, what in MAGIC_NUMBERS.items() if head.startswith(magic)), None)
+
+
+def reads_as(head: bytes, encoding: str) -> bool:
+    """Whether NUL-rich bytes are text in a wide encoding (UTF-16LE, UTF-32BE, ...): decoded so, nine
+    characters of ten printable or white space; binary data decodes to controls and invalid code points."""
+    width = 4 if "32" in encoding else 2
+    text = head[: len(head) // width * width].decode(encoding.replace("UTF", "utf-"), errors="replace")
+    return sum(c.isprintable() or c in "\t\r\n" for c in text) >= 0.9 * max(len(text), 1)
 
 
 class open_for_reading:

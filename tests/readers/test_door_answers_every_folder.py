@@ -115,3 +115,42 @@ def test_a_damaged_manifest_is_an_output_to_rebuild_never_text(damage, tmp_path)
         f.path.removeprefix(str(tmp_path / "corpus") + "/") for f in resolve_inputs([str(tmp_path / "corpus")])
     )
     assert names == ["mine.jsonl", "store/manifest.json"]  # a user's JSON, read as the user's file
+
+
+def test_a_binary_input_is_named_as_binary_in_transform_and_train_tokenizer(tmp_path):
+    """An executable among the inputs (any suffix) is named for what it is, never "UTF-32LE text" with
+    iconv's advice; train-tokenizer says the same one line (no SentencePiece frames); wide text is still
+    named as such."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from objcli.cli import main
+
+    executable = tmp_path / "ls.txt"
+    executable.write_bytes(open(sys.executable, "rb").read(65536))
+    nameless = tmp_path / "blob.txt"
+    nameless.write_bytes(b"XXXX" + executable.read_bytes()[4:])
+    (tmp_path / "wide.txt").write_bytes("some text in UTF-16\n".encode("utf-16-le") * 40)
+    expected = {executable: "an ELF executable", nameless: r"binary data \(", tmp_path / "wide.txt": "UTF-16LE text"}
+    for path, what in expected.items():
+        with pytest.raises(ObjcliError, match=f"input {path}: {what}"):
+            run_transform([path], SPM, tmp_path / "out", seq_len=64)
+    trained = CliRunner().invoke(
+        main,
+        [
+            "train-tokenizer",
+            str(SAMPLE / "prose.jsonl"),
+            str(executable),
+            "-o",
+            str(tmp_path / "x.model"),
+            "--vocab-size",
+            "500",
+            "-q",
+        ],  # fmt: skip
+    )
+    assert trained.exit_code != 0
+    assert trained.output.strip().splitlines() == [
+        f"Error: input {executable}: an ELF executable or library, not "
+        "text; leave it out of the inputs (or name the text files)"
+    ]
