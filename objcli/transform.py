@@ -80,6 +80,7 @@ def _run_partitions(
             config_sha256=plan.config_sha256,
             split_bounds=plan.split_bounds,
             mixture_rate=plan.mixture[p.source]["rate"] if p.source else 1.0,
+            mixture_cut=plan.mixture[p.source].get("cut") if p.source else None,
             source_index=sources.index(p.source) if p.source else -1,
             process_threads=shared,
             inputs=plan.input_names() if config.provenance else (),

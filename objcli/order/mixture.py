@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ObjcliError
-from .splits import NAME, uniforms
+from ..kernels.rng import derive_rng
+from .splits import NAME
 
 BUDGET_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 SAMPLE_CHARS = 1 << 20  # text tokenized per source to measure its tokens per byte
@@ -214,17 +214,56 @@ def parse_epochs(spec: str, names: list[str]) -> dict[str, float]:
     return caps
 
 
-def exact_fraction(uniform: np.ndarray, tokens: np.ndarray, wanted: float) -> float:
-    """The threshold on the keyed uniforms below which documents are taken so that their tokens add up
-    to the most that does not pass ``wanted``: taken in the order of their uniforms (the same keyed
-    selection the estimate makes), cut between two documents (halfway, so no rounding moves one)."""
+def exact_cut(uniform: np.ndarray, chars: np.ndarray, tokens: np.ndarray, wanted: float) -> list[list]:
+    """The documents to take so that their tokens add up to within one small document of ``wanted``, as
+    levels ``[threshold, most characters]``: a document is taken where its keyed uniform is below the
+    first level's threshold, or between two levels' thresholds and no longer than the second's characters.
+
+    Taken in the order of their uniforms, the first level stops before the first document that would pass
+    ``wanted``; a long tail (one document of 300,000 tokens) would stop it far short. Each next level goes
+    on past it over the documents short enough to fit what is left (characters: what the run knows of a
+    document before it is encoded), until nothing is left or none fits."""
     order = np.argsort(uniform, kind="stable")
-    ends = np.cumsum(tokens[order])
-    taken = int(np.searchsorted(ends, wanted, side="right"))  # documents whose running sum fits
-    if taken >= len(order):
-        return 1.0
-    below = uniform[order[taken - 1]] if taken else 0.0
-    return float((below + uniform[order[taken]]) / 2)
+    u, c, t = uniform[order], chars[order], tokens[order]
+    levels, start, left = [], 0, float(wanted)
+    while start < len(u) and len(levels) < MAX_LEVELS:
+        fits = _fitting_chars(c[start:], t[start:], left)
+        if fits is None:
+            break
+        ends = np.cumsum(np.where(c[start:] <= fits, t[start:], 0))
+        stop = start + int(np.searchsorted(ends, left, side="right"))  # before the first that would pass
+        # stop > start: a document that fits is at most what is left, so the first one never passes it.
+        threshold = 1.0 if stop >= len(u) else float((u[stop - 1] + u[stop]) / 2)  # halfway: no rounding moves one
+        levels.append([threshold, None if fits >= c.max() else int(fits)])
+        left -= float(ends[stop - start - 1])
+        start = stop
+    return levels
+
+
+def _fitting_chars(chars: np.ndarray, tokens: np.ndarray, left: float) -> int | None:
+    """The most characters below which every document has at most ``left`` tokens (None: none fits)."""
+    if not len(chars):
+        return None
+    by_chars = np.argsort(chars, kind="stable")
+    too_long = np.flatnonzero(np.maximum.accumulate(tokens[by_chars]) > left)
+    if not len(too_long):
+        return int(chars.max())
+    if too_long[0] == 0:
+        return None
+    first = chars[by_chars[too_long[0]]]
+    fits = int(first) - 1  # shorter than the first document too long: every one of those fits
+    return fits if fits >= chars[by_chars[0]] else None
+
+
+def taken(uniform: np.ndarray, chars: np.ndarray, levels) -> np.ndarray:
+    """Whether each document is taken by a cut's levels (``exact_cut``)."""
+    chosen = np.zeros(len(uniform), dtype=bool)
+    low = 0.0
+    for threshold, most in levels:
+        inside = (uniform >= low) & (uniform < threshold)
+        chosen |= inside if most is None else inside & (chars <= most)
+        low = threshold
+    return chosen
 
 
 def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, float]) -> dict[str, float]:
@@ -238,6 +277,7 @@ def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, fl
     return {name: values[name] * total / natural_tokens[name] for name in values}
 
 
+MAX_LEVELS = 16  # levels of a cut: each leaves less than the longest document that fits
 MOST_COPIES = 100  # more copies of every document than this is a mistake, not a mixture
 MANY_COPIES = 4  # past about four epochs, repeated data stops helping (Muennighoff et al., 2023)
 
@@ -284,12 +324,21 @@ def passes(rate: float) -> int:
     return max(1, math.ceil(rate))
 
 
-def mixture_uniforms(texts, seed: int, source: str) -> np.ndarray:
-    """Each document's keyed uniform in a mixture: keyed to (seed, source, its text)."""
-    return uniforms(texts, zlib.crc32(f"{seed}:mixture:{source}".encode()))
+class MixtureDraws:
+    """Each document's keyed uniform in a mixture: keyed to its place (seed, source, partition, its number
+    there in reading order), so identical texts are drawn apart and a run draws them alike whatever its
+    batches, workers or document shuffle (the draws are made before it)."""
+
+    def __init__(self, seed: int, source: str, partition: int):
+        self.rng = derive_rng(seed, partition, 0, f"mixture:{source}")
+
+    def next(self, count: int) -> np.ndarray:
+        return self.rng.random(count)
 
 
-def copies(texts: list[str], rate: float, seed: int, source: str) -> np.ndarray:
-    """Copies of each text: ``floor(rate)``, plus one where its keyed uniform is below the rest."""
-    whole, fraction = math.floor(rate), rate - math.floor(rate)
-    return whole + (mixture_uniforms(texts, seed, source) < fraction).astype(np.int64)
+def copies(uniform: np.ndarray, chars: np.ndarray, rate: float, cut) -> np.ndarray:
+    """Copies of each document: ``floor(rate)``, plus one where its cut (``exact_cut``'s levels; None:
+    the fraction of ``rate`` as one threshold, for sources whose tokens are estimated) takes it."""
+    whole = math.floor(rate)
+    levels = cut if cut is not None else [[rate - whole, None]]
+    return whole + taken(uniform, chars, levels).astype(np.int64)

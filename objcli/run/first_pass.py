@@ -15,12 +15,7 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives.value_types import NULL, type_of, unify, writable
 from ..order.document_windows import char_lengths
-from ..order.mixture import (
-    SAMPLE_CHARS,
-    exact_fraction,
-    mixture_uniforms,
-    plan_rates,
-)
+from ..order.mixture import SAMPLE_CHARS, MixtureDraws, exact_cut, plan_rates, taken
 from ..order.splits import counted, plan_bounds, smallest, uniforms
 from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
@@ -68,7 +63,7 @@ def split_bounds(config: TransformConfig, partitions: list[Partition], tokenizer
 def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer) -> dict[str, dict]:
     """Each source's tokens and the rate that gives it its share or budget: a token store's and a text
     source's counted (the text encoded once here, on every core, as the run will encode it), their
-    documents then taken to the token (``exact_fraction``), so the shares written are the shares asked;
+    documents then taken to the token (``exact_cut``), so the shares written are the shares asked;
     other tools' ids estimated from their sizes; ``--max-epochs`` caps a rate."""
     if not config.source:
         return {}
@@ -85,22 +80,40 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
         mine = [p for p in partitions if p.source == name]
         if mine and all(p.input.kind in (InputKind.STORE, InputKind.TEXT) for p in mine):
             counted[name] = _counted(config, mine, tokenizer, boundary, name)
-            tokens[name] = float(counted[name][1].sum())
+            tokens[name] = float(counted[name][2].sum())
         else:
             tokens[name] = _estimated(config, mine, tokenizer, boundary)
     rates = plan_rates(kind, values, tokens)
     plan = {}
     for name in names:
         how = "counted_tokens" if name in counted else "estimated_tokens"
-        entry, rate = {kind: values[name], how: round(tokens[name])}, rates[name]
-        if rate > caps.get(name, rate):
-            entry["capped_from"], rate = rate, caps[name]
-        elif name in counted:  # the asked tokens, to the token: whole copies, then documents by their uniform
-            uniform, lengths = counted[name]
-            whole = math.floor(rate)
-            rate = whole + exact_fraction(uniform, lengths, rate * tokens[name] - whole * tokens[name])
-        plan[name] = {**entry, "rate": rate}
+        plan[name] = {kind: values[name], how: round(tokens[name]), "rate": rates[name]}
+        if rates[name] > caps.get(name, rates[name]):
+            plan[name]["capped_from"], plan[name]["rate"] = rates[name], caps[name]
+    exact = [name for name in counted if "capped_from" not in plan[name]]
+    wanted = {name: rates[name] * tokens[name] for name in exact}
+    for _ in range(ROUNDS if kind == "share" and len(exact) == len(names) else 1):
+        for name in exact:  # the asked tokens, to the token: whole copies, then documents by their uniform
+            plan[name].update(_cut(counted[name], wanted[name]))
+        # Shares are of the whole: a source that fell short (its documents too long to fit what was left)
+        # sets the whole, and the others are cut again to it.
+        scale = min(plan[name]["rate"] * tokens[name] / wanted[name] for name in exact) if exact else 1.0
+        if scale >= 1.0 - 1e-9:
+            break
+        wanted = {name: wanted[name] * scale for name in exact}
     return plan
+
+
+ROUNDS = 3  # a share's sources cut again to the one that fell shortest: one round, rarely two
+
+
+def _cut(counted: tuple, wanted: float) -> dict:
+    """A source's cut (``exact_cut``) and rate for ``wanted`` tokens, from its counted documents."""
+    uniform, chars, lengths = counted
+    total = float(lengths.sum())
+    whole = math.floor(wanted / total)
+    cut = exact_cut(uniform, chars, lengths, wanted - whole * total)
+    return {"cut": cut, "rate": whole + float(lengths[taken(uniform, chars, cut)].sum()) / total}
 
 
 def _estimated(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer, boundary: int) -> float:
@@ -118,16 +131,19 @@ def _estimated(config: TransformConfig, partitions: list[Partition], tokenizer: 
 
 
 def _counted(config, partitions: list[Partition], tokenizer: Tokenizer, boundary: int, source: str):
-    """(each document's keyed uniform, its tokens with its BOS/EOS) over a source of token stores or
-    text (encoded here as the run encodes it: the same documents, long ones cut alike)."""
-    uniform, lengths = [], []
+    """(each document's keyed uniform, its characters, its tokens with its BOS/EOS) over a source of token
+    stores or text (encoded here as the run encodes it: the same documents, long ones cut alike), drawn
+    as the run draws them (``MixtureDraws``: each partition's documents in reading order)."""
+    uniform, chars, lengths = [], [], []
     threads = os.cpu_count() or 1
     for partition in partitions:
+        draws = MixtureDraws(config.seed, source, partition.index)
         for documents in _documents(config, partition, tokenizer):
-            uniform.append(mixture_uniforms(documents, config.seed, source))
+            uniform.append(draws.next(len(documents)))
+            chars.append(char_lengths(documents))
             offsets = documents.offsets if hasattr(documents, "offsets") else tokenizer.encode(documents, threads)[1]
             lengths.append(np.diff(offsets) + boundary)
-    return np.concatenate(uniform or [np.zeros(0)]), np.concatenate(lengths or [np.zeros(0, np.int64)])
+    return tuple(np.concatenate(parts or [np.zeros(0, np.int64)]) for parts in (uniform, chars, lengths))
 
 
 def value_types(config: TransformConfig, partitions: list[Partition], tokenizer: Tokenizer, objective) -> tuple:

@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..kernels.rng import derive_rng
-from ..order.document_windows import shuffled_windows, take
-from ..order.mixture import NOT_SAMPLED, copies
+from ..order.document_windows import char_lengths, shuffled_windows, take
+from ..order.mixture import NOT_SAMPLED, MixtureDraws, copies
 from ..readers import ReadOptions, RecordLog
 from ..readers.origins import copy_of
 from ..readers.token_store import StoredDocuments
@@ -27,6 +27,8 @@ def documents_of_pass(task, options: ReadOptions, log: RecordLog, tokenizer: Tok
     documents = partition_documents(task.partition, config, options, log, tokenizer)
     if j:  # a record is read again for each copy: a bad one is counted (and said) once, in pass 0
         documents = _counted_once(documents, log)
+    if config.source:  # drawn in reading order, before any shuffle: each document keyed to its place
+        documents = _sampled(documents, task, log, j)
     if config.shuffle_window_bytes:
         stream = "shuffle-documents" if j == 0 else f"shuffle-documents:{j}"
         documents = shuffled_windows(
@@ -35,11 +37,16 @@ def documents_of_pass(task, options: ReadOptions, log: RecordLog, tokenizer: Tok
             config.batch_bytes,
             lambda window: derive_rng(config.seed, index, window, stream),
         )
-    if not config.source:
-        yield from documents
-        return
+    yield from documents
+
+
+def _sampled(documents, task, log: RecordLog, j: int):
+    """The documents with more than ``j`` copies (``order/mixture.copies``), the rest counted as skipped."""
+    config = task.config
+    draws = MixtureDraws(config.seed, task.partition.source, task.partition.index)
     for texts in documents:
-        keep = np.flatnonzero(copies(texts, task.mixture_rate, config.seed, task.partition.source) > j)
+        made = copies(draws.next(len(texts)), char_lengths(texts), task.mixture_rate, task.mixture_cut)
+        keep = np.flatnonzero(made > j)
         log.skipped[NOT_SAMPLED] += len(texts) - len(keep)
         if len(keep):
             yield _copies(take(texts, keep), j) if j and config.provenance else take(texts, keep)

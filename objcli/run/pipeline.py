@@ -37,7 +37,7 @@ from .store_chain import StoreChain
 
 @dataclass(frozen=True)
 class PartitionTask:
-    """One partition's work, everything a worker needs (made with keywords: twelve fields)."""
+    """One partition's work, everything a worker needs (made with keywords: thirteen fields)."""
 
     partition: Partition
     config: TransformConfig
@@ -48,6 +48,7 @@ class PartitionTask:
     config_sha256: str = ""
     split_bounds: tuple = ()  # --split: (split index, upper bound of its interval of u), from first_pass
     mixture_rate: float = 1.0  # --source: copies per document of this partition's source, from first_pass
+    mixture_cut: list | None = None  # --source: which documents its last copy takes (order/mixture.exact_cut)
     source_index: int = -1  # --source: the value of the rows' source column
     process_threads: int = 1  # tokenizer threads shared by the partitions running in this process
     inputs: tuple[str, ...] = ()  # --provenance: the run's input files as the manifest names them

@@ -5,12 +5,14 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runs import folder_bytes, read_output, run_cli, run_transform
 
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
-from objcli.order.mixture import copies, parse_weights
+from objcli.order.mixture import MAX_LEVELS, MixtureDraws, copies, exact_cut, parse_weights, taken
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +76,38 @@ def test_budgets_and_repeats(sources, sample_tokenizer, tmp_path):
     assert len(set(rows)) > 0.95 * len(rows)  # copies of one document are masked apart
 
 
-def test_copies_follow_the_text_not_its_place():
-    texts = [f"document {i}" for i in range(20_000)]
-    made = copies(texts, 2.25, seed=0, source="web")
+def test_copies_follow_the_documents_place_whatever_the_batches():
+    """Each document's draw is keyed to its place (seed, source, partition, its number there): the same in
+    batches of any size, apart for identical texts, and another for another source or partition."""
+    chars = np.full(20_000, 12)
+    whole = MixtureDraws(0, "web", 3).next(20_000)
+    draws = MixtureDraws(0, "web", 3)
+    assert np.array_equal(np.concatenate([draws.next(n) for n in (1, 999, 7_000, 12_000)]), whole)
+    made = copies(whole, chars, 2.25, None)
     assert set(np.unique(made)) == {2, 3} and abs(made.mean() - 2.25) < 0.02
-    again = copies(texts[::-1], 2.25, seed=0, source="web")[::-1]
-    assert np.array_equal(made, again)
-    assert not np.array_equal(made, copies(texts, 2.25, seed=0, source="code"))
+    assert not np.array_equal(whole, MixtureDraws(0, "code", 3).next(20_000))
+    assert not np.array_equal(whole, MixtureDraws(0, "web", 4).next(20_000))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 5_000) | st.integers(5_000, 400_000), min_size=1, max_size=300),
+    fraction=st.floats(0, 1),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_cut_takes_the_tokens_asked_within_one_small_document(lengths, fraction, seed):
+    """Whatever the lengths (a long tail, many equal ones): the documents taken never pass the tokens asked,
+    and what is left is less than any document not taken that the run could tell fits (by its characters)."""
+    tokens = np.array(lengths, np.int64)
+    chars = tokens * 4
+    uniform = np.random.default_rng(seed).random(len(tokens))
+    wanted = fraction * tokens.sum()
+    cut = exact_cut(uniform, chars, tokens, wanted)
+    chosen = taken(uniform, chars, cut)
+    got = tokens[chosen].sum()
+    assert got <= wanted
+    if len(cut) < MAX_LEVELS:
+        assert not (tokens[~chosen] <= wanted - got).any()
 
 
 def test_the_same_bytes_for_any_workers(sources, sample_tokenizer, tmp_path):
@@ -261,3 +288,21 @@ def test_a_bad_record_is_counted_once_whatever_the_passes(sources, sample_tokeni
     assert totals["skipped_by_reason"]["bad_json"] == 1 and totals["skipped_by_reason"]["empty_text"] == 1
     assert totals["documents_read"] == totals["documents_written"] + totals["documents_skipped"]
     assert "skipped 1 record (bad_json)" in done.stderr
+
+
+@pytest.mark.parametrize("weights", ["dup=0.2,tail=0.8", "dup=0.15,tail=0.85", "dup=0.7,tail=0.3"])
+def test_shares_hold_on_duplicates_and_a_long_tail(weights, sample_dir, sample_tokenizer, tmp_path):
+    """A source of thousands of identical one-letter documents (drawn apart: each keyed to its place) beside
+    one whose documents run from a line to 40,000 tokens (taken past the first that would pass the budget):
+    every source within half a point of its share."""
+    lines = (sample_dir / "prose.jsonl").read_text(encoding="utf-8").splitlines()
+    texts = [json.loads(line)["text"] for line in lines]
+    tail = [" ".join(texts[: 1 + (k * 37) % 200]) if k % 9 == 0 else texts[k % len(texts)][:200] for k in range(300)]
+    (tmp_path / "dup.txt").write_text("a\n" * 20_000)
+    (tmp_path / "tail.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tail))
+    sources = [f"dup={tmp_path / 'dup.txt'}", f"tail={tmp_path / 'tail.jsonl'}"]
+    out = tmp_path / "out"
+    run_transform([], sample_tokenizer, out, source=sources, weights=weights, seq_len=128, remainder="pad")
+    stats = compute_stats(out)
+    for name, share in (part.split("=") for part in weights.split(",")):
+        assert abs(stats["mixture"][name]["share"] - float(share)) < 0.005, stats["mixture"]
