@@ -27,7 +27,7 @@ import msgspec
 from ..errors import ObjcliError
 from ..formats import format_of
 from ..formats.megatron import read_index_header
-from ..formats.megatron_join import join
+from ..formats.megatron_join import Piece, join
 from ..run.progress import phase
 from ..storage.identity import side_digests
 from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest, reshard_converts
@@ -139,7 +139,7 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
     for folder, shard in shards:
         _read_index_header(folder / shard.files[1])
     try:
-        return join(shards, work, prefix, 0, 0)
+        return join([Piece(folder, shard) for folder, shard in shards], work, prefix, 0, 0)
     except ValueError:
         raise ObjcliError(
             "merge: the Megatron shards store tokens in different dtypes (uint16 and int32); "

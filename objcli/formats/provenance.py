@@ -80,20 +80,24 @@ class ProvenanceWriter:
         return commit(temp)
 
 
-def join_provenance(paths: list[Path], rows: list[int], base: Path) -> tuple[Path, str]:
-    """One provenance file for shards joined back to back (merge's Megatron join): each file's rows
-    counted on from the rows of the shards before it. Returns (its path, its sha256)."""
+def join_provenance(ranges: list[tuple[Path, int, int]], base: Path) -> tuple[Path, str]:
+    """One provenance file for rows joined back to back (a Megatron join): each file's rows
+    ``start:stop`` (a shard, or part of one), counted on from the rows before them. Returns (its path,
+    its sha256)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from .arrow_columns import column_numpy, int_array, read_parquet
 
     tables, before = [], 0
-    for path, count in zip(paths, rows):
+    for path, start, stop in ranges:
         table = read_parquet(path)
-        shifted = int_array(column_numpy(table.column("row")) + before, np.int64)  # pyarrow.compute: pandas
+        row = column_numpy(table.column("row"))
+        lo, hi = np.searchsorted(row, [start, stop])  # a file's rows are in order (read_provenance checks)
+        table = table.slice(int(lo), int(hi - lo))
+        shifted = int_array(row[lo:hi] - start + before, np.int64)  # pyarrow.compute: pandas
         tables.append(table.set_column(table.schema.get_field_index("row"), "row", shifted))
-        before += count
+        before += stop - start
     temp = temp_file(base, SUFFIX)
     pq.write_table(pa.concat_tables(tables).unify_dictionaries(), temp, compression="zstd")
     return commit(temp)

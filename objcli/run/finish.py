@@ -210,24 +210,26 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     if not config.format.merge_joins_shards or folder is None or config.shuffle_rows:
         return shards
     remote = folder.place.remote
-    from ..formats.megatron_join import join
+    from ..formats.megatron_join import Piece, join
     from ..storage.shard_info import work_prefix
 
     source = {p.index: p.source for p in plan.partitions}
     keys: dict[tuple, list] = {}
     for shard in shards:
         keys.setdefault((shard.split, source.get(shard.partition, "")), []).append(shard)
+    fetched: set[str] = set()
     joined = []
     ordinal = min([JOINED, *(s.ordinal - 1 for s in shards)])  # below any joined before (an appended output's)
     for group in (g for same in keys.values() for g in _up_to(same, config.shard_limit)):
-        if len(group) == 1:
-            joined.append(group[0])
+        if len(group) == 1 and group[0][1:] == (0, group[0][0].rows):
+            joined.append(group[0][0])
             continue
-        first = group[0]
-        for name in (n for s in group for n in s.files) if remote else ():
+        first = group[0][0]
+        for name in (n for shard, _, _ in group for n in shard.files if n not in fetched) if remote else ():
             folder.work_place.fetch(name, work)
-        shard = join([(work, s) for s in group], work, work_prefix(first.partition, first.split, ordinal),
-                     first.partition, ordinal)  # fmt: skip
+            fetched.add(name)
+        pieces = [Piece(work, shard, start, stop) for shard, start, stop in group]
+        shard = join(pieces, work, work_prefix(first.partition, first.split, ordinal), first.partition, ordinal)
         for name in shard.files if remote else ():
             folder.work_place.publish(work / name)
         joined.append(shard)
@@ -237,8 +239,15 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     return joined  # each split's (and source's) in the order of its rows: final_names numbers them so
 
 
-def _up_to(shards: list, limit) -> list[list]:
-    """Consecutive runs of the shards, each within the limit (rows or bytes), never empty."""
+def _up_to(shards: list, limit) -> list[list[tuple]]:
+    """Consecutive runs of the shards' rows, as (shard, first row, end row) pieces, each run within the
+    limit (rows or bytes), never empty. A limit in rows over shards of whole documents (one a row, no
+    padding: Megatron's default) fills every run to exactly that many rows, cutting shards between rows,
+    so a split gets ceil(rows / limit) prefixes whatever its partitions' sizes; else shards stay whole."""
+    from ..formats.megatron_join import splits_into_rows
+
+    if limit.rows and not limit.bytes and all(splits_into_rows(s) for s in shards):
+        return _rows_of(shards, limit.rows)
     groups, rows, size = [[]], 0, 0
     for shard in shards:
         grown = sum(shard.bytes.values())
@@ -246,6 +255,22 @@ def _up_to(shards: list, limit) -> list[list]:
         if groups[-1] and full:
             groups.append([])
             rows = size = 0
-        groups[-1].append(shard)
+        groups[-1].append((shard, 0, shard.rows))
         rows, size = rows + shard.rows, size + grown
+    return [g for g in groups if g]
+
+
+def _rows_of(shards: list, each: int) -> list[list[tuple]]:
+    """The shards' rows in runs of ``each`` (the last the rest)."""
+    groups, room = [[]], each
+    for shard in shards:
+        start = 0
+        while start < shard.rows:
+            if room == 0:
+                groups.append([])
+                room = each
+            stop = min(shard.rows, start + room)
+            groups[-1].append((shard, start, stop))
+            room -= stop - start
+            start = stop
     return [g for g in groups if g]

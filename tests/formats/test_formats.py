@@ -172,3 +172,45 @@ def test_megatron_gets_one_data_args_file_per_split(small_corpus, sample_tokeniz
         prefixes = [line.split()[1] for line in (tmp_path / name).read_text().splitlines()]
         expected = [s["files"][0].removesuffix(".bin") for s in manifest["shards"] if s["split"] == split]
         assert prefixes == expected and all(p.startswith(f"{split}-") for p in prefixes)
+
+
+@pytest.mark.parametrize("rows, split", [(100, None), (37, "validation=10%")])
+def test_megatron_prefixes_are_as_few_as_the_shard_size_says(rows, split, sample_dir, sample_tokenizer, tmp_path):
+    """--shard-size in rows over many partitions: each split's prefixes hold exactly that many rows (the last
+    the rest), cut between rows where a partition ends inside one; the rows, their provenance and every
+    count equal a run of one partition's, and verify passes."""
+    import math
+
+    from objcli.commands.verify import verify_output
+    from objcli.reading import Rows
+
+    corpus = sample_dir / "prose.jsonl"
+    options = {"output_format": "megatron", "shard_size": str(rows), "provenance": True}
+    options |= {"split": split} if split else {}
+    run_transform([corpus], sample_tokenizer, tmp_path / "many", partition_size="100KiB", **options)
+    run_transform([corpus], sample_tokenizer, tmp_path / "one", partition_size="64MiB", shard_size="1000000",
+                  **{k: v for k, v in options.items() if k != "shard_size"})  # fmt: skip
+    many, one = manifest_json(tmp_path / "many"), manifest_json(tmp_path / "one")
+    assert len({s["partition"] for s in many["shards"]}) > 3
+    for name in ("train", "validation") if split else ("",):
+        counts = [s["rows"] for s in many["shards"] if s.get("split", "") == name]
+        total = sum(counts)
+        assert len(counts) == math.ceil(total / rows) and all(c == rows for c in counts[:-1]), counts
+        mine, theirs = Rows(tmp_path / "many", name or None), Rows(tmp_path / "one", name or None)
+        assert [r["input_ids"].tolist() for r in mine] == [r["input_ids"].tolist() for r in theirs]
+    for key in ("rows", "tokens", "padding_tokens"):
+        assert many["totals"][key] == one["totals"][key] == sum(s[key] for s in many["shards"]), key
+    assert sum(s["documents"] for s in many["shards"]) == sum(s["documents"] for s in one["shards"])
+    assert verify_output(tmp_path / "many").ok
+    from objcli.formats.provenance import provenance_file, read_provenance
+    from objcli.storage.shard_info import ShardRecord
+
+    def spans(folder, manifest):
+        found = []
+        for shard in manifest["shards"]:
+            record = ShardRecord(**{k: v for k, v in shard.items() if k in ShardRecord.__struct_fields__})
+            records = read_provenance(folder / provenance_file(record), shard["rows"], [])["__p_record"]
+            found += [tuple(records.values[a:b]) for a, b in zip(records.offsets[:-1], records.offsets[1:])]
+        return found
+
+    assert spans(tmp_path / "many", many) == spans(tmp_path / "one", one)
