@@ -30,7 +30,15 @@ from ..formats.megatron import read_index_header
 from ..formats.megatron_join import Piece, join
 from ..run.progress import phase
 from ..storage.identity import side_digests
-from ..storage.manifest import MANIFEST_NAME, Manifest, ShardRecord, final_prefix, read_manifest, reshard_converts
+from ..storage.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ShardRecord,
+    final_prefix,
+    read_manifest,
+    reshard_command,
+    reshard_converts,
+)
 from ..storage.remote import is_url
 from .rebuild import (
     building,
@@ -69,13 +77,26 @@ def check_compatible(sources: list[str], manifests: list[Manifest]) -> None:
         for (name, expected), (_, got) in zip(first, _signature(manifest)):
             if expected != got:
                 shown = lambda v: str(v) if len(str(v)) < 80 else str(v)[:77] + "..."  # noqa: E731
-                older = " (an output written before columns took their values' width: objcli reshard it first)"
-                converts = reshard_converts(expected, got) or reshard_converts(got, expected)
                 raise ObjcliError(
                     f"merge: {source} differs from {sources[0]} in its {name} ({shown(got)} vs "
                     f"{shown(expected)}); merge outputs of one tokenizer, objective, format and row length"
-                    + (older if name == "columns" and converts else "")
+                    + (
+                        _older((sources[0], manifests[0]), (source, manifest), expected, got)
+                        if name == "columns"
+                        else ""
+                    )
                 )
+
+
+def _older(first: tuple, other: tuple, expected, got) -> str:
+    """Where one of two outputs was written before columns took their current layout: the reshard that
+    converts it, as a command to run."""
+    if not (reshard_converts(expected, got) or reshard_converts(got, expected)):
+        return ""
+    folder, manifest = other if reshard_converts(got, expected) else first
+    return (
+        f" ({folder} was written before columns took their values' width: '{reshard_command(folder, manifest)}' first)"
+    )
 
 
 def train_when_split(manifests: list[Manifest]) -> list[Manifest]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..formats.dataset_card import CARD_NAME, is_ours
 from ..storage.faults import crash_point
+from ..storage.files import LOCK_NAME, write_json_atomically
 from ..storage.files import WORK_FOLDER as WORK
-from ..storage.files import write_json_atomically
 from ..storage.manifest import MANIFEST_NAME, decode_manifest
 from ..storage.places import LocalPlace
 
@@ -178,20 +178,41 @@ def upload_output(command: str, folder: Path, url: str, overwrite: bool, manifes
 
 @contextmanager
 def building(command: str, out: Path, overwrite: bool):
-    """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard."""
+    """The output's lock and a clean work folder (``OUT/.objcli-tmp``), for merge and reshard. A refused
+    or failed build into a folder it made leaves no folder behind (not even its lock file)."""
+    made = next((p for p in [*reversed(out.absolute().parents), out.absolute()] if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
     place = LocalPlace(out)
     place.lock()
+    failed = True
     try:
         refuse_or_clear(command, out, overwrite)
         work = fresh_work(out)
         try:
             yield work
+            failed = False
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)  # a failed build (a full disk) gives its space back
             raise
     finally:
         place.unlock()
+        if made is not None and failed:
+            _remove_if_only_the_lock(out.absolute(), made)
+
+
+def _remove_if_only_the_lock(out: Path, made: Path) -> None:
+    """``out`` and the folders above it up to ``made`` (the first this build made), where they hold only
+    the lock file and the work folder."""
+    try:
+        if {p.name for p in out.iterdir()} <= {LOCK_NAME, WORK}:
+            shutil.rmtree(out / WORK, ignore_errors=True)
+            (out / LOCK_NAME).unlink(missing_ok=True)
+            for folder in [out, *out.parents]:
+                folder.rmdir()
+                if folder == made:
+                    break
+    except OSError:  # another process put something there meanwhile: left as it is
+        pass
 
 
 def fresh_work(out: Path) -> Path:

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import ObjcliError
-from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix, reshard_converts
+from ..storage.manifest import MANIFEST_NAME, decode_manifest, final_prefix, reshard_command, reshard_converts
 from ..storage.partitions import PartitionResult, write_marker
 from ..storage.shard_info import ShardRecord, work_prefix
 from .run_inputs import make_run_key
@@ -171,8 +171,8 @@ def _refuse_other_columns(manifest, plan) -> None:
             f"--append: with the new inputs, column {name} is {now.get(name, 'absent')}, and the output's is "
             f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
             + (
-                " (written before columns took their values' width, it converts with objcli reshard OUT)"
-                * reshard_converts(was.get(name), now.get(name))
+                f" (written before columns took their values' width, it converts with "
+                f"'{reshard_command(plan.config.output, manifest)}')" * reshard_converts(was.get(name), now.get(name))
             )
         )
 

@@ -212,6 +212,12 @@ def reshard_converts(older, newer) -> bool:
     return "int32" in older or ("fixed_size_list" in newer and "fixed_size_list" not in older)
 
 
+def reshard_command(folder, manifest: Manifest) -> str:
+    """The ``objcli reshard`` that converts an output in place, keeping its number of shards."""
+    each = Counter(shard.split for shard in manifest.shards)
+    return f"objcli reshard {folder} --num-shards {max(each.values(), default=1)}"
+
+
 def final_prefix(name: str) -> str:
     """The shard part of a final file name: ``part-00003-of-00012`` of ``part-00003-of-00012.arrow``."""
     return name[: name.index("-of-") + len("-of-") + 5]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -74,9 +76,9 @@ def test_an_output_at_the_old_widths_is_read_converted_by_reshard_and_never_mixe
     assert run_cli("stats", tmp_path / "old").returncode == 0
     run_transform([SAMPLE / "code.jsonl"], SPM, tmp_path / "new", seq_len=256)
     merged = run_cli("merge", tmp_path / "old", tmp_path / "new", "-o", tmp_path / "m")
-    assert merged.returncode == 1 and "objcli reshard it first" in merged.stderr
+    assert merged.returncode == 1 and f"'objcli reshard {tmp_path / 'old'} --num-shards" in merged.stderr
     appended = run_cli("transform", SAMPLE / "code.jsonl", "-o", tmp_path / "old", "--append")
-    assert appended.returncode == 1 and "converts with objcli reshard OUT" in appended.stderr
+    assert appended.returncode == 1 and f"converts with 'objcli reshard {tmp_path / 'old'}" in appended.stderr
     for size in ("1MB", "37"):  # the stream-copy path and the row path both convert
         out = tmp_path / f"converted-{size}"
         assert run_cli("reshard", tmp_path / "old", "--shard-size", size, "-o", out).returncode == 0
@@ -101,9 +103,16 @@ def test_an_output_of_lists_is_read_converted_to_fixed_size_lists_and_never_mixe
     assert verify_output(tmp_path / "old").ok and read_output(tmp_path / "old")[1] == rows
     assert run_cli("stats", tmp_path / "old").returncode == 0
     merged = run_cli("merge", tmp_path / "old", tmp_path / "now", "-o", tmp_path / "m")
-    assert merged.returncode == 1 and "objcli reshard it first" in merged.stderr
+    assert merged.returncode == 1 and "was written before columns took their values' width" in merged.stderr
     appended = run_cli("transform", SAMPLE / "code.jsonl", "-o", tmp_path / "old", "--append")
-    assert appended.returncode == 1 and "converts with objcli reshard OUT" in appended.stderr, appended.stderr
+    assert appended.returncode == 1 and "converts with 'objcli reshard" in appended.stderr, appended.stderr
+    suggested = re.search(r"'objcli (reshard [^']+)'", merged.stderr).group(1).split()
+    in_place = tmp_path / "in-place"
+    shutil.copytree(tmp_path / "old", in_place)
+    assert run_cli(*[in_place if word == str(tmp_path / "old") else word for word in suggested]).returncode == 0
+    assert (
+        run_cli("merge", in_place, tmp_path / "now", "-o", tmp_path / "m-advised").returncode == 0
+    )  # the advice works
     assert run_cli("reshard", tmp_path / "old", "--shard-size", "100", "-o", tmp_path / "converted").returncode == 0
     converted, now = (json.loads((tmp_path / f / "manifest.json").read_text()) for f in ("converted", "now"))
     assert converted["columns"] == now["columns"] and read_output(tmp_path / "converted")[1] == rows
