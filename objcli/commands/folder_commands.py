@@ -55,18 +55,20 @@ def export_tokenizer_command(folder, output, tokenizer, overwrite):
 @click.argument("folder")
 @click.option("-n", "--rows", type=click.IntRange(min=0), default=3, show_default=True, help="Rows to show.")
 @click.option("-t", "--tokenizer", default=None, help="Tokenizer, if it moved since the run.")
+@click.option("--split", default=None, help="Show this split's rows, numbered within it (train, validation, ...).")
+@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True, help="The first row to show.")
 @click.option("--color/--no-color", default=None, help="Colour segments [default: when stdout is a terminal].")
-def inspect_command(folder, rows, tokenizer, color):
-    """Decode the first rows of an output FOLDER, with segments and padding made visible. Example:
+def inspect_command(folder, rows, tokenizer, split, start, color):
+    """Decode rows of an output FOLDER, with segments and padding made visible. Example:
 
-    objcli inspect shards/ --rows 2
+    objcli inspect shards/ --split validation --start 48 --rows 2
     """
     from .show import inspect_output
 
     colour = sys.stdout.isatty() if color is None else color
     try:
         with readable_output(folder) as local:
-            for line in inspect_output(local, rows, tokenizer, colour):
+            for line in inspect_output(local, rows, tokenizer, colour, split, start):
                 click.echo(line, color=colour)
     except ObjcliError as error:
         raise _Fail(str(error)) from None

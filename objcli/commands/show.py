@@ -16,8 +16,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ObjcliError
-from ..reading.shards import iter_rows
-from ..storage.manifest import ColumnInfo, Manifest, read_manifest
+from ..storage.manifest import ColumnInfo, Manifest
 from ..tokenizers import SpecialTokens, Tokenizer, open_tokenizer
 
 SEGMENT_COLOURS = ("cyan", "yellow", "green", "magenta")
@@ -106,8 +105,19 @@ def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> lis
     return details
 
 
-def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: bool) -> Iterator[str]:
-    manifest = read_manifest(folder)
+def inspect_output(
+    folder: str, rows: int, tokenizer_path: str | None, colour: bool, split: str | None = None, start: int = 0
+) -> Iterator[str]:
+    """``rows`` rows from row ``start`` (of ``split``'s rows, numbered within it, where given), decoded."""
+    from ..reading.rows import Rows
+
+    reader = Rows(folder, split, tokenizer=tokenizer_path)
+    if start > len(reader):
+        raise ObjcliError(
+            f"--start {start}: {folder} has {len(reader):,} rows{f' in its {split} split' if split else ''}; "
+            "give a start below that"
+        )
+    manifest = reader.manifest
     tokenizer = load_output_tokenizer(manifest, tokenizer_path)
     columns = manifest.columns
     roles = {}
@@ -115,8 +125,9 @@ def inspect_output(folder: str, rows: int, tokenizer_path: str | None, colour: b
         if column.family == "input_ids" or column.role == "tokens":
             roles.setdefault(column.role, column.name)
     labels = next((c.name for c in columns if c.role == "labels"), None)
-    for number, (shard, row) in enumerate(islice(iter_rows(folder, manifest, tokenizer_path), rows)):
-        header = " · ".join([f"── row {number}", shard, *_details(row, columns, roles)])
+    for number, row in enumerate(islice(reader.iterate(start), rows), start=start):
+        shard = reader.file_of(number)
+        header = " · ".join([f"── {split + ' ' if split else ''}row {number}", shard, *_details(row, columns, roles)])
         yield click.style(header, bold=True) if colour else header
         if "tokens" not in roles:  # rows of values (RL prompts): each as its JSON
             yield from (

@@ -75,6 +75,11 @@ class Rows:
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         return self.iterate(0)
 
+    def file_of(self, index: int) -> str:
+        """The file (a shard's first) that row ``index`` of this view lies in."""
+        where = int(np.searchsorted(self.starts, self.start + index, side="right")) - 1
+        return self.shards[where].files[0]
+
     def iterate(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         """Rows from ``start`` (0 to ``len(self)``, within this view) to its end."""
         if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start <= len(self):

@@ -22,6 +22,12 @@ class StreamShards:
         self._lock = threading.Lock()
         self._tables: dict[str, tuple] = {}  # file -> (table, each batch's first row)
 
+    def __getstate__(self) -> dict:  # to a process of its own (a spawned DataLoader worker): mapped there anew
+        return {"folder": self.folder, "manifest": self.manifest}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["folder"], state["manifest"])
+
     def _table(self, record: ShardRecord) -> tuple:
         name = record.files[0]
         with self._lock:

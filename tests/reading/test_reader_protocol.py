@@ -261,3 +261,18 @@ def test_a_plans_manifest_is_checked_against_its_files(edit, refusal, llama_stor
     with pytest.raises(ObjcliError, match=refusal):
         Rows(out)[0]
     assert any(refusal.split(",")[0] in problem for problem in verify_output(str(out)).problems)
+
+
+@requires("torch")
+@pytest.mark.heavy
+def test_spawned_workers_read_every_row(output):
+    """Workers started by spawn (macOS's and Windows' default): the dataset pickled to them, every row
+    an epoch, and the main process's state refused."""
+    from objcli.reading.torch_rows import IterableTorchRows
+
+    rows = Rows(output)
+    dataset = IterableTorchRows(rows)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    assert [sum(len(b["input_ids"]) for b in loader) for _ in range(2)] == [len(rows)] * 2
+    with pytest.raises(ObjcliError, match="StatefulDataLoader"):
+        dataset.state_dict()
