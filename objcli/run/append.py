@@ -63,7 +63,43 @@ def appended_values(given: dict, execution: dict) -> tuple[dict, dict]:
         path = Path(folder) / MANIFEST_NAME
         path.write_text(json.dumps(manifest), encoding="utf-8")
         recipe = load_recipe(str(path))
-    return append_values(given, recipe, list(recipe.get("inputs", []))), manifest
+    recipe = _with_tokenizer(given, recipe, manifest.get("tokenizer") or {})
+    return append_values(given, recipe, _found_inputs(recipe, manifest)), manifest
+
+
+def _found_inputs(recipe: dict, manifest: dict) -> list[str]:
+    """The output's inputs as named, or where the manifest recorded them (``resolved``) for a relative name
+    that does not lead to them from here (an append run from another folder)."""
+    resolved = {e.get("path"): e.get("resolved") for e in manifest.get("inputs", []) if isinstance(e, dict)}
+    found = []
+    for path in recipe.get("inputs", []):
+        elsewhere = resolved.get(path)
+        here = os.path.isabs(path) or os.path.exists(path) or not elsewhere or not os.path.exists(elsewhere)
+        found.append(path if here else elsewhere)
+    return found
+
+
+def _with_tokenizer(given: dict, recipe: dict, recorded: dict) -> dict:
+    """The output's tokenizer is a file's content, not the path it was named by: ``-t`` naming the same
+    tokenizer by another path (absolute, from another folder, a copy) is that tokenizer, and without
+    ``-t`` the run takes it where the manifest recorded it (its absolute path), from any folder."""
+    from ..tokenizers import open_tokenizer
+
+    named = given.get("tokenizer")
+    if named is None or named == recipe.get("tokenizer"):
+        if named is None and recorded.get("path") and os.path.exists(recorded["path"]):
+            return {**recipe, "tokenizer": recorded["path"]}
+        return recipe
+    try:
+        same = open_tokenizer(named).sha256 == recorded.get("sha256")
+    except ObjcliError:
+        same = False
+    if not same:
+        raise ObjcliError(
+            f"--append: --tokenizer {named!r} is not the output's tokenizer ({recorded.get('path', '?')}, "
+            "compared by content); an appended output keeps its tokenizer: give that one, or drop -t"
+        )
+    return {**recipe, "tokenizer": named}
 
 
 def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict:
@@ -122,15 +158,18 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
     manifest = decode_manifest(manifest_data, MANIFEST_NAME)
     entries = manifest_data["partitions"]
     count = len(entries)
-    planned = [p.to_json() for p in plan.partitions[:count]]
+    # An input found where the manifest recorded it (``_found_inputs``) is compared under its recorded name.
+    recorded = {e["resolved"]: e["path"] for e in manifest_data["inputs"] if isinstance(e, dict) and e.get("resolved")}
+    planned = [_named(p.to_json(), recorded) for p in plan.partitions[:count]]
     keys = [k for k in planned[0] if k not in ("index", "source")] if planned else []
     files = plan.files[: len(manifest_data["inputs"])]
+    names = [recorded.get(f.path, f.path) for f in files]
     if any(f.is_stream for f in plan.files):
         raise ObjcliError("--append: a stream cannot be appended (what it held cannot be checked); give files")
     if (
         len(planned) < count
         or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys} for p, e in zip(planned, entries))
-        or make_run_key(manifest.config_sha256, files) != manifest.run_key
+        or make_run_key(manifest.config_sha256, files, names) != manifest.run_key
     ):
         raise ObjcliError(
             "--append: the output's inputs changed since it was written (or are given differently); "
@@ -157,6 +196,11 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
         )
         results.append((result, {final: work for _, renames in pairs for final, work in renames.items()}))
     return results
+
+
+def _named(partition: dict, recorded: dict[str, str]) -> dict:
+    pieces = [{**piece, "input": recorded.get(piece["input"], piece["input"])} for piece in partition["pieces"]]
+    return {**partition, "pieces": pieces}
 
 
 def _refuse_other_columns(manifest, plan) -> None:

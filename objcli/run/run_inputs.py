@@ -17,14 +17,15 @@ from ..readers.token_inputs.digests import token_input_digests
 from ..storage.remote import is_url, public_url
 
 
-def make_run_key(config_sha256: str, files) -> str:
+def make_run_key(config_sha256: str, files, names: list[str] | None = None) -> str:
     """The configuration plus the size and modification time (an object's ETag; a tokenized input's
     files' sha256) of every input: an
     interrupted run's finished partitions are reused only if this matches (an edited input
     invalidates them). What a stream held cannot be compared with an earlier run, so a run that
-    reads one has a key of its own."""
+    reads one has a key of its own. ``names``: what each file was named by when the key was first made
+    (an append run from another folder finds the output's inputs where the manifest recorded them)."""
     stats = []
-    for f in files:
+    for k, f in enumerate(files):
         if f.is_stream:
             stats.append([f.path, os.urandom(16).hex()])
             continue
@@ -38,7 +39,7 @@ def make_run_key(config_sha256: str, files) -> str:
             stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else _data_file(f))
         except OSError as error:
             raise ObjcliError(f"input {f.path}: {error.strerror}; check that it still exists") from None
-        stats.append([f.path, stat.st_size, stat.st_mtime_ns])
+        stats.append([names[k] if names else f.path, stat.st_size, stat.st_mtime_ns])
     payload = json.dumps({"config": config_sha256, "inputs": stats}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 

@@ -4,6 +4,7 @@ one line; a killed append leaves the old output valid and the same command finis
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,34 @@ def test_an_objective_named_by_its_alias_appends(halves, sample_tokenizer, tmp_p
     refused = run_cli("transform", b, "-o", tmp_path / "out", "--objective", "mlm", *flags)
     assert refused.returncode == 1 and "--objective 'mlm' differs" in refused.stderr
     assert verify_output(tmp_path / "out").ok
+
+
+def test_an_append_takes_the_tokenizer_by_content_and_runs_from_any_folder(tmp_path):
+    """Issue 83, item 5: the output's tokenizer named by another path (absolute, a copy) is that tokenizer;
+    without -t, an append run from another folder finds the tokenizer and the output's inputs where the
+    manifest recorded them; the result equals one run over every input; another tokenizer is one line."""
+    from runs import SAMPLE, run_cli
+
+    work = tmp_path / "work"
+    work.mkdir()
+    lines = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)
+    for k, name in enumerate("abc"):
+        (work / f"{name}.jsonl").write_text("".join(lines[30 * k : 30 * (k + 1)]))
+    shutil.copy(SAMPLE / "tokenizer.model", work / "tok.model")
+    shutil.copy(SAMPLE / "tokenizer.model", tmp_path / "copy.model")
+    made = run_cli("transform", "a.jsonl", "-t", "tok.model", "--seq-len", "64", "-o", "out", "-q", cwd=work)
+    assert made.returncode == 0, made.stderr
+    by_copy = run_cli("transform", "b.jsonl", "-o", "out", "--append", "-t", tmp_path / "copy.model", "-q", cwd=work)
+    assert by_copy.returncode == 0, by_copy.stderr
+    elsewhere = run_cli("transform", work / "c.jsonl", "-o", work / "out", "--append", "-q", cwd=tmp_path)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    for step in (["a.jsonl", "--seq-len", "64"], ["b.jsonl", "--append"], ["c.jsonl", "--append"]):
+        done = run_cli("transform", *step, "-t", "tok.model", "-o", "here", "-q", cwd=work)  # all from its folder
+        assert done.returncode == 0, done.stderr
+    from objcli.reading import Rows
+
+    assert [r["input_ids"].tolist() for r in Rows(work / "out")] == [
+        r["input_ids"].tolist() for r in Rows(work / "here")
+    ]
+    other = run_cli("transform", work / "c.jsonl", "-o", work / "out", "--append", "-t", SAMPLE / "code.model")
+    assert other.returncode != 0 and "is not the output's tokenizer" in other.stderr
