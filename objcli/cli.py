@@ -261,7 +261,7 @@ class _TransformProgress:
     def __call__(self, progress) -> None:
         if progress.phase:
             self.close()
-            unit = "B" if progress.phase == "transform" else "step"
+            unit = "B" if progress.phase in ("transform", "tokenize") else "step"  # the run's bytes of input
             self.display = phase(progress.phase, progress.total if unit == "B" else None, unit, progress.done)
             return
         self.text_bytes += progress.text_bytes

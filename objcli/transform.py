@@ -195,7 +195,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     streams = any(p.input.is_stream for p in plan.partitions)
     report(
         Progress(
-            phase="transform",
+            phase="tokenize" if config.store_kind else "transform",  # the command's own name
             total=None if streams else sum(p.size for p in plan.partitions),
             done=sum(p.size for p in plan.partitions if p.index in kept),
         )

@@ -126,13 +126,15 @@ def test_a_resumed_run_starts_from_what_is_done(corpus, tmp_path):
     assert "7 of 17 partitions kept" in text
 
 
-def test_progress_lines_for_logs(corpus, tmp_path):
+@pytest.mark.parametrize("command", ["transform", "tokenize"])
+def test_progress_lines_for_logs(command, corpus, tmp_path):
+    """Lines for a log, named by the command that runs (issue 83: tokenize's said "transform")."""
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "objcli",
-            "transform",
+            command,
             str(corpus),
             "-t",
             str(SAMPLE / "tokenizer.model"),
@@ -145,7 +147,7 @@ def test_progress_lines_for_logs(corpus, tmp_path):
         text=True,
         env={**os.environ, "OBJCLI_PROGRESS": "0.2"},
     )
-    lines = [line for line in result.stderr.splitlines() if line.startswith("objcli transform: ")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith(f"objcli {command}: ") and "%" in line]
     percents = [int(PERCENT.search(line).group(1)) for line in lines]
     assert len(lines) >= 2 and percents == sorted(percents) and percents[-1] == 100
     assert all(" left" in line for line in lines)
