@@ -12,6 +12,17 @@ from .inputs import STDIN, Piece, open_piece
 UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 
 
+def binary_file(stream) -> str | None:
+    """What binary file a stream holds (by its magic number, or NUL-rich bytes that are no wide text), or
+    None for text."""
+    head = stream.peek(1024)[:1024]
+    named = binary_kind(head)
+    if named or len(head) < 8 or head.count(0) < len(head) // 3:
+        return named
+    wide = "UTF-16LE" if head[1::2].count(0) > head[::2].count(0) else "UTF-16BE"
+    return None if any(reads_as(head, e) for e in (wide, "UTF-32LE", "UTF-32BE")) else "binary data"
+
+
 def skip_byte_order_mark(stream, path: str) -> None:
     """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text,
     with a byte-order mark or without (then every second or fourth byte of ASCII text is NUL), is

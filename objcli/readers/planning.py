@@ -86,8 +86,13 @@ def _unique(files: list[InputFile], warn) -> list[InputFile]:
     return unique
 
 
-def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) -> list[InputFile]:
-    """Expand files, folders (recursive, sorted) and globs; ``-`` is standard input."""
+def resolve_inputs(
+    specs: list[str], requested_format: str = "auto", warn=None, text_unit: str = "line"
+) -> list[InputFile]:
+    """Expand files, folders (recursive, sorted) and globs; ``-`` is standard input. A folder's files are
+    those a text format names by suffix, or with ``text_unit`` "file" (a file a document) every file
+    (man pages, source code, ``ls.1.gz``): its bytes say its format, and a binary one is a counted skip."""
+    named = format_from_name if text_unit != "file" else (lambda name: format_from_name(name) or "text")
     if not specs:
         raise ObjcliError("no input given; name files, folders or globs, or '-' for standard input")
     files: list[InputFile] = []
@@ -105,11 +110,13 @@ def resolve_inputs(specs: list[str], requested_format: str = "auto", warn=None) 
                 raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
             paths = _not_objcli_files(spec, matches)
         elif os.path.isdir(spec):
-            paths = folder_files(spec, format_from_name, warn)
+            paths = folder_files(spec, named, warn)
             if not paths:
                 raise ObjcliError(
-                    f"input {spec}: the folder holds no {suffix_list()} file "
-                    "(compressed or not); name the files directly"
+                    f"input {spec}: the folder holds no {suffix_list()} file (compressed or not); name the files "
+                    "directly, or pass --text-unit file to read every file of it as a document"
+                    if text_unit != "file"
+                    else f"input {spec}: the folder holds no file; name the files directly"
                 )
         elif os.path.exists(spec):
             paths = [spec]  # a file, or a pipe named by path: read like standard input

@@ -21,6 +21,8 @@ SKIP_FIXES = {
     "null_text": "fill the text column or pass without --strict to skip null rows",
     "empty_text": "drop empty documents upstream or pass without --strict to skip them",
     "empty_document": "a tokenized input's document with no token (two EOS ids in a row); pass without --strict",
+    "binary": "a binary file among the inputs (--text-unit file reads a folder's every file); leave it out or "
+    "pass without --strict to skip such files",
 }
 
 

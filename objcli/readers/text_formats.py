@@ -24,7 +24,7 @@ from ..errors import ObjcliError
 from .inputs import COMPRESSION_SUFFIXES, Piece
 from .json_lines import json_lines
 from .lines import Locator, decode_text_block, line_blocks, paragraphs, whole_file
-from .opening import open_for_reading, skip_byte_order_mark
+from .opening import binary_file, open_for_reading, skip_byte_order_mark
 from .parquet import parquet_texts
 from .records import RecordLog
 
@@ -54,6 +54,11 @@ class TextInputFormat:
         locator = Locator(piece)
         counted: list = []  # the reader that counts the input bytes read (none for a stream)
         with open_for_reading(piece, counted) as stream:
+            binary = binary_file(stream) if options.text_unit == "file" and not self.records else None
+            if binary:  # a file a document, whatever its name: a binary one is a counted skip
+                log.read += 1
+                log.skip("binary", locator.path, f"{binary}, not text")
+                return
             if not piece.start:
                 skip_byte_order_mark(stream, locator.path)
             for texts in self.texts(stream, piece, options, log, locator):

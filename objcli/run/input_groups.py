@@ -30,7 +30,8 @@ def open_group(group: list[str], config: TransformConfig, source: str, warn) -> 
                 "(an index beside the ids), never from standard input; name the files"
             )
         return token_group(found, config, source)
-    files = resolve_inputs(group, config.input_format, warn)  # text: each file's format from its name or bytes
+    # Text: each file's format from its name or bytes (--text-unit file: a folder's every file).
+    files = resolve_inputs(group, config.input_format, warn, config.text_unit)
     return files, plan_partitions(files, config.partition_bytes, config.text_unit)
 
 

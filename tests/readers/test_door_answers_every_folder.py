@@ -154,3 +154,27 @@ def test_a_binary_input_is_named_as_binary_in_transform_and_train_tokenizer(tmp_
         f"Error: input {executable}: an ELF executable or library, not "
         "text; leave it out of the inputs (or name the text files)"
     ]
+
+
+def test_text_unit_file_reads_a_folders_every_file_and_skips_binaries(tmp_path):
+    """--text-unit file: a folder of man pages (roff, gzipped, no text suffix), a README without a suffix and
+    a binary: every text file a document, the binary a counted skip (one line with --strict); without it the
+    folder is refused with the way out named (issue 83, item 7)."""
+    import gzip
+    import sys
+
+    folder = tmp_path / "man"
+    (folder / "man1").mkdir(parents=True)
+    pages = {"ls.1.gz": ".TH LS 1\n.SH NAME\nls \\- list directory contents\n", "cp.1.gz": ".TH CP 1\ncopy files\n"}
+    for name, roff in pages.items():
+        (folder / "man1" / name).write_bytes(gzip.compress(roff.encode()))
+    (folder / "NOTES").write_text("plain notes about the pages\n")
+    (folder / "tool").write_bytes(open(sys.executable, "rb").read(4096))
+    with pytest.raises(ObjcliError, match="pass --text-unit file to read every file of it"):
+        run_transform([folder], SPM, tmp_path / "out", seq_len=64)
+    summary = run_transform([folder], SPM, tmp_path / "out", seq_len=64, text_unit="file", remainder="pad")
+    totals = summary.manifest["totals"]
+    assert (totals["documents_read"], totals["documents_written"]) == (4, 3)
+    assert totals["skipped_by_reason"] == {"binary": 1}
+    with pytest.raises(ObjcliError, match="an ELF executable or library, not text"):
+        run_transform([folder], SPM, tmp_path / "strict", seq_len=64, text_unit="file", strict=True)
