@@ -65,19 +65,22 @@ def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
 
 def sample_sentences(request, counts: dict, show: bool) -> Iterator[str]:
     """The sentences to train on. A sample (the default one, or ``--max-lines``) is drawn from every
-    input in proportion to its size, never the first input's lines alone; ``counts["inputs"]`` says what
-    each gave."""
+    input in proportion to its size, never the first input's lines alone, and spread over each input
+    (``_spread``), never its first lines alone; ``counts["inputs"]`` says what each gave."""
     options = ReadOptions(text_key=request.text_key, text_unit=request.text_unit)
     counts["log"], counts["inputs"] = RecordLog(), {}
     _refuse_token_inputs(request.inputs, request.text_key)
-    files = resolve_inputs(request.inputs)
+    files = resolve_inputs(request.inputs, text_unit=request.text_unit)
     sizes = [f.size or 0 for f in files]
     sampled = request.max_lines or request.sample_chars is not None
     proportional = sampled and all(sizes)  # a stream's size is unknown: the sample is then read in order
     shares = [size / sum(sizes) for size in sizes] if proportional else [1.0] * len(files)
     for file, share in zip(files, shares):
         start = dict(counts)
-        sentences = _file_sentences(file, request, options, counts, show)
+        if proportional:
+            sentences = _spread(file, request, options, counts, show, share)
+        else:
+            sentences = _documents_sentences(_read(file, options, counts, show), request, counts)
         for sentence in sentences:
             yield sentence
             if _sample_full(request, counts, start if proportional else {"sentences": 0, "chars": 0}, share):
@@ -88,26 +91,82 @@ def sample_sentences(request, counts: dict, show: bool) -> Iterator[str]:
             return
 
 
-def _file_sentences(file, request, options, counts: dict, show: bool) -> Iterator[str]:
-    log, shown = counts["log"], time.monotonic()
+WINDOWS = 64  # byte ranges a large input's sample is drawn from, spread over it
+MIN_WINDOW_BYTES = 1 << 20
+
+
+def _spread(file, request, options, counts: dict, show: bool, share: float) -> Iterator[str]:
+    """An input's share of the sample, spread over it: a file read in byte ranges (plain text, JSON
+    lines) gives the first part of each of up to 64 ranges spread evenly over it; one read whole
+    (compressed, Parquet, a JSON array) gives the documents with the lowest uniforms keyed to their
+    text, up to its share, in their order."""
+    windows = plan_partitions([file], max(-(-(file.size or 0) // WINDOWS), MIN_WINDOW_BYTES), options.text_unit)
+    if len(windows) > 1:
+        for window in windows:
+            before = dict(counts)
+            sentences = _documents_sentences(_read_partition(window, options, counts, show), request, counts)
+            for sentence in sentences:
+                yield sentence
+                if _sample_full(request, counts, before, share / len(windows)):
+                    sentences.close()
+        return
+    budget = request.max_lines * share if request.max_lines else request.sample_chars * share
+    kept, dropped = _lowest_keyed(_read(file, options, counts, show), budget, lines=bool(request.max_lines))
+    counts["sampled"] = counts.get("sampled", False) or dropped
+    yield from _documents_sentences(iter([kept]), request, counts)
+
+
+def _lowest_keyed(batches, budget: float, lines: bool) -> tuple[list[str], bool]:
+    """The documents with the lowest keyed uniforms (``order.splits.uniforms``, seed 0) whose lines or
+    characters fit ``budget``, in reading order (a bottom-k sample, a sample's size in memory), and
+    whether any was left out."""
+    import heapq
+
+    from ..order.splits import uniforms
+
+    heap: list[tuple[float, int, str]] = []  # (-uniform, position, text): the largest uniform on top
+    size, position, dropped_any = 0.0, 0, False
+    for texts in batches:
+        for u, text in zip(uniforms(list(texts), 0).tolist(), texts):
+            heapq.heappush(heap, (-u, position, text))
+            size += text.count("\n") + 1 if lines else len(text)
+            position += 1
+            while heap and size > budget:
+                _, _, dropped = heapq.heappop(heap)
+                size -= dropped.count("\n") + 1 if lines else len(dropped)
+                dropped_any = True
+    return [text for _, _, text in sorted(heap, key=lambda kept: kept[1])], dropped_any
+
+
+def _read(file, options, counts: dict, show: bool) -> Iterator[list[str]]:
     for partition in plan_partitions([file], 1 << 62, options.text_unit):
-        for texts in read_documents(partition, options, log):
-            counts["documents"] = log.documents
-            if show and time.monotonic() - shown > PROGRESS_SECONDS:
-                shown = time.monotonic()
-                print(
-                    f"objcli: reading: {counts['sentences']:,} sentences from {log.documents:,} documents",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            for text in texts:
-                for line in _code_chunks(text) if request.preset == "code" else text.split("\n"):
-                    if not line.strip():
-                        continue
-                    for sentence in _fitting(line, counts) if not request.byte_level_bpe else (line,):
-                        counts["sentences"] += 1
-                        counts["chars"] += len(sentence)
-                        yield sentence
+        yield from _read_partition(partition, options, counts, show)
+
+
+def _read_partition(partition, options, counts: dict, show: bool) -> Iterator[list[str]]:
+    log, shown = counts["log"], time.monotonic()
+    for texts in read_documents(partition, options, log):
+        counts["documents"] = log.documents
+        if show and time.monotonic() - shown > PROGRESS_SECONDS:
+            shown = time.monotonic()
+            print(
+                f"objcli: reading: {counts['sentences']:,} sentences from {log.documents:,} documents",
+                file=sys.stderr,
+                flush=True,
+            )
+        yield texts
+
+
+def _documents_sentences(batches, request, counts: dict) -> Iterator[str]:
+    for texts in batches:
+        for text in texts:
+            for line in _code_chunks(text) if request.preset == "code" else text.split("\n"):
+                if not line.strip():
+                    continue
+                for sentence in _fitting(line, counts) if not request.byte_level_bpe else (line,):
+                    counts["sentences"] += 1
+                    counts["chars"] += len(sentence)
+                    yield sentence
 
 
 def _sample_full(request, counts: dict, before: dict, share: float) -> bool:

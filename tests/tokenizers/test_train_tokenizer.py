@@ -312,3 +312,24 @@ def test_a_tokenizer_config_that_is_a_folder_or_no_json_is_said(tmp_path, small_
     (tmp_path / "b" / "tokenizer_config.json").write_text("[1, 2")
     result = run_cli("train-tokenizer", small_corpus, "--vocab-size", "400", "-o", tmp_path / "b" / "tokenizer.json")
     assert result.returncode == 0 and "(replaced: it was not readable JSON)" in result.stderr
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_the_sample_is_spread_over_a_sorted_input(tmp_path, compressed):
+    """Issue 83, item 8: one input sorted by kind (code first, then man pages) and larger than the sample:
+    the sample is drawn from all of it (byte ranges spread over a plain file; the lowest keyed uniforms of
+    a compressed one read whole), so the pieces of its second half are learnt too."""
+    import gzip
+    import random
+
+    rng = random.Random(5)
+    lines = [" ".join(rng.choice(["def", "return", "self", "import"]) for _ in range(9)) for _ in range(60_000)]
+    lines += [" ".join(rng.choice(["αλφα", "βήτα", "γάμμα", "δέλτα"]) for _ in range(9)) for _ in range(60_000)]
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / ("sorted.txt.gz" if compressed else "sorted.txt")
+    path.write_bytes(gzip.compress(text.encode()) if compressed else text.encode())
+    result = run_cli("train-tokenizer", path, "--vocab-size", "290", "-o", tmp_path / "tok.model")
+    assert result.returncode == 0, result.stderr
+    assert "the default sample" in result.stderr
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "tok.model"))
+    assert len(processor.encode("βήτα")) <= 2  # a piece learnt from the input's second half
