@@ -28,7 +28,7 @@ def arrow_dtype(arrow_type: str):
     name = re.sub(r"^(fixed_size_)?list<item: (\w+)>(\[\d+\])?$", r"\2", arrow_type)
     try:
         return np.dtype(name)
-    except TypeError:
+    except (TypeError, ValueError):  # a value column's type (a struct, a string): no dtype
         return None
 
 
