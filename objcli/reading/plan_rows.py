@@ -96,7 +96,7 @@ class Plan:
                 if len(self._shards) >= KEPT_SHARDS:
                     self._shards.pop(next(iter(self._shards)))
                 shard = PlanShard(self.folder / name)
-                _check_place(shard.header, record)
+                _check_place(shard.header, record, shard.rows)
                 self._shards[name] = shard
             return self._shards[name]
 
@@ -134,6 +134,9 @@ class Plan:
         batches = [self._made(record, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
         rows = RowBatch.concat(batches) if batches else None
         columns = {}
+        missing = [info.name for info in self.manifest.columns if rows is not None and info.name not in rows.columns]
+        if missing:
+            raise ValueError(f"the manifest names column {missing[0]}, which its rows do not have (edited?)")
         for info in self.manifest.columns:
             column = rows.columns[info.name] if rows is not None else np.zeros((0, 0), np.int32)
             if isinstance(column, Ragged):
@@ -143,8 +146,10 @@ class Plan:
         return columns
 
 
-def _check_place(header: dict, record: ShardRecord) -> None:
+def _check_place(header: dict, record: ShardRecord, rows: int) -> None:
     """A plan file holds one partition's rows (one split's): the manifest's record of it must say so."""
+    if rows != record.rows:
+        raise ValueError(f"holds {rows:,} rows, where the manifest says {record.rows:,} (edited?)")
     if "partition" in header and (header["partition"], header["split"]) != (record.partition, record.split):
         raise ValueError(
             f"holds partition {header['partition']}'s rows{' of ' + header['split'] if header['split'] else ''}, "
@@ -206,12 +211,28 @@ def _objective(folder: Path, manifest: Manifest, moved_tokenizer: str | None):
     from ..tokenizers import SpecialTokens, load_tokenizer
 
     config = config_from_values(load_recipe(str(folder / "manifest.json")))
+    _check_configuration(folder, manifest, config)
     tokenizer = _tokenizer(moved_tokenizer or manifest.tokenizer.path, manifest.tokenizer.sha256, moved_tokenizer)
     recorded = manifest.special_tokens
     special = SpecialTokens(dict(recorded.ids), dict(recorded.pieces), dict(recorded.added), list(recorded.sentinels))
     tokenizer = load_tokenizer(tokenizer, "reference")
     tokenizer.adopt(special)
     return build_objective(config, tokenizer)
+
+
+def _check_configuration(folder: Path, manifest: Manifest, config) -> None:
+    """The row step draws as the manifest's configuration says: that configuration must be the one its
+    ``config_sha256`` was made from (a seed or an option edited would change every row, silently)."""
+    import json
+
+    from ..storage.identity import side_digests
+
+    identity = json.loads((folder / "manifest.json").read_bytes()).get("identity") or {}
+    if config.config_sha256(manifest.tokenizer.sha256, side_digests(identity)) != manifest.config_sha256:
+        raise ObjcliError(
+            f"{folder}/manifest.json: its configuration is not the one its config_sha256 was made from "
+            "(edited?); write the plan again"
+        )
 
 
 def _tokenizer(path: str, sha256: str, moved: str | None) -> str:

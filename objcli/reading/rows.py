@@ -200,7 +200,11 @@ class Rows:
         if self._cached is None or self._cached[0] != key:
             from .shards import shard_columns
 
-            read = shard_columns(self.folder, self.manifest, record, self.tokenizer)
+            try:
+                read = shard_columns(self.folder, self.manifest, record, self.tokenizer)
+            except ObjcliError:
+                self._pin.check()  # files of another run: said as such
+                raise
             columns = {
                 n: (c.values if self.kinds[n] in ("scalar", "value") else Ragged(c.values, c.offsets))
                 for n, c in read.items()
@@ -215,6 +219,7 @@ class Rows:
         try:
             return plan.block(record, row, ahead)
         except READ_ERRORS as error:
+            self._pin.check()  # files of another run: said as such
             raise unreadable(self.folder, record.files[0], error) from None
 
     def _streamed(self, record, row: int):
@@ -223,6 +228,7 @@ class Rows:
         try:
             return self._streams.block(record, row)
         except READ_ERRORS as error:
+            self._pin.check()
             raise unreadable(self.folder, record.files[0], error) from None
 
     def _opened_plan(self):
@@ -236,6 +242,12 @@ class Rows:
     def _typed(self, columns: dict) -> dict:
         """The manifest's columns at the Arrow output's dtypes (fixed rows 2-D, ragged as Ragged)."""
         typed = {}
+        missing = [name for name in self.columns if name not in columns]
+        if missing:
+            raise ObjcliError(
+                f"{self.folder}/manifest.json: names column {missing[0]}, which its rows do not have (edited?); "
+                "rebuild the output with --overwrite"
+            )
         for name in self.columns:
             column, dtype = columns[name], self.dtypes[name]
             if isinstance(column, Ragged):

@@ -245,6 +245,9 @@ def test_stateful_dataloader_stops_and_resumes_with_workers(output):
         (lambda m: m["columns"][0].update(arrow_type=m["columns"][0]["arrow_type"].replace("uint16", "uint8")), "past"),
         (lambda m: m["row_plan"].update(vocabulary=32001), "is not its tokenizer's"),
         (lambda m: m["shards"][0].update(partition=1), "holds partition 0's rows, where the manifest says partition 1"),
+        (lambda m: m["shards"][0].update(rows=m["shards"][0]["rows"] + 1), "rows, where the manifest says"),
+        (lambda m: m["recipe"].update(seed=7), "not the one its config_sha256 was made from"),
+        (lambda m: m.update(objective="clm"), "names column labels, which its rows do not have"),
     ],
 )
 def test_a_plans_manifest_is_checked_against_its_files(edit, refusal, llama_store, tmp_path):
