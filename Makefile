@@ -17,6 +17,10 @@ $(VENV)/.installed-core: pyproject.toml
 # folder first on PYTHONPATH, the pre-release that objcli[fast] pins (both are called `tokenizers`).
 PRERELEASE_TOKENIZERS := tokenizers==1.0.0rc3
 
+# The released packed-SFT readers, as wheels whose source the tests run (tests/support/released_readers.py):
+# the packages need CUDA builds to import, so they are downloaded, never installed.
+RELEASED_READERS := megatron-bridge==0.3.1 nemo-toolkit==2.4.0
+
 # PyTorch's CPU build first (the train extra's range then installs nothing more; a plain `torch`
 # would bring a CUDA build of several GB).
 TORCH := torch==2.13.0
@@ -25,6 +29,7 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-core
 	$(PIP) install -q '$(TORCH)'
 	$(PIP) install -q -e '.[test,bench,dask,train]'
 	$(PIP) install -q --no-deps --upgrade --target $(VENV)/prerelease-tokenizers '$(PRERELEASE_TOKENIZERS)'
+	$(PIP) download -q --no-deps -d $(VENV)/released-readers $(RELEASED_READERS)
 	touch $@
 
 demo: $(VENV)/.installed-core

@@ -11,6 +11,7 @@ from .arrow import ARROW, HF
 from .base import Column, OutputFormat, ShardWriter, SideFiles
 from .flat import LLMC, NANOSET, TOKENS
 from .megatron import MEGATRON
+from .nemo_npy import NEMO_PACKED_NPY
 from .nemo_packed import NEMO_PACKED
 from .npy import NPY
 from .parquet import PARQUET
@@ -19,7 +20,7 @@ from .sink import ShardSink
 from .store import STORE, STORE_FORMAT
 
 FORMATS: dict[str, OutputFormat] = {
-    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED, PLAN)
+    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED, NEMO_PACKED_NPY, PLAN)
 }
 
 

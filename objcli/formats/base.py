@@ -118,6 +118,9 @@ class OutputFormat:
     hub_loadable: bool = False  # datasets.load_dataset(OUT) reads the shards (the card then names each split's)
     arrow_stream: bool = False  # shards are Arrow IPC streams: reshard copies their record batches whole
     merge_joins_shards: bool = False  # merge joins each split's shards into one (else it copies them)
+    # A run joins each split's (and source's) partitions' shards into as few as ``join_limit`` allows, with
+    # ``join`` (Megatron's prefixes, the released packed-SFT readers' one file a split).
+    joins_shards: bool = False
     # A mixture is written as each source's shards plus a blend file the trainer samples by (Megatron's
     # megatron.txt): the sources' shares are the trainer's to meet, so objcli copies no document.
     blends_sources: bool = False
@@ -136,6 +139,19 @@ class OutputFormat:
         """Every column of one shard as stored, checked against the manifest's columns (names, types,
         dtypes) and the format's own index; ``ValueError`` or ``OSError`` when the files disagree."""
         raise NotImplementedError
+
+    def join(self, pieces: list, work: Path, prefix: str, partition: int, ordinal: int) -> ShardRecord:
+        """One shard in ``work`` named ``prefix`` from ``pieces``, each (folder, shard, first row, end row),
+        in order (a format that ``joins_shards``)."""
+        raise NotImplementedError
+
+    def join_limit(self, config):
+        """How large a joined shard may grow (``formats.sizes.ShardSize``): ``--shard-size``."""
+        return config.shard_limit
+
+    def cuts_between_rows(self, shard: ShardRecord) -> bool:
+        """Whether a join may cut this shard between rows (its rows' counts then read from its files)."""
+        return False
 
     def manifest_sections(self, inputs: list, tokenizer) -> dict:
         """Sections of the manifest the format's readers need besides the shards (a plan: its store)."""

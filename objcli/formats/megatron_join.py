@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..storage.files import HashingFile
 from ..storage.shard_info import ShardRecord
-from .megatron import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
+from .megatron_index import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
 from .provenance import join_provenance, provenance_file
 
 BLOCK = 8 << 20  # bytes per read where a file is copied through user space

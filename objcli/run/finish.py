@@ -200,17 +200,18 @@ JOINED = -1  # joined shards' ordinals count down from here (a partition's own c
 
 
 def join_prefixes(shards: list, folder, work: Path, plan) -> list:
-    """A format whose loader builds datasets per file (Megatron: one ``GPTDataset`` split per prefix)
-    gets its shards as few and large as ``--shard-size`` says, not one per partition: each split's
-    (and a mixture source's) shards joined in order up to the limit (``formats/megatron_join.py``).
-    The partitions' own files stay in the work folder until the output is published, so a crash before
-    then reruns the join from them; in object storage they are fetched to the staging folder first and
-    the joined files uploaded, so a bucket holds the bytes a local folder does."""
+    """A format whose loader reads a split's few files (Megatron: one ``GPTDataset`` split per prefix; the
+    released packed-SFT readers: one ``.npy``) gets its shards as few and large as its ``join_limit``
+    says, not one per partition: each split's (and a mixture source's) shards joined in order up to the
+    limit by the format's ``join``. The partitions' own files stay in the work folder until the output
+    is published, so a crash before then reruns the join from them; in object storage they are fetched
+    to the staging folder first and the joined files uploaded, so a bucket holds the bytes a local
+    folder does."""
     config = plan.config
-    if not config.format.merge_joins_shards or folder is None or config.shuffle_rows:
+    output_format = config.format
+    if not output_format.joins_shards or folder is None or config.shuffle_rows:
         return shards
     remote = folder.place.remote
-    from ..formats.megatron_join import Piece, join
     from ..storage.shard_info import work_prefix
 
     source = {p.index: p.source for p in plan.partitions}
@@ -220,7 +221,8 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     fetched: set[str] = set()
     joined = []
     ordinal = min([JOINED, *(s.ordinal - 1 for s in shards)])  # below any joined before (an appended output's)
-    for group in (g for same in keys.values() for g in _up_to(same, config.shard_limit)):
+    limit = output_format.join_limit(config)
+    for group in (g for same in keys.values() for g in _up_to(same, limit, output_format)):
         if len(group) == 1 and group[0][1:] == (0, group[0][0].rows):
             joined.append(group[0][0])
             continue
@@ -228,8 +230,9 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
         for name in (n for shard, _, _ in group for n in shard.files if n not in fetched) if remote else ():
             folder.work_place.fetch(name, work)
             fetched.add(name)
-        pieces = [Piece(work, shard, start, stop) for shard, start, stop in group]
-        shard = join(pieces, work, work_prefix(first.partition, first.split, ordinal), first.partition, ordinal)
+        pieces = [(work, shard, start, stop) for shard, start, stop in group]
+        prefix = work_prefix(first.partition, first.split, ordinal)
+        shard = output_format.join(pieces, work, prefix, first.partition, ordinal)
         for name in shard.files if remote else ():
             folder.work_place.publish(work / name)
         joined.append(shard)
@@ -239,14 +242,12 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     return joined  # each split's (and source's) in the order of its rows: final_names numbers them so
 
 
-def _up_to(shards: list, limit) -> list[list[tuple]]:
+def _up_to(shards: list, limit, output_format) -> list[list[tuple]]:
     """Consecutive runs of the shards' rows, as (shard, first row, end row) pieces, each run within the
-    limit (rows or bytes), never empty. A limit in rows over shards of whole documents (one a row, no
-    padding: Megatron's default) fills every run to exactly that many rows, cutting shards between rows,
-    so a split gets ceil(rows / limit) prefixes whatever its partitions' sizes; else shards stay whole."""
-    from ..formats.megatron_join import splits_into_rows
-
-    if limit.rows and not limit.bytes and all(splits_into_rows(s) for s in shards):
+    limit (rows or bytes), never empty. A limit in rows over shards a join may cut between rows (Megatron's
+    of whole documents) fills every run to exactly that many rows, so a split gets ceil(rows / limit)
+    prefixes whatever its partitions' sizes; else shards stay whole."""
+    if limit.rows and not limit.bytes and all(output_format.cuts_between_rows(s) for s in shards):
         return _rows_of(shards, limit.rows)
     groups, rows, size = [[]], 0, 0
     for shard in shards:

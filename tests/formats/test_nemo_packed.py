@@ -100,3 +100,49 @@ def test_rows_the_layout_cannot_mean_are_refused_and_verify_finds_broken_ones(ch
     shifted = starts.values.copy()
     shifted[0] = 1
     assert "begin at 0" in check_packed_sequences(ids, mask, Column(shifted, starts.offsets))[0]
+
+
+@pytest.mark.parametrize("release", ["megatron-bridge 0.3.1", "nemo 2.4.0"])
+def test_the_released_readers_load_the_npy_and_its_metadata(release, chat, tmp_path):
+    """Issue 83, item 1: --format nemo-packed-npy is the released readers' layout, one .npy a split with its
+    packing metadata beside it. Their own GPTSFTPackedDataset code (from the release's wheel) loads it, and
+    its collate gives every conversation's inputs, labels and loss mask, with cu_seqlens padded by the
+    metadata's max_samples_per_bin as its pad_cu_seqlens does."""
+    pytest.importorskip("torch")
+    from released_readers import released_dataset
+
+    folder, tokenizer = chat
+    common = {"objective": "chat", "seq_len": 512}
+    packed = run_transform([folder / "c.jsonl"], tokenizer, tmp_path / "npy", packing="best-fit",
+                           output_format="nemo-packed-npy", split="validation=10%", partition_size="16KiB",
+                           **common)  # fmt: skip
+    run_transform([folder / "c.jsonl"], tokenizer, tmp_path / "rows", packing="none", **common)
+    _, rows = read_output(tmp_path / "rows")
+    expected = sorted(
+        (tuple(ids[:-1]), tuple(ids[1:]), tuple(int(x != IGNORE) for x in labels[1:]))
+        for ids, labels in zip(rows["input_ids"], rows["labels"])
+    )
+    eos = packed.manifest["special_tokens"]["ids"].get("eos", 0)
+    files = sorted((tmp_path / "npy").glob("*.npy"))
+    assert [f.name for f in files] == ["train-00000-of-00001.npy", "validation-00000-of-00001.npy"]
+    assert len(packed.manifest["partitions"]) > 2  # the partitions' shards joined: one file a split
+    found = []
+    for path in files:
+        metadata = path.with_name(path.stem + "_metadata.jsonl")
+        dataset = released_dataset(release, path, eos, 512, metadata, pad_to_max_length=True)
+        items = [dataset[i] for i in range(len(dataset.indexed_dataset))]
+        batch = dataset.collate_fn(items)
+        most = max(len(item["seq_boundaries"]) - 1 for item in items)
+        assert most == dataset.pack_metadata[0]["max_samples_per_bin"]
+        for k, bounds in enumerate(batch["cu_seqlens"].tolist()):
+            bounds = [x for x in bounds if x >= 0]  # the collate's own -1 past the end
+            assert len(bounds) == most + 2  # padded to a constant shape by the metadata
+            longest = max(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+            assert int(batch["max_seqlen"][k]) >= longest  # the metadata's dataset_max_seqlen bounds them
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                if a < b and a < batch["token_count"][k]:
+                    found.append(tuple(tuple(batch[n][k][a:b].tolist()) for n in ("tokens", "labels", "loss_mask")))
+    if release.startswith("megatron-bridge"):  # its collate also takes the loss off EOS inputs (tokens == eos)
+        expected = [(i, lab, tuple(0 if t == eos else m for t, m in zip(i, mk))) for i, lab, mk in expected]
+    assert sorted(found) == sorted(expected) and len(found) == 80
+    assert verify_output(tmp_path / "npy").ok

@@ -23,6 +23,7 @@ from objcli.commands.verify import verify_output
 from objcli.config import OUTPUT_FORMATS
 from objcli.errors import ObjcliError
 from objcli.formats import FORMATS, whole_document_formats
+from objcli.formats.nemo_packed import NemoPackedFormat
 from objcli.objectives import REGISTRY
 from objcli.objectives.base import Objective, PartitionExamples, register
 from objcli.options import NoOptions, option_fields
@@ -103,7 +104,7 @@ def test_every_objective_packer_and_format(
         if not FORMATS[fmt].stores_values and message.startswith(f"--format {fmt} stores integer columns"):
             return  # an objective of value columns (strings, records): the Arrow formats hold them
         if message.startswith(f"--format {fmt} holds next-token rows"):  # a layout of next-token rows only
-            assert fmt == "nemo-packed" and objective not in ("chat", "clm"), message
+            assert isinstance(FORMATS[fmt], NemoPackedFormat) and objective not in ("chat", "clm"), message
             return
         assert fmt in whole_document_formats(), message
         assert message.startswith(f"--format {fmt} stores input_ids only") or (
@@ -118,7 +119,7 @@ def test_every_objective_packer_and_format(
     roles = {c["role"] for c in manifest["columns"]}
     if fmt == "megatron":  # the manifest lists what the shards store: Megatron keeps only the tokens
         assert roles == {"tokens"} and manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
-    elif fmt == "nemo-packed":  # sequences said by their starts, the loss by its next-token mask
+    elif isinstance(FORMATS[fmt], NemoPackedFormat):  # sequences said by their starts, the loss by its mask
         assert roles == {"tokens", "loss_mask", "sequence_starts"}
     elif packer in ("concat", "best-fit", "trim-and-pack"):
         assert {"segment_ids", "positions"} <= roles
