@@ -361,6 +361,26 @@ def check_train(bin_folder, tmp):
         )
         assert run.returncode == 0, run.stderr[-3000:]
         assert "'train_loss'" in run.stdout + run.stderr, run.stdout[-2000:]  # the trainer's own end-of-training log
+    check_resume(bin_folder, tmp)
+
+
+def check_resume(bin_folder, tmp):
+    """The resume recipe from the train extra alone (torch and torchdata): stopped, then resumed in a new
+    process, every row of the plan trained on once."""
+    from recipes import recipe, recipe_folder
+
+    folder = recipe_folder(tmp / "resume")
+    commands, script = recipe("resume")
+    for args in commands:
+        assert objcli(bin_folder, *args, cwd=folder).returncode == 0
+    (folder / "resume.py").write_text(script)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "", "RANK": "0", "WORLD_SIZE": "1"}
+    for _ in range(2):
+        run = subprocess.run([str(bin_folder / "python"), "resume.py"], capture_output=True, text=True,
+                             timeout=900, cwd=folder, env=env)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+    rows = (folder / "rows-rank0.jsonl").read_text().splitlines()
+    assert len(rows) == manifest(folder / "plan")["totals"]["rows"] and len(set(rows)) > 0.9 * len(rows)
 
 
 def check_fast_beside_the_trainers(bin_folder, tmp):
