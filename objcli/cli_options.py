@@ -224,7 +224,7 @@ TOKENIZE_FIELDS = (
     "partition_size", "batch_size", "shard_size", "strict", "provenance",
 )  # fmt: skip
 TOKENIZE_HELP = {
-    "provenance": "Keep where each document comes from and its tokens' character ends (5 bytes a token more), "
+    "provenance": "Keep where each document comes from and its tokens' character ends (a few bytes a document), "
     "so transforms from the store can record --provenance.",
     "bos": "BOS before a prompt/completion pair's text [default: as the tokenizer's own template].",
     "eos": "EOS after a prompt/completion pair's text [default: yes].",

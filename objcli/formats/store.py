@@ -25,8 +25,10 @@ The tokens take 2 bytes each under a 65,536-id vocabulary; the rest is 25 bytes 
 apart in the manifest (``token_store.bytes``). A store made with ``--provenance`` also holds each
 document's origin (``p_file``, an index into the store's manifest's inputs, ``p_record``, ``p_start``)
 and, for whole documents, each token's end in characters and how far it starts before the previous
-one's end (``p_ends`` int32, ``p_back`` int8: 5 bytes a token), what a derived ``--provenance`` run
-needs to write the text run's provenance files.
+one's end, what a derived ``--provenance`` run needs to write the text run's provenance files: kept as
+the tokens the tokenizer's piece table does not predict (``p_fix_at``, ``p_fix_len``, ``p_fix_back``,
+lists a document; the table in the manifest's ``token_store.piece_chars``: ``kernels/places.py``), a few
+bytes a document. Stores made before keep ``p_ends`` int32 and ``p_back`` int8 (5 bytes a token), still read.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from ..stores.base import ORIGINS, PLACES, STORE_COLUMNS, StoredColumn, StoreKind
+from ..stores.base import ORIGINS, PLACES, PLACES_BEFORE, STORE_COLUMNS, StoredColumn, StoreKind
 from .base import Column, OutputFormat, commit, temp_file
 
 STORE = "store"
@@ -51,7 +53,7 @@ def known_columns() -> dict[str, StoredColumn]:
     from ..stores import STORE_KINDS
 
     own = [c for kind in STORE_KINDS.values() for c in kind.columns]
-    return {c.name: c for c in (*STORE_COLUMNS, *ORIGINS, *PLACES, *own)}
+    return {c.name: c for c in (*STORE_COLUMNS, *ORIGINS, *PLACES, *PLACES_BEFORE, *own)}
 
 
 def ids_dtype(total_vocab_size: int) -> np.dtype:

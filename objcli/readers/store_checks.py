@@ -50,6 +50,7 @@ class _Section(msgspec.Struct):
     bos_piece: str | None = None
     sentences: str | None = None
     render_failures: list[str] = []  # a record store's: what its records' failure codes name
+    piece_chars: str | None = None  # --provenance: the piece table its token places are predicted from
 
 
 def check_store_sections(manifest: dict, where: str) -> None:
@@ -102,10 +103,14 @@ def _check_kind_columns(manifest: dict, kind, where: str) -> None:
     """The kind the manifest names is the one its sections and columns were written for: a store of one
     kind relabelled another would be read with the other's meaning (sentences as documents, chats as text)."""
     from ..formats.store import store_columns
+    from ..stores.base import PLACES_BEFORE, STORE_COLUMNS
 
     section = manifest["token_store"]["tokenized"]
     names = [c.get("name") for c in manifest["columns"] if isinstance(c, dict)]
     expected = [[c.name for c in store_columns(2, kind, origins)] for origins in (False, True)]  # names only
+    expected.append(
+        ["ids", *(c.name for c in STORE_COLUMNS), *(c.name for c in kind.column_specs(True, PLACES_BEFORE))]
+    )
     if section != kind.name or names not in expected:
         raise ObjcliError(
             f"{where}: names a {kind.name!r} token store, but its sections and columns are a "

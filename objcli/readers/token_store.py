@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import BadRecord, ObjcliError
 from ..formats.store import STORE, StoreWriter, crc32_from, read_store_table, table_documents
+from ..kernels.places import places_of
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
 from ..storage.copies import local_file_copy
@@ -242,7 +243,25 @@ def partition_accounting(partition: Partition) -> dict:
     names = tuple(i["path"] for i in manifest["inputs"])
     columns = tuple(c["name"] for c in manifest["columns"])
     kind = manifest_kind(manifest)
-    return {**entry, "sha256": digests, "names": names, "reasons": reasons, "kind": kind, "columns": columns}
+    table = _piece_chars(manifest["token_store"].get("piece_chars"))
+    return {
+        **entry,
+        "sha256": digests,
+        "names": names,
+        "reasons": reasons,
+        "kind": kind,
+        "columns": columns,
+        "piece_chars": table,
+    }
+
+
+@lru_cache(maxsize=16)
+def _piece_chars(encoded: str | None) -> np.ndarray | None:
+    """The store's piece table (``run/stores.encode_table``), decoded once a process."""
+    import base64
+    import zlib
+
+    return None if encoded is None else np.frombuffer(zlib.decompress(base64.b64decode(encoded)), np.uint8)
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -303,8 +322,7 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
     origins = None
     if "p_file" in metadata:
         where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]
-        places = (metadata["p_ends"], metadata["p_back"]) if "p_ends" in metadata else None
-        origins = DocumentOrigins(accounting["names"], *where, places)
+        origins = DocumentOrigins(accounting["names"], *where, _places(tokens, offsets, metadata, accounting))
     documents = StoredDocuments(
         tokens.astype(np.int32),
         offsets,
@@ -316,6 +334,21 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
         **accounting["kind"].read(metadata, accounting["reasons"], path, np.diff(offsets)),
     )
     return documents, metadata["batch"]
+
+
+def _places(tokens, offsets, metadata: dict, accounting: dict):
+    """Each token's end and back (Ragged, along the ids): kept as they are by stores made before, or made
+    from the piece table and each document's fixes (``kernels/places.py``); None where a kind keeps none."""
+    if "p_ends" in metadata:
+        return metadata["p_ends"], metadata["p_back"]
+    if "p_fix_at" not in metadata:
+        return None
+    table = accounting["piece_chars"]
+    if table is None:
+        raise ObjcliError("a token store whose shards keep fixes of token places has no piece table (edited?)")
+    at, lengths, backs = (metadata[name] for name in ("p_fix_at", "p_fix_len", "p_fix_back"))
+    ends, back = places_of(np.asarray(tokens), offsets, table, at.values, lengths.values, backs.values, at.offsets)
+    return Ragged(ends, offsets), Ragged(back, offsets)
 
 
 def _empty() -> StoredDocuments:

@@ -218,7 +218,8 @@ class Sources:
 def token_places(tokenizer, texts: list[str], tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each token's end in characters of its document's text (int32), and how far it starts before
     the end of the one before it (int8, up to 127; 1 where it starts inside a character): what a
-    span's characters are found from, 5 bytes a token (a store made with --provenance keeps them)."""
+    span's characters are found from (a store made with --provenance keeps them as the fixes of the
+    tokenizer's piece table, ``kernels/places.py``)."""
     counts = np.diff(offsets)
     starts, ends = tokenizer.token_char_spans(texts, tokens, offsets)
     previous = np.concatenate([[0], ends[:-1]]).astype(np.int32)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import zlib
+from functools import cached_property
 from itertools import repeat
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ..config import TransformConfig
 from ..formats import ShardSink
 from ..formats.store import STORE_FORMAT, document_rows, store_columns
+from ..kernels.places import fixes_of
 from ..rows import Ragged
 from ..stores import StoreKind
 from ..tokenizers import Tokenizer
@@ -74,8 +76,17 @@ class StoreChain:
         }
         if self.kind.places_tokens:  # a record's or a sentence's span is the whole document: no token placed
             ends, back = token_places(tokenizer, texts, tokens, offsets)
-            columns |= {"p_ends": Ragged(ends, offsets), "p_back": Ragged(back, offsets)}
+            at, lengths, backs, fix_offsets = fixes_of(tokens, offsets, ends, back, self.piece_chars)
+            columns |= {
+                "p_fix_at": Ragged(at, fix_offsets),
+                "p_fix_len": Ragged(lengths, fix_offsets),
+                "p_fix_back": Ragged(backs, fix_offsets),
+            }
         return columns
+
+    @cached_property
+    def piece_chars(self) -> np.ndarray:
+        return self.origins[1].piece_char_table()
 
     def counters(self) -> list[dict]:
         """A record store's records that render nothing (a derived run skips and counts them)."""

@@ -32,7 +32,7 @@ def adopt_store_settings(config: TransformConfig, stores: list[str]) -> Transfor
         if not store_manifest(store)["config"].get("provenance"):
             raise ObjcliError(
                 f"--provenance: the token store {store} was made without it, so it keeps no origins; tokenize the "
-                "text again with objcli tokenize --provenance (5 bytes a token more), or run from the text"
+                "text again with objcli tokenize --provenance (a few bytes a document more), or run from the text"
             )
     if config.store_kind:
         raise ObjcliError(f"input {stores[0]}: is a token store already; objcli tokenize reads text")
@@ -205,7 +205,21 @@ def store_summary(config: TransformConfig, tokenizer, totals: dict, shards: list
         "bos_piece": bos_piece(tokenizer, tokenizer.special),
         "reading": {key: getattr(config, key) for key in READING},
         "bytes": {"tokens": token_bytes, "boundaries_and_metadata": stored - token_bytes, "total": stored},
+        **(
+            {"piece_chars": encode_table(tokenizer.piece_char_table())}
+            if config.provenance and kind.places_tokens
+            else {}
+        ),
     }
+
+
+def encode_table(table) -> str:
+    """A per-id table of small numbers as the manifest keeps it: zlib, then base64 (a 32k vocabulary's in
+    a few KB)."""
+    import base64
+    import zlib
+
+    return base64.b64encode(zlib.compress(table.tobytes(), 9)).decode()
 
 
 def store_tokenizer(inputs: list[str]) -> str | None:

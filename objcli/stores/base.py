@@ -55,14 +55,21 @@ STORE_COLUMNS = (
     _scalar("crc", "uint32", np.uint32, "CRC-32 of the document's UTF-8 bytes"),
     _scalar("bos_text", "bool_", np.bool_, "the text begins with the BOS piece"),
 )
-# --provenance: where each document comes from, and where a kind places its tokens (whole documents),
-# each token's end in characters of its text (run/provenance.py's ends and back): 5 bytes a token.
+# --provenance: where each document comes from, and where a kind places its tokens (whole documents):
+# the tokens whose characters the tokenizer's piece table does not predict (kernels/places.py), a few
+# bytes a document; the table itself is in the manifest (token_store.piece_chars).
 ORIGINS = (
     _scalar("p_file", "int32", np.int32, "the input file, an index into the store's manifest's inputs", 2**62),
     _scalar("p_record", "int64", np.int64, "the record's index in the file", 2**62),
     _scalar("p_start", "int64", np.int64, "the document's first character in the record's text", 2**62),
 )
 PLACES = (
+    StoredColumn("p_fix_at", "int32", np.int32, "tokens whose places the piece table does not predict", True),
+    StoredColumn("p_fix_len", "int32", np.int32, "each of those tokens' characters", True),
+    StoredColumn("p_fix_back", "int8", np.int8, "how far each starts before the previous one's end", True, -128),
+)
+# What stores made before kept instead: each token's end and back, 5 bytes a token (still read).
+PLACES_BEFORE = (
     StoredColumn(
         "p_ends",
         "int32",
@@ -154,9 +161,10 @@ class StoreKind:
     def supply(self) -> Supply:
         return Supply(frozenset({self.holds}), self.splitter, self.what, store=True, serves=self.serves)
 
-    def column_specs(self, origins: bool) -> list[ColumnSpec]:
-        """Its columns besides ``ids`` and ``STORE_COLUMNS``, then the origins' with ``--provenance``."""
-        where = (*ORIGINS, *(PLACES if self.places_tokens else ())) if origins else ()
+    def column_specs(self, origins: bool, places=PLACES) -> list[ColumnSpec]:
+        """Its columns besides ``ids`` and ``STORE_COLUMNS``, then the origins' with ``--provenance``
+        (``places``: the token places' columns, ``PLACES_BEFORE`` as stores made before kept them)."""
+        where = (*ORIGINS, *(places if self.places_tokens else ())) if origins else ()
         return [c.spec() for c in (*self.columns, *where)]
 
     def encode(self, texts: list, batch_index: int, encode, renderer) -> Encoded:

@@ -165,6 +165,12 @@ class Tokenizer(TextCutter):
             [marked, np.zeros(max(extra, 0), bool)]
         )
 
+    def piece_char_table(self) -> np.ndarray:
+        """Per id, the characters its piece stands for (uint8, 255 at most): what a store's token places
+        are predicted from (``kernels/places.py``); a function of the model's pieces alone, so every worker
+        of a run makes the same."""
+        return np.clip(self._piece_chars[0], 0, 255).astype(np.uint8)
+
     def side_files(self) -> dict[str, Path]:
         """Files read beside the tokenizer file whose content changes what a run writes (a run's
         identity, ``storage/identity.py``), by what they are."""

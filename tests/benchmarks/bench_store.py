@@ -34,11 +34,10 @@ def _env() -> dict:
     return env
 
 
-def tokenize(paths: list[Path], tokenizer: Path, store: Path) -> dict:
+def tokenize(paths: list[Path], tokenizer: Path, store: Path, *options: str) -> dict:
     shutil.rmtree(store, ignore_errors=True)
-    run = _objcli(
-        ["tokenize", *map(str, paths), "-t", str(tokenizer), "-o", str(store), "-q", "--workers", str(CORES)], _env()
-    )
+    command = ["tokenize", *map(str, paths), "-t", str(tokenizer), "-o", str(store), "-q", "--workers", str(CORES)]
+    run = _objcli([*command, *options], _env())
     manifest = json.loads((store / "manifest.json").read_text())
     return {**run, "manifest": manifest}
 
@@ -72,6 +71,13 @@ def store_table(repeats: int = 2) -> None:
             f"{totals['tokens']:,} tokens, {size['tokens'] / totals['tokens']:.2f} bytes a token + "
             f"{size['boundaries_and_metadata'] / 2**20:.1f} MiB of boundaries and metadata "
             f"({size['boundaries_and_metadata'] / totals['tokens']:.3f} bytes a token)"
+        )
+        kept = tokenize(paths, tokenizer, store.with_name(store.name + "-provenance"), "--provenance")
+        with_origins = kept["manifest"]["token_store"]["bytes"]["total"]
+        print(
+            f"  with --provenance (issue 83: a few bytes a document): tokenize {kept['seconds']:.2f} s, "
+            f"{with_origins / 2**20:.1f} MiB, {with_origins / size['total']:.3f}x the store without "
+            f"({(with_origins - size['total']) / max(totals['documents_written'], 1):.1f} bytes a document more)"
         )
         runs = derived_rows(paths, tokenizer, store, repeats)
         print(f"{'':32} {'min s':>7} {'median s':>9} {'CPU ms/MB':>10} {'peak RSS':>9} {'text/store':>11}")

@@ -25,7 +25,7 @@ def test_a_kind_is_spelled_and_parsed_back_and_asked_for_by_its_option(name):
         assert all(c.name.startswith(kind.prefix) for c in kind.columns)
         specs = [c.name for c in instance.column_specs(origins=True)]
         assert specs[: len(kind.columns)] == [c.name for c in kind.columns]
-        assert ("p_ends" in specs) == kind.places_tokens
+        assert ("p_fix_at" in specs) == kind.places_tokens  # the token places, as fixes of the piece table
         if kind.option is not None:
             value = instance.parameter if kind.option.takes_value else True
             values = {kind.option.name: value, "other": 1}
