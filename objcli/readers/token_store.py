@@ -243,7 +243,7 @@ def partition_accounting(partition: Partition) -> dict:
     names = tuple(i["path"] for i in manifest["inputs"])
     columns = tuple(c["name"] for c in manifest["columns"])
     kind = manifest_kind(manifest)
-    table = _piece_chars(manifest["token_store"].get("piece_chars"))
+    table = manifest["token_store"].get("piece_chars")  # decoded where a shard needs it (_places)
     return {
         **entry,
         "sha256": digests,
@@ -259,9 +259,10 @@ def partition_accounting(partition: Partition) -> dict:
 def _piece_chars(encoded: str | None) -> np.ndarray | None:
     """The store's piece table (``run/stores.encode_table``), decoded once a process."""
     import base64
-    import zlib
 
-    return None if encoded is None else np.frombuffer(zlib.decompress(base64.b64decode(encoded)), np.uint8)
+    if encoded is None:
+        return None
+    return np.frombuffer(zlib.decompress(base64.b64decode(encoded, validate=True)), np.uint8)
 
 
 def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
@@ -322,7 +323,8 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
     origins = None
     if "p_file" in metadata:
         where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]
-        origins = DocumentOrigins(accounting["names"], *where, _places(tokens, offsets, metadata, accounting))
+        places = _places(tokens, offsets, metadata, accounting, path)
+        origins = DocumentOrigins(accounting["names"], *where, places)
     documents = StoredDocuments(
         tokens.astype(np.int32),
         offsets,
@@ -336,16 +338,22 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
     return documents, metadata["batch"]
 
 
-def _places(tokens, offsets, metadata: dict, accounting: dict):
+def _places(tokens, offsets, metadata: dict, accounting: dict, path: Path):
     """Each token's end and back (Ragged, along the ids): kept as they are by stores made before, or made
     from the piece table and each document's fixes (``kernels/places.py``); None where a kind keeps none."""
     if "p_ends" in metadata:
         return metadata["p_ends"], metadata["p_back"]
     if "p_fix_at" not in metadata:
         return None
-    table = accounting["piece_chars"]
-    if table is None:
-        raise ObjcliError("a token store whose shards keep fixes of token places has no piece table (edited?)")
+    try:
+        table = _piece_chars(accounting["piece_chars"])
+    except (ValueError, TypeError, zlib.error):  # binascii.Error is a ValueError
+        table = None
+    if table is None or (len(tokens) and len(table) <= int(np.max(tokens))):
+        raise ObjcliError(
+            f"input {path.parent}: its manifest's token_store.piece_chars is missing, damaged or too short for "
+            "its ids (edited?); tokenize the text again with --provenance"
+        )
     at, lengths, backs = (metadata[name] for name in ("p_fix_at", "p_fix_len", "p_fix_back"))
     ends, back = places_of(np.asarray(tokens), offsets, table, at.values, lengths.values, backs.values, at.offsets)
     return Ragged(ends, offsets), Ragged(back, offsets)

@@ -45,3 +45,17 @@ def test_a_store_made_before_keeps_its_places_and_derives_the_same_spans(tmp_pat
     files = shard_files(tmp_path / "derived")
     assert any(name.endswith(".provenance") for name in files)
     assert files == shard_files(tmp_path / "text")
+
+
+@pytest.mark.parametrize("table", ["@@@", "eJwDAAAAAAE=", None])
+def test_a_damaged_piece_table_is_one_line(table, tmp_path):
+    import json
+
+    from objcli.errors import ObjcliError
+
+    store = _store([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", tmp_path / "store", True)
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["token_store"]["piece_chars"] = table
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ObjcliError, match="piece_chars is missing, damaged or too short"):
+        run_transform([store], SAMPLE / "tokenizer.model", tmp_path / "out", seq_len=128, provenance=True)
