@@ -157,16 +157,4 @@ def join(pieces: list[Piece], work: Path, prefix: str, partition: int, ordinal: 
         files.append(path.name)
         digests.append(digest)
         sizes[path.name] = path.stat().st_size
-    return ShardRecord(
-        partition=partition,
-        ordinal=ordinal,
-        files=files,
-        sha256=dict(zip(files, digests)),
-        rows=sum(s.rows for s in records),
-        tokens=sum(s.tokens for s in records),
-        padding_tokens=sum(s.padding_tokens for s in records),
-        documents=sum(s.documents for s in records),
-        segments=sum(s.segments for s in records),
-        split=records[0].split,
-        bytes=sizes,
-    )
+    return ShardRecord.joined(records, partition, ordinal, dict(zip(files, digests)), sizes)

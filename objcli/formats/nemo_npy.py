@@ -123,20 +123,9 @@ class NemoPackedNpyFormat(NemoPackedFormat):
         metadata = [json.loads((folder / s.files[1]).read_text()) for (folder, s, _, _) in pieces]
         pack_size = max(entry[0]["pack_size"] for entry in metadata)
         written = write_npy(records, work / prefix, pack_size)
-        files = [path.name for path, _ in written]
-        return ShardRecord(
-            partition=partition,
-            ordinal=ordinal,
-            files=files,
-            sha256={path.name: digest for path, digest in written},
-            rows=sum(s.rows for s in shards),
-            tokens=sum(s.tokens for s in shards),
-            padding_tokens=sum(s.padding_tokens for s in shards),
-            documents=sum(s.documents for s in shards),
-            segments=sum(s.segments for s in shards),
-            split=shards[0].split,
-            bytes={path.name: path.stat().st_size for path, _ in written},
-        )
+        sha256 = {path.name: digest for path, digest in written}
+        sizes = {path.name: path.stat().st_size for path, _ in written}
+        return ShardRecord.joined(shards, partition, ordinal, sha256, sizes)
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
         records = read_npy(folder / shard.files[0])

@@ -54,3 +54,20 @@ class ShardRecord(msgspec.Struct):
     @classmethod
     def from_json(cls, data: dict) -> ShardRecord:
         return msgspec.convert(data, cls)
+
+    @classmethod
+    def joined(cls, records: list, partition: int, ordinal: int, sha256: dict, sizes: dict) -> ShardRecord:
+        """A shard joined from ``records``' rows (their counts summed), its files those of ``sha256``."""
+        return cls(
+            partition=partition,
+            ordinal=ordinal,
+            files=list(sha256),
+            sha256=dict(sha256),
+            rows=sum(s.rows for s in records),
+            tokens=sum(s.tokens for s in records),
+            padding_tokens=sum(s.padding_tokens for s in records),
+            documents=sum(s.documents for s in records),
+            segments=sum(s.segments for s in records),
+            split=records[0].split,
+            bytes=dict(sizes),
+        )
