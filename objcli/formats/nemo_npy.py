@@ -23,6 +23,7 @@ from ..storage.manifest import Manifest
 from ..storage.shard_info import ShardRecord
 from .base import Column, commit, temp_file
 from .nemo_packed import NAMES, NemoPackedFormat, packed_sft_rows
+from .provenance import join_provenance, provenance_file
 
 METADATA_SUFFIX = "_metadata.jsonl"  # as Megatron-Bridge names it ({pack_size}_metadata.jsonl): JSON inside
 
@@ -123,6 +124,9 @@ class NemoPackedNpyFormat(NemoPackedFormat):
         metadata = [json.loads((folder / s.files[1]).read_text()) for (folder, s, _, _) in pieces]
         pack_size = max(entry[0]["pack_size"] for entry in metadata)
         written = write_npy(records, work / prefix, pack_size)
+        if all(provenance_file(shard) for shard in shards):  # --provenance: the spans joined as the rows are
+            sidecars = [(folder / provenance_file(shard), start, stop) for folder, shard, start, stop in pieces]
+            written.append(join_provenance(sidecars, work / prefix))
         sha256 = {path.name: digest for path, digest in written}
         sizes = {path.name: path.stat().st_size for path, _ in written}
         return ShardRecord.joined(shards, partition, ordinal, sha256, sizes)

@@ -146,3 +146,22 @@ def test_the_released_readers_load_the_npy_and_its_metadata(release, chat, tmp_p
         expected = [(i, lab, tuple(0 if t == eos else m for t, m in zip(i, mk))) for i, lab, mk in expected]
     assert sorted(found) == sorted(expected) and len(found) == 80
     assert verify_output(tmp_path / "npy").ok
+
+
+def test_the_npy_join_keeps_provenance_and_the_shard_size(tmp_path):
+    """The partitions' .npy joined into one file a split keep their spans (--provenance: verify passes, the
+    spans are the Parquet layout's); --shard-size given keeps files of that size."""
+    from objcli.formats.nemo_npy import read_npy
+
+    options = {"seq_len": 256, "partition_size": "100KiB", "provenance": True}
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "npy", output_format="nemo-packed-npy", **options)
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "pq", output_format="nemo-packed", **options)
+    assert verify_output(tmp_path / "npy").ok
+    spans = [pq.read_table(p).to_pydict() for p in sorted((tmp_path / "npy").glob("*.provenance"))]
+    theirs = [pq.read_table(p) for p in sorted((tmp_path / "pq").glob("*.provenance"))]
+    assert len(spans) == 1 and spans[0]["record"] == [r for t in theirs for r in t.column("record").to_pylist()]
+    run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "cut", output_format="nemo-packed-npy",
+                  shard_size="200", **options)  # fmt: skip
+    rows = [len(read_npy(p)) for p in sorted((tmp_path / "cut").glob("*.npy"))]
+    assert len(rows) > 1 and sum(rows) == len(read_npy(next((tmp_path / "npy").glob("*.npy"))))
+    assert verify_output(tmp_path / "cut").ok
