@@ -15,8 +15,14 @@ def pytest_configure(config):
     """The suite starts objcli in hundreds of processes (the CLI, pool workers, forkservers). Where the
     environment says PYTHONDONTWRITEBYTECODE, each compiled objcli's modules from source again (about
     0.3 s of CPU a process); the tests' processes keep objcli's bytecode in `__pycache__` (ignored by
-    git), as Python does by default. Set here, before pytest-xdist starts its workers."""
+    git), as Python does by default. Set here, before pytest-xdist starts its workers.
+
+    objcli's cache (probe verdicts, copies of objects from the tests' S3 endpoint) goes to a folder of the
+    suite's own, shared by its processes and kept between runs, never the user's ~/.cache."""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = os.path.join(tempfile.gettempdir(), f"objcli-tests-cache-{os.getuid()}")
 
 
 @pytest.fixture(scope="session")
