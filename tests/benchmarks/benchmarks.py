@@ -300,6 +300,10 @@ def memory_table(paths: list[Path]) -> None:
         ("one 200 MB document", [document], ()),
         ("1x corpus, --shuffle-rows", paths, ("--shuffle-rows",)),
         ("10x corpus, --shuffle-rows", [big], ("--shuffle-rows",)),
+        # Issue 84, item 4: rows of 128 K and 1 M tokens (positions and segment ids at uint32).
+        ("1x corpus, --seq-len 131072", paths, ("--seq-len", "131072")),
+        ("1x corpus, --seq-len 1048576", paths, ("--seq-len", "1048576")),
+        ("1x corpus, --seq-len 1048576 --packing best-fit", paths, ("--seq-len", "1048576", "--packing", "best-fit")),
     ):
         run = objcli_transform(inputs, *extra)
         base = base or run["peak_rss"]
