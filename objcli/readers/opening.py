@@ -12,42 +12,52 @@ from .inputs import STDIN, Piece, open_piece
 UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 
 
-def binary_file(stream) -> str | None:
-    """What binary file a stream holds (by its magic number, or NUL-rich bytes that are no wide text), or
-    None for text."""
-    head = stream.peek(1024)[:1024]
+def head_kind(head: bytes) -> tuple[str, str, str] | None:
+    """What a file's first bytes say it is besides UTF-8 text: ("binary", what, how it shows) or ("wide",
+    its encoding, how it shows); None for UTF-8 text. UTF-16 and UTF-32 show by a byte-order mark, or
+    without one by their NULs (every second or fourth byte of ASCII text), where the bytes read as text in
+    that encoding; NUL-rich bytes that do not are binary data."""
     named = binary_kind(head)
-    if named or len(head) < 8 or head.count(0) < len(head) // 3:
-        return named
-    wide = "UTF-16LE" if head[1::2].count(0) > head[::2].count(0) else "UTF-16BE"
-    return None if any(reads_as(head, e) for e in (wide, "UTF-32LE", "UTF-32BE")) else "binary data"
+    if named:
+        return "binary", named, "its magic number"
+    encoding = next((name for mark, name in UTF_BOMS.items() if head.startswith(mark)), None)
+    if encoding:
+        return "wide", encoding, "it starts with a byte-order mark"
+    if len(head) < 8 or head.count(0) < len(head) // 3:
+        return None
+    width = 2 if head.count(0) < len(head) // 2 + len(head) // 8 else 4
+    little_endian = head[::width].count(0) < head[width - 1 :: width].count(0)  # ASCII: "a\0" vs "\0a"
+    encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
+    how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
+    return ("wide", encoding, how) if reads_as(head, encoding) else ("binary", "binary data", how)
+
+
+def binary_file(stream) -> str | None:
+    """What binary file a stream holds (``head_kind``), or None for text."""
+    kind = head_kind(stream.peek(1024)[:1024])
+    return kind[1] if kind and kind[0] == "binary" else None
 
 
 def skip_byte_order_mark(stream, path: str) -> None:
     """A UTF-8 byte-order mark is dropped (it would cost the first record); UTF-16 and UTF-32 text,
     with a byte-order mark or without (then every second or fourth byte of ASCII text is NUL), is
-    refused in one line: read as UTF-8 it becomes NUL-interleaved training data."""
+    refused in one line: read as UTF-8 it becomes NUL-interleaved training data; a binary file too."""
     head = stream.peek(1024)[:1024]
     if head.startswith(b"\xef\xbb\xbf"):
         stream.read(3)
         return
-    binary = binary_kind(head)
-    if binary:
-        raise ObjcliError(f"input {path}: {binary}, not text; leave it out of the inputs (or name the text files)")
-    encoding = next((name for mark, name in UTF_BOMS.items() if head.startswith(mark)), None)
-    how = "it starts with a byte-order mark"
-    if encoding is None and len(head) >= 8 and head.count(0) >= len(head) // 3:
-        width = 2 if head.count(0) < len(head) // 2 + len(head) // 8 else 4
-        little_endian = head[::width].count(0) < head[width - 1 :: width].count(0)  # ASCII: "a\0" vs "\0a"
-        encoding = f"UTF-{8 * width}{'LE' if little_endian else 'BE'}"
-        how = f"{100 * head.count(0) // len(head)}% of its first bytes are NUL"
-        if not reads_as(head, encoding):
-            raise ObjcliError(f"input {path}: binary data ({how}), not text; leave it out of the inputs")
-    if encoding:
-        raise ObjcliError(
-            f"input {path}: {encoding} text ({how}); objcli reads UTF-8: convert it, "
-            f"e.g. iconv -f {encoding} -t UTF-8 {path} > converted.txt"
-        )
+    kind = head_kind(head)
+    if kind is None:
+        return
+    what, name, how = kind
+    if what == "binary" and name != "binary data":
+        raise ObjcliError(f"input {path}: {name}, not text; leave it out of the inputs (or name the text files)")
+    if what == "binary":
+        raise ObjcliError(f"input {path}: binary data ({how}), not text; leave it out of the inputs")
+    raise ObjcliError(
+        f"input {path}: {name} text ({how}); objcli reads UTF-8: convert it, e.g. iconv -f {name} -t UTF-8 "
+        f"{path} > converted.txt"
+    )
 
 
 # The first bytes of common binary files, which no text starts with (a NUL, or bytes invalid in UTF-8).

@@ -103,14 +103,12 @@ def _check_kind_columns(manifest: dict, kind, where: str) -> None:
     """The kind the manifest names is the one its sections and columns were written for: a store of one
     kind relabelled another would be read with the other's meaning (sentences as documents, chats as text)."""
     from ..formats.store import store_columns
-    from ..stores.base import PLACES_BEFORE, STORE_COLUMNS
+    from ..stores.base import PLACES, PLACES_BEFORE
 
     section = manifest["token_store"]["tokenized"]
     names = [c.get("name") for c in manifest["columns"] if isinstance(c, dict)]
-    expected = [[c.name for c in store_columns(2, kind, origins)] for origins in (False, True)]  # names only
-    expected.append(
-        ["ids", *(c.name for c in STORE_COLUMNS), *(c.name for c in kind.column_specs(True, PLACES_BEFORE))]
-    )
+    layouts = ((False, PLACES), (True, PLACES), (True, PLACES_BEFORE))  # without origins, with them, as before
+    expected = [[c.name for c in store_columns(2, kind, origins, places)] for origins, places in layouts]
     if section != kind.name or names not in expected:
         raise ObjcliError(
             f"{where}: names a {kind.name!r} token store, but its sections and columns are a "

@@ -223,12 +223,9 @@ def _objective(folder: Path, manifest: Manifest, moved_tokenizer: str | None):
 def _check_configuration(folder: Path, manifest: Manifest, config) -> None:
     """The row step draws as the manifest's configuration says: that configuration must be the one its
     ``config_sha256`` was made from (a seed or an option edited would change every row, silently)."""
-    import json
-
     from ..storage.identity import side_digests
 
-    identity = json.loads((folder / "manifest.json").read_bytes()).get("identity") or {}
-    if config.config_sha256(manifest.tokenizer.sha256, side_digests(identity)) != manifest.config_sha256:
+    if config.config_sha256(manifest.tokenizer.sha256, side_digests(manifest.identity)) != manifest.config_sha256:
         raise ObjcliError(
             f"{folder}/manifest.json: its configuration is not the one its config_sha256 was made from "
             "(edited?); write the plan again"
