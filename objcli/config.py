@@ -92,6 +92,13 @@ class TransformConfig:
     pack_window: int = option(
         4_000_000, "[--packing best-fit] Tokens gathered before packing.", minimum=1, maximum=2**31 - 1, group=ROWS
     )
+    pad_to_multiple: int = option(
+        1,
+        "[--packing best-fit] Pad each packed sequence to a multiple of N (2 x CP x TP, context parallelism).",
+        minimum=1,
+        maximum=2**20,
+        group=ROWS,
+    )
     remainder: str = option(
         "drop", "[--packing concat] The last partial row of each partition.", choices=REMAINDERS, group=ROWS
     )
@@ -189,6 +196,8 @@ class TransformConfig:
             raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
         if self.pack_window != 4_000_000 and self.packing != "best-fit":
             raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
+        if self.pad_to_multiple != 1:
+            self._check_pad_to_multiple()
         breaks = list(self.input_breaks)
         if breaks and (
             self.source
@@ -250,6 +259,34 @@ class TransformConfig:
                 "the trainer cuts its own windows of seq_len + 1; drop --row-tokens"
             )
 
+    def _check_pad_to_multiple(self) -> None:
+        from .objectives import REGISTRY
+
+        flag = f"--pad-to-multiple {self.pad_to_multiple}"
+        if self.packing != "best-fit":
+            raise ObjcliError(f"{flag}: pads each sequence of a packed row; it takes --packing best-fit, not {self.packing}")
+        objective = REGISTRY.get(self.objective)
+        if not objective.pads_sequences:
+            raise ObjcliError(
+                f"{flag}: the padding inside a sequence is kept out of the loss by its labels (-100), and "
+                f"{self.objective}'s rows have none; use it with --objective chat"
+            )
+        if self.sequence_limit < self.pad_to_multiple:
+            raise ObjcliError(
+                f"{flag}: --seq-len {self.seq_len} holds no sequence padded to a multiple of {self.pad_to_multiple}"
+                f"{' plus the token the reader shifts' if self.format.shifts_each_sequence else ''}; raise --seq-len"
+            )
+
+    @property
+    def sequence_limit(self) -> int:
+        """The most tokens of one example a row holds: the row's, or with ``--pad-to-multiple N`` the
+        most whose padded sequence fits (a multiple of N, plus the token the reader shifts in NVIDIA's
+        layouts)."""
+        if self.pad_to_multiple == 1:
+            return self.row_length
+        shift = int(self.format.shifts_each_sequence)
+        return (self.row_length - shift) // self.pad_to_multiple * self.pad_to_multiple
+
     @functools.cached_property
     def mixture(self) -> Mixture:
         """``--source``, ``--weights``, ``--max-epochs`` and ``--text-key``, parsed once."""
@@ -308,6 +345,8 @@ class TransformConfig:
         del data["value_types"]  # what the data holds, not a setting
         if not self.max_epochs:
             del data["max_epochs"]  # as before --max-epochs existed: the config_sha256 of other runs stays
+        if self.pad_to_multiple == 1:
+            del data["pad_to_multiple"]  # as before --pad-to-multiple existed: the config_sha256 of other runs stays
         return data
 
     def config_sha256(self, tokenizer_sha256: str, side_files: dict[str, str] | None = None) -> str:

@@ -62,6 +62,8 @@ ROLES = (
     "data",
     "loss_mask",  # whether the next token is learned (NVIDIA's packed SFT layout)
     "sequence_starts",  # where each packed sequence starts in its row (its seq_start_id)
+    "cu_seqlens",  # --pad-to-multiple: 0, then the row's sequences' real lengths summed (THD attention)
+    "cu_seqlens_padded",  # and where each starts in the row, padded to the multiple (the row's end last)
 )
 
 

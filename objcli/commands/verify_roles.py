@@ -12,11 +12,12 @@ from ..formats import Column
 from ..kernels import IGNORE
 from ..storage.manifest import Manifest
 from .verify_packed import check_packed_sequences
+from .verify_padding import check_padded_sequences, check_sequence_padding
 from .verify_pairs import check_pair_sides
 
 # The roles whose invariants are checked (the rest: ranges and lengths only).
 CHECKED = ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")
-CHECKED += ("target_depth", "pair_side", "loss_mask", "sequence_starts")
+CHECKED += ("target_depth", "pair_side", "loss_mask", "sequence_starts", "cu_seqlens", "cu_seqlens_padded")
 
 
 def check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -> list[str]:
@@ -55,10 +56,25 @@ def check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -
         problems += check_packed_sequences(
             columns[tokens], *(columns[named[r][0]] for r in ("loss_mask", "sequence_starts"))
         )
+    problems += _check_padding(manifest, named, columns)
     if named["target_depth"] and named["segment_ids"]:
         depth = named["target_depth"][0]
         problems += _check_target_depth(columns[depth], columns[named["segment_ids"][0]], specs[depth].max_value)
     return problems
+
+
+def _check_padding(manifest: Manifest, named: dict, columns: dict[str, Column]) -> list[str]:
+    """Rows written with --pad-to-multiple (``verify_padding.py``)."""
+    multiple = manifest.recipe.get("pad-to-multiple", 1)
+    if multiple == 1:
+        return []
+    if named["cu_seqlens"] and named["cu_seqlens_padded"] and named["segment_ids"]:
+        labels = columns[named["labels"][0]] if named["labels"] else None
+        real, padded, segments = (columns[named[r][0]] for r in ("cu_seqlens", "cu_seqlens_padded", "segment_ids"))
+        return check_sequence_padding(multiple, segments, real, padded, labels)
+    if named["tokens"] and named["sequence_starts"]:
+        return check_padded_sequences(multiple, columns[named["tokens"][0]], columns[named["sequence_starts"][0]])
+    return ["the manifest records --pad-to-multiple, and the shard has no sequence bounds to check it by"]
 
 
 def _labels_are_inputs(objective: str) -> bool:

@@ -129,6 +129,10 @@ class OutputFormat:
     # reads its batches of rows whole); and a run that packs store positions for ids (a plan's).
     whole_partitions: bool = False
     packs_positions: bool = False
+    # The reader makes a sequence's inputs and labels by shifting within it (NVIDIA's packed SFT: n tokens
+    # stored, n - 1 inputs): --pad-to-multiple then pads each sequence to a multiple plus that token, and with
+    # EOS, as Megatron-Bridge's pad_seq_to_mult does (its collate finds a sequence's real end by it).
+    shifts_each_sequence: bool = False
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default

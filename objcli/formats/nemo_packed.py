@@ -98,6 +98,7 @@ class NemoPackedWriter:
 class NemoPackedFormat(OutputFormat):
     name = "nemo-packed"
     writer = NemoPackedWriter
+    shifts_each_sequence = True
     help = (
         "NVIDIA's packed SFT Parquet (Megatron-Bridge GPTSFTPackedParquetDataset): input_ids, loss_mask, seq_start_id"
     )

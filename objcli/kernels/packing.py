@@ -135,3 +135,22 @@ def first_of_segments(segment_ids: np.ndarray, token_values: np.ndarray) -> tupl
     first = segment_starts(segment_ids)
     values = token_values.reshape(rows, seq_len)[first]
     return values.astype(np.int32), lengths_to_offsets(first.sum(axis=1))
+
+
+def cumulative_bounds(row: np.ndarray, lengths: np.ndarray, rows: int, tail: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, 0 then the running sum of its sequences' ``lengths`` (``row``: each sequence's row, in
+    row order), then ``tail[r]`` where it is not negative: Transformer Engine's ``cu_seqlens`` as
+    Megatron-Bridge's collate gives them (the row's trailing padding one more sequence). (values as
+    int32, row offsets).
+
+    row [0, 0, 1], lengths [3, 2, 4], rows 2, tail [-1, 6] -> values [0, 3, 5, 0, 4, 6], offsets [0, 3, 6]."""
+    counts = np.bincount(row, minlength=rows)
+    has_tail = tail >= 0
+    offsets = lengths_to_offsets(counts + 1 + has_tail)
+    values = np.zeros(int(offsets[-1]), dtype=np.int64)
+    running = np.cumsum(lengths)
+    before_row = np.concatenate([[0], running])[lengths_to_offsets(counts)[:-1]]  # sums before each row's first
+    rank = np.arange(len(row)) - lengths_to_offsets(counts)[:-1][row]
+    values[offsets[:-1][row] + 1 + rank] = running - before_row[row]
+    values[offsets[1:][has_tail] - 1] = tail[has_tail]
+    return values.astype(np.int32), offsets

@@ -146,6 +146,9 @@ class Objective:
     # Labels are, position by position, the token itself or -100 (``verify`` checks it).
     labels_are_inputs: ClassVar[bool] = False
     took_pack: ClassVar[bool] = False  # accepted the old --pack flag
+    # Its packed examples may be padded inside their sequences (--pad-to-multiple): whole examples whose
+    # labels keep every token out of the loss that is not learned (the padding: -100), and no row step.
+    pads_sequences: ClassVar[bool] = False
     # --provenance: "tokens" where examples are the batch's documents, one each, as tokenized (BOS and
     # EOS around them), so a segment's span follows from its tokens; "stream" where each example is cut
     # from the documents joined (objectives/stream.py: the stream records what; its spans are the

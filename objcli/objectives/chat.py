@@ -76,6 +76,7 @@ class Chat(Objective):
     provenance = "documents"  # an example is one record (several with --turns each): its span, the record
     examples_are_documents = True  # whole conversations, packed with segment ids
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
+    pads_sequences = True  # --pad-to-multiple: its padding's labels are -100, as every unlearned token's
     plans_rows = True  # a chat store's conversations cut and packed, labels their own tokens where learned
 
     @classmethod
@@ -93,6 +94,7 @@ class Chat(Objective):
         bos = tokenizer.model_role_id("bos") if context.bos else None
         self.plain_bos = tokenizer.piece(bos) if bos is not None else ""
         eos = tokenizer.model_role_id("eos")
+        self.eos_id = eos  # the model's end of sequence (templates write their own): what NVIDIA's readers pad with
         self.plain_eos = (
             (tokenizer.piece(eos) if eos is not None else variables.get("eos_token", "")) if context.eos else ""
         )

@@ -12,6 +12,22 @@ from ..kernels.packing import first_of_segments
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
 MAX_POSITIONS = 2**31 - 1  # position_ids are int32
+CU_SEQLENS, CU_SEQLENS_PADDED = "cu_seqlens", "cu_seqlens_padded"  # --pad-to-multiple's sequence bounds
+
+
+@dataclass(frozen=True)
+class SequencePadding:
+    """``--pad-to-multiple``: every packed sequence of ``n`` tokens takes ``ceil(n / multiple) * multiple
+    + shift`` places in its row, its tokens first, then ``pad_id`` (labels -100) in its own segment, its
+    positions running on (context parallelism's THD layout: every sequence a multiple of 2 x CP)."""
+
+    multiple: int
+    shift: int  # 1 where the reader shifts each sequence (NVIDIA's packed SFT: n tokens, n - 1 inputs)
+    pad_id: int
+    limit: int  # the most real tokens a sequence may hold (its padded length fits a row)
+
+    def padded(self, lengths: np.ndarray) -> np.ndarray:
+        return -(-lengths // self.multiple) * self.multiple + self.shift
 
 
 @dataclass(frozen=True)
@@ -24,6 +40,7 @@ class PackSettings:
     window: int = 4_000_000  # best-fit: tokens gathered before packing (bounds memory)
     documents: bool = True  # examples are documents, joined into a stream (else finished examples)
     overlap: int = 0  # concat: tokens each row shares with the next (1: Megatron's row_length + 1 windows)
+    sequence_padding: SequencePadding | None = None  # best-fit: --pad-to-multiple
 
     @property
     def longest_row(self) -> int:
@@ -78,6 +95,21 @@ def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
         ),
     ]
     return aligned + segments + per_segment_columns(settings)
+
+
+def sequence_bound_columns(settings: PackSettings) -> list[ColumnSpec]:
+    """With ``--pad-to-multiple``, each row's sequence bounds as Transformer Engine's THD attention takes
+    them: ``cu_seqlens`` (real lengths summed) and ``cu_seqlens_padded`` (where each sequence starts in
+    the row; every length a multiple), each with the row's trailing padding as one more sequence."""
+    if settings.sequence_padding is None:
+        return []
+    top = settings.longest_row
+    return [
+        ColumnSpec(CU_SEQLENS, "ragged", 0, top, "sequence bounds: real lengths summed", role="cu_seqlens"),
+        ColumnSpec(
+            CU_SEQLENS_PADDED, "ragged", 0, top, "sequence bounds in the row, padded", role="cu_seqlens_padded"
+        ),
+    ]
 
 
 def per_segment_columns(settings: PackSettings) -> list[ColumnSpec]:

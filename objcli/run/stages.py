@@ -4,9 +4,11 @@ every worker (the pipeline): the objective with its narrow context, the packer, 
 from __future__ import annotations
 
 from ..config import TransformConfig
+from ..errors import ObjcliError
 from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
+from ..packing.base import SequencePadding
 from ..packing.concat_plan import ConcatPlanner
 from ..rows import HIDDEN, ColumnSpec, with_family_lengths
 from ..tokenizers import Tokenizer
@@ -17,7 +19,7 @@ def objective_context(config: TransformConfig) -> ObjectiveContext:
     """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
     return ObjectiveContext(
         config.objective_options,
-        config.seq_len,
+        config.seq_len if config.pad_to_multiple == 1 else config.sequence_limit,  # what a whole example may hold
         config.row_length,
         config.seed,
         config.bos,
@@ -47,8 +49,24 @@ def build_packer(config: TransformConfig, objective: Objective) -> Packer:
         config.pack_window,
         objective.examples_are_documents,
         overlap,
+        _sequence_padding(config, objective),
     )
     return make_packer(config.packing, settings)
+
+
+def _sequence_padding(config: TransformConfig, objective: Objective) -> SequencePadding | None:
+    """``--pad-to-multiple``: each sequence's padding, in NVIDIA's layouts one token more and EOS, as
+    Megatron-Bridge's ``pad_seq_to_mult`` (its collate takes a sequence's real end at its last non-EOS token)."""
+    if config.pad_to_multiple == 1:
+        return None
+    shifts = config.format.shifts_each_sequence
+    pad_id = objective.eos_id if shifts else objective.pad_id
+    if pad_id is None:
+        raise ObjcliError(
+            f"--pad-to-multiple with --format {config.output_format}: its reader finds where a padded sequence "
+            "ends by EOS, and this run has none; drop --no-eos or give --eos-token"
+        )
+    return SequencePadding(config.pad_to_multiple, int(shifts), pad_id, config.sequence_limit)
 
 
 def build_planner(config: TransformConfig, objective) -> ConcatPlanner | None:

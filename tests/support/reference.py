@@ -508,3 +508,32 @@ def runs_reference(rows: list[list[int]]) -> list[list[tuple[int, int, int]]]:
             runs.append([value, 0, 1])
         out.append([tuple(r) for r in runs])
     return out
+
+
+def padded_best_fit_rows(examples, capacity, multiple, shift, pad, row_pad):
+    """Best-fit rows of examples (lists of (token, label)), each padded to ceil(n / multiple) * multiple + shift
+    places (``pad`` and -100 after its tokens), the row's rest ``row_pad`` and -100: per row (tokens, labels,
+    segment ids, positions, cu_seqlens, cu_seqlens_padded), one token at a time."""
+    slots = [-(-len(e) // multiple) * multiple + shift for e in examples]
+    out = []
+    for members in best_fit_decreasing(slots, capacity):
+        tokens, labels, segments, positions, real, padded = [], [], [], [], [0], [0]
+        for segment, item in enumerate(members, start=1):
+            for k in range(slots[item]):
+                token, label = examples[item][k] if k < len(examples[item]) else (pad, -100)
+                tokens.append(token)
+                labels.append(label)
+                segments.append(segment)
+                positions.append(k)
+            real.append(real[-1] + len(examples[item]))
+            padded.append(padded[-1] + slots[item])
+        if len(tokens) < capacity:
+            real.append(real[-1])
+            padded.append(capacity)
+        while len(tokens) < capacity:
+            tokens.append(row_pad)
+            labels.append(-100)
+            segments.append(0)
+            positions.append(0)
+        out.append((tokens, labels, segments, positions, real, padded))
+    return out

@@ -45,8 +45,9 @@ class _Tokenizer:
         self.eos_id = eos_id
 
 
-def _source(release: str) -> tuple[str, str]:
-    wheel, member = RELEASES[release]
+def _source(release: str, member: str | None = None) -> tuple[str, str]:
+    wheel, reader = RELEASES[release]
+    member = member or reader
     path = WHEELS / wheel
     if not path.exists():
         raise FileNotFoundError(f"{path}: make test downloads it (pip download --no-deps)")
@@ -61,6 +62,7 @@ def released_dataset(
     max_seq_length: int,
     metadata_path: Path | None = None,
     pad_to_max_length: bool = False,
+    pad_seq_to_mult: int = 1,
 ):
     """A ``GPTSFTPackedDataset`` of ``release`` over ``file_path`` (answer-only loss, as their SFT recipes
     run it), its ``pack_metadata`` read as its ``__init__`` reads it."""
@@ -95,7 +97,7 @@ def released_dataset(
         pad_to_max_length=pad_to_max_length,
         pad_seq_length_to_mult=16,
         ceil_to_power_2=False,
-        _pad_seq_to_mult=1,
+        _pad_seq_to_mult=pad_seq_to_mult,
         pad_cu_seqlens=pad_to_max_length and metadata_path is not None,
         return_cu_seqlen=True,
         samples_mapping=None,
@@ -104,3 +106,25 @@ def released_dataset(
     )
     dataset._load_dataset()
     return dataset
+
+
+def bridge_pre_pad(sequence: list[int], multiple: int, max_seq_length: int, pad_id: int) -> list[int]:
+    """One tokenized sequence as Megatron-Bridge 0.3.1's ``tokenize_dataset`` pads it for
+    ``pad_seq_to_mult`` (``megatron/bridge/data/datasets/packed_sequence.py``): its nested
+    ``pre_pad_dataset`` and ``ceil_to_nearest``, taken from the source unchanged and run here."""
+    text, name = _source("megatron-bridge 0.3.1", "megatron/bridge/data/datasets/packed_sequence.py")
+    tokenize = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "tokenize_dataset")
+    wanted = [
+        node
+        for node in ast.walk(tokenize)
+        if (isinstance(node, ast.FunctionDef) and node.name == "pre_pad_dataset")
+        or (isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ceil_to_nearest" for t in node.targets))
+    ]
+    module = ast.fix_missing_locations(ast.Module(body=wanted, type_ignores=[]))
+    namespace = {"logging": logging}
+    exec(compile(module, name, "exec"), namespace)  # noqa: S102 - the released preparation's own code
+    data = {"input_ids": list(sequence)}
+    # As tokenize_dataset's loop over the dataset calls it:
+    max_length_to_pad = min(max_seq_length, namespace["ceil_to_nearest"](len(data["input_ids"]), multiple))
+    namespace["pre_pad_dataset"](data, max_seq_length, max_length_to_pad, pad_id)
+    return data["input_ids"]
