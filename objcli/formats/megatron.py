@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..kernels import IGNORE
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
@@ -34,12 +35,17 @@ from .megatron_index import (  # noqa: F401 - the layout's names, where the form
     DTYPE_CODES,
     HEADER_BYTES,
     MAGIC,
+    MASK_CODE,
+    MASK_SUFFIX,
     READ_DTYPES,
     index_array,
     index_header,
     read_index_header,
     read_megatron_index,
 )
+
+
+MASKED = ("labels", "loss_mask")  # columns written as the loss mask's prefix: chat's labels, or the mask read back
 
 
 def input_ids_only(columns: list[ColumnSpec], dtype) -> list[ColumnInfo]:
@@ -52,22 +58,16 @@ def megatron_dtype(spec: ColumnSpec) -> np.dtype:
     return spec.disk_dtype() if spec.disk_dtype() in DTYPE_CODES else np.dtype(np.int32)
 
 
-class MegatronWriter:
-    suffix = ".bin"
+class _IndexedFile:
+    """One ``.bin``/``.idx`` pair being written: sequences back to back, then their index."""
 
-    def __init__(self, base: Path, columns: list[ColumnSpec]):
-        self.dtype = megatron_dtype(next(c for c in columns if c.name == "input_ids"))
-        base = base.with_name(base.name + DOCUMENT_SUFFIX)
+    def __init__(self, base: Path, dtype: np.dtype, code: int):
+        self.dtype, self.code = dtype, code
         self.bin = temp_file(base, ".bin")
         self.idx = temp_file(base, ".idx")
         self.lengths: list[np.ndarray] = []
 
-    def write(self, rows: RowBatch) -> None:
-        column = rows.columns["input_ids"]
-        if isinstance(column, Ragged):
-            values, lengths = column.values, np.diff(column.offsets)
-        else:
-            values, lengths = column.reshape(-1), np.full(len(column), column.shape[1], dtype=np.int64)
+    def write(self, values: np.ndarray, lengths: np.ndarray) -> None:
         self.bin.write(values.astype(self.dtype.newbyteorder("<")).tobytes())
         self.lengths.append(lengths.astype(np.int64))
 
@@ -76,11 +76,39 @@ class MegatronWriter:
         count = len(lengths)
         byte_offsets = np.zeros(count, dtype=np.int64)
         np.cumsum(lengths[:-1] * self.dtype.itemsize, out=byte_offsets[1:])
-        self.idx.write(index_header(DTYPE_CODES[self.dtype], count, count + 1))
+        self.idx.write(index_header(self.code, count, count + 1))
         self.idx.write(lengths.astype("<i4").tobytes())
         self.idx.write(byte_offsets.astype("<i8").tobytes())
         self.idx.write(np.arange(count + 1, dtype="<i8").tobytes())
         return [commit(self.bin), commit(self.idx)]
+
+
+def _flat(column) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(column, Ragged):
+        return column.values, np.diff(column.offsets)
+    return column.reshape(-1), np.full(len(column), column.shape[1], dtype=np.int64)
+
+
+class MegatronWriter:
+    suffix = ".bin"
+
+    def __init__(self, base: Path, columns: list[ColumnSpec]):
+        dtype = megatron_dtype(next(c for c in columns if c.name == "input_ids"))
+        self.tokens = _IndexedFile(base.with_name(base.name + DOCUMENT_SUFFIX), dtype, DTYPE_CODES[dtype])
+        masked = any(c.role in MASKED for c in columns)  # chat: the loss mask, a prefix beside
+        self.mask = _IndexedFile(base.with_name(base.name + MASK_SUFFIX), np.dtype(np.uint8), MASK_CODE) if masked else None
+
+    def write(self, rows: RowBatch) -> None:
+        values, lengths = _flat(rows.columns["input_ids"])
+        self.tokens.write(values, lengths)
+        if self.mask is not None and "loss_mask" in rows.columns:  # rows of this layout already (reshard)
+            self.mask.write(_flat(rows.columns["loss_mask"])[0], lengths)
+        elif self.mask is not None:
+            labels, _ = _flat(rows.columns["labels"])
+            self.mask.write((labels != IGNORE).astype(np.uint8), lengths)
+
+    def close(self) -> list[tuple[Path, str]]:
+        return self.tokens.close() + (self.mask.close() if self.mask is not None else [])
 
 
 def data_args_name(split: str) -> str:
@@ -121,7 +149,11 @@ class MegatronFormat(OutputFormat):
     side_file_pattern = r"megatron(-[a-z][a-z0-9_]*)?\.txt"
 
     def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
-        return input_ids_only(columns, megatron_dtype)
+        stored = input_ids_only(columns, megatron_dtype)
+        if any(c.role in MASKED for c in columns):  # rows whose labels are their tokens or -100 (chat)
+            mask = ColumnSpec("loss_mask", "ragged", 0, 1, "1 where the token is learned (its label)", role="loss_mask")
+            stored.append(ColumnInfo.of(mask, np.dtype(np.uint8), "list<item: uint8>"))
+        return stored
 
     def join(self, pieces: list, work: Path, prefix: str, partition: int, ordinal: int) -> ShardRecord:
         from .megatron_join import Piece, join
@@ -142,7 +174,14 @@ class MegatronFormat(OutputFormat):
         values = np.fromfile(folder / f"{prefix}.bin", dtype=dtype)
         if len(values) != offsets[-1]:
             raise ValueError(f".idx lists {int(offsets[-1]):,} tokens, the .bin holds {len(values):,}")
-        return {"input_ids": token_stream(values, offsets.astype(np.int64))}
+        columns = {"input_ids": token_stream(values, offsets.astype(np.int64))}
+        if any(c.name == "loss_mask" for c in manifest.columns):
+            mask = prefix.removesuffix(DOCUMENT_SUFFIX) + MASK_SUFFIX
+            mask_dtype, _, mask_offsets, _ = read_megatron_index(folder / f"{mask}.idx")
+            if mask_dtype != np.uint8 or not np.array_equal(mask_offsets, offsets):
+                raise ValueError(f"{mask}.idx does not hold one uint8 mask value for each token of {prefix}")
+            columns["loss_mask"] = token_stream(np.fromfile(folder / f"{mask}.bin", dtype=np.uint8), mask_offsets)
+        return columns
 
     def side_files(self, shards: list, columns: list[ColumnInfo], config_sha256: str, blend=None) -> dict[str, str]:
         # One file per split: megatron.txt for train (--data-args-path, or --train-data-path $(cat ...)),

@@ -11,7 +11,11 @@ import numpy as np
 MAGIC = b"MMIDIDX\x00\x00"
 HEADER_BYTES = 34
 DOCUMENT_SUFFIX = "_input_ids_document"  # Megatron's own naming: {prefix}_{key}_document.bin/.idx
+# Chat rows: each token's loss mask (1: learned), a prefix of its own beside the tokens', as FlagScale's and
+# Megatron forks' SFT datasets look for it ({prefix}_loss_mask_document beside {prefix}_text_document).
+MASK_SUFFIX = "_loss_mask_document"
 DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+MASK_CODE = 1  # uint8
 # Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py) that hold token ids; floats do not.
 READ_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..storage.files import HashingFile
 from ..storage.shard_info import ShardRecord
-from .megatron_index import DOCUMENT_SUFFIX, index_array, index_header, read_index_header
+from .megatron_index import DOCUMENT_SUFFIX, MASK_SUFFIX, index_array, index_header, read_index_header
 from .provenance import join_provenance, provenance_file
 
 BLOCK = 8 << 20  # bytes per read where a file is copied through user space
@@ -69,12 +69,15 @@ def copy_all(source, target, size: int) -> None:
 
 
 class Piece:
-    """Rows ``start:stop`` of a Megatron shard in ``folder`` (its index read once)."""
+    """Rows ``start:stop`` of a Megatron shard in ``folder`` (its index read once): its tokens' prefix, or
+    the one named ``suffix`` (chat's loss mask)."""
 
-    def __init__(self, folder: Path, shard: ShardRecord, start: int = 0, stop: int | None = None):
+    def __init__(self, folder: Path, shard: ShardRecord, start: int = 0, stop: int | None = None, suffix=""):
         self.folder, self.shard = folder, shard
         self.start, self.stop = start, shard.rows if stop is None else stop
-        self.bin, self.idx = folder / shard.files[0], folder / shard.files[1]
+        name = next(f for f in shard.files if f.endswith(suffix + ".bin")).removesuffix(".bin") if suffix else None
+        self.bin, self.idx = (folder / f"{name}.bin", folder / f"{name}.idx") if name else (
+            folder / shard.files[0], folder / shard.files[1])  # fmt: skip
         self.code, count, entries = read_index_header(self.idx)
         self.sizes = index_array(self.idx, count, entries, "sizes")
         self.pointers = index_array(self.idx, count, entries, "pointers")
@@ -141,16 +144,21 @@ def join(pieces: list[Piece], work: Path, prefix: str, partition: int, ordinal: 
     """One ``.bin``/``.idx`` pair (and provenance sidecar) in ``work`` named ``prefix`` from the pieces
     (whole shards, or row ranges of them), in order; its record sums theirs. ``ValueError`` when their
     dtypes differ."""
-    name = prefix + DOCUMENT_SUFFIX
     if len({p.code for p in pieces}) != 1:
         raise ValueError("the Megatron shards store tokens in different dtypes (uint16 and int32)")
-    bin_digest, bin_size = concatenate([p.byte_range() for p in pieces], work / (name + ".bin"))
-    out_idx = joined_index(pieces, work / (name + ".idx"))
-    files = [name + ".bin", name + ".idx"]
-    out_idx.close()
-    digests = [bin_digest, out_idx.digest.hexdigest()]
+    files, digests, sizes = [], [], {}
+    prefixes = [(DOCUMENT_SUFFIX, pieces)]
+    if any(f.endswith(MASK_SUFFIX + ".bin") for f in pieces[0].shard.files):  # chat: its loss mask beside
+        prefixes.append((MASK_SUFFIX, [Piece(p.folder, p.shard, p.start, p.stop, MASK_SUFFIX) for p in pieces]))
+    for suffix, parts in prefixes:
+        name = prefix + suffix
+        bin_digest, bin_size = concatenate([p.byte_range() for p in parts], work / (name + ".bin"))
+        out_idx = joined_index(parts, work / (name + ".idx"))
+        out_idx.close()
+        files += [name + ".bin", name + ".idx"]
+        digests += [bin_digest, out_idx.digest.hexdigest()]
+        sizes.update({name + ".bin": bin_size, name + ".idx": out_idx.path.stat().st_size})
     records = [p.record() for p in pieces]
-    sizes = {files[0]: bin_size, files[1]: out_idx.path.stat().st_size}
     if all(provenance_file(p.shard) for p in pieces):  # --provenance: the spans joined as the rows are
         sidecars = [(p.folder / provenance_file(p.shard), p.start, p.stop) for p in pieces]
         path, digest = join_provenance(sidecars, work / prefix)
