@@ -94,7 +94,7 @@ class TransformConfig:
     )
     pad_to_multiple: int = option(
         1,
-        "[--packing best-fit] Pad each packed sequence to a multiple of N (2 x CP x TP, context parallelism).",
+        "[--packing best-fit] Pad each packed sequence to a multiple (2 x CP x TP).",
         minimum=1,
         maximum=2**20,
         group=ROWS,
@@ -264,7 +264,9 @@ class TransformConfig:
 
         flag = f"--pad-to-multiple {self.pad_to_multiple}"
         if self.packing != "best-fit":
-            raise ObjcliError(f"{flag}: pads each sequence of a packed row; it takes --packing best-fit, not {self.packing}")
+            raise ObjcliError(
+                f"{flag}: pads each sequence of a packed row; it takes --packing best-fit, not {self.packing}"
+            )
         objective = REGISTRY.get(self.objective)
         if not objective.pads_sequences:
             raise ObjcliError(

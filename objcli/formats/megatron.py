@@ -44,7 +44,6 @@ from .megatron_index import (  # noqa: F401 - the layout's names, where the form
     read_megatron_index,
 )
 
-
 MASKED = ("labels", "loss_mask")  # columns written as the loss mask's prefix: chat's labels, or the mask read back
 
 
@@ -96,7 +95,9 @@ class MegatronWriter:
         dtype = megatron_dtype(next(c for c in columns if c.name == "input_ids"))
         self.tokens = _IndexedFile(base.with_name(base.name + DOCUMENT_SUFFIX), dtype, DTYPE_CODES[dtype])
         masked = any(c.role in MASKED for c in columns)  # chat: the loss mask, a prefix beside
-        self.mask = _IndexedFile(base.with_name(base.name + MASK_SUFFIX), np.dtype(np.uint8), MASK_CODE) if masked else None
+        self.mask = (
+            _IndexedFile(base.with_name(base.name + MASK_SUFFIX), np.dtype(np.uint8), MASK_CODE) if masked else None
+        )
 
     def write(self, rows: RowBatch) -> None:
         values, lengths = _flat(rows.columns["input_ids"])

@@ -137,7 +137,9 @@ def first_of_segments(segment_ids: np.ndarray, token_values: np.ndarray) -> tupl
     return values.astype(np.int32), lengths_to_offsets(first.sum(axis=1))
 
 
-def cumulative_bounds(row: np.ndarray, lengths: np.ndarray, rows: int, tail: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cumulative_bounds(
+    row: np.ndarray, lengths: np.ndarray, rows: int, tail: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row, 0 then the running sum of its sequences' ``lengths`` (``row``: each sequence's row, in
     row order), then ``tail[r]`` where it is not negative: Transformer Engine's ``cu_seqlens`` as
     Megatron-Bridge's collate gives them (the row's trailing padding one more sequence). (values as

@@ -58,7 +58,7 @@ MASK_LENGTHS = ("span-poisson", "word", "subword")
 class BartOptions(Options):
     bart_preset: str = option(
         "bart-large",
-        "Fills the bart options not given: bart-large, mbart or fairseq (its own defaults).",
+        "Fills the bart options not given with that setup's own defaults.",
         choices=tuple(PRESETS),
         aliases=("--preset",),
     )

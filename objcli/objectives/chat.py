@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ObjcliError
 from ..kernels import IGNORE
 from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens, truncation_ends
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
@@ -37,6 +38,7 @@ from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from ..tokenizers.chat_template import template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
+from .chat_parts import PARTS, PartSpans, parse_parts
 from .chat_spans import ContentSpans, TurnSpans, turn_end
 from .common import chat_template_option, template_date_option
 from .conversations import BadRecord, conversation_of, decode_record, render, template_for
@@ -53,11 +55,11 @@ class ChatOptions(Options):
     messages_key: str = option("messages", "JSON field (Parquet column) of a record's list of messages.")
     chat_template: str | None = chat_template_option()
     loss_on: str = option(
-        "assistant", "Tokens that carry loss: every assistant turn, the last one, or all.", choices=LOSS_ON
+        "assistant", "Tokens that carry loss: every assistant turn, the last, or all.", choices=LOSS_ON
     )
     overlong: str = option(
         "truncate",
-        "A conversation longer than a row: cut after the last assistant turn that fits, or dropped.",
+        "Longer than a row: cut after the last assistant turn that fits, or drop.",
         choices=OVERLONG,
     )
     template_date: str = template_date_option()
@@ -65,6 +67,16 @@ class ChatOptions(Options):
         "turn", "Without generation markers: the whole turn, or content + end.", choices=ASSISTANT_SPANS
     )
     turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
+    assistant_parts: str = option(",".join(PARTS), "The parts of an assistant turn that carry loss, comma-separated.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        parts = parse_parts(self.assistant_parts)
+        object.__setattr__(self, "assistant_parts", ",".join(p for p in PARTS if p in parts))  # one spelling
+
+    @property
+    def learned_parts(self) -> frozenset[str]:
+        return frozenset(self.assistant_parts.split(","))
 
 
 @register("chat", "sft")
@@ -100,6 +112,21 @@ class Chat(Objective):
         )
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
+        self._check_parts()
+
+    def _check_parts(self) -> None:
+        """--assistant-parts chooses inside the turns the template writes (found by rendering, chat_parts.py)."""
+        o = self.options
+        if o.learned_parts == set(PARTS):
+            return
+        if o.loss_on == "all":
+            raise ObjcliError(f"--assistant-parts {o.assistant_parts}: --loss-on all learns every token; drop one")
+        if self.template.has_generation or o.assistant_span == "content":
+            how = "its {% generation %} markers" if self.template.has_generation else "--assistant-span content"
+            raise ObjcliError(
+                f"--assistant-parts {o.assistant_parts}: the template's turns are chosen by {how}; parts are found "
+                "in whole turns: give a template without markers (--chat-template) or drop --assistant-span content"
+            )
 
     def identity_files(self) -> dict[str, Path]:
         return {"chat template": self.template_file} if self.template_file.is_file() else {}
@@ -143,6 +170,7 @@ class ConversationTokens:
     first: np.ndarray  # its first token, in ``tokens``
     last: np.ndarray  # its last token (inclusive)
     failed: dict[int, str]  # record -> why it renders nothing (RENDER_FAILURES)
+    unlearned: np.ndarray | None = None  # --assistant-parts: tokens inside supervised spans that carry no loss
 
     @classmethod
     def empty(cls, failed: dict[int, str]) -> ConversationTokens:
@@ -156,6 +184,20 @@ class _ChatPartition(PartitionExamples):
         markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"
         self.content_spans = ContentSpans(objective.template) if by_content and not markers else None
         self.turn_spans = TurnSpans(objective.template, objective.markers) if not by_content and not markers else None
+        learned = objective.options.learned_parts
+        self.parts = PartSpans(objective.template, learned, objective.markers) if learned != set(PARTS) else None
+
+    def _chosen_parts(self, conversation, text: str, spans: list) -> tuple[list, list, list]:
+        """--assistant-parts: the turns that carry loss, the spans inside them that do not, and the learned
+        parts' spans (a token that overlaps one keeps its loss)."""
+        kept, holes, keeps = [], [], []
+        for index, turn in zip(conversation.supervised, spans):
+            learned, unlearned, learned_parts = self.parts.unlearned(conversation, text, index, turn)
+            if learned:
+                kept.append(turn)
+                holes += unlearned
+                keeps += learned_parts
+        return kept, holes, keeps
 
     def _supervised_spans(self, conversation, text: str, generation: list) -> list[tuple[int, int]]:
         if self.turn_spans is not None:
@@ -189,22 +231,26 @@ class _ChatPartition(PartitionExamples):
             for i in conversation.supervised
         ]
 
-    def _rendered(self, record: str) -> list[tuple[str, list[tuple[int, int]]]]:
-        """(text, supervised spans) of each example a record gives; ``BadRecord`` when it cannot."""
+    def _rendered(self, record: str) -> list[tuple[str, list, list, list]]:
+        """(text, supervised spans, spans inside them that carry no loss, learned parts' spans) of each
+        example a record gives; ``BadRecord`` when it cannot."""
         examples = []
         for conversation in self._conversations(record):
             if conversation.prompt is not None:
                 text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
-                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))]))
-            else:
-                text, generation = render(self.o.template, conversation.messages, conversation.extra)
-                examples.append((text, self._supervised_spans(conversation, text, generation)))
+                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))], [], []))
+                continue
+            text, generation = render(self.o.template, conversation.messages, conversation.extra)
+            spans = self._supervised_spans(conversation, text, generation)
+            examples.append(
+                (text, *self._chosen_parts(conversation, text, spans)) if self.parts else (text, spans, [], [])
+            )
         return examples
 
     def _render(self, batch: DocumentBatch):
         """Rendered texts, the record each came from and their supervised spans, as positions in the
         texts joined end to end (``chat_encode``'s coordinate); the records that cannot be rendered."""
-        texts, records, owners, starts, ends = [], [], [], [], []
+        texts, records, spans, holes, keeps = [], [], [], [], []  # each (owner, start, end) in the joined text
         failed = {}  # record -> why it renders nothing
         joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
@@ -213,29 +259,33 @@ class _ChatPartition(PartitionExamples):
             except BadRecord as bad:
                 failed[k] = bad.reason
                 continue
-            for text, spans in examples:
-                for start, end in spans:
-                    owners.append(len(texts))
-                    starts.append(joined + start)
-                    ends.append(joined + end)
+            for text, supervised, unlearned, learned in examples:
+                spans += [(len(texts), joined + start, joined + end) for start, end in supervised]
+                holes += [(len(texts), joined + start, joined + end) for start, end in unlearned]
+                keeps += [(len(texts), joined + start, joined + end) for start, end in learned]
                 texts.append(text)
                 records.append(k)
                 joined += len(text)
-        arrays = (np.array(a, np.int64) for a in (records, owners, starts, ends))
-        return texts, *arrays, failed
+        spans, holes, keeps = (np.array(x, np.int64).reshape(-1, 3).T for x in (spans, holes, keeps))
+        return texts, np.array(records, np.int64), spans, (holes, keeps), failed
 
     def encoded(self, batch: DocumentBatch) -> ConversationTokens:
         """The batch's conversations as tokens, each supervised span as a range of them: rendered and
         encoded, or as a chat store kept them (``objcli tokenize --chat``)."""
         if batch.records is not None:
             return ConversationTokens(batch.tokens, *batch.records)
-        texts, record, owner, span_start, span_end, failed = self._render(batch)
+        texts, record, (owner, span_start, span_end), (holes, keeps), failed = self._render(batch)
         if not texts:
             return ConversationTokens.empty(failed)
         tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
-        return ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
+        encoded = ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
+        if self.parts:
+            unlearned = mark_ranges(len(tokens), *_token_ranges(char_starts, char_ends, offsets, holes))
+            unlearned &= ~mark_ranges(len(tokens), *_token_ranges(char_starts, char_ends, offsets, keeps))
+            encoded.unlearned = unlearned
+        return encoded
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
@@ -271,6 +321,8 @@ class _ChatPartition(PartitionExamples):
             supervised = np.ones(len(encoded.tokens), dtype=bool)
         else:
             supervised = mark_ranges(len(encoded.tokens), encoded.first[kept], encoded.last[kept])
+            if encoded.unlearned is not None:
+                supervised &= ~encoded.unlearned
         return np.where(supervised, encoded.tokens, IGNORE).astype(np.int32)
 
     def _rows(self, encoded: ConversationTokens, labels, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
@@ -305,6 +357,12 @@ class _ChatPartition(PartitionExamples):
             self.counters[f"skipped:{reason}"] += int(which.sum())
             if which.any():
                 self.note_skip(reason, batch, int(records[lost][which][0]))
+
+
+def _token_ranges(char_starts, char_ends, offsets, spans) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens that overlap each (owner, start, end) character span: (first, last), inclusive."""
+    first, last, found = overlapping_tokens(char_starts, char_ends, offsets, *spans)
+    return first[found], last[found]
 
 
 def absent_markers(source: str, tokenizer) -> list[str]:

@@ -25,7 +25,7 @@ def chat_template_option():
 
 
 def template_date_option():
-    return option("2024-07-26", "The date strftime_now gives templates (fixed: the output never depends on the day).")
+    return option("2024-07-26", "The date strftime_now gives templates (fixed, not the day's).")
 
 
 def sentences_option():

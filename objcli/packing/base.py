@@ -106,9 +106,7 @@ def sequence_bound_columns(settings: PackSettings) -> list[ColumnSpec]:
     top = settings.longest_row
     return [
         ColumnSpec(CU_SEQLENS, "ragged", 0, top, "sequence bounds: real lengths summed", role="cu_seqlens"),
-        ColumnSpec(
-            CU_SEQLENS_PADDED, "ragged", 0, top, "sequence bounds in the row, padded", role="cu_seqlens_padded"
-        ),
+        ColumnSpec(CU_SEQLENS_PADDED, "ragged", 0, top, "sequence bounds in the row, padded", role="cu_seqlens_padded"),
     ]
 
 

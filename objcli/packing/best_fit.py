@@ -24,8 +24,8 @@ from .base import (
     count_empty,
     packed_columns,
     per_example_names,
-    sequence_bound_columns,
     segment_values,
+    sequence_bound_columns,
 )
 
 

@@ -149,10 +149,10 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     boundaries (and a mixture's blend file says each shard's source). The formats suggested hold every
     column the run writes."""
     kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
-    stored = {c.name for c in config.format.stored_columns(columns)} if config.format.whole_documents else set()
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
-    if "loss_mask" in stored and objective.labels_are_inputs:  # the labels kept as a mask (Megatron's chat rows)
-        lost = [name for name in lost if name != "labels"]
+    if "labels" in lost and objective.labels_are_inputs and config.format.whole_documents:
+        stored = {c.name for c in config.format.stored_columns(columns)}
+        lost = [name for name in lost if name != "labels" or "loss_mask" not in stored]  # Megatron's chat mask
     refused = config.format.refuses(objective)
     if refused:
         raise ObjcliError(refused)

@@ -5,9 +5,9 @@ and its loss mask a second prefix beside it, read by megatron-core's own ``Index
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from chat_data import build_tokenizer, conversations, write_jsonl
-import pyarrow as pa
 from runs import SAMPLE, manifest_json, run_cli, run_transform
 
 from objcli.commands.verify import verify_output

@@ -117,8 +117,10 @@ def test_every_objective_packer_and_format(
     report = verify_output(out)
     assert report.ok, report.problems
     roles = {c["role"] for c in manifest["columns"]}
-    if fmt == "megatron":  # the manifest lists what the shards store: Megatron keeps only the tokens
-        assert roles == {"tokens"} and manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
+    if fmt == "megatron":  # the manifest lists what the shards store: Megatron keeps the tokens (chat: its mask)
+        masked = REGISTRY.get(objective).labels_are_inputs
+        assert roles == ({"tokens", "loss_mask"} if masked else {"tokens"})
+        assert manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
     elif isinstance(FORMATS[fmt], NemoPackedFormat):  # sequences said by their starts, the loss by its mask
         assert roles == {"tokens", "loss_mask", "sequence_starts"}
     elif packer in ("concat", "best-fit", "trim-and-pack"):

@@ -19,8 +19,8 @@ from objcli.formats import Column
 from objcli.kernels import IGNORE
 from objcli.packing import BestFitPacker, PackSettings
 from objcli.packing.base import SequencePadding
-from objcli.tokenizers import open_tokenizer
 from objcli.rows import ColumnSpec, Ragged, RowBatch
+from objcli.tokenizers import open_tokenizer
 
 COLUMNS = (
     ColumnSpec("input_ids", "ragged", 0, 999, "ids"),
@@ -94,7 +94,9 @@ def test_arrow_rows_hold_each_conversation_padded_to_the_multiple(chat, tmp_path
             if s > segments.max():  # the row's trailing padding: no tokens, segment 0
                 assert n == 0 and (segments[a:b] == 0).all()
                 continue
-            assert (b - a) % multiple == 0 and (segments[a:b] == s).all() and positions[a:b].tolist() == list(range(b - a))
+            assert (
+                (b - a) % multiple == 0 and (segments[a:b] == s).all() and positions[a:b].tolist() == list(range(b - a))
+            )
             assert (ids[a + n : b] == pad).all() and (labels[a + n : b] == IGNORE).all()
             found.append((tuple(ids[a : a + n]), tuple(labels[a : a + n])))
     expected = sorted((tuple(i), tuple(lab)) for i, lab in zip(unpacked["input_ids"], unpacked["labels"]))
@@ -115,15 +117,20 @@ def test_verify_finds_padding_that_is_learned_or_bounds_that_lie(chat, tmp_path)
     segments, real, padded, labels = (column(n) for n in ("segment_ids", "cu_seqlens", "cu_seqlens_padded", "labels"))
     assert check_sequence_padding(8, segments, real, padded, labels) == []
     learned = labels.values.copy()
-    first_pad = int(np.flatnonzero((np.asarray(rows["input_ids"][0]) == np.asarray(rows["input_ids"][0])[-1]))[0])
+    first_pad = int(np.flatnonzero(np.asarray(rows["input_ids"][0]) == np.asarray(rows["input_ids"][0])[-1])[0])
     end = rows["cu_seqlens"][0][1]
     learned[end] = 5  # the first sequence's first padding token, learned
     if end < rows["cu_seqlens_padded"][0][1]:
-        assert "-100 on a sequence's padding" in check_sequence_padding(8, segments, real, padded, column("labels", learned))[0]
+        assert (
+            "-100 on a sequence's padding"
+            in check_sequence_padding(8, segments, real, padded, column("labels", learned))[0]
+        )
     assert first_pad >= 0
     moved = padded.values.copy()
     moved[1] += 1
-    assert "where each segment starts" in check_sequence_padding(8, segments, real, Column(moved, padded.offsets), None)[0]
+    assert (
+        "where each segment starts" in check_sequence_padding(8, segments, real, Column(moved, padded.offsets), None)[0]
+    )
     assert "multiple of 4" not in " ".join(check_sequence_padding(4, segments, real, padded, labels))  # 8s are 4s
     assert "multiple of 16" in " ".join(check_sequence_padding(16, segments, real, padded, labels))
 
@@ -142,10 +149,14 @@ def test_the_released_bridge_reads_padded_npy_as_its_own_pad_seq_to_mult(chat, t
     assert eos is not None and run.manifest["recipe"]["pad-to-multiple"] == 8
     path = tmp_path / "npy" / "part-00000-of-00001.npy"
     metadata = path.with_name(path.stem + "_metadata.jsonl")
-    dataset = released_dataset("megatron-bridge 0.3.1", path, eos, 512, metadata, pad_to_max_length=True, pad_seq_to_mult=8)
+    dataset = released_dataset(
+        "megatron-bridge 0.3.1", path, eos, 512, metadata, pad_to_max_length=True, pad_seq_to_mult=8
+    )
     items = [dataset[i] for i in range(len(dataset.indexed_dataset))]
     sequences = sorted(
-        tuple(item["input_ids"][a:b]) for item in items for a, b in zip(item["seq_boundaries"][:-1], item["seq_boundaries"][1:])
+        tuple(item["input_ids"][a:b])
+        for item in items
+        for a, b in zip(item["seq_boundaries"][:-1], item["seq_boundaries"][1:])
     )
     assert sequences == sorted(tuple(bridge_pre_pad(list(ids), 8, 512, eos)) for ids in unpacked["input_ids"])
     batch = dataset.collate_fn(items)

@@ -1,0 +1,153 @@
+"""Which parts of an assistant turn carry loss (``--assistant-parts``): its reasoning, its tool calls, its answer.
+
+A part is found by rendering, never by guessing delimiters: the conversation is rendered again with the
+message's part taken away (``reasoning_content`` and a ``<think>…</think>`` block at the head of its content
+for the reasoning; ``tool_calls`` for the tool calls), and the part's span is the characters the whole
+rendering holds that the other does not (it agrees with the whole one before and after them), grown over any
+special token it cuts, so the span is what the template writes because of the part: Qwen3's reasoning inside
+the ``<think>`` frame it writes for every final turn, Hermes' and Qwen2.5's ``<tool_call>`` blocks whole, Llama
+3.1's JSON call. A template that writes nothing for a part in a turn (Qwen3 and DeepSeek-R1 drop reasoning
+before the last user message) gives it no span; where taking a part away changes later turns too, the
+conversation up to the turn is compared; a span is only ever what lies inside its own turn.
+
+A token is a part's if it overlaps the part's characters, and keeps its loss if a learned part holds it. The
+answer is the rest of the turn before its end of turn: its content and the template's frame around the parts.
+The end of turn (the turn's last special token) is learned with the turn's learned parts: a turn none of whose
+written parts is learned carries no loss at all.
+"""
+
+from __future__ import annotations
+
+from ..errors import ObjcliError
+from .conversations import Conversation, render
+
+PARTS = ("reasoning", "tool-calls", "answer")
+REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")  # Qwen3/DeepSeek's, vLLM's, gpt-oss's
+
+
+def parse_parts(value: str) -> frozenset[str]:
+    chosen = [p.strip() for p in value.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown or not chosen:
+        raise ObjcliError(
+            f"--assistant-parts {value}: parts are {', '.join(PARTS)} (a comma-separated list of those that carry loss)"
+        )
+    return frozenset(chosen)
+
+
+def without_reasoning(message: dict) -> dict | None:
+    """The message with its reasoning taken away, or None when it has none."""
+    content = message.get("content")
+    stripped = {k: v for k, v in message.items() if k not in REASONING_KEYS}
+    if isinstance(content, str) and "</think>" in content:
+        stripped["content"] = content.rpartition("</think>")[2].lstrip("\n")
+    return stripped if stripped != message else None
+
+
+def without_tool_calls(message: dict) -> dict | None:
+    return {k: v for k, v in message.items() if k != "tool_calls"} if message.get("tool_calls") else None
+
+
+class PartSpans:
+    """Each assistant turn's parts as spans of the whole rendering (see the module)."""
+
+    def __init__(self, template, learned: frozenset[str], markers):
+        self.template, self.learned, self.markers = template, learned, markers
+
+    def _part(self, conversation: Conversation, text: str, index: int, changed: dict, turn) -> tuple[int, int]:
+        """Where the part lies: what the whole rendering holds that it does not without the part; where taking
+        it away changes later turns too (DeepSeek-V3 counts tool calls across turns), what the conversation up
+        to the turn holds that it does not without it, if the turn is written there as in the whole."""
+        messages = conversation.messages
+        other, _ = render(self.template, [*messages[:index], changed, *messages[index + 1 :]], conversation.extra)
+        a, b = _difference(text, other)
+        if a >= b or (turn[0] <= a and b <= turn[1]):
+            return a, b
+        upto, _ = render(self.template, messages[: index + 1], conversation.extra)
+        if upto[turn[0] : turn[1]] != text[turn[0] : turn[1]]:
+            return a, b
+        other, _ = render(self.template, [*messages[:index], changed], conversation.extra)
+        return _difference(upto, other)
+
+    def unlearned(self, conversation: Conversation, text: str, index: int, turn: tuple[int, int]):
+        """(whether the turn carries any loss, the character spans inside it that do not, those that do).
+        A token is a part's if it overlaps the part's characters, and keeps its loss if a learned part holds
+        it; the answer is the turn's tokens before its end of turn that no part holds."""
+        start, end = turn
+        message = conversation.messages[index]
+        parts = {}
+        for kind, changed in (("reasoning", without_reasoning(message)), ("tool-calls", without_tool_calls(message))):
+            if changed is None:
+                continue
+            a, b = self._part(conversation, text, index, changed, turn)
+            a, b = self._whole_markers(text, max(a, start), min(b, end))  # what it writes inside the turn
+            if a < b:
+                parts[kind] = (a, b)
+        end_of_turn = self._end_of_turn(text, start, end)
+        answer = _gaps(start, end_of_turn, sorted(parts.values()))
+        written = {*parts, *(("answer",) if any(text[a:b].strip() for a, b in answer) else ())}
+        if not written & self.learned:
+            return False, [], []  # nothing of the turn is learned: not even its end of turn
+        holes = [span for kind, span in parts.items() if kind not in self.learned]
+        holes += [(start, end_of_turn)] if "answer" not in self.learned and start < end_of_turn else []
+        return True, sorted(holes), sorted(span for kind, span in parts.items() if kind in self.learned)
+
+    def _whole_markers(self, text: str, a: int, b: int) -> tuple[int, int]:
+        """The span grown over the special tokens it cuts (``<｜tool▁calls▁begin｜>`` and the answer's
+        ``<｜end▁of▁sentence｜>`` share their first characters: the difference starts inside the token)."""
+        for found in self.markers.finditer(text, max(a - 64, 0), b + 64) if self.markers and a < b else ():
+            if found.start() < a < found.end():
+                a = found.start()
+            if found.start() < b < found.end():
+                b = found.end()
+        return a, b
+
+    def _end_of_turn(self, text: str, start: int, end: int) -> int:
+        """Where the turn's end-of-turn token starts (its last special token, ending the turn), else its end;
+        before ``start`` where the turn begins inside it (DeepSeek-V3's empty answer: its turn parts from the
+        generation prompt inside its end of sentence)."""
+        last = None
+        for found in self.markers.finditer(text, max(start - 64, 0), end) if self.markers else ():
+            last = found
+        return last.start() if last is not None and last.end() == end else end
+
+
+def _gaps(start: int, end: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans of ``[start, end)`` outside ``taken`` (sorted, disjoint)."""
+    gaps, position = [], start
+    for a, b in taken:
+        if a > position:
+            gaps.append((position, min(a, end)))
+        position = max(position, b)
+    if position < end:
+        gaps.append((position, end))
+    return [(a, b) for a, b in gaps if a < b]
+
+
+def _difference(text: str, other: str) -> tuple[int, int]:
+    """The span of ``text`` that ``other`` does not hold: they agree before it and after it."""
+    prefix = _common_prefix(text, other)
+    return prefix, len(text) - _common_suffix(text, other, prefix)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, prefix: int) -> int:
+    """How many characters ``a`` and ``b`` agree on at their ends, leaving their first ``prefix`` alone."""
+    low, high = 0, min(len(a), len(b)) - prefix
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle :] == b[len(b) - middle :]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
