@@ -61,12 +61,15 @@ def ids_dtype(total_vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if total_vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def store_columns(total_vocab_size: int, kind: StoreKind, origins: bool = False, places=PLACES) -> list[ColumnSpec]:
+def store_columns(
+    total_vocab_size: int, kind: StoreKind, origins: bool = False, places=PLACES, own=None
+) -> list[ColumnSpec]:
     """The store's columns: the ids, every store's per-document columns, then what ``kind`` holds of
-    its own and, with ``origins`` (``--provenance``), where each document comes from (``places``: its
-    tokens' places as stores keep them now, or ``PLACES_BEFORE`` as stores made before did)."""
+    its own (``own``: as stores made before held it) and, with ``origins`` (``--provenance``), where each
+    document comes from (``places``: its tokens' places as stores keep them now, or ``PLACES_BEFORE`` as
+    stores made before did)."""
     ids = ColumnSpec("ids", "ragged", 0, total_vocab_size - 1, "the document's token ids", "tokens", "ids")
-    return [ids, *(c.spec() for c in STORE_COLUMNS), *kind.column_specs(origins, places)]
+    return [ids, *(c.spec() for c in STORE_COLUMNS), *kind.column_specs(origins, places, own)]
 
 
 def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> RowBatch:

@@ -192,6 +192,11 @@ class Objective:
         self.eos_id = tokenizer.resolve("eos") if self.context.eos else None
         self.pad_id = tokenizer.resolve("pad") if self.context.pads_rows else None
 
+    def store_refusal(self, columns: set[str]) -> str | None:
+        """Why a token store with these columns cannot give this run what it reads (one line), or None: a
+        store made before a column this run needs was kept."""
+        return None
+
     def plan_refusal(self) -> str | None:
         """Why a plan cannot stand for this run's rows (one clause), or None."""
         if self.plans_rows:

@@ -36,10 +36,9 @@ from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
-from ..tokenizers.chat_template import template_markers
 from .base import DocumentBatch, Objective, PartitionExamples, register
-from .chat_parts import PARTS, PartSpans, parse_parts
-from .chat_spans import ContentSpans, TurnSpans, turn_end
+from .chat_parts import PARTS, CharParts, PartSpans, TurnParts, parse_parts
+from .chat_spans import ContentSpans, TurnSpans, absent_markers, turn_end
 from .common import chat_template_option, template_date_option
 from .conversations import BadRecord, conversation_of, decode_record, render, template_for
 from .supply import Provides, Reads
@@ -128,6 +127,14 @@ class Chat(Objective):
                 "in whole turns: give a template without markers (--chat-template) or drop --assistant-span content"
             )
 
+    def store_refusal(self, columns: set[str]) -> str | None:
+        if self.options.learned_parts == set(PARTS) or "c_answer" in columns:
+            return None
+        return (
+            f"--assistant-parts {self.options.assistant_parts}: the chat store was tokenized before stores kept each "
+            "turn's parts; tokenize the records again (objcli tokenize --chat), or leave --assistant-parts out"
+        )
+
     def identity_files(self) -> dict[str, Path]:
         return {"chat template": self.template_file} if self.template_file.is_file() else {}
 
@@ -170,6 +177,7 @@ class ConversationTokens:
     first: np.ndarray  # its first token, in ``tokens``
     last: np.ndarray  # its last token (inclusive)
     failed: dict[int, str]  # record -> why it renders nothing (RENDER_FAILURES)
+    parts: TurnParts | None = None  # the spans' parts (a chat store's, or found for --assistant-parts)
     unlearned: np.ndarray | None = None  # --assistant-parts: tokens inside supervised spans that carry no loss
 
     @classmethod
@@ -184,20 +192,15 @@ class _ChatPartition(PartitionExamples):
         markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"
         self.content_spans = ContentSpans(objective.template) if by_content and not markers else None
         self.turn_spans = TurnSpans(objective.template, objective.markers) if not by_content and not markers else None
-        learned = objective.options.learned_parts
-        self.parts = PartSpans(objective.template, learned, objective.markers) if learned != set(PARTS) else None
+        self.learned = objective.options.learned_parts
+        self.part_spans = PartSpans(objective.template, objective.markers) if self.turn_spans else None
+        self.find_parts = self.learned != set(PARTS)  # a store finds them too: parts are chosen when it derives
 
-    def _chosen_parts(self, conversation, text: str, spans: list) -> tuple[list, list, list]:
-        """--assistant-parts: the turns that carry loss, the spans inside them that do not, and the learned
-        parts' spans (a token that overlaps one keeps its loss)."""
-        kept, holes, keeps = [], [], []
-        for index, turn in zip(conversation.supervised, spans):
-            learned, unlearned, learned_parts = self.parts.unlearned(conversation, text, index, turn)
-            if learned:
-                kept.append(turn)
-                holes += unlearned
-                keeps += learned_parts
-        return kept, holes, keeps
+    def _turns(self, conversation, text: str, spans: list, parts: bool) -> list:
+        """Each supervised span's ``Turn`` (``chat_parts.py``), where parts are found; else None each."""
+        if not parts or self.part_spans is None:
+            return [None] * len(spans)
+        return [self.part_spans.turn(conversation, text, i, turn) for i, turn in zip(conversation.supervised, spans)]
 
     def _supervised_spans(self, conversation, text: str, generation: list) -> list[tuple[int, int]]:
         if self.turn_spans is not None:
@@ -231,64 +234,74 @@ class _ChatPartition(PartitionExamples):
             for i in conversation.supervised
         ]
 
-    def _rendered(self, record: str) -> list[tuple[str, list, list, list]]:
-        """(text, supervised spans, spans inside them that carry no loss, learned parts' spans) of each
-        example a record gives; ``BadRecord`` when it cannot."""
+    def _rendered(self, record: str, parts: bool) -> list[tuple[str, list, list]]:
+        """(text, supervised spans, each one's ``Turn`` or None) of each example a record gives; ``BadRecord``
+        when it cannot."""
         examples = []
         for conversation in self._conversations(record):
             if conversation.prompt is not None:
                 text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
-                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))], [], []))
+                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))], [None]))
                 continue
             text, generation = render(self.o.template, conversation.messages, conversation.extra)
             spans = self._supervised_spans(conversation, text, generation)
-            examples.append(
-                (text, *self._chosen_parts(conversation, text, spans)) if self.parts else (text, spans, [], [])
-            )
+            examples.append((text, spans, self._turns(conversation, text, spans, parts)))
         return examples
 
-    def _render(self, batch: DocumentBatch):
+    def _render(self, batch: DocumentBatch, parts: bool):
         """Rendered texts, the record each came from and their supervised spans, as positions in the
-        texts joined end to end (``chat_encode``'s coordinate); the records that cannot be rendered."""
-        texts, records, spans, holes, keeps = [], [], [], [], []  # each (owner, start, end) in the joined text
+        texts joined end to end (``chat_encode``'s coordinate); with ``parts``, each span's turn's parts
+        (``CharParts``); the records that cannot be rendered."""
+        texts, records, spans, found = [], [], [], CharParts()  # spans: (owner, start, end) in the joined text
         failed = {}  # record -> why it renders nothing
         joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
             try:
-                examples = self._rendered(record)
+                examples = self._rendered(record, parts)
             except BadRecord as bad:
                 failed[k] = bad.reason
                 continue
-            for text, supervised, unlearned, learned in examples:
-                spans += [(len(texts), joined + start, joined + end) for start, end in supervised]
-                holes += [(len(texts), joined + start, joined + end) for start, end in unlearned]
-                keeps += [(len(texts), joined + start, joined + end) for start, end in learned]
+            for text, supervised, turns in examples:
+                for (start, end), turn in zip(supervised, turns):
+                    found.add(len(spans), len(texts), joined, turn, end)
+                    spans.append((len(texts), joined + start, joined + end))
                 texts.append(text)
                 records.append(k)
                 joined += len(text)
-        spans, holes, keeps = (np.array(x, np.int64).reshape(-1, 3).T for x in (spans, holes, keeps))
-        return texts, np.array(records, np.int64), spans, (holes, keeps), failed
+        return texts, np.array(records, np.int64), np.array(spans, np.int64).reshape(-1, 3).T, found, failed
 
-    def encoded(self, batch: DocumentBatch) -> ConversationTokens:
+    def encoded(self, batch: DocumentBatch, parts: bool = False) -> ConversationTokens:
         """The batch's conversations as tokens, each supervised span as a range of them: rendered and
-        encoded, or as a chat store kept them (``objcli tokenize --chat``)."""
+        encoded, or as a chat store kept them (``objcli tokenize --chat``); with ``parts`` (or where the run
+        chooses parts), each span's parts too."""
         if batch.records is not None:
             return ConversationTokens(batch.tokens, *batch.records)
-        texts, record, (owner, span_start, span_end), (holes, keeps), failed = self._render(batch)
+        parts = parts or self.find_parts
+        texts, record, (owner, span_start, span_end), found, failed = self._render(batch, parts)
         if not texts:
             return ConversationTokens.empty(failed)
         tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
         encoded = ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
-        if self.parts:
-            unlearned = mark_ranges(len(tokens), *_token_ranges(char_starts, char_ends, offsets, holes))
-            unlearned &= ~mark_ranges(len(tokens), *_token_ranges(char_starts, char_ends, offsets, keeps))
-            encoded.unlearned = unlearned
+        if parts:
+            encoded.parts = found.tokens((char_starts, char_ends, offsets), last).spans_kept(kept)
         return encoded
+
+    def _chosen(self, encoded: ConversationTokens) -> ConversationTokens:
+        """--assistant-parts: only the spans whose turn writes a learned part, and the tokens inside them
+        that carry no loss."""
+        if encoded.parts is None:  # refused before the run (Chat.store_refusal): a store's shard edited since
+            raise ObjcliError(self.o.store_refusal(set()) or "a chat store's shard has no parts")
+        keep, unlearned = encoded.parts.chosen(encoded.first, len(encoded.tokens), self.learned)
+        return dataclasses.replace(
+            encoded, owner=encoded.owner[keep], first=encoded.first[keep], last=encoded.last[keep], unlearned=unlearned
+        )
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
         encoded = self.encoded(batch)
+        if self.find_parts and len(encoded.offsets) > 1:
+            encoded = self._chosen(encoded)
         for k, reason in encoded.failed.items():
             self.counters[f"skipped:{reason}"] += 1
             self.note_skip(reason, batch, k)
@@ -357,21 +370,3 @@ class _ChatPartition(PartitionExamples):
             self.counters[f"skipped:{reason}"] += int(which.sum())
             if which.any():
                 self.note_skip(reason, batch, int(records[lost][which][0]))
-
-
-def _token_ranges(char_starts, char_ends, offsets, spans) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens that overlap each (owner, start, end) character span: (first, last), inclusive."""
-    first, last, found = overlapping_tokens(char_starts, char_ends, offsets, *spans)
-    return first[found], last[found]
-
-
-def absent_markers(source: str, tokenizer) -> list[str]:
-    """The template's special-token markers that are not one special token of the tokenizer."""
-    specials = set(tokenizer.special_texts())
-    control = tokenizer.control_mask()
-
-    def special(marker: str) -> bool:
-        token_id = tokenizer.model_id(marker)
-        return marker in specials or (token_id is not None and token_id < len(control) and bool(control[token_id]))
-
-    return [marker for marker in template_markers(source) if not special(marker)]

@@ -18,10 +18,16 @@ written parts is learned carries no loss at all.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from ..errors import ObjcliError
+from ..kernels.chat import mark_ranges, overlapping_tokens
 from .conversations import Conversation, render
 
 PARTS = ("reasoning", "tool-calls", "answer")
+KINDS = ("reasoning", "tool-calls")  # the parts found by rendering (their codes: the index), the answer is the rest
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")  # Qwen3/DeepSeek's, vLLM's, gpt-oss's
 
 
@@ -48,11 +54,21 @@ def without_tool_calls(message: dict) -> dict | None:
     return {k: v for k, v in message.items() if k != "tool_calls"} if message.get("tool_calls") else None
 
 
+@dataclass(frozen=True)
+class Turn:
+    """What a turn is made of, in the whole rendering: its parts' spans, whether it writes an answer, and
+    where its end of turn starts."""
+
+    parts: dict[str, tuple[int, int]]
+    answer: bool
+    end_of_turn: int
+
+
 class PartSpans:
     """Each assistant turn's parts as spans of the whole rendering (see the module)."""
 
-    def __init__(self, template, learned: frozenset[str], markers):
-        self.template, self.learned, self.markers = template, learned, markers
+    def __init__(self, template, markers):
+        self.template, self.markers = template, markers
 
     def _part(self, conversation: Conversation, text: str, index: int, changed: dict, turn) -> tuple[int, int]:
         """Where the part lies: what the whole rendering holds that it does not without the part; where taking
@@ -69,10 +85,7 @@ class PartSpans:
         other, _ = render(self.template, [*messages[:index], changed], conversation.extra)
         return _difference(upto, other)
 
-    def unlearned(self, conversation: Conversation, text: str, index: int, turn: tuple[int, int]):
-        """(whether the turn carries any loss, the character spans inside it that do not, those that do).
-        A token is a part's if it overlaps the part's characters, and keeps its loss if a learned part holds
-        it; the answer is the turn's tokens before its end of turn that no part holds."""
+    def turn(self, conversation: Conversation, text: str, index: int, turn: tuple[int, int]) -> Turn:
         start, end = turn
         message = conversation.messages[index]
         parts = {}
@@ -85,12 +98,7 @@ class PartSpans:
                 parts[kind] = (a, b)
         end_of_turn = self._end_of_turn(text, start, end)
         answer = _gaps(start, end_of_turn, sorted(parts.values()))
-        written = {*parts, *(("answer",) if any(text[a:b].strip() for a, b in answer) else ())}
-        if not written & self.learned:
-            return False, [], []  # nothing of the turn is learned: not even its end of turn
-        holes = [span for kind, span in parts.items() if kind not in self.learned]
-        holes += [(start, end_of_turn)] if "answer" not in self.learned and start < end_of_turn else []
-        return True, sorted(holes), sorted(span for kind, span in parts.items() if kind in self.learned)
+        return Turn(parts, any(text[a:b].strip() for a, b in answer), end_of_turn)
 
     def _whole_markers(self, text: str, a: int, b: int) -> tuple[int, int]:
         """The span grown over the special tokens it cuts (``<｜tool▁calls▁begin｜>`` and the answer's
@@ -151,3 +159,73 @@ def _common_suffix(a: str, b: str, prefix: int) -> int:
         else:
             high = middle - 1
     return low
+
+
+@dataclass
+class TurnParts:
+    """The supervised spans' parts as tokens (what a chat store keeps, so parts are chosen at derive time): per
+    span, whether its turn writes an answer and its end of turn's first token; per part, its span, kind (an
+    index into ``KINDS``) and token range."""
+
+    answer: np.ndarray  # bool, per span
+    end: np.ndarray  # per span: the end of turn's first token (the span's last + 1 where it has none)
+    span: np.ndarray  # per part: its span's index
+    kind: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def plain(cls, last: np.ndarray) -> TurnParts:
+        """Spans of turns found otherwise (generation markers, content): answers, with no parts."""
+        none = np.zeros(0, np.int64)
+        return cls(np.ones(len(last), bool), np.asarray(last, np.int64) + 1, none, none.astype(np.int8), none, none)
+
+    def spans_kept(self, kept: np.ndarray) -> TurnParts:
+        """Of the spans ``kept`` (a mask), their own, their parts renumbered."""
+        index = np.cumsum(kept) - 1
+        mine = kept[self.span]
+        return TurnParts(self.answer[kept], self.end[kept], index[self.span[mine]], self.kind[mine],
+                         self.first[mine], self.last[mine])  # fmt: skip
+
+    def chosen(self, first: np.ndarray, tokens: int, learned: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(the spans whose turn writes a learned part, the tokens inside the spans that carry no loss)."""
+        learned_kinds = np.array([kind in learned for kind in KINDS])
+        on = learned_kinds[self.kind] if len(self.kind) else np.zeros(0, bool)
+        keeps = self.answer & ("answer" in learned)
+        keeps |= np.bincount(self.span[on], minlength=len(first)) > 0
+        unlearned = mark_ranges(tokens, self.first[~on], self.last[~on])
+        if "answer" not in learned:
+            has = self.end > first
+            unlearned |= mark_ranges(tokens, first[has], self.end[has] - 1)
+        unlearned &= ~mark_ranges(tokens, self.first[on], self.last[on])
+        return keeps, unlearned
+
+
+class CharParts:
+    """The supervised spans' parts as the rendering gives them (characters of the joined texts), gathered as
+    spans are found, then mapped to tokens."""
+
+    def __init__(self):
+        self.answer, self.end_owner, self.end_start, self.end_stop = [], [], [], []
+        self.parts: list[tuple[int, int, int, int, int]] = []  # (span, owner, kind, start, end)
+
+    def add(self, span: int, owner: int, joined: int, turn, end: int) -> None:
+        self.answer.append(turn.answer if turn else True)
+        self.end_owner.append(owner)
+        self.end_start.append(joined + (turn.end_of_turn if turn else end))
+        self.end_stop.append(joined + end)
+        for kind, (a, b) in turn.parts.items() if turn else ():
+            self.parts.append((span, owner, KINDS.index(kind), joined + a, joined + b))
+
+    def tokens(self, encoding: tuple, last: np.ndarray) -> TurnParts:
+        """As tokens (``encoding``: each token's characters and each text's tokens): a part holds the tokens
+        that overlap it; an end of turn starts at the first token that overlaps it (past the span without one)."""
+        span, owner, kind, start, end = np.array(self.parts, np.int64).reshape(-1, 5).T
+        first_part, last_part, found = overlapping_tokens(*encoding, owner, start, end)
+        ends = np.array([self.end_owner, self.end_start, self.end_stop], np.int64).reshape(3, -1)
+        end_first, _, has_end = overlapping_tokens(*encoding, *ends)
+        end_token = np.where(has_end, end_first, last + 1)
+        answer = np.array(self.answer, bool)
+        return TurnParts(
+            answer, end_token, span[found], kind[found].astype(np.int8), first_part[found], last_part[found]
+        )

@@ -9,7 +9,8 @@ tool calls and the end of turn, as a model generates them. A template that rewri
 (Qwen3 drops their reasoning) renders them otherwise in the whole conversation: such a record is a
 counted skip (``history_rewritten``); ``--turns each`` makes one example per assistant turn.
 ``--assistant-span content`` keeps the older definition (``ContentSpans``): the message's content
-as written (or trimmed) plus the end-of-turn token right after it.
+as written (or trimmed) plus the end-of-turn token right after it. ``absent_markers``: the template's
+special-token texts that the tokenizer has no special token for (the run warns of them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 
 import msgspec
 
-from ..tokenizers.chat_template import ChatTemplate
+from ..tokenizers.chat_template import ChatTemplate, template_markers
 from .conversations import PLACEHOLDER, BadRecord, Conversation, render
 
 
@@ -184,3 +185,15 @@ def turn_end(text: str, end: int, markers: re.Pattern | None) -> int:
     model's special-token texts as one pattern (``chat_encode.special_pattern``)."""
     found = markers.match(text, end) if markers else None
     return found.end() if found else end
+
+
+def absent_markers(source: str, tokenizer) -> list[str]:
+    """The template's special-token markers that are not one special token of the tokenizer."""
+    specials = set(tokenizer.special_texts())
+    control = tokenizer.control_mask()
+
+    def special(marker: str) -> bool:
+        token_id = tokenizer.model_id(marker)
+        return marker in specials or (token_id is not None and token_id < len(control) and bool(control[token_id]))
+
+    return [marker for marker in template_markers(source) if not special(marker)]

@@ -108,7 +108,10 @@ def _check_kind_columns(manifest: dict, kind, where: str) -> None:
     section = manifest["token_store"]["tokenized"]
     names = [c.get("name") for c in manifest["columns"] if isinstance(c, dict)]
     layouts = ((False, PLACES), (True, PLACES), (True, PLACES_BEFORE))  # without origins, with them, as before
-    expected = [[c.name for c in store_columns(2, kind, origins, places)] for origins, places in layouts]
+    eras = (None, *kind.columns_before)  # the kind's own columns now, and as stores made before kept them
+    expected = [
+        [c.name for c in store_columns(2, kind, origins, places, own)] for origins, places in layouts for own in eras
+    ]
     if section != kind.name or names not in expected:
         raise ObjcliError(
             f"{where}: names a {kind.name!r} token store, but its sections and columns are a "

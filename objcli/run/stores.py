@@ -131,6 +131,9 @@ def check_store_run(stores: list[str], tokenizer, objective, special) -> None:
                 f"(sha256 {recorded['tokenizer']['sha256'][:12]}…, this one {tokenizer.sha256[:12]}…); "
                 "give that tokenizer, or tokenize the text again with this one"
             )
+        refused = objective.store_refusal({c.get("name") for c in recorded.get("columns", ()) if isinstance(c, dict)})
+        if refused:
+            raise ObjcliError(f"input {store}: {refused}")
         bos = recorded["token_store"].get("bos_piece")
         if special.pieces.get("bos") not in (None, bos):
             raise ObjcliError(

@@ -128,6 +128,7 @@ class StoreKind:
     serves: ClassVar[str] = ""  # said to an objective that does not read it: "for --objective chat; ..."
     prefix: ClassVar[str] = ""  # its own columns' names begin with it
     columns: ClassVar[tuple[StoredColumn, ...]] = ()
+    columns_before: ClassVar[tuple[tuple[StoredColumn, ...], ...]] = ()  # its columns as stores made before kept them
     option: ClassVar[KindOption | None] = None  # None: what objcli tokenize makes when asked for no other
     renders: ClassVar[str] = ""  # the objective that renders its records ("" for documents' text)
     section: ClassVar[str] = ""  # its manifest section under token_store, holding how it rendered
@@ -161,11 +162,12 @@ class StoreKind:
     def supply(self) -> Supply:
         return Supply(frozenset({self.holds}), self.splitter, self.what, store=True, serves=self.serves)
 
-    def column_specs(self, origins: bool, places=PLACES) -> list[ColumnSpec]:
-        """Its columns besides ``ids`` and ``STORE_COLUMNS``, then the origins' with ``--provenance``
-        (``places``: the token places' columns, ``PLACES_BEFORE`` as stores made before kept them)."""
+    def column_specs(self, origins: bool, places=PLACES, own=None) -> list[ColumnSpec]:
+        """Its columns besides ``ids`` and ``STORE_COLUMNS`` (``own``: one of ``columns_before``), then the
+        origins' with ``--provenance`` (``places``: the token places' columns, ``PLACES_BEFORE`` as stores made
+        before kept them)."""
         where = (*ORIGINS, *(places if self.places_tokens else ())) if origins else ()
-        return [c.spec() for c in (*self.columns, *where)]
+        return [c.spec() for c in (*(self.columns if own is None else own), *where)]
 
     def encode(self, texts: list, batch_index: int, encode, renderer) -> Encoded:
         """A batch of texts as its rows (``encode``: the run's tokenizer call; ``renderer``: the

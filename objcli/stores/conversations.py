@@ -7,6 +7,7 @@ derived run does neither: it cuts, masks and packs the same tokens for any ``--s
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import msgspec
@@ -14,6 +15,7 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets
 from ..objectives.base import DocumentBatch
+from ..objectives.chat_parts import TurnParts
 from ..objectives.conversations import RENDER_FAILURES
 from ..objectives.supply import Provides
 from ..rows import Ragged
@@ -44,17 +46,29 @@ class ChatStore(StoreKind):
     what = "holds rendered conversations"
     serves = "for --objective chat; tokenize the text without --chat"
     prefix = "c_"
-    columns = (
-        _listed("c_examples", "tokens of each conversation the record gives (one each with --turns each)"),
-        _listed("c_first", "each supervised span's first token, in the record's ids"),
-        _listed("c_last", "each supervised span's last token (inclusive)"),
-        StoredColumn(
-            "c_failed",
-            "int8",
-            np.int8,
-            "0, or why the record renders no conversation (1 + an index into the reasons)",
-            high=127,
+    columns_before = (
+        (
+            _listed("c_examples", "tokens of each conversation the record gives (one each with --turns each)"),
+            _listed("c_first", "each supervised span's first token, in the record's ids"),
+            _listed("c_last", "each supervised span's last token (inclusive)"),
+            StoredColumn(
+                "c_failed",
+                "int8",
+                np.int8,
+                "0, or why the record renders no conversation (1 + an index into the reasons)",
+                high=127,
+            ),
         ),
+    )
+    # Each turn's parts (objectives/chat_parts.py), so a derived run chooses which carry loss (--assistant-parts).
+    columns = (
+        *columns_before[0],
+        StoredColumn("c_answer", "int8", np.int8, "1 where the span's turn writes an answer", True, high=1),
+        _listed("c_end", "each span's end of turn's first token (its last + 1 without one)"),
+        _listed("c_part_span", "each part's span, among the record's"),
+        StoredColumn("c_part_kind", "int8", np.int8, "each part's kind: 0 reasoning, 1 tool calls", True, high=1),
+        _listed("c_part_first", "each part's first token, in the record's ids"),
+        _listed("c_part_last", "each part's last token (inclusive)"),
     )
     option = KindOption(
         "chat",
@@ -67,16 +81,21 @@ class ChatStore(StoreKind):
     rendering_run = ("bos", "eos")
 
     def encode(self, texts: list, batch_index: int, encode, renderer) -> Encoded:
-        encoded = renderer.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode))
+        encoded = renderer.encoded(DocumentBatch(texts, None, None, 0, batch_index, encode), parts=True)
         stored = StoredConversations.of(len(texts), encoded, RENDER_FAILURES)
         columns = {"c_examples": stored.examples, "c_first": stored.first, "c_last": stored.last}
         columns["c_failed"] = stored.failed
+        columns |= dict(zip(PART_COLUMNS, stored.parts))
         return Encoded(encoded.tokens, stored.record_offsets(), columns, tuple(encoded.failed.values()))
 
     def read(self, metadata: dict, reasons: tuple[str, ...], path, record_tokens) -> dict:
         failed = checked_failures(metadata["c_failed"], reasons, path)
         lists = (metadata[name] for name in ("c_examples", "c_first", "c_last"))
-        return {"records": StoredConversations(*lists, failed, reasons)}
+        parts = tuple(metadata[name] for name in PART_COLUMNS) if PART_COLUMNS[0] in metadata else None
+        return {"records": StoredConversations(*lists, failed, reasons, parts)}
+
+
+PART_COLUMNS = ("c_answer", "c_end", "c_part_span", "c_part_kind", "c_part_first", "c_part_last")
 
 
 @dataclass
@@ -86,6 +105,7 @@ class StoredConversations:
     last: Ragged  # its last token (inclusive)
     failed: np.ndarray  # int8 per record: 0, or 1 + the index in ``reasons`` of why it renders nothing
     reasons: tuple[str, ...]  # the store's names of the reasons (its manifest's ``render_failures``)
+    parts: tuple[Ragged, ...] | None = None  # per record, PART_COLUMNS' lists (None: a store made before)
 
     @classmethod
     def of(cls, records: int, encoded, reasons: tuple[str, ...]) -> StoredConversations:
@@ -98,35 +118,39 @@ class StoredConversations:
         failed = np.zeros(records, np.int8)
         for record, reason in encoded.failed.items():
             failed[record] = 1 + reasons.index(reason)
-        return cls(
-            examples,
-            Ragged(encoded.first - base, span_offsets),
-            Ragged(encoded.last - base, span_offsets),
-            failed,
-            reasons,
-        )
+        spans = (Ragged(encoded.first - base, span_offsets), Ragged(encoded.last - base, span_offsets))
+        found = encoded.parts if encoded.parts is not None else TurnParts.plain(encoded.last)
+        parts = _stored_parts(found, span_record, span_offsets, base, records)
+        return cls(examples, *spans, failed, reasons, parts)
+
+    def _lists(self) -> list[Ragged]:
+        return [self.examples, self.first, self.last, *(self.parts or ())]
+
+    def _of_lists(self, lists: list[Ragged], failed: np.ndarray) -> StoredConversations:
+        parts = tuple(lists[3:]) if self.parts is not None else None
+        return StoredConversations(*lists[:3], failed, self.reasons, parts)
 
     def record_offsets(self) -> np.ndarray:
         """Each record's ids in the batch's: its conversations', one after another."""
         return lengths_to_offsets(self.examples.values)[self.examples.offsets]
 
     def slice(self, start: int, stop: int) -> StoredConversations:
-        lists = (self.examples.slice(start, stop), self.first.slice(start, stop), self.last.slice(start, stop))
-        return StoredConversations(*lists, self.failed[start:stop], self.reasons)
+        return self._of_lists([x.slice(start, stop) for x in self._lists()], self.failed[start:stop])
 
     def take(self, indices: np.ndarray) -> StoredConversations:
-        lists = (self.examples.take(indices), self.first.take(indices), self.last.take(indices))
-        return StoredConversations(*lists, self.failed[indices], self.reasons)
+        return self._of_lists([x.take(indices) for x in self._lists()], self.failed[indices])
 
     @staticmethod
     def concat(parts: list[StoredConversations]) -> StoredConversations:
-        lists = (Ragged.concat([getattr(p, name) for p in parts]) for name in ("examples", "first", "last"))
-        return StoredConversations(*lists, np.concatenate([p.failed for p in parts]), parts[0].reasons)
+        if len({p.parts is None for p in parts}) > 1:  # shards of one store are of one era
+            parts = [dataclasses.replace(p, parts=None) for p in parts]
+        lists = [Ragged.concat(column) for column in zip(*(p._lists() for p in parts))]
+        return parts[0]._of_lists(lists, np.concatenate([p.failed for p in parts]))
 
     def batch(self, offsets: np.ndarray) -> tuple:
         """What ``DocumentBatch.records`` holds for these records (``offsets``: each one's ids in
         the batch's): each conversation's token offsets and record, each span's conversation and first
-        and last token, and the records that render nothing (record -> reason)."""
+        and last token, the records that render nothing (record -> reason), and the spans' parts."""
         example_offsets = lengths_to_offsets(self.examples.values)
         record = np.repeat(np.arange(len(self.failed), dtype=np.int64), np.diff(self.examples.offsets))
         base = np.repeat(np.asarray(offsets[:-1], np.int64), np.diff(self.first.offsets))
@@ -134,4 +158,32 @@ class StoredConversations:
         # A span lies in its conversation; of conversations starting at one token, the empty ones hold none.
         owner = np.searchsorted(example_offsets[:-1], first, side="right") - 1
         failed = {int(k): self.reasons[self.failed[k] - 1] for k in np.flatnonzero(self.failed).tolist()}
-        return example_offsets, record, owner, first, last, failed
+        return example_offsets, record, owner, first, last, failed, self._turn_parts(offsets)
+
+    def _turn_parts(self, offsets: np.ndarray) -> TurnParts | None:
+        if self.parts is None:
+            return None
+        answer, end, span, kind, part_first, part_last = self.parts
+        span_base = np.repeat(self.first.offsets[:-1], np.diff(span.offsets))  # the record's first span
+        part_base = np.repeat(np.asarray(offsets[:-1], np.int64), np.diff(span.offsets))
+        end_base = np.repeat(np.asarray(offsets[:-1], np.int64), np.diff(end.offsets))
+        firsts, lasts = part_first.values + part_base, part_last.values + part_base
+        kinds = kind.values.astype(np.int8)
+        return TurnParts(
+            answer.values.astype(bool), end.values + end_base, span.values + span_base, kinds, firsts, lasts
+        )
+
+
+def _stored_parts(parts, span_record, span_offsets, base, records: int) -> tuple[Ragged, ...]:
+    """The spans' parts (``TurnParts``, batch coordinates) as PART_COLUMNS' lists, per record."""
+    part_record = span_record[parts.span]
+    part_offsets = lengths_to_offsets(np.bincount(part_record, minlength=records))
+    part_base = base[parts.span]
+    return (
+        Ragged(parts.answer.astype(np.int8), span_offsets),
+        Ragged(parts.end - base, span_offsets),
+        Ragged(parts.span - span_offsets[:-1][part_record], part_offsets),
+        Ragged(parts.kind.astype(np.int8), part_offsets),
+        Ragged(parts.first - part_base, part_offsets),
+        Ragged(parts.last - part_base, part_offsets),
+    )

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from paths import CHAT_TEMPLATES
-from runs import read_output, run_transform
+from runs import SAMPLE, read_output, run_cli, run_transform, shard_files
 from trl_families import FAMILIES, conversations, family_folder, train_tokenizer
 
+from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.kernels import IGNORE
 from objcli.objectives.chat_parts import PARTS
 
 transformers = pytest.importorskip("transformers")
 TOOLS = CHAT_TEMPLATES / "tools"
+STORES = Path(__file__).parents[1] / "data" / "stores"
 # template -> (bos, eos, features of the generated conversations)
 VENDORED = {
     "llama3.1_json": ("<|begin_of_text|>", "<|eot_id|>", {"tools", "tool_calls", "reasoning"}),
@@ -206,3 +209,34 @@ def test_parts_where_they_mean_nothing_are_refused(trained, tmp_path, options, s
     data.write_text(json.dumps(_records("qwen3")[0]) + "\n")
     with pytest.raises(ObjcliError, match=said):
         run_transform([data], folder, tmp_path / "o", objective="chat", **options)
+
+
+@pytest.mark.parametrize("template", ["qwen3", "deepseekv3"])
+def test_a_chat_store_keeps_the_parts_and_its_derived_runs_choose_them(template, trained, tmp_path):
+    """A chat store keeps each turn's parts: every choice derived from it equals the text run's rows."""
+    folder = _folder(trained, template, tmp_path)
+    data = tmp_path / "c.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _records(template)))
+    made = run_cli("tokenize", data, "-t", folder, "--chat", "-o", tmp_path / "store")
+    assert made.returncode == 0, made.stderr
+    for choice in (",".join(PARTS), *CHOICES):
+        text = _run(folder, data, tmp_path / f"text-{choice}", choice)
+        derived = _run(folder, tmp_path / "store", tmp_path / f"store-{choice}", choice)
+        assert [[r.tolist() for r in column] for column in derived] == [[r.tolist() for r in c] for c in text], choice
+    assert verify_output(tmp_path / "store").ok
+
+
+def test_a_chat_store_made_before_derives_every_part_and_refuses_a_choice(tmp_path, monkeypatch):
+    """A chat store of the layout before parts were kept (written by the objcli of stop 87) is read as it
+    is; choosing parts from it is refused in one line, before any folder is made."""
+    folder = shutil.copytree(STORES, tmp_path / "stores")
+    shutil.copy(CHAT_TEMPLATES / "qwen2.5.jinja", folder)
+    monkeypatch.chdir(folder)  # the store names its input and template as they were given, relatively
+    tokenizer = SAMPLE / "llama-style" / "tokenizer.json"
+    common = {"objective": "chat", "seq_len": 512, "chat_template": "qwen2.5.jinja"}
+    run_transform(["chat-before-parts"], tokenizer, tmp_path / "derived", **common)
+    run_transform(["chats-12.jsonl"], tokenizer, tmp_path / "text", **common)
+    assert shard_files(tmp_path / "derived") == shard_files(tmp_path / "text")
+    with pytest.raises(ObjcliError, match="tokenized before stores kept each turn's parts"):
+        run_transform(["chat-before-parts"], tokenizer, tmp_path / "chosen", assistant_parts="answer", **common)
+    assert not (tmp_path / "chosen").exists()
