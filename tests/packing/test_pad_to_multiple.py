@@ -187,3 +187,29 @@ def test_pad_to_multiple_where_it_means_nothing_is_refused(tmp_path, options, sa
     options = {"pad_to_multiple": 16, **options}
     with pytest.raises(ObjcliError, match=said.replace("+", r"\+")):
         run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", tmp_path / "out", **options)
+
+
+def test_trls_padding_free_collator_gives_every_sequence_a_multiple(chat, tmp_path):
+    """TRL's own collator (padding_free=True, as its SFTTrainer runs packed rows), over the rows with each
+    segment's length as formats.md's recipe gives them: every sequence of its flattened batch (cu_seq_lens)
+    a multiple of 8 (its pad_to_multiple_of pads only the batch's end), and the tokens it learns the
+    conversations' own."""
+    pytest.importorskip("trl")
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    folder, tokenizer, unpacked = chat
+    run = run_transform([folder / "c.jsonl"], tokenizer, tmp_path / "out", objective="chat", seq_len=512,
+                        pad_to_multiple=8)  # fmt: skip
+    _, rows = read_output(tmp_path / "out")
+    pad = run.manifest["special_tokens"]["ids"]["pad"]
+    examples = []
+    for ids, labels, segments in zip(rows["input_ids"], rows["labels"], rows["segment_ids"]):
+        starts = np.flatnonzero(np.diff(np.asarray(segments), prepend=-1))  # the recipe's with_seq_lengths
+        lengths = np.diff(np.append(starts, len(segments))).tolist()
+        examples.append({"input_ids": ids, "labels": labels, "seq_lengths": lengths})
+    batch = DataCollatorForLanguageModeling(pad_token_id=pad, padding_free=True, pad_to_multiple_of=8)(examples)
+    bounds = batch["cu_seq_lens_q"].numpy()
+    assert (np.diff(bounds) % 8 == 0).all() and bounds[-1] == 512 * len(examples)
+    learned = batch["labels"][0].numpy()
+    expected = [t for lab in unpacked["labels"] for t in lab if t != IGNORE]  # in packed order: compared as counts
+    assert sorted(learned[learned != IGNORE].tolist()) == sorted(expected)
