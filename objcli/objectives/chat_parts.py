@@ -35,8 +35,9 @@ def parse_parts(value: str) -> frozenset[str]:
     chosen = [p.strip() for p in value.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PARTS]
     if unknown or not chosen:
+        shown = value if value.strip() else repr(value)
         raise ObjcliError(
-            f"--assistant-parts {value}: parts are {', '.join(PARTS)} (a comma-separated list of those that carry loss)"
+            f"--assistant-parts {shown}: parts are {', '.join(PARTS)} (a comma-separated list of those that carry loss)"
         )
     return frozenset(chosen)
 
