@@ -33,12 +33,15 @@ bytes a document. Stores made before keep ``p_ends`` int32 and ``p_back`` int8 (
 
 from __future__ import annotations
 
+import io
 import zlib
 from pathlib import Path
 
 import numpy as np
 
 from ..rows import ColumnSpec, Ragged, RowBatch
+from ..storage.blocks import SUFFIX as BLOCKS_SUFFIX
+from ..storage.blocks import BlockDigester
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
 from ..stores.base import ORIGINS, PLACES, PLACES_BEFORE, STORE_COLUMNS, StoredColumn, StoreKind
@@ -113,7 +116,9 @@ class StoreWriter:
             + [_field(self.known[name]) for name in self.names[1:]]
         )
         self.temp = temp_file(base, self.suffix)
-        self.writer = pa.ipc.new_stream(pa.PythonFile(self.temp, mode="w"), self.schema)
+        self.base = base
+        self.blocks = BlockDigester()  # each block's digest, as the bytes go by (storage/blocks.py)
+        self.writer = pa.ipc.new_stream(pa.PythonFile(_Digested(self.temp, self.blocks), mode="w"), self.schema)
         self.pending: list[RowBatch] = []
         self.pending_tokens = 0
 
@@ -151,7 +156,36 @@ class StoreWriter:
     def close(self) -> list[tuple[Path, str]]:
         self._flush()
         self.writer.close()
-        return [commit(self.temp)]
+        shard = commit(self.temp)
+        blocks = temp_file(self.base, self.suffix + BLOCKS_SUFFIX)
+        blocks.write(self.blocks.finish())
+        return [shard, commit(blocks)]
+
+
+def _check_blocks(folder: Path, shard: ShardRecord) -> None:
+    """Every block of the shard against its digest (``storage/blocks.py``), where the store keeps them."""
+    from ..storage.blocks import ShardBlocks
+
+    if len(shard.files) < 2 or not shard.files[1].endswith(BLOCKS_SUFFIX):
+        return  # a store made before block digests
+    path = folder / shard.files[0]
+    data = np.memmap(path, np.uint8, "r") if path.stat().st_size else b""
+    if not ShardBlocks(path, (folder / shard.files[1]).read_bytes()).check_all(data):
+        raise ValueError(f"{shard.files[0]}: its blocks do not match the digests in {shard.files[1]}")
+
+
+class _Digested(io.RawIOBase):
+    """The shard's file, its bytes fed to the block digests on their way."""
+
+    def __init__(self, file, blocks: BlockDigester):
+        self.file, self.blocks = file, blocks
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.blocks.update(data)
+        return self.file.write(data)
 
 
 def read_store_table(path: Path):
@@ -189,6 +223,7 @@ class StoreFormat(OutputFormat):
         return infos
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
+        _check_blocks(folder, shard)
         table = read_store_table(folder / shard.files[0])
         names = [c.name for c in manifest.columns]
         if table.schema.names != names:

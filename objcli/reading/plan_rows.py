@@ -173,7 +173,7 @@ def _check_width(name: str, column, width: np.dtype | None) -> None:
         raise ValueError(f"column {name} holds {values.max():,}, past the manifest's {width} (edited?)")
 
 
-def _with_ids(column, tokens: np.ndarray, vocabulary: int):
+def _with_ids(column, tokens, vocabulary: int):
     """Store positions (``vocabulary`` and up) turned into the store's ids; ids and -100 kept."""
     values = column.values if isinstance(column, Ragged) else column
     stored = values >= vocabulary
@@ -181,7 +181,7 @@ def _with_ids(column, tokens: np.ndarray, vocabulary: int):
     positions = values[stored] - vocabulary
     if len(positions) and positions.max() >= len(tokens):
         raise ValueError(f"places a token at {positions.max():,}, past its store partition's {len(tokens):,}")
-    made[stored] = tokens[positions]
+    made[stored] = tokens.take(positions)
     return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
 
 

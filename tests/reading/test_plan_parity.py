@@ -199,7 +199,7 @@ def test_an_edited_or_moved_store_is_refused(store, tmp_path):
     data = bytearray(shard.read_bytes())
     data[-200] ^= 1
     shard.write_bytes(bytes(data))
-    with pytest.raises(ObjcliError, match="does not match the sha256"):
+    with pytest.raises(ObjcliError, match="does not match the digests"):
         Rows(tmp_path / "plan")[0]
     (copy / "manifest.json").write_text(json.dumps({**manifest, "seed": 1}))
     with pytest.raises(ObjcliError, match="its token store .* changed since"):

@@ -1,0 +1,80 @@
+"""Per-block digests of a token store's shards (issue 82, item 3): recorded as each shard is written, checked
+for exactly the blocks a reader reads (a plan's rows), every block by a derived run and by ``verify``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xxhash
+from runs import SAMPLE, run_transform
+
+import objcli.storage.blocks as blocks
+from objcli.commands.verify import verify_output
+from objcli.errors import ObjcliError
+from objcli.reading import Rows
+from objcli.recipe import config_from_values
+from objcli.storage.blocks import MAGIC, ShardBlocks, read_block_file
+from objcli.transform import tokenize
+
+SPM = SAMPLE / "tokenizer.model"
+
+
+def _store(out, monkeypatch, block_bytes=64 << 10):
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", block_bytes)  # small blocks: a sample corpus holds several
+    values = {"inputs": [str(SAMPLE / "prose.jsonl")], "tokenizer": str(SPM), "output": str(out)}
+    tokenize(config_from_values({**values, "partition_size": "16MiB"}), "documents", workers=1, overwrite=True)
+    return out
+
+
+def test_the_block_file_holds_each_blocks_xxh3(tmp_path, monkeypatch):
+    store = _store(tmp_path / "store", monkeypatch)
+    shard = store / "part-00000-of-00001.store"
+    data = shard.read_bytes()
+    raw = (store / "part-00000-of-00001.store.blocks").read_bytes()
+    size, total, digests = read_block_file(raw, "blocks")
+    expected = [xxhash.xxh3_128(data[k : k + size]).digest() for k in range(0, len(data), size)]
+    assert raw.startswith(MAGIC) and (size, total) == (64 << 10, len(data)) and digests == expected
+    assert len(digests) >= 6 and verify_output(store).ok
+
+
+def test_a_plan_reader_checks_only_the_blocks_it_reads(tmp_path, monkeypatch):
+    store = _store(tmp_path / "store", monkeypatch)
+    run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")
+    run_transform([store], SPM, tmp_path / "rows", seq_len=256)
+    rows = Rows(tmp_path / "plan")
+    written = Rows(tmp_path / "rows")
+    last = len(rows) - 1
+    assert rows[last]["input_ids"].tolist() == written[last]["input_ids"].tolist()
+    opened = rows._opened_plan().store._partitions[0]
+    checked = {id(c.blocks): c.blocks for c in opened.chunks}
+    (shard_blocks,) = checked.values()
+    assert 1 <= sum(shard_blocks.checked) <= 2 < len(shard_blocks.checked)  # the last rows' blocks, not the shard
+
+
+def test_an_edited_block_is_refused_where_it_is_read_and_everywhere_whole(tmp_path, monkeypatch):
+    store = _store(tmp_path / "store", monkeypatch)
+    run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")
+    shard = store / "part-00000-of-00001.store"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a token in a middle block
+    shard.write_bytes(bytes(data))
+    rows = Rows(tmp_path / "plan")
+    first = rows[0]["input_ids"]  # its block is intact: read
+    assert len(first) == 256
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        for k in range(len(rows)):
+            rows[k]
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        run_transform([store], SPM, tmp_path / "derived", seq_len=256)
+    report = verify_output(store)
+    assert not report.ok
+
+
+def test_a_block_file_of_another_shard_is_refused(tmp_path, monkeypatch):
+    store = _store(tmp_path / "store", monkeypatch)
+    raw = (store / "part-00000-of-00001.store.blocks").read_bytes()
+    assert not ShardBlocks(store / "x", raw).check(np.zeros(10, np.uint8), 0, 10)  # another size
+    with pytest.raises(ValueError, match="one digest for each block"):
+        read_block_file(raw[:-1], "cut")
+    with pytest.raises(ValueError, match="not a block file"):
+        read_block_file(b"PK" + raw[2:], "zip")
