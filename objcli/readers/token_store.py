@@ -17,8 +17,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NoReturn
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
