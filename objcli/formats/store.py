@@ -158,8 +158,36 @@ class StoreWriter:
         self.writer.close()
         shard = commit(self.temp)
         blocks = temp_file(self.base, self.suffix + BLOCKS_SUFFIX)
-        blocks.write(self.blocks.finish())
+        blocks.write(self.blocks.finish(self.dtype.itemsize, ids_batches(shard[0])[1]))
         return [shard, commit(blocks)]
+
+
+def block_file_of(path: Path) -> bytes:
+    """The block file of a shard as it is now (what the writer makes as it writes; for a shard rewritten
+    by hand, and its tests)."""
+    digester = BlockDigester()
+    digester.update(path.read_bytes())
+    return digester.finish(*ids_batches(path))
+
+
+def ids_batches(path: Path) -> tuple[int, list[tuple[int, int]]]:
+    """(bytes an id, each record batch's ids in a shard: how many and the file offset of the first), read
+    from the buffers' addresses in one memory mapping of the file (the ids themselves are not read)."""
+    import pyarrow as pa
+
+    mapped = pa.memory_map(str(path))
+    whole = mapped.read_buffer(mapped.size())  # the mapping itself, zero-copy: its address is the file's start
+    mapped.seek(0)
+    places, itemsize = [], 2
+    for batch in pa.ipc.open_stream(mapped):
+        ids = batch.column(0)
+        values = ids.values
+        first = int(ids.offsets[0].as_py()) if len(ids) else 0
+        count = (int(ids.offsets[-1].as_py()) if len(ids) else 0) - first
+        itemsize = values.type.bit_width // 8
+        buffer = values.buffers()[1]
+        places.append((count, buffer.address - whole.address + (values.offset + first) * itemsize if count else 0))
+    return itemsize, places
 
 
 def _check_blocks(folder: Path, shard: ShardRecord) -> None:

@@ -10,7 +10,6 @@ documents asks it the way it asks a list of texts, so a derived run makes the sa
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import zlib
@@ -18,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 
@@ -35,6 +33,7 @@ from ..stores.conversations import StoredConversations
 from ..stores.pairs import StoredPairs
 from .inputs import InputFile, Partition, Piece
 from .store_checks import check_store_sections
+from .store_shards import check_shard
 
 SHARD_SUFFIX = StoreWriter.suffix  # .store
 
@@ -300,43 +299,6 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
             pending.append(documents[start:end])
     if pending:
         yield StoredDocuments.concat(pending)
-
-
-def shard_blocks(path: Path, recorded: dict[str, str], name: str):
-    """The shard's block digests (``storage/blocks.py``), their file checked by its sha256; None for a store
-    made before they were kept (its shards are checked whole)."""
-    from ..storage.blocks import SUFFIX, ShardBlocks
-
-    blocks = path.name + SUFFIX
-    if blocks not in recorded:
-        return None
-    local = readable_shard(name + SUFFIX)
-    data = local.read_bytes() if local.exists() else b""
-    try:
-        if hashlib.sha256(data).hexdigest() == recorded[blocks]:
-            return ShardBlocks(path, data)
-    except ValueError:
-        pass
-    _refuse_shard(name + SUFFIX)
-
-
-def check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
-    """A shard edited or damaged since the store was made is refused before a token of it is used: its
-    blocks against their digests (XXH3, 11x sha256's speed), or a store's made before, its sha256."""
-    blocks = shard_blocks(path, recorded, name)
-    if blocks is not None:
-        if blocks.check_all(np.memmap(path, np.uint8, "r") if path.stat().st_size else b""):
-            return
-    elif file_sha256(path) == recorded.get(path.name):
-        return
-    _refuse_shard(name)
-
-
-def _refuse_shard(name: str) -> NoReturn:
-    raise ObjcliError(
-        f"input {name}: does not match the digests the token store's manifest records (edited or damaged); "
-        f"run 'objcli verify {name.rsplit('/', 1)[0]}' and tokenize the text again"
-    )
 
 
 def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarray]:

@@ -1,9 +1,13 @@
 """The token store a plan reads its ids from: the store its manifest names, refused in one line when it
-moved, changed or was edited since the plan was made (its manifest's sha256, each shard's)."""
+moved, changed or was edited since the plan was made (its manifest's sha256; each block of a shard against
+its digest when first read, ``storage/blocks.py``). A store in object storage is read by byte ranges: the
+blocks a row's ids lie in, kept in a bounded cache in memory; nothing is copied whole. A store made before
+block digests is copied (object storage) and checked whole, as before."""
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +16,18 @@ from ..errors import ObjcliError
 from ..formats.row_plan import store_manifest_sha256
 
 KEPT_PARTITIONS = 64  # partitions' ids held at once: memory-mapped, so the page cache holds them, not the reader
+KEPT_BLOCKS = 16  # blocks of a store in object storage held in memory, each 4 MiB: 64 MiB at most a reader
 _CHECKED: set[tuple[str, int, int]] = set()  # store shards whose sha256 this process checked (path, size, mtime)
 
 
 class StoreTokens:
-    """Each partition's ids, flat, in the order a run reads them (its shards one after another), at the
-    store's width."""
+    """Each partition's ids, in the order a run reads them (its shards one after another), at the store's width."""
 
     def __init__(self, store: str, manifest: dict):
         self.store, self.manifest = store, manifest
         self._lock = threading.Lock()
         self._partitions: dict[int, PartitionIds] = {}
+        self._blocks = _BlockCache(KEPT_BLOCKS)
 
     @classmethod
     def open(cls, store: str, sha256: str, plan: Path) -> StoreTokens:
@@ -44,7 +49,6 @@ class StoreTokens:
             return self._partitions[index]
 
     def _read(self, index: int) -> PartitionIds:
-        from ..readers.token_store import check_shard, readable_shard, shard_blocks
         from ..storage.remote import join
 
         entry = next((p for p in self.manifest["partitions"] if p["index"] == index), None)
@@ -53,72 +57,162 @@ class StoreTokens:
         digests = {name: d for shard in self.manifest["shards"] for name, d in shard["sha256"].items()}
         chunks = []
         for name in entry["shards"]:
-            where = join(self.store, name)
-            path = readable_shard(where)
-            blocks = shard_blocks(path, digests, where)
-            stat = path.stat()
-            if blocks is None and (str(path), stat.st_size, stat.st_mtime_ns) not in _CHECKED:  # a store made
-                check_shard(path, digests, where)  # before block digests: its sha256, once a process
-                _CHECKED.add((str(path), stat.st_size, stat.st_mtime_ns))
-            chunks += _shard_chunks(path, blocks, where)
+            chunks += self._shard(join(self.store, name), name, digests)
         return PartitionIds(chunks)
+
+    def _shard(self, where: str, name: str, digests: dict) -> list:
+        from ..readers.store_shards import shard_blocks
+        from ..storage.remote import is_url
+
+        blocks = shard_blocks(Path(name), digests, where)
+        if blocks is None:
+            return _whole_shard(where, digests)
+        dtype = np.dtype(np.uint16 if blocks.file.itemsize == 2 else np.uint32)
+        source = _Ranged(where, blocks, self._blocks) if is_url(where) else _Mapped(where, blocks)
+        return [_Chunk(source, start, count, dtype) for count, start in blocks.file.batches]
+
+
+class _Mapped:
+    """A local shard, memory-mapped: each block checked when first read."""
+
+    def __init__(self, where: str, blocks):
+        self.where, self.blocks = where, blocks
+        self.data = np.memmap(where, np.uint8, "r") if blocks.size else np.zeros(0, np.uint8)
+
+    def read(self, start: int, stop: int, touched: np.ndarray) -> np.ndarray:
+        for block in touched.tolist():
+            first = block * self.blocks.block
+            if not self.blocks.check(self.data, first, min(first + self.blocks.block, self.blocks.size)):
+                _refuse(self.where)
+        return self.data[start:stop]
+
+
+class _Ranged:
+    """A shard in object storage: the blocks a read needs fetched by byte ranges, each checked, a few kept."""
+
+    def __init__(self, where: str, blocks, cache: _BlockCache):
+        from ..storage.remote import filesystem
+
+        self.where, self.blocks, self.cache = where, blocks, cache
+        self.fs, self.inner = filesystem(where)
+
+    def read(self, start: int, stop: int, touched: np.ndarray) -> np.ndarray:
+        size = self.blocks.block
+        out = np.empty(stop - start, np.uint8)
+        for block in touched.tolist():
+            data = self.cache.get((self.where, block)) or self._fetch(block)
+            lo, hi = max(start, block * size), min(stop, block * size + len(data))
+            out[lo - start : hi - start] = np.frombuffer(data, np.uint8)[lo - block * size : hi - block * size]
+        return out
+
+    def _fetch(self, block: int) -> bytes:
+        from ..storage.remote import storage_error, storage_errors
+
+        first = block * self.blocks.block
+        try:
+            data = self.fs.cat_file(self.inner, start=first, end=min(first + self.blocks.block, self.blocks.size))
+        except storage_errors() as error:
+            raise storage_error(error, self.where, "reading it") from None
+        if not self.blocks.matches(block, data):
+            _refuse(self.where)
+        self.cache.put((self.where, block), data)
+        return data
+
+
+class _BlockCache:
+    """The last ``size`` blocks fetched from object storage, in memory (a reader's bound, whatever it reads)."""
+
+    def __init__(self, size: int):
+        self.size, self.blocks, self._lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            if key in self.blocks:
+                self.blocks.move_to_end(key)
+                return self.blocks[key]
+        return None
+
+    def put(self, key, data: bytes) -> None:
+        with self._lock:
+            self.blocks[key] = data
+            while len(self.blocks) > self.size:
+                self.blocks.popitem(last=False)
 
 
 class _Chunk:
-    """One record batch's ids as the shard holds them (memory-mapped), where they lie in the file, and the
-    shard's blocks to check before any of them is used."""
+    """One record batch's ids: ``count`` of them from byte ``start`` of their shard."""
 
-    def __init__(self, ids: np.ndarray, byte_start: int, blocks, data, where: str):
-        self.ids, self.byte_start, self.blocks, self.data, self.where = ids, byte_start, blocks, data, where
+    def __init__(self, source, start: int, count: int, dtype: np.dtype):
+        self.source, self.start, self.count, self.dtype = source, start, count, dtype
+
+    def __len__(self) -> int:
+        return self.count
 
     def take(self, positions: np.ndarray) -> np.ndarray:
-        if self.blocks is not None and len(positions):
-            size = self.ids.itemsize
-            touched = np.unique((self.byte_start + positions * size) // self.blocks.block)
-            for block in touched.tolist():  # the blocks these ids lie in, each checked once a process
-                start = block * self.blocks.block
-                if not self.blocks.check(self.data, start, min(start + self.blocks.block, self.blocks.size)):
-                    from ..readers.token_store import _refuse_shard
-
-                    _refuse_shard(self.where)
-        return self.ids[positions]
+        if not len(positions):
+            return np.zeros(0, self.dtype)
+        size = self.dtype.itemsize
+        low, high = int(positions.min()), int(positions.max()) + 1
+        first, stop = self.start + low * size, self.start + high * size
+        touched = np.unique((self.start + positions * size) // self.source.blocks.block)
+        data = self.source.read(first, stop, touched)  # only the blocks the positions lie in are read
+        return data.view(self.dtype)[positions - low]
 
 
-def _shard_chunks(path, blocks, where: str) -> list[_Chunk]:
-    """A shard's record batches' ids, memory-mapped, each with its place in the file (the buffers' addresses
-    in the one mapping: the tokens themselves are not read)."""
-    import pyarrow as pa
+def _whole_shard(where: str, digests: dict) -> list:
+    """A shard of a store made before block digests: copied (object storage), its sha256 checked once a
+    process, its record batches' ids memory-mapped."""
+    from ..formats.store import read_store_table
+    from ..readers.store_shards import check_shard
+    from ..readers.token_store import readable_shard
 
-    mapped = pa.memory_map(str(path))
-    whole = mapped.read_buffer(mapped.size())  # the mapping itself, zero-copy: its address is the file's start
-    data = np.frombuffer(whole, np.uint8)
-    mapped.seek(0)
+    path = readable_shard(where)
+    stat = path.stat()
+    if (str(path), stat.st_size, stat.st_mtime_ns) not in _CHECKED:
+        check_shard(path, digests, where)
+        _CHECKED.add((str(path), stat.st_size, stat.st_mtime_ns))
+    table = read_store_table(path)
     chunks = []
-    for batch in pa.ipc.open_stream(mapped):
-        ids = batch.column(0)
-        values = ids.values
-        first, last = int(ids.offsets[0].as_py()) if len(ids) else 0, int(ids.offsets[-1].as_py()) if len(ids) else 0
-        dtype = np.dtype(values.type.to_pandas_dtype())
-        buffer = values.buffers()[1]
-        flat = np.frombuffer(buffer, dtype, count=len(values) + values.offset)[values.offset :][first:last]
-        start = buffer.address - whole.address + (values.offset + first) * dtype.itemsize
-        chunks.append(_Chunk(flat, start, blocks, data, where))
+    for chunk in table.column("ids").chunks:
+        values = chunk.values
+        first, last = (int(chunk.offsets[0].as_py()), int(chunk.offsets[-1].as_py())) if len(chunk) else (0, 0)
+        dtype = np.dtype(np.uint16 if values.type.bit_width == 16 else np.uint32)
+        flat = np.frombuffer(values.buffers()[1], dtype, count=len(values) + values.offset)[values.offset :]
+        chunks.append(_Whole(flat[first:last]))
     return chunks
 
 
-class PartitionIds:
-    """A store partition's ids, its shards' record batches one after another, gathered by position; each
-    block of the shards checked against its digest the first time a position in it is read."""
+class _Whole:
+    """Ids checked whole already."""
 
-    def __init__(self, chunks: list[_Chunk]):
+    def __init__(self, ids: np.ndarray):
+        self.ids, self.dtype = ids, ids.dtype
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        return self.ids[positions]
+
+
+def _refuse(where: str) -> None:
+    from ..readers.store_shards import refuse_shard
+
+    refuse_shard(where)
+
+
+class PartitionIds:
+    """A store partition's ids, its shards' record batches one after another, gathered by position."""
+
+    def __init__(self, chunks: list):
         self.chunks = chunks
-        self.starts = np.concatenate([[0], np.cumsum([len(c.ids) for c in chunks])]).astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum([len(c) for c in chunks])]).astype(np.int64)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
 
     def take(self, positions: np.ndarray) -> np.ndarray:
-        dtype = self.chunks[0].ids.dtype if self.chunks else np.uint16
+        dtype = self.chunks[0].dtype if self.chunks else np.uint16
         out = np.empty(len(positions), dtype)
         owner = np.searchsorted(self.starts, positions, side="right") - 1
         for k in np.unique(owner).tolist():

@@ -96,6 +96,8 @@ def test_a_pair_store_edited_by_hand_is_one_line_never_wrong_rows(made, tmp_path
 
     import pyarrow as pa
 
+    from objcli.formats.store import block_file_of
+
     folder, _, store, _ = made
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
@@ -106,11 +108,14 @@ def test_a_pair_store_edited_by_hand_is_one_line_never_wrong_rows(made, tmp_path
     table = table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type))
     with pa.ipc.new_stream(str(shard), table.schema) as writer:
         writer.write_table(table)
+    blocks = shard.with_name(shard.name + ".blocks")
+    blocks.write_bytes(block_file_of(shard))  # its block digests made to match too
     manifest = json.loads((copy / "manifest.json").read_text())
     for entry in manifest["shards"]:
         if shard.name in entry["sha256"]:
-            entry["sha256"][shard.name] = hashlib.sha256(shard.read_bytes()).hexdigest()
-            entry["bytes"][shard.name] = shard.stat().st_size
+            for path in (shard, blocks):
+                entry["sha256"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+                entry["bytes"][path.name] = path.stat().st_size
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ObjcliError, match=f"input .*{shard.name}: .*{said}.*; tokenize"):
         run_transform([copy], folder, tmp_path / "out", objective="preference", seq_len=160)

@@ -624,3 +624,36 @@ def test_a_plan_over_a_store_in_a_bucket_reads_from_anywhere(s3, bucket, corpus,
         assert len(planned) == len(written) > 0
         for i in range(len(written)):
             assert all(np.array_equal(planned[i][c], written[i][c]) for c in written.columns)
+
+
+def test_a_random_row_of_a_plan_over_a_bucket_store_is_read_by_ranges(
+    s3, bucket, corpus, sample_tokenizer, tmp_path, monkeypatch
+):
+    """Issue 83, item 3: Rows over a plan in a bucket reads a random row's ids from the bucket's store by byte
+    ranges, the blocks they lie in and no more, each checked against its digest: no store shard is copied
+    (the plan's own small files are), and an edited block is refused where it is read."""
+    from objcli.errors import ObjcliError
+    from objcli.reading import Rows
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    common = ["-t", sample_tokenizer, "--partition-size", "60000"]
+    assert run_cli("tokenize", corpus, *common, "-o", f"s3://{bucket}/store").returncode == 0
+    derive = ["--seq-len", "128"]
+    done = run_cli("transform", f"s3://{bucket}/store", *derive, "--format", "plan", "-o", f"s3://{bucket}/plan")
+    assert done.returncode == 0, done.stderr
+    assert run_cli("transform", f"s3://{bucket}/store", *derive, "-o", tmp_path / "arrow").returncode == 0
+    before = {p for p in (tmp_path / "cache").rglob("*") if p.is_file()}  # the derived run's copies
+    planned, written = Rows(f"s3://{bucket}/plan"), Rows(tmp_path / "arrow")
+    row = len(written) * 2 // 3
+    assert all(np.array_equal(planned[row][c], written[row][c]) for c in written.columns)
+    fetched = planned._opened_plan().store._blocks.blocks
+    assert len(fetched) == 1  # one block of one shard
+    copied = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file() and p not in before]
+    assert copied and not [name for name in copied if ".store" in name], copied  # the plan's files, no shard
+    (shard, block), data = next(iter(fetched.items()))
+    name = shard.split(f"{bucket}/store/")[1]
+    s3.pipe(f"{bucket}/store/{name}", bytes(reversed(s3.cat(f"{bucket}/store/{name}"))))  # edited in place
+    again = Rows(f"s3://{bucket}/plan")
+    again._opened_plan().store._blocks.blocks.clear()
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        again[row]
