@@ -4,6 +4,7 @@ for exactly the blocks a reader reads (a plan's rows), every block by a derived 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import xxhash
 from runs import SAMPLE, run_transform
@@ -31,10 +32,14 @@ def test_the_block_file_holds_each_blocks_xxh3(tmp_path, monkeypatch):
     shard = store / "part-00000-of-00001.store"
     data = shard.read_bytes()
     raw = (store / "part-00000-of-00001.store.blocks").read_bytes()
-    size, total, digests = read_block_file(raw, "blocks")
-    expected = [xxhash.xxh3_128(data[k : k + size]).digest() for k in range(0, len(data), size)]
-    assert raw.startswith(MAGIC) and (size, total) == (64 << 10, len(data)) and digests == expected
-    assert len(digests) >= 6 and verify_output(store).ok
+    made = read_block_file(raw, "blocks")
+    expected = [xxhash.xxh3_128(data[k : k + made.block]).digest() for k in range(0, len(data), made.block)]
+    assert raw.startswith(MAGIC) and (made.block, made.size, made.itemsize) == (64 << 10, len(data), 2)
+    assert made.digests == expected and len(expected) >= 6 and verify_output(store).ok
+    ids = pa.ipc.open_stream(pa.BufferReader(data)).read_all().column("ids")  # where each batch's ids lie
+    assert [count for count, _ in made.batches] == [len(chunk.values) for chunk in ids.chunks]
+    for (count, start), chunk in zip(made.batches, ids.chunks):
+        assert np.frombuffer(data[start : start + 2 * count], np.uint16).tolist() == chunk.values.to_pylist()
 
 
 def test_a_plan_reader_checks_only_the_blocks_it_reads(tmp_path, monkeypatch):
@@ -46,7 +51,7 @@ def test_a_plan_reader_checks_only_the_blocks_it_reads(tmp_path, monkeypatch):
     last = len(rows) - 1
     assert rows[last]["input_ids"].tolist() == written[last]["input_ids"].tolist()
     opened = rows._opened_plan().store._partitions[0]
-    checked = {id(c.blocks): c.blocks for c in opened.chunks}
+    checked = {id(c.source.blocks): c.source.blocks for c in opened.chunks}
     (shard_blocks,) = checked.values()
     assert 1 <= sum(shard_blocks.checked) <= 2 < len(shard_blocks.checked)  # the last rows' blocks, not the shard
 
