@@ -86,13 +86,15 @@ def refuse_stores(command: str, source: str, manifest) -> None:
 
 
 def refuse_plans(command: str, source: str, manifest) -> None:
-    """A plan's rows are made from its one store, a partition's rows a file (formats/row_plan.py):
-    joined with another output's, its files would be no run's plan."""
+    """A plan's rows are made from its stores, a partition's rows a file (formats/row_plan.py): joined
+    with another output's, its files would be no run's plan."""
     from ..formats import format_of
 
     if format_of(manifest.format).packs_positions:
+        stores = manifest.row_plan.get("stores") or [manifest.row_plan]
+        named = ", ".join(str(s.get("store")) if isinstance(s, dict) else "?" for s in stores)
         raise ObjcliError(
-            f"{command}: {source} is a plan over {manifest.row_plan.get('store')}; write its rows first "
+            f"{command}: {source} is a plan over {named}; write its rows first "
             f"(objcli reshard {source} --format arrow -o ROWS/), or plan the runs you want together as one"
         )
 

@@ -157,8 +157,8 @@ class OutputFormat:
         """Whether a join may cut this shard between rows (its rows' counts then read from its files)."""
         return False
 
-    def manifest_sections(self, inputs: list, tokenizer) -> dict:
-        """Sections of the manifest the format's readers need besides the shards (a plan: its store)."""
+    def manifest_sections(self, inputs: list, tokenizer, partitions: list = ()) -> dict:
+        """Sections of the manifest the format's readers need besides the shards (a plan: its stores)."""
         return {}
 
     def refuses(self, objective) -> str | None:

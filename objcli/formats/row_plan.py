@@ -133,6 +133,14 @@ def store_manifest_sha256(store: str) -> str | None:
         return None
 
 
+def _absolute(store: str) -> str:
+    import os
+
+    from ..storage.remote import is_url
+
+    return store if is_url(store) else os.path.abspath(store)
+
+
 class PlanFormat(OutputFormat):
     name = "plan"
     writer = PlanWriter
@@ -141,15 +149,20 @@ class PlanFormat(OutputFormat):
     whole_partitions = True  # a partition's rows in one file: the row step reads its batches whole
     packs_positions = True
 
-    def manifest_sections(self, inputs: list, tokenizer) -> dict:
-        import os
-
-        from ..storage.remote import is_url
-
-        store = inputs[0].path  # the plan's one input (run/stores.check_plan_run refuses any other)
-        store = store if is_url(store) else os.path.abspath(store)  # a plan read elsewhere finds it
-        section = {"store": store, "store_manifest_sha256": store_manifest_sha256(store)}
-        return {"row_plan": {**section, "vocabulary": tokenizer.total_vocab_size}}
+    def manifest_sections(self, inputs: list, tokenizer, partitions: list = ()) -> dict:
+        """The stores the plan's ids come from (run/stores.check_plan_run refuses any other input): one, or
+        with a mixture of stores each with the store partition each of the run's partitions reads."""
+        stores = list(dict.fromkeys(f.path for f in inputs))
+        where = [_absolute(store) for store in stores]  # a plan read elsewhere finds them
+        section = {"vocabulary": tokenizer.total_vocab_size}
+        one = len(stores) == 1 and all(p.store_partition == p.index for p in partitions)
+        if one:  # as plans of one store always were
+            return {
+                "row_plan": {"store": where[0], "store_manifest_sha256": store_manifest_sha256(where[0]), **section}
+            }
+        section["stores"] = [{"store": s, "store_manifest_sha256": store_manifest_sha256(s)} for s in where]
+        section["partition_stores"] = {str(p.index): [stores.index(p.store), p.store_partition] for p in partitions}
+        return {"row_plan": section}
 
     def refuses(self, objective) -> str | None:
         why = objective.plan_refusal()

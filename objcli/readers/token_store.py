@@ -226,7 +226,7 @@ def store_partitions(store: InputFile) -> list[Partition]:
             pieces.append(Piece(InputFile(join(store.path, name), STORE, None, size)))
         if not pieces:  # a partition whose records were all skipped: its accounting still counts
             pieces.append(Piece(InputFile(store.path, STORE, None, 0)))
-        partitions.append(Partition(entry["index"], tuple(pieces), store_partition=entry["index"]))
+        partitions.append(Partition(entry["index"], tuple(pieces), store_partition=entry["index"], store=store.path))
     return partitions
 
 

@@ -71,11 +71,13 @@ class Plan:
     def __init__(self, folder: Path, manifest: Manifest, tokenizer: str | None = None):
         self.folder, self.manifest = folder, manifest
         section = manifest.row_plan
-        store, sha256, vocabulary = (section.get(k) for k in ("store", "store_manifest_sha256", "vocabulary"))
-        if not (isinstance(store, str) and isinstance(sha256, str) and type(vocabulary) is int and vocabulary > 0):
+        vocabulary = section.get("vocabulary")
+        stores = section.get("stores") or [{k: section.get(k) for k in ("store", "store_manifest_sha256")}]
+        named = all(isinstance(s, dict) and all(isinstance(v, str) for v in s.values()) and len(s) == 2 for s in stores)
+        if not (named and type(vocabulary) is int and vocabulary > 0):
             raise ObjcliError(
-                f"{folder}/manifest.json: its row_plan does not name a store, its sha256 and a vocabulary (edited?); "
-                "write the plan again"
+                f"{folder}/manifest.json: its row_plan does not name its stores, their sha256 and a vocabulary "
+                "(edited?); write the plan again"
             )
         if vocabulary != manifest.tokenizer.total_vocab_size:
             raise ObjcliError(
@@ -84,7 +86,8 @@ class Plan:
             )
         self.vocabulary = vocabulary
         self.widths = {c.name: _width(c.arrow_type) for c in manifest.columns}
-        self.store = StoreTokens.open(store, sha256, folder)
+        self.stores = [StoreTokens.open(s["store"], s["store_manifest_sha256"], folder) for s in stores]
+        self.partition_stores = _partition_stores(folder, section, len(self.stores))
         self.step = _row_step(folder, manifest, tokenizer)
         self._lock = threading.Lock()
         self._shards: dict[str, PlanShard] = {}
@@ -115,7 +118,8 @@ class Plan:
         the first row of a batch of the run's: its key)."""
         shard = self.shard(record)
         packed = shard.packed(start, stop)
-        tokens = self.store.partition(record.partition)
+        store, partition = self.partition_stores.get(record.partition, (0, record.partition))
+        tokens = self.stores[store].partition(partition)
         id_names = [spec["name"] for spec in shard.specs if spec["role"] in ID_ROLES]
         for name in id_names:
             packed.columns[name] = _with_ids(packed.columns[name], tokens, self.vocabulary)
@@ -144,6 +148,20 @@ class Plan:
             else:
                 columns[info.name] = Column.of_rows(np.asarray(column))
         return columns
+
+
+def _partition_stores(folder: Path, section: dict, stores: int) -> dict[int, tuple[int, int]]:
+    """Each run partition's (store, store partition), where a plan reads several stores (else each its own)."""
+    found = section.get("partition_stores", {})
+    pairs = {}
+    for key, value in found.items() if isinstance(found, dict) else [(None, None)]:
+        if not (isinstance(key, str) and key.isdigit() and isinstance(value, list) and len(value) == 2
+                and all(type(v) is int for v in value) and 0 <= value[0] < stores and value[1] >= 0):  # fmt: skip
+            raise ObjcliError(
+                f"{folder}/manifest.json: its row_plan's partition_stores is damaged (edited?); write the plan again"
+            )
+        pairs[int(key)] = (value[0], value[1])
+    return pairs
 
 
 def _check_place(header: dict, record: ShardRecord, rows: int) -> None:

@@ -80,7 +80,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
             if config.store_kind
             else {}
         ),
-        **config.format.manifest_sections(plan.files, tokenizer),
+        **config.format.manifest_sections(plan.files, tokenizer, plan.partitions),
     }
 
 

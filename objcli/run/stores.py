@@ -166,13 +166,13 @@ def check_store_identity(stores: list[str], identity: dict) -> None:
 
 
 def check_plan_run(config: TransformConfig, stores: list[str], partitions: list) -> None:
-    """--format plan: rows made on read from one token store's ids (formats/row_plan.py)."""
+    """--format plan: rows made on read from token stores' ids (formats/row_plan.py): one, or a mixture's."""
     if not config.format.packs_positions:
         return
     flag = f"--format {config.format.name}"
-    if len(stores) != 1 or any(p.input.kind is not InputKind.STORE for p in partitions):
+    if not stores or any(p.input.kind is not InputKind.STORE for p in partitions):
         raise ObjcliError(
-            f"{flag}: a plan's rows are made on read from one token store's ids; give one store "
+            f"{flag}: a plan's rows are made on read from token stores' ids; give stores only "
             "(objcli tokenize the text first), or choose a row format such as --format arrow"
         )
     if config.shuffle_rows:

@@ -245,7 +245,7 @@ def test_an_edited_row_plan_section_is_one_line(mlm_plan, tmp_path, section):
     manifest = json.loads((plan / "manifest.json").read_text())
     edited = {} if not section else {**manifest["row_plan"], **section}
     (plan / "manifest.json").write_text(json.dumps({**manifest, "row_plan": edited}))
-    with pytest.raises(ObjcliError, match="its row_plan does not name a store"):
+    with pytest.raises(ObjcliError, match="its row_plan does not name its stores"):
         Rows(plan)[0]
 
 
@@ -263,8 +263,8 @@ def test_what_a_plan_cannot_do_is_one_line(store, mlm_plan, tmp_path):
         run_transform([store], SPM, tmp_path / "p", output_format="plan", objective="mlm", dupe_factor=2)
 
 
-def test_a_plan_needs_one_store(store, tmp_path):
-    with pytest.raises(ObjcliError, match="--format plan: a plan's rows are made on read from one token store"):
+def test_a_plan_needs_stores(store, tmp_path):
+    with pytest.raises(ObjcliError, match="--format plan: a plan's rows are made on read from token stores' ids"):
         run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "p", output_format="plan")
     with pytest.raises(ObjcliError, match="--format plan: --shuffle-rows is not planned yet"):
         run_transform([store], SPM, tmp_path / "p", output_format="plan", shuffle_rows=True)
@@ -280,4 +280,47 @@ def test_a_row_step_without_its_tokenizer_is_one_line(store, tmp_path):
         Rows(tmp_path / "plan")[0]
     (tmp_path / "tokenizer.model").unlink()
     with pytest.raises(ObjcliError, match="the plan's tokenizer is not there"):
+        Rows(tmp_path / "plan")[0]
+
+
+@pytest.fixture(scope="module")
+def two_stores(store, tmp_path_factory):
+    """The store above and a second one of other text: a mixture's sources."""
+    folder = tmp_path_factory.mktemp("plan-second")
+    (folder / "c.jsonl").write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(True)[300:420]))
+    return store, _tokenize([folder], tmp_path_factory.mktemp("plan-second-store") / "store")
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
+        {"objective": "mlm", "seq_len": 64, "max_epochs": "b=3"},
+        {"objective": "span-corruption", "seq_len": 128, "provenance": False},
+    ],
+    ids=["clm-best-fit-split", "mlm-epochs", "span-corruption"],
+)
+def test_a_plan_over_a_mixture_of_stores_is_the_written_rows(run, two_stores, tmp_path):
+    """Issue 82, item 2: a mixture of stores (shares, --max-epochs) planned: each run partition names its store
+    and the store's partition, and the reader's rows are the Arrow output's of the same command."""
+    first, second = two_stores
+    mixture = {"source": (f"a={first}", f"b={second}"), "weights": "a=0.5,b=0.5", **run}
+    run_transform([], SPM, tmp_path / "arrow", **mixture)
+    planned = run_transform([], SPM, tmp_path / "plan", output_format="plan", **mixture)
+    section = planned.manifest["row_plan"]
+    assert [s["store"] for s in section["stores"]] == [str(first), str(second)]
+    assert {index for index, _ in section["partition_stores"].values()} == {0, 1}
+    same_rows(tmp_path / "arrow", tmp_path / "plan")
+    assert verify_output(tmp_path / "plan").ok
+
+
+def test_a_plan_whose_partition_stores_are_edited_is_one_line(two_stores, tmp_path):
+    first, second = two_stores
+    run_transform(
+        [], SPM, tmp_path / "plan", output_format="plan", source=(f"a={first}", f"b={second}"), weights="a=1,b=1"
+    )
+    manifest = json.loads((tmp_path / "plan" / "manifest.json").read_text())
+    manifest["row_plan"]["partition_stores"]["0"] = [2, 0]  # a third store it does not name
+    (tmp_path / "plan" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ObjcliError, match="partition_stores is damaged"):
         Rows(tmp_path / "plan")[0]

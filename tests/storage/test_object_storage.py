@@ -646,7 +646,7 @@ def test_a_random_row_of_a_plan_over_a_bucket_store_is_read_by_ranges(
     planned, written = Rows(f"s3://{bucket}/plan"), Rows(tmp_path / "arrow")
     row = len(written) * 2 // 3
     assert all(np.array_equal(planned[row][c], written[row][c]) for c in written.columns)
-    fetched = planned._opened_plan().store._blocks.blocks
+    fetched = planned._opened_plan().stores[0]._blocks.blocks
     assert len(fetched) == 1  # one block of one shard
     copied = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file() and p not in before]
     assert copied and not [name for name in copied if ".store" in name], copied  # the plan's files, no shard
@@ -654,6 +654,6 @@ def test_a_random_row_of_a_plan_over_a_bucket_store_is_read_by_ranges(
     name = shard.split(f"{bucket}/store/")[1]
     s3.pipe(f"{bucket}/store/{name}", bytes(reversed(s3.cat(f"{bucket}/store/{name}"))))  # edited in place
     again = Rows(f"s3://{bucket}/plan")
-    again._opened_plan().store._blocks.blocks.clear()
+    again._opened_plan().stores[0]._blocks.blocks.clear()
     with pytest.raises(ObjcliError, match="does not match the digests"):
         again[row]

@@ -50,7 +50,7 @@ def test_a_plan_reader_checks_only_the_blocks_it_reads(tmp_path, monkeypatch):
     written = Rows(tmp_path / "rows")
     last = len(rows) - 1
     assert rows[last]["input_ids"].tolist() == written[last]["input_ids"].tolist()
-    opened = rows._opened_plan().store._partitions[0]
+    opened = rows._opened_plan().stores[0]._partitions[0]
     checked = {id(c.source.blocks): c.source.blocks for c in opened.chunks}
     (shard_blocks,) = checked.values()
     assert 1 <= sum(shard_blocks.checked) <= 2 < len(shard_blocks.checked)  # the last rows' blocks, not the shard
