@@ -16,6 +16,11 @@ from ..errors import ObjcliError
 from .remote import filesystem, public_url, storage_error, storage_errors, version_of
 from .user_cache import cache_folder
 
+# The most bytes the copies may hold (``OBJCLI_REMOTE_COPIES_BYTES``, default 8 GiB): past it, the copies used
+# longest ago are removed; one used in the last ``IDLE_SECONDS`` never is (a reader may still open its files).
+DEFAULT_LIMIT_BYTES = 8 << 30
+IDLE_SECONDS = 600
+
 
 def local_file_copy(url: str) -> Path:
     """A local copy of one object (a tokenizer), so that every worker loads it from disk; a folder URL
@@ -47,7 +52,41 @@ def local_copy(url: str, objects: list[str], root: str) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
     if not folder.is_dir():
         _fetch(fs, objects, root, folder, url)
+        _bound(folder.parent, folder)
+    try:
+        os.utime(folder)  # used now: the last a bounded cache removes
+    except OSError:
+        pass
     return folder
+
+
+def _limit() -> int:
+    try:
+        return max(0, int(os.environ.get("OBJCLI_REMOTE_COPIES_BYTES", DEFAULT_LIMIT_BYTES)))
+    except ValueError:
+        return DEFAULT_LIMIT_BYTES
+
+
+def _bound(root: Path, new: Path) -> None:
+    """The copies used longest ago removed until the cache is within its limit (never ``new``, nor one used
+    in the last ``IDLE_SECONDS``); a cache that cannot be measured or trimmed is left as it is."""
+    import time
+
+    try:
+        copies = [(folder.stat().st_mtime, _size(folder), folder) for folder in root.iterdir() if folder.name[0] != "."]
+    except OSError:
+        return
+    total, now = sum(size for _, size, _ in copies), time.time()
+    for used, size, folder in sorted(copies, key=lambda c: c[0]):
+        if total <= _limit():
+            break
+        if folder != new and now - used >= IDLE_SECONDS:
+            shutil.rmtree(folder, ignore_errors=True)
+            total -= size
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 def _below(name: str, root: str) -> str:
