@@ -280,6 +280,12 @@ class TransformConfig:
             )
 
     @property
+    def shuffle_pass(self) -> bool:
+        """Whether the run shuffles its rows in a second pass (``--shuffle-rows``; a plan's rows are put in
+        the same order on read instead)."""
+        return self.shuffle_rows and not self.format.packs_positions
+
+    @property
     def sequence_limit(self) -> int:
         """The most tokens of one example a row holds: the row's, or with ``--pad-to-multiple N`` the
         most whose padded sequence fits (a multiple of N, plus the token the reader shifts in NVIDIA's

@@ -215,7 +215,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     if warn:
         warn_skips(results, warn)
     shards = [s for r in results for s in r.shards]
-    if config.shuffle_rows:
+    if config.shuffle_pass:
         report(Progress(phase="shuffling rows across shards"))
         shards = shuffle_pass(shards, folder, work, plan)
     shards = join_prefixes(shards, folder, work, plan)  # Megatron: prefixes as large as --shard-size

@@ -162,6 +162,11 @@ def _target_format(manifest: Manifest, target: str | None, label: str) -> str:
             f"reshard: {label} is a plan (its partitions' rows whole in each file, made on read); write its rows "
             "with --format arrow (or another row format)"
         )
+    if source.packs_positions and manifest.config.get("shuffle_rows"):
+        raise ObjcliError(
+            f"reshard: {label} is a plan written with --shuffle-rows, its order made on read; write the rows "
+            "in that order with the same command and --format arrow, or read them with objcli.reading.Rows"
+        )
     if target is None or target == manifest.format:
         return manifest.format
     chosen = format_of(target)

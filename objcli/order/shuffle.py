@@ -1,22 +1,18 @@
 """``--shuffle-rows``: one global permutation of every row of a run, across partitions and shards,
-in memory bounded by a bucket, not by the corpus (an external two-pass shuffle).
+in memory bounded by a chunk of rows, not by the corpus (an external two-pass shuffle).
 
 Pass 1 is the run itself: each partition writes its rows, in order, to Arrow work files that also
-carry each row's bookkeeping (tokens, padding, documents started). Pass 2, here, per split:
+carry each row's bookkeeping (tokens, padding, documents started). Pass 2, here, per split: row ``i`` of
+the shuffled split is row ``permuted(i)`` of the split in order (``kernels/permutation.py``: a keyed
+permutation computed an index at a time, keyed to (seed, split)), so a reader computes it too: a plan's
+rows come out in the same order, made on read (``reading/shuffled.py``). The output is written a chunk of
+about ``CHUNK_BYTES`` at a time: the chunk's rows are taken from the work files (memory-mapped only while
+they are taken, each file's rows in ascending order), put in the chunk's order, and written through the
+run's own writer into shards of ``--shard-size``.
 
-1. every row gets a bucket in ``[0, B)``, drawn uniformly by a generator keyed to (seed, partition,
-   split); ``B`` is the rows' size over ``BUCKET_BYTES``, so a bucket holds about that much;
-2. bucket by bucket, its rows are gathered from the work files (memory-mapped, only while the
-   bucket is gathered), permuted by a generator keyed to (seed, split, bucket), and written through
-   the run's own writer into shards of ``--shard-size``.
-
-Why this is a uniform permutation: the bucket sizes are a multinomial draw that does not depend on
-which row is which; given the sizes, each row is equally likely in each bucket and each bucket's
-order is uniform, so every arrangement of the rows is equally likely (the usual scatter-then-shuffle
-argument). Every draw is keyed to the data's position, so the result is the same bytes for any
-number of workers and for any executor. Memory: two buckets of rows (one written while the next
-is gathered; a few copies of each while it is gathered and permuted) plus 4 bytes of index per
-row of the split.
+Every draw is keyed to the data's position, so the result is the same bytes for any number of workers
+and any executor. Memory: two chunks of rows (one written while the next is gathered) plus 8 bytes of
+index per row of a chunk.
 """
 
 from __future__ import annotations
@@ -32,13 +28,14 @@ from ..formats import ShardSink, format_of
 from ..formats.arrow import BOOKKEEPING
 from ..formats.arrow_columns import list_parts, numpy_of
 from ..formats.provenance import SPECS
+from ..kernels.permutation import permutation_keys, permuted
 from ..kernels.ragged import lengths_to_offsets
 from ..kernels.rng import derive_rng
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.faults import crash_point
 from ..storage.shard_info import ShardRecord
 
-BUCKET_BYTES = 32 * 2**20
+CHUNK_BYTES = 32 * 2**20
 SHUFFLED = -1  # the partition of a shuffled shard: its rows come from every partition
 STREAM = "shuffle-rows"
 
@@ -78,9 +75,9 @@ def shuffle_rows(
     return out
 
 
-def _bucket_count(shards: list[ShardRecord], work: Path) -> int:
+def _chunk_count(shards: list[ShardRecord], work: Path) -> int:
     size = sum((work / s.files[0]).stat().st_size for s in shards)
-    return max(1, -(-size // BUCKET_BYTES))
+    return max(1, -(-size // CHUNK_BYTES))
 
 
 def _open_batches(shard: ShardRecord, work: Path, columns: list[ColumnSpec]) -> tuple[list[RowBatch], np.ndarray]:
@@ -91,50 +88,44 @@ def _open_batches(shard: ShardRecord, work: Path, columns: list[ColumnSpec]) -> 
     return batches, lengths_to_offsets(np.array([b.num_rows for b in batches], dtype=np.int64))
 
 
-def _bucket_index(
-    shards: list[ShardRecord], buckets: int, seed: int, split: str
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per work shard: (its rows sorted by bucket, where each bucket starts among them)."""
-    draws: dict[int, np.ndarray] = {}
-    for partition in dict.fromkeys(s.partition for s in shards):
-        count = sum(s.rows for s in shards if s.partition == partition)
-        draws[partition] = derive_rng(seed, partition, 0, f"{STREAM}:{split}").integers(buckets, size=count)
-    index, used = [], dict.fromkeys(draws, 0)
-    for shard in shards:
-        start = used[shard.partition]
-        bucket = draws[shard.partition][start : start + shard.rows]
-        used[shard.partition] += shard.rows
-        order = np.argsort(bucket, kind="stable").astype(np.int32)
-        index.append((order, np.searchsorted(bucket[order], np.arange(buckets + 1))))
-    return index
+def split_keys(seed: int, split: str) -> np.ndarray:
+    """The keys of a split's permutation: the run's ``--shuffle-rows`` order, and a plan reader's."""
+    return permutation_keys(derive_rng(seed, 0, 0, f"{STREAM}:{split}"))
 
 
 def _shuffled_buckets(
     shards: list[ShardRecord], work: Path, columns: list[ColumnSpec], seed: int, split: str
 ) -> Iterator[RowBatch]:
-    """Each bucket's rows, permuted. The next bucket is gathered on a second thread while the
-    caller writes this one (NumPy's copies, sha256 and file writes all release the GIL), so memory
-    holds two buckets."""
-    buckets = _bucket_count(shards, work)
-    index = _bucket_index(shards, buckets, seed, split)
+    """The split's rows in its permutation's order, a chunk at a time. The next chunk is gathered on a
+    second thread while the caller writes this one (NumPy's copies, sha256 and file writes all release
+    the GIL), so memory holds two chunks."""
+    total = sum(s.rows for s in shards)
+    starts = lengths_to_offsets(np.array([s.rows for s in shards], dtype=np.int64))
+    bounds = np.linspace(0, total, _chunk_count(shards, work) + 1).astype(np.int64)
+    keys = split_keys(seed, split)
 
-    def gather(bucket: int) -> RowBatch | None:
+    def gather(chunk: int) -> RowBatch | None:
+        natural = permuted(np.arange(bounds[chunk], bounds[chunk + 1]), total, keys)
+        if not len(natural):
+            return None
+        order = np.argsort(natural, kind="stable")
+        ascending = natural[order]
+        owner = np.searchsorted(starts, ascending, side="right") - 1
+        cuts = np.searchsorted(owner, np.arange(len(shards) + 1))
         pieces = [
             piece
-            for shard, (order, starts) in zip(shards, index)
-            for piece in _take(shard, order[starts[bucket] : starts[bucket + 1]], work, columns)
+            for k, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:]))
+            for piece in _take(shards[k], ascending[lo:hi] - starts[k], work, columns)
         ]
-        if not pieces:
-            return None
-        gathered = RowBatch.concat(pieces)
-        return gathered.take(derive_rng(seed, 0, bucket, f"{STREAM}-order:{split}").permutation(gathered.num_rows))
+        return RowBatch.concat(pieces).take(np.argsort(order, kind="stable"))  # back in the chunk's order
 
+    chunks = len(bounds) - 1
     with ThreadPoolExecutor(1) as ahead:
         upcoming = ahead.submit(gather, 0)
-        for bucket in range(buckets):
+        for chunk in range(chunks):
             rows = upcoming.result()
-            if bucket + 1 < buckets:
-                upcoming = ahead.submit(gather, bucket + 1)
+            if chunk + 1 < chunks:
+                upcoming = ahead.submit(gather, chunk + 1)
             if rows is not None:
                 yield rows
             crash_point("shuffle-bucket")

@@ -51,6 +51,7 @@ class Rows:
         self.kinds = {c.name: c.kind for c in self.manifest.columns}
         self._plan = format_of(self.manifest.format).packs_positions
         self._plan_rows = None
+        self._order = _shuffled_order(self.manifest, self.shards) if self._plan else None
         self._streams = (
             StreamShards(self.folder, self.manifest) if format_of(self.manifest.format).arrow_stream else None
         )
@@ -77,7 +78,9 @@ class Rows:
 
     def file_of(self, index: int) -> str:
         """The file (a shard's first) that row ``index`` of this view lies in."""
-        where = int(np.searchsorted(self.starts, self.start + index, side="right")) - 1
+        position = self.start + index
+        position = self._order.natural(position) if self._order is not None else position
+        where = int(np.searchsorted(self.starts, position, side="right")) - 1
         return self.shards[where].files[0]
 
     def iterate(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
@@ -167,6 +170,8 @@ class Rows:
         return row
 
     def _row(self, position: int) -> dict[str, np.ndarray]:
+        if self._order is not None:  # a shuffled plan: its rows in the order the same run writes them
+            position = self._order.natural(position)
         where = int(np.searchsorted(self.starts, position, side="right")) - 1
         local = position - int(self.starts[where])
         with self._lock:
@@ -265,6 +270,15 @@ def _take(column, row: int):
     if isinstance(column, Ragged):
         return column.values[column.offsets[row] : column.offsets[row + 1]]
     return column[row]
+
+
+def _shuffled_order(manifest: Manifest, shards: list):
+    """A plan written with --shuffle-rows: the order its rows are read in (``shuffled.py``); else None."""
+    if not manifest.config.get("shuffle_rows"):
+        return None
+    from .shuffled import ShuffledOrder
+
+    return ShuffledOrder(shards, int(manifest.config.get("seed", 0)))
 
 
 def _local_folder(folder: str | Path) -> Path:

@@ -49,7 +49,7 @@ class SplitChain:
         objective = build_objective(config, tokenizer)
         packer = build_packer(config, objective)
         # --shuffle-rows: rows in order to Arrow work files first; the shuffle writes the format.
-        writer = RowsToShuffle if config.shuffle_rows else config.format.writer
+        writer = RowsToShuffle if config.shuffle_pass else config.format.writer
         whole = config.format.whole_partitions
         sink = ShardSink(
             work.staging(),

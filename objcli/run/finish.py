@@ -209,7 +209,7 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     folder does."""
     config = plan.config
     output_format = config.format
-    if not output_format.joins_shards or folder is None or config.shuffle_rows:
+    if not output_format.joins_shards or folder is None or config.shuffle_pass:
         return shards
     remote = folder.place.remote
     from ..storage.shard_info import work_prefix

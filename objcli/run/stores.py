@@ -175,8 +175,6 @@ def check_plan_run(config: TransformConfig, stores: list[str], partitions: list)
             f"{flag}: a plan's rows are made on read from token stores' ids; give stores only "
             "(objcli tokenize the text first), or choose a row format such as --format arrow"
         )
-    if config.shuffle_rows:
-        raise ObjcliError(f"{flag}: --shuffle-rows is not planned yet; drop it, or write the rows (--format arrow)")
 
 
 def check_tokenize_inputs(config: TransformConfig, partitions: list) -> None:

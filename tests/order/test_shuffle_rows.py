@@ -36,7 +36,7 @@ def two_sources(small_corpus, tmp_path_factory):
 @pytest.fixture()
 def small_buckets(monkeypatch):
     """Buckets of 64 KiB, so the test corpus is shuffled through many of them."""
-    monkeypatch.setattr(shuffle, "BUCKET_BYTES", 64 * 2**10)
+    monkeypatch.setattr(shuffle, "CHUNK_BYTES", 64 * 2**10)
 
 
 def _mann_whitney_z(positions_a: np.ndarray, positions_b: np.ndarray) -> float:

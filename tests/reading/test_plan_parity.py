@@ -266,8 +266,6 @@ def test_what_a_plan_cannot_do_is_one_line(store, mlm_plan, tmp_path):
 def test_a_plan_needs_stores(store, tmp_path):
     with pytest.raises(ObjcliError, match="--format plan: a plan's rows are made on read from token stores' ids"):
         run_transform([SAMPLE / "prose.jsonl"], SPM, tmp_path / "p", output_format="plan")
-    with pytest.raises(ObjcliError, match="--format plan: --shuffle-rows is not planned yet"):
-        run_transform([store], SPM, tmp_path / "p", output_format="plan", shuffle_rows=True)
 
 
 def test_a_row_step_without_its_tokenizer_is_one_line(store, tmp_path):
@@ -324,3 +322,36 @@ def test_a_plan_whose_partition_stores_are_edited_is_one_line(two_stores, tmp_pa
     (tmp_path / "plan" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ObjcliError, match="partition_stores is damaged"):
         Rows(tmp_path / "plan")[0]
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
+        {"objective": "mlm", "seq_len": 64, "seed": 7},
+        {"objective": "span-corruption", "seq_len": 128},
+    ],
+    ids=["clm-best-fit-split", "mlm", "span-corruption"],
+)
+def test_a_shuffled_plan_reads_in_the_order_the_shuffled_run_writes(run, two_stores, tmp_path, monkeypatch):
+    """Issue 82, item 2: --shuffle-rows planned. The run writes row i of each split as row permuted(i) of the
+    split in order (kernels/permutation.py); a plan's reader computes the same index and makes that row, so
+    the shuffled Arrow output and the plan read back are the same rows, split by split and all together, over a
+    mixture of stores; several chunks (small ones) change nothing."""
+    import objcli.order.shuffle as shuffle
+
+    monkeypatch.setattr(shuffle, "CHUNK_BYTES", 64 * 2**10)
+    first, second = two_stores
+    mixture = {"source": (f"a={first}", f"b={second}"), "weights": "a=0.5,b=0.5", "shuffle_rows": True, **run}
+    written = run_transform([], SPM, tmp_path / "arrow", **mixture)
+    run_transform([], SPM, tmp_path / "plan", output_format="plan", **mixture)
+    run_transform([], SPM, tmp_path / "ordered", **{**mixture, "shuffle_rows": False})
+    assert same_rows(tmp_path / "arrow", tmp_path / "plan") == written.manifest["totals"]["rows"]
+    for split in {s["split"] for s in written.manifest["shards"]}:
+        a, b = Rows(tmp_path / "arrow", split or None), Rows(tmp_path / "plan", split or None)
+        assert all(np.array_equal(a[i]["input_ids"], b[i]["input_ids"]) for i in range(len(a)))
+    ordered = Rows(tmp_path / "ordered")
+    moved = sum(not np.array_equal(ordered[i]["input_ids"], Rows(tmp_path / "plan")[i]["input_ids"]) for i in range(20))
+    assert moved > 10  # shuffled, not in order
+    with pytest.raises(ObjcliError, match="a plan written with --shuffle-rows, its order made on read"):
+        reshard(str(tmp_path / "plan"), str(tmp_path / "again"), None, num_shards=2, output_format="arrow")

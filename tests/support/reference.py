@@ -537,3 +537,26 @@ def padded_best_fit_rows(examples, capacity, multiple, shift, pad, row_pad):
             positions.append(0)
         out.append((tokens, labels, segments, positions, real, padded))
     return out
+
+
+def keyed_permutation(index: int, count: int, keys: list[int]) -> int:
+    """One index through a Feistel network of len(keys) rounds (SplitMix64's finalizer, Python integers
+    masked to 64 bits), walked until it falls inside range(count)."""
+    full = (1 << 64) - 1
+    half = max(1, (max(count - 1, 1).bit_length() + 1) // 2)
+    mask = (1 << half) - 1
+
+    def mix(value: int, key: int) -> int:
+        z = (value + key + 0x9E3779B97F4A7C15) & full
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & full
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & full
+        return z ^ (z >> 31)
+
+    value = index
+    while True:
+        left, right = value >> half, value & mask
+        for key in keys:
+            left, right = right, left ^ (mix(right, key) & mask)
+        value = (left << half) | right
+        if value < count:
+            return value
