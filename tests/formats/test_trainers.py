@@ -42,7 +42,7 @@ def run_recipe(name: str, folder, monkeypatch) -> dict:
 
 
 def test_every_recipe_on_the_page_is_run_here():
-    assert recipe_names() == ["chat", "clm", "dpo", "dpo-packed", "plan", "resume", "seq2seq"]
+    assert recipe_names() == ["chat", "chat-plan", "clm", "dpo", "dpo-packed", "plan", "resume", "seq2seq"]
 
 
 def tiny_llama(vocab_size: int):
@@ -154,6 +154,26 @@ def test_sft_trainer_on_packed_chat_rows_equals_trl_on_the_conversations(tmp_pat
         batch = {"input_ids": torch.tensor(example["input_ids"])[None], "labels": torch.tensor(example["labels"])[None]}
         theirs += summed_loss(model, batch)
     assert ours == pytest.approx(theirs, rel=1e-4)
+
+
+def test_sft_trainer_reads_a_chat_plan_as_the_hf_shards_of_the_same_run(tmp_path, monkeypatch):
+    """Issue 82, item 4: the chat-plan recipe trains TRL's SFTTrainer from rows made on read, and every example
+    it hands TRL is the hf recipe's row of the same conversations and options, with the same seq_lengths."""
+    pytest.importorskip("trl")
+    folder = recipe_folder(tmp_path / "recipe")
+    build_tokenizer("chatml-generation", folder / "chat-model")
+    records = [{"messages": r["messages"]} for r in conversations(40, "chatml-generation", seed=4)]
+    write_jsonl(records, folder / "conversations.jsonl")
+    planned = run_recipe("chat-plan", folder, monkeypatch)
+    assert planned["trainer"].state.global_step == -(-len(planned["rows"]) // 4) > 0
+    written = run_recipe("chat", folder, monkeypatch)
+    expected = list(written["train"])
+    seen = list(planned["train"])
+    assert len(seen) == len(expected) > 0
+    for ours, theirs in zip(seen, expected):
+        assert [list(ours[k]) for k in ("input_ids", "labels", "seq_lengths")] == [
+            list(theirs[k]) for k in ("input_ids", "labels", "seq_lengths")
+        ]
 
 
 def validation_with_lengths(names, folder):
