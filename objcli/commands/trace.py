@@ -13,6 +13,7 @@ from ..errors import ObjcliError
 from ..formats.provenance import provenance_file
 from ..formats.store import STORE
 from ..readers.token_inputs import is_token_input
+from ..formats import format_of
 from ..storage.manifest import Manifest, read_manifest
 
 
@@ -29,6 +30,10 @@ def _shard_of(manifest: Manifest, row: int, split: str | None):
     total = sum(s.rows for s in shards)
     if not 0 <= row < total:
         raise ObjcliError(f"trace: row {row}: the {split or 'output'}'s rows are 0 to {total - 1}")
+    if format_of(manifest.format).packs_positions and manifest.config.get("shuffle_rows"):
+        from ..reading.shuffled import ShuffledOrder  # a shuffled plan's row: made from the row in order
+
+        row = ShuffledOrder(shards, int(manifest.config.get("seed", 0))).natural(row)
     for shard in shards:
         if row < shard.rows:
             return shard, row

@@ -226,6 +226,12 @@ def test_a_plan_with_provenance_traces_its_rows_as_the_arrow_output(tmp_path):
     reshard(str(tmp_path / "arrow"), str(tmp_path / "arrow-2"), None, num_shards=2)
     reshard(str(tmp_path / "plan"), str(tmp_path / "plan-2"), None, num_shards=2, output_format="arrow")
     assert shard_files(tmp_path / "arrow-2") == shard_files(tmp_path / "plan-2")
+    shuffled = {**run, "shuffle_rows": True}  # a shuffled plan's row i: the shuffled output's row i, spans too
+    run_transform([store], SPM, tmp_path / "arrow-shuffled", **shuffled)
+    run_transform([store], SPM, tmp_path / "plan-shuffled", output_format="plan", **shuffled)
+    traced = [trace(tmp_path / "plan-shuffled", i) for i in range(0, len(rows), 7)]
+    assert traced == [trace(tmp_path / "arrow-shuffled", i) for i in range(0, len(rows), 7)]
+    assert traced != [trace(tmp_path / "plan", i) for i in range(0, len(rows), 7)]
 
 
 def test_a_damaged_plan_file_is_one_line(mlm_plan, tmp_path):
