@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..formats import format_of
 from ..formats.provenance import provenance_file
 from ..formats.store import STORE
 from ..readers.token_inputs import is_token_input
-from ..formats import format_of
 from ..storage.manifest import Manifest, read_manifest
 
 
