@@ -6,6 +6,7 @@ block digests is copied (object storage) and checked whole, as before."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -80,6 +81,8 @@ class _Mapped:
         self.data = np.memmap(where, np.uint8, "r") if blocks.size else np.zeros(0, np.uint8)
 
     def read(self, start: int, stop: int, touched: np.ndarray) -> np.ndarray:
+        if os.stat(self.where).st_size != self.blocks.size:  # cut short since: its mapped pages would not be there
+            _refuse(self.where)
         for block in touched.tolist():
             first = block * self.blocks.block
             if not self.blocks.check(self.data, first, min(first + self.blocks.block, self.blocks.size)):

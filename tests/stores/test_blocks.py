@@ -83,3 +83,16 @@ def test_a_block_file_of_another_shard_is_refused(tmp_path, monkeypatch):
         read_block_file(raw[:-1], "cut")
     with pytest.raises(ValueError, match="not a block file"):
         read_block_file(b"PK" + raw[2:], "zip")
+
+
+def test_a_shard_cut_short_under_a_reader_is_one_line(tmp_path, monkeypatch):
+    """A store shard truncated while a plan reader has it mapped: refused in one line, never a bus error."""
+    store = _store(tmp_path / "store", monkeypatch)
+    run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")
+    rows = Rows(tmp_path / "plan")
+    assert len(rows[0]["input_ids"]) == 256  # mapped, and read
+    shard = store / "part-00000-of-00001.store"
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size // 2)
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        rows[len(rows) - 1]
