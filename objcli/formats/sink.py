@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..rows import ColumnSpec, RowBatch
+from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.shard_info import ShardRecord, work_prefix
 from .base import ShardWriter
 from .provenance import SPECS, ProvenanceWriter
@@ -59,8 +59,7 @@ class ShardSink:
             info = self._info
             info.rows += part.num_rows
             info.tokens += int(part.tokens.sum())
-            # A writer that drops the rows' padding (NVIDIA's packed rows) writes none: none is counted.
-            info.padding_tokens += 0 if getattr(self._writer, "drops_padding", False) else int(part.padding.sum())
+            info.padding_tokens += _padding_written(part, getattr(self._writer, "drops_padding", False))
             info.documents += int(part.documents.sum())
             info.segments += part.segments()
             if row_bytes is not None:
@@ -118,3 +117,15 @@ class ShardSink:
         if self._writer is not None and self._info.rows:
             self._close_shard()
         return self.shards
+
+
+def _padding_written(rows: RowBatch, drops_padding: bool) -> int:
+    """The padding a shard holds: the rows', or for a writer that drops the rows' padding (NVIDIA's packed
+    rows) only what lies inside sequences (``--pad-to-multiple``: the tokens of segments past their real ones)."""
+    if not drops_padding:
+        return int(rows.padding.sum())
+    segments = rows.columns.get("segment_ids")
+    if segments is None or "cu_seqlens" not in rows.columns:
+        return 0
+    values = segments.values if isinstance(segments, Ragged) else segments
+    return int((np.asarray(values) > 0).sum()) - int(rows.tokens.sum())

@@ -159,6 +159,8 @@ def test_the_released_bridge_reads_padded_npy_as_its_own_pad_seq_to_mult(chat, t
         for a, b in zip(item["seq_boundaries"][:-1], item["seq_boundaries"][1:])
     )
     assert sequences == sorted(tuple(bridge_pre_pad(list(ids), 8, 512, eos)) for ids in unpacked["input_ids"])
+    real = sum(len(ids) for ids in unpacked["input_ids"])  # the padding the files hold, counted as such
+    assert run.manifest["totals"]["padding_tokens"] == sum(map(len, sequences)) - real > 0
     batch = dataset.collate_fn(items)
     real_lengths = sorted(len(ids) for ids in unpacked["input_ids"])
     found = []
