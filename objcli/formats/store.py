@@ -223,11 +223,16 @@ def read_store_table(path: Path):
     return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
 
 
-def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """(flat ids, int64 offsets, the metadata columns) of a store table's rows."""
+def table_documents(table, ids: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(flat ids, int64 offsets, the metadata columns) of a store table's rows; without ``ids``, a stand-in
+    of their length that reads none of them (a plan run places tokens by position: ``run/documents.py``)."""
     from .arrow_columns import column_numpy, list_ragged, single_array
 
-    values, offsets = list_ragged(single_array(table.column("ids")))
+    if ids:
+        values, offsets = list_ragged(single_array(table.column("ids")))
+    else:
+        offsets = _ids_offsets(table.column("ids"))
+        values = np.broadcast_to(np.int32(0), (int(offsets[-1]),))
     metadata = {}
     for name, column in known_columns().items():
         if name in table.schema.names and not column.listed:
@@ -235,6 +240,20 @@ def table_documents(table) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
         elif name in table.schema.names:
             metadata[name] = Ragged(*list_ragged(single_array(table.column(name))))
     return values, offsets, metadata
+
+
+def _ids_offsets(column) -> np.ndarray:
+    """Each document's ids' offsets in the shard's flat ids (its record batches' lists one after another),
+    from the lists' offsets alone."""
+    parts, base = [np.zeros(1, np.int64)], 0
+    for chunk in column.chunks:
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], np.int32, count=len(chunk) + 1 + chunk.offset)[chunk.offset :]
+        offsets = offsets.astype(np.int64)
+        parts.append(offsets[1:] - offsets[0] + base)
+        base = int(parts[-1][-1])
+    return np.concatenate(parts)
 
 
 class StoreFormat(OutputFormat):

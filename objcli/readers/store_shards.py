@@ -47,12 +47,14 @@ def _object_bytes(where: str) -> bytes:
         raise storage_error(error, where, "reading it") from None
 
 
-def check_shard(path: Path, recorded: dict[str, str], name: str) -> None:
+def check_shard(path: Path, recorded: dict[str, str], name: str, ids: bool = True) -> None:
     """A shard edited or damaged since the store was made is refused before a token of it is used: its
-    blocks against their digests (XXH3, 11x sha256's speed), or a store's made before, its sha256."""
+    blocks against their digests (XXH3, 11x sha256's speed; without ``ids``, only the blocks that hold
+    more than ids: a plan's reader checks those it reads), or a store's made before, its sha256."""
     blocks = shard_blocks(path, recorded, name)
     if blocks is not None:
-        if blocks.check_all(np.memmap(path, np.uint8, "r") if path.stat().st_size else b""):
+        data = np.memmap(path, np.uint8, "r") if path.stat().st_size else b""
+        if blocks.check_all(data) if ids else blocks.check_all_but_ids(data):
             return
     elif file_sha256(path) == recorded.get(path.name):
         return

@@ -266,9 +266,10 @@ def _piece_chars(encoded: str | None) -> np.ndarray | None:
     return np.frombuffer(zlib.decompress(base64.b64decode(encoded, validate=True)), np.uint8)
 
 
-def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
+def stored_batches(partition: Partition, log, ids: bool = True) -> Iterator[StoredDocuments]:
     """The partition's documents in the text run's batches (a batch may run across two shards); a
-    batch index the text run passed with no document is an empty batch here too."""
+    batch index the text run passed with no document is an empty batch here too. Without ``ids``, the
+    documents' lengths and measures only: their ids are neither read nor checked (a plan run)."""
     accounting = partition_accounting(partition)
     log.read += accounting["documents_read"]
     for reason, count in accounting["skipped_by_reason"].items():
@@ -288,8 +289,8 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         if not piece.input.path.endswith(SHARD_SUFFIX):  # a partition whose records were all skipped
             continue
         shard = readable_shard(piece.input.path)
-        check_shard(shard, accounting["sha256"], piece.input.path)
-        documents, batches = _read_shard(shard, accounting)
+        check_shard(shard, accounting["sha256"], piece.input.path, ids)
+        documents, batches = _read_shard(shard, accounting, ids)
         log.pieces_done_bytes += piece.size
         values, starts = np.unique(batches, return_index=True)  # batches run in order within a shard
         for value, start, end in zip(values.tolist(), starts.tolist(), [*starts[1:].tolist(), len(batches)]):
@@ -301,7 +302,7 @@ def stored_batches(partition: Partition, log) -> Iterator[StoredDocuments]:
         yield StoredDocuments.concat(pending)
 
 
-def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarray]:
+def _read_shard(path: Path, accounting: dict, ids: bool = True) -> tuple[StoredDocuments, np.ndarray]:
     """A shard's documents and the batch of each (``accounting``'s ``names``: the store's inputs, which
     its ``--provenance`` columns index; ``reasons``: what a record store's failure codes name; ``kind``:
     what the store holds, which reads its own columns back)."""
@@ -311,14 +312,14 @@ def _read_shard(path: Path, accounting: dict) -> tuple[StoredDocuments, np.ndarr
             f"input {path}: holds the columns {', '.join(table.column_names)}, where the token store's manifest "
             f"names {', '.join(accounting['columns'])}; run 'objcli verify {path.parent}' and tokenize the text again"
         )
-    tokens, offsets, metadata = table_documents(table)
+    tokens, offsets, metadata = table_documents(table, ids)
     origins = None
     if "p_file" in metadata:
         where = [metadata[name].astype(np.int64) for name in ("p_file", "p_record", "p_start")]
         places = _places(tokens, offsets, metadata, accounting, path)
         origins = DocumentOrigins(accounting["names"], *where, places)
     documents = StoredDocuments(
-        tokens.astype(np.int32),
+        tokens.astype(np.int32, copy=False),
         offsets,
         metadata["chars"].astype(np.int64),
         metadata["utf8"].astype(np.int64),

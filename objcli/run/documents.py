@@ -23,7 +23,9 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
 
 
 def _stored(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
-    batches = stored_batches(partition, log)
+    # A plan places tokens by position: its run reads the documents' lengths, not their ids (its reader
+    # reads and checks the ids a row needs); --provenance's places are made from the ids.
+    batches = stored_batches(partition, log, ids=not config.format.packs_positions or config.provenance)
     return store_positions(batches, tokenizer.total_vocab_size) if config.format.packs_positions else batches
 
 

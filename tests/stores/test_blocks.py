@@ -96,3 +96,29 @@ def test_a_shard_cut_short_under_a_reader_is_one_line(tmp_path, monkeypatch):
         f.truncate(shard.stat().st_size // 2)
     with pytest.raises(ObjcliError, match="does not match the digests"):
         rows[len(rows) - 1]
+
+
+def test_a_plan_run_reads_lengths_not_ids(tmp_path, monkeypatch):
+    """Issue 82, item 3: a plan run checks and reads the blocks that hold the documents' lengths and measures,
+    not those holding ids alone; a damaged ids block is refused by the reader where a row reads it, a damaged
+    block of lengths by the plan run itself."""
+    store = _store(tmp_path / "store", monkeypatch)
+    shard = store / "part-00000-of-00001.store"
+    made = read_block_file((store / "part-00000-of-00001.store.blocks").read_bytes(), "blocks")
+    count, start = made.batches[0]
+    inside = -(-start // made.block) * made.block + made.block // 2  # a byte of a block of ids alone
+    assert inside + made.block // 2 <= start + 2 * count
+    data = bytearray(shard.read_bytes())
+    data[inside] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")  # reads no id: done
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        for row in Rows(tmp_path / "plan"):
+            pass
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        run_transform([store], SPM, tmp_path / "arrow", seq_len=256)  # a run of ids reads it
+    data[inside] ^= 0xFF
+    data[start - 8] ^= 0xFF  # the lists' offsets, just before the ids: a document's length
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        run_transform([store], SPM, tmp_path / "plan-2", seq_len=256, output_format="plan")
