@@ -113,8 +113,7 @@ def test_a_plan_run_reads_lengths_not_ids(tmp_path, monkeypatch):
     shard.write_bytes(bytes(data))
     run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")  # reads no id: done
     with pytest.raises(ObjcliError, match="does not match the digests"):
-        for row in Rows(tmp_path / "plan"):
-            pass
+        list(Rows(tmp_path / "plan"))
     with pytest.raises(ObjcliError, match="does not match the digests"):
         run_transform([store], SPM, tmp_path / "arrow", seq_len=256)  # a run of ids reads it
     data[inside] ^= 0xFF
