@@ -300,7 +300,7 @@ def two_stores(store, tmp_path_factory):
     [
         {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
         {"objective": "mlm", "seq_len": 64, "max_epochs": "b=3"},
-        {"objective": "span-corruption", "seq_len": 128, "provenance": False},
+        pytest.param({"objective": "span-corruption", "seq_len": 128}, marks=pytest.mark.heavy),
     ],
     ids=["clm-best-fit-split", "mlm-epochs", "span-corruption"],
 )
@@ -335,7 +335,7 @@ def test_a_plan_whose_partition_stores_are_edited_is_one_line(two_stores, tmp_pa
     [
         {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
         {"objective": "mlm", "seq_len": 64, "seed": 7},
-        {"objective": "span-corruption", "seq_len": 128},
+        pytest.param({"objective": "span-corruption", "seq_len": 128}, marks=pytest.mark.heavy),
     ],
     ids=["clm-best-fit-split", "mlm", "span-corruption"],
 )
