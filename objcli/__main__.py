@@ -16,7 +16,9 @@ def _closed_streams_to_devnull() -> None:
 
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - for the process's life
+            stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process's life
+            stream.closed_at_start = True  # what needs the stream (rows to -o -) refuses to run
+            setattr(sys, name, stream)
 
 
 def _no_blas_threads() -> None:

@@ -11,6 +11,8 @@ The output never depends on the executor, because a partition's output depends o
 
 from __future__ import annotations
 
+import sys
+
 import gc
 
 from ..errors import ObjcliError
@@ -36,6 +38,8 @@ def check_execution(
         raise ObjcliError("--resume keeps an earlier run and --overwrite replaces it; pass one of them")
     if to_stdout and resume:
         raise ObjcliError("--resume needs an output folder; a stream on stdout cannot be resumed")
+    if to_stdout and getattr(sys.stdout, "closed_at_start", False):  # objcli/__main__.py put /dev/null there
+        raise ObjcliError("-o -: standard output is closed, so the rows would go nowhere; give an output folder")
     if pool not in POOLS:
         raise ObjcliError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
     if pool != "auto" and executor != "local":

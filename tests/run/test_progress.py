@@ -234,3 +234,20 @@ def test_an_unknown_progress_setting_is_one_line(tmp_path):
     )
     assert shown.returncode == 1 and shown.stderr.count("\n") == 1 and "OBJCLI_PROGRESS='abc'" in shown.stderr
     assert "lines" in shown.stderr and "Traceback" not in shown.stderr
+
+
+def test_rows_to_a_closed_standard_output_are_refused(tmp_path):
+    """``-o - >&-``: the rows would go nowhere (Python gives no sys.stdout, objcli puts /dev/null there): one
+    line and status 1, never a run that says it streamed them; to /dev/null itself, as asked, it runs."""
+    import shlex
+
+    small = tmp_path / "p.jsonl"
+    small.write_text("".join((SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)[:40]))
+    args = [sys.executable, "-m", "objcli", "transform", str(small), "-t", str(SAMPLE / "tokenizer.model"),
+            "--seq-len", "64", "-o", "-"]  # fmt: skip
+    closed = subprocess.run(["sh", "-c", " ".join(map(shlex.quote, args)) + " >&-"], capture_output=False,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert closed.returncode == 1 and closed.stderr.strip().splitlines() == [
+        "Error: -o -: standard output is closed, so the rows would go nowhere; give an output folder"
+    ]
+    assert subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
