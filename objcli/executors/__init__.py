@@ -11,9 +11,8 @@ The output never depends on the executor, because a partition's output depends o
 
 from __future__ import annotations
 
-import sys
-
 import gc
+import sys
 
 from ..errors import ObjcliError
 from .local import POOLS, LocalExecutor
