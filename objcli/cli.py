@@ -73,6 +73,7 @@ class _Group(click.Group):
         """Ctrl-C and SIGTERM are one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
+            _check_output_open([*getattr(ctx, "protected_args", ()), *ctx.args][:1])
             return super().invoke(ctx)
         except Terminated:
             _said.append(True)
@@ -90,6 +91,18 @@ class _Group(click.Group):
             raise _Fail(str(missing)) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+SHOWING = ("inspect", "stats", "trace", "help")  # commands whose output is what they print
+
+
+def _check_output_open(command: list[str]) -> None:
+    """A command that shows what it finds, started with standard output closed (``>&-``: objcli/__main__.py
+    put /dev/null there), would show nothing and say all is well: one line instead, as ``ls >&-`` does."""
+    if command and command[0] in SHOWING and getattr(sys.stdout, "closed_at_start", False):
+        raise ObjcliError(
+            f"{command[0]}: standard output is closed, so nothing would be shown; run it with output open"
+        )
 
 
 def _reader_went_away() -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from runs import SAMPLE
+from runs import SAMPLE, run_transform
 
 PERCENT = re.compile(r"(\d+)%")
 
@@ -251,3 +251,22 @@ def test_rows_to_a_closed_standard_output_are_refused(tmp_path):
         "Error: -o -: standard output is closed, so the rows would go nowhere; give an output folder"
     ]
     assert subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def test_a_command_that_shows_refuses_a_closed_standard_output(tmp_path):
+    """``objcli inspect OUT >&-`` would show nothing and exit 0: one line and status 1, as ``ls >&-`` fails;
+    verify, whose answer is its status, still runs."""
+    import shlex
+
+    out = tmp_path / "o"
+    run_transform([SAMPLE / "prose.jsonl"], SAMPLE / "tokenizer.model", out, seq_len=64)
+    for command, status in (("inspect", 1), ("stats", 1), ("verify", 0)):
+        args = [sys.executable, "-m", "objcli", command, str(out)]
+        closed = subprocess.run(["sh", "-c", " ".join(map(shlex.quote, args)) + " >&-"], stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        assert closed.returncode == status, (command, closed.stderr)
+        if status:
+            assert (
+                closed.stderr.strip()
+                == f"Error: {command}: standard output is closed, so nothing would be shown; run it with output open"
+            )
