@@ -97,8 +97,7 @@ SHOWING = ("inspect", "stats", "trace", "help")  # commands whose output is what
 
 
 def _check_output_open(command: list[str]) -> None:
-    """A command that shows what it finds, started with standard output closed (``>&-``: objcli/__main__.py
-    put /dev/null there), would show nothing and say all is well: one line instead, as ``ls >&-`` does."""
+    """A command that shows what it finds, with standard output closed (``>&-``), fails as ``ls >&-`` does."""
     if command and command[0] in SHOWING and getattr(sys.stdout, "closed_at_start", False):
         raise ObjcliError(
             f"{command[0]}: standard output is closed, so nothing would be shown; run it with output open"
