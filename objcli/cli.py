@@ -16,7 +16,7 @@ import click
 from . import __version__
 from .cli_options import Fail as _Fail
 from .cli_options import TokenizeCommand, TransformCommand, collect_values, tokenize_values, warn_line
-from .commands.folder_commands import FOLDER_COMMANDS
+from .commands.folder_commands import FOLDER_COMMANDS, check_output_open
 from .errors import INTERRUPTED, ObjcliError, missing_module
 from .options import TEXT_UNITS
 from .run.progress import configure as configure_progress
@@ -69,11 +69,15 @@ def _end_after_grace() -> None:
 
 
 class _Group(click.Group):
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        check_output_open([name] if name else [])
+        return name, command, rest
+
     def invoke(self, ctx):
         """Ctrl-C and SIGTERM are one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            _check_output_open([*getattr(ctx, "protected_args", ()), *ctx.args][:1])
             return super().invoke(ctx)
         except Terminated:
             _said.append(True)
@@ -91,17 +95,6 @@ class _Group(click.Group):
             raise _Fail(str(missing)) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
-
-
-SHOWING = ("inspect", "stats", "trace", "help")  # commands whose output is what they print
-
-
-def _check_output_open(command: list[str]) -> None:
-    """A command that shows what it finds, with standard output closed (``>&-``), fails as ``ls >&-`` does."""
-    if command and command[0] in SHOWING and getattr(sys.stdout, "closed_at_start", False):
-        raise ObjcliError(
-            f"{command[0]}: standard output is closed, so nothing would be shown; run it with output open"
-        )
 
 
 def _reader_went_away() -> None:

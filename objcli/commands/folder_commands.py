@@ -275,3 +275,14 @@ FOLDER_COMMANDS = [
     reshard_command,
     trace_command,
 ]
+
+
+SHOWING = ("inspect", "stats", "trace", "help")  # commands whose output is what they print
+
+
+def check_output_open(command: list[str]) -> None:
+    """A command that shows what it finds, with standard output closed (``>&-``), fails as ``ls >&-`` does."""
+    if command and command[0] in SHOWING and getattr(sys.stdout, "closed_at_start", False):
+        raise ObjcliError(
+            f"{command[0]}: standard output is closed, so nothing would be shown; run it with output open"
+        )
