@@ -32,7 +32,12 @@ VENDORED = {
     "deepseek_r1": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", {"tool_calls", "reasoning"}),
     "hermes": ("<s>", "<|im_end|>", {"tool_calls", "reasoning"}),
 }
-TEMPLATES = ["qwen3", "qwen2_5", "deepseekv3", *VENDORED]
+# Two in the default run (reasoning and tool calls; a call that is the whole turn), the rest with the heavy tests.
+TEMPLATES = [
+    "qwen3",
+    "llama3.1_json",
+    *(pytest.param(t, marks=pytest.mark.heavy) for t in ("qwen2_5", "deepseekv3", "deepseek_r1", "hermes")),
+]
 CHOICES = ["reasoning,tool-calls", "reasoning,answer", "tool-calls,answer", "answer", "reasoning", "tool-calls"]
 
 
@@ -211,7 +216,7 @@ def test_parts_where_they_mean_nothing_are_refused(trained, tmp_path, options, s
         run_transform([data], folder, tmp_path / "o", objective="chat", **options)
 
 
-@pytest.mark.parametrize("template", ["qwen3", "deepseekv3"])
+@pytest.mark.parametrize("template", ["qwen3", pytest.param("deepseekv3", marks=pytest.mark.heavy)])
 def test_a_chat_store_keeps_the_parts_and_its_derived_runs_choose_them(template, trained, tmp_path):
     """A chat store keeps each turn's parts: every choice derived from it equals the text run's rows."""
     folder = _folder(trained, template, tmp_path)

@@ -77,7 +77,7 @@ def chat(tmp_path_factory):
     return folder, tokenizer, rows
 
 
-@pytest.mark.parametrize("multiple", [8, 64])
+@pytest.mark.parametrize("multiple", [8, pytest.param(64, marks=pytest.mark.heavy)])
 def test_arrow_rows_hold_each_conversation_padded_to_the_multiple(chat, tmp_path, multiple):
     folder, tokenizer, unpacked = chat
     run = run_transform([folder / "c.jsonl"], tokenizer, tmp_path / "out", objective="chat", seq_len=512,

@@ -51,7 +51,11 @@ def outputs(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("switches", SWITCHES)
+@pytest.mark.parametrize(
+    "switches",  # none, all, and two mixed in the default run; every other with the heavy tests (and hypothesis)
+    [s if s in ((False,) * 4, (True,) * 4, (True, False, True, False), (False, True, False, True))
+     else pytest.param(s, marks=pytest.mark.heavy) for s in SWITCHES],
+)  # fmt: skip
 def test_every_sample_equals_megatron_cores_masks(outputs, switches):
     masks = MegatronMasks(2, *switches)  # the sample tokenizer's EOS, between documents
     train, valid, test = datasets_provider(outputs / "rows", 64, masks)

@@ -298,8 +298,8 @@ def two_stores(store, tmp_path_factory):
 @pytest.mark.parametrize(
     "run",
     [
-        {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
-        {"objective": "mlm", "seq_len": 64, "max_epochs": "b=3"},
+        pytest.param({"objective": "clm", "packing": "best-fit", "split": "validation=20%"}, marks=pytest.mark.heavy),
+        {"objective": "mlm", "seq_len": 64, "max_epochs": "b=3", "split": "validation=20%"},
         pytest.param({"objective": "span-corruption", "seq_len": 128}, marks=pytest.mark.heavy),
     ],
     ids=["clm-best-fit-split", "mlm-epochs", "span-corruption"],
@@ -333,8 +333,8 @@ def test_a_plan_whose_partition_stores_are_edited_is_one_line(two_stores, tmp_pa
 @pytest.mark.parametrize(
     "run",
     [
-        {"objective": "clm", "packing": "best-fit", "split": "validation=20%"},
-        {"objective": "mlm", "seq_len": 64, "seed": 7},
+        pytest.param({"objective": "clm", "packing": "best-fit", "split": "validation=20%"}, marks=pytest.mark.heavy),
+        {"objective": "mlm", "seq_len": 64, "seed": 7, "split": "validation=20%"},
         pytest.param({"objective": "span-corruption", "seq_len": 128}, marks=pytest.mark.heavy),
     ],
     ids=["clm-best-fit-split", "mlm", "span-corruption"],

@@ -626,6 +626,7 @@ def test_a_plan_over_a_store_in_a_bucket_reads_from_anywhere(s3, bucket, corpus,
             assert all(np.array_equal(planned[i][c], written[i][c]) for c in written.columns)
 
 
+@pytest.mark.heavy
 def test_a_random_row_of_a_plan_over_a_bucket_store_is_read_by_ranges(
     s3, bucket, corpus, sample_tokenizer, tmp_path, monkeypatch
 ):
