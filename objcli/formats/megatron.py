@@ -83,9 +83,9 @@ class _IndexedFile:
 
 
 def _flat(column) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(column, Ragged):
-        return column.values, np.diff(column.offsets)
-    return column.reshape(-1), np.full(len(column), column.shape[1], dtype=np.int64)
+    """(values, each row's length) of a ragged or fixed-length column."""
+    flat = column if isinstance(column, Ragged) else Column.of_rows(column)
+    return flat.values, np.diff(flat.offsets)
 
 
 class MegatronWriter:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels.chat import mark_ranges, overlapping_tokens
+from .chat_spans import common_length
 from .conversations import Conversation, render
 
 PARTS = ("reasoning", "tool-calls", "answer")
@@ -135,19 +136,8 @@ def _gaps(start: int, end: int, taken: list[tuple[int, int]]) -> list[tuple[int,
 
 def _difference(text: str, other: str) -> tuple[int, int]:
     """The span of ``text`` that ``other`` does not hold: they agree before it and after it."""
-    prefix = _common_prefix(text, other)
+    prefix = common_length(text, other, 0)
     return prefix, len(text) - _common_suffix(text, other, prefix)
-
-
-def _common_prefix(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _common_suffix(a: str, b: str, prefix: int) -> int:

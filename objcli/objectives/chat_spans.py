@@ -40,18 +40,18 @@ class TurnSpans:
             # Where the turn starts: after the generation prompt, or where the whole rendering parts from
             # it inside the prompt (DeepSeek-V3's opens a <think> block that a written turn does not have).
             # Parting before the prompt is an earlier turn written otherwise (Qwen3 drops its reasoning).
-            start = len(before) if text.startswith(before) else _common_length(text, before, 0)
+            start = len(before) if text.startswith(before) else common_length(text, before, 0)
             history = (
                 start
                 if start == len(before)
-                else _common_length(before, render(self.template, messages[:index], extra)[0], 0)
+                else common_length(before, render(self.template, messages[:index], extra)[0], 0)
             )
             if start < history or not upto.startswith(before[:start]):
                 raise BadRecord(
                     "history_rewritten",
                     f"the conversation up to message {index} is rendered otherwise once later turns follow it",
                 )
-            agreed = start + _common_length(text, upto, start)
+            agreed = start + common_length(text, upto, start)
             end = self._turn_end(text, start, agreed, whole=agreed == len(upto))
             answers = _answer_texts(messages[index].get("content"))
             if end <= start:  # written otherwise once later turns follow (Qwen3 drops its reasoning then)
@@ -102,7 +102,7 @@ def _answer_texts(content) -> list[str]:
     return [answer for t in texts if (answer := t.rpartition("</think>")[2].strip())]
 
 
-def _common_length(a: str, b: str, start: int) -> int:
+def common_length(a: str, b: str, start: int) -> int:
     """How many characters ``a`` and ``b`` agree on from ``start`` (a binary search on slices)."""
     low, high = 0, min(len(a), len(b)) - start
     while low < high:
