@@ -64,6 +64,8 @@ ROLES = (
     "sequence_starts",  # where each packed sequence starts in its row (its seq_start_id)
     "cu_seqlens",  # --pad-to-multiple: 0, then the row's sequences' real lengths summed (THD attention)
     "cu_seqlens_padded",  # and where each starts in the row, padded to the multiple (the row's end last)
+    "images",  # a value column: each row's images (paths or URLs), in the order their tokens come
+    "image_spans",  # a value column: each image's [first, last + 1) image tokens in the row's ``family``
 )
 
 

@@ -101,15 +101,17 @@ class PartitionExamples:
         self.first_skipped: dict[str, str] = {}  # reason -> where its first record is (file:line)
         self.rows_done = 0  # packed rows before the batch in hand: what a row step keys its generators to
 
-    def note_skip(self, reason: str, batch: DocumentBatch, k: int) -> None:
+    def note_skip(self, reason: str, batch: DocumentBatch, k: int, detail: str = "") -> None:
         """Where the first record skipped for ``reason`` is: its file and line (records are read with
-        their origin for objectives that read whole records), else its place in the partition."""
+        their origin for objectives that read whole records), else its place in the partition; and
+        ``detail`` where the reason is not enough (the image that could not be read)."""
         if reason in self.first_skipped:
             return
         text = batch.texts[k] if isinstance(batch.texts, list) else None
         record = getattr(text, "record", None)
         where = f"partition {self.partition}, document {batch.first_document + k:,}"
-        self.first_skipped[reason] = f"{text.file}:{record + 1}" if record is not None else where
+        where = f"{text.file}:{record + 1}" if record is not None else where
+        self.first_skipped[reason] = f"{where} ({detail})" if detail else where
 
     def rng(self, key: int, step: str) -> np.random.Generator:
         """The generator of one random step, keyed to the data's position (seed, partition, ``key``: the

@@ -37,8 +37,18 @@ from ..options import Options, option
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from .base import DocumentBatch, Objective, PartitionExamples, register
-from .chat_parts import PARTS, CharParts, PartSpans, TurnParts, parse_parts
+from .chat_images import (
+    IMAGE_COLUMNS,
+    Expansion,
+    ImageSetup,
+    image_tokens,
+    listed_images,
+    processor_template,
+    with_bos,
+)
+from .chat_parts import PARTS, CharParts, PartSpans, parse_parts
 from .chat_spans import ContentSpans, TurnSpans, absent_markers, turn_end
+from .chat_tokens import ConversationTokens
 from .common import chat_template_option, template_date_option
 from .conversations import BadRecord, conversation_of, decode_record, render, template_for
 from .supply import Provides, Reads
@@ -67,6 +77,10 @@ class ChatOptions(Options):
     )
     turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
     assistant_parts: str = option(",".join(PARTS), "The parts of an assistant turn that carry loss, comma-separated.")
+    processor: str | None = option(
+        None, "The model's processor folder: image placeholders expanded as it does (Qwen2-VL, LLaVA, Gemma 3, ...)."
+    )
+    media_dir: str | None = option(None, "Folder (or URL) that relative image paths are below [default: as given].")
 
     def __post_init__(self):
         super().__post_init__()
@@ -98,7 +112,8 @@ class Chat(Objective):
         super().__init__(context, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
-        self.template, variables = template_for(tokenizer, o.chat_template, o.template_date)
+        template_file = o.chat_template or (processor_template(o.processor) if o.processor else None)
+        self.template, variables = template_for(tokenizer, template_file, o.template_date)
         self.template_file = Path(self.template.where)  # a .jinja file, a JSON config holding it, or the tokenizer's
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
         self.absent = absent_markers(self.template.source, tokenizer)
@@ -112,6 +127,7 @@ class Chat(Objective):
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
         self._check_parts()
+        self.images = ImageSetup.of(o, tokenizer, variables) if o.processor else None
 
     def _check_parts(self) -> None:
         """--assistant-parts chooses inside the turns the template writes (found by rendering, chat_parts.py)."""
@@ -136,7 +152,8 @@ class Chat(Objective):
         )
 
     def identity_files(self) -> dict[str, Path]:
-        return {"chat template": self.template_file} if self.template_file.is_file() else {}
+        found = {"chat template": self.template_file} if self.template_file.is_file() else {}
+        return {**found, **(self.images.identity_files() if self.images else {})}
 
     def plan_warnings(self) -> list[str]:
         if not self.absent:
@@ -159,31 +176,11 @@ class Chat(Objective):
             ColumnSpec(
                 "labels", "ragged", IGNORE, top, "the token on supervised (assistant) tokens, else -100", role="labels"
             ),
+            *(IMAGE_COLUMNS if self.images else []),
         ]
 
     def partition_examples(self, partition_index: int):
         return _ChatPartition(self, partition_index)
-
-
-@dataclass
-class ConversationTokens:
-    """A batch's conversations as tokens: what rendering and encoding give, and what a chat store keeps
-    (its records' ids, so a derived run renders nothing)."""
-
-    tokens: np.ndarray  # every example's ids, one after another
-    offsets: np.ndarray  # each example's, len + 1
-    record: np.ndarray  # each example's record in the batch
-    owner: np.ndarray  # each supervised span's example (spans that map to no token are gone)
-    first: np.ndarray  # its first token, in ``tokens``
-    last: np.ndarray  # its last token (inclusive)
-    failed: dict[int, str]  # record -> why it renders nothing (RENDER_FAILURES)
-    parts: TurnParts | None = None  # the spans' parts (a chat store's, or found for --assistant-parts)
-    unlearned: np.ndarray | None = None  # --assistant-parts: tokens inside supervised spans that carry no loss
-
-    @classmethod
-    def empty(cls, failed: dict[int, str]) -> ConversationTokens:
-        none = np.zeros(0, np.int64)
-        return cls(np.zeros(0, np.int32), np.zeros(1, np.int64), none, none, none, none, failed)
 
 
 class _ChatPartition(PartitionExamples):
@@ -195,6 +192,8 @@ class _ChatPartition(PartitionExamples):
         self.learned = objective.options.learned_parts
         self.part_spans = PartSpans(objective.template, objective.markers) if self.turn_spans else None
         self.find_parts = self.learned != set(PARTS)  # a store finds them too: parts are chosen when it derives
+        setup = objective.images
+        self.expansion = Expansion(setup.rules, setup.media_dir) if setup else None
 
     def _turns(self, conversation, text: str, spans: list, parts: bool) -> list:
         """Each supervised span's ``Turn`` (``chat_parts.py``), where parts are found; else None each."""
@@ -221,7 +220,10 @@ class _ChatPartition(PartitionExamples):
 
     def _conversations(self, record: str) -> list:
         """The record's conversation, or with ``--turns each`` one per assistant turn (up to it)."""
-        conversation = conversation_of(decode_record(record), self.o.options.messages_key)
+        decoded = decode_record(record)
+        conversation = conversation_of(decoded, self.o.options.messages_key, images=self.expansion is not None)
+        if self.expansion is not None and "images" in decoded:
+            conversation.messages = listed_images(conversation.messages, decoded["images"])
         if self.o.options.turns == "together" or conversation.prompt is not None:
             return [conversation]
         return [
@@ -234,18 +236,22 @@ class _ChatPartition(PartitionExamples):
             for i in conversation.supervised
         ]
 
-    def _rendered(self, record: str, parts: bool) -> list[tuple[str, list, list]]:
-        """(text, supervised spans, each one's ``Turn`` or None) of each example a record gives; ``BadRecord``
-        when it cannot."""
+    def _rendered(self, record: str, parts: bool) -> list[tuple[str, list, list, list]]:
+        """(text, supervised spans, each one's ``Turn`` or None, its images) of each example a record gives;
+        ``BadRecord`` when it cannot."""
         examples = []
         for conversation in self._conversations(record):
             if conversation.prompt is not None:
                 text = self.o.plain_bos + conversation.prompt + conversation.completion + self.o.plain_eos
-                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))], [None]))
+                examples.append((text, [(len(self.o.plain_bos) + len(conversation.prompt), len(text))], [None], []))
                 continue
             text, generation = render(self.o.template, conversation.messages, conversation.extra)
             spans = self._supervised_spans(conversation, text, generation)
-            examples.append((text, spans, self._turns(conversation, text, spans, parts)))
+            turns = self._turns(conversation, text, spans, parts)
+            images = []
+            if self.expansion is not None:
+                text, spans, images = self.expansion.apply(text, spans, conversation.messages)
+            examples.append((text, spans, turns, images))
         return examples
 
     def _render(self, batch: DocumentBatch, parts: bool):
@@ -253,6 +259,7 @@ class _ChatPartition(PartitionExamples):
         texts joined end to end (``chat_encode``'s coordinate); with ``parts``, each span's turn's parts
         (``CharParts``); the records that cannot be rendered."""
         texts, records, spans, found = [], [], [], CharParts()  # spans: (owner, start, end) in the joined text
+        self.images_found, self.text_starts = [], []  # (owner, start, end, reference, count); each text's start
         failed = {}  # record -> why it renders nothing
         joined = 0  # characters of the texts before this one
         for k, record in enumerate(batch.texts):
@@ -260,11 +267,14 @@ class _ChatPartition(PartitionExamples):
                 examples = self._rendered(record, parts)
             except BadRecord as bad:
                 failed[k] = bad.reason
+                self.note_skip(bad.reason, batch, k, str(bad) if bad.reason.startswith("image") else "")
                 continue
-            for text, supervised, turns in examples:
+            for text, supervised, turns, images in examples:
                 for (start, end), turn in zip(supervised, turns):
                     found.add(len(spans), len(texts), joined, turn, end)
                     spans.append((len(texts), joined + start, joined + end))
+                self.images_found += [(len(texts), joined + a, joined + b, ref, n) for a, b, ref, n in images]
+                self.text_starts.append(joined)
                 texts.append(text)
                 records.append(k)
                 joined += len(text)
@@ -280,13 +290,27 @@ class _ChatPartition(PartitionExamples):
         texts, record, (owner, span_start, span_end), found, failed = self._render(batch, parts)
         if not texts:
             return ConversationTokens.empty(failed)
-        tokens, offsets, char_starts, char_ends = self.o.tokenizer.encode_chat(texts, batch.encode)
+        tokens, offsets, char_starts, char_ends = self._encode(texts, batch)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
         encoded = ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
+        if self.expansion is not None:
+            setup = self.o.images
+            found = (tokens, offsets, char_starts, char_ends)
+            encoded.images = image_tokens(found, self.images_found, setup.image_id, setup.rules.image_token)
         if parts:
             encoded.parts = found.tokens((char_starts, char_ends, offsets), last).spans_kept(kept)
         return encoded
+
+    def _encode(self, texts: list[str], batch: DocumentBatch) -> tuple:
+        """The texts' tokens, offsets and each token's characters; with a processor whose tokenizer adds a
+        BOS, that BOS first in each text that does not start with it (as ``add_special_tokens`` adds it)."""
+        encoded = self.o.tokenizer.encode_chat(texts, batch.encode)
+        setup = self.o.images
+        if setup is None or setup.bos_id is None:
+            return encoded
+        adds = np.array([setup.adds_bos(text) for text in texts], dtype=bool)
+        return with_bos(encoded, adds, setup.bos_id, np.asarray(self.text_starts, np.int64))
 
     def _chosen(self, encoded: ConversationTokens) -> ConversationTokens:
         """--assistant-parts: only the spans whose turn writes a learned part, and the tokens inside them
@@ -336,6 +360,8 @@ class _ChatPartition(PartitionExamples):
             supervised = mark_ranges(len(encoded.tokens), encoded.first[kept], encoded.last[kept])
             if encoded.unlearned is not None:
                 supervised &= ~encoded.unlearned
+        if encoded.images is not None:  # image tokens are the vision encoder's, never predicted
+            supervised &= ~mark_ranges(len(encoded.tokens), encoded.images.start, encoded.images.end - 1)
         return np.where(supervised, encoded.tokens, IGNORE).astype(np.int32)
 
     def _rows(self, encoded: ConversationTokens, labels, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
@@ -345,12 +371,16 @@ class _ChatPartition(PartitionExamples):
         # A record is one document: counted at its first example written (--turns each writes several).
         first_of_record = np.ones(len(chosen), dtype=np.int64)
         first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
+        columns = {
+            "input_ids": Ragged(ids, new_offsets),
+            "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
+            DOCUMENT: record[chosen].astype(np.int64),  # each example's record in the batch (--provenance)
+        }
+        if encoded.images is not None:
+            images = encoded.images.of_rows(chosen, offsets[:-1][chosen], new_lengths)
+            columns["images"], columns["image_spans"] = images
         return RowBatch(
-            {
-                "input_ids": Ragged(ids, new_offsets),
-                "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
-                DOCUMENT: record[chosen].astype(np.int64),  # each example's record in the batch (--provenance)
-            },
+            columns,
             tokens=new_lengths.astype(np.int64),
             padding=np.zeros(len(chosen), dtype=np.int64),
             documents=first_of_record,

@@ -59,7 +59,7 @@ RENDER_FAILURES = (
     "bad_tools", "empty_completion", "no_assistant_message", "content_not_found", "template_error", "prompt_only",
     "history_rewritten", "preference_pair", "missing_side", "identical_pair", "prompt_too_long", "pair_too_long",
     "mixed_layout", "missing_margin", "no_prompt", "no_data_source", "too_deep",
-    "bad_value",
+    "bad_value", "bad_image", "image_missing", "image_unreadable", "image_count_mismatch",
 )  # fmt: skip
 
 
@@ -100,20 +100,23 @@ class Conversation:
     first_supervised_block: int = 0  # generation blocks before it belong to a conversational prompt
 
 
-def _checked_content(content, role: str):
-    """A message's content as ``transformers`` passes it: a string, or a list of parts of which only
-    text parts can be tokenized here (an image part is a counted skip)."""
+def _checked_content(content, role: str, images: bool):
+    """A message's content as ``transformers`` passes it: a string, or a list of parts of which text
+    parts can be tokenized, and image parts with a processor (``--processor``; else a counted skip)."""
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        if all(p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+        if all(
+            p.get("type") == "text" and isinstance(p.get("text"), str) or images and p.get("type") == "image"
+            for p in content
+        ):
             return content
         kinds = sorted({str(p.get("type")) for p in content if p.get("type") != "text"})
         raise BadRecord("non_text_content", f"a {role} message has {', '.join(kinds) or 'untyped'} parts")
     raise BadRecord("non_string_content", f"a {role} message's content is {type(content).__name__}")
 
 
-def checked_messages(value, what: str) -> list[dict]:
+def checked_messages(value, what: str, images: bool = False) -> list[dict]:
     if not isinstance(value, list) or not value:
         raise BadRecord("no_messages", f"{what} is not a non-empty list of messages")
     messages = []
@@ -122,7 +125,7 @@ def checked_messages(value, what: str) -> list[dict]:
             raise BadRecord("bad_message", f"{what} holds a message without a string 'role'")
         if message["role"] not in ROLES:
             raise BadRecord("unknown_role", f"role {message['role']!r}")
-        content = _checked_content(message.get("content"), message["role"])
+        content = _checked_content(message.get("content"), message["role"], images)
         if content is not message.get("content"):
             message = {**message, "content": content}
         # As transformers does: keys whose value is None are dropped (OpenAI's content=None).
@@ -130,7 +133,7 @@ def checked_messages(value, what: str) -> list[dict]:
     return messages
 
 
-def _sharegpt(value) -> list[dict]:
+def _sharegpt(value, images: bool) -> list[dict]:
     """ShareGPT's ``conversations`` (``from``/``value``; some copies use ``role``/``content``) as messages."""
     if not isinstance(value, list) or not value:
         raise BadRecord("no_messages", "field 'conversations' is not a non-empty list of turns")
@@ -145,7 +148,7 @@ def _sharegpt(value) -> list[dict]:
         if role is None:
             raise BadRecord("unknown_role", f"ShareGPT speaker {turn['from']!r}")
         messages.append({"role": role, "content": turn.get("value")})
-    return checked_messages(messages, "field 'conversations'")
+    return checked_messages(messages, "field 'conversations'", images)
 
 
 def _alpaca(record: dict) -> list[dict]:
@@ -179,18 +182,20 @@ def checked_tools(value) -> list[dict] | None:
     raise BadRecord("bad_tools", f"field 'tools' is {what}, not a list of JSON schemas (objects)")
 
 
-def conversation_of(record, messages_key: str) -> Conversation:
-    """The conversation a record holds, in any layout we know (see the module)."""
+def conversation_of(record, messages_key: str, images: bool = False) -> Conversation:
+    """The conversation a record holds, in any layout we know (see the module); with ``images``, image
+    parts are kept (their references, and a top-level ``images`` list, are ``chat_images.py``'s)."""
     if not isinstance(record, dict):
         raise BadRecord("not_an_object", "the record is not a JSON object")
-    extra = {k: v for k, v in record.items() if k not in LAYOUT_FIELDS and k != messages_key}
+    layout = LAYOUT_FIELDS | {"images"} if images else LAYOUT_FIELDS
+    extra = {k: v for k, v in record.items() if k not in layout and k != messages_key}
     if "tools" in extra:
         extra["tools"] = checked_tools(extra["tools"])
     first = 0
     if messages_key in record:
-        messages = checked_messages(record[messages_key], f"field '{messages_key}'")
+        messages = checked_messages(record[messages_key], f"field '{messages_key}'", images)
     elif "conversations" in record:
-        messages = _sharegpt(record["conversations"])
+        messages = _sharegpt(record["conversations"], images)
     elif "instruction" in record and "output" in record:
         messages = _alpaca(record)
     elif "prompt" in record and "completion" in record:
@@ -199,7 +204,9 @@ def conversation_of(record, messages_key: str) -> Conversation:
             if not completion:
                 raise BadRecord("empty_completion", "the completion is empty")
             return Conversation(prompt=prompt, completion=completion)
-        messages = checked_messages(prompt, "field 'prompt'") + checked_messages(completion, "field 'completion'")
+        messages = checked_messages(prompt, "field 'prompt'", images) + checked_messages(
+            completion, "field 'completion'", images
+        )
         first = len(prompt)
     elif "chosen" in record and "rejected" in record:
         raise BadRecord(

@@ -73,13 +73,46 @@ def per_example_names(settings: PackSettings) -> list[str]:
     return [c.name for c in settings.columns if c.kind == "scalar"]
 
 
+def token_columns(settings: PackSettings) -> list[ColumnSpec]:
+    """Example columns of one value per token (placed with the tokens)."""
+    return [c for c in settings.columns if c.kind not in ("scalar", "value")]
+
+
+def list_columns(settings: PackSettings) -> list[ColumnSpec]:
+    """Example columns of one list per example (a conversation's images and their token spans): a packed
+    row holds its examples' lists joined in the order their tokens come."""
+    return [c for c in settings.columns if c.kind == "value"]
+
+
+def joined_lists(settings: PackSettings, values: dict, owner, row, start, rows: int, cut) -> dict[str, np.ndarray]:
+    """Each list column per row: the lists of the examples placed in it (``owner``, in row-major order,
+    each starting at ``start`` in row ``row``); token spans (role ``image_spans``) moved by that start.
+    An example whose tokens a packer cut (``cut``) cannot keep spans of its whole: objectives with lists
+    fit their examples to a row first."""
+    out = {}
+    for spec in list_columns(settings):
+        per_example = values[spec.name]
+        if np.any(cut) and any(len(per_example[k]) for k in np.asarray(owner)[np.asarray(cut)].tolist()):
+            raise ValueError(f"column {spec.name}: an example holding a list was cut across rows")
+        joined = [[] for _ in range(rows)]
+        spans = spec.role == "image_spans"
+        for k, r, at in zip(np.asarray(owner).tolist(), np.asarray(row).tolist(), np.asarray(start).tolist()):
+            items = per_example[k]
+            joined[r].extend([[a + at, b + at] for a, b in items] if spans else items)
+        column = np.empty(rows, dtype=object)
+        for r, items in enumerate(joined):
+            column[r] = items
+        out[spec.name] = column
+    return out
+
+
 def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
     """Aligned token columns (as ``kind``), then segment ids and positions, then one ragged
     per-segment column for each per-example value."""
     row_length = settings.longest_row
     # Fixed rows are --seq-len long, every one (a short last row is padded or dropped).
     length = (settings.row_length or 0) if kind == "fixed" else 0
-    aligned = [replace(c, kind=kind, length=length) for c in settings.columns if c.kind != "scalar"]
+    aligned = [replace(c, kind=kind, length=length) for c in token_columns(settings)]
     segments = [
         ColumnSpec(
             "segment_ids",
@@ -94,7 +127,7 @@ def packed_columns(settings: PackSettings, kind: str) -> list[ColumnSpec]:
             POSITION_IDS, kind, 0, row_length - 1, "position within the example", role="positions", length=length
         ),
     ]
-    return aligned + segments + per_segment_columns(settings)
+    return aligned + segments + per_segment_columns(settings) + list_columns(settings)
 
 
 def sequence_bound_columns(settings: PackSettings) -> list[ColumnSpec]:

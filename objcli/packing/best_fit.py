@@ -22,10 +22,13 @@ from .base import (
     CU_SEQLENS_PADDED,
     PackSettings,
     count_empty,
+    joined_lists,
+    list_columns,
     packed_columns,
     per_example_names,
     segment_values,
     sequence_bound_columns,
+    token_columns,
 )
 
 
@@ -38,7 +41,8 @@ class BestFitPacker:
     def __init__(self, settings: PackSettings):
         self.settings = settings
         self.row_length = settings.row_length
-        self.aligned = [c for c in settings.columns if c.kind != "scalar"]
+        self.aligned = token_columns(settings)
+        self.lists = [c.name for c in list_columns(settings)]
         self.tag_names = per_example_names(settings)
         self.counters: Counter = Counter()
         self.pending: list[RowBatch] = []
@@ -64,7 +68,7 @@ class BestFitPacker:
         pending, self.pending, self.pending_tokens = self.pending, [], 0
         lengths = np.concatenate([np.diff(p.columns["input_ids"].offsets) for p in pending])
         values = {c.name: np.concatenate([p.columns[c.name].values for p in pending]) for c in self.aligned}
-        tags = {name: np.concatenate([p.columns[name] for p in pending]) for name in self.tag_names}
+        tags = {name: np.concatenate([p.columns[name] for p in pending]) for name in self.tag_names + self.lists}
         documents = np.concatenate([p.documents for p in pending])
         example_ids = self.examples_seen + np.arange(len(lengths), dtype=np.int64)
         self.examples_seen += len(lengths)
@@ -101,8 +105,10 @@ class BestFitPacker:
         owners = source[order]
         segment_ids, positions = segments_and_positions(placed.column(example_ids[owners], PADDING_DOC, per_slot=True))
         columns["segment_ids"], columns[POSITION_IDS] = segment_ids, positions
-        for name, per_example in tags.items():
-            columns[name] = segment_values(segment_ids, placed.column(per_example[owners], 0, per_slot=True))
+        for name in self.tag_names:
+            columns[name] = segment_values(segment_ids, placed.column(tags[name][owners], 0, per_slot=True))
+        cut = (np.bincount(source)[source] > 1)[order]  # pieces of an example longer than a row
+        columns.update(joined_lists(self.settings, tags, owners, placed.row, placed.starts(), rows, cut))
         if padding:
             columns[CU_SEQLENS], columns[CU_SEQLENS_PADDED] = placed.sequence_bounds()
         padding_count = row_length - placed.real_per_row
@@ -136,6 +142,11 @@ class _Placed:
             flat[self.real] = values
             out[self.occupied] = flat
         return out
+
+    def starts(self) -> np.ndarray:
+        """Where each piece starts in its row."""
+        begins = np.cumsum(self.slots) - self.slots
+        return begins - begins[np.searchsorted(self.row, self.row)]
 
     def sequence_bounds(self) -> tuple[Ragged, Ragged]:
         """``cu_seqlens`` (the sequences' real lengths summed) and ``cu_seqlens_padded`` (their places), each

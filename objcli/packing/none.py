@@ -15,7 +15,7 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets, split_long_items
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import PackSettings, count_empty, packed_columns, per_example_names
+from .base import PackSettings, count_empty, joined_lists, packed_columns, per_example_names
 
 
 class OneExamplePerRow:
@@ -73,9 +73,12 @@ class OneExamplePerRow:
         columns = {}
         for spec in self.settings.columns:
             column = examples.columns[spec.name]
-            if spec.kind == "scalar":
+            if spec.kind in ("scalar", "value"):
                 continue
             columns[spec.name] = Ragged(column.values, row_offsets)  # aligned: empty examples hold no values
+        lists = {c.name: examples.columns[c.name][kept] for c in self.settings.columns if c.kind == "value"}
+        pieces, cut = len(source), np.bincount(source)[source] > 1  # a row a piece, each from its row's start
+        columns.update(joined_lists(self.settings, lists, source, np.arange(pieces), np.zeros(pieces), pieces, cut))
         positions = (np.arange(total, dtype=np.int64) - np.repeat(row_offsets[:-1], row_lengths)).astype(np.int32)
         columns["segment_ids"] = Ragged(np.ones(total, dtype=np.int32), row_offsets)
         columns[POSITION_IDS] = Ragged(positions, row_offsets)
