@@ -25,6 +25,7 @@ import numpy as np
 from ..kernels import IGNORE
 from ..order.mixture import manifest_blend
 from ..reading.shards import read_shard_columns
+from ..rows import Ragged
 from ..run.progress import phase
 from ..storage.manifest import Manifest, read_manifest
 
@@ -138,6 +139,17 @@ def _sources_by_shard(manifest: Manifest) -> dict[str, Counter]:
     return per_source
 
 
+def _count_images(totals: Counter, columns: dict, manifest: Manifest) -> None:
+    """Images and their image tokens: a span starts on its image token, and holds others between its
+    image tokens (Idefics3's tile markers), which are not counted."""
+    for spans_column in manifest.columns_with_role("image_spans"):
+        ids = columns[spans_column.family]
+        for row, spans in enumerate(columns[spans_column.name]):
+            tokens = np.asarray(ids[row] if not isinstance(ids, Ragged) else ids.slice(row, row + 1).values)
+            totals["images"] += len(spans)
+            totals["image_tokens"] += sum(int((tokens[a:b] == tokens[a]).sum()) for a, b in spans)
+
+
 def _targets_per_head(columns: dict, manifest: Manifest) -> np.ndarray:
     """Multi-token prediction: targets of head k (1..K) in one shard, where heads_with_target >= k."""
     depth = manifest.columns_with_role("target_depth")
@@ -181,11 +193,14 @@ def compute_stats(folder: str | Path) -> dict:
         histogram += np.histogram(np.minimum(example_lengths, seq_len), bins=edges)[0]
         totals["tokens"] += shard.tokens
         totals["padding_tokens"] += shard.padding_tokens
+        _count_images(totals, columns, manifest)
         _count_categories(per_category, categories[:1], columns, per_row, row_tokens)
         _count_categories(per_source, sources, columns, per_row, row_tokens)
     if not sources_column(manifest) and manifest.config.get("source"):  # Megatron's: each source's own shards
         per_source = _sources_by_shard(manifest)
     stats = _figures(manifest, supervision, totals, known, edges, histogram)
+    if manifest.columns_with_role("image_spans"):
+        stats["images"], stats["image_tokens"] = totals["images"], totals["image_tokens"]
     if known and supervision == "labels" and supervised_rows:  # a mask gone wrong shows as rows with none
         stats["supervised_per_row"] = _distribution(np.concatenate(supervised_rows))
     return _with_breakdowns(stats, per_head, per_source, per_category, categories, manifest)
@@ -253,6 +268,14 @@ def render_text(stats: dict) -> list[str]:
         f"tokens               {stats['tokens']:,} (+ {stats['padding_tokens']:,} padding, "
         f"{100 * stats['padding_fraction']:.1f}%)",
         _supervised_line(stats),
+        *(
+            [
+                f"images               {stats['images']:,} ({stats['image_tokens']:,} image tokens, "
+                f"{100 * stats['image_tokens'] / max(stats['tokens'], 1):.1f}% of tokens)"
+            ]
+            if "images" in stats
+            else []
+        ),
         "examples per row     "
         + (
             "not known (this format stores no segment ids)"

@@ -11,6 +11,7 @@ import numpy as np
 from ..formats import Column
 from ..kernels import IGNORE
 from ..storage.manifest import Manifest
+from .verify_images import check_image_spans
 from .verify_packed import check_packed_sequences
 from .verify_padding import check_padded_sequences, check_sequence_padding
 from .verify_pairs import check_pair_sides
@@ -18,6 +19,7 @@ from .verify_pairs import check_pair_sides
 # The roles whose invariants are checked (the rest: ranges and lengths only).
 CHECKED = ("tokens", "labels", "segment_ids", "positions", "prefix_length", "attention_mask", "token_type_ids")
 CHECKED += ("target_depth", "pair_side", "loss_mask", "sequence_starts", "cu_seqlens", "cu_seqlens_padded")
+CHECKED += ("images", "image_spans")
 
 
 def check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -> list[str]:
@@ -41,6 +43,11 @@ def check_by_role(manifest: Manifest, specs: dict, columns: dict[str, Column]) -
             columns.get(segments),
             columns.get(named["positions"][0]) if named["positions"] else None,
         )
+    for spans in named["image_spans"]:
+        family, listed = specs[spans].family, named["images"]
+        segments = next((s for s in named["segment_ids"] if specs[s].family == family), None)
+        problems += check_image_spans(columns[family], columns[spans], columns[listed[0]] if listed else None,
+                                      columns.get(labels), columns.get(segments))  # fmt: skip
     if tokens and labels and _labels_are_inputs(manifest.objective):
         values, label_values = columns[tokens].values, columns[labels].values
         if values.shape == label_values.shape and np.any((label_values != IGNORE) & (label_values != values)):

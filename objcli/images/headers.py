@@ -4,7 +4,8 @@ Pillow's ``Image.open`` reads a file's header and stops (its pixels are decoded 
 so a JPEG, PNG, WebP, GIF or BMP of any size costs a few kilobytes: an object (``s3://``, ``gs://``,
 ``https://``) is read by ranged requests of ``HEADER_BLOCK`` bytes. The size is the one the model's
 processor sees: ``transformers.image_utils.load_image`` applies the EXIF orientation, so orientations
-5-8 (a quarter turn) swap height and width. Sizes are remembered for the last ``CACHE`` references
+5-8 (a quarter turn) swap height and width (the EXIF the header holds: a PNG's eXIf chunk written after
+its pixels, which no camera writes, is not looked for). Sizes are remembered for the last ``CACHE`` references
 (an image many records show is read once; memory stays flat however many images a corpus holds).
 """
 
@@ -59,7 +60,7 @@ class ImageSizes:
         try:
             with _open(reference) as stream, Image.open(stream) as image:
                 width, height = image.size
-                orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+                orientation = _orientation(image)
         except FileNotFoundError:
             raise BadImage("image_missing", reference, "no such file or object") from None
         except (UnidentifiedImageError, Image.DecompressionBombError, SyntaxError, ValueError, EOFError) as error:
@@ -69,6 +70,19 @@ class ImageSizes:
         if width < 1 or height < 1:
             raise BadImage("image_unreadable", reference, f"its header says {width}x{height}")
         return (width, height) if orientation in TRANSPOSED else (height, width)
+
+
+def _orientation(image) -> int:
+    """The EXIF orientation the header holds (JPEG's APP1, WebP's and PNG's EXIF chunk before the pixels).
+    ``getexif()`` is not called: for a PNG it decodes the pixels to look past them."""
+    from PIL import Image
+
+    data = image.info.get("exif")
+    if not data:
+        return 1
+    exif = Image.Exif()
+    exif.load(data)
+    return exif.get(EXIF_ORIENTATION, 1)
 
 
 def _open(reference: str):

@@ -144,6 +144,11 @@ class Chat(Objective):
             )
 
     def store_refusal(self, columns: set[str]) -> str | None:
+        if self.images is not None:
+            return (
+                f"--processor {self.options.processor}: a chat store keeps no images (objcli tokenize --chat skips "
+                "records that show them); give the records themselves"
+            )
         if self.options.learned_parts == set(PARTS) or "c_answer" in columns:
             return None
         return (

@@ -5,8 +5,6 @@ exactly its image tokens, no image token is learned, and packed rows keep every 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from runs import read_output, run_transform
@@ -52,7 +50,14 @@ def _check_rows(rows: dict, image_id: int) -> None:
         assert set(np.flatnonzero(ids == image_id)) <= set(np.flatnonzero(covered))
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+# One family of each expansion kind in the default run (a run of one token, a fixed count with a BOS the
+# tokenizer adds, tiles); the rest with the heavy tests.
+DEFAULT_RUN = ("qwen2_vl", "llava", "idefics3")
+
+
+@pytest.mark.parametrize(
+    "family", [f if f in DEFAULT_RUN else pytest.param(f, marks=pytest.mark.heavy) for f in sorted(FAMILIES)]
+)
 def test_ids_equal_the_processors_own(family, images, tmp_path):
     processor = build_processor(family, tmp_path / "processor")
     records = conversations(images, np.random.default_rng(len(family)), 14, "parts" if len(family) % 2 else "tags")
@@ -70,3 +75,139 @@ def test_ids_equal_the_processors_own(family, images, tmp_path):
     _check_rows(rows, image_id)
     counted = sum(int((np.array(ids) == image_id).sum()) for ids in rows["input_ids"])
     assert sum(e - s for spans in rows["image_spans"] for s, e in spans) >= counted > 0
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qwen") / "processor"
+    return build_processor("qwen2_vl_256", folder), folder
+
+
+def _run(qwen, records, out, **options):
+    processor, folder = qwen
+    data = write_jsonl(out.parent / f"{out.name}.jsonl", records)
+    return run_transform([data], folder / "tokenizer.json", out, objective="chat", processor=str(folder), **options)
+
+
+def test_packed_rows_keep_each_conversations_images_and_spans(qwen, images, tmp_path):
+    records = conversations(images, np.random.default_rng(11), 40)
+    _run(qwen, records, tmp_path / "one", packing="none", seq_len=4096)
+    _run(qwen, records, tmp_path / "packed", packing="best-fit", seq_len=4096)
+    _, alone = read_output(tmp_path / "one")
+    _, packed = read_output(tmp_path / "packed")
+    by_ids = {tuple(ids): k for k, ids in enumerate(alone["input_ids"])}
+    seen = 0
+    for row, ids in enumerate(packed["input_ids"]):
+        segments = np.array(packed["segment_ids"][row])
+        spans, refs = packed["image_spans"][row], packed["images"][row]
+        at = 0
+        for segment in [s for s in dict.fromkeys(segments.tolist()) if s > 0]:
+            where = np.flatnonzero(segments == segment)
+            k = by_ids[tuple(ids[where[0] : where[-1] + 1])]  # a conversation whole in the row
+            own = [[s - where[0], e - where[0]] for s, e in spans if where[0] <= s < where[-1] + 1]
+            assert own == alone["image_spans"][k]
+            assert refs[at : at + len(own)] == alone["images"][k]
+            at += len(own)
+            seen += 1
+        assert at == len(refs)
+    assert seen == len(alone["input_ids"]) == len(records)
+    _check_rows(packed, qwen[0].tokenizer.convert_tokens_to_ids("<|image_pad|>"))
+
+
+def test_unreadable_images_are_counted_skips_that_name_them(qwen, images, tmp_path):
+    (tmp_path / "text.png").write_text("not an image")
+    good = conversations(images, np.random.default_rng(5), 6)
+    shown = {"role": "user", "content": [{"type": "image", "image": "?"}, {"type": "text", "text": "what is it"}]}
+    answer = {"role": "assistant", "content": "a boat"}
+
+    def showing(reference):
+        content = [{"type": "image", "image": reference}, shown["content"][1]]
+        return {"messages": [{**shown, "content": content}, answer]}
+
+    bad = [showing(str(tmp_path / "missing.png")), showing(str(tmp_path / "text.png")),
+           {"messages": [{"role": "user", "content": "<image><image> two"}, answer], "images": [str(images[0])]},
+           {"messages": [{"role": "user", "content": [{"type": "image"}]}, answer]}]  # fmt: skip
+    summary = _run(qwen, good + bad, tmp_path / "out", seq_len=4096)
+    totals = summary.manifest["totals"]
+    assert totals["documents_read"] == totals["documents_written"] + totals["documents_skipped"] == len(good) + 4
+    assert totals["skipped_by_reason"] == {"image_missing": 1, "image_unreadable": 1, "image_count_mismatch": 1,
+                                           "bad_image": 1}  # fmt: skip
+    (partition,) = summary.manifest["partitions"]
+    assert "missing.png" in partition["first_skipped"]["image_missing"]
+    assert "text.png" in partition["first_skipped"]["image_unreadable"]
+
+
+def test_no_pixel_is_decoded(qwen, images, tmp_path, monkeypatch):
+    from PIL import ImageFile
+
+    def refuse(self):
+        raise AssertionError("a pixel was decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", refuse)
+    summary = _run(qwen, conversations(images, np.random.default_rng(8), 10), tmp_path / "out", seq_len=4096)
+    assert summary.manifest["totals"]["documents_written"] == 10
+
+
+def test_stats_and_verify_read_the_images(qwen, images, tmp_path):
+    from objcli.commands.stats import compute_stats
+    from objcli.commands.verify import verify_output
+
+    _run(qwen, conversations(images, np.random.default_rng(9), 12), tmp_path / "out", seq_len=4096)
+    _, rows = read_output(tmp_path / "out")
+    image_id = qwen[0].tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    stats = compute_stats(tmp_path / "out")
+    assert stats["images"] == sum(map(len, rows["images"])) > 0
+    assert stats["image_tokens"] == sum(int((np.array(ids) == image_id).sum()) for ids in rows["input_ids"])
+    assert verify_output(tmp_path / "out").ok
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda row: row["spans"].__setitem__(0, [row["spans"][0][0] - 1, row["spans"][0][1]]), "start and end"),
+        (lambda row: row["labels"].__setitem__(row["spans"][0][0], 7), "carries loss"),
+        (lambda row: row["spans"].pop(), "images for"),
+        (lambda row: row["ids"].__setitem__(0, 9), "outside every image span"),
+        (lambda row: row["spans"].reverse(), "out of order"),
+    ],
+)
+def test_verify_finds_each_broken_span(change, said):
+    from objcli.commands.verify_images import check_image_spans
+    from objcli.formats import Column
+
+    row = {"ids": [1, 9, 9, 9, 2, 9, 9, 3], "labels": [-100] * 7 + [3], "spans": [[1, 4], [5, 7]]}
+    images = ["a.png", "b.png"]
+    assert not _check(check_image_spans, Column, row, images)
+    change(row)
+    assert said in _check(check_image_spans, Column, row, images)[0]
+
+
+def _check(check, column, row, images):
+    def one(values):
+        return column(np.array(values), np.array([0, len(values)]))
+
+    def value(item):
+        values = np.empty(1, dtype=object)
+        values[0] = item
+        return column(values, np.array([0, 1]))
+
+    return check(one(row["ids"]), value(row["spans"]), value(images), one(row["labels"]), None)
+
+
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        ({"output_format": "megatron"}, "images, image_spans"),
+        ({"assistant_parts": "answer"}, "not with --processor"),
+        ({"processor": "/no/such/folder"}, "no such folder"),
+        ({"objective": "clm"}, "applies to chat"),
+    ],
+)
+def test_what_images_cannot_do_is_refused_in_one_line(qwen, tmp_path, options, said):
+    from objcli.errors import ObjcliError
+
+    data = write_jsonl(tmp_path / "c.jsonl", [{"messages": [{"role": "user", "content": "hi"},
+                                                             {"role": "assistant", "content": "ho"}]}])  # fmt: skip
+    values = {"objective": "chat", "processor": str(qwen[1]), **options}
+    with pytest.raises(ObjcliError, match=said):
+        run_transform([data], qwen[1] / "tokenizer.json", tmp_path / "out", **values)
