@@ -87,7 +87,8 @@ def test_every_line_is_as_ruff_format_writes_it():
     assert result.returncode == 0, result.stdout
 
 
-STAGES = ("readers", "tokenizers", "objectives", "stores", "packing", "formats", "kernels", "order", "storage")
+STAGES = ("readers", "tokenizers", "images", "objectives", "stores", "packing", "formats", "kernels", "order")
+STAGES += ("storage",)
 ORCHESTRATION = (
     "objcli.transform",
     "objcli.run",
