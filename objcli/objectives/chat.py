@@ -68,7 +68,7 @@ class ChatOptions(Options):
     )
     overlong: str = option(
         "truncate",
-        "Longer than a row: cut after the last assistant turn that fits, or drop.",
+        "Too long: cut after the last turn that fits, or drop.",
         choices=OVERLONG,
     )
     template_date: str = template_date_option()
@@ -76,10 +76,8 @@ class ChatOptions(Options):
         "turn", "Without generation markers: the whole turn, or content + end.", choices=ASSISTANT_SPANS
     )
     turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
-    assistant_parts: str = option(",".join(PARTS), "The parts of an assistant turn that carry loss, comma-separated.")
-    processor: str | None = option(
-        None, "The model's processor folder: image placeholders expanded as it does (Qwen2-VL, LLaVA, Gemma 3, ...)."
-    )
+    assistant_parts: str = option(",".join(PARTS), "Turn parts that carry loss, comma-separated.")
+    processor: str | None = option(None, "The model's processor folder: images expanded as it expands them.")
     media_dir: str | None = option(None, "Folder (or URL) that relative image paths are below [default: as given].")
 
     def __post_init__(self):
