@@ -268,14 +268,7 @@ def render_text(stats: dict) -> list[str]:
         f"tokens               {stats['tokens']:,} (+ {stats['padding_tokens']:,} padding, "
         f"{100 * stats['padding_fraction']:.1f}%)",
         _supervised_line(stats),
-        *(
-            [
-                f"images               {stats['images']:,} ({stats['image_tokens']:,} image tokens, "
-                f"{100 * stats['image_tokens'] / max(stats['tokens'], 1):.1f}% of tokens)"
-            ]
-            if "images" in stats
-            else []
-        ),
+        *_images_line(stats),
         "examples per row     "
         + (
             "not known (this format stores no segment ids)"
@@ -313,6 +306,13 @@ def render_text(stats: dict) -> list[str]:
             f"of the tokens (asked {100 * d['asked_share']:.1f}%)"
         )
     return lines
+
+
+def _images_line(stats: dict) -> list[str]:
+    if "images" not in stats:
+        return []
+    images, tokens = stats["images"], stats["image_tokens"]
+    return [f"images               {images:,} ({tokens:,} image tokens, {100 * tokens / max(stats['tokens'], 1):.1f}%)"]
 
 
 def _supervised_line(stats: dict) -> str:

@@ -87,6 +87,8 @@ def _orientation(image) -> int:
 
 def _open(reference: str):
     if not is_url(reference):
+        if os.path.exists(reference) and not os.path.isfile(reference):  # a folder, a FIFO: never waited on
+            raise BadImage("image_unreadable", reference, "not a regular file")
         return open(reference, "rb")  # noqa: SIM115 - closed by the caller's with
     fs, inner = filesystem(reference)
     return fs.open(inner, "rb", block_size=HEADER_BLOCK, cache_type="readahead")

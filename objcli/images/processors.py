@@ -20,7 +20,8 @@ from pathlib import Path
 from ..errors import ObjcliError
 from . import sizes
 
-FAMILIES: dict[str, Callable[[Configs], ImageRules]] = {}
+# processor class -> the family's rules: (placeholder, image token, expand(height, width) -> text)
+FAMILIES: dict[str, Callable[[Configs], tuple[str, str, Callable[[int, int], str]]]] = {}
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "processor_config.json")
 
 
@@ -153,7 +154,14 @@ def load_rules(folder: str | Path) -> ImageRules:
             f"--processor {folder}: processor class {name or 'not named'} (its preprocessor_config.json or "
             f"processor_config.json names it); objcli expands images for {known}"
         )
-    placeholder, image_token, expand = FAMILIES[name](Configs(folder, image, processor, _named_tokens(tokens)))
+    try:  # every setting read, and used once, here: a wrong type is one line before any record
+        placeholder, image_token, expand = FAMILIES[name](Configs(folder, image, processor, _named_tokens(tokens)))
+        expand(224, 320)
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError) as error:
+        raise ObjcliError(
+            f"--processor {folder}: its configs do not read as {name}'s ({type(error).__name__}: {error}); "
+            "restore the files save_pretrained wrote"
+        ) from None
     template = next((folder / f for f in TEMPLATE_FILES if _holds_template(folder / f)), None)
     return ImageRules(name, placeholder, image_token, expand, folder, template)
 

@@ -46,8 +46,8 @@ from .chat_images import (
     processor_template,
     with_bos,
 )
-from .chat_parts import PARTS, CharParts, PartSpans, parse_parts
-from .chat_spans import ContentSpans, TurnSpans, absent_markers, turn_end
+from .chat_parts import PARTS, CharParts, PartSpans, check_parts, parse_parts
+from .chat_spans import ContentSpans, TurnSpans, absent_markers, absent_warning, turn_end
 from .chat_tokens import ConversationTokens
 from .common import chat_template_option, template_date_option
 from .conversations import BadRecord, conversation_of, decode_record, render, template_for
@@ -124,29 +124,12 @@ class Chat(Objective):
         )
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
-        self._check_parts()
+        check_parts(o, self.template.has_generation)
         self.images = ImageSetup.of(o, tokenizer, variables) if o.processor else None
-
-    def _check_parts(self) -> None:
-        """--assistant-parts chooses inside the turns the template writes (found by rendering, chat_parts.py)."""
-        o = self.options
-        if o.learned_parts == set(PARTS):
-            return
-        if o.loss_on == "all":
-            raise ObjcliError(f"--assistant-parts {o.assistant_parts}: --loss-on all learns every token; drop one")
-        if self.template.has_generation or o.assistant_span == "content":
-            how = "its {% generation %} markers" if self.template.has_generation else "--assistant-span content"
-            raise ObjcliError(
-                f"--assistant-parts {o.assistant_parts}: the template's turns are chosen by {how}; parts are found "
-                "in whole turns: give a template without markers (--chat-template) or drop --assistant-span content"
-            )
 
     def store_refusal(self, columns: set[str]) -> str | None:
         if self.images is not None:
-            return (
-                f"--processor {self.options.processor}: a chat store keeps no images (objcli tokenize --chat skips "
-                "records that show them); give the records themselves"
-            )
+            return self.images.store_refusal
         if self.options.learned_parts == set(PARTS) or "c_answer" in columns:
             return None
         return (
@@ -159,14 +142,7 @@ class Chat(Objective):
         return {**found, **(self.images.identity_files() if self.images else {})}
 
     def plan_warnings(self) -> list[str]:
-        if not self.absent:
-            return []
-        shown = ", ".join(self.absent[:4]) + (f" and {len(self.absent) - 4} more" if len(self.absent) > 4 else "")
-        return [
-            f"the chat template {self.template_file.name} writes {shown}, which the tokenizer {self.tokenizer.path} "
-            "has no special token for: each is encoded as several ordinary pieces; give the model's own tokenizer "
-            "(or its template, --chat-template)"
-        ]
+        return absent_warning(self.absent, self.template_file, self.tokenizer.path)
 
     @classmethod
     def packers(cls, options) -> tuple[str, ...]:
@@ -293,7 +269,8 @@ class _ChatPartition(PartitionExamples):
         texts, record, (owner, span_start, span_end), found, failed = self._render(batch, parts)
         if not texts:
             return ConversationTokens.empty(failed)
-        tokens, offsets, char_starts, char_ends = self._encode(texts, batch)
+        encoded = self.o.tokenizer.encode_chat(texts, batch.encode)
+        tokens, offsets, char_starts, char_ends = with_bos(encoded, texts, self.o.images, self.text_starts)
         to_tokens = overlapping_tokens if self.content_spans else span_tokens
         first, last, kept = to_tokens(char_starts, char_ends, offsets, owner, span_start, span_end)
         encoded = ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
@@ -304,16 +281,6 @@ class _ChatPartition(PartitionExamples):
         if parts:
             encoded.parts = found.tokens((char_starts, char_ends, offsets), last).spans_kept(kept)
         return encoded
-
-    def _encode(self, texts: list[str], batch: DocumentBatch) -> tuple:
-        """The texts' tokens, offsets and each token's characters; with a processor whose tokenizer adds a
-        BOS, that BOS first in each text that does not start with it (as ``add_special_tokens`` adds it)."""
-        encoded = self.o.tokenizer.encode_chat(texts, batch.encode)
-        setup = self.o.images
-        if setup is None or setup.bos_id is None:
-            return encoded
-        adds = np.array([setup.adds_bos(text) for text in texts], dtype=bool)
-        return with_bos(encoded, adds, setup.bos_id, np.asarray(self.text_starts, np.int64))
 
     def _chosen(self, encoded: ConversationTokens) -> ConversationTokens:
         """--assistant-parts: only the spans whose turn writes a learned part, and the tokens inside them

@@ -24,6 +24,7 @@ from ..images.headers import BadImage, ImageSizes, resolve
 from ..images.processors import ImageRules
 from ..kernels.chat import overlapping_tokens
 from ..rows import ColumnSpec
+from ..storage.remote import is_url
 from .chat_parts import PARTS
 from .conversations import BadRecord
 
@@ -190,6 +191,8 @@ class ImageSetup:
                 "--processor: images are read with Pillow, not installed; pip install 'objcli[vision]'"
             ) from None
         rules = load_rules(options.processor)
+        if options.media_dir and not is_url(options.media_dir) and not Path(options.media_dir).is_dir():
+            raise ObjcliError(f"--media-dir {options.media_dir}: no such folder; give the folder images are below")
         if options.assistant_parts != ",".join(PARTS):
             raise ObjcliError(f"--assistant-parts {options.assistant_parts}: not with --processor; leave one out")
         if rules.image_token not in tokenizer.special_texts():
@@ -204,6 +207,13 @@ class ImageSetup:
     def identity_files(self) -> dict[str, Path]:
         names = ("preprocessor_config.json", "processor_config.json")
         return {f"processor {n}": self.rules.folder / n for n in names if (self.rules.folder / n).is_file()}
+
+    @property
+    def store_refusal(self) -> str:
+        return (
+            f"--processor {self.rules.folder}: a chat store keeps no images (objcli tokenize --chat skips records "
+            "that show them); give the records themselves"
+        )
 
     def adds_bos(self, text: str) -> bool:
         return self.bos_id is not None and not (self.bos_text and text.startswith(self.bos_text))
@@ -232,16 +242,20 @@ class ImageTokens:
         return images, spans
 
 
-def with_bos(encoded: tuple, adds: np.ndarray, bos_id: int, text_starts: np.ndarray) -> tuple:
-    """(tokens, offsets, char starts, char ends) with ``bos_id`` first in each example where ``adds``."""
-    tokens, offsets, char_starts, char_ends = encoded
+def with_bos(encoded: tuple, texts: list[str], setup: ImageSetup | None, text_starts: list[int]) -> tuple:
+    """(tokens, offsets, char starts, char ends) with a processor's BOS first in each text that does not
+    start with it, where its tokenizer adds one (as ``add_special_tokens`` adds it)."""
+    if setup is None or setup.bos_id is None:
+        return encoded
+    adds = np.array([setup.adds_bos(text) for text in texts], dtype=bool)
     if not adds.any():
         return encoded
-    at = offsets[:-1][adds]
+    tokens, offsets, char_starts, char_ends = encoded
+    at, starts = offsets[:-1][adds], np.asarray(text_starts, np.int64)[adds]
     added = np.concatenate([[0], np.cumsum(adds)])
     return (
-        np.insert(tokens, at, bos_id).astype(tokens.dtype), offsets + added,
-        np.insert(char_starts, at, text_starts[adds]), np.insert(char_ends, at, text_starts[adds]),
+        np.insert(tokens, at, setup.bos_id).astype(tokens.dtype), offsets + added,
+        np.insert(char_starts, at, starts), np.insert(char_ends, at, starts),
     )  # fmt: skip
 
 

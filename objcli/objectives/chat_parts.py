@@ -220,3 +220,17 @@ class CharParts:
         return TurnParts(
             answer, end_token, span[found], kind[found].astype(np.int8), first_part[found], last_part[found]
         )
+
+
+def check_parts(options, has_generation: bool) -> None:
+    """--assistant-parts chooses inside the turns the template writes (found by rendering, here)."""
+    if options.learned_parts == set(PARTS):
+        return
+    if options.loss_on == "all":
+        raise ObjcliError(f"--assistant-parts {options.assistant_parts}: --loss-on all learns every token; drop one")
+    if has_generation or options.assistant_span == "content":
+        how = "its {% generation %} markers" if has_generation else "--assistant-span content"
+        raise ObjcliError(
+            f"--assistant-parts {options.assistant_parts}: the template's turns are chosen by {how}; parts are found "
+            "in whole turns: give a template without markers (--chat-template) or drop --assistant-span content"
+        )

@@ -197,3 +197,15 @@ def absent_markers(source: str, tokenizer) -> list[str]:
         return marker in specials or (token_id is not None and token_id < len(control) and bool(control[token_id]))
 
     return [marker for marker in template_markers(source) if not special(marker)]
+
+
+def absent_warning(absent: list[str], template_file, tokenizer_path) -> list[str]:
+    """The run's warning of the template's markers that the tokenizer has no special token for."""
+    if not absent:
+        return []
+    shown = ", ".join(absent[:4]) + (f" and {len(absent) - 4} more" if len(absent) > 4 else "")
+    return [
+        f"the chat template {template_file.name} writes {shown}, which the tokenizer {tokenizer_path} "
+        "has no special token for: each is encoded as several ordinary pieces; give the model's own tokenizer "
+        "(or its template, --chat-template)"
+    ]

@@ -75,13 +75,15 @@ def per_example_names(settings: PackSettings) -> list[str]:
 
 def token_columns(settings: PackSettings) -> list[ColumnSpec]:
     """Example columns of one value per token (placed with the tokens)."""
-    return [c for c in settings.columns if c.kind not in ("scalar", "value")]
+    lists = list_columns(settings)
+    return [c for c in settings.columns if c.kind != "scalar" and c not in lists]
 
 
 def list_columns(settings: PackSettings) -> list[ColumnSpec]:
     """Example columns of one list per example (a conversation's images and their token spans): a packed
     row holds its examples' lists joined in the order their tokens come."""
-    return [c for c in settings.columns if c.kind == "value"]
+    return [c for c in settings.columns if c.kind == "value" and isinstance(c.value_type, tuple)
+            and c.value_type[0] == "list"]  # fmt: skip
 
 
 def joined_lists(settings: PackSettings, values: dict, owner, row, start, rows: int, cut) -> dict[str, np.ndarray]:

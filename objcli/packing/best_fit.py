@@ -107,8 +107,9 @@ class BestFitPacker:
         columns["segment_ids"], columns[POSITION_IDS] = segment_ids, positions
         for name in self.tag_names:
             columns[name] = segment_values(segment_ids, placed.column(tags[name][owners], 0, per_slot=True))
-        cut = (np.bincount(source)[source] > 1)[order]  # pieces of an example longer than a row
-        columns.update(joined_lists(self.settings, tags, owners, placed.row, placed.starts(), rows, cut))
+        if self.lists:
+            cut = (np.bincount(source)[source] > 1)[order]  # pieces of an example longer than a row
+            columns.update(joined_lists(self.settings, tags, owners, placed.row, placed.starts(), rows, cut))
         if padding:
             columns[CU_SEQLENS], columns[CU_SEQLENS_PADDED] = placed.sequence_bounds()
         padding_count = row_length - placed.real_per_row

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets, split_long_items
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import PackSettings, count_empty, joined_lists, packed_columns, per_example_names
+from .base import PackSettings, count_empty, joined_lists, list_columns, packed_columns, per_example_names
 
 
 class OneExamplePerRow:
@@ -70,15 +70,18 @@ class OneExamplePerRow:
         if len(row_lengths) == 0:
             return None
         total = int(row_offsets[-1])
-        columns = {}
+        columns, lists = {}, list_columns(self.settings)
         for spec in self.settings.columns:
             column = examples.columns[spec.name]
-            if spec.kind in ("scalar", "value"):
+            if spec.kind == "scalar" or spec in lists:
                 continue
             columns[spec.name] = Ragged(column.values, row_offsets)  # aligned: empty examples hold no values
-        lists = {c.name: examples.columns[c.name][kept] for c in self.settings.columns if c.kind == "value"}
-        pieces, cut = len(source), np.bincount(source)[source] > 1  # a row a piece, each from its row's start
-        columns.update(joined_lists(self.settings, lists, source, np.arange(pieces), np.zeros(pieces), pieces, cut))
+        if lists:
+            pieces, cut = len(source), np.bincount(source)[source] > 1  # a row a piece, each from its start
+            per_example = {c.name: examples.columns[c.name][kept] for c in lists}
+            columns.update(
+                joined_lists(self.settings, per_example, source, np.arange(pieces), np.zeros(pieces), pieces, cut)
+            )
         positions = (np.arange(total, dtype=np.int64) - np.repeat(row_offsets[:-1], row_lengths)).astype(np.int32)
         columns["segment_ids"] = Ragged(np.ones(total, dtype=np.int32), row_offsets)
         columns[POSITION_IDS] = Ragged(positions, row_offsets)

@@ -5,6 +5,8 @@ exactly its image tokens, no image token is learned, and packed rows keep every 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from runs import read_output, run_transform
@@ -211,3 +213,25 @@ def test_what_images_cannot_do_is_refused_in_one_line(qwen, tmp_path, options, s
     values = {"objective": "chat", "processor": str(qwen[1]), **options}
     with pytest.raises(ObjcliError, match=said):
         run_transform([data], qwen[1] / "tokenizer.json", tmp_path / "out", **values)
+
+
+def test_images_in_object_storage_are_read_by_their_headers(qwen, images, tmp_path):
+    """Images named by s3:// URLs (a real S3 endpoint on loopback): the same ids as the same images on disk,
+    the rows naming the URLs."""
+    from s3_server import moto_s3
+
+    records = conversations(images, np.random.default_rng(21), 8)
+    _run(qwen, records, tmp_path / "local", packing="none", seq_len=4096)
+    with moto_s3() as s3:
+        s3.mkdir("pictures")
+        for path in images:
+            s3.put(str(path), f"pictures/{path.name}")
+        remote = json.loads(json.dumps(records).replace(str(images[0].parent), "s3://pictures"))
+        _run(qwen, remote, tmp_path / "remote", packing="none", seq_len=4096)
+    _, local = read_output(tmp_path / "local")
+    _, rows = read_output(tmp_path / "remote")
+    assert rows["input_ids"] == local["input_ids"] and rows["image_spans"] == local["image_spans"]
+    assert [[r.replace("s3://pictures", str(images[0].parent)) for r in refs] for refs in rows["images"]] == local[
+        "images"
+    ]
+    assert any(refs for refs in rows["images"]) and all(r.startswith("s3://") for refs in rows["images"] for r in refs)

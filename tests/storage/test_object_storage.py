@@ -3,7 +3,6 @@ reached through the standard endpoint and credential variables, as any S3 servic
 
 import gzip
 import json
-import logging
 import os
 import uuid
 from pathlib import Path
@@ -14,17 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from optional import lazily, requires
 from runs import SAMPLE, TEXT_FORMATS, folder_bytes, manifest_json, run_cli, run_transform
+from s3_server import moto_s3
 
 pytestmark = requires("s3fs", "moto")
 s3fs = lazily("s3fs")
 
 from objcli.formats import whole_document_formats  # noqa: E402
 
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "objcli-test",
-    "AWS_SECRET_ACCESS_KEY": "objcli-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 NO_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "",
     "AWS_SECRET_ACCESS_KEY": "",
@@ -36,29 +31,9 @@ NO_CREDENTIALS = {
 
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on a free loopback port; this process and every child reach it through
-    AWS_ENDPOINT_URL. Yields an s3fs client of the tests' own (listings not cached)."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    saved = dict(os.environ)
-    os.environ.update(
-        {
-            **CREDENTIALS,
-            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-            "AWS_CONFIG_FILE": "/nonexistent",
-            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-        }
-    )
-    try:
-        yield s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        server.stop()
+    """A moto S3 server on a free loopback port (``s3_server.py``)."""
+    with moto_s3() as client:
+        yield client
 
 
 @pytest.fixture
