@@ -128,8 +128,8 @@ class Chat(Objective):
         self.images = ImageSetup.of(o, tokenizer, variables) if o.processor else None
 
     def store_refusal(self, columns: set[str]) -> str | None:
-        if self.images is not None:
-            return self.images.store_refusal
+        if self.images is not None and self.images.store_refusal(columns):
+            return self.images.store_refusal(columns)
         if self.options.learned_parts == set(PARTS) or "c_answer" in columns:
             return None
         return (
@@ -263,8 +263,9 @@ class _ChatPartition(PartitionExamples):
         """The batch's conversations as tokens, each supervised span as a range of them: rendered and
         encoded, or as a chat store kept them (``objcli tokenize --chat``); with ``parts`` (or where the run
         chooses parts), each span's parts too."""
-        if batch.records is not None:
-            return ConversationTokens(batch.tokens, *batch.records)
+        if batch.records is not None:  # a chat store's; its images where the run expands them (--processor)
+            stored = ConversationTokens(batch.tokens, *batch.records)
+            return stored if self.expansion is not None else dataclasses.replace(stored, images=None)
         parts = parts or self.find_parts
         texts, record, (owner, span_start, span_end), found, failed = self._render(batch, parts)
         if not texts:
@@ -276,8 +277,8 @@ class _ChatPartition(PartitionExamples):
         encoded = ConversationTokens(tokens, offsets, record, owner[kept], first[kept], last[kept], failed)
         if self.expansion is not None:
             setup = self.o.images
-            found = (tokens, offsets, char_starts, char_ends)
-            encoded.images = image_tokens(found, self.images_found, setup.image_id, setup.rules.image_token)
+            chars = (tokens, offsets, char_starts, char_ends)
+            encoded.images = image_tokens(chars, self.images_found, setup.image_id, setup.rules.image_token)
         if parts:
             encoded.parts = found.tokens((char_starts, char_ends, offsets), last).spans_kept(kept)
         return encoded

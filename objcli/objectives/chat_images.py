@@ -208,11 +208,12 @@ class ImageSetup:
         names = ("preprocessor_config.json", "processor_config.json")
         return {f"processor {n}": self.rules.folder / n for n in names if (self.rules.folder / n).is_file()}
 
-    @property
-    def store_refusal(self) -> str:
+    def store_refusal(self, columns: set[str]) -> str | None:
+        if "c_image_first" in columns:
+            return None
         return (
-            f"--processor {self.rules.folder}: a chat store keeps no images (objcli tokenize --chat skips records "
-            "that show them); give the records themselves"
+            f"--processor {self.rules.folder}: the chat store was tokenized before stores kept images; tokenize the "
+            "records again (objcli tokenize --chat --processor DIR)"
         )
 
     def adds_bos(self, text: str) -> bool:

@@ -24,8 +24,8 @@ class ConversationTokens:
     last: np.ndarray  # its last token (inclusive)
     failed: dict[int, str]  # record -> why it renders nothing (RENDER_FAILURES)
     parts: TurnParts | None = None  # the spans' parts (a chat store's, or found for --assistant-parts)
-    unlearned: np.ndarray | None = None  # --assistant-parts: tokens inside supervised spans that carry no loss
     images: ImageTokens | None = None  # --processor: each image's tokens and reference
+    unlearned: np.ndarray | None = None  # --assistant-parts: tokens inside supervised spans that carry no loss
 
     @classmethod
     def empty(cls, failed: dict[int, str]) -> ConversationTokens:

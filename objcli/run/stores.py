@@ -88,9 +88,15 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
         for key in (*kind.rendering, *kind.rendering_run):
             chosen = options if key in kind.rendering else run
             current = getattr(config.objective_options if key in kind.rendering else config, key)
-            if key == "chat_template" and current is not None:  # any path: its content is compared by sha256
-                continue
-            stored = chat[key]
+            stored = chat.get(key)  # a key stores made before have not: None, its default (--processor)
+            if key == "processor" and current is not None and stored is None:
+                raise ObjcliError(
+                    f"--processor {current}: {kind.label.replace('a ', 'the ', 1)} {store} was tokenized without "
+                    "--processor (its records that show images are skips in it); tokenize the records again with it"
+                )
+            if key in ("chat_template", "processor") and current is not None and (stored or key == "chat_template"):
+                continue  # any path: its files' contents are compared by sha256
+
             left = key not in config.given and current == _default(config, key)
             if (current != stored and not left) or chosen.get(key, stored) != stored:
                 flag = "--" + key.replace("_", "-")

@@ -6,10 +6,11 @@ exactly its image tokens, no image token is learned, and packed rows keep every 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import read_output, run_transform
+from runs import SAMPLE, read_output, run_cli, run_transform
 from vision_families import FAMILIES, build_processor, conversations, make_images, processor_messages, write_jsonl
 
 pytest.importorskip("transformers")
@@ -235,3 +236,52 @@ def test_images_in_object_storage_are_read_by_their_headers(qwen, images, tmp_pa
         "images"
     ]
     assert any(refs for refs in rows["images"]) and all(r.startswith("s3://") for refs in rows["images"] for r in refs)
+
+
+@pytest.mark.parametrize("packing", ["best-fit", "none"])
+def test_a_chat_store_keeps_the_images_and_its_derived_runs_equal_the_text_runs(qwen, images, tmp_path, packing):
+    from objcli.commands.verify import verify_output
+
+    processor, folder = qwen
+    records = conversations(images, np.random.default_rng(31), 20) + [
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "image", "image": "/no/such.png"}]},
+                {"role": "assistant", "content": "none"},
+            ]
+        }  # fmt: skip
+    ]
+    data = write_jsonl(tmp_path / "c.jsonl", records)
+    made = run_cli("tokenize", data, "-t", folder / "tokenizer.json", "--chat", "--processor", folder, "-o",
+                   tmp_path / "store")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert verify_output(tmp_path / "store").ok
+    for seq_len in (1024, 4096):
+        options = {"objective": "chat", "packing": packing, "seq_len": seq_len}
+        text = run_transform([data], folder / "tokenizer.json", tmp_path / f"t{seq_len}", processor=str(folder),
+                             **options)  # fmt: skip
+        derived = run_transform([tmp_path / "store"], folder / "tokenizer.json", tmp_path / f"d{seq_len}", **options)
+        assert derived.manifest["totals"]["skipped_by_reason"] == text.manifest["totals"]["skipped_by_reason"]
+        assert read_output(tmp_path / f"d{seq_len}")[1] == read_output(tmp_path / f"t{seq_len}")[1]
+    assert any(read_output(tmp_path / "d4096")[1]["images"])
+
+
+def test_chat_stores_without_images_refuse_a_processor_in_one_line(qwen, tmp_path, monkeypatch):
+    """A store tokenized without --processor, and one made before stores kept images (by the objcli of stop
+    88, ``tests/data/stores/chat-before-images``), which still derives as it did."""
+    import shutil
+
+    from paths import CHAT_TEMPLATES
+
+    from objcli.errors import ObjcliError
+
+    folder = shutil.copytree(Path(__file__).parents[1] / "data" / "stores", tmp_path / "stores")
+    shutil.copy(CHAT_TEMPLATES / "qwen2.5.jinja", folder)
+    monkeypatch.chdir(folder)
+    tokenizer = SAMPLE / "llama-style" / "tokenizer.json"
+    common = {"objective": "chat", "seq_len": 512, "chat_template": "qwen2.5.jinja"}
+    run_transform(["chat-before-images"], tokenizer, tmp_path / "derived", **common)
+    run_transform(["chats-12.jsonl"], tokenizer, tmp_path / "text", **common)
+    assert read_output(tmp_path / "derived")[1] == read_output(tmp_path / "text")[1]
+    with pytest.raises(ObjcliError, match="tokenized without --processor"):
+        run_transform(["chat-before-images"], tokenizer, tmp_path / "images", processor=str(qwen[1]), **common)
