@@ -49,3 +49,30 @@ def test_what_is_not_an_image_file_is_unreadable(tmp_path):
     with pytest.raises(headers.BadImage) as raised:
         headers.ImageSizes().size(str(tmp_path / "nothing.png"))
     assert raised.value.reason == "image_missing"
+
+
+def test_an_image_by_https_url_is_read_as_on_disk(tmp_path):
+    """A URL (an HTTP server on loopback; fsspec's client, aiohttp) gives the size the file on disk gives;
+    a URL that answers 404 is a missing image."""
+    import functools
+    import http.server
+    import threading
+
+    pytest.importorskip("aiohttp")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    path = _jpeg(tmp_path / "a.jpg", 64, 48, 6)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/a.jpg"
+        assert headers.ImageSizes().size(url) == headers.ImageSizes().size(path) == (64, 48)
+        with pytest.raises(headers.BadImage) as raised:
+            headers.ImageSizes().size(url.replace("a.jpg", "b.jpg"))
+        assert raised.value.reason == "image_missing"
+    finally:
+        server.shutdown()
+        server.server_close()
