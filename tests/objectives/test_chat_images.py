@@ -53,9 +53,9 @@ def _check_rows(rows: dict, image_id: int) -> None:
         assert set(np.flatnonzero(ids == image_id)) <= set(np.flatnonzero(covered))
 
 
-# One family of each expansion kind in the default run (a run of one token, a fixed count with a BOS the
-# tokenizer adds, tiles); the rest with the heavy tests.
-DEFAULT_RUN = ("qwen2_vl", "llava", "idefics3")
+# Two families in the default run (a run of one token by the image's size; a fixed count with a BOS the
+# tokenizer adds); the rest (Idefics3's tiles: tests/images/test_sizes.py in the default run) with the heavy tests.
+DEFAULT_RUN = ("qwen2_vl", "llava")
 
 
 @pytest.mark.parametrize(
@@ -216,6 +216,7 @@ def test_what_images_cannot_do_is_refused_in_one_line(qwen, tmp_path, options, s
         run_transform([data], qwen[1] / "tokenizer.json", tmp_path / "out", **values)
 
 
+@pytest.mark.heavy
 def test_images_in_object_storage_are_read_by_their_headers(qwen, images, tmp_path):
     """Images named by s3:// URLs (a real S3 endpoint on loopback): the same ids as the same images on disk,
     the rows naming the URLs."""
