@@ -195,7 +195,7 @@ class ImageSetup:
             raise ObjcliError(f"--media-dir {options.media_dir}: no such folder; give the folder images are below")
         if options.assistant_parts != ",".join(PARTS):
             raise ObjcliError(f"--assistant-parts {options.assistant_parts}: not with --processor; leave one out")
-        if rules.image_token not in tokenizer.special_texts():
+        if tokenizer.model_id(rules.image_token) is None:  # a special or user-defined piece: never split
             raise ObjcliError(
                 f"--processor {options.processor}: the tokenizer {tokenizer.path} has no special token "
                 f"{rules.image_token}; give the model's own tokenizer (the processor folder's tokenizer.json)"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from paths import CHAT_TEMPLATES
 from runs import ROOT, SAMPLE
 
 pytestmark = pytest.mark.slow
@@ -396,6 +397,48 @@ def check_fast_beside_the_trainers(bin_folder, tmp):
     check_train(bin_folder, tmp)
 
 
+VISION_TEMPLATES = CHAT_TEMPLATES / "vision"
+
+
+def check_vision(bin_folder, tmp):
+    """Pillow (and aiohttp) alone: a conversation showing an image, with a SentencePiece model holding
+    Qwen2-VL's tokens and a processor folder as released, gives a row with the image and its 50 tokens
+    (a 280x140 image: a 20x10 grid of patches, merged 2x2)."""
+    script = f"""
+import json, sys
+from pathlib import Path
+import sentencepiece as spm
+from PIL import Image
+tmp = Path(sys.argv[1])
+words = "the river runs to the sea why is the sky blue describe this image".split()
+(tmp / "words.txt").write_text("\\n".join(" ".join(words[i:] + words[:i]) for i in range(len(words))) * 20)
+specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+spm.SentencePieceTrainer.train(input=str(tmp / "words.txt"), model_prefix=str(tmp / "vl"), vocab_size=40,
+                               user_defined_symbols=specials, minloglevel=2)
+processor = tmp / "processor"
+processor.mkdir()
+config = {{"processor_class": "Qwen2VLProcessor", "patch_size": 14, "merge_size": 2, "min_pixels": 3136,
+          "max_pixels": 12845056}}
+(processor / "preprocessor_config.json").write_text(json.dumps(config))
+(processor / "chat_template.jinja").write_text({(VISION_TEMPLATES / "qwen2_vl.jinja").read_text()!r})
+Image.new("RGB", (280, 140)).save(tmp / "a.png")
+image = {{"type": "image", "image": str(tmp / "a.png")}}
+record = {{"messages": [{{"role": "user", "content": [image, {{"type": "text", "text": "describe this image"}}]}},
+                        {{"role": "assistant", "content": "the sky"}}]}}
+(tmp / "vqa.jsonl").write_text(json.dumps(record) + "\\n")
+"""
+    made = subprocess.run([str(bin_folder / "python"), "-c", script, str(tmp)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    out = tmp / "vision-out"
+    args = ("transform", tmp / "vqa.jsonl", "-t", tmp / "vl.model", "--objective", "chat", "--processor")
+    result = objcli(bin_folder, *args, tmp / "processor", "--format", "parquet", "-o", out, "-q")
+    assert result.returncode == 0, result.stderr
+    import pyarrow.parquet as pq
+
+    row = pq.read_table(next(out.glob("*.parquet"))).to_pylist()[0]
+    assert row["images"] == [str(tmp / "a.png")] and [e - s for s, e in row["image_spans"]] == [50]
+
+
 FEATURES = {
     None: check_core,
     "hf": check_hf,
@@ -407,6 +450,7 @@ FEATURES = {
     "plot": check_plot,
     "datasets": check_datasets,
     "train": check_train,
+    "vision": check_vision,
 }
 
 
