@@ -4,14 +4,14 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from runs import cli
 
 from objcli.cli import main
 
 
 def invoke(*args, input=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
+    return cli([str(a) for a in args], input=input, catch_exceptions=False)
 
 
 def test_missing_text_key_is_one_clear_line(tmp_path, sample_tokenizer):
@@ -190,9 +190,7 @@ def test_the_readmes_two_setup_commands_are_the_makefiles_targets():
     ],
 )
 def test_options_of_another_objective_or_packer_are_refused(flags, message, small_corpus, sample_tokenizer, tmp_path):
-    result = CliRunner().invoke(
-        main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *flags]
-    )
+    result = cli(["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *flags])
     assert result.exit_code == 1 and result.output == message
 
 
@@ -254,7 +252,7 @@ def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_
 @pytest.mark.parametrize("command", ["verify", "stats", "inspect"])
 def test_a_manifest_that_does_not_fit_the_schema_is_one_line(command, content, expected, tmp_path):
     (tmp_path / "manifest.json").write_bytes(content if isinstance(content, bytes) else content.encode())
-    result = CliRunner().invoke(main, [command, str(tmp_path)])
+    result = cli([command, str(tmp_path)])
     assert result.exit_code == 1 and result.output.startswith("Error: ") and expected in result.output
     assert len(result.output.splitlines()) == 1
 
@@ -268,8 +266,7 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(command, tmp_path,
     import sys
 
     out = tmp_path / "out"
-    CliRunner().invoke(
-        main,
+    cli(
         ["transform", str(small_corpus), "-t", str(sample_tokenizer), "-o", str(out), "--seq-len", "64", "-q"],
         catch_exceptions=False,
     )

@@ -3,10 +3,7 @@
 import json
 
 import pytest
-from click.testing import CliRunner
-from runs import run_transform
-
-from objcli.cli import main
+from runs import cli, run_transform
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +30,7 @@ def test_a_plot_path_that_cannot_be_written_is_one_line_before_any_work(mlm_outp
     target = str(tmp_path / name) if name else str(tmp_path)
     if name.endswith("/"):
         target += "/"
-    result = CliRunner().invoke(main, ["stats", str(mlm_output), "--plot", target])
+    result = cli(["stats", str(mlm_output), "--plot", target])
     assert result.exit_code == 1 and result.output.count("\n") == 1 and message in result.output, result.output
     assert result.output.startswith("Error: --plot") and sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
 
@@ -41,7 +38,7 @@ def test_a_plot_path_that_cannot_be_written_is_one_line_before_any_work(mlm_outp
 @pytest.mark.parametrize("suffix", ["png", "PDF", "svg"])
 def test_a_plot_in_each_format_is_written_whole(mlm_output, tmp_path, suffix):
     target = tmp_path / f"stats.{suffix}"
-    result = CliRunner().invoke(main, ["stats", str(mlm_output), "--plot", str(target)])
+    result = cli(["stats", str(mlm_output), "--plot", str(target)])
     assert result.exit_code == 0, result.output
     magic = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<?xml"}[suffix.lower()]
     assert target.read_bytes().startswith(magic) and [p.name for p in tmp_path.iterdir()] == [target.name]
@@ -54,15 +51,14 @@ def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(
     (then the output no longer verified and the run could not be repeated)."""
     from pathlib import Path
 
-    runner = CliRunner()
     out = tmp_path / "tok"
-    first = runner.invoke(main, ["export-tokenizer", str(mlm_output), "-o", str(out)])
+    first = cli(["export-tokenizer", str(mlm_output), "-o", str(out)])
     assert first.exit_code == 0, first.output
     written = (out / "tokenizer.model").read_bytes()
-    again = runner.invoke(main, ["export-tokenizer", str(mlm_output), "-o", str(out)])
+    again = cli(["export-tokenizer", str(mlm_output), "-o", str(out)])
     assert again.exit_code == 1 and "exists; pass --overwrite" in again.output and again.output.count("\n") == 1
     (out / "tokenizer.model").write_bytes(b"edited")
-    forced = runner.invoke(main, ["export-tokenizer", str(mlm_output), "-o", str(out), "--overwrite"])
+    forced = cli(["export-tokenizer", str(mlm_output), "-o", str(out), "--overwrite"])
     assert forced.exit_code == 0 and (out / "tokenizer.model").read_bytes() == written
     # The run's own tokenizer: a copy the output was made with, exported into its own folder.
     own = tmp_path / "own"
@@ -73,10 +69,10 @@ def test_export_tokenizer_never_overwrites_without_asking_nor_the_runs_own(
     )
     before = (own / "tokenizer.model").read_bytes()
     for flags in ([], ["--overwrite"]):
-        refused = runner.invoke(main, ["export-tokenizer", str(tmp_path / "run"), "-o", str(own), *flags])
+        refused = cli(["export-tokenizer", str(tmp_path / "run"), "-o", str(own), *flags])
         assert refused.exit_code == 1 and "is the run's own tokenizer file" in refused.output
     assert (own / "tokenizer.model").read_bytes() == before
-    verified = runner.invoke(main, ["verify", str(tmp_path / "run")])
+    verified = cli(["verify", str(tmp_path / "run")])
     assert verified.exit_code == 0, verified.output
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["tokenizer"]["path"].endswith("tokenizer.model")
 
@@ -102,7 +98,7 @@ def test_a_manifest_cannot_send_reads_outside_its_folder(small_corpus, sample_to
     manifest["shards"][0]["files"][0] = name
     manifest["shards"][0]["sha256"] = {name: digest}
     (out / "manifest.json").write_text(json.dumps(manifest))
-    result = CliRunner().invoke(main, [command, str(out)])
+    result = cli([command, str(out)])
     assert result.exit_code == 1 and "is not a file name inside the output folder" in result.output, result.output
     assert result.output.startswith("Error:") and result.output.count("\n") == 1
 
@@ -121,12 +117,12 @@ def test_verify_checks_the_files_a_formats_loader_opens(small_corpus, sample_tok
     state.json passed verify."""
     out = tmp_path / "out"
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, out, seq_len=64, output_format=fmt)
-    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
+    assert cli(["verify", str(out)]).exit_code == 0
     if damage == "delete":
         (out / name).unlink()
     else:
         (out / name).write_text("100 ../../etc/passwd\n" if fmt == "megatron" else "{}\n")
-    result = CliRunner().invoke(main, ["verify", str(out)])
+    result = cli(["verify", str(out)])
     assert result.exit_code == 1 and name in result.output
     assert ("is missing" if damage == "delete" else "differs from what the manifest's shards make it") in result.output
 

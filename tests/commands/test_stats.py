@@ -2,10 +2,7 @@
 
 import json
 
-from click.testing import CliRunner
-from runs import manifest_json, read_output, run_transform
-
-from objcli.cli import main
+from runs import cli, manifest_json, read_output, run_transform
 
 
 def table_of(folder):
@@ -13,7 +10,7 @@ def table_of(folder):
 
 
 def stats_json(folder):
-    result = CliRunner().invoke(main, ["stats", str(folder), "--json"])
+    result = cli(["stats", str(folder), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -53,7 +50,7 @@ def test_ul2_per_denoiser_counts_and_plot(small_corpus, sample_tokenizer, tmp_pa
     )
     table = table_of(tmp_path / "ul2")
     png = tmp_path / "stats.png"
-    result = CliRunner().invoke(main, ["stats", str(tmp_path / "ul2"), "--plot", str(png)])
+    result = cli(["stats", str(tmp_path / "ul2"), "--plot", str(png)])
     assert result.exit_code == 0 and "denoiser R-3-0.15" in result.output
     stats = stats_json(tmp_path / "ul2")
     names = [d["name"] for d in manifest_json(tmp_path / "ul2")["config"]["objective_options"]["denoisers"]]
@@ -75,7 +72,7 @@ def test_a_mixtures_plot_draws_each_sources_share_beside_the_asked_one(sample_di
     sources = [f"prose={sample_dir / 'prose.jsonl'}", f"code={sample_dir / 'code.jsonl'}"]
     run_transform([], sample_tokenizer, tmp_path / "mix", source=sources, weights="prose=0.7,code=0.3", seq_len=256)
     png = tmp_path / "mix.png"
-    result = CliRunner().invoke(main, ["stats", str(tmp_path / "mix"), "--plot", str(png)])
+    result = cli(["stats", str(tmp_path / "mix"), "--plot", str(png)])
     assert result.exit_code == 0 and "(asked 70.0%)" in result.output
     height, width, _ = plt.imread(png).shape
     assert (width, height) == (1650, 400)  # a third panel: the shares

@@ -5,12 +5,10 @@ import json
 
 import pyarrow as pa
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runs import run_transform
+from runs import cli, run_transform
 
-from objcli.cli import main
 from objcli.commands.verify import verify_output
 
 OBJECTIVES = [
@@ -67,7 +65,7 @@ def written(corpus, sample_tokenizer, tmp_path):
 
 
 def invoke_verify(folder):
-    return CliRunner().invoke(main, ["verify", str(folder)])
+    return cli(["verify", str(folder)])
 
 
 def test_cli_exit_status_and_summary(written):

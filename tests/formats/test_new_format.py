@@ -6,12 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from readback import output_rows
-from runs import folder_bytes, run_transform
+from runs import cli, folder_bytes, run_transform
 
 from objcli import formats
-from objcli.cli import main
 from objcli.commands.show import inspect_output
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output
@@ -90,14 +88,13 @@ def test_a_format_registered_in_a_test_works_with_every_command(
     assert shown[0].replace(".rows.jsonl", ".arrow") == shown[1]
 
     run_transform([small_corpus / "prose.jsonl"], sample_tokenizer, tmp_path / "more", output_format=NAME, **options)
-    runner = CliRunner()
-    merged = runner.invoke(main, ["merge", str(tmp_path / "new"), str(tmp_path / "more"), "-o", str(tmp_path / "m")])
+    merged = cli(["merge", str(tmp_path / "new"), str(tmp_path / "more"), "-o", str(tmp_path / "m")])
     assert merged.exit_code == 0, merged.output
     assert verify_output(tmp_path / "m").ok and output_rows(tmp_path / "m") == output_rows(
         tmp_path / "new"
     ) + output_rows(tmp_path / "more")
 
-    resharded = runner.invoke(main, ["reshard", str(tmp_path / "new"), "--num-shards", "2", "-o", str(tmp_path / "r")])
+    resharded = cli(["reshard", str(tmp_path / "new"), "--num-shards", "2", "-o", str(tmp_path / "r")])
     assert resharded.exit_code == 0, resharded.output
     assert verify_output(tmp_path / "r").ok and output_rows(tmp_path / "r") == output_rows(tmp_path / "new")
     assert len(json.loads((tmp_path / "r" / "manifest.json").read_text())["shards"]) == 2

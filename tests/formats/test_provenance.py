@@ -14,15 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from chat_data import TEMPLATES, conversations, write_jsonl
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import SAMPLE_DATA
 from readback import fill_sentinels
-from runs import folder_bytes, run_cli, run_transform
+from runs import cli, folder_bytes, run_cli, run_transform
 from tokenizers import Tokenizer
 
-from objcli.cli import main
 from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
 from objcli.reading.shards import iter_rows
@@ -252,7 +250,7 @@ def test_spans_survive_append_merge_and_reshard(inputs, tmp_path):
         ("reshard", tmp_path / "merged", "--shard-size", "20KB", "-o", tmp_path / "bytes"),
     ]
     for step in steps:
-        result = CliRunner().invoke(main, [str(a) for a in step])
+        result = cli([str(a) for a in step])
         assert result.exit_code == 0, result.output
     shutil.copytree(tmp_path / "one", tmp_path / "grown")
     assert run_cli("transform", inputs / "b.json", "-o", tmp_path / "grown", "--append", "-q").returncode == 0
@@ -268,9 +266,7 @@ def test_a_megatron_join_joins_the_spans(inputs, tmp_path):
     for name, source in (("one", "a.jsonl"), ("two", "b.json")):
         args = ("transform", inputs / source, "-o", tmp_path / name, *common, "--split", "validation=20%")
         assert run_cli(*args).returncode == 0
-    result = CliRunner().invoke(
-        main, ["merge", str(tmp_path / "one"), str(tmp_path / "two"), "-o", str(tmp_path / "m")]
-    )
+    result = cli(["merge", str(tmp_path / "one"), str(tmp_path / "two"), "-o", str(tmp_path / "m")])
     assert result.exit_code == 0, result.output
     merged = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert verify_output(tmp_path / "m").ok and len(merged["shards"]) == 2
@@ -313,9 +309,8 @@ def test_a_mixture_records_each_copy(inputs, tmp_path):
 
 def test_trace_prints_each_segment_and_its_text(inputs, tmp_path):
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "out", seq_len=64, provenance=True)
-    runner = CliRunner()
-    shown = runner.invoke(main, ["trace", str(tmp_path / "out"), "3"])
-    spans = json.loads(runner.invoke(main, ["trace", str(tmp_path / "out"), "3", "--json"]).output)
+    shown = cli(["trace", str(tmp_path / "out"), "3"])
+    spans = json.loads(cli(["trace", str(tmp_path / "out"), "3", "--json"]).output)
     assert shown.exit_code == 0 and all(set(s) == {"file", "record", "chars", "segment"} for s in spans)
     record = json.loads((inputs / "a.jsonl").read_text().splitlines()[spans[0]["record"]])["text"]
     assert record[slice(*spans[0]["chars"])] in shown.output and f"record {spans[0]['record']}" in shown.output
@@ -324,18 +319,18 @@ def test_trace_prints_each_segment_and_its_text(inputs, tmp_path):
         (["trace", str(tmp_path / "out"), "1", "--split", "test"], "--split test: the output's splits are"),
     ]
     for args, message in errors:
-        result = runner.invoke(main, args)
+        result = cli(args)
         assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
 
 
 def test_trace_without_provenance_and_an_objective_that_does_not_record_are_one_line(inputs, tmp_path, monkeypatch):
     run_transform([inputs / "a.jsonl"], TOKENIZER, tmp_path / "plain", seq_len=64)
-    result = CliRunner().invoke(main, ["trace", str(tmp_path / "plain"), "0"])
+    result = cli(["trace", str(tmp_path / "plain"), "0"])
     assert result.exit_code == 1 and "written without --provenance" in result.output
     from objcli.objectives.pairs import NextSentencePrediction
 
     monkeypatch.setattr(NextSentencePrediction, "provenance", None)  # an objective registered without it
-    result = CliRunner().invoke(main, ["transform", str(inputs / "a.jsonl"), "-t", str(TOKENIZER), "-o",
+    result = cli(["transform", str(inputs / "a.jsonl"), "-t", str(TOKENIZER), "-o",
                                        str(tmp_path / "nsp"), "--objective", "nsp", "--provenance"])  # fmt: skip
     assert result.exit_code == 1 and result.output.count("\n") == 1 and "Traceback" not in result.output
     assert "--provenance: nsp rewrites" in result.output and "bart, chat, clm, contrastive, electra" in result.output
@@ -379,7 +374,7 @@ def test_a_chat_example_spans_its_whole_record(sample_tokenizer, tmp_path):
             assert span["chars"] == [0, len(lines[span["record"]].strip())]
             seen.add(span["record"])
     assert len(seen) == manifest["totals"]["documents_written"] > 20
-    shown = CliRunner().invoke(main, ["trace", str(tmp_path / "out"), "0"]).output
+    shown = cli(["trace", str(tmp_path / "out"), "0"]).output
     assert '"messages"' in shown
 
 

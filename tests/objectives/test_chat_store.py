@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from chat_data import FAMILIES, build_tokenizer, conversations, write_jsonl
-from runs import folder_bytes, manifest_json, run_cli, shard_files, without_warnings
+from runs import folder_bytes, manifest_json, run_cli, run_tokenize, run_transform, shard_files, without_warnings
 
 from objcli.commands.trace import trace, trace_lines
 from objcli.commands.verify import verify_output
@@ -18,7 +18,7 @@ from objcli.errors import ObjcliError
 from objcli.formats.store import read_store_table, table_documents
 from objcli.objectives import REGISTRY
 from objcli.recipe import config_from_values
-from objcli.transform import tokenize, transform
+from objcli.transform import transform
 
 READING = {"partition_size": "24KiB", "batch_size": "6KiB"}
 # How each family's store is rendered: the default, content spans, one example per assistant turn.
@@ -53,13 +53,11 @@ def _values(tokenizer, inputs, out, **options) -> dict:
 
 def _tokenize(tokenizer, inputs, out, **options):
     """``objcli tokenize --chat`` as the library runs it."""
-    config = config_from_values(_values(tokenizer, inputs, out, objective="chat", **READING, **options))
-    return tokenize(config, "conversations", workers=2, overwrite=True)
+    return run_tokenize(inputs, tokenizer, out, "conversations", workers=2, objective="chat", **READING, **options)
 
 
 def _run(tokenizer, inputs, out, **options):
-    config = config_from_values(_values(tokenizer, inputs, out, objective="chat", **options))
-    return transform(config, workers=1, overwrite=True)
+    return run_transform(inputs, tokenizer, out, objective="chat", **options)
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +140,7 @@ def test_a_chat_store_takes_its_rendering_and_refuses_another(corpora, stores, t
     template.write_text(json.loads(tokenizer.with_name("tokenizer_config.json").read_text())["chat_template"] + "\n")
     documents = tmp_path / "documents"
     (tmp_path / "prose.txt").write_text("the model answers what the user asks\nplease explain why\n")
-    config = config_from_values(_values(tokenizer, [tmp_path / "prose.txt"], documents))
-    tokenize(config, "documents", workers=1, overwrite=True)
+    run_tokenize([tmp_path / "prose.txt"], tokenizer, documents)
     for store, options, message in [
         (stores["llama3"], {"turns": "each"}, "--turns each: the chat store .* --turns together"),
         (stores["mistral"], {"assistant_span": "content"}, "--assistant-span content: the chat store .* turn"),

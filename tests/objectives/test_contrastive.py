@@ -4,13 +4,11 @@ come from one document and whose negatives never do."""
 import numpy as np
 import pytest
 import reference
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 from paths import ROOT
-from runs import folder_bytes, read_output, run_transform
+from runs import cli, folder_bytes, read_output, run_transform
 
-from objcli.cli import main
 from objcli.kernels.contrastive import augment, crop, other_documents
 from objcli.kernels.ragged import lengths_to_offsets
 from objcli.objectives.contrastive import PAIR_KINDS
@@ -167,8 +165,7 @@ def test_the_same_pairs_whatever_the_workers(small_corpus, sample_tokenizer, tmp
     ],
 )
 def test_options_that_cannot_apply_are_errors(small_corpus, sample_tokenizer, tmp_path, flags, message):
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         [
             "transform",
             str(small_corpus),

@@ -6,10 +6,9 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
+from runs import cli
 from test_registry import cli_inputs, corpus, records, variants  # noqa: F401  (fixtures)
 
-from objcli.cli import main
 from objcli.objectives import REGISTRY
 
 COMBINATIONS = [
@@ -21,7 +20,7 @@ HINT = re.compile(r"(--[a-z-]+ [a-z]+) keeps them|pass (--[a-z-]+ [a-z]+) or a s
 
 
 def _run(args: list[str], out) -> tuple[dict, str]:
-    result = CliRunner().invoke(main, [*args, "-o", str(out), "--overwrite"])
+    result = cli([*args, "-o", str(out), "--overwrite"])
     assert result.exit_code == 0, result.output
     return json.loads((out / "manifest.json").read_text()), result.output
 
@@ -87,11 +86,11 @@ def test_the_pad_token_hint_works_when_followed(tokenizer, objective, tmp_path):
 
     args = ["transform", str(SAMPLE_DATA / "prose.jsonl"), "-t", str(SAMPLE_DATA / tokenizer), "--objective",
             objective, "--seq-len", "128"]  # fmt: skip
-    refused = CliRunner().invoke(main, [*args, "--pad-token", "NOTAPIECE", "-o", str(tmp_path / "x")])
+    refused = cli([*args, "--pad-token", "NOTAPIECE", "-o", str(tmp_path / "x")])
     assert refused.exit_code == 1 and "NOTAPIECE" in refused.output, refused.output
     hint = PAD_HINT.search(refused.output)
     assert hint, refused.output
-    followed = CliRunner().invoke(main, [*args, "--pad-token", hint.group(1).strip("'"), "-o", str(tmp_path / "o")])
+    followed = cli([*args, "--pad-token", hint.group(1).strip("'"), "-o", str(tmp_path / "o")])
     assert followed.exit_code == 0, followed.output
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
     piece = hint.group(1).strip("'")

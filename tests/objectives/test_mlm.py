@@ -3,10 +3,7 @@ whole, and one-line errors for bad probabilities (the kernels: tests/kernels/tes
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from runs import read_output, run_transform
-
-from objcli.cli import main
+from runs import cli, read_output, run_transform
 
 
 def test_mlm_end_to_end_with_the_sample_tokenizer(small_corpus, sample_tokenizer, tmp_path):
@@ -79,8 +76,7 @@ def test_whole_word_masking_masks_words_whole(small_corpus, sample_tokenizer, tm
     ],
 )
 def test_bad_probabilities(small_corpus, sample_tokenizer, tmp_path, args, message):
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         [
             "transform",
             str(small_corpus),

@@ -4,12 +4,10 @@ with balanced labels, end to end (with MLM masking), and a --seq-len too short f
 import numpy as np
 import pytest
 import reference
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
-from runs import read_output, run_transform
+from runs import cli, read_output, run_transform
 
-from objcli.cli import main
 from objcli.kernels.pairs import Pairs, assemble_rows, bert_pairs, truncate_pair
 from objcli.kernels.rng import derive_rng
 
@@ -140,8 +138,7 @@ def test_nsp_with_mlm_masking(small_corpus, sample_tokenizer, tmp_path):
 
 
 def test_seq_len_too_short_for_a_pair(small_corpus, sample_tokenizer, tmp_path):
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         [
             "transform",
             str(small_corpus),

@@ -9,12 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from runs import run_cli, run_transform, shard_files
+from runs import run_cli, run_tokenize, run_transform, shard_files
 from trl_families import family_folder, preference_records, train_tokenizer
 
 from objcli.errors import ObjcliError
-from objcli.recipe import config_from_values
-from objcli.transform import tokenize
 
 pytest.importorskip("tokenizers")
 
@@ -28,9 +26,7 @@ def made(tmp_path_factory):
     records[11]["margin"] = 1.5
     data = root / "pairs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
-    values = {"inputs": [str(data)], "tokenizer": str(folder / "tokenizer.json"), "output": str(root / "store")}
-    values["objective"] = "preference"  # what renders the records
-    summary = tokenize(config_from_values(values), "pairs", workers=1, overwrite=True)
+    summary = run_tokenize([data], folder / "tokenizer.json", root / "store", "pairs", objective="preference")
     return folder, data, root / "store", summary
 
 

@@ -12,11 +12,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from chat_data import TEMPLATES, record_folders
-from click.testing import CliRunner
 from objective_variants import variants
-from runs import folder_bytes, run_transform
+from runs import cli, folder_bytes, run_transform
 
-from objcli.cli import main
 from objcli.commands.show import inspect_output
 from objcli.commands.stats import compute_stats
 from objcli.commands.verify import verify_output
@@ -185,7 +183,7 @@ def test_every_objective_and_packer_records_where_rows_come_from(
 def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
     owners = {f.name: n for n in REGISTRY.names() for f in option_fields(REGISTRY.get(n).options_type)}
     for name in REGISTRY.names():
-        text = CliRunner().invoke(main, ["transform", "--objective", name, "--help"]).output
+        text = cli(["transform", "--objective", name, "--help"]).output
         # One screen, in sections; the objective's own options in a section named after it.
         assert len(text.splitlines()) < 80, name
         headings = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
@@ -206,8 +204,7 @@ def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
 @pytest.mark.parametrize("name", REGISTRY.names())
 def test_a_manifest_is_a_recipe_that_repeats_the_run(name, corpus, records, sample_tokenizer, tmp_path):
     first = tmp_path / "first"
-    run = CliRunner().invoke(
-        main,
+    run = cli(
         [
             "transform",
             *cli_inputs(name, corpus, records),
@@ -225,9 +222,7 @@ def test_a_manifest_is_a_recipe_that_repeats_the_run(name, corpus, records, samp
         ],
     )
     assert run.exit_code == 0, run.output
-    again = CliRunner().invoke(
-        main, ["transform", "--recipe", str(first / "manifest.json"), "-o", str(tmp_path / "again"), "-q"]
-    )
+    again = cli(["transform", "--recipe", str(first / "manifest.json"), "-o", str(tmp_path / "again"), "-q"])
     assert again.exit_code == 0, again.output
     shards = sorted(p.name for p in first.glob("part-*"))
     assert shards and all((first / s).read_bytes() == (tmp_path / "again" / s).read_bytes() for s in shards)
@@ -247,20 +242,18 @@ def test_print_recipe_round_trips_and_command_line_wins(corpus, sample_tokenizer
         "--seq-len",
         "64",
     ]
-    text = CliRunner().invoke(main, [*args, "--print-recipe"]).output
+    text = cli([*args, "--print-recipe"]).output
     recipe = tmp_path / "run.toml"
     recipe.write_text(text)
     assert 'objective = "mlm"' in text and "whole-word = true" in text and "seq-len = 64" in text
-    resolved = (
-        CliRunner().invoke(main, ["transform", "--recipe", str(recipe), "--seq-len", "32", "--print-recipe"]).output
-    )
+    resolved = cli(["transform", "--recipe", str(recipe), "--seq-len", "32", "--print-recipe"]).output
     assert "seq-len = 32" in resolved and "whole-word = true" in resolved
 
 
 def test_unknown_recipe_key_names_the_closest(tmp_path):
     recipe = tmp_path / "bad.toml"
     recipe.write_text('objective = "clm"\nseq_len = 12\n')
-    result = CliRunner().invoke(main, ["transform", "--recipe", str(recipe), "--print-recipe"])
+    result = cli(["transform", "--recipe", str(recipe), "--print-recipe"])
     assert result.exit_code == 1
     assert result.output == f"Error: --recipe {recipe}: unknown key 'seq_len'; did you mean 'seq-len'?\n"
 
@@ -270,8 +263,7 @@ def test_a_packer_an_objective_does_not_take_is_refused_in_one_line(corpus, reco
         taken = REGISTRY.get(name).packers(REGISTRY.get(name).options_type())
         refused = [p for p in ("none", "concat", "best-fit", "trim-and-pack") if p not in taken]
         for packer in refused:
-            result = CliRunner().invoke(
-                main,
+            result = cli(
                 [
                     "transform",
                     *cli_inputs(name, corpus, records),
@@ -353,7 +345,7 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
                 "tokens",
                 "segment_ids" if packer != "none" else "labels",
             ]
-        help_text = CliRunner().invoke(main, ["transform", "--objective", "reverse-test", "--help"]).output
+        help_text = cli(["transform", "--objective", "reverse-test", "--help"]).output
         assert "--packing" in help_text and len(help_text.splitlines()) < 80
     finally:
         REGISTRY.objectives.pop("reverse-test")

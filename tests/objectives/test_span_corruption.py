@@ -2,11 +2,9 @@
 reconstructed from the rows, sentinels, and one-line errors for impossible settings."""
 
 import pytest
-from click.testing import CliRunner
 from readback import fill_sentinels, stream_of
-from runs import read_output, run_transform
+from runs import cli, read_output, run_transform
 
-from objcli.cli import main
 from objcli.errors import ObjcliError
 
 
@@ -55,8 +53,7 @@ def test_span_corruption_final_chunk_pad_and_eos_between_documents(prose, sample
 
 def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
     model = tmp_path / "sent.model"
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         ["train-tokenizer", str(prose[0]), "--vocab-size", "700", "-o", str(model)]
         + [f"--special=<extra_id_{i}>" for i in range(40)],
     )
@@ -96,9 +93,7 @@ def test_sentinels_from_a_model_that_has_them(prose, tmp_path):
     ],
 )
 def test_impossible_settings_fail_before_any_work(prose, sample_tokenizer, tmp_path, args, message):
-    result = CliRunner().invoke(
-        main, ["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *args]
-    )
+    result = cli(["transform", str(prose[0]), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), *args])
     assert result.exit_code == 1
     assert result.output == message
     assert not (tmp_path / "o").exists()

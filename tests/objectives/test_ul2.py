@@ -7,11 +7,8 @@ import json
 import numpy as np
 import pytest
 import sentencepiece as spm
-from click.testing import CliRunner
 from readback import fill_sentinels, stream_of
-from runs import manifest_json, read_output, run_transform
-
-from objcli.cli import main
+from runs import cli, manifest_json, read_output, run_transform
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +146,7 @@ def test_custom_mixture_file_and_its_errors(prose, sample_tokenizer, tmp_path):
     assert [(d["name"], d["rate"]) for d in table] == [("R-5-0.2", 3), ("half", 1.0)]
     bad = tmp_path / "bad.toml"
     bad.write_text('[[denoiser]]\nkind = "span"\nnoise_density = 0.2\nmean_span = 3\nmu = 3\n')
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         [
             "transform",
             str(prose[0]),

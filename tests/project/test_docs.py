@@ -10,10 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from runs import ROOT, SAMPLE
+from runs import ROOT, SAMPLE, cli
 
-from objcli.cli import main
 from objcli.docs import TOPICS, options_reference, page
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "objcli" / "docs").glob("*.md"))]
@@ -105,11 +103,11 @@ def test_every_page_is_linked_from_the_readme_and_printed_by_help():
     assert len(readme.splitlines()) <= 250
     on_disk = {p.stem for p in (ROOT / "objcli" / "docs").glob("*.md")}
     assert on_disk == set(TOPICS)
-    listing = CliRunner().invoke(main, ["help"]).output
+    listing = cli(["help"]).output
     for topic in TOPICS:
         assert f"(objcli/docs/{topic}.md)" in readme and topic in listing
-        assert CliRunner().invoke(main, ["help", topic]).output == page(topic)
-    result = CliRunner().invoke(main, ["help", "objectivs"])
+        assert cli(["help", topic]).output == page(topic)
+    result = cli(["help", "objectivs"])
     assert result.exit_code == 1 and "did you mean 'objectives'" in result.output
 
 

@@ -8,21 +8,18 @@ import json
 import shutil
 
 import pytest
-from runs import SAMPLE, run_transform
+from runs import SAMPLE, cli, run_tokenize, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.readers import resolve_inputs
 from objcli.readers.token_inputs import TOKEN_INPUTS
-from objcli.recipe import config_from_values
-from objcli.transform import tokenize
 
 SPM = SAMPLE / "tokenizer.model"
 LINES = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)
 
 
 def _store(inputs, out, kind="documents", **options):
-    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **options}
-    return tokenize(config_from_values(values), kind, workers=1, overwrite=True)
+    return run_tokenize(inputs, SPM, out, kind, **options)
 
 
 def _saved_dataset(folder):
@@ -123,10 +120,6 @@ def test_a_binary_input_is_named_as_binary_in_transform_and_train_tokenizer(tmp_
     named as such."""
     import sys
 
-    from click.testing import CliRunner
-
-    from objcli.cli import main
-
     executable = tmp_path / "ls.txt"
     executable.write_bytes(open(sys.executable, "rb").read(65536))
     nameless = tmp_path / "blob.txt"
@@ -136,8 +129,7 @@ def test_a_binary_input_is_named_as_binary_in_transform_and_train_tokenizer(tmp_
     for path, what in expected.items():
         with pytest.raises(ObjcliError, match=f"input {path}: {what}"):
             run_transform([path], SPM, tmp_path / "out", seq_len=64)
-    trained = CliRunner().invoke(
-        main,
+    trained = cli(
         [
             "train-tokenizer",
             str(SAMPLE / "prose.jsonl"),

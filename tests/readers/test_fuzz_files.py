@@ -12,10 +12,8 @@ import random
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from runs import run_transform
+from runs import cli, run_transform
 
-from objcli.cli import main
 from objcli.errors import ObjcliError
 from objcli.recipe import _by_key, config_from_values, load_recipe, to_toml
 
@@ -123,8 +121,7 @@ def test_fuzz_recipes_that_pass_run_and_balance(small_corpus, sample_tokenizer, 
         table = {k: v for k, v in recipe_case(seed).items() if k != "inputs"}
         table.update({"inputs": [str(small)], "tokenizer": sample_tokenizer})
         (tmp_path / "run.toml").write_text(to_toml({k: v for k, v in table.items() if v is not None}))
-        result = CliRunner().invoke(
-            main,
+        result = cli(
             [
                 "transform",
                 "--recipe",
@@ -222,7 +219,7 @@ def check_manifest(seed: int, finished: Path, folder: Path) -> None:
     document = json.loads((finished / "manifest.json").read_text())
     (out / "manifest.json").write_text(json.dumps(_mutate(document, random.Random(seed))))
     for command in (["verify"], ["stats", "--json"], ["inspect", "--rows", "1"]):
-        result = CliRunner().invoke(main, [*command, str(out)])
+        result = cli([*command, str(out)])
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             seed,
             command,

@@ -13,7 +13,7 @@ from chat_data import build_tokenizer, conversations, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
-from runs import SAMPLE, run_transform, shard_files
+from runs import SAMPLE, run_tokenize, run_transform, shard_files
 
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
@@ -21,8 +21,6 @@ from objcli.errors import ObjcliError
 from objcli.objectives import REGISTRY
 from objcli.objectives.supply import Provides
 from objcli.reading.rows import Rows
-from objcli.recipe import config_from_values
-from objcli.transform import tokenize
 
 SPM = SAMPLE / "tokenizer.model"
 READING = {"partition_size": "24KiB", "batch_size": "6KiB", "max_document_chars": 3000}
@@ -30,8 +28,7 @@ TEMPLATES = SAMPLE.parent / "tests" / "support" / "chat_templates"
 
 
 def _tokenize(inputs, out, tokenizer=SPM, kind="documents", **options):
-    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(out), **options}
-    tokenize(config_from_values({**values, **READING}), kind, workers=2, overwrite=True)
+    run_tokenize(inputs, tokenizer, out, kind, workers=2, **{**options, **READING})
     return out
 
 

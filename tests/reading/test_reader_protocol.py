@@ -14,12 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from optional import lazily, requires
-from runs import SAMPLE, run_transform
+from runs import SAMPLE, run_tokenize, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.reading import Rows
-from objcli.recipe import config_from_values
-from objcli.transform import tokenize
 
 SPM = SAMPLE / "tokenizer.model"
 torch = lazily("torch")
@@ -35,9 +33,8 @@ def output(small_corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def llama_store(tmp_path_factory):
     out = tmp_path_factory.mktemp("protocol-store") / "store"
-    values = {"inputs": [str(SAMPLE / "prose.jsonl")], "tokenizer": str(SAMPLE / "llama-style"), "output": str(out)}
-    values.update(partition_size="64KiB", batch_size="16KiB")  # several partitions: several plan files
-    tokenize(config_from_values(values), "documents", workers=1, overwrite=True)
+    # several partitions: several plan files
+    run_tokenize([SAMPLE / "prose.jsonl"], SAMPLE / "llama-style", out, partition_size="64KiB", batch_size="16KiB")
     return out
 
 

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from click.testing import CliRunner
-from runs import manifest_json, run_cli, run_transform
+from runs import cli, manifest_json, run_cli, run_transform
 
-from objcli.cli import main
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.storage.manifest import read_manifest
@@ -96,8 +94,7 @@ def _hostile_specs(rng: random.Random, tmp_path: Path, inputs: Path, kinds: set,
         specs += [str(sorted(inputs.iterdir())[0]), str(inputs / "*")]
     if rng.random() < 0.2:
         kinds.add("nested output")
-        earlier = CliRunner().invoke(
-            main,
+        earlier = cli(
             [
                 "transform",
                 str(inputs / "*"),
@@ -155,7 +152,7 @@ def _run_case(seed: int, tmp_path: Path, sample_tokenizer: str, kinds: set | Non
         "1",
         "-q",
     ]
-    result = CliRunner().invoke(main, args)
+    result = cli(args)
     if (tmp_path / "pipe").exists():  # free the feeding thread if the run stopped before reading it
         os.close(os.open(tmp_path / "pipe", os.O_RDONLY | os.O_NONBLOCK))
     context = f"seed {seed}, objective {objective}: {result.output[-500:]}"
@@ -329,8 +326,6 @@ def test_an_unwritable_output_folder_is_one_clear_error(small_corpus, sample_tok
 
 def test_an_output_path_that_is_a_file_is_one_clear_error(small_corpus, sample_tokenizer, tmp_path):
     (tmp_path / "taken").write_text("not a folder")
-    result = CliRunner().invoke(
-        main, ["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "taken")]
-    )
+    result = cli(["transform", str(small_corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "taken")])
     assert result.exit_code == 1
     assert result.output.splitlines()[-1].startswith(f"Error: output {tmp_path / 'taken'}: ")

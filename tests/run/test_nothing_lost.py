@@ -6,10 +6,7 @@ import os
 import signal
 
 import pytest
-from click.testing import CliRunner
-from runs import as_a_terminal_starts_it, manifest_json, run_cli, without_warnings
-
-from objcli.cli import main
+from runs import as_a_terminal_starts_it, cli, manifest_json, run_cli, without_warnings
 
 
 def _docs(path, count, tag):
@@ -19,7 +16,7 @@ def _docs(path, count, tag):
 
 
 def _transform(*args):
-    return CliRunner().invoke(main, ["transform", *map(str, args), "--seq-len", "16", "--workers", "1", "-q"])
+    return cli(["transform", *map(str, args), "--seq-len", "16", "--workers", "1", "-q"])
 
 
 def test_a_finished_output_is_rebuilt_when_an_input_changed(sample_tokenizer, tmp_path):
@@ -208,9 +205,7 @@ def test_workers_and_partition_size_have_sane_minimums(sample_tokenizer, tmp_pat
     """Rough edges: --workers 0 silently meant all cores; --partition-size 1 made a partition per byte."""
     corpus = tmp_path / "a.jsonl"
     _docs(corpus, 3, "few")
-    zero = CliRunner().invoke(
-        main, ["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), "--workers", "0"]
-    )
+    zero = cli(["transform", str(corpus), "-t", sample_tokenizer, "-o", str(tmp_path / "o"), "--workers", "0"])
     assert zero.exit_code == 1 and zero.output == "Error: --workers 0: must be between 1 and 4096\n"
     tiny = _transform(corpus, "-t", sample_tokenizer, "-o", tmp_path / "o", "--partition-size", "1")
     assert tiny.exit_code == 1 and tiny.output.startswith("Error: --partition-size 1: must be at least 16KiB")
@@ -250,8 +245,7 @@ def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
     """Rough edge: a --seq-len longer than the corpus (or an empty input) wrote nothing, silently."""
     corpus = tmp_path / "a.jsonl"
     _docs(corpus, 3, "few")
-    short = CliRunner().invoke(
-        main,
+    short = cli(
         [
             "transform",
             str(corpus),
@@ -268,12 +262,9 @@ def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
     assert short.exit_code == 0 and "warning: no row was written: each partition's tokens" in short.output
     assert "pass --remainder pad or a smaller --seq-len" in short.output
     (tmp_path / "empty.jsonl").write_text("")
-    nothing = CliRunner().invoke(
-        main, ["transform", str(tmp_path / "empty.jsonl"), "-t", sample_tokenizer, "-o", str(tmp_path / "o2")]
-    )
+    nothing = cli(["transform", str(tmp_path / "empty.jsonl"), "-t", sample_tokenizer, "-o", str(tmp_path / "o2")])
     assert nothing.exit_code == 0 and "warning: no document was read" in nothing.output
-    padded = CliRunner().invoke(
-        main,
+    padded = cli(
         [
             "transform",
             str(corpus),
@@ -328,12 +319,12 @@ def test_stats_and_inspect_on_a_truncated_shard_and_a_plot_into_a_missing_folder
     _docs(corpus, 200, "many")
     out = tmp_path / "out"
     assert _transform(corpus, "-t", sample_tokenizer, "-o", out).exit_code == 0
-    plot = CliRunner().invoke(main, ["stats", str(out), "--plot", str(tmp_path / "missing" / "x.png")])
+    plot = cli(["stats", str(out), "--plot", str(tmp_path / "missing" / "x.png")])
     assert plot.exit_code == 1 and plot.output.startswith("Error: --plot") and len(plot.output.splitlines()) == 1
     shard = next(out.glob("part-*"))
     shard.write_bytes(shard.read_bytes()[:300])
     for command in (["stats", str(out)], ["inspect", str(out), "-n", "2"]):
-        result = CliRunner().invoke(main, command)
+        result = cli(command)
         assert result.exit_code == 1 and len(result.output.splitlines()) == 1
         assert result.output.startswith(f"Error: {shard}: cannot be read (")
 
@@ -342,8 +333,7 @@ def test_stats_say_what_is_not_known_instead_of_misreporting(sample_tokenizer, s
     """Item 9: NSP without --mlm showed 70.9 % supervised tokens; Megatron and Arrow disagreed."""
     from objcli.commands.stats import compute_stats
 
-    CliRunner().invoke(
-        main,
+    cli(
         [
             "transform",
             str(small_corpus / "prose.jsonl"),

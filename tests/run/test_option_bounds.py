@@ -7,9 +7,8 @@ import json
 import typing
 
 import pytest
-from click.testing import CliRunner
+from runs import cli
 
-from objcli.cli import main
 from objcli.cli_options import Execution
 from objcli.config import TransformConfig
 from objcli.errors import ObjcliError
@@ -48,7 +47,7 @@ def test_every_integer_option_is_bounded(f):
 
 def _seeded_run(corpus, tokenizer, out, seed):
     args = ["transform", str(corpus / "prose.jsonl"), "-t", tokenizer, "--split", "validation=10%"]
-    return CliRunner().invoke(main, [*args, "--seed", str(seed), "--seq-len", "64", "-o", str(out), "-q"])
+    return cli([*args, "--seed", str(seed), "--seq-len", "64", "-o", str(out), "-q"])
 
 
 def _validation_sha256(out) -> list[str]:

@@ -8,9 +8,8 @@ import types
 import typing
 
 import pytest
-from click.testing import CliRunner
+from runs import cli
 
-from objcli.cli import main
 from objcli.errors import ObjcliError
 from objcli.recipe import _by_key, load_recipe, to_toml
 
@@ -70,8 +69,7 @@ def test_right_types_and_the_clis_old_spellings_are_read(tmp_path, line, field, 
 def test_the_reported_cases_are_one_line_from_the_command_line(small_corpus, sample_tokenizer, tmp_path):
     for line in ("seq-len = true", 'seq-len = "128"', 'shuffle-rows = "false"', 'strict = "false"'):
         (tmp_path / "r.toml").write_text(line + "\n")
-        result = CliRunner().invoke(
-            main,
+        result = cli(
             [
                 "transform",
                 str(small_corpus / "prose.jsonl"),
@@ -90,16 +88,12 @@ def test_the_reported_cases_are_one_line_from_the_command_line(small_corpus, sam
 
 def test_a_manifest_from_another_version_warns(small_corpus, sample_tokenizer, tmp_path):
     run = ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "--seq-len", "64", "-q"]
-    assert CliRunner().invoke(main, [*run, "-o", str(tmp_path / "a")]).exit_code == 0
+    assert cli([*run, "-o", str(tmp_path / "a")]).exit_code == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    same = CliRunner().invoke(
-        main, ["transform", "--recipe", str(tmp_path / "a" / "manifest.json"), "-o", str(tmp_path / "b"), "-q"]
-    )
+    same = cli(["transform", "--recipe", str(tmp_path / "a" / "manifest.json"), "-o", str(tmp_path / "b"), "-q"])
     assert same.exit_code == 0 and "warning" not in same.output
     manifest["objcli_version"] = "0.0.1"
     (tmp_path / "old.json").write_text(json.dumps(manifest))
-    old = CliRunner().invoke(
-        main, ["transform", "--recipe", str(tmp_path / "old.json"), "-o", str(tmp_path / "c"), "-q"]
-    )
+    old = cli(["transform", "--recipe", str(tmp_path / "old.json"), "-o", str(tmp_path / "c"), "-q"])
     assert old.exit_code == 0 and "written by objcli 0.0.1 (manifest version 1)" in old.output
     assert to_toml({"seq-len": 64}) == "seq-len = 64\n"

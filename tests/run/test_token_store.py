@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from objective_variants import variants
-from runs import SAMPLE, TEXT_FORMATS, manifest_json, run_cli, run_transform, shard_files
+from runs import SAMPLE, TEXT_FORMATS, manifest_json, run_cli, run_tokenize, run_transform, shard_files
 
 from objcli.commands.trace import trace
 from objcli.commands.verify import verify_output
@@ -23,7 +23,7 @@ from objcli.formats.store import crc32_from
 from objcli.objectives import REGISTRY
 from objcli.objectives.supply import Provides
 from objcli.recipe import config_from_values
-from objcli.transform import tokenize, transform
+from objcli.transform import transform
 
 SPM = SAMPLE / "tokenizer.model"
 READING = {"partition_size": "32KiB", "batch_size": "8KiB", "max_document_chars": 3000}
@@ -47,8 +47,7 @@ def _run(inputs, out, **values):
 
 
 def _tokenize(inputs, out, kind: str = "documents", **reading):
-    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(SPM), "output": str(out), **READING, **reading}
-    tokenize(config_from_values(values), kind, workers=2, overwrite=True)
+    run_tokenize(inputs, SPM, out, kind, workers=2, **{**READING, **reading})
     return out
 
 

@@ -7,23 +7,20 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
-from runs import SAMPLE, run_transform
+from runs import SAMPLE, run_tokenize, run_transform
 
 import objcli.storage.blocks as blocks
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.reading import Rows
-from objcli.recipe import config_from_values
 from objcli.storage.blocks import MAGIC, ShardBlocks, read_block_file
-from objcli.transform import tokenize
 
 SPM = SAMPLE / "tokenizer.model"
 
 
 def _store(out, monkeypatch, block_bytes=64 << 10):
     monkeypatch.setattr(blocks, "BLOCK_BYTES", block_bytes)  # small blocks: a sample corpus holds several
-    values = {"inputs": [str(SAMPLE / "prose.jsonl")], "tokenizer": str(SPM), "output": str(out)}
-    tokenize(config_from_values({**values, "partition_size": "16MiB"}), "documents", workers=1, overwrite=True)
+    run_tokenize([SAMPLE / "prose.jsonl"], SPM, out, partition_size="16MiB")
     return out
 
 

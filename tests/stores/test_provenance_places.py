@@ -5,17 +5,13 @@ of one without; derived runs' spans are the text run's, from stores of either la
 import shutil
 
 import pytest
-from runs import SAMPLE, run_transform, shard_files
-
-from objcli.recipe import config_from_values
-from objcli.transform import tokenize
+from runs import SAMPLE, run_tokenize, run_transform, shard_files
 
 STORES = SAMPLE.parent / "tests" / "data" / "stores"
 
 
 def _store(inputs, tokenizer, out, provenance: bool):
-    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(out)}
-    tokenize(config_from_values({**values, "provenance": provenance}), "documents", workers=1, overwrite=True)
+    run_tokenize(inputs, tokenizer, out, provenance=provenance)
     return out
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from paths import ROOT
+from runs import cli
 
 SAMPLE = ROOT / "sample_data"
 TABLE = Path(__file__).resolve().parent / "golden_sha256.json"
@@ -96,9 +97,6 @@ def shard_digests(folder: Path) -> dict[str, str]:
 
 
 def run(name: str, corpus: Path, out: Path) -> dict[str, str]:
-    from click.testing import CliRunner
-
-    from objcli.cli import main
 
     args = [
         str(corpus),
@@ -112,7 +110,7 @@ def run(name: str, corpus: Path, out: Path) -> dict[str, str]:
         "--overwrite",
         *COMMANDS[name].split(),
     ]
-    result = CliRunner().invoke(main, ["transform", *args], catch_exceptions=False)
+    result = cli(["transform", *args], catch_exceptions=False)
     if result.exit_code != 0:
         raise RuntimeError(f"{name}: exit {result.exit_code}: {result.output}")
     manifest = json.loads((out / "manifest.json").read_text())

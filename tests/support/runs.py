@@ -30,6 +30,26 @@ def run_transform(inputs, tokenizer, output, workers=1, pool="auto", **overrides
     return transform(config_from_values(values), workers=workers, overwrite=True, pool=pool)
 
 
+def run_tokenize(inputs, tokenizer, output, kind="documents", workers=1, **overrides):
+    """Library-level ``objcli tokenize`` (a store of ``kind``: documents, conversations, pairs, a splitter's
+    name) with the same defaults as ``run_transform``; returns the Summary."""
+    from objcli.recipe import config_from_values
+    from objcli.transform import tokenize
+
+    values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(output), **overrides}
+    return tokenize(config_from_values(values), kind, workers=workers, overwrite=True)
+
+
+def cli(args, **kwargs):
+    """``objcli ARGS`` in this process, through Click's test runner (``input=`` for standard input): the
+    result's ``exit_code`` and ``output``. ``run_cli`` runs it in a process of its own."""
+    from click.testing import CliRunner
+
+    from objcli.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], **kwargs)
+
+
 def read_output(folder):
     """(manifest, every shard of an Arrow output concatenated as a dict of Python lists)."""
     import pyarrow as pa

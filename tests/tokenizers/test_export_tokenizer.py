@@ -4,17 +4,15 @@ vocabulary size and decoding downstream match the shards (issue 15)."""
 import numpy as np
 import pyarrow as pa
 import sentencepiece as spm
-from click.testing import CliRunner
-from runs import manifest_json
+from runs import cli, manifest_json
 
-from objcli.cli import main
 from objcli.commands.export_tokenizer import sentencepiece_with_pieces
 from objcli.commands.show import load_output_tokenizer
 from objcli.storage.manifest import read_manifest
 
 
 def export_and_rows(folder, destination):
-    result = CliRunner().invoke(main, ["export-tokenizer", str(folder), "-o", str(destination)])
+    result = cli(["export-tokenizer", str(folder), "-o", str(destination)])
     assert result.exit_code == 0, result.output
     table = pa.concat_tables(pa.ipc.open_stream(str(p)).read_all() for p in sorted(folder.glob("part-*.arrow")))
     return table.to_pydict(), load_output_tokenizer(read_manifest(folder), None)
@@ -36,7 +34,7 @@ def test_a_sentencepiece_model_gains_the_allocated_specials(small_corpus, sample
         "64",
         "-q",
     ]
-    assert CliRunner().invoke(main, args).exit_code == 0
+    assert cli(args).exit_code == 0
     rows, tokenizer = export_and_rows(out, tmp_path / "tok")
     manifest = manifest_json(out)
     exported = spm.SentencePieceProcessor(model_file=str(tmp_path / "tok" / "tokenizer.model"))
@@ -61,7 +59,7 @@ def test_appended_pieces_keep_the_original_model_intact(sample_tokenizer):
 
 def test_export_refuses_a_path_that_is_a_file(small_corpus, sample_tokenizer, tmp_path):
     out = tmp_path / "clm"
-    CliRunner().invoke(main, ["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "-o", str(out)])
+    cli(["transform", str(small_corpus / "prose.jsonl"), "-t", sample_tokenizer, "-o", str(out)])
     (tmp_path / "file").write_text("x")
-    result = CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "file")])
+    result = cli(["export-tokenizer", str(out), "-o", str(tmp_path / "file")])
     assert result.exit_code == 1 and result.output.startswith("Error: output ")

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from runs import SAMPLE, read_output, run_transform
+from runs import SAMPLE, cli, read_output, run_transform
 from test_tokenizer import check_decode_ranges
 
 from objcli.errors import ObjcliError
@@ -108,10 +108,7 @@ def test_a_file_that_is_neither_format(tmp_path):
 def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_path):
     """Issue 15: a Llama-3-style tokenizer.json, whose post-processor prepends <|begin_of_text|>, lost
     its BOS silently (datatrove #345). Without --bos/--no-bos, objcli now follows the template and says so."""
-    from click.testing import CliRunner
     from tokenizers import Tokenizer, processors
-
-    from objcli.cli import main
 
     folder = tmp_path / "llama-like"
     folder.mkdir()
@@ -123,22 +120,19 @@ def test_bos_follows_the_tokenizers_own_template(hf_folder, small_corpus, tmp_pa
     )
     tokenizer.save(str(folder / "tokenizer.json"))
     args = ["transform", str(small_corpus / "prose.jsonl"), "-t", str(folder), "--seq-len", "64", "--packing", "none"]
-    followed = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "auto")])
+    followed = cli([*args, "-o", str(tmp_path / "auto")])
     assert followed.exit_code == 0 and "documents as <|begin_of_text|>…<|endoftext|>" in followed.output
     _, table = read_output(tmp_path / "auto")
     assert {row[0] for row in table["input_ids"][:50]} >= {bos} and table["input_ids"][0][0] == bos
-    declined = CliRunner().invoke(main, [*args, "--no-bos", "-o", str(tmp_path / "none")])
+    declined = cli([*args, "--no-bos", "-o", str(tmp_path / "none")])
     _, table = read_output(tmp_path / "none")
     assert declined.exit_code == 0 and bos not in {row[0] for row in table["input_ids"]}
-    plain = CliRunner().invoke(main, [*args[:3], str(hf_folder), *args[4:], "-o", str(tmp_path / "gpt2-like")])
+    plain = cli([*args[:3], str(hf_folder), *args[4:], "-o", str(tmp_path / "gpt2-like")])
     assert "documents as …<|endoftext|>" in plain.output  # no template BOS: none added
 
 
 def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_corpus, tmp_path):
-    from click.testing import CliRunner
     from tokenizers import Tokenizer
-
-    from objcli.cli import main
 
     out = tmp_path / "mlm"
     args = [
@@ -154,8 +148,8 @@ def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_c
         "64",
         "-q",
     ]
-    assert CliRunner().invoke(main, args).exit_code == 0
-    assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
+    assert cli(args).exit_code == 0
+    assert cli(["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     exported = Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
     assert exported.get_vocab_size(with_added_tokens=True) == manifest["tokenizer"]["total_vocab_size"]
@@ -166,14 +160,10 @@ def test_export_adds_the_allocated_specials_to_tokenizer_json(hf_folder, small_c
 
 def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path):
     """Issue 15: with BOS added, a document whose text already begins with the BOS piece gets it twice."""
-    from click.testing import CliRunner
-
-    from objcli.cli import main
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["<s> already marked", "plain text", "<s>again"]))
-    result = CliRunner().invoke(
-        main,
+    result = cli(
         [
             "transform",
             str(corpus),
@@ -190,8 +180,7 @@ def test_text_that_already_starts_with_bos_is_warned(sample_tokenizer, tmp_path)
     )
     assert result.exit_code == 0
     assert "warning: 2 documents already start with the BOS text '<s>', and get the BOS token too" in result.output
-    quiet = CliRunner().invoke(
-        main,
+    quiet = cli(
         [
             "transform",
             str(corpus),

@@ -5,7 +5,7 @@ import base64
 import json
 
 import pytest
-from runs import read_output, run_transform
+from runs import cli, read_output, run_transform
 
 from objcli.errors import ObjcliError
 from objcli.tokenizers import open_tokenizer
@@ -72,9 +72,6 @@ def test_a_broken_rank_file_is_one_line(tmp_path):
 
 
 def test_export_writes_every_special_into_the_side_file(rank_file, small_corpus, tmp_path):
-    from click.testing import CliRunner
-
-    from objcli.cli import main
 
     path, _, _ = rank_file
     out = tmp_path / "mlm"
@@ -91,8 +88,8 @@ def test_export_writes_every_special_into_the_side_file(rank_file, small_corpus,
         "64",
         "-q",
     ]
-    assert CliRunner().invoke(main, args).exit_code == 0
-    assert CliRunner().invoke(main, ["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
+    assert cli(args).exit_code == 0
+    assert cli(["export-tokenizer", str(out), "-o", str(tmp_path / "tok")]).exit_code == 0
     exported = open_tokenizer(tmp_path / "tok" / "tokenizer.model")
     added = json.loads((out / "manifest.json").read_text())["special_tokens"]["added"]
     assert added and all(exported.model_id(piece) == token_id for piece, token_id in added.items())

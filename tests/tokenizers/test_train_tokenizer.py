@@ -3,14 +3,11 @@ from SentencePiece's own log, and a code preset whose newlines are learnable."""
 
 import pytest
 import sentencepiece as spm
-from click.testing import CliRunner
-from runs import SAMPLE, as_a_terminal_starts_it, run_cli
-
-from objcli.cli import main
+from runs import SAMPLE, as_a_terminal_starts_it, cli, run_cli
 
 
 def _train(*args):
-    return CliRunner().invoke(main, ["train-tokenizer", *map(str, args), "-q"])
+    return cli(["train-tokenizer", *map(str, args), "-q"])
 
 
 @pytest.mark.parametrize(
