@@ -166,14 +166,14 @@ class Ragged:
         return Ragged(np.concatenate([p.values for p in parts]), lengths_to_offsets(lengths))
 
 
-Column = np.ndarray | Ragged
+RowColumn = np.ndarray | Ragged  # a column of a RowBatch: 2-D rows, ragged rows, or one value a row
 
 
 @dataclass
 class RowBatch:
     """Rows plus per-row bookkeeping that is counted in the manifest but not written."""
 
-    columns: dict[str, Column]
+    columns: dict[str, RowColumn]
     tokens: np.ndarray  # non-padding tokens per row
     padding: np.ndarray  # padding tokens per row
     documents: np.ndarray  # documents whose first token lands in the row

@@ -224,7 +224,7 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     check_totals(manifest, plan, warn)
     if folder:
         extra = config.format.side_files(
-            shards, config.format.stored_columns(plan.columns), plan.config_sha256, run_blend(config, plan.partitions)
+            shards, config.format.recorded_columns(plan.columns), plan.config_sha256, run_blend(config, plan.partitions)
         )
         folder.finish(renames, manifest, {**extra, **card_files(folder.place, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))

@@ -113,7 +113,7 @@ def current_columns(manifest: Manifest) -> list[dict] | None:
     output's differ (written before: int32 Arrow columns); None where they are the same."""
     from .reshard_rows import column_specs
 
-    now = [c.to_json() for c in format_of(manifest.format).stored_columns(column_specs(manifest))]
+    now = [c.to_json() for c in format_of(manifest.format).recorded_columns(column_specs(manifest))]
     return now if now != [c.to_json() for c in manifest.columns] else None
 
 
@@ -139,7 +139,7 @@ def _resharded_manifest(
     if target != manifest.format:  # the rows in another format: its columns, no plan's store
         from .reshard_rows import column_specs
 
-        raw["columns"] = [c.to_json() for c in format_of(target).stored_columns(column_specs(manifest))]
+        raw["columns"] = [c.to_json() for c in format_of(target).recorded_columns(column_specs(manifest))]
         raw["format"] = target
         raw["config"] = {**raw["config"], "output_format": target}
         raw["recipe"] = {**raw.get("recipe", {}), "format": target}

@@ -134,7 +134,7 @@ class OutputFormat:
     # EOS, as Megatron-Bridge's pad_seq_to_mult does (its collate finds a sequence's real end by it).
     shifts_each_sequence: bool = False
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         """What a shard holds, with each column's dtype on disk: what the manifest lists. By default
         every column as int32, what every Arrow reader handles (a named category as int64)."""
         return [ColumnInfo.of(c, _arrow_dtype(c), arrow_type_name(c)) for c in columns]

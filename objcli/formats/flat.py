@@ -180,7 +180,7 @@ class FlatFormat(OutputFormat):
     def __init__(self, name: str, writer: type):
         self.name, self.writer = name, writer
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         return input_ids_only(columns, flat_dtype)
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:

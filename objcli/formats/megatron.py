@@ -149,7 +149,7 @@ class MegatronFormat(OutputFormat):
     blends_sources = True
     side_file_pattern = r"megatron(-[a-z][a-z0-9_]*)?\.txt"
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         stored = input_ids_only(columns, megatron_dtype)
         if any(c.role in MASKED for c in columns):  # rows whose labels are their tokens or -100 (chat)
             mask = ColumnSpec("loss_mask", "ragged", 0, 1, "1 where the token is learned (its label)", role="loss_mask")

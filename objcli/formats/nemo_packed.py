@@ -114,7 +114,7 @@ class NemoPackedFormat(OutputFormat):
             f"{objective.name}'s rows are not; use it with --objective chat or clm, or choose --format parquet"
         )
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         ids = next(c for c in columns if c.name == "input_ids")
         specs = [
             (ColumnSpec("input_ids", "ragged", ids.min_value, ids.max_value, ids.doc), np.int32, "list<item: int32>"),

@@ -58,7 +58,7 @@ class NpyFormat(OutputFormat):
     name = "npy"
     writer = NpyWriter
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         # A .npy file of fixed rows is 2-D: its shape says their length, and the manifest names the
         # columns as outputs before fixed-size lists did (an append to one of those still matches).
         return [ColumnInfo.of(c, c.disk_dtype(), arrow_type_name(c)) for c in (replace(c, length=0) for c in columns)]

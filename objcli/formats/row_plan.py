@@ -3,7 +3,7 @@
 The run is the same run (objective, packer, mixture, splits, seed) fed the store's token *positions*
 instead of its ids: an id column's value ``v`` is an id where ``v < vocabulary`` (BOS, EOS, pad, -100)
 and the store's token at position ``v - vocabulary`` of the partition otherwise. An objective that only
-moves tokens (``Objective.plans``) then packs positions exactly as it packs ids, and each row's columns
+moves tokens (``Objective.plans_rows``) then packs positions exactly as it packs ids, and each row's columns
 are runs of positions, segment numbers and position counts (``kernels/runs.py``): a few runs a segment,
 each run's first value kept as its difference from the run before (small numbers, which zstd squeezes).
 The row step (BERT's masking, a prefix's split) draws its numbers on read, keyed as the run keys them,

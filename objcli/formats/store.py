@@ -261,7 +261,7 @@ class StoreFormat(OutputFormat):
     writer = StoreWriter
     help = "a token store (objcli tokenize): each document's ids once, for every derived transform"
 
-    def stored_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
+    def recorded_columns(self, columns: list[ColumnSpec]) -> list[ColumnInfo]:
         dtype = ids_dtype(columns[0].max_value + 1)
         infos = [ColumnInfo.of(columns[0], dtype, f"list<item: {dtype.name}>")]
         known = known_columns()

@@ -58,7 +58,7 @@ class Ul2Options(Options):
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Budget:
     """Lengths of one denoiser's examples: raw tokens, inputs part (EOS included), targets."""
 
     raw: int
@@ -68,7 +68,7 @@ class _Plan:
     min_split: int = 0  # S denoiser: the fewest raw tokens on the inputs side
 
 
-def _plan_span_decoder(budget: int, d: Denoiser) -> int:
+def _span_decoder_budget(budget: int, d: Denoiser) -> int:
     """Largest raw length whose inputs + targets fit in ``budget`` tokens."""
     raw = 2
     while raw < budget * 4 and sum(example_lengths(raw + 1, d.noise_density, d.mean_span)) <= budget:
@@ -78,12 +78,12 @@ def _plan_span_decoder(budget: int, d: Denoiser) -> int:
     return raw
 
 
-def _prefix_plan(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> _Plan:
+def _prefix_budget(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> _Budget:
     """The S denoiser: L = ``raw`` tokens split at k uniform in [min_split, L - 1]."""
     if raw < 2:
         raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
     min_split = min(raw - 1, max(1, round((1 - 2 * d.noise_density) * (raw - 1))))
-    return _Plan(raw, raw, raw - min_split + 1, mode, min_split)
+    return _Budget(raw, raw, raw - min_split + 1, mode, min_split)
 
 
 @register("ul2")
@@ -105,11 +105,11 @@ class Ul2(Objective):
         self.denoisers = o.denoisers
         rates = np.array([d.rate for d in self.denoisers], dtype=np.float64)
         self.rates = rates / rates.sum()
-        self.plans = [self._plan(d, self._mode_ids(d, tokenizer)) for d in self.denoisers]
+        self.budgets = [self._budget(d, self._mode_ids(d, tokenizer)) for d in self.denoisers]
         needed = max(
             [
                 span_counts(p.raw, d.noise_density, d.mean_span)[1]
-                for d, p in zip(self.denoisers, self.plans)
+                for d, p in zip(self.denoisers, self.budgets)
                 if d.kind == "span"
             ],
             default=0,
@@ -124,20 +124,20 @@ class Ul2(Objective):
             return np.array([tokenizer.resolve(f"mode {d.mode}", d.mode)], dtype=np.int32)
         return tokenizer.encode([d.mode])[0]
 
-    def _plan(self, d: Denoiser, mode: np.ndarray) -> _Plan:
+    def _budget(self, d: Denoiser, mode: np.ndarray) -> _Budget:
         seq_len, m = self.context.seq_len, len(mode)
         if self.options.layout == "encdec":
             if d.kind == "span":
                 raw, targets = plan_or_fail(
                     seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,"
                 )
-                return _Plan(raw, seq_len - m, targets, mode)
-            return _prefix_plan(seq_len - m, d, mode, seq_len)
+                return _Budget(raw, seq_len - m, targets, mode)
+            return _prefix_budget(seq_len - m, d, mode, seq_len)
         if d.kind == "span":
-            raw = _plan_span_decoder(seq_len - m, d)
+            raw = _span_decoder_budget(seq_len - m, d)
             inputs, targets = example_lengths(raw, d.noise_density, d.mean_span)
-            return _Plan(raw, inputs, targets, mode)
-        return _prefix_plan(seq_len - m - 2, d, mode, seq_len)
+            return _Budget(raw, inputs, targets, mode)
+        return _prefix_budget(seq_len - m - 2, d, mode, seq_len)
 
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:
@@ -194,39 +194,39 @@ class _Ul2Partition(PartitionExamples):
     def __init__(self, objective: Ul2, partition: int):
         super().__init__(objective, partition)
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
-        self.raw_lengths = np.array([p.raw for p in objective.plans], dtype=np.int64)
+        self.raw_lengths = np.array([p.raw for p in objective.budgets], dtype=np.int64)
 
-    def _denoise(self, d: Denoiser, plan: _Plan, tokens: np.ndarray, first_example: int):
+    def _denoise(self, d: Denoiser, budget: _Budget, tokens: np.ndarray, first_example: int):
         """(head = mode + inputs, its width per row, targets, their width per row) for this denoiser's
         examples; heads and targets are 2-D, each row valid up to its width."""
         rows = len(tokens)
         if d.kind == "prefix":
-            return self._split(plan, tokens, self.rng(first_example, f"{d.name}/split"))
+            return self._split(budget, tokens, self.rng(first_example, f"{d.name}/split"))
         nonnoise, noise = random_spans(
             rows,
-            plan.raw,
+            budget.raw,
             d.noise_density,
             d.mean_span,
             self.rng(first_example, f"{d.name}/noise"),
             self.rng(first_example, f"{d.name}/nonnoise"),
         )
         inputs, targets = corrupt_spans(tokens, nonnoise, noise, self.o.sentinels, self.o.eos_id)
-        head = np.concatenate([np.broadcast_to(plan.mode, (rows, len(plan.mode))), inputs], axis=1)
+        head = np.concatenate([np.broadcast_to(budget.mode, (rows, len(budget.mode))), inputs], axis=1)
         return head, np.full(rows, head.shape[1]), targets, np.full(rows, targets.shape[1])
 
-    def _split(self, plan: _Plan, tokens: np.ndarray, rng: np.random.Generator):
+    def _split(self, budget: _Budget, tokens: np.ndarray, rng: np.random.Generator):
         """The S denoiser: mode + tokens[:k] + EOS as the head, tokens[k:] + EOS as the targets."""
-        rows, m, raw = len(tokens), len(plan.mode), plan.raw
-        k = rng.integers(plan.min_split, raw, size=rows)
+        rows, m, raw = len(tokens), len(budget.mode), budget.raw
+        k = rng.integers(budget.min_split, raw, size=rows)
         full = np.empty((rows, m + raw + 2), dtype=tokens.dtype)  # mode, tokens with EOS after k, EOS
-        full[:, :m] = plan.mode
+        full[:, :m] = budget.mode
         column = np.arange(raw)
         full[np.arange(rows)[:, None], m + column + (column >= k[:, None])] = tokens
         full[np.arange(rows), m + k] = self.o.eos_id
         full[:, -1] = self.o.eos_id
         head_width = m + k + 1
         target_width = raw - k + 1
-        gather = np.minimum(head_width[:, None] + np.arange(plan.targets), full.shape[1] - 1)
+        gather = np.minimum(head_width[:, None] + np.arange(budget.targets), full.shape[1] - 1)
         return full, head_width, np.take_along_axis(full, gather, axis=1), target_width
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
@@ -253,12 +253,12 @@ class _Ul2Partition(PartitionExamples):
         seq_len = o.context.seq_len
         decoder = o.options.layout == "decoder"
         parts, head_width, target_width = [], np.zeros(rows, np.int64), np.zeros(rows, np.int64)
-        for index, (d, plan) in enumerate(zip(o.denoisers, o.plans)):
+        for index, (d, budget) in enumerate(zip(o.denoisers, o.budgets)):
             members = np.flatnonzero(choice == index)
             if len(members):
                 self.counters[f"denoiser {d.name}"] += len(members)
                 head, head_width[members], targets, target_width[members] = self._denoise(
-                    d, plan, tokens[starts[members, None] + np.arange(plan.raw)], first_example
+                    d, budget, tokens[starts[members, None] + np.arange(budget.raw)], first_example
                 )
                 parts.append((members, head, targets))
         input_ids = np.full((rows, seq_len), 0 if o.pad_id is None else o.pad_id, dtype=np.int32)

@@ -82,14 +82,14 @@ class TextKindOfInput:
         return format_from_name(site.path) or "auto"  # any bytes are text: the first bytes say which, when read
 
 
-STORE_KIND, TOKEN_KIND = StoreKindOfInput(), TokenKindOfInput()
+STORE_INPUT, TOKEN_INPUT = StoreKindOfInput(), TokenKindOfInput()
 # In the order they are asked (see above).
-INPUT_KINDS = (STORE_KIND, TOKEN_KIND, TextKindOfInput())
+INPUT_KINDS = (STORE_INPUT, TOKEN_INPUT, TextKindOfInput())
 
 
 def is_store_input(path: str) -> bool:
     """Whether ``path`` is a token store (the door's first question alone: no token format is looked at)."""
-    return path != STDIN and STORE_KIND.recognises(site_of(path), "") is not None
+    return path != STDIN and STORE_INPUT.recognises(site_of(path), "") is not None
 
 
 def detect(path: str, requested: str = "auto", ids_key: str = "input_ids") -> Detected:

@@ -206,7 +206,7 @@ def _named(partition: dict, recorded: dict[str, str]) -> dict:
 def _refuse_other_columns(manifest, plan) -> None:
     """Columns typed otherwise than the output's (a value column whose records now hold another field)
     would mix two schemas under one manifest: refused."""
-    now = {c.name: c.arrow_type for c in plan.config.format.stored_columns(plan.columns)}
+    now = {c.name: c.arrow_type for c in plan.config.format.recorded_columns(plan.columns)}
     was = {c.name: c.arrow_type for c in manifest.columns}
     changed = [name for name in {**was, **now} if was.get(name) != now.get(name)]
     if changed:

@@ -68,7 +68,7 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "identity": plan.identity,
         "special_tokens": tokenizer.special.to_json(),
         "format": config.format.name,
-        "columns": [c.to_json() for c in config.format.stored_columns(plan.columns)],
+        "columns": [c.to_json() for c in config.format.recorded_columns(plan.columns)],
         "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
         "partitions": [_partition_json(p, r, by_partition.get(p.index, [])) for p, r in zip(plan.partitions, results)],
         "shards": [s.to_json() for s in shards],

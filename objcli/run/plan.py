@@ -151,7 +151,7 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     kept = ("segment_ids", "positions", "per_segment", *(("category",) if config.format.blends_sources else ()))
     lost = [c.name for c in columns if c.name != "input_ids" and c.role not in kept]
     if "labels" in lost and objective.labels_are_inputs and config.format.whole_documents:
-        stored = {c.name for c in config.format.stored_columns(columns)}
+        stored = {c.name for c in config.format.recorded_columns(columns)}
         lost = [name for name in lost if name != "labels" or "loss_mask" not in stored]  # Megatron's chat mask
     refused = config.format.refuses(objective)
     if refused:

@@ -9,7 +9,7 @@ import os
 from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..readers.folders import folder_files
-from ..readers.input_kinds import TOKEN_KIND, detect
+from ..readers.input_kinds import TOKEN_INPUT, detect
 from ..readers.inputs import InputKind
 from ..readers.text_formats import format_from_name
 from ..readers.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
@@ -63,7 +63,7 @@ def _member_kind(path: str, requested: str, key: str) -> str | None:
     the door's token kind recognises (a file a glob or a folder holds is no store: a store's own files are
     left out as text inputs leave them, by the text side's walk)."""
     if requested == "auto":
-        return TOKEN_KIND.recognises(site_of(path), key)
+        return TOKEN_INPUT.recognises(site_of(path), key)
     fmt = TOKEN_INPUTS.get(requested)
     return requested if fmt is not None and fmt.detect(site_of(path), key) else None
 
