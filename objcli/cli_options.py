@@ -121,7 +121,7 @@ class TransformCommand(click.Command):
 
         objective_params = _options_of(
             [
-                (f, typing.get_type_hints(REGISTRY.get(sorted(objectives)[0]).options_type)[name], objectives)
+                (f, typing.get_type_hints(REGISTRY.named(sorted(objectives)[0]).options_type)[name], objectives)
                 for name, (f, objectives) in objective_fields().items()
             ]
         )
@@ -150,7 +150,7 @@ class TransformCommand(click.Command):
         }
         own: set[str] = set()
         if name:
-            objective = REGISTRY.get(name)
+            objective = REGISTRY.named(name)
             own = {f.name for f in option_fields(objective.options_type)}
             defaults.update({f: getattr(objective.options_type(), f) for f in own})
             groups.update({f: f"{objective.name} options" for f in own})
@@ -205,7 +205,7 @@ def collect_values(ctx: click.Context, values: dict) -> tuple[dict, dict]:
     recipe = load_recipe(recipe_path, warn_line) if recipe_path else {}
     values_out = {**recipe, **given}
     if values.get("legacy_pack"):  # --pack: the packer it meant for this objective
-        objective = REGISTRY.get(values_out.get("objective", "clm"))
+        objective = REGISTRY.named(values_out.get("objective", "clm"))
         options = {k: v for k, v in values_out.items() if k in {f.name for f in option_fields(objective.options_type)}}
         values_out.setdefault("packing", objective.legacy_pack(objective.options_type(**options)))
     for f in dataclasses.fields(Execution):  # --workers 0 was "all cores", silently

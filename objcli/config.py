@@ -13,16 +13,16 @@ from .errors import ObjcliError
 from .formats import FORMAT_NAMES as OUTPUT_FORMATS
 from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
-from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, check_field, option
+from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, LiveChoices, check_field, option
 from .order.mixture import Mixture
 from .order.option_checks import check_order_options
+from .packing import PACKERS
 from .readers.planning import INPUT_FORMATS
 from .storage.remote import check_url_path
 from .stores import StoreKind
 
 ENGINE_CHOICES = ("auto", "reference", "sentencepiece", "tokenizers", "quicktok", "gigatoken", "tiktoken", "python")
 
-PACKERS = ("none", "concat", "best-fit", "trim-and-pack")
 MIN_PARTITION_BYTES = 16 * 2**10
 REMAINDERS = ("drop", "pad")
 ROW_TOKENS = ("seq-len", "seq-len+1")
@@ -87,7 +87,10 @@ class TransformConfig:
         10_000_000, "Longer records become several documents (0: never cut).", minimum=0, group=INPUT
     )
     packing: str | None = option(
-        None, "How examples become rows [default: the objective's first; see --help].", choices=PACKERS, group=ROWS
+        None,
+        "How examples become rows [default: the objective's first; see --help].",
+        choices=LiveChoices(PACKERS.names),
+        group=ROWS,
     )
     pack_window: int = option(
         4_000_000, "[--packing best-fit] Tokens gathered before packing.", minimum=1, maximum=2**31 - 1, group=ROWS
@@ -153,7 +156,7 @@ class TransformConfig:
 
         for f in dataclasses.fields(self):
             check_field(f, getattr(self, f.name))
-        objective = REGISTRY.get(self.objective)
+        objective = REGISTRY.named(self.objective)
         if self.objective_options is None:
             object.__setattr__(self, "objective_options", objective.options_type())
         if self.eos is None:
@@ -229,7 +232,7 @@ class TransformConfig:
         """What the objective reads with its options (``supply.Reads``): whole records, pieces it tokenizes, ..."""
         from .objectives import REGISTRY
 
-        return REGISTRY.get(self.objective).reads(self.objective_options)
+        return REGISTRY.named(self.objective).reads(self.objective_options)
 
     def read_options(self, strict: bool, source: str = ""):
         """How this run reads a source's inputs: text fields, or whole records for objectives that read them."""
@@ -248,7 +251,7 @@ class TransformConfig:
     def _check_row_tokens(self) -> None:
         from .objectives import REGISTRY
 
-        if not REGISTRY.get(self.objective).next_token_rows:
+        if not REGISTRY.named(self.objective).next_token_rows:
             raise ObjcliError(
                 f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
                 f"trainers shift labels; {self.objective}'s rows carry their own labels"
@@ -267,7 +270,7 @@ class TransformConfig:
             raise ObjcliError(
                 f"{flag}: pads each sequence of a packed row; it takes --packing best-fit, not {self.packing}"
             )
-        objective = REGISTRY.get(self.objective)
+        objective = REGISTRY.named(self.objective)
         if not objective.pads_sequences:
             raise ObjcliError(
                 f"{flag}: the padding inside a sequence is kept out of the loss by its labels (-100), and "

@@ -5,15 +5,19 @@ validation here and the Click options of ``objcli transform`` are generated from
     mask_prob: float = option(0.15, "Probability of selecting a token.", minimum=0, maximum=1)
 
 becomes ``--mask-prob FLOAT`` with that help and default, and ``--mask-prob 2`` fails with
-``--mask-prob 2: must be between 0 and 1``.
+``--mask-prob 2: must be between 0 and 1``. The names an option chooses among (objectives, packers,
+formats, ...) are a ``Registry``'s, below: one mechanism for every extension point.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import difflib
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .errors import ObjcliError
 
@@ -133,3 +137,89 @@ class LiveChoices(Sequence):
 
     def __len__(self) -> int:
         return len(self.names())
+
+
+# One way to extend objcli: every extension point is a ``Registry`` (objectives, store kinds, token
+# inputs, output formats, packers, text formats). A thing registers where it is defined, under the name
+# it goes by: ``@register("chat", "sft")`` on a class (objectives: the name, then aliases), ``@register``
+# on a class that names itself (store kinds, token inputs), ``register(ARROW)`` for an instance (output
+# formats). The package that holds an extension point imports each of its modules once (``discover``), so
+# a new one is one module and its test, with no list to edit: ``--help``, the options' choices, recipes
+# and the docs ask the registry.
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """The things of one extension point by name, in the order ``order`` gives (registration's, else)."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        instances: bool = False,
+        order: Callable[[Any], Any] | None = None,
+        check: Callable[[Any, Registry], None] | None = None,
+    ):
+        self.what = what  # how a message names one: "objective", "store kind"
+        self.instances = instances  # a class registered is kept as an instance of it
+        self.order = order  # a key on each thing: the order names() and iteration give
+        self.check = check  # refuses a thing that clashes with the others (ValueError)
+        self.aliases: dict[str, str] = {}
+        self._things: dict[str, T] = {}
+
+    def register(self, *spelled):
+        """``@register`` (the thing names itself), ``@register("name", "alias", ...)``, or ``register(thing)``."""
+        if spelled and not isinstance(spelled[0], str):
+            return self._add(spelled[0], spelled[0].name, ())
+        return lambda thing: self._add(thing, spelled[0], spelled[1:])
+
+    def _add(self, thing, name: str, aliases: tuple[str, ...]):
+        for key in (name, *aliases):
+            again = key in self._things and thing in (self._things[key], type(self._things[key]))
+            if (key in self._things and not again) or key in self.aliases:
+                raise ValueError(f"{self.what} name {key!r} is registered twice")
+        kept = thing() if self.instances and isinstance(thing, type) else thing
+        if isinstance(thing, type) and getattr(thing, "name", None) != name:
+            thing.name = name
+        if self.check is not None:
+            self.check(kept, self)
+        self._things[name] = kept
+        self.aliases.update({alias: name for alias in aliases})
+        if self.order is not None:
+            self._things = dict(sorted(self._things.items(), key=lambda item: self.order(item[1])))
+        return thing
+
+    def unregister(self, name: str) -> None:
+        """Takes a thing out (a test's own, registered for the test)."""
+        self._things.pop(name)
+        self.aliases = {alias: target for alias, target in self.aliases.items() if target != name}
+
+    def named(self, name: str) -> T:
+        """The thing a name (or an alias) spells; else one line naming the close ones and the known ones."""
+        canonical = self.aliases.get(name, name)
+        if canonical in self._things:
+            return self._things[canonical]
+        close = difflib.get_close_matches(name, [*self._things, *self.aliases], n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ObjcliError(f"unknown {self.what} '{name}'; {hint}known {self.what}s: {', '.join(sorted(self))}")
+
+    def names(self) -> list[str]:
+        return list(self._things)
+
+    def __getitem__(self, name: str) -> T:
+        return self._things[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._things)
+
+    def __len__(self) -> int:
+        return len(self._things)
+
+
+def discover(package: str, path) -> None:
+    """Imports every module of a package (its ``__name__`` and ``__path__``): each registers what it defines.
+    A private helper (``_name.py``) is left to the modules that use it (formats' Arrow columns import pyarrow,
+    which a run writing another format never needs)."""
+    for module in pkgutil.iter_modules(path):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{package}.{module.name}")

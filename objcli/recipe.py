@@ -37,7 +37,7 @@ def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
     """Every objective option: field name -> (its field, the objectives that take it)."""
     fields: dict[str, tuple[dataclasses.Field, set[str]]] = {}
     for name in REGISTRY.names():
-        for f in option_fields(REGISTRY.get(name).options_type):
+        for f in option_fields(REGISTRY.named(name).options_type):
             fields.setdefault(f.name, (f, set()))[1].add(name)
     return fields
 
@@ -45,7 +45,7 @@ def objective_fields() -> dict[str, tuple[dataclasses.Field, set[str]]]:
 def _by_key() -> types.MappingProxyType:
     """Recipe key -> (field name, its type): every option's name and the old spellings the command
     line still accepts (``preset``, ``mask``)."""
-    return _keys_of(tuple((name, REGISTRY.get(name).options_type) for name in REGISTRY.names()))
+    return _keys_of(tuple((name, REGISTRY.named(name).options_type) for name in REGISTRY.names()))
 
 
 @functools.cache  # typing.get_type_hints evaluates every annotation again: 20 ms a call
@@ -54,7 +54,7 @@ def _keys_of(objectives: tuple[tuple[str, type], ...]) -> types.MappingProxyType
     hints = typing.get_type_hints(TransformConfig)
     keys = {key_of(f): (name, hints[name]) for name, f in RUN_FIELDS.items()}
     for name, (f, owners) in objective_fields().items():
-        hint = typing.get_type_hints(REGISTRY.get(sorted(owners)[0]).options_type)[name]
+        hint = typing.get_type_hints(REGISTRY.named(sorted(owners)[0]).options_type)[name]
         for key in (key_of(f), *(alias.removeprefix("--") for alias in f.metadata["aliases"])):
             keys.setdefault(key, (name, hint))
     return types.MappingProxyType(keys)  # read-only: every caller shares it
@@ -96,7 +96,7 @@ def _typed(value: Any, hint, where: str) -> Any:
 
 def config_from_values(values: dict[str, Any]) -> TransformConfig:
     """A configuration from option values by field name (from the command line, a recipe or both)."""
-    objective = REGISTRY.get(values.get("objective", "clm"))
+    objective = REGISTRY.named(values.get("objective", "clm"))
     accepted = {f.name for f in option_fields(objective.options_type)}
     owners = objective_fields()
     run, own = {}, {}
@@ -135,7 +135,7 @@ def command_line(recipe: dict[str, Any]) -> str:
     """``objcli transform ...`` that runs a recipe again (``-o`` left to add): its inputs and tokenizer,
     its objective, then every option it sets away from the default, spelled as the command line takes
     them (a repeated option once a value; a flag on by default turned off with ``--no-``)."""
-    options = REGISTRY.get(recipe.get("objective", "clm")).options_type
+    options = REGISTRY.named(recipe.get("objective", "clm")).options_type
     fields = {key_of(f): f for f in [*RUN_FIELDS.values(), *option_fields(options)]}
     words = ["objcli", "transform", *recipe.get("inputs", []), "--tokenizer", str(recipe.get("tokenizer", ""))]
     for key, value in recipe.items():

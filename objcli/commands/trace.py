@@ -44,7 +44,7 @@ def _shard_of(manifest: Manifest, row: int, split: str | None):
 def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
     """Each span of the row: ``file``, ``record``, ``chars`` ([start, end) in the record's text),
     ``segment``, and ``copy`` (a mixture's repetition)."""
-    from ..formats.arrow_columns import column_numpy, int_array, read_parquet
+    from ..formats._arrow_columns import column_numpy, int_array, read_parquet
 
     folder = Path(folder)
     manifest = read_manifest(folder)
@@ -129,7 +129,7 @@ def _read_options(config: dict, source: str):
     from ..order.mixture import Mixture
     from ..readers import ReadOptions
 
-    objective = REGISTRY.get(config.get("objective", "clm"))
+    objective = REGISTRY.named(config.get("objective", "clm"))
     records = objective.reads(objective.options_type()).records  # chat: the record's JSON text, whatever options
     key = Mixture.of_text_key(config.get("text_key", "text")).text_key_of(source)
     return ReadOptions(key, config.get("text_unit", "line"), records=records, provenance=True)

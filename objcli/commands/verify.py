@@ -156,7 +156,7 @@ def _check_provenance(folder: Path, manifest: Manifest, shard: ShardRecord) -> l
     name = provenance_file(shard)
     if name is None:
         return ["has no provenance file (the run was made with --provenance)"]
-    from ..formats.arrow_columns import column_numpy, read_parquet
+    from ..formats._arrow_columns import column_numpy, read_parquet
 
     try:
         table = read_parquet(folder / name, ["row", "start", "end"])

@@ -87,7 +87,7 @@ def _check_padding(manifest: Manifest, named: dict, columns: dict[str, Column]) 
 def _labels_are_inputs(objective: str) -> bool:
     from ..objectives import REGISTRY
 
-    return objective in REGISTRY.objectives and REGISTRY.get(objective).labels_are_inputs
+    return objective in REGISTRY and REGISTRY.named(objective).labels_are_inputs
 
 
 def _check_target_depth(depth: Column, segments: Column, heads: int) -> list[str]:

@@ -82,7 +82,7 @@ def options_reference() -> str:
             lines += [row for row, f in zip(_rows(owner), option_fields(owner)) if f.name in fields]
         lines.append("")
     for name in REGISTRY.names():
-        options_type = REGISTRY.get(name).options_type
+        options_type = REGISTRY.named(name).options_type
         if option_fields(options_type):
             lines += [f"## `--objective {name}`", "", *header, *_rows(options_type), ""]
     return "\n".join([*lines, *_store_kinds()]).rstrip() + "\n"

@@ -82,7 +82,7 @@ def compiled_kernels(config) -> str:
     """The compiled kernels a run calls (its objective names them), for its fork server to load once."""
     from ..objectives import REGISTRY
 
-    return ",".join(REGISTRY.get(config.objective).compiled_kernels(config.objective_options))
+    return ",".join(REGISTRY.named(config.objective).compiled_kernels(config.objective_options))
 
 
 def _fork_context(tokenizer: str, engine: str, compiled: str):

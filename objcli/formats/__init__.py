@@ -6,30 +6,14 @@ Importing this package costs NumPy only: a format imports pyarrow where it write
 
 from __future__ import annotations
 
-from ..options import LiveChoices
-from .arrow import ARROW, HF
-from .base import Column, OutputFormat, ShardWriter, SideFiles
-from .flat import LLMC, NANOSET, TOKENS
-from .megatron import MEGATRON
-from .nemo_npy import NEMO_PACKED_NPY
-from .nemo_packed import NEMO_PACKED
-from .npy import NPY
-from .parquet import PARQUET
-from .row_plan import PLAN
+from ..options import LiveChoices, discover
+from .base import FORMATS, Column, OutputFormat, ShardWriter, SideFiles, register
 from .sink import ShardSink
 from .store import STORE, STORE_FORMAT
 
-FORMATS: dict[str, OutputFormat] = {
-    f.name: f for f in (ARROW, PARQUET, HF, NPY, MEGATRON, TOKENS, LLMC, NANOSET, NEMO_PACKED, NEMO_PACKED_NPY, PLAN)
-}
+discover(__name__, __path__)  # each format's module registers it
 
-
-FORMAT_NAMES = LiveChoices(lambda: list(FORMATS))  # the --format choices, a format registered later among them
-
-
-def register(output_format: OutputFormat) -> OutputFormat:
-    FORMATS[output_format.name] = output_format
-    return output_format
+FORMAT_NAMES = LiveChoices(FORMATS.names)  # the --format choices, a format registered later among them
 
 
 def format_of(name: str) -> OutputFormat:

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..rows import ColumnSpec, RowBatch, fold_value_type
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, class_label, commit, temp_file
+from .base import Column, OutputFormat, class_label, commit, register, temp_file
 
 HF_FILES = ("state.json", "dataset_info.json")  # --format hf: what datasets.load_from_disk reads
 HF_DATASET_DICT = "dataset_dict.json"  # --format hf --split: the splits, each a folder with HF_FILES
@@ -28,7 +28,7 @@ class ArrowWriter:
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         import pyarrow as pa  # here, not at the top: only a run that writes Arrow pays for pyarrow
 
-        from .arrow_columns import arrow_schema, to_record_batch
+        from ._arrow_columns import arrow_schema, to_record_batch
 
         self.columns = columns
         self.to_record_batch = to_record_batch
@@ -67,7 +67,7 @@ class RowsToShuffle(ArrowWriter):
         import numpy as np
         import pyarrow as pa
 
-        from .arrow_columns import int_array
+        from ._arrow_columns import int_array
 
         batch = self.to_record_batch(rows, self.columns)
         counts = [int_array(c, np.int64) for c in (rows.tokens, rows.padding, rows.documents)]
@@ -89,7 +89,7 @@ class ArrowFormat(OutputFormat):
     arrow_stream = True
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-        from .arrow_columns import table_columns
+        from ._arrow_columns import table_columns
 
         return table_columns(read_arrow_table(folder / shard.files[0]), manifest.columns)
 
@@ -186,5 +186,5 @@ def saved_dataset(shards, columns, config_sha256: str, folder: str = "") -> tupl
     return json.dumps(state, indent=2) + "\n", json.dumps(info, indent=2) + "\n"
 
 
-ARROW = ArrowFormat()
-HF = HfFormat()
+ARROW = register(ArrowFormat())
+HF = register(HfFormat())

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..options import Registry
 from ..rows import ColumnSpec, RowBatch, fold_value_type
 from ..storage.faults import crash_point
 from ..storage.files import HashingFile
@@ -198,3 +199,9 @@ class SideFiles:
     def remove_folders(self, place) -> None:
         for output_format in self.formats():
             output_format.remove_side_folders(place)
+
+
+# Output formats by name (--format's choices): each format's module registers its instance
+# (``register(ARROW)``); ``formats/__init__.py`` imports every module but the private helpers (``_*.py``).
+FORMATS: Registry[OutputFormat] = Registry("output format")
+register = FORMATS.register

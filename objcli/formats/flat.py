@@ -31,7 +31,7 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.files import file_sha256
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import TEMP_SUFFIX, ShardRecord
-from .base import Column, OutputFormat, commit, temp_file
+from .base import Column, OutputFormat, commit, register, temp_file
 from .megatron import input_ids_only, token_stream
 
 LLMC_HEADER_INTS = 256
@@ -196,6 +196,6 @@ class FlatFormat(OutputFormat):
         return {"input_ids": token_stream(values, offsets.astype(np.int64))}
 
 
-TOKENS = FlatFormat("tokens", TokensWriter)
-LLMC = FlatFormat("llmc", LlmcWriter)
-NANOSET = FlatFormat("nanoset", NanosetWriter)
+TOKENS = register(FlatFormat("tokens", TokensWriter))
+LLMC = register(FlatFormat("llmc", LlmcWriter))
+NANOSET = register(FlatFormat("nanoset", NanosetWriter))

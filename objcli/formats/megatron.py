@@ -29,7 +29,7 @@ from ..kernels import IGNORE
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, arrow_type_name, commit, temp_file
+from .base import Column, OutputFormat, arrow_type_name, commit, register, temp_file
 from .megatron_index import (  # noqa: F401 - the layout's names, where the format's readers look for them
     DOCUMENT_SUFFIX,
     DTYPE_CODES,
@@ -200,4 +200,4 @@ def token_stream(values: np.ndarray, offsets: np.ndarray) -> Column:
     return Column(values, offsets)
 
 
-MEGATRON = MegatronFormat()
+MEGATRON = register(MegatronFormat())

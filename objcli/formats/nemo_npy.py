@@ -21,7 +21,7 @@ import numpy as np
 from ..rows import ColumnSpec, RowBatch
 from ..storage.manifest import Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, commit, temp_file
+from .base import Column, commit, register, temp_file
 from .nemo_packed import NAMES, NemoPackedFormat, packed_sft_rows
 from .provenance import join_provenance, provenance_file
 
@@ -146,4 +146,4 @@ class NemoPackedNpyFormat(NemoPackedFormat):
         return columns
 
 
-NEMO_PACKED_NPY = NemoPackedNpyFormat()
+NEMO_PACKED_NPY = register(NemoPackedNpyFormat())

@@ -20,7 +20,7 @@ from ..kernels import IGNORE
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, commit, temp_file
+from .base import Column, OutputFormat, commit, register, temp_file
 
 NAMES = ("input_ids", "loss_mask", "seq_start_id")
 
@@ -75,7 +75,7 @@ class NemoPackedWriter:
         self.writer = pq.ParquetWriter(self.temp, self.schema, compression="zstd")
 
     def write(self, rows: RowBatch) -> None:
-        from .arrow_columns import int_array
+        from ._arrow_columns import int_array
 
         pa, arrays = self.pa, []
         for values, offsets in packed_sft_rows(rows).values():
@@ -134,9 +134,9 @@ class NemoPackedFormat(OutputFormat):
         return [ColumnInfo.of(spec, np.dtype(dtype), arrow) for spec, dtype, arrow in specs]
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-        from .arrow_columns import read_parquet, table_columns
+        from ._arrow_columns import read_parquet, table_columns
 
         return table_columns(read_parquet(folder / shard.files[0]), manifest.columns)
 
 
-NEMO_PACKED = NemoPackedFormat()
+NEMO_PACKED = register(NemoPackedFormat())

@@ -19,7 +19,7 @@ from ..kernels.ragged import lengths_to_offsets
 from ..rows import ColumnSpec, RowBatch
 from ..storage.manifest import ColumnInfo, Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, arrow_type_name, commit, temp_file
+from .base import Column, OutputFormat, arrow_type_name, commit, register, temp_file
 
 
 class NpyWriter:
@@ -78,4 +78,4 @@ class NpyFormat(OutputFormat):
         return columns
 
 
-NPY = NpyFormat()
+NPY = register(NpyFormat())

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..rows import ColumnSpec, RowBatch
 from ..storage.manifest import Manifest
 from ..storage.shard_info import ShardRecord
-from .base import Column, OutputFormat, commit, temp_file
+from .base import Column, OutputFormat, commit, register, temp_file
 
 
 class ParquetWriter:
@@ -16,7 +16,7 @@ class ParquetWriter:
     def __init__(self, base: Path, columns: list[ColumnSpec]):
         import pyarrow.parquet as pq  # here, not at the top: 25 ms of every command's start-up otherwise
 
-        from .arrow_columns import arrow_schema, to_record_batch
+        from ._arrow_columns import arrow_schema, to_record_batch
 
         self.columns = columns
         self.to_record_batch = to_record_batch
@@ -38,9 +38,9 @@ class ParquetFormat(OutputFormat):
     hub_loadable = True
 
     def read_columns(self, folder: Path, manifest: Manifest, shard: ShardRecord) -> dict[str, Column]:
-        from .arrow_columns import read_parquet, table_columns
+        from ._arrow_columns import read_parquet, table_columns
 
         return table_columns(read_parquet(folder / shard.files[0]), manifest.columns)
 
 
-PARQUET = ParquetFormat()
+PARQUET = register(ParquetFormat())

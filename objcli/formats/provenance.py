@@ -65,7 +65,7 @@ class ProvenanceWriter:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from .arrow_columns import int_array, string_array
+        from ._arrow_columns import int_array, string_array
 
         joined = {
             k: np.concatenate([p[k] for p in self.parts]) if self.parts else np.zeros(0, np.int64)
@@ -87,7 +87,7 @@ def join_provenance(ranges: list[tuple[Path, int, int]], base: Path) -> tuple[Pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .arrow_columns import column_numpy, int_array, read_parquet
+    from ._arrow_columns import column_numpy, int_array, read_parquet
 
     tables, before = [], 0
     for path, start, stop in ranges:
@@ -106,7 +106,7 @@ def join_provenance(ranges: list[tuple[Path, int, int]], base: Path) -> tuple[Pa
 def read_provenance(path: Path, rows: int, files: list[str]) -> dict[str, Ragged]:
     """A provenance file as the hidden columns of its shard's ``rows`` rows, file names as indices into
     ``files`` (names not in it yet are added), so the columns can be written again under any shard."""
-    from .arrow_columns import column_numpy, numpy_of, read_parquet, single_array
+    from ._arrow_columns import column_numpy, numpy_of, read_parquet, single_array
 
     table = read_parquet(path)
     row = column_numpy(table.column("row"))

@@ -26,7 +26,7 @@ from ..kernels.runs import encode_runs
 from ..rows import ColumnSpec, Ragged, RowBatch
 from ..storage.manifest import Manifest
 from ..storage.shard_info import ShardRecord, work_place
-from .base import Column, OutputFormat, commit, temp_file
+from .base import Column, OutputFormat, commit, register, temp_file
 
 MAGIC = b"OBJPLAN1"
 COUNTS = ("tokens", "padding", "documents")  # RowBatch's per-row counts: the row step reads them
@@ -174,4 +174,4 @@ class PlanFormat(OutputFormat):
         raise NotImplementedError("a plan's rows are made by objcli.reading.shards.stored_columns")
 
 
-PLAN = PlanFormat()
+PLAN = register(PlanFormat())

@@ -133,7 +133,7 @@ class StoreWriter:
     def _flush(self) -> None:
         import pyarrow as pa
 
-        from .arrow_columns import int_array  # from the buffers: pa.array of NumPy imports pandas
+        from ._arrow_columns import int_array  # from the buffers: pa.array of NumPy imports pandas
 
         if not self.pending:
             return
@@ -226,7 +226,7 @@ def read_store_table(path: Path):
 def table_documents(table, ids: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(flat ids, int64 offsets, the metadata columns) of a store table's rows; without ``ids``, a stand-in
     of their length that reads none of them (a plan run places tokens by position: ``run/documents.py``)."""
-    from .arrow_columns import column_numpy, list_ragged, single_array
+    from ._arrow_columns import column_numpy, list_ragged, single_array
 
     if ids:
         values, offsets = list_ragged(single_array(table.column("ids")))

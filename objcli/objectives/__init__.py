@@ -1,15 +1,12 @@
-"""Pretraining objectives, one file each, behind a small registry.
+"""Pretraining objectives, one file each, behind the registry (``options.Registry``).
 
 Every module of this package is imported here, so a file that registers an objective
 (``@register("NAME")``) is all a new one needs: ``--objective``, ``--help``, recipes and the options
 page take it from the registry."""
 
-import importlib
-import pkgutil
-
+from ..options import discover
 from .base import REGISTRY, DocumentBatch, register
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+discover(__name__, __path__)
 
 __all__ = ["REGISTRY", "DocumentBatch", "register"]

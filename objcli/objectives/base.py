@@ -7,10 +7,9 @@ tokenized documents into rows.
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -19,6 +18,7 @@ import numpy as np
 from ..errors import ObjcliError
 from ..kernels.ragged import add_boundary_tokens
 from ..kernels.rng import derive_rng
+from ..options import Registry
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .supply import DOCUMENTS_READ, Reads
 
@@ -286,7 +286,7 @@ class Objective:
 def remainder_hint(config: dict) -> str | None:
     """The option that keeps the dropped partial rows of a run (its configuration as the manifest
     records it), or None: nothing keeps them, or the run already gave it."""
-    objective = REGISTRY.get(config["objective"])
+    objective = REGISTRY.named(config["objective"])
     try:
         options = objective.options_type(**config.get("objective_options", {}))
     except (TypeError, AttributeError, ObjcliError):  # options as JSON (UL2's denoisers): what decides is plain
@@ -300,35 +300,6 @@ def remainder_hint(config: dict) -> str | None:
     return None if given == value else hint
 
 
-@dataclass
-class Registry:
-    objectives: dict[str, type] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
-
-    def register(self, name: str, *aliases: str):
-        def decorate(cls: type) -> type:
-            for key in (name, *aliases):
-                if key in self.objectives or key in self.aliases:
-                    raise ValueError(f"objective name {key!r} is registered twice")
-            cls.name = name
-            self.objectives[name] = cls
-            self.aliases.update({alias: name for alias in aliases})
-            return cls
-
-        return decorate
-
-    def get(self, name: str) -> type:
-        canonical = self.aliases.get(name, name)
-        if canonical in self.objectives:
-            return self.objectives[canonical]
-        known = sorted(self.objectives) + sorted(self.aliases)
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise ObjcliError(f"unknown objective '{name}'; {hint}known objectives: {', '.join(sorted(self.objectives))}")
-
-    def names(self) -> list[str]:
-        return sorted(self.objectives)
-
-
-REGISTRY = Registry()
+# Objectives by name, each in a module of this package (``objectives/__init__.py`` imports them all).
+REGISTRY: Registry[type[Objective]] = Registry("objective", order=lambda objective: objective.name)
 register = REGISTRY.register

@@ -33,9 +33,9 @@ def check_order_options(config) -> None:
 def _check_provenance(config) -> None:
     from ..objectives import REGISTRY
 
-    objective = REGISTRY.get(config.objective)
+    objective = REGISTRY.named(config.objective)
     if objective.provenance_of(config.objective_options) is None:
-        takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.get(n).provenance)
+        takes = ", ".join(n for n in REGISTRY.names() if REGISTRY.named(n).provenance)
         raise ObjcliError(
             f"--provenance: {objective.name} rewrites its documents into examples this way, and their spans "
             f"are not recorded yet; it is recorded for {takes}"

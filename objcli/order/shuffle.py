@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..formats import ShardSink, format_of
+from ..formats._arrow_columns import list_parts, numpy_of
 from ..formats.arrow import BOOKKEEPING
-from ..formats.arrow_columns import list_parts, numpy_of
 from ..formats.provenance import SPECS
 from ..kernels.permutation import permutation_keys, permuted
 from ..kernels.ragged import lengths_to_offsets

@@ -26,18 +26,10 @@ the rest in one line.
 
 from __future__ import annotations
 
-from .base import Packer, PackSettings
-from .best_fit import BestFitPacker
-from .concat import ConcatPacker
-from .none import OneExamplePerRow
-from .trim_and_pack import TrimAndPack
+from ..options import discover
+from .base import PACKERS, Packer, PackSettings
 
-PACKERS: dict[str, type] = {
-    "none": OneExamplePerRow,
-    "concat": ConcatPacker,
-    "best-fit": BestFitPacker,
-    "trim-and-pack": TrimAndPack,
-}
+discover(__name__, __path__)  # each packer's module registers it
 
 __all__ = ["PACKERS", "Packer", "PackSettings", "make_packer"]
 

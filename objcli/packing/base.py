@@ -9,9 +9,13 @@ from typing import Protocol
 import numpy as np
 
 from ..kernels.packing import first_of_segments
+from ..options import Registry
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
 
 MAX_POSITIONS = 2**31 - 1  # position_ids are int32
+# Packers by name (--packing's choices): ``@register("NAME")`` on a class of this package's modules.
+PACKERS: Registry[type] = Registry("packer")
+register = PACKERS.register
 CU_SEQLENS, CU_SEQLENS_PADDED = "cu_seqlens", "cu_seqlens_padded"  # --pad-to-multiple's sequence bounds
 
 

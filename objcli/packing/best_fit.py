@@ -26,12 +26,14 @@ from .base import (
     list_columns,
     packed_columns,
     per_example_names,
+    register,
     segment_values,
     sequence_bound_columns,
     token_columns,
 )
 
 
+@register("best-fit")
 class BestFitPacker:
     @staticmethod
     def pads_rows(remainder: str) -> bool:

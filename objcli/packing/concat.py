@@ -17,9 +17,10 @@ import numpy as np
 from ..kernels.packing import pack_concat, stream_rows
 from ..kernels.ragged import distinct_sorted
 from ..rows import POSITION_IDS, ColumnSpec, RowBatch
-from .base import PackSettings, count_empty, packed_columns, per_example_names, segment_values
+from .base import PackSettings, count_empty, packed_columns, per_example_names, register, segment_values
 
 
+@register("concat")
 class ConcatPacker:
     @staticmethod
     def pads_rows(remainder: str) -> bool:

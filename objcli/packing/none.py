@@ -15,9 +15,10 @@ import numpy as np
 
 from ..kernels.ragged import lengths_to_offsets, split_long_items
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import PackSettings, count_empty, joined_lists, list_columns, packed_columns, per_example_names
+from .base import PackSettings, count_empty, joined_lists, list_columns, packed_columns, per_example_names, register
 
 
+@register("none")
 class OneExamplePerRow:
     @staticmethod
     def pads_rows(remainder: str) -> bool:

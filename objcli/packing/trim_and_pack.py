@@ -24,7 +24,7 @@ from ..kernels.bestfit import best_fit_decreasing
 from ..kernels.packing import segments_and_positions
 from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
-from .base import PackSettings, per_example_names, per_segment_columns, segment_values
+from .base import PackSettings, per_example_names, per_segment_columns, register, segment_values
 
 
 def _ragged(column) -> Ragged:
@@ -54,6 +54,7 @@ def _offsets_in_rows(row: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return offset
 
 
+@register("trim-and-pack")
 class TrimAndPack:
     @staticmethod
     def pads_rows(remainder: str) -> bool:

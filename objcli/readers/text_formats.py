@@ -21,6 +21,7 @@ from pathlib import PurePath
 from typing import ClassVar
 
 from ..errors import ObjcliError
+from ..options import Registry
 from .inputs import COMPRESSION_SUFFIXES, Piece
 from .json_lines import json_lines
 from .lines import Locator, decode_text_block, line_blocks, paragraphs, whole_file
@@ -39,6 +40,7 @@ class TextInputFormat:
     # Suffixes another format owns that this one takes when the first bytes show it (.json: an array).
     claims_by_content: ClassVar[tuple[str, ...]] = ()
     records: ClassVar[bool] = True  # a document a record (JSON, a row): --text-unit does not apply
+    detection_rank: ClassVar[int] = 50  # a stream's first bytes are asked of formats in this order
 
     def check_compression(self, path: str, compression: str | None) -> None:
         """A compression the format cannot be read through is one line (none here)."""
@@ -70,11 +72,19 @@ class TextInputFormat:
         raise NotImplementedError
 
 
+# Text formats by name (--input-format's choices), asked of a stream's first bytes by ``detection_rank``:
+# ``@register`` on a TextInputFormat (kept as an instance).
+TEXT_INPUTS: Registry[TextInputFormat] = Registry("text input format", instances=True, order=lambda f: f.detection_rank)
+register = TEXT_INPUTS.register
+
+
 def _first_byte(head: bytes) -> bytes:
     return head.removeprefix(BOM).lstrip()[:1]
 
 
+@register
 class ParquetText(TextInputFormat):
+    detection_rank = 10
     name, suffixes = "parquet", (".parquet",)
 
     def check_compression(self, path: str, compression: str | None) -> None:
@@ -91,7 +101,9 @@ class ParquetText(TextInputFormat):
         yield from parquet_texts(piece, None if options.records else options.text_key, log)
 
 
+@register
 class JsonArray(TextInputFormat):
+    detection_rank = 20
     name = "json"
     claims_by_content = (".json",)  # .json files are told from JSON lines by their first bytes
 
@@ -102,7 +114,9 @@ class JsonArray(TextInputFormat):
         yield from json_lines(stream, piece, options, log, locator, array=True)
 
 
+@register
 class JsonLines(TextInputFormat):
+    detection_rank = 30
     name, suffixes = "jsonl", (".jsonl", ".ndjson", ".json")
 
     def sniffs(self, head: bytes) -> bool:
@@ -115,6 +129,7 @@ class JsonLines(TextInputFormat):
         yield from json_lines(stream, piece, options, log, locator)
 
 
+@register
 class PlainText(TextInputFormat):
     """Anything else: detected last."""
 
@@ -147,6 +162,8 @@ class PlainText(TextInputFormat):
 class SniffedStream(TextInputFormat):
     """A stream (standard input, a pipe) read as the format its first bytes show."""
 
+    detection_rank = 40
+
     name = "auto"
 
     def texts(self, stream, piece, options, log, locator) -> Iterator[list[str]]:
@@ -159,7 +176,6 @@ class SniffedStream(TextInputFormat):
 
 
 # In the order detection asks them: plain text takes whatever the others do not.
-TEXT_INPUTS: dict[str, TextInputFormat] = {f.name: f for f in (ParquetText(), JsonArray(), JsonLines(), PlainText())}
 
 
 def text_format(name: str) -> TextInputFormat:

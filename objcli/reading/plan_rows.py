@@ -210,7 +210,7 @@ def _row_step(folder: Path, manifest: Manifest, moved_tokenizer: str | None = No
     from ..objectives import REGISTRY
     from ..objectives.base import PartitionExamples
 
-    objective_type = REGISTRY.get(manifest.objective)
+    objective_type = REGISTRY.named(manifest.objective)
     if not objective_type.row_step:
         return None
     objective = _objective(folder, manifest, moved_tokenizer)

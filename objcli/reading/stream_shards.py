@@ -32,8 +32,8 @@ class StreamShards:
         name = record.files[0]
         with self._lock:
             if name not in self._tables:
+                from ..formats._arrow_columns import table_columns
                 from ..formats.arrow import read_arrow_table
-                from ..formats.arrow_columns import table_columns
 
                 table = read_arrow_table(self.folder / name)
                 if table.num_rows != record.rows:
@@ -48,7 +48,7 @@ class StreamShards:
 
     def block(self, record: ShardRecord, row: int) -> tuple[int, int, dict]:
         """(first row, rows, columns) of the record batch holding ``row`` of a shard."""
-        from ..formats.arrow_columns import list_parts, numpy_of
+        from ..formats._arrow_columns import list_parts, numpy_of
 
         batches, starts = self._table(record)
         index = int(np.searchsorted(starts, row, side="right")) - 1

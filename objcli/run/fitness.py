@@ -77,5 +77,5 @@ def check_renderer(config, kind: StoreKind) -> None:
     configuration names it (``objcli tokenize --chat`` and ``--preference`` do)."""
     from ..objectives import REGISTRY
 
-    if kind.renders and REGISTRY.get(config.objective).reads(config.objective_options).needs is not kind.holds:
+    if kind.renders and REGISTRY.named(config.objective).reads(config.objective_options).needs is not kind.holds:
         raise ObjcliError(f"{kind.label} is rendered by --objective {kind.renders}; give it in the configuration")

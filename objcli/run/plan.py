@@ -112,7 +112,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     check_tokenize_inputs(config, partitions)
     if before_tokenizer is not None:
         before_tokenizer(partitions)
-    encodes = REGISTRY.get(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes
+    encodes = REGISTRY.named(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes
     reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions or encodes
     config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:

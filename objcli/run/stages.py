@@ -32,7 +32,7 @@ def objective_context(config: TransformConfig) -> ObjectiveContext:
 
 
 def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
-    return REGISTRY.get(config.objective)(objective_context(config), tokenizer)
+    return REGISTRY.named(config.objective)(objective_context(config), tokenizer)
 
 
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..formats.arrow_columns import arrow_schema
+from ..formats._arrow_columns import arrow_schema
 from ..storage.partitions import PartitionResult
 
 

@@ -77,7 +77,7 @@ def _adopt_rendering(config: TransformConfig, stores: list[str]) -> TransformCon
 
     # What a record store rendered with (its template is compared by sha256) a derived run takes; how it
     # cuts, masks and packs them (--seq-len, --loss-on, --overlong, --packing) is its own.
-    reads = REGISTRY.get(config.objective).reads(config.objective_options).needs
+    reads = REGISTRY.named(config.objective).reads(config.objective_options).needs
     kinds = [(store, manifest_kind(store_manifest(store))) for store in stores]
     chats = [(store, kind) for store, kind in kinds if kind.section and kind.holds is reads]
     if not chats:

@@ -90,7 +90,7 @@ class Summary:
         from ..objectives import REGISTRY
 
         name = config.get("objective")
-        objective = REGISTRY.get(name) if name in REGISTRY.names() else None
+        objective = REGISTRY.named(name) if name in REGISTRY.names() else None
         if objective is not None and not objective.uses_seq_len:  # prompts: --max-prompt-length bounds them
             return ""
         bounds = f"; it bounds {objective.seq_len_bounds}" if objective is not None and objective.seq_len_bounds else ""
@@ -135,7 +135,7 @@ class Summary:
         config, pieces = self.manifest["config"], self.manifest["special_tokens"]["pieces"]
         from ..objectives import REGISTRY
 
-        declared = REGISTRY.get(config["objective"]).boundaries if config.get("objective") else None
+        declared = REGISTRY.named(config["objective"]).boundaries if config.get("objective") else None
         if declared:
             return declared
         bos = pieces.get("bos", "") if config.get("bos") else ""

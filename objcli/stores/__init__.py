@@ -6,14 +6,11 @@ kinds, generated from it (``python -m objcli.docs``)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ..errors import ObjcliError
+from ..options import discover
 from .base import STORE_KINDS, Encoded, KindOption, StoredColumn, StoreKind, register
 
-for _module in pkgutil.iter_modules(__path__):  # each module registers its kind
-    importlib.import_module(f"{__name__}.{_module.name}")
+discover(__name__, __path__)  # each module registers its kind
 
 WHOLE_DOCUMENTS = STORE_KINDS["documents"]()  # objcli tokenize's default
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from ..objectives.supply import Provides, Supply
+from ..options import Registry
 from ..rows import ColumnSpec
 
 
@@ -219,16 +220,15 @@ def checked_failures(codes: np.ndarray, reasons: tuple[str, ...], path) -> np.nd
 
 
 # Every kind, by name: filled by ``register`` as ``stores/__init__.py`` imports each module of the package.
-STORE_KINDS: dict[str, type[StoreKind]] = {}
-
-
-def register(kind: type[StoreKind]) -> type[StoreKind]:
-    """A class decorator: ``kind`` joins the registry (objcli tokenize's options, the store's columns).
-    Its columns must be its own, named with its prefix, which no other kind has."""
-    if kind.prefix and any(k.prefix == kind.prefix for k in STORE_KINDS.values() if k is not kind):
+def _own_columns(kind: type[StoreKind], kinds: Registry) -> None:
+    """A kind's columns are its own, named with its prefix, which no other kind has."""
+    if kind.prefix and any(k.prefix == kind.prefix for k in kinds.values() if k is not kind):
         raise ValueError(f"store kind {kind.name}: the column prefix {kind.prefix!r} is another kind's")
-    taken = {c.name for k in STORE_KINDS.values() if k is not kind for c in k.columns}
+    taken = {c.name for k in kinds.values() if k is not kind for c in k.columns}
     if taken & {c.name for c in kind.columns} or any(not c.name.startswith(kind.prefix) for c in kind.columns):
         raise ValueError(f"store kind {kind.name}: its columns must be its own, each named {kind.prefix}*")
-    STORE_KINDS[kind.name] = kind
-    return kind
+
+
+# Store kinds by name (objcli tokenize's options, the store's columns): ``@register`` on a StoreKind.
+STORE_KINDS: Registry[type[StoreKind]] = Registry("store kind", check=_own_columns)
+register = STORE_KINDS.register

@@ -69,7 +69,7 @@ def _appended_equals_whole(halves, tokenizer, tmp_path, **options):
 
 @pytest.mark.parametrize("objective", REGISTRY.names())
 def test_appending_gives_the_bytes_of_the_whole_run_for_every_objective(objective, halves, sample_tokenizer, tmp_path):
-    records = REGISTRY.get(objective).reads(REGISTRY.get(objective).options_type()).records
+    records = REGISTRY.named(objective).reads(REGISTRY.named(objective).options_type()).records
     extra = {"chat_template": str(TEMPLATES / "mistral.jinja")} if records else {}
     _appended_equals_whole(halves, sample_tokenizer, tmp_path, objective=objective, seq_len=96, **extra)
 

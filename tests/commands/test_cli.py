@@ -235,7 +235,7 @@ def test_megatron_refuses_objectives_with_labels(tmp_path, small_corpus, sample_
     assert result.exit_code == 1
     assert result.output == (
         "Error: --format megatron stores input_ids only, and span-corruption also writes labels; "
-        "choose --format arrow, parquet, hf or npy\n"
+        "choose --format arrow, hf, npy or parquet\n"
     )
 
 

@@ -64,7 +64,7 @@ class _JsonRowsFormat(OutputFormat):
 def registered():
     formats.register(_JsonRowsFormat())
     yield NAME
-    formats.FORMATS.pop(NAME)
+    formats.FORMATS.unregister(NAME)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 pyarrow's own conversions (``pa.array`` of NumPy, ``to_numpy``, ``pq.read_table``) import it where it is
 installed (``datasets`` installs it): 0.3 s of CPU in every objcli process and every pool worker that
-wrote a store or read a shard. objcli builds its arrays from buffers instead (``formats/arrow_columns``);
+wrote a store or read a shard. objcli builds its arrays from buffers instead (``formats/_arrow_columns``);
 this test runs the commands that touch Arrow in one fresh interpreter, pool workers as threads in it.
 """
 
@@ -65,7 +65,7 @@ DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
 def test_arrays_from_buffers_are_pyarrows_own(dtype, values, data):
     """``int_array`` (NumPy to Arrow from the buffer, booleans packed to bits) and ``numpy_of`` (back, slices
     at any offset) give what pyarrow's own conversions give, dtype for dtype."""
-    from objcli.formats.arrow_columns import int_array, numpy_of
+    from objcli.formats._arrow_columns import int_array, numpy_of
 
     array = np.array(values).astype(dtype)
     built = int_array(array, dtype)
@@ -94,7 +94,7 @@ def test_arrays_from_buffers_are_pyarrows_own(dtype, values, data):
 def test_a_column_of_no_chunks_is_an_empty_array_of_its_type(kind, tmp_path):
     """An empty Parquet file's columns can come back with no chunks (a dictionary column of the provenance
     file's kind does): ``single_array`` gives an empty array of the type, never a process abort."""
-    from objcli.formats.arrow_columns import single_array
+    from objcli.formats._arrow_columns import single_array
 
     array = single_array(pa.chunked_array([], type=kind))
     assert len(array) == 0 and array.type == kind

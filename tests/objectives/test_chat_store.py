@@ -82,7 +82,7 @@ def _same(family, corpora, stores, tmp_path, **options) -> dict:
     return derived.manifest
 
 
-@pytest.mark.parametrize("packer", REGISTRY.get("chat").packers(REGISTRY.get("chat").options_type()))
+@pytest.mark.parametrize("packer", REGISTRY.named("chat").packers(REGISTRY.named("chat").options_type()))
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_packer_and_loss_from_a_chat_store_writes_the_text_runs_bytes(family, packer, corpora, stores, tmp_path):
     for k, options in enumerate(DERIVED):

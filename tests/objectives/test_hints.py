@@ -14,7 +14,7 @@ from objcli.objectives import REGISTRY
 COMBINATIONS = [
     pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
     for name, options in variants()
-    for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+    for packer in REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
 ]
 HINT = re.compile(r"(--[a-z-]+ [a-z]+) keeps them|pass (--[a-z-]+ [a-z]+) or a smaller --seq-len")
 
@@ -54,7 +54,7 @@ def test_a_remainder_hint_works_when_followed(
     tmp_path,
 ):
     args = _args(name, options, packer, corpus, records, sample_tokenizer, seq_len)
-    if seq_len > 4096 and REGISTRY.get(name).reads(REGISTRY.get(name).options_type(**options)).records:
+    if seq_len > 4096 and REGISTRY.named(name).reads(REGISTRY.named(name).options_type(**options)).records:
         return  # a conversation is one row of its own length: nothing is a remainder
     try:
         manifest, output = _run(args, tmp_path / "first")
@@ -64,7 +64,7 @@ def test_a_remainder_hint_works_when_followed(
         raise
     hints = {a or b for a, b in HINT.findall(output)}
     dropped = manifest["totals"].get("tokens_dropped", 0)
-    keeps = REGISTRY.get(name).keeps_remainder(packer, REGISTRY.get(name).options_type(**options))
+    keeps = REGISTRY.named(name).keeps_remainder(packer, REGISTRY.named(name).options_type(**options))
     if not dropped:
         assert not hints, output
         return

@@ -54,7 +54,7 @@ def test_rows_are_clms_and_each_head_has_n_minus_k_targets(small_corpus, sample_
     from objcli.objectives import REGISTRY
     from objcli.objectives.mtp import MtpOptions
 
-    for packer in REGISTRY.get("mtp").packers(MtpOptions()):
+    for packer in REGISTRY.named("mtp").packers(MtpOptions()):
         assert packer in PACKERS
         options = {"seq_len": 96, "packing": packer}
         run_transform([small_corpus], sample_tokenizer, tmp_path / f"clm-{packer}", objective="clm", **options)

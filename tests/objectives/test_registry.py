@@ -32,7 +32,7 @@ COMBINATIONS = [
         name, options, packer, fmt, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}-{fmt}"
     )
     for name, options in variants()
-    for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+    for packer in REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
     for fmt in OUTPUT_FORMATS
 ]
 
@@ -54,7 +54,7 @@ def records(tmp_path_factory):
 def inputs_for(name: str, corpus, records, options=None) -> tuple:
     """(input folder, options) an objective reads: text, or the records it reads (conversations,
     pairs) with a template (the sample SentencePiece model ships none)."""
-    objective = REGISTRY.get(name)
+    objective = REGISTRY.named(name)
     reads = objective.reads(objective.options_type(**(options or {})))
     if reads.records:
         return records[reads.needs], {"chat_template": str(TEMPLATES / "mistral.jinja")}
@@ -97,7 +97,7 @@ def test_every_objective_packer_and_format(
         message = str(error)
         if FORMATS[fmt].packs_positions:  # a plan is made over a token store (tests/reading/test_plan_parity.py)
             assert message.startswith(f"--format {fmt}: "), message
-            assert "token stores' ids" in message or not REGISTRY.get(objective).plans_rows, message
+            assert "token stores' ids" in message or not REGISTRY.named(objective).plans_rows, message
             return
         if not FORMATS[fmt].stores_values and message.startswith(f"--format {fmt} stores integer columns"):
             return  # an objective of value columns (strings, records): the Arrow formats hold them
@@ -116,7 +116,7 @@ def test_every_objective_packer_and_format(
     assert report.ok, report.problems
     roles = {c["role"] for c in manifest["columns"]}
     if fmt == "megatron":  # the manifest lists what the shards store: Megatron keeps the tokens (chat: its mask)
-        masked = REGISTRY.get(objective).labels_are_inputs
+        masked = REGISTRY.named(objective).labels_are_inputs
         assert roles == ({"tokens", "loss_mask"} if masked else {"tokens"})
         assert manifest["columns"][0]["disk_dtype"] in ("uint16", "int32")
     elif isinstance(FORMATS[fmt], NemoPackedFormat):  # sequences said by their starts, the loss by its mask
@@ -150,7 +150,7 @@ def test_every_objective_packer_and_format(
     [
         pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
         for name, options in variants()
-        for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+        for packer in REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
     ],
 )
 def test_every_objective_and_packer_records_where_rows_come_from(
@@ -181,7 +181,7 @@ def test_every_objective_and_packer_records_where_rows_come_from(
 
 
 def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
-    owners = {f.name: n for n in REGISTRY.names() for f in option_fields(REGISTRY.get(n).options_type)}
+    owners = {f.name: n for n in REGISTRY.names() for f in option_fields(REGISTRY.named(n).options_type)}
     for name in REGISTRY.names():
         text = cli(["transform", "--objective", name, "--help"]).output
         # One screen, in sections; the objective's own options in a section named after it.
@@ -190,12 +190,12 @@ def test_every_objective_help_is_short_and_its_own(sample_tokenizer):
         assert headings == [
             "Input:",
             "Objective and rows:",
-            *([f"{name} options:"] if option_fields(REGISTRY.get(name).options_type) else []),
+            *([f"{name} options:"] if option_fields(REGISTRY.named(name).options_type) else []),
             "Order, splits and mixture:",
             "Output:",
             "Execution:",
         ], name
-        own = {f.name for f in option_fields(REGISTRY.get(name).options_type)}
+        own = {f.name for f in option_fields(REGISTRY.named(name).options_type)}
         for field_name in owners:
             flag = "--" + field_name.replace("_", "-") + " "
             assert (flag in text) == (field_name in own), (name, flag)  # its own options, and no other's
@@ -260,7 +260,7 @@ def test_unknown_recipe_key_names_the_closest(tmp_path):
 
 def test_a_packer_an_objective_does_not_take_is_refused_in_one_line(corpus, records, sample_tokenizer, tmp_path):
     for name in REGISTRY.names():
-        taken = REGISTRY.get(name).packers(REGISTRY.get(name).options_type())
+        taken = REGISTRY.named(name).packers(REGISTRY.named(name).options_type())
         refused = [p for p in ("none", "concat", "best-fit", "trim-and-pack") if p not in taken]
         for packer in refused:
             result = cli(
@@ -348,5 +348,5 @@ def test_a_new_objective_is_one_class_and_every_tool_picks_it_up(corpus, sample_
         help_text = cli(["transform", "--objective", "reverse-test", "--help"]).output
         assert "--packing" in help_text and len(help_text.splitlines()) < 80
     finally:
-        REGISTRY.objectives.pop("reverse-test")
+        REGISTRY.unregister("reverse-test")
         assert dataclasses.is_dataclass(_ReverseOptions)

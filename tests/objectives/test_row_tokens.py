@@ -11,8 +11,8 @@ from objcli.errors import ObjcliError
 from objcli.formats import whole_document_formats
 from objcli.objectives import REGISTRY
 
-NEXT_TOKEN = [n for n in REGISTRY.names() if REGISTRY.get(n).next_token_rows]
-OTHERS = [n for n in REGISTRY.names() if not REGISTRY.get(n).next_token_rows]
+NEXT_TOKEN = [n for n in REGISTRY.names() if REGISTRY.named(n).next_token_rows]
+OTHERS = [n for n in REGISTRY.names() if not REGISTRY.named(n).next_token_rows]
 SEQ_LEN = 64
 
 
@@ -22,7 +22,8 @@ def _rows(summary_out):
 
 
 @pytest.mark.parametrize(
-    "objective, packer", [(n, p) for n in NEXT_TOKEN for p in REGISTRY.get(n).packers(REGISTRY.get(n).options_type())]
+    "objective, packer",
+    [(n, p) for n in NEXT_TOKEN for p in REGISTRY.named(n).packers(REGISTRY.named(n).options_type())],
 )
 def test_rows_are_one_token_longer(objective, packer, small_corpus, sample_tokenizer, tmp_path):
     runs = {}

@@ -51,11 +51,9 @@ def _spaced_ids() -> type:
 
 @pytest.fixture
 def registered():
-    before = dict(TOKEN_INPUTS)
-    token_inputs.register(_spaced_ids()())
+    spaced = token_inputs.register(_spaced_ids()())
     yield
-    TOKEN_INPUTS.clear()
-    TOKEN_INPUTS.update(before)
+    TOKEN_INPUTS.unregister(spaced.name)
 
 
 def _run(path, out, **values):

@@ -65,7 +65,7 @@ def same_rows(written, planned) -> int:
 
 def _combinations():
     for name, options in variants():
-        objective = REGISTRY.get(name)
+        objective = REGISTRY.named(name)
         for packer in objective.packers(objective.options_type(**options)):
             label = f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}"
             yield pytest.param(name, options, packer, id=label)
@@ -73,7 +73,7 @@ def _combinations():
 
 @pytest.mark.parametrize("name, options, packer", list(_combinations()))
 def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store, tmp_path):
-    objective = REGISTRY.get(name)
+    objective = REGISTRY.named(name)
     reads = objective.reads(objective.options_type(**options)).needs
     run = {"objective": name, "packing": packer, "seq_len": 96, **options}
     source, tokenizer = store, SPM

@@ -213,7 +213,7 @@ def test_a_file_that_vanishes_mid_run_is_one_clear_error(small_corpus, sample_to
         (str(inputs),),
         sample_tokenizer,
         "clm",
-        REGISTRY.get("clm").options_type(),
+        REGISTRY.named("clm").options_type(),
         str(tmp_path / "out"),
         seq_len=32,
         shard_size="1000",

@@ -17,7 +17,7 @@ from objcli.options import INT_LIMIT, check_field, flag_of
 
 
 def integer_options():
-    owners = [TransformConfig, Execution, *(REGISTRY.get(n).options_type for n in REGISTRY.names())]
+    owners = [TransformConfig, Execution, *(REGISTRY.named(n).options_type for n in REGISTRY.names())]
     seen = set()
     for owner in owners:
         hints = typing.get_type_hints(owner)

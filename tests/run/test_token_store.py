@@ -91,7 +91,7 @@ def _objective(config_values: dict):
 COMBINATIONS = [
     pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
     for name, options in variants()
-    for packer in REGISTRY.get(name).packers(REGISTRY.get(name).options_type(**options))
+    for packer in REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
 ]
 
 
@@ -102,7 +102,7 @@ def test_every_objective_and_packer_from_a_store_writes_the_text_runs_bytes(
     """Objectives that read documents' tokens from a store of whole documents, the sentence objectives
     from a per-sentence store, chat from a chat store (another file); document-level FIM refused."""
     run = {"objective": name, "packing": packer, "seq_len": 96, **options}
-    if REGISTRY.get(name).reads(REGISTRY.get(name).options_type(**options)).records:
+    if REGISTRY.named(name).reads(REGISTRY.named(name).options_type(**options)).records:
         run["chat_template"] = str(SAMPLE.parent / "tests" / "support" / "chat_templates" / "mistral.jinja")
     objective = _objective(run)
     sentences = objective.tokenizes_itself and hasattr(objective.options, "sentences")
@@ -132,7 +132,7 @@ def _provenance_params() -> list:
     the documents joined, whole documents), the rest are slow."""
     params, kinds = [], set()
     for name, options in variants():
-        objective = REGISTRY.get(name)
+        objective = REGISTRY.named(name)
         if objective.reads(objective.options_type(**options)).records:
             continue
         kind = objective.provenance_of(objective.options_type(**options))

@@ -23,7 +23,7 @@ def run_transform(inputs, tokenizer, output, workers=1, pool="auto", **overrides
     if overrides.pop("pack", False):  # the old flag, as the CLI maps it
         from objcli.objectives import REGISTRY
 
-        objective = REGISTRY.get(overrides.get("objective", "clm"))
+        objective = REGISTRY.named(overrides.get("objective", "clm"))
         layout = {"layout": overrides["layout"]} if "layout" in overrides else {}
         overrides["packing"] = objective.legacy_pack(objective.options_type(**layout))
     values = {"inputs": [str(i) for i in inputs], "tokenizer": str(tokenizer), "output": str(output), **overrides}

@@ -25,11 +25,10 @@ imported here; a format's module registers it (``@register``), so a new format i
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import struct
 
 from ...errors import ObjcliError
+from ...options import discover
 from ...storage.remote import filesystem, is_url, public_url, storage_error, storage_errors
 from .base import TOKEN_INPUTS, InputSite, TokenFile, TokenInputFormat, register
 
@@ -87,8 +86,7 @@ def open_token_file(path: str, fmt: str, ids_key: str = "input_ids", eos: int | 
         ) from None
 
 
-for _module in pkgutil.iter_modules(__path__):  # each format's module registers it
-    importlib.import_module(f"{__name__}.{_module.name}")
+discover(__name__, __path__)  # each format's module registers it
 
 from .megatron import megatron_list  # noqa: E402 - a Megatron data-path list, read by the run
 

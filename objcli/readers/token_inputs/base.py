@@ -9,6 +9,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...options import Registry
+
 
 @dataclass
 class TokenFile:
@@ -113,19 +115,11 @@ def memmap(path: str, dtype, offset: int = 0) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", offset=offset)
 
 
-# The token formats in the order detection asks them, by name: filled by ``register``.
-TOKEN_INPUTS: dict[str, TokenInputFormat] = {}
-
-
-def register(token_format):
-    """A class decorator (an instance is taken too): the format is an --input-format choice, detected at
-    its ``detection_rank`` (equal ranks in the order registered)."""
-    instance = token_format() if isinstance(token_format, type) else token_format
-    ranked = sorted([*(f for f in TOKEN_INPUTS.values() if f.name != instance.name), instance], key=_rank)
-    TOKEN_INPUTS.clear()
-    TOKEN_INPUTS.update((f.name, f) for f in ranked)
-    return token_format
-
-
 def _rank(token_format: TokenInputFormat) -> int:
     return token_format.detection_rank
+
+
+# The token formats in the order detection asks them, by name: a class registered (``@register``) is kept as
+# an instance, an --input-format choice detected at its ``detection_rank`` (equal ranks in the order registered).
+TOKEN_INPUTS: Registry[TokenInputFormat] = Registry("token input format", instances=True, order=_rank)
+register = TOKEN_INPUTS.register

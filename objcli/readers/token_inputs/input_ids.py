@@ -46,7 +46,7 @@ class InputIdsInput(TokenInputFormat):
         """A ``save_to_disk`` folder, or Arrow (stream or file) or Parquet files, by their column."""
         import pyarrow as pa
 
-        from ...formats.arrow_columns import list_ragged, single_array
+        from ...formats._arrow_columns import list_ragged, single_array
 
         if os.path.isdir(path):
             with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
@@ -71,7 +71,7 @@ class InputIdsInput(TokenInputFormat):
 def _table(name: str, ids_key: str):
     import pyarrow as pa
 
-    from ...formats.arrow_columns import MissingColumn, read_parquet
+    from ...formats._arrow_columns import MissingColumn, read_parquet
 
     if name.endswith(".parquet"):
         try:
