@@ -178,7 +178,7 @@ def test_refusals_name_what_fits(chatml, no_template, tmp_path):
     prompts = _write(tmp_path / "q.jsonl", [{"prompt": "p", "data_source": "s"}])
     refused = run_cli("transform", prompts, "-t", chatml / "tokenizer.json", "--objective", "prompts", "--format",
                       "megatron", "-o", tmp_path / "m")  # fmt: skip
-    assert refused.returncode == 1 and "choose --format arrow, parquet or hf\n" in refused.stderr
+    assert refused.returncode == 1 and "choose --format arrow, hf or parquet\n" in refused.stderr
     assert "npy" not in refused.stderr  # npy holds no value column
     # A pair store given to clm: said as a pair store, not as --sentences.
     pairs = _write(tmp_path / "p.jsonl", [{"prompt": "p", "chosen": " b", "rejected": " a"}])

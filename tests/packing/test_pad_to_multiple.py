@@ -17,8 +17,9 @@ from objcli.commands.verify_padding import check_sequence_padding
 from objcli.errors import ObjcliError
 from objcli.formats import Column
 from objcli.kernels import IGNORE
-from objcli.packing import BestFitPacker, PackSettings
+from objcli.packing import PackSettings
 from objcli.packing.base import SequencePadding
+from objcli.packing.best_fit import BestFitPacker
 from objcli.rows import ColumnSpec, Ragged, RowBatch
 from objcli.tokenizers import open_tokenizer
 
