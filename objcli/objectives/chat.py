@@ -31,10 +31,9 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..kernels import IGNORE
-from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens, truncation_ends
-from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens
 from ..options import Options, option
-from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
+from ..rows import ColumnSpec, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .chat_images import (
@@ -303,24 +302,13 @@ class _ChatPartition(PartitionExamples):
         if len(encoded.offsets) == 1:
             return None
         lengths = np.diff(encoded.offsets)
-        keep_to, kept = self._fit(encoded, lengths)
+        keep_to, kept = encoded.fit(self.o.context.seq_len, self.o.options.overlong == "truncate")
         has_turn = np.bincount(encoded.owner[kept], minlength=len(lengths)) > 0
         self._count(lengths, keep_to, has_turn, encoded.record, batch)
         chosen = np.flatnonzero((keep_to > 0) & has_turn)
         if not len(chosen):
             return None
-        return self._rows(encoded, self._labels(encoded, kept), chosen, keep_to[chosen])
-
-    def _fit(self, encoded: ConversationTokens, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each conversation's length in a row (0: none), and the supervised spans that stay in it."""
-        seq_len = self.o.context.seq_len
-        local_last = encoded.last - encoded.offsets[encoded.owner]  # within its conversation
-        if self.o.options.overlong == "truncate":
-            every = np.ones(len(encoded.owner), dtype=bool)
-            keep_to = truncation_ends(lengths, encoded.owner, local_last, every, seq_len)
-        else:
-            keep_to = np.where(lengths <= seq_len, lengths, 0)
-        return keep_to, local_last < keep_to[encoded.owner]
+        return encoded.rows(self._labels(encoded, kept), chosen, keep_to[chosen])
 
     def _labels(self, encoded: ConversationTokens, kept: np.ndarray) -> np.ndarray:
         if self.o.options.loss_on == "last-assistant":
@@ -334,28 +322,6 @@ class _ChatPartition(PartitionExamples):
         if encoded.images is not None:  # image tokens are the vision encoder's, never predicted
             supervised &= ~mark_ranges(len(encoded.tokens), encoded.images.start, encoded.images.end - 1)
         return np.where(supervised, encoded.tokens, IGNORE).astype(np.int32)
-
-    def _rows(self, encoded: ConversationTokens, labels, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
-        tokens, offsets, record = encoded.tokens, encoded.offsets, encoded.record
-        ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
-        new_offsets = lengths_to_offsets(new_lengths)
-        # A record is one document: counted at its first example written (--turns each writes several).
-        first_of_record = np.ones(len(chosen), dtype=np.int64)
-        first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
-        columns = {
-            "input_ids": Ragged(ids, new_offsets),
-            "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
-            DOCUMENT: record[chosen].astype(np.int64),  # each example's record in the batch (--provenance)
-        }
-        if encoded.images is not None:
-            images = encoded.images.of_rows(chosen, offsets[:-1][chosen], new_lengths)
-            columns["images"], columns["image_spans"] = images
-        return RowBatch(
-            columns,
-            tokens=new_lengths.astype(np.int64),
-            padding=np.zeros(len(chosen), dtype=np.int64),
-            documents=first_of_record,
-        )
 
     def _count(self, lengths, keep_to, has_turn, record, batch) -> None:
         """Overlong conversations: truncated, or skipped (dropped, or no assistant turn left). A record

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.chat import truncation_ends
+from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..rows import DOCUMENT, Ragged, RowBatch
 from .chat_images import ImageTokens
 from .chat_parts import TurnParts
 
@@ -31,3 +34,37 @@ class ConversationTokens:
     def empty(cls, failed: dict[int, str]) -> ConversationTokens:
         none = np.zeros(0, np.int64)
         return cls(np.zeros(0, np.int32), np.zeros(1, np.int64), none, none, none, none, failed)
+
+    def fit(self, seq_len: int, truncate: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each conversation's length in a row (0: none; cut after the last supervised span that fits, or
+        dropped whole), and the supervised spans that stay in it."""
+        lengths = np.diff(self.offsets)
+        local_last = self.last - self.offsets[self.owner]  # within its conversation
+        if truncate:
+            keep_to = truncation_ends(lengths, self.owner, local_last, np.ones(len(self.owner), dtype=bool), seq_len)
+        else:
+            keep_to = np.where(lengths <= seq_len, lengths, 0)
+        return keep_to, local_last < keep_to[self.owner]
+
+    def rows(self, labels: np.ndarray, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
+        """The chosen examples as rows, each cut to its new length, with their labels (and images)."""
+        tokens, offsets, record = self.tokens, self.offsets, self.record
+        ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
+        new_offsets = lengths_to_offsets(new_lengths)
+        # A record is one document: counted at its first example written (--turns each writes several).
+        first_of_record = np.ones(len(chosen), dtype=np.int64)
+        first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
+        columns = {
+            "input_ids": Ragged(ids, new_offsets),
+            "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
+            DOCUMENT: record[chosen].astype(np.int64),  # each example's record in the batch (--provenance)
+        }
+        if self.images is not None:
+            images = self.images.of_rows(chosen, offsets[:-1][chosen], new_lengths)
+            columns["images"], columns["image_spans"] = images
+        return RowBatch(
+            columns,
+            tokens=new_lengths.astype(np.int64),
+            padding=np.zeros(len(chosen), dtype=np.int64),
+            documents=first_of_record,
+        )
