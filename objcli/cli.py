@@ -6,7 +6,6 @@ Heavy imports (NumPy, pyarrow, SentencePiece) happen inside commands so ``--help
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
@@ -17,55 +16,19 @@ from . import __version__
 from .cli_options import Fail as _Fail
 from .cli_options import TokenizeCommand, TransformCommand, collect_values, tokenize_values, warn_line
 from .commands.folder_commands import FOLDER_COMMANDS, check_output_open
+from .commands.stops import (
+    TERMINATED,
+    Interrupted,
+    Terminated,
+    TerminatedLine,
+    raise_terminated,
+    reader_went_away,
+    said,
+)
 from .errors import INTERRUPTED, ObjcliError, missing_module
 from .options import TEXT_UNITS
 from .run.progress import configure as configure_progress
 from .run.progress import phase
-
-
-class _Interrupted(click.ClickException):
-    exit_code = 130  # as a shell reports a command stopped by SIGINT
-
-
-class _Terminated(click.ClickException):
-    exit_code = 143  # as a shell reports a command stopped by SIGTERM
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's stop, ``kill``), handled as Ctrl-C is: workers stopped, the lock
-    released, one line; the default action left the pool's semaphores to a warning of their own."""
-
-
-TERMINATED = INTERRUPTED.replace("interrupted", "terminated (SIGTERM)", 1)
-_said: list[bool] = []  # the terminated line went to Click to print
-
-
-def _raise_terminated(signum, frame):
-    from .executors.local import process_pool_running
-
-    if process_pool_running():
-        _end_after_grace()
-    raise Terminated
-
-
-def _end_after_grace() -> None:
-    """A stop that hangs must not keep a job a scheduler stopped: a process pool's stop (workers stopped,
-    the lock released) gets ``OBJCLI_STOP_GRACE_S`` seconds (30), then the line is said, if it was not, and
-    the process ends with 143; multiprocessing's resource tracker then unlinks the pool's semaphores, and
-    says so. (A thread pool's stop waits for its running partitions, however long they take.) The hang
-    once seen (a signal raised inside ``concurrent.futures.wait`` left futures' locks taken) is closed
-    where it began (``executors.local._stops_held``); the grace stays for a stop that hangs elsewhere."""
-    import threading
-
-    def end() -> None:
-        if not _said:
-            sys.stderr.write(f"Error: {TERMINATED}\n")
-            sys.stderr.flush()
-        os._exit(143)
-
-    timer = threading.Timer(float(os.environ.get("OBJCLI_STOP_GRACE_S") or 30), end)
-    timer.daemon = True
-    timer.start()
 
 
 class _Group(click.Group):
@@ -76,16 +39,16 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         """Ctrl-C and SIGTERM are one line saying how to go on, not Click's "Aborted!" (nor a traceback)."""
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
         try:
             return super().invoke(ctx)
         except Terminated:
-            _said.append(True)
-            raise _Terminated(TERMINATED) from None
+            said.append(True)
+            raise TerminatedLine(TERMINATED) from None
         except KeyboardInterrupt:
-            raise _Interrupted(INTERRUPTED) from None
+            raise Interrupted(INTERRUPTED) from None
         except BrokenPipeError:
-            _reader_went_away()
+            reader_went_away()
         except ObjcliError as error:  # raised before a command's own handling (a bad OBJCLI_PROGRESS)
             raise _Fail(str(error)) from None
         except ModuleNotFoundError as error:  # an optional module a feature imports: name its extra
@@ -95,14 +58,6 @@ class _Group(click.Group):
             raise _Fail(str(missing)) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _reader_went_away() -> None:
-    """Standard output's reader stopped reading (``objcli inspect OUT | head``): stop quietly with the
-    status a shell gives a command ended by SIGPIPE, as Unix tools do; nothing is wrong with the output.
-    Standard output goes to /dev/null first, so that the interpreter's last flush finds no pipe."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(141)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -335,7 +290,7 @@ def train_tokenizer_command(quiet, **params):
         raise _Fail(str(error)) from None
     except KeyboardInterrupt as stop:  # the trainer was killed first: no model, no temp file
         what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-        error = _Terminated if isinstance(stop, Terminated) else _Interrupted
+        error = TerminatedLine if isinstance(stop, Terminated) else Interrupted
         raise error(f"train-tokenizer: {what}; the trainer was stopped and no model written") from None
     click.echo(training_line(request, result), err=True)
 
