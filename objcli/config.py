@@ -17,6 +17,7 @@ from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, LiveChoices, c
 from .order.mixture import Mixture
 from .order.option_checks import check_order_options
 from .packing import PACKERS
+from .packing.option_checks import check_row_options
 from .readers.planning import INPUT_FORMATS
 from .storage.remote import check_url_path
 from .stores import StoreKind
@@ -188,19 +189,7 @@ class TransformConfig:
 
     def _check_ignored_options(self) -> None:
         """An option that would do nothing in this run is an error, not a silent no-op."""
-        if self.format.packers is not None and self.packing not in self.format.packers:
-            raise ObjcliError(
-                f"--format {self.output_format} writes whole documents back to back and the trainer cuts "
-                f"its windows; it takes --packing {' or '.join(self.format.packers)}, not {self.packing}"
-            )
-        if self.row_tokens != "seq-len":
-            self._check_row_tokens()
-        if self.remainder != "drop" and self.packing != "concat":
-            raise ObjcliError(f"--remainder {self.remainder}: applies to --packing concat, not {self.packing}")
-        if self.pack_window != 4_000_000 and self.packing != "best-fit":
-            raise ObjcliError(f"--pack-window applies to --packing best-fit, not {self.packing}")
-        if self.pad_to_multiple != 1:
-            self._check_pad_to_multiple()
+        check_row_options(self)
         breaks = list(self.input_breaks)
         if breaks and (
             self.source
@@ -247,40 +236,6 @@ class TransformConfig:
         """Whether records are read with their origin (file, record): for --provenance, and for
         objectives that read whole records, whose skips name their first record's line."""
         return self.provenance or self.reads.records
-
-    def _check_row_tokens(self) -> None:
-        from .objectives import REGISTRY
-
-        if not REGISTRY.named(self.objective).next_token_rows:
-            raise ObjcliError(
-                f"--row-tokens {self.row_tokens}: applies to next-token objectives (clm, fim, mtp), whose "
-                f"trainers shift labels; {self.objective}'s rows carry their own labels"
-            )
-        if self.format.whole_documents and self.packing == "none":
-            raise ObjcliError(
-                f"--row-tokens {self.row_tokens}: --format {self.output_format} holds whole documents and "
-                "the trainer cuts its own windows of seq_len + 1; drop --row-tokens"
-            )
-
-    def _check_pad_to_multiple(self) -> None:
-        from .objectives import REGISTRY
-
-        flag = f"--pad-to-multiple {self.pad_to_multiple}"
-        if self.packing != "best-fit":
-            raise ObjcliError(
-                f"{flag}: pads each sequence of a packed row; it takes --packing best-fit, not {self.packing}"
-            )
-        objective = REGISTRY.named(self.objective)
-        if not objective.pads_sequences:
-            raise ObjcliError(
-                f"{flag}: the padding inside a sequence is kept out of the loss by its labels (-100), and "
-                f"{self.objective}'s rows have none; use it with --objective chat"
-            )
-        if self.sequence_limit < self.pad_to_multiple:
-            raise ObjcliError(
-                f"{flag}: --seq-len {self.seq_len} holds no sequence padded to a multiple of {self.pad_to_multiple}"
-                f"{' plus the token the reader shifts' if self.format.shifts_each_sequence else ''}; raise --seq-len"
-            )
 
     @property
     def shuffle_pass(self) -> bool:

@@ -10,7 +10,7 @@ from paths import ROOT
 
 PACKAGE = ROOT / "objcli"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-MAX_MODULE_LINES = 380
+MAX_MODULE_LINES = 342
 MAX_FUNCTION_LINES = 50
 
 
