@@ -36,6 +36,10 @@ def temp_file(base: Path, suffix: str) -> HashingFile:
 
 
 class ShardWriter(Protocol):
+    """A format's writer. Optional, read with its default where absent: ``drops_padding`` (False): the
+    packer's padding is not written (rows' sequences back to back, NVIDIA's layouts), so the sink counts
+    none of it in the manifest's padding."""
+
     def __init__(self, base: Path, columns: list[ColumnSpec]) -> None: ...
 
     def write(self, rows: RowBatch) -> None: ...
