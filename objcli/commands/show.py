@@ -62,12 +62,21 @@ def render_row(row: dict[str, np.ndarray], roles: dict[str, str], tokenizer: Tok
             text = f"[pad ×{stop - start}]"
             parts.append(click.style(text, dim=True) if colour else text)
             continue
-        text = tokenizer.decode(ids[start:stop])
+        text = _decoded(ids, start, stop, row.get(roles.get("image_spans")) or (), tokenizer)
         if colour:
             parts.append(click.style(text, fg=SEGMENT_COLOURS[(segment - 1) % len(SEGMENT_COLOURS)]))
         else:
             parts.append(f"[{segment}] {text}")
     return ("" if colour else " ").join(parts)
+
+
+def _decoded(ids: np.ndarray, start: int, stop: int, image_spans, tokenizer: Tokenizer) -> str:
+    """Tokens ``start:stop`` decoded, each image's span in it shown as ``[image ×N]`` (N: its image tokens)."""
+    parts, at = [], start
+    for first, end in (span for span in image_spans if start <= span[0] < stop):
+        parts += [tokenizer.decode(ids[at:first]), f"[image ×{int(np.sum(ids[first:end] == ids[first]))}]"]
+        at = end
+    return "".join([*parts, tokenizer.decode(ids[at:stop])])
 
 
 def render_labels(labels: np.ndarray, tokenizer: Tokenizer, colour: bool) -> str:
@@ -87,6 +96,11 @@ def _details(row: dict, columns: list[ColumnInfo], roles: dict[str, str]) -> lis
     details = [f"{len(row[roles['tokens']])} tokens"] if "tokens" in roles else []
     for column in columns:
         name, role = column.name, column.role
+        if role == "images":  # shown where their tokens are (render_row); the references one a line below
+            details.append(f"{len(row.get(name) or [])} images")
+            continue
+        if role == "image_spans":
+            continue
         if column.kind == "value" and "tokens" in roles:  # a value beside tokens (a reward pair's margin)
             details.append(f"{name} {json.dumps(row.get(name), ensure_ascii=False)}")
             continue
@@ -141,6 +155,7 @@ def inspect_output(
             views = sum(c.role == "tokens" for c in columns) > 1  # a contrastive row: name each view
             yield (f"{roles['tokens']}: " if views else "") + render_row(row, roles, tokenizer, colour)
         yield from _other_views(row, columns, roles["tokens"], tokenizer)
+        yield from (f"image {k + 1}: {reference}" for k, reference in enumerate(row.get(roles.get("images")) or ()))
 
 
 def _other_views(row: dict, columns: list[ColumnInfo], first: str, tokenizer: Tokenizer) -> Iterator[str]:

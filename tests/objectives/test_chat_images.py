@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import SAMPLE, read_output, run_cli, run_transform
+from runs import SAMPLE, cli, read_output, run_cli, run_transform
 from vision_families import FAMILIES, build_processor, conversations, make_images, processor_messages, write_jsonl
 
 pytest.importorskip("transformers")
@@ -162,6 +162,9 @@ def test_stats_and_verify_read_the_images(qwen, images, tmp_path):
     assert stats["images"] == sum(map(len, rows["images"])) > 0
     assert stats["image_tokens"] == sum(int((np.array(ids) == image_id).sum()) for ids in rows["input_ids"])
     assert verify_output(tmp_path / "out").ok
+    shown = cli(["inspect", tmp_path / "out", "--rows", "1"]).output  # each image where its tokens are, folded
+    first = rows["image_spans"][0]
+    assert shown.count("[image ×") == len(first) and f"image {len(first)}: {rows['images'][0][-1]}" in shown
 
 
 @pytest.mark.parametrize(
