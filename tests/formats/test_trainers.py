@@ -278,15 +278,17 @@ def test_the_resume_recipe_trains_on_every_row_once_over_two_ranks_and_a_restart
 
 @pytest.mark.heavy
 def test_the_vision_recipe_trains_a_model_on_rows_whose_images_it_loads(tmp_path, monkeypatch):
-    """Issue 85: the collator loads each row's images by reference and a tiny Qwen2-VL built from a config
-    trains on the rows (its loss falls over three epochs)."""
+    """Issue 85: the collator loads each packed row's images by reference and a tiny Qwen2-VL built from a
+    config trains on the rows (its loss falls over three epochs)."""
     import numpy as np
     from vision_families import build_processor, conversations, make_images, write_jsonl
 
     folder = recipe_folder(tmp_path / "recipe")
     build_processor("qwen2_vl_256", folder / "qwen2-vl")
     images = make_images(folder / "images", np.random.default_rng(1), 8)
-    write_jsonl(folder / "vqa.jsonl", conversations(images, np.random.default_rng(2), 8))
+    write_jsonl(folder / "vqa.jsonl", conversations(images, np.random.default_rng(2), 16))
     names = run_recipe("vision", folder, monkeypatch)
-    losses = names["losses"]
-    assert len(losses) == 12 and np.mean(losses[-4:]) < np.mean(losses[:4])
+    losses, rows = names["losses"], names["rows"]
+    assert len(rows) > 2 and any(len(row["images"]) > 1 for row in rows)  # packed rows of several images
+    steps = -(-len(rows) // 2)
+    assert len(losses) == 3 * steps and np.mean(losses[-steps:]) < np.mean(losses[:steps])
