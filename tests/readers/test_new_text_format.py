@@ -1,6 +1,6 @@
 """The text half of architecture.md's "Adding an input format", followed literally in a copy of the
-package: a throwaway text format (tab-separated id and text) added to ``readers/text_formats.py``
-alone. It is an --input-format choice on the options page, a folder walk finds its files, an empty
+package: a throwaway text format (tab-separated id and text), one module added to ``readers/text_inputs/``
+and nothing else edited. It is an --input-format choice on the options page, a folder walk finds its files, an empty
 folder's message names its suffix, the one door recognises it, and a run writes the rows the same
 texts give from JSON lines."""
 
@@ -15,7 +15,10 @@ import sys
 from runs import ROOT, SAMPLE, shard_files
 
 PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
-FORMAT = '''
+FORMAT = '''"""A throwaway text format: tab-separated id and text."""
+
+from .base import TextInputFormat, register
+
 
 @register
 class TabSeparated(TextInputFormat):
@@ -38,11 +41,10 @@ class TabSeparated(TextInputFormat):
 
 def test_a_new_text_format_is_one_class_in_its_module_as_the_page_says(tmp_path):
     steps = PAGE.split("## Adding an input format")[1].split("\n## ")[0]
-    assert "readers/text_formats.py" in steps and "@register" in steps and "detection_rank" in steps
+    assert "readers/text_inputs/" in steps and "@register" in steps and "detection_rank" in steps
     package = tmp_path / "pkg"
     shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
-    module = package / "objcli" / "readers" / "text_formats.py"
-    module.write_text(module.read_text() + FORMAT)  # the class, nothing else edited
+    (package / "objcli" / "readers" / "text_inputs" / "tab_separated.py").write_text(FORMAT)  # nothing else edited
     env = {**os.environ, "PYTHONPATH": str(package)}
 
     def run(*args):
