@@ -41,6 +41,7 @@ class Backwards(Objective):
     examples_are_documents = True
     supervision = "next-token"
     next_token_rows = True
+    plans_rows = True  # its examples only move tokens (reversed): a run over a store can write its plan
 
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
@@ -68,7 +69,8 @@ class _Reversed(PartitionExamples):
         pieces = [batch.tokens[a:b][::-1] for a, b in zip(batch.offsets[:-1], batch.offsets[1:])] * self.copies
         offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
         tokens = np.concatenate(pieces) if pieces else batch.tokens[:0]
-        copied = replace(batch, texts=batch.texts * self.copies, tokens=tokens, offsets=offsets)
+        texts = batch.texts * self.copies if self.copies > 1 else batch.texts  # a store's batch: one copy
+        copied = replace(batch, texts=texts, tokens=tokens, offsets=offsets)
         return document_examples(copied, None, None)
 '''
 
@@ -105,6 +107,31 @@ def test_a_new_objective_is_one_file_as_the_page_says(package_copy, tmp_path):
     assert manifest["objective"] == "backwards-test" and manifest["totals"]["rows"] > 0
     verified = run_copy(package_copy, "-m", "objcli", "verify", out)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_new_objective_plans_its_rows_as_the_page_says(package_copy, tmp_path):
+    """An objective that only moves tokens says so (``plans_rows``) in its own module: a run over a store writes
+    its plan, and ``objcli.reading.Rows`` makes the rows the same run writes as Arrow, row for row."""
+    steps = PAGE.split("## Adding an objective")[1].split("\n## ")[0]
+    assert "plans_rows" in steps and "--format plan" in steps
+    (package_copy / "objcli" / "objectives" / "backwards.py").write_text(OBJECTIVE)
+    store, common = tmp_path / "store", ["--objective", "backwards-test", "--seq-len", "256", "-q"]
+    made = run_copy(package_copy, "-m", "objcli", "tokenize", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model",
+                    "-o", store, "-q")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for fmt in ("plan", "arrow"):
+        out = tmp_path / fmt
+        done = run_copy(package_copy, "-m", "objcli", "transform", store, *common, "--format", fmt, "-o", out)
+        assert done.returncode == 0, done.stderr
+    compare = (
+        "import sys, numpy as np; from objcli.reading import Rows; "
+        "plan, arrow = Rows(sys.argv[1]), Rows(sys.argv[2]); "
+        "assert len(plan) == len(arrow) > 0; "
+        "assert all(np.array_equal(plan[i]['input_ids'], arrow[i]['input_ids']) for i in range(len(arrow))); "
+        "print(len(arrow))"
+    )
+    same = run_copy(package_copy, "-c", compare, tmp_path / "plan", tmp_path / "arrow")
+    assert same.returncode == 0 and int(same.stdout) > 0, same.stderr
 
 
 def test_a_new_engine_is_taken_as_the_page_says(package_copy, tmp_path):
