@@ -245,7 +245,7 @@ class _ChatPartition(PartitionExamples):
                 examples = self._rendered(record, parts)
             except BadRecord as bad:
                 failed[k] = bad.reason
-                self.note_skip(bad.reason, batch, k, str(bad) if bad.reason.startswith("image") else "")
+                self.note_skip(bad.reason, batch, k, str(bad) if "image" in bad.reason else "")
                 continue
             for text, supervised, turns, images in examples:
                 for (start, end), turn in zip(supervised, turns):
