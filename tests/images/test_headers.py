@@ -21,7 +21,14 @@ def _jpeg(path, width: int, height: int, orientation: int):
     return str(path)
 
 
-@pytest.mark.parametrize("orientation, turned", [(1, False), (3, False), (5, True), (6, True), (7, True), (8, True)])
+@pytest.mark.parametrize(
+    "orientation, turned",
+    [
+        (1, False),
+        (6, True),
+        *(pytest.param(o, t, marks=pytest.mark.heavy) for o, t in [(3, False), (5, True), (7, True), (8, True)]),
+    ],
+)
 def test_exif_quarter_turns_swap_the_sides_as_load_image_does(tmp_path, orientation, turned):
     from transformers.image_utils import load_image
 
@@ -51,6 +58,7 @@ def test_what_is_not_an_image_file_is_unreadable(tmp_path):
     assert raised.value.reason == "image_missing"
 
 
+@pytest.mark.heavy
 def test_an_image_by_https_url_is_read_as_on_disk(tmp_path):
     """A URL (an HTTP server on loopback; fsspec's client, aiohttp) gives the size the file on disk gives;
     a URL that answers 404 is a missing image."""

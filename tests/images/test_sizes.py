@@ -22,7 +22,7 @@ def _image(height: int, width: int):
     return Image.new("RGB", (width, height))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(SIDES, SIDES, st.sampled_from([(3136, 12845056), (3136, 256 * 28 * 28), (256 * 28 * 28, 1280 * 28 * 28)]))
 def test_qwen2_vl_grid_equals_the_processors(height, width, pixels):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
@@ -37,7 +37,7 @@ def test_qwen2_vl_grid_equals_the_processors(height, width, pixels):
     assert (1, resized[0] // 14, resized[1] // 14) == tuple(int(g) for g in grid)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(SIDES, SIDES, st.booleans(), st.booleans())
 def test_clip_output_size_equals_llavas(height, width, crop, pad):
     from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
@@ -48,7 +48,7 @@ def test_clip_output_size_equals_llavas(height, width, crop, pad):
     assert sizes.clip_output_size(height, width, config) == pixels.shape[1:]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(SIDES, SIDES, st.sampled_from([(4 * 364, 364), (4 * 384, 384), (2 * 512, 512)]), st.booleans())
 def test_idefics3_tiles_equal_the_processors(height, width, edges, splitting):
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil

@@ -242,7 +242,7 @@ def test_images_in_object_storage_are_read_by_their_headers(qwen, images, tmp_pa
     assert any(refs for refs in rows["images"]) and all(r.startswith("s3://") for refs in rows["images"] for r in refs)
 
 
-@pytest.mark.parametrize("packing", ["best-fit", "none"])
+@pytest.mark.parametrize("packing", ["best-fit", pytest.param("none", marks=pytest.mark.heavy)])
 def test_a_chat_store_keeps_the_images_and_its_derived_runs_equal_the_text_runs(qwen, images, tmp_path, packing):
     from objcli.commands.verify import verify_output
 
