@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("PIL")
 
 SIDES = st.integers(min_value=3, max_value=1600)
+RESIZED_SIDES = st.integers(min_value=3, max_value=900)  # processors that resample every image: fewer pixels
 
 
 def _image(height: int, width: int):
@@ -22,8 +23,12 @@ def _image(height: int, width: int):
     return Image.new("RGB", (width, height))
 
 
-@settings(max_examples=15, deadline=None)
-@given(SIDES, SIDES, st.sampled_from([(3136, 12845056), (3136, 256 * 28 * 28), (256 * 28 * 28, 1280 * 28 * 28)]))
+@settings(max_examples=8, deadline=None)
+@given(
+    RESIZED_SIDES,
+    RESIZED_SIDES,
+    st.sampled_from([(3136, 12845056), (3136, 256 * 28 * 28), (256 * 28 * 28, 1280 * 28 * 28)]),
+)
 def test_qwen2_vl_grid_equals_the_processors(height, width, pixels):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -38,7 +43,7 @@ def test_qwen2_vl_grid_equals_the_processors(height, width, pixels):
 
 
 @settings(max_examples=10, deadline=None)
-@given(SIDES, SIDES, st.booleans(), st.booleans())
+@given(RESIZED_SIDES, RESIZED_SIDES, st.booleans(), st.booleans())
 def test_clip_output_size_equals_llavas(height, width, crop, pad):
     from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
 

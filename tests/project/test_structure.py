@@ -1,4 +1,4 @@
-"""The codebase stays readable: no module over 380 lines, no function over 50, no import
+"""The codebase stays readable: no module over 342 lines, no function over 50, no import
 circle (every module imports on its own, in a fresh interpreter), a complexity limit (ruff C901)."""
 
 import ast
@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from paths import ROOT
 
 PACKAGE = ROOT / "objcli"
@@ -35,6 +36,7 @@ def test_no_function_is_too_long():
     assert not long
 
 
+@pytest.mark.heavy  # 14 s of CPU; the default run finds circles from the imports as written (below)
 def test_every_module_imports_on_its_own():
     """An import circle shows up as an ImportError when the module on the circle is imported first."""
     script = (
