@@ -166,8 +166,9 @@ class OutputFormat:
         """Sections of the manifest the format's readers need besides the shards (a plan: its stores)."""
         return {}
 
-    def refuses(self, objective) -> str | None:
-        """Why this format cannot hold the objective's rows (one line), or None."""
+    def refuses(self, objective, columns) -> str | None:
+        """Why this format cannot hold the objective's rows (``columns``: the run's, after the packer and the
+        row step) in one line, or None."""
         return None
 
     def refuses_splits(self, remote: bool) -> str | None:

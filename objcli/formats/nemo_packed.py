@@ -103,9 +103,11 @@ class NemoPackedFormat(OutputFormat):
         "NVIDIA's packed SFT Parquet (Megatron-Bridge GPTSFTPackedParquetDataset): input_ids, loss_mask, seq_start_id"
     )
 
-    def refuses(self, objective) -> str | None:
-        """Only rows whose loss is on next tokens map onto the layout's mask (chat, clm)."""
-        if objective.labels_are_inputs and objective.supervision == "labels" and objective.name != "preference":
+    def refuses(self, objective, columns) -> str | None:
+        """Only rows whose loss is on next tokens map onto the layout's mask (chat, clm): not rows whose loss
+        compares a pair's sides (a column of role ``pair_side``: packed preference rows)."""
+        compares_pairs = any(c.role == "pair_side" for c in columns)
+        if objective.labels_are_inputs and objective.supervision == "labels" and not compares_pairs:
             return None
         if objective.next_token_rows and "labels" not in {c.name for c in objective.example_columns()}:
             return None

@@ -164,7 +164,7 @@ class PlanFormat(OutputFormat):
         section["partition_stores"] = {str(p.index): [stores.index(p.store), p.store_partition] for p in partitions}
         return {"row_plan": section}
 
-    def refuses(self, objective) -> str | None:
+    def refuses(self, objective, columns) -> str | None:
         why = objective.plan_refusal()
         return f"--format plan: {why}; choose --format arrow (or another row format)" if why else None
 

@@ -153,14 +153,16 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
     if "labels" in lost and objective.labels_are_inputs and config.format.whole_documents:
         stored = {c.name for c in config.format.recorded_columns(columns)}
         lost = [name for name in lost if name != "labels" or "loss_mask" not in stored]  # Megatron's chat mask
-    refused = config.format.refuses(objective)
+    refused = config.format.refuses(objective, columns)
     if refused:
         raise ObjcliError(refused)
     values = [c.name for c in columns if c.kind == "value"]
     fits = [
         n
         for n, f in FORMATS.items()
-        if not (f.whole_documents or f.packs_positions) and (f.stores_values or not values) and not f.refuses(objective)
+        if not (f.whole_documents or f.packs_positions)
+        and (f.stores_values or not values)
+        and not f.refuses(objective, columns)
     ]
     choose = f"choose --format {', '.join(fits[:-1])} or {fits[-1]}" if len(fits) > 1 else f"choose --format {fits[0]}"
     if config.format.whole_documents and lost:
