@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ObjcliError
+from ..images.processors import load_rules
 from ..kernels import IGNORE
 from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens
 from ..options import Options, option
@@ -42,7 +43,6 @@ from .chat_images import (
     ImageSetup,
     image_tokens,
     listed_images,
-    processor_template,
     with_bos,
 )
 from .chat_parts import PARTS, CharParts, PartSpans, check_parts, parse_parts
@@ -109,7 +109,8 @@ class Chat(Objective):
         super().__init__(context, tokenizer)
         o = self.options
         self.tokenizer = tokenizer
-        template_file = o.chat_template or (processor_template(o.processor) if o.processor else None)
+        rules = load_rules(o.processor) if o.processor else None  # its template over the tokenizer's
+        template_file = o.chat_template or (str(rules.template) if rules and rules.template else None)
         self.template, variables = template_for(tokenizer, template_file, o.template_date)
         self.template_file = Path(self.template.where)  # a .jinja file, a JSON config holding it, or the tokenizer's
         self.markers = special_pattern([*tokenizer.special_texts(), *variables.values()])
@@ -124,11 +125,9 @@ class Chat(Objective):
         self.pad_id = tokenizer.resolve("pad") if context.pads_rows else None
         self.vocab_size = tokenizer.total_vocab_size
         check_parts(o, self.template.has_generation)
-        self.images = ImageSetup.of(o, tokenizer, variables) if o.processor else None
+        self.images = ImageSetup.of(o, rules, tokenizer, variables) if rules else None
 
     def store_refusal(self, columns: set[str]) -> str | None:
-        if self.images is not None and self.images.store_refusal(columns):
-            return self.images.store_refusal(columns)
         if self.options.learned_parts == set(PARTS) or "c_answer" in columns:
             return None
         return (

@@ -160,14 +160,6 @@ IMAGE_COLUMNS = [
 ]  # fmt: skip
 
 
-def processor_template(folder: str) -> str | None:
-    """The chat template a processor folder holds (its own, over the tokenizer's), if any."""
-    from ..images.processors import load_rules
-
-    template = load_rules(folder).template
-    return str(template) if template is not None else None
-
-
 @dataclass(frozen=True)
 class ImageSetup:
     """A run's images: the processor's rules, the image token's id, and the BOS the processor's
@@ -181,16 +173,13 @@ class ImageSetup:
     bos_text: str | None
 
     @classmethod
-    def of(cls, options, tokenizer, variables: dict) -> ImageSetup:
-        from ..images.processors import load_rules
-
+    def of(cls, options, rules: ImageRules, tokenizer, variables: dict) -> ImageSetup:
         try:
             import PIL  # noqa: F401 - the image headers are read with Pillow
         except ImportError:
             raise ObjcliError(
                 "--processor: images are read with Pillow, not installed; pip install 'objcli[vision]'"
             ) from None
-        rules = load_rules(options.processor)
         if options.media_dir and not is_url(options.media_dir) and not Path(options.media_dir).is_dir():
             raise ObjcliError(f"--media-dir {options.media_dir}: no such folder; give the folder images are below")
         if options.assistant_parts != ",".join(PARTS):
@@ -208,14 +197,6 @@ class ImageSetup:
         names = ("preprocessor_config.json", "processor_config.json")
         return {f"processor {n}": self.rules.folder / n for n in names if (self.rules.folder / n).is_file()}
 
-    def store_refusal(self, columns: set[str]) -> str | None:
-        if "c_image_first" in columns:
-            return None
-        return (
-            f"--processor {self.rules.folder}: the chat store was tokenized before stores kept images; tokenize the "
-            "records again (objcli tokenize --chat --processor DIR)"
-        )
-
     def adds_bos(self, text: str) -> bool:
         return self.bos_id is not None and not (self.bos_text and text.startswith(self.bos_text))
 
@@ -231,15 +212,18 @@ class ImageTokens:
     references: list[str]
 
     def of_rows(self, chosen: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ``images`` and ``image_spans`` of the chosen examples (starting at ``starts``, cut to
+        """The ``images`` and ``image_spans`` of the chosen examples (ascending; starting at ``starts``, cut to
         ``lengths``): an image cut off with the example's end is not in its row."""
         images, spans = np.empty(len(chosen), dtype=object), np.empty(len(chosen), dtype=object)
-        where = np.searchsorted(self.owner, chosen, side="left")
-        until = np.searchsorted(self.owner, chosen, side="right")
-        for row, (a, b, start, length) in enumerate(zip(where, until, starts.tolist(), lengths.tolist())):
-            kept = [i for i in range(a, b) if self.end[i] - start <= length]
-            images[row] = [self.references[i] for i in kept]
-            spans[row] = [[int(self.start[i] - start), int(self.end[i] - start)] for i in kept]
+        for row in range(len(chosen)):
+            images[row], spans[row] = [], []
+        row_of = np.minimum(np.searchsorted(chosen, self.owner), max(len(chosen) - 1, 0))
+        kept = np.flatnonzero(
+            (chosen[row_of] == self.owner) & (self.end - starts[row_of] <= lengths[row_of])
+        ) if len(chosen) else np.zeros(0, np.int64)  # fmt: skip
+        for i, row in zip(kept.tolist(), row_of[kept].tolist()):  # a loop an image, not a conversation
+            images[row].append(self.references[i])
+            spans[row].append([int(self.start[i] - starts[row]), int(self.end[i] - starts[row])])
         return images, spans
 
 
