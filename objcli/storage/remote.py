@@ -28,6 +28,20 @@ URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}
 # Storage clients that log warnings and tracebacks of their own (gcsfs: each retry, each fallback).
 CLIENT_LOGGERS = ("gcsfs", "s3fs", "fsspec", "aiobotocore", "botocore", "huggingface_hub")
+# The variables storage clients take their endpoint and credentials from when they are made.
+CLIENT_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "STORAGE_EMULATOR_HOST",
+    "HF_ENDPOINT",
+    "HF_TOKEN",
+)
+_clients_environment: dict[str, tuple] = {}
 READ_BLOCK = 16 << 20  # one ranged GET per 16 MiB read ahead: bounded memory, few requests and round trips
 # How throttling shows once the client's own retries are spent (s3fs turns S3's SlowDown into EBUSY).
 THROTTLED = (
@@ -87,6 +101,7 @@ def filesystem(url: str):
     try:
         import fsspec.core
 
+        _forget_clients_if_the_environment_changed(protocol)
         return fsspec.core.url_to_fs(url)
     except ImportError:
         extra = EXTRAS.get(protocol)
@@ -99,6 +114,19 @@ def filesystem(url: str):
             f"{public_url(url)}: unknown protocol {protocol}://; use a local path, or s3://, gs://, hf:// "
             "(pip install 'objcli[s3]', 'objcli[gcs]' or 'objcli[hf]') or another fsspec protocol"
         ) from None
+
+
+def _forget_clients_if_the_environment_changed(protocol: str) -> None:
+    """fsspec keeps one client per protocol and options, made with the endpoint and credentials the
+    environment named then; a process that changes them (a notebook, a service, the tests' servers)
+    gets a client of the new ones, never one still pointing at the old endpoint."""
+    now = tuple(os.environ.get(name) for name in CLIENT_ENVIRONMENT)
+    if _clients_environment.setdefault(protocol, now) == now:
+        return
+    import fsspec
+
+    _clients_environment[protocol] = now
+    fsspec.get_filesystem_class(protocol).clear_instance_cache()
 
 
 def join(url: str, name: str) -> str:

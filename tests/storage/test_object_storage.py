@@ -633,3 +633,22 @@ def test_a_random_row_of_a_plan_over_a_bucket_store_is_read_by_ranges(
     again._opened_plan().stores[0]._blocks.blocks.clear()
     with pytest.raises(ObjcliError, match="does not match the digests"):
         again[row]
+
+
+def test_a_process_that_changes_its_endpoint_reads_the_new_one(tmp_path):
+    """A long-lived process (a notebook, a service, this suite's servers one after another) that points
+    AWS_ENDPOINT_URL elsewhere reads the new endpoint: fsspec's kept client of the old one, whose server is
+    gone, is not reused."""
+    from objcli.readers.token_store import is_store
+    from objcli.storage.remote import filesystem
+
+    seen = []
+    for text in (b"first", b"second"):  # moto's servers in one process share their buckets: one each
+        bucket = f"endpoints-{uuid.uuid4().hex[:12]}"
+        with moto_s3() as client:
+            client.mkdir(bucket)
+            client.pipe(f"{bucket}/object", text)
+            fs, inner = filesystem(f"s3://{bucket}/object")
+            seen.append(fs.cat(inner))
+            assert not is_store(f"s3://{bucket}/object")  # reaches the server: no "could not connect" line
+    assert seen == [b"first", b"second"]
