@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -56,10 +56,10 @@ class DocumentBatch:
     encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None  # the run's tokenizer
     # A per-sentence token store's (tokens, sentence offsets, sentences per document): no text to split.
     sentences: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    # A record store's records (``tokens`` their ids), as its objective reads them: a chat store's, each
+    # What a store's kind keeps for the objective that reads it (``KindRecords.batch``): a chat store's, each
     # conversation's token offsets, its record, each supervised span's conversation, first and last token,
     # and the records it could not render; a pair store's, ``preference_tokens.EncodedPairs``' fields.
-    records: tuple | None = None
+    records: Any = None
 
     def sentence_tokens(self, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every sentence's tokens (flat), each sentence's token offsets, and each document's count of

@@ -4,19 +4,33 @@ read in it, the run says what each input gives, and a token store's kind (``stor
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 
-class Provides(enum.Enum):
-    """One thing an input can give an objective."""
+@dataclass(frozen=True, eq=False)
+class Supplied:
+    """One thing an input can give an objective. The vocabulary is open: a store kind that keeps something
+    new declares it in its own module (``Supplied("documents' tokens and their words", tokens=True)``), the
+    objective that reads it names the same object in ``reads``, and text gives it as it gives everything.
+    Compared by identity, as the members of an enumeration."""
 
-    TEXT = "text"  # the documents' text: everything else can be made from it
-    DOCUMENTS = "documents' tokens"
-    SENTENCES = "sentences' tokens"  # each encoded apart, as the sentence objectives encode them
-    CONVERSATIONS = "rendered conversations"
-    PAIRS = "preference pairs"  # records, and a pair store (objcli tokenize --preference)
-    PROMPTS = "prompts"  # RL prompts with their answers: only text gives them
+    value: str  # how messages and the options page name it
+    tokens: bool = False  # the run hands the objective its documents' tokens (else it tokenizes its own pieces)
+    records: bool = False  # whole JSON records: the reader hands over each record's JSON text, never cut
+
+    def __repr__(self) -> str:
+        return f"Supplied({self.value!r})"
+
+
+class Provides:
+    """What objcli's own inputs and objectives give and read."""
+
+    TEXT = Supplied("text")  # the documents' text: everything else can be made from it
+    DOCUMENTS = Supplied("documents' tokens", tokens=True)
+    SENTENCES = Supplied("sentences' tokens")  # each encoded apart, as the sentence objectives encode them
+    CONVERSATIONS = Supplied("rendered conversations", records=True)
+    PAIRS = Supplied("preference pairs", records=True)  # records, and a pair store (objcli tokenize --preference)
+    PROMPTS = Supplied("prompts", records=True)  # RL prompts with their answers: only text gives them
 
 
 @dataclass(frozen=True)
@@ -24,7 +38,7 @@ class Supply:
     """What one input provides: text, or the token kinds it holds (a sentence splitter's, or any
     splitter's where another tool split them: Megatron's ``--split-sentences``)."""
 
-    provides: frozenset[Provides]
+    provides: frozenset[Supplied]
     splitter: str = ""  # "": sentences of any splitter (or none held)
     what: str = ""  # how refusals say what it holds ("keeps whole documents' tokens", "is megatron token ids")
     store: bool = False  # an objcli token store (another can be tokenized from the text), not another tool's
@@ -43,7 +57,7 @@ class Reads:
     """What an objective reads (``Objective.reads``): its one need, with the splitter for sentences and
     a way to read tokens instead where there is one (FIM's ``--fim-level context``)."""
 
-    needs: Provides
+    needs: Supplied
     splitter: str = ""
     instead: str = ""
 
@@ -51,17 +65,14 @@ class Reads:
     def records(self) -> bool:
         """Whole JSON records (conversations, pairs, prompts), not a text field: the reader hands over each
         record's JSON text and never cuts one."""
-        return self.needs in RECORDS
+        return self.needs.records
 
     @property
     def tokenizes_itself(self) -> bool:
         """It tokenizes pieces of its own (sentences, FIM's prefix/middle/suffix, rendered records) with
         ``DocumentBatch.encode``, not documents: the pipeline hands it texts untokenized, and Python then
         does much of the work (the pool defaults to processes)."""
-        return self.needs is not Provides.DOCUMENTS
-
-
-RECORDS = frozenset({Provides.CONVERSATIONS, Provides.PAIRS, Provides.PROMPTS})
+        return not self.needs.tokens
 
 
 DOCUMENTS_READ = Reads(Provides.DOCUMENTS)

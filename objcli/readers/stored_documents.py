@@ -16,8 +16,7 @@ import numpy as np
 from ..formats.store import crc32_from
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import Ragged
-from ..stores.conversations import StoredConversations
-from ..stores.pairs import StoredPairs
+from ..stores.base import KindRecords
 
 
 @dataclass
@@ -70,8 +69,9 @@ class StoredDocuments:
     sentences: Ragged | None = None  # a per-sentence store: each document's sentences' token counts
     # --provenance: where each document comes from (a tokenized input's, or a store's made with it)
     origins: DocumentOrigins | None = None
-    # a record store's: a chat store's conversations and spans, or a pair store's renderings (StoredPairs)
-    records: StoredConversations | StoredPairs | None = None
+    # what the store's kind keeps besides ids (its ``read``'s "records"): a chat store's conversations and
+    # spans, a pair store's renderings, a kind of its own's data for the objective that reads it
+    records: KindRecords | None = None
 
     def __len__(self) -> int:
         return len(self.chars)

@@ -75,7 +75,7 @@ class SplitChain:
             self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
             self.first_document += len(texts)
             return int(texts.offsets[-1])
-        if stored and texts.records is not None:  # a chat or pair store's records: rendered and encoded already
+        if stored and texts.records is not None:  # what the store's kind keeps for its objective (chat, pairs)
             tokens, offsets = texts.tokens, texts.offsets
             records = texts.records.batch(offsets)
         elif stored and self.tokenizes_itself:  # a per-sentence store, or Megatron's

@@ -4,11 +4,11 @@ ids and token stores alike (``supply.py``'s terms), and the one place that words
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from ..objectives.supply import Provides, Reads, Supply
+from ..objectives.supply import Provides, Reads, Supplied, Supply
 from ..stores import StoreKind, holding, manifest_kind
 
 
-def _makes(needs: Provides) -> str:
+def _makes(needs: Supplied) -> str:
     """How to make a store of what an objective reads: objcli tokenize with the option of the kind that holds it."""
     kind = holding(needs)
     return f"make {kind.label}: objcli tokenize ... {kind.option.flag}" if kind else ""
@@ -54,6 +54,8 @@ def _refusal(objective: str, reads: Reads, name: str, supply: Supply) -> str:
         return f"{holds}, {supply.serves}"
     if reads.needs is Provides.CONVERSATIONS:
         return f"{objective} reads conversations, and {holds}, not rendered conversations; {_makes(reads.needs)}"
+    if reads.needs is not Provides.DOCUMENTS:  # what a store kind of its own keeps (supply.Supplied)
+        return f"{objective} reads {reads.needs.value}, and {holds}; {_makes(reads.needs) or 'run it from the text'}"
     return (
         f"{objective} reads whole documents, and {holds} (for nsp, sop, electra, bart and contrastive's "
         "sentence units); tokenize the text without --sentences"

@@ -12,7 +12,7 @@ its tokens, each token's place in its text (``PLACES``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
@@ -100,6 +100,22 @@ class Encoded(NamedTuple):
     offsets: np.ndarray
     columns: dict
     failed: tuple[str, ...] = ()
+
+
+class KindRecords(Protocol):
+    """What a kind's ``read`` may give besides ids (``StoredDocuments.records``): per-document data of its
+    own, cut and joined with the documents, and handed to the objective that reads it as
+    ``DocumentBatch.records`` (``batch``: for the batch whose documents' ids lie at ``offsets``). A chat
+    store's ``StoredConversations`` and a pair store's ``StoredPairs`` are two."""
+
+    def slice(self, start: int, stop: int) -> KindRecords: ...
+
+    def take(self, indices: np.ndarray) -> KindRecords: ...
+
+    @staticmethod
+    def concat(parts: list) -> KindRecords: ...
+
+    def batch(self, offsets: np.ndarray) -> Any: ...
 
 
 @dataclass(frozen=True)
