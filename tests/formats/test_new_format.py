@@ -125,3 +125,129 @@ def test_a_registered_format_takes_an_append(registered, small_corpus, sample_to
     transform(config_from_values(values), workers=1, pool="threads", append=manifest)
     assert verify_output(tmp_path / "grown").ok
     assert folder_bytes(tmp_path / "grown") == folder_bytes(tmp_path / "whole")
+
+
+POSITIONS_FORMAT = '''
+"""A throwaway format of its own columns: JSON lines of each row's ids and their positions, restarting at each
+packed sequence (what a padding-free trainer takes instead of segment ids); only next-token rows fit it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+
+from ..rows import ColumnSpec, Ragged
+from ..storage.manifest import ColumnInfo
+from .base import Column, OutputFormat, commit, register, temp_file
+
+
+def _rows(column, count):
+    if isinstance(column, Ragged):
+        return [column.values[a:b] for a, b in zip(column.offsets[:-1], column.offsets[1:])]
+    return [column[i] for i in range(count)]
+
+
+class PositionsWriter:
+    def __init__(self, base, columns):
+        self.temp = temp_file(base, ".positions.jsonl")
+
+    def write(self, rows):
+        count = len(rows.tokens)
+        ids = _rows(rows.columns["input_ids"], count)
+        segments = _rows(rows.columns["segment_ids"], count) if "segment_ids" in rows.columns else None
+        for i, row in enumerate(ids):
+            seg = np.ones(len(row), np.int64) if segments is None else np.asarray(segments[i])
+            starts = np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))
+            positions = np.arange(len(row)) - np.repeat(starts, np.diff(np.append(starts, len(row))))
+            line = {"input_ids": np.asarray(row).tolist(), "position_ids": positions.tolist()}
+            self.temp.write((json.dumps(line) + "\\n").encode())
+
+    def close(self):
+        return [commit(self.temp)]
+
+
+class PositionsFormat(OutputFormat):
+    name = "positions-jsonl-test"
+    writer = PositionsWriter
+    help = "JSON lines of input_ids and position_ids"
+
+    def refuses(self, objective, columns):
+        if objective.next_token_rows and not any(c.role == "labels" for c in columns):
+            return None
+        return (f"--format {self.name} holds next-token rows (ids and their positions), and {objective.name}'s "
+                "rows are not; choose --format arrow")
+
+    def recorded_columns(self, columns):
+        ids = replace(next(c for c in columns if c.name == "input_ids"), kind="ragged", length=0)  # a list a row
+        positions = ColumnSpec("position_ids", "ragged", 0, 2**31 - 1, "each id's place in its sequence",
+                               role="positions")
+        return [ColumnInfo.of(ids, np.dtype(np.int64), "json"), ColumnInfo.of(positions, np.dtype(np.int64), "json")]
+
+    def read_columns(self, folder, manifest, shard):
+        rows = [json.loads(line) for line in (folder / shard.files[0]).read_text().splitlines()]
+        columns = {}
+        for spec in manifest.columns:
+            values = [row[spec.name] for row in rows]
+            offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
+            columns[spec.name] = Column(np.array([x for v in values for x in v], np.int64), offsets)
+        return columns
+
+
+POSITIONS = register(PositionsFormat())
+'''
+
+
+def test_a_format_of_its_own_columns_and_refusals_is_one_module_as_the_page_says(tmp_path):
+    """The output-format recipe of architecture.md, followed in a copy of the package: a format storing columns
+    the objective does not make (positions from the packer's segments) and refusing rows it cannot hold, in one
+    module; the run, verify, inspect and stats take it, its refusal is one line, nothing else is edited."""
+    import shutil
+    import subprocess
+    import sys
+
+    from runs import ROOT, SAMPLE, read_output
+
+    steps = (ROOT / "objcli" / "docs" / "architecture.md").read_text().split("## Adding an output format")[1]
+    assert "refuses(objective, columns)" in steps.split("\n## ")[0] and "recorded_columns" in steps
+    package = tmp_path / "pkg"
+    shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "objcli" / "formats" / "positions_jsonl.py").write_text(POSITIONS_FORMAT)
+
+    def objcli(*args):
+        env = {**__import__("os").environ, "PYTHONPATH": str(package)}
+        command = [sys.executable, "-m", "objcli", *map(str, args)]
+        return subprocess.run(command, cwd=package, env=env, capture_output=True, text=True)
+
+    common = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128", "--packing", "best-fit"]
+    done = [objcli("transform", *common, "--format", f, "-o", tmp_path / f, "-q") for f in ("positions-jsonl-test",
+                                                                                        "arrow")]  # fmt: skip
+    assert all(d.returncode == 0 for d in done), [d.stderr for d in done]
+    manifest, arrow = read_output(tmp_path / "arrow")
+    written = [json.loads(line) for p in sorted((tmp_path / "positions-jsonl-test").glob("*.positions.jsonl"))
+               for line in p.read_text().splitlines()]  # fmt: skip
+    assert [r["input_ids"] for r in written] == arrow["input_ids"]
+    for row, segments in zip(written, arrow["segment_ids"]):  # each sequence counts from 0, padding its own run
+        run_start = [i == 0 or segments[i] != segments[i - 1] for i in range(len(segments))]
+        expected = [0 if run_start[i] else None for i in range(len(segments))]
+        for i in range(1, len(segments)):
+            expected[i] = 0 if run_start[i] else expected[i - 1] + 1
+        assert row["position_ids"] == expected
+    recorded = json.loads((tmp_path / "positions-jsonl-test" / "manifest.json").read_text())["columns"]
+    assert [(c["name"], c["role"]) for c in recorded] == [("input_ids", "tokens"), ("position_ids", "positions")]
+    for command in ("verify", "inspect"):
+        shown = objcli(command, tmp_path / "positions-jsonl-test")
+        assert shown.returncode == 0, command + shown.stdout + shown.stderr
+    figures = [json.loads(objcli("stats", tmp_path / f, "--json").stdout) for f in ("positions-jsonl-test", "arrow")]
+    assert figures[0]["rows"] == figures[1]["rows"] == len(written) and figures[0]["tokens"] == figures[1]["tokens"]
+
+    refused = objcli("transform", *common[:3], "--objective", "span-corruption", "--format", "positions-jsonl-test",
+                     "-o", tmp_path / "t5")  # fmt: skip
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--format positions-jsonl-test holds next-token rows" in refused.stderr
+    assert "span-corruption's rows are not" in refused.stderr and not (tmp_path / "t5" / "manifest.json").exists()
+    changed = [p.relative_to(package / "objcli") for p in (package / "objcli").rglob("*.py")
+               if not (ROOT / "objcli" / p.relative_to(package / "objcli")).is_file()
+               or (ROOT / "objcli" / p.relative_to(package / "objcli")).read_bytes() != p.read_bytes()]  # fmt: skip
+    assert [str(p) for p in changed] == ["formats/positions_jsonl.py"]
