@@ -1,4 +1,4 @@
-"""The library API behind ``objcli transform``: plan (``run/plan.py``), run the partitions
+"""The library API behind ``objcli transform``: setup (``run/setup.py``), run the partitions
 (``run/pipeline.py`` in the executor's workers), finish (``run/finish.py``: the row shuffle, the
 manifest, its checks), with the output folder's decisions (start, resume, refuse, done) around them."""
 
@@ -29,8 +29,8 @@ from .run.finish import build_manifest, check_totals, join_prefixes, shuffle_pas
 from .run.first_pass import mixture_rates, split_bounds
 from .run.fitness import check_renderer
 from .run.pipeline import PartitionResult, PartitionTask, Progress
-from .run.plan import RunPlan, plan_stages
 from .run.run_inputs import make_run_key
+from .run.setup import RunSetup, set_up_stages
 from .run.stdout import StdoutStream
 from .run.summary import Summary
 from .storage.output import OutputFolder, final_names
@@ -39,11 +39,11 @@ from .storage.remote import is_url
 from .storage.staging import share_tokenizer
 from .stores import WHOLE_DOCUMENTS, StoreKind, parse
 
-__all__ = ["RunPlan", "plan_run", "transform"]
+__all__ = ["RunSetup", "set_up_run", "transform"]
 
 
-def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunPlan:
-    """The run's plan (``run/plan.py``) and its pool: with local processes, the fork server starts as
+def set_up_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, executor: str = "") -> RunSetup:
+    """The run's setup (``run/setup.py``) and its pool: with local processes, the fork server starts as
     soon as the partitions are known, to load the tokenizer while this process loads it too."""
 
     def start_early(partitions) -> None:
@@ -51,13 +51,13 @@ def plan_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, ex
         if executor == "local" and will_fork(config.reads, pool, workers, pooled, config.tokenizer):
             start_fork_server(config.tokenizer, compiled_kernels(config))
 
-    planned = plan_stages(config, warn, start_early)
-    planned.pool = choose_pool(pool, planned.objective, planned.tokenizer, workers, config.tokenizer)
-    return planned
+    setup = set_up_stages(config, warn, start_early)
+    setup.pool = choose_pool(pool, setup.objective, setup.tokenizer, workers, config.tokenizer)
+    return setup
 
 
 def _run_partitions(
-    plan: RunPlan, todo, work: str, run_key: str, workers: int, executor: str, scheduler: str | None, stream, report
+    setup: RunSetup, todo, work: str, run_key: str, workers: int, executor: str, scheduler: str | None, stream, report
 ) -> list[PartitionResult]:
     """Run the partitions not yet done (writing to ``work``, a folder or the URL of a work prefix):
     standard input in this process, the rest in the pool."""
@@ -66,30 +66,30 @@ def _run_partitions(
     threads = max(1, workers // processes)  # tokenizer threads per process: never oversubscribe
     # Partitions on threads of this process share its cores: one left running alone (a run's tail,
     # the last range of one big file) takes them all (pipeline.encode_threads).
-    shared = workers if executor == "local" and plan.pool == "threads" else threads
-    sources = list(plan.mixture)
-    config = dataclasses.replace(plan.config, tokenizer=plan.task_tokenizer) if plan.task_tokenizer else plan.config
+    shared = workers if executor == "local" and setup.pool == "threads" else threads
+    sources = list(setup.mixture)
+    config = dataclasses.replace(setup.config, tokenizer=setup.task_tokenizer) if setup.task_tokenizer else setup.config
     tasks = [
         PartitionTask(
             partition=p,
             config=config,
-            special=plan.tokenizer.special,
+            special=setup.tokenizer.special,
             folder=work,
             threads=threads,
             run_key=run_key,
-            config_sha256=plan.config_sha256,
-            split_bounds=plan.split_bounds,
-            mixture_rate=plan.mixture[p.source]["rate"] if p.source else 1.0,
-            mixture_cut=plan.mixture[p.source].get("cut") if p.source else None,
+            config_sha256=setup.config_sha256,
+            split_bounds=setup.split_bounds,
+            mixture_rate=setup.mixture[p.source]["rate"] if p.source else 1.0,
+            mixture_cut=setup.mixture[p.source].get("cut") if p.source else None,
             source_index=sources.index(p.source) if p.source else -1,
             process_threads=shared,
-            inputs=plan.input_names() if config.provenance else (),
+            inputs=setup.input_names() if config.provenance else (),
         )
         for p in todo
     ]
     in_process = [t for t in tasks if t.partition.input.is_stream]  # a stream is read once, here
     pooled = [t for t in tasks if not t.partition.input.is_stream]
-    runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, plan.pool), pooled)]
+    runs = [(LocalExecutor(1), in_process), (make_executor(executor, workers, scheduler, setup.pool), pooled)]
     results = run_all(runs, report, stream.add if stream else lambda result: None)
     if stream:
         stream.close()
@@ -97,35 +97,35 @@ def _run_partitions(
 
 
 def _open_output(
-    plan: RunPlan, overwrite: bool, resume: bool, warn, append: dict | None = None
+    setup: RunSetup, overwrite: bool, resume: bool, warn, append: dict | None = None
 ) -> tuple[OutputFolder | None, str, Path]:
     """(the output folder, or None for stdout; the run key; where this process writes work files).
     ``append``: the finished output's manifest, whose partitions this run adopts (``run/append.py``)."""
-    config = plan.config
+    config = setup.config
     if config.output == STDIN:
         return None, "", Path(tempfile.mkdtemp(prefix="objcli-"))
-    streams = [f.path for f in plan.files if f.is_stream]
+    streams = [f.path for f in setup.files if f.is_stream]
     if resume and streams:
         raise ObjcliError(
             f"--resume: input {streams[0]} is a stream, read once, so what an earlier run read from it cannot be "
             "checked; drop --resume to build the output again"
         )
-    run_key = make_run_key(plan.config_sha256, plan.files)
+    run_key = make_run_key(setup.config_sha256, setup.files)
     folder = OutputFolder(
         open_place(config.output),
-        plan.config_sha256,
+        setup.config_sha256,
         run_key,
         SIDE_FILES,
-        record=json.loads(json.dumps({"config": config.to_json(), "identity": plan.identity})),
-        inputs=[f.path for f in plan.files if not f.is_stream],
+        record=json.loads(json.dumps({"config": config.to_json(), "identity": setup.identity})),
+        inputs=[f.path for f in setup.files if not f.is_stream],
         planned=config.format.split_folder_files(split_names(config.split) if config.split else []),
     )
     adopt = None
     if append is not None:
         check_appendable(config)
-        adopted = adopted_results(plan, append)
-        adopt = lambda folder: adopt_partitions(folder, adopted, plan.config_sha256, run_key)  # noqa: E731
-    folder.open(len(plan.partitions), overwrite=overwrite, resume=resume, adopt=adopt)
+        adopted = adopted_results(setup, append)
+        adopt = lambda folder: adopt_partitions(folder, adopted, setup.config_sha256, run_key)  # noqa: E731
+    folder.open(len(setup.partitions), overwrite=overwrite, resume=resume, adopt=adopt)
     if folder.restarted and warn:
         changed = "inputs changed since"
         if streams:
@@ -160,19 +160,19 @@ def transform(
     if pool == "threads":
         # Threads of one process share one Hugging Face (Rayon) thread pool: size it for all of them.
         os.environ.setdefault("RAYON_NUM_THREADS", str(workers))
-    plan = plan_run(config, pool, warn, workers, executor)
-    folder, run_key, work = _open_output(plan, overwrite, resume, warn, append)
+    setup = set_up_run(config, pool, warn, workers, executor)
+    folder, run_key, work = _open_output(setup, overwrite, resume, warn, append)
     try:
         if folder and folder.complete_manifest is not None:
             folder.stamp()
             return Summary(
-                folder.complete_manifest, time.perf_counter() - started, config.output, len(plan.partitions), True
+                folder.complete_manifest, time.perf_counter() - started, config.output, len(setup.partitions), True
             )
-        allocated = plan.tokenizer.allocation_warning()
-        for line in [*plan.objective.plan_warnings(), allocated] if warn else ():
+        allocated = setup.tokenizer.allocation_warning()
+        for line in [*setup.objective.setup_warnings(), allocated] if warn else ():
             if line:  # once the run is known to go ahead (a finished one has nothing to say)
                 warn(line)
-        summary = _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
+        summary = _run_and_finish(setup, folder, run_key, work, started, workers, executor, scheduler, progress, warn)
         summary.appended = append is not None
         return summary
     finally:
@@ -180,33 +180,33 @@ def transform(
             folder.close()
 
 
-def _run_and_finish(plan, folder, run_key, work, started, workers, executor, scheduler, progress, warn) -> Summary:
+def _run_and_finish(setup, folder, run_key, work, started, workers, executor, scheduler, progress, warn) -> Summary:
     """Run what is left to do, then the manifest: the second half of ``transform``."""
-    config, to_stdout = plan.config, folder is None
+    config, to_stdout = setup.config, folder is None
     kept = folder.kept if folder else {}
-    todo = [p for p in plan.partitions if p.index not in kept]
-    stream = StdoutStream(plan.columns, work) if to_stdout else None
+    todo = [p for p in setup.partitions if p.index not in kept]
+    stream = StdoutStream(setup.columns, work) if to_stdout else None
     report = progress or (lambda _: None)
     if config.source or config.split:  # a first pass may count the corpus: a phase of its own
         report(Progress(phase="first pass (split bounds, mixture rates)"))
-    plan.split_bounds = split_bounds(config, plan.partitions, plan.tokenizer)
-    plan.mixture = mixture_rates(config, plan.partitions, plan.tokenizer)
-    check_repeats(plan.mixture, warn)
-    streams = any(p.input.is_stream for p in plan.partitions)
+    setup.split_bounds = split_bounds(config, setup.partitions, setup.tokenizer)
+    setup.mixture = mixture_rates(config, setup.partitions, setup.tokenizer)
+    check_repeats(setup.mixture, warn)
+    streams = any(p.input.is_stream for p in setup.partitions)
     report(
         Progress(
             phase="tokenize" if config.store_kind else "transform",  # the command's own name
-            total=None if streams else sum(p.size for p in plan.partitions),
-            done=sum(p.size for p in plan.partitions if p.index in kept),
+            total=None if streams else sum(p.size for p in setup.partitions),
+            done=sum(p.size for p in setup.partitions if p.index in kept),
         )
     )
     task_folder = folder.task_folder if folder else str(work)
     if folder and folder.place.remote and executor == "dask" and not is_url(config.tokenizer):
         # Dask workers share no folder with this machine: they fetch the tokenizer from the bucket.
-        plan.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_place)
+        setup.task_tokenizer = share_tokenizer(config.tokenizer, folder.work_place)
     try:
         results = list(kept.values()) + _run_partitions(
-            plan, todo, task_folder, run_key, workers, executor, scheduler, stream, report
+            setup, todo, task_folder, run_key, workers, executor, scheduler, stream, report
         )
     finally:
         if to_stdout:
@@ -217,15 +217,14 @@ def _run_and_finish(plan, folder, run_key, work, started, workers, executor, sch
     shards = [s for r in results for s in r.shards]
     if config.shuffle_pass:
         report(Progress(phase="shuffling rows across shards"))
-        shards = shuffle_pass(shards, folder, work, plan)
-    shards = join_prefixes(shards, folder, work, plan)  # Megatron: prefixes as large as --shard-size
+        shards = shuffle_pass(shards, folder, work, setup)
+    shards = join_prefixes(shards, folder, work, setup)  # Megatron: prefixes as large as --shard-size
     renames = [] if to_stdout else final_names(shards)  # gives the shards their final names
-    manifest = build_manifest(plan, results, shards, run_key)
-    check_totals(manifest, plan, warn)
+    manifest = build_manifest(setup, results, shards, run_key)
+    check_totals(manifest, setup, warn)
     if folder:
-        extra = config.format.side_files(
-            shards, config.format.recorded_columns(plan.columns), plan.config_sha256, run_blend(config, plan.partitions)
-        )
+        columns, blend = config.format.recorded_columns(setup.columns), run_blend(config, setup.partitions)
+        extra = config.format.side_files(shards, columns, setup.config_sha256, blend)
         folder.finish(renames, manifest, {**extra, **card_files(folder.place, manifest, warn)})
     return Summary(manifest, time.perf_counter() - started, config.output, kept=len(kept))
 

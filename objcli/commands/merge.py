@@ -112,7 +112,7 @@ def train_when_split(manifests: list[Manifest]) -> list[Manifest]:
 
 
 @dataclass
-class MergePlan:
+class MergeSources:
     sources: list[str]
     manifests: list[Manifest]
     shards: list[ShardRecord] = field(default_factory=list)
@@ -122,9 +122,9 @@ class MergePlan:
         return self.manifests[0]
 
 
-def _copy_shards(plan: MergePlan, work: Path) -> list[ShardRecord]:
+def _copy_shards(merged: MergeSources, work: Path) -> list[ShardRecord]:
     """Every source shard under its merged name, in one numbering per split."""
-    entries = [(Path(src), shard) for src, m in zip(plan.sources, plan.manifests) for shard in m.shards]
+    entries = [(Path(src), shard) for src, m in zip(merged.sources, merged.manifests) for shard in m.shards]
     counts: dict[str, int] = {}
     for _, shard in entries:
         counts[shard.split] = counts.get(shard.split, 0) + 1
@@ -168,9 +168,9 @@ def _merge_megatron_split(shards: list[tuple[Path, ShardRecord]], work: Path, pr
         ) from None
 
 
-def _merge_megatron(plan: MergePlan, work: Path) -> list[ShardRecord]:
+def _merge_megatron(merged: MergeSources, work: Path) -> list[ShardRecord]:
     by_split: dict[str, list] = {}
-    for src, manifest in zip(plan.sources, plan.manifests):
+    for src, manifest in zip(merged.sources, merged.manifests):
         for shard in manifest.shards:
             by_split.setdefault(shard.split, []).append((Path(src), shard))
     return [
@@ -212,14 +212,14 @@ def _totals(raws: list[dict], shards: list[ShardRecord]) -> dict:
 
 
 def merged_manifest(
-    plan: MergePlan, shards: list[ShardRecord], shuffle_seed: int | None = None, labels: list[str] | None = None
+    merged: MergeSources, shards: list[ShardRecord], shuffle_seed: int | None = None, labels: list[str] | None = None
 ) -> dict:
     import msgspec
 
-    raws = [_raw(src) for src in plan.sources]
+    raws = [_raw(src) for src in merged.sources]
     first = raws[0]
     digest = hashlib.sha256("".join(r["config_sha256"] for r in raws).encode()).hexdigest()
-    labels = labels or [str(Path(src).resolve()) for src in plan.sources]
+    labels = labels or [str(Path(src).resolve()) for src in merged.sources]
     provenance = [
         {
             "output": label,
@@ -296,7 +296,7 @@ def _merge_local(
     check_compatible(sources, manifests)
     for message in repeated_shards(labels, manifests) if warn else ():
         warn(message)
-    plan = MergePlan(sources, manifests)
+    merged = MergeSources(sources, manifests)
     with building("merge", out, overwrite) as work:
         if shuffle_seed is not None:
             from ..storage.output import final_names
@@ -305,12 +305,12 @@ def _merge_local(
             shuffled = shuffled_merge(sources, manifests, work, shuffle_seed)
             renames = final_names(shuffled)
             shards = [ShardRecord(**s.to_json()) for s in shuffled]
-        elif format_of(plan.first.format).merge_joins_shards:
-            shards = _merge_megatron(plan, work)
+        elif format_of(merged.first.format).merge_joins_shards:
+            shards = _merge_megatron(merged, work)
         else:
-            shards = _copy_shards(plan, work)
+            shards = _copy_shards(merged, work)
         if shuffle_seed is None:
             renames = [(name, name) for shard in shards for name in shard.files]
-        manifest = merged_manifest(plan, shards, shuffle_seed, labels)
+        manifest = merged_manifest(merged, shards, shuffle_seed, labels)
         publish(out, work, renames, manifest)
     return manifest

@@ -37,7 +37,7 @@ def _lengths_for(raw_length: int, noise_density: float, mean_span: float) -> tup
     return raw_length - num_noise + num_spans + 1, num_noise + num_spans + 1
 
 
-def plan_lengths(inputs_length: int, noise_density: float, mean_span: float) -> tuple[int, int]:
+def t5_raw_lengths(inputs_length: int, noise_density: float, mean_span: float) -> tuple[int, int]:
     """T5's ``random_spans_helper``: the raw length T whose inputs are exactly ``inputs_length``
     (the largest such T), and the resulting targets length. 512, 0.15, 3 -> (568, 114)."""
     raw_length = inputs_length - 1
@@ -160,14 +160,14 @@ def corrupt_spans(
     return inputs, targets
 
 
-def plan_example(inputs_length: int, noise_density: float, mean_span: float) -> tuple[int, int] | None:
+def raw_lengths_for(inputs_length: int, noise_density: float, mean_span: float) -> tuple[int, int] | None:
     """(raw length, targets length) whose corrupted inputs are exactly ``inputs_length`` long.
 
     T5's planner first (it gives every value of REFERENCE §5). Where T5's planner and its own
     span counting disagree (round(n / mu) = 0 in the planner, 1 in the mask), the largest raw
     length that does give exactly ``inputs_length`` is used; None if there is none.
     """
-    raw, targets = plan_lengths(inputs_length, noise_density, mean_span)
+    raw, targets = t5_raw_lengths(inputs_length, noise_density, mean_span)
     if raw >= 2 and example_lengths(raw, noise_density, mean_span) == (inputs_length, targets):
         return raw, targets
     for raw in range(int(inputs_length / max(1 - noise_density, 1e-3)) + 2, 1, -1):

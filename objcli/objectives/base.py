@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ObjectiveContext:
-    """What an objective knows of the run, resolved once by the plan (``run/stages.objective_context``)
+    """What an objective knows of the run, resolved once by the setup (``run/stages.objective_context``)
     from the configuration and the packer: no objective reads the configuration, the packer's name
     or the output format."""
 
@@ -214,7 +214,7 @@ class Objective:
     @classmethod
     def reads(cls, options) -> Reads:
         """What the objective reads with these options (``supply.py``): documents' tokens unless it says
-        otherwise; the plan checks every input gives it (``run/fitness.py``), the tests choose its inputs by it.
+        otherwise; the setup checks every input gives it (``run/fitness.py``), the tests choose its inputs by it.
         The one declaration of its needs: whether it reads whole records or tokenizes pieces of its own
         follow from it (``Reads.records``, ``Reads.tokenizes_itself``)."""
         return DOCUMENTS_READ
@@ -227,8 +227,8 @@ class Objective:
         """One record's values of the ``inferred_values`` columns (None: the record gives no row)."""
         raise NotImplementedError
 
-    def plan_warnings(self) -> list[str]:
-        """What the plan says once before a run when the objective is built (a chat template writing
+    def setup_warnings(self) -> list[str]:
+        """What the setup says once before a run when the objective is built (a chat template writing
         markers the tokenizer lacks); none by default."""
         return []
 

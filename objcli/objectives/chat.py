@@ -139,7 +139,7 @@ class Chat(Objective):
         found = {"chat template": self.template_file} if self.template_file.is_file() else {}
         return {**found, **(self.images.identity_files() if self.images else {})}
 
-    def plan_warnings(self) -> list[str]:
+    def setup_warnings(self) -> list[str]:
         return absent_warning(self.absent, self.template_file, self.tokenizer.path)
 
     @classmethod

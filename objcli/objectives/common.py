@@ -4,7 +4,7 @@ same everywhere, and the checks behind them."""
 from __future__ import annotations
 
 from ..errors import ObjcliError
-from ..kernels.spans import plan_example
+from ..kernels.spans import raw_lengths_for
 from ..options import option
 from .sentences import SPLITTERS
 
@@ -68,13 +68,13 @@ def check_density(noise_density: float, mean_span: float) -> None:
         raise ObjcliError(f"--mean-span {mean_span}: must be at least 1")
 
 
-def plan_or_fail(
+def raw_lengths_or_fail(
     inputs_length: int, noise_density: float, mean_span: float, what: str = "--seq-len"
 ) -> tuple[int, int]:
-    plan = plan_example(inputs_length, noise_density, mean_span)
-    if plan is None or plan[0] < 2 or inputs_length < 3:
+    lengths = raw_lengths_for(inputs_length, noise_density, mean_span)
+    if lengths is None or lengths[0] < 2 or inputs_length < 3:
         raise ObjcliError(
             f"{what} {inputs_length}: no chunk length gives inputs of exactly that length at noise density "
             f"{noise_density} and mean span {mean_span}; choose a larger {what} (at least 3)"
         )
-    return plan
+    return lengths

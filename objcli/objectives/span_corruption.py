@@ -20,7 +20,7 @@ from ..kernels.spans import corrupt_spans, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, RowBatch
 from .base import DocumentBatch, Objective, PartitionExamples, register
-from .common import extra_ids_option, final_chunk_option, plan_or_fail
+from .common import extra_ids_option, final_chunk_option, raw_lengths_or_fail
 from .stream import TokenStream
 
 
@@ -42,7 +42,7 @@ class SpanCorruption(Objective):
     def __init__(self, context, tokenizer):
         super().__init__(context, tokenizer)
         o = self.options
-        self.raw_length, self.targets_length = plan_or_fail(context.seq_len, o.noise_density, o.mean_span)
+        self.raw_length, self.targets_length = raw_lengths_or_fail(context.seq_len, o.noise_density, o.mean_span)
         self.eos_id = tokenizer.resolve("eos")
         self.join_bos = tokenizer.resolve("bos") if context.bos else None
         self.join_eos = self.eos_id if context.eos else None

@@ -32,7 +32,7 @@ from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_c
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionExamples, register
-from .common import extra_ids_option, layout_option, plan_or_fail
+from .common import extra_ids_option, layout_option, raw_lengths_or_fail
 from .stream import TokenStream
 from .ul2_denoisers import Denoiser, load_mixture
 
@@ -128,7 +128,7 @@ class Ul2(Objective):
         seq_len, m = self.context.seq_len, len(mode)
         if self.options.layout == "encdec":
             if d.kind == "span":
-                raw, targets = plan_or_fail(
+                raw, targets = raw_lengths_or_fail(
                     seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,"
                 )
                 return _Budget(raw, seq_len - m, targets, mode)

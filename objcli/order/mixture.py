@@ -209,7 +209,7 @@ def taken(uniform: np.ndarray, chars: np.ndarray, levels) -> np.ndarray:
     return chosen
 
 
-def plan_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, float]) -> dict[str, float]:
+def source_rates(kind: str, values: dict[str, float], natural_tokens: dict[str, float]) -> dict[str, float]:
     """Each source's copies per document, from its estimated tokens."""
     for name, tokens in natural_tokens.items():
         if tokens <= 0:
@@ -228,14 +228,14 @@ MANY_COPIES = 4  # past about four epochs, repeated data stops helping (Muennigh
 def check_repeats(mixture: dict[str, dict], warn=None) -> None:
     """A share or budget that needs a source's every document many times over: a warning from
     MANY_COPIES, an error past MOST_COPIES (a budget in the wrong unit, a source that is mostly empty)."""
-    for name, plan in mixture.items():
-        rate = plan["rate"]
-        if "capped_from" in plan and warn:
+    for name, share in mixture.items():
+        rate = share["rate"]
+        if "capped_from" in share and warn:
             warn(
-                f"source {name}: its share or budget needs {plan['capped_from']:.2f} copies of each document; "
+                f"source {name}: its share or budget needs {share['capped_from']:.2f} copies of each document; "
                 f"capped at --max-epochs {name}={rate:g}, so it holds fewer tokens than asked"
             )
-        tokens = plan.get("estimated_tokens", plan.get("counted_tokens"))
+        tokens = share.get("estimated_tokens", share.get("counted_tokens"))
         if rate > MOST_COPIES:
             raise ObjcliError(
                 f"--weights: source {name} holds about {tokens:,} tokens, so its share "
@@ -253,10 +253,10 @@ def mixture_totals(mixture: dict[str, dict], partitions, results) -> dict[str, d
     """The manifest's ``mixture``: per source, what was asked and estimated, the rate, and the documents
     written (copies included) out of those read (every pass)."""
     out = {}
-    for name, plan in mixture.items():
+    for name, share in mixture.items():
         mine = [r for p, r in zip(partitions, results) if p.source == name]
         out[name] = {
-            **plan,
+            **share,
             "documents_read": sum(r.documents_read for r in mine),
             "documents_written": sum(r.documents_written for r in mine),
         }

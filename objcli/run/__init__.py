@@ -1,4 +1,4 @@
-"""One run, planned and carried out: the plan (``plan.py``, ``stages.py``: inputs, partitions,
+"""One run, set up and carried out: the setup (``setup.py``, ``stages.py``: inputs, partitions,
 tokenizer, objective, packer, columns), the first pass (``first_pass.py``: split bounds, mixture
 rates), the chain of stages for one partition (``pipeline.py``: read → tokenize → objective → pack
 → write; ``store_chain.py`` for a token store, ``documents.py`` for what a partition reads), token

@@ -152,7 +152,7 @@ def check_appendable(config) -> None:
         raise ObjcliError("--append: held-out splits given as counts follow from the corpus size; use percentages")
 
 
-def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, dict[str, str]]]:
+def adopted_results(setup, manifest_data: dict) -> list[tuple[PartitionResult, dict[str, str]]]:
     """The output's partitions as finished results of this run, after checking that the run plans
     them exactly as the output was made (same files, unchanged, same byte ranges)."""
     manifest = decode_manifest(manifest_data, MANIFEST_NAME)
@@ -160,11 +160,11 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
     count = len(entries)
     # An input found where the manifest recorded it (``_found_inputs``) is compared under its recorded name.
     recorded = {e["resolved"]: e["path"] for e in manifest_data["inputs"] if isinstance(e, dict) and e.get("resolved")}
-    planned = [_named(p.to_json(), recorded) for p in plan.partitions[:count]]
+    planned = [_named(p.to_json(), recorded) for p in setup.partitions[:count]]
     keys = [k for k in planned[0] if k not in ("index", "source")] if planned else []
-    files = plan.files[: len(manifest_data["inputs"])]
+    files = setup.files[: len(manifest_data["inputs"])]
     names = [recorded.get(f.path, f.path) for f in files]
-    if any(f.is_stream for f in plan.files):
+    if any(f.is_stream for f in setup.files):
         raise ObjcliError("--append: a stream cannot be appended (what it held cannot be checked); give files")
     if (
         len(planned) < count
@@ -175,9 +175,9 @@ def adopted_results(plan, manifest_data: dict) -> list[tuple[PartitionResult, di
             "--append: the output's inputs changed since it was written (or are given differently); "
             "rerun the whole transform with --overwrite"
         )
-    _refuse_other_identity(manifest_data, plan)
-    _refuse_other_columns(manifest, plan)
-    _refuse_copies(files, plan.files[len(files) :])
+    _refuse_other_identity(manifest_data, setup)
+    _refuse_other_columns(manifest, setup)
+    _refuse_copies(files, setup.files[len(files) :])
     by_partition: dict[int, list] = {}
     for shard in manifest.shards:
         by_partition.setdefault(shard.partition, []).append(shard)
@@ -203,10 +203,10 @@ def _named(partition: dict, recorded: dict[str, str]) -> dict:
     return {**partition, "pieces": pieces}
 
 
-def _refuse_other_columns(manifest, plan) -> None:
+def _refuse_other_columns(manifest, setup) -> None:
     """Columns typed otherwise than the output's (a value column whose records now hold another field)
     would mix two schemas under one manifest: refused."""
-    now = {c.name: c.arrow_type for c in plan.config.format.recorded_columns(plan.columns)}
+    now = {c.name: c.arrow_type for c in setup.config.format.recorded_columns(setup.columns)}
     was = {c.name: c.arrow_type for c in manifest.columns}
     changed = [name for name in {**was, **now} if was.get(name) != now.get(name)]
     if changed:
@@ -216,7 +216,7 @@ def _refuse_other_columns(manifest, plan) -> None:
             f"{was.get(name, 'absent')}; the output is left as it was: rerun the whole transform with --overwrite"
             + (
                 f" (written before columns took their values' width, it converts with "
-                f"'{reshard_command(plan.config.output, manifest)}')" * reshard_converts(was.get(name), now.get(name))
+                f"'{reshard_command(setup.config.output, manifest)}')" * reshard_converts(was.get(name), now.get(name))
             )
         )
 
@@ -228,7 +228,7 @@ def _first_skipped(entry: dict) -> dict[str, str]:
     return found if ok else {}
 
 
-def _refuse_other_identity(manifest_data: dict, plan) -> None:
+def _refuse_other_identity(manifest_data: dict, setup) -> None:
     """The files the run reads besides its inputs (template, tokenizer config) must be those the
     output was written with: appending with an edited one would mix two renderings under one manifest."""
     from ..storage.identity import changed_files
@@ -238,9 +238,9 @@ def _refuse_other_identity(manifest_data: dict, plan) -> None:
     }
     changes = changed_files(
         recorded,
-        plan.identity
+        setup.identity
         if manifest_data.get("identity")
-        else {"tokenizer": {**plan.identity["tokenizer"], "sha256": plan.tokenizer.sha256}},
+        else {"tokenizer": {**setup.identity["tokenizer"], "sha256": setup.tokenizer.sha256}},
     )
     if changes:
         raise ObjcliError(

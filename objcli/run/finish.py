@@ -43,10 +43,10 @@ def input_entry(f, source: str = "") -> dict:
     return entry | {"resolved": os.path.abspath(f.path), "modified_ns": modified}
 
 
-def build_manifest(plan, results: list, shards, run_key: str) -> dict:
+def build_manifest(setup, results: list, shards, run_key: str) -> dict:
     """The manifest of a finished run; ``shards`` are the run's, named as they will be."""
-    config, tokenizer = plan.config, plan.tokenizer
-    sources = {p.input.path: p.source for p in plan.partitions}
+    config, tokenizer = setup.config, setup.tokenizer
+    sources = {p.input.path: p.source for p in setup.partitions}
     # Each partition's shards: with --shuffle-rows none (a shuffled shard's partition is -1); a Megatron
     # prefix joined from several partitions' shards is listed under the first.
     by_partition: dict[int, list[str]] = {}
@@ -56,31 +56,31 @@ def build_manifest(plan, results: list, shards, run_key: str) -> dict:
         "objcli_version": __version__,
         "manifest_version": MANIFEST_VERSION,
         "complete": True,
-        "objective": plan.objective.name,
-        "supervision": plan.objective.supervision,
+        "objective": setup.objective.name,
+        "supervision": setup.objective.supervision,
         "config": config.to_json(),
         "recipe": recipe_of(config, with_output=False),
         "command": command_line(recipe_of(config, with_output=False)),
-        "config_sha256": plan.config_sha256,
+        "config_sha256": setup.config_sha256,
         "run_key": run_key,  # configuration + every input's size and mtime: a rerun over changed inputs rebuilds
         "seed": config.seed,
         "tokenizer": _tokenizer_json(config, tokenizer),
-        "identity": plan.identity,
+        "identity": setup.identity,
         "special_tokens": tokenizer.special.to_json(),
         "format": config.format.name,
-        "columns": [c.to_json() for c in config.format.recorded_columns(plan.columns)],
-        "inputs": [input_entry(f, sources.get(f.path, "")) for f in plan.files],
-        "partitions": [_partition_json(p, r, by_partition.get(p.index, [])) for p, r in zip(plan.partitions, results)],
+        "columns": [c.to_json() for c in config.format.recorded_columns(setup.columns)],
+        "inputs": [input_entry(f, sources.get(f.path, "")) for f in setup.files],
+        "partitions": [_partition_json(p, r, by_partition.get(p.index, [])) for p, r in zip(setup.partitions, results)],
         "shards": [s.to_json() for s in shards],
         "totals": totals(results, shards),
-        **({"splits": split_totals(shards), "split_bounds": _bounds_json(plan)} if config.split else {}),
-        **({"mixture": mixture_totals(plan.mixture, plan.partitions, results)} if config.source else {}),
+        **({"splits": split_totals(shards), "split_bounds": _bounds_json(setup)} if config.split else {}),
+        **({"mixture": mixture_totals(setup.mixture, setup.partitions, results)} if config.source else {}),
         **(
             {"token_store": store_summary(config, tokenizer, totals(results, shards), shards)}
             if config.store_kind
             else {}
         ),
-        **config.format.manifest_sections(plan.files, tokenizer, plan.partitions),
+        **config.format.manifest_sections(setup.files, tokenizer, setup.partitions),
     }
 
 
@@ -108,29 +108,29 @@ def _partition_json(partition, result, names: list[str]) -> dict:
     }
 
 
-def _bounds_json(plan) -> dict:
+def _bounds_json(setup) -> dict:
     """Each held-out split's upper bound on the keyed uniform of its documents (splits.py)."""
-    names = split_names(plan.config.split)
-    return {names[index]: bound for index, bound in plan.split_bounds}
+    names = split_names(setup.config.split)
+    return {names[index]: bound for index, bound in setup.split_bounds}
 
 
-def shuffle_pass(shards, folder, work: Path, plan):
+def shuffle_pass(shards, folder, work: Path, setup):
     """``--shuffle-rows``' second pass, on this machine: in object storage, the partitions' work files
     are fetched to the staging folder first, and the shuffled shards uploaded as they finish."""
     remote = folder is not None and folder.place.remote
-    config = plan.config
+    config = setup.config
     try:
         for name in (n for s in shards for n in s.files) if remote else ():
             folder.work_place.fetch(name, work)
         shuffled = shuffle_rows(
             shards,
             work,
-            plan.columns,
+            setup.columns,
             config.output_format,
             config.shard_limit,
             config.seed,
             publish=folder.work_place.publish if remote else None,
-            provenance=list(plan.input_names()) if config.provenance else None,
+            provenance=list(setup.input_names()) if config.provenance else None,
         )
     except OSError as error:  # a full disk in the second pass is the same one line as in the first
         for partial in work.glob("shuffled-*.tmp"):  # the shard it was writing: a rerun redoes the pass
@@ -154,23 +154,23 @@ def warn_skips(results, warn) -> None:
         warn(f"skipped {counts[reason]:,} {noun} ({reason}); first at {example}")
 
 
-def check_totals(manifest: dict, plan, warn) -> None:
+def check_totals(manifest: dict, setup, warn) -> None:
     """The accounting balances (documents in = written + skipped), a run where every record was bad
     fails, and each counter the pipeline or the objective declares a warning for is said."""
     t = manifest["totals"]
     if t["documents_read"] != t["documents_written"] + t["documents_skipped"]:
         raise AssertionError("document accounting does not balance")  # a bug, never bad input
-    if every_record_bad(t, plan.objective.records_hint):
-        raise ObjcliError(every_record_bad(t, plan.objective.records_hint))
+    if every_record_bad(t, setup.objective.records_hint):
+        raise ObjcliError(every_record_bad(t, setup.objective.records_hint))
     if not warn:
         return
     pieces = manifest["special_tokens"]["pieces"]
-    for counter, message in {**RUN_WARNINGS, **plan.objective.warnings}.items():
+    for counter, message in {**RUN_WARNINGS, **setup.objective.warnings}.items():
         if t.get(counter):
             warn(message.format(count=t[counter], bos=pieces.get("bos", "")))
     if not t["rows"]:
-        warn(why_no_rows(t, plan.config.seq_len, remainder_hint(manifest["config"])))
-    if plan.config.source and plan.config.format.blends_sources:
+        warn(why_no_rows(t, setup.config.seq_len, remainder_hint(manifest["config"])))
+    if setup.config.source and setup.config.format.blends_sources:
         warn_unblended(manifest, warn)
     for name, source in manifest.get("mixture", {}).items():
         if source["documents_read"] and not source["documents_written"]:
@@ -199,7 +199,7 @@ def warn_unblended(manifest: dict, warn) -> None:
 JOINED = -1  # joined shards' ordinals count down from here (a partition's own count up from 0)
 
 
-def join_prefixes(shards: list, folder, work: Path, plan) -> list:
+def join_prefixes(shards: list, folder, work: Path, setup) -> list:
     """A format whose loader reads a split's few files (Megatron: one ``GPTDataset`` split per prefix; the
     released packed-SFT readers: one ``.npy``) gets its shards as few and large as its ``join_limit``
     says, not one per partition: each split's (and a mixture source's) shards joined in order up to the
@@ -207,14 +207,14 @@ def join_prefixes(shards: list, folder, work: Path, plan) -> list:
     is published, so a crash before then reruns the join from them; in object storage they are fetched
     to the staging folder first and the joined files uploaded, so a bucket holds the bytes a local
     folder does."""
-    config = plan.config
+    config = setup.config
     output_format = config.format
     if not output_format.joins_shards or folder is None or config.shuffle_pass:
         return shards
     remote = folder.place.remote
     from ..storage.shard_info import work_prefix
 
-    source = {p.index: p.source for p in plan.partitions}
+    source = {p.index: p.source for p in setup.partitions}
     keys: dict[tuple, list] = {}
     for shard in shards:
         keys.setdefault((shard.split, source.get(shard.partition, "")), []).append(shard)

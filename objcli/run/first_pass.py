@@ -15,7 +15,7 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..objectives.value_types import NULL, type_of, unify, writable
 from ..order.document_windows import char_lengths
-from ..order.mixture import SAMPLE_CHARS, MixtureDraws, exact_cut, plan_rates, taken
+from ..order.mixture import SAMPLE_CHARS, MixtureDraws, exact_cut, source_rates, taken
 from ..order.splits import counted, plan_bounds, smallest, uniforms
 from ..readers import Partition, RecordLog
 from ..readers.cutting import utf8_bytes
@@ -83,25 +83,25 @@ def mixture_rates(config: TransformConfig, partitions: list[Partition], tokenize
             tokens[name] = float(counted[name][2].sum())
         else:
             tokens[name] = _estimated(config, mine, tokenizer, boundary)
-    rates = plan_rates(kind, values, tokens)
-    plan = {}
+    rates = source_rates(kind, values, tokens)
+    by_source = {}
     for name in names:
         how = "counted_tokens" if name in counted else "estimated_tokens"
-        plan[name] = {kind: values[name], how: round(tokens[name]), "rate": rates[name]}
+        by_source[name] = {kind: values[name], how: round(tokens[name]), "rate": rates[name]}
         if rates[name] > caps.get(name, rates[name]):
-            plan[name]["capped_from"], plan[name]["rate"] = rates[name], caps[name]
-    exact = [name for name in counted if "capped_from" not in plan[name]]
+            by_source[name]["capped_from"], by_source[name]["rate"] = rates[name], caps[name]
+    exact = [name for name in counted if "capped_from" not in by_source[name]]
     wanted = {name: rates[name] * tokens[name] for name in exact}
     for _ in range(ROUNDS if kind == "share" and len(exact) == len(names) else 1):
         for name in exact:  # the asked tokens, to the token: whole copies, then documents by their uniform
-            plan[name].update(_cut(counted[name], wanted[name]))
+            by_source[name].update(_cut(counted[name], wanted[name]))
         # Shares are of the whole: a source that fell short (its documents too long to fit what was left)
         # sets the whole, and the others are cut again to it.
-        scale = min(plan[name]["rate"] * tokens[name] / wanted[name] for name in exact) if exact else 1.0
+        scale = min(by_source[name]["rate"] * tokens[name] / wanted[name] for name in exact) if exact else 1.0
         if scale >= 1.0 - 1e-9:
             break
         wanted = {name: wanted[name] * scale for name in exact}
-    return plan
+    return by_source
 
 
 ROUNDS = 3  # a share's sources cut again to the one that fell shortest: one round, rarely two

@@ -1,4 +1,4 @@
-"""The run's stages built from its configuration, the same in the main process (the plan) and in
+"""The run's stages built from its configuration, the same in the main process (the setup) and in
 every worker (the pipeline): the objective with its narrow context, the packer, the written columns."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(
     """Sentence objectives cut their own pieces in Python (processes at any count); token-level ones
     run on threads until more workers than the GIL-held share of the pipeline can feed."""
     from objcli.recipe import config_from_values
-    from objcli.transform import plan_run
+    from objcli.transform import set_up_run
 
     values = {
         "inputs": [str(small_corpus)],
@@ -73,8 +73,8 @@ def test_auto_pool_takes_processes_where_threads_would_be_gil_bound(
         "objective": objective,
         "seq_len": 128,
     }
-    assert plan_run(config_from_values(values), "auto", workers=workers).pool == expected
-    assert plan_run(config_from_values(values), "threads", workers=workers).pool == "threads"
+    assert set_up_run(config_from_values(values), "auto", workers=workers).pool == expected
+    assert set_up_run(config_from_values(values), "threads", workers=workers).pool == "threads"
 
 
 def test_nine_workers_write_what_one_writes(small_corpus, sample_tokenizer, tmp_path):

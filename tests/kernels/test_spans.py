@@ -11,9 +11,9 @@ from objcli.kernels.spans import (
     corrupt_spans,
     example_lengths,
     noise_mask_from_spans,
-    plan_lengths,
     random_spans_noise_mask,
     span_counts,
+    t5_raw_lengths,
 )
 
 # REFERENCE §5: (mu, r) -> {I: (T, targets)}
@@ -32,7 +32,7 @@ PLANNER_TABLE = {
     [(mu, r, i, e) for (mu, r), row in PLANNER_TABLE.items() for i, e in row.items()],
 )
 def test_planner_reproduces_every_reference_value(mu, r, inputs, expected):
-    assert plan_lengths(inputs, r, mu) == expected
+    assert t5_raw_lengths(inputs, r, mu) == expected
     raw, targets = expected
     if not (r == 0.5 and example_lengths(raw + 1, r, mu)[1] > inputs):  # the r = 0.5 hack shortens T
         assert example_lengths(raw, r, mu) == (inputs, targets)
@@ -40,7 +40,7 @@ def test_planner_reproduces_every_reference_value(mu, r, inputs, expected):
 
 @given(st.integers(8, 3000), st.sampled_from([0.1, 0.15, 0.3, 0.5]), st.sampled_from([1, 2, 3, 8, 64]))
 def test_planner_matches_the_transcribed_t5_helper(inputs, r, mu):
-    assert plan_lengths(inputs, r, mu) == reference.plan_lengths(inputs, r, mu)
+    assert t5_raw_lengths(inputs, r, mu) == reference.t5_raw_lengths(inputs, r, mu)
 
 
 def test_worked_example_from_the_docstring():

@@ -192,7 +192,7 @@ def test_no_objective_reads_the_configuration_the_packer_or_the_format():
     assert not readers
 
 
-def test_the_transform_module_is_plan_run_finish():
+def test_the_transform_module_is_setup_run_finish():
     assert len((PACKAGE / "transform.py").read_text().splitlines()) <= 250
 
 

@@ -82,10 +82,10 @@ def _same(corpus, store, tmp_path, **options) -> dict:
 
 def _objective(config_values: dict):
     """The objective as the run builds it (whether it cuts each text into pieces of its own)."""
-    from objcli.run.plan import plan_objective
+    from objcli.run.setup import set_up_objective
 
     config = config_from_values({"inputs": ["-"], "tokenizer": str(SPM), "output": "-", **config_values})
-    return plan_objective(config)[2]
+    return set_up_objective(config)[2]
 
 
 COMBINATIONS = [

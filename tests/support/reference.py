@@ -61,7 +61,7 @@ def split_long(docs: list[list[int]], max_length: int) -> list[tuple[int, list[i
 # ---- T5 span corruption (REFERENCE §5), one example at a time ----
 
 
-def plan_lengths(inputs_length, noise_density, mean_span):
+def t5_raw_lengths(inputs_length, noise_density, mean_span):
     """T5's random_spans_helper, transcribed."""
 
     def lengths(tokens_length):

@@ -1,4 +1,4 @@
-"""A run's plan, decided before any partition runs: its inputs and partitions, the tokenizer and its
+"""A run's setup, decided before any partition runs: its inputs and partitions, the tokenizer and its
 engine, the objective and its columns, the pool, and the config_sha256 that names the configuration."""
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from .token_inputs import check_token_run, token_supplies
 
 
 @dataclass
-class RunPlan:
-    """What ``plan_stages`` decides before any partition runs."""
+class RunSetup:
+    """What ``set_up_stages`` decides before any partition runs."""
 
     config: TransformConfig
     files: list
@@ -100,7 +100,7 @@ def _supplies(files: list, partitions: list, config: TransformConfig) -> list:
     return stores + token_supplies([f for f in files if f.kind is InputKind.TOKENS], config, sources)
 
 
-def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunPlan:
+def set_up_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> RunSetup:
     """Inputs, partitions, tokenizer, objective and columns, all checked before any work (the pool is
     the executor's to choose). ``before_tokenizer(partitions)`` runs once the partitions are known,
     before the tokenizer loads: the local executor starts its fork server there, to load it at once."""
@@ -114,7 +114,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
         before_tokenizer(partitions)
     encodes = REGISTRY.named(config.objective).encodes_rows(config.objective_options)  # FIM from a store encodes
     reads_text = any(p.input.kind is InputKind.TEXT for p in partitions) or not partitions or encodes
-    config, tokenizer, objective, columns = plan_objective(config, warn, first_texts(partitions, config), reads_text)
+    config, tokenizer, objective, columns = set_up_objective(config, warn, first_texts(partitions, config), reads_text)
     if stores:
         check_store_run(stores, tokenizer, objective, tokenizer.special)
     check_token_run(partitions, config, tokenizer)
@@ -132,7 +132,7 @@ def plan_stages(config: TransformConfig, warn=None, before_tokenizer=None) -> Ru
     for store in stores if warn is not None else ():
         for line in changed_store_inputs(store, store_manifest(store)["inputs"]):
             warn(line)
-    return RunPlan(
+    return RunSetup(
         config,
         files,
         partitions,
@@ -177,7 +177,7 @@ def check_whole_documents(config: TransformConfig, objective, columns) -> None:
         )
 
 
-def plan_objective(
+def set_up_objective(
     config: TransformConfig, warn=None, sample: list[str] = (), reads_text: bool = True
 ) -> tuple[TransformConfig, Tokenizer, Objective, list[ColumnSpec]]:
     """Load the tokenizer, choose its engine and build the objective in the main process: this
