@@ -13,12 +13,12 @@ from .errors import ObjcliError
 from .formats import FORMAT_NAMES as OUTPUT_FORMATS
 from .formats import format_of
 from .formats.sizes import ShardSize, parse_bytes
+from .inputs.partitioning import INPUT_FORMATS
 from .options import INPUT, ORDER, OUTPUT, ROWS, RUN, TEXT_UNITS, LiveChoices, check_field, option
 from .order.mixture import Mixture
 from .order.option_checks import check_order_options
 from .packing import PACKERS
 from .packing.option_checks import check_row_options
-from .readers.planning import INPUT_FORMATS
 from .storage.remote import check_url_path
 from .stores import StoreKind
 
@@ -225,7 +225,7 @@ class TransformConfig:
 
     def read_options(self, strict: bool, source: str = ""):
         """How this run reads a source's inputs: text fields, or whole records for objectives that read them."""
-        from .readers import ReadOptions
+        from .inputs import ReadOptions
 
         key = self.mixture.text_key_of(source)
         records, located = self.reads.records, self.locates_records

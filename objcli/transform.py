@@ -20,9 +20,9 @@ from .executors.local import compiled_kernels, start_fork_server
 from .executors.pools import choose_pool, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
+from .inputs.pieces import STDIN
 from .order.mixture import check_repeats, run_blend
 from .order.splits import split_names
-from .readers.inputs import STDIN
 from .run.append import adopt as adopt_partitions
 from .run.append import adopted_results, check_appendable
 from .run.finish import build_manifest, check_totals, join_prefixes, shuffle_pass, warn_skips

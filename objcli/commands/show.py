@@ -123,7 +123,7 @@ def inspect_output(
     folder: str, rows: int, tokenizer_path: str | None, colour: bool, split: str | None = None, start: int = 0
 ) -> Iterator[str]:
     """``rows`` rows from row ``start`` (of ``split``'s rows, numbered within it, where given), decoded."""
-    from ..reading.rows import Rows
+    from ..reading.reader import Rows
 
     reader = Rows(folder, split, tokenizer=tokenizer_path)
     if start > len(reader):

@@ -13,7 +13,7 @@ from ..errors import ObjcliError
 from ..formats import format_of
 from ..formats.provenance import provenance_file
 from ..formats.store import STORE
-from ..readers.token_inputs import is_token_input
+from ..inputs.token_inputs import is_token_input
 from ..storage.manifest import Manifest, read_manifest
 
 
@@ -82,9 +82,9 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
 def record_texts(manifest: Manifest, path: str, records: set[int], source: str = "") -> dict[int, str]:
     """The texts of some records of one file as the run read them, in one pass over it (none where the
     file cannot be read now)."""
-    from ..readers import RecordLog, resolve_inputs
-    from ..readers.documents import read_piece
-    from ..readers.inputs import Piece
+    from ..inputs import RecordLog, resolve_inputs
+    from ..inputs.pieces import Piece
+    from ..inputs.text_batches import read_piece
 
     config, found = manifest.config, {}
     try:
@@ -102,7 +102,7 @@ def input_entries(manifest: Manifest) -> list[dict]:
     """The manifest's inputs, a token store's replaced by the files it was tokenized from, as the
     store's own manifest records them (what a derived run's provenance names), a mixture's source
     carried over."""
-    from ..readers.token_store import store_manifest
+    from ..inputs.token_store import store_manifest
 
     entries = []
     for entry in manifest.inputs:
@@ -125,9 +125,9 @@ def source_of(manifest: Manifest, path: str) -> str:
 
 
 def _read_options(config: dict, source: str):
+    from ..inputs import ReadOptions
     from ..objectives import REGISTRY
     from ..order.mixture import Mixture
-    from ..readers import ReadOptions
 
     objective = REGISTRY.named(config.get("objective", "clm"))
     records = objective.reads(objective.options_type()).records  # chat: the record's JSON text, whatever options
@@ -188,7 +188,7 @@ def _texts_of(manifest: Manifest, wanted: dict[str, set[int]]) -> tuple[dict, di
 
 def _token_input_changed(entry: dict) -> str:
     """Why a tokenized input's spans cannot be shown: its files differ from the ones the run read."""
-    from ..readers.token_inputs.digests import token_input_digests
+    from ..inputs.token_inputs.digests import token_input_digests
 
     where = entry.get("resolved", entry["path"])
     try:
@@ -203,9 +203,9 @@ def _token_input_changed(entry: dict) -> str:
 def _token_texts(manifest: Manifest, entry: dict):
     """A tokenized input's spans as text: the document's ids at the span, decoded with the run's
     tokenizer (None where the file or the tokenizer cannot be read here)."""
+    from ..inputs.token_inputs import open_token_file, readable_path, token_format
+    from ..inputs.token_inputs.partitions import leading_framing
     from ..order.mixture import Mixture
-    from ..readers.token_inputs import open_token_file, readable_path, token_format
-    from ..readers.token_inputs.documents import leading_framing
     from .show import load_output_tokenizer
 
     try:

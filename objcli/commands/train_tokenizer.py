@@ -6,7 +6,7 @@ Python, so Ctrl-C and SIGTERM stop the child at once, one line, and no model is 
 ``--max-lines`` it trains on a sample sized to the vocabulary (``SAMPLE_CHARS_PER_PIECE`` characters a
 piece: the summary says how many lines), which keeps a run to minutes; ``--max-lines 0`` reads it all.
 
-Documents come through the same readers as ``transform``. Prose is fed to the trainer line by
+Documents come through the same inputs stage as ``transform``. Prose is fed to the trainer line by
 line; code (``--preset code``) in chunks of whole lines that keep their ``\\n``, so newlines and
 the indentation after them can become pieces instead of costing a byte token each. The ids of
 the standard pieces are fixed: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, ``<pad>`` 3, then the reserved

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 from ..errors import ObjcliError
-from ..readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+from ..inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
 
 PROGRESS_SECONDS = 5.0
 MAX_SENTENCE_BYTES = 16384  # SentencePiece skips longer "sentences"
@@ -48,8 +48,8 @@ def _fitting(sentence: str, counts: dict) -> Iterator[str]:
 
 def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
     """Token ids another tool wrote are no text to train on, however they are named (a glob, a folder)."""
-    from ..readers.input_kinds import detect
-    from ..readers.inputs import InputKind
+    from ..inputs.input_kinds import detect
+    from ..inputs.pieces import InputKind
     from ..run.token_inputs import token_members
 
     key = "input_ids" if text_key == "text" else text_key
@@ -100,7 +100,7 @@ def _spread(file, request, options, counts: dict, show: bool, share: float) -> I
     lines) gives the first part of each of up to 64 ranges spread evenly over it; one read whole
     (compressed, Parquet, a JSON array) gives the documents with the lowest uniforms keyed to their
     text, up to its share, in their order."""
-    windows = plan_partitions([file], max(-(-(file.size or 0) // WINDOWS), MIN_WINDOW_BYTES), options.text_unit)
+    windows = cut_partitions([file], max(-(-(file.size or 0) // WINDOWS), MIN_WINDOW_BYTES), options.text_unit)
     if len(windows) > 1:
         for window in windows:
             before = dict(counts)
@@ -139,7 +139,7 @@ def _lowest_keyed(batches, budget: float, lines: bool) -> tuple[list[str], bool]
 
 
 def _read(file, options, counts: dict, show: bool) -> Iterator[list[str]]:
-    for partition in plan_partitions([file], 1 << 62, options.text_unit):
+    for partition in cut_partitions([file], 1 << 62, options.text_unit):
         yield from _read_partition(partition, options, counts, show)
 
 

@@ -28,8 +28,8 @@ from ..errors import ObjcliError
 from ..formats import Column, format_of
 from ..formats.provenance import provenance_file
 from ..formats.store import STORE
+from ..inputs.token_inputs.digests import changed_token_inputs
 from ..order.mixture import manifest_blend
-from ..readers.token_inputs.digests import changed_token_inputs
 from ..reading.shards import stored_columns
 from ..run.progress import phase
 from ..storage.files import file_sha256
@@ -207,9 +207,9 @@ def _check_columns(manifest: Manifest, shard: ShardRecord, columns: dict[str, Co
 
 
 def _store_problems(folder: Path, manifest: Manifest) -> list[str]:
-    """A token store's own rules (partitions, counts; ``readers/token_store.py`` refuses a derived run
+    """A token store's own rules (partitions, counts; ``inputs/token_store.py`` refuses a derived run
     over one that breaks them) and its text inputs, where here, unchanged since it was tokenized."""
-    from ..readers.store_checks import check_store_sections
+    from ..inputs.store_checks import check_store_sections
     from ..storage.identity import changed_store_inputs
 
     if manifest.format != STORE:

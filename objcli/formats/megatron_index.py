@@ -54,7 +54,7 @@ def read_megatron_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, n
     before use: the file's size against its counts (read before any array is allocated), sizes that
     are not negative, pointers back to back, a document index from 0 to the sequences, never falling.
     ``ValueError`` naming the file otherwise. The one reader of the layout this module writes: objcli's
-    own outputs and Megatron-LM's files read as inputs (``readers/token_inputs/megatron.py``)."""
+    own outputs and Megatron-LM's files read as inputs (``inputs/token_inputs/megatron.py``)."""
     with open(path, "rb") as f:
         head = f.read(HEADER_BYTES)
     if len(head) < HEADER_BYTES or head[:9] != MAGIC:

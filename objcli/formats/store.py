@@ -225,7 +225,7 @@ def read_store_table(path: Path):
 
 def table_documents(table, ids: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(flat ids, int64 offsets, the metadata columns) of a store table's rows; without ``ids``, a stand-in
-    of their length that reads none of them (a plan run places tokens by position: ``run/documents.py``)."""
+    of their length that reads none of them (a plan run places tokens by position: ``run/document_batches.py``)."""
     from ._arrow_columns import column_numpy, list_ragged, single_array
 
     if ids:

@@ -12,7 +12,7 @@ import numpy as np
 def take(texts: list[str], indices) -> list[str]:
     """``[texts[i] for i in indices]``, gathered in C by ``itemgetter`` instead of a Python loop per
     document (``itemgetter`` of one index returns the item, not a tuple). A token store's documents
-    (``readers/token_store.StoredDocuments``) gather themselves."""
+    (``inputs/token_store.StoredDocuments``) gather themselves."""
     if not isinstance(texts, list):
         return texts.take(indices)
     if len(indices) <= 1:

@@ -1,6 +1,6 @@
 """Reading objcli's outputs as trainers do: ``Rows`` (every output, plans made on read), and in
 ``objcli.reading.torch_rows`` the PyTorch datasets over it (the ``train`` extra)."""
 
-from .rows import Rows
+from .reader import Rows
 
 __all__ = ["Rows"]

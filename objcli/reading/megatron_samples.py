@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import ObjcliError
-from .rows import Rows
+from .reader import Rows
 
 NO_PAD = -1  # GPTDataset's _PAD_TOKEN_ID where the tokenizer has no pad
 

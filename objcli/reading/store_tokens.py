@@ -32,7 +32,7 @@ class StoreTokens:
 
     @classmethod
     def open(cls, store: str, sha256: str, plan: Path) -> StoreTokens:
-        from ..readers.token_store import store_manifest
+        from ..inputs.token_store import store_manifest
 
         if store_manifest_sha256(store) != sha256:
             state = "is not there" if store_manifest(store) is None else "changed since (its manifest differs)"
@@ -62,7 +62,7 @@ class StoreTokens:
         return PartitionIds(chunks)
 
     def _shard(self, where: str, name: str, digests: dict) -> list:
-        from ..readers.store_shards import shard_blocks
+        from ..inputs.store_shards import shard_blocks
         from ..storage.remote import is_url
 
         blocks = shard_blocks(Path(name), digests, where)
@@ -166,8 +166,8 @@ def _whole_shard(where: str, digests: dict) -> list:
     """A shard of a store made before block digests: copied (object storage), its sha256 checked once a
     process, its record batches' ids memory-mapped."""
     from ..formats.store import read_store_table
-    from ..readers.store_shards import check_shard
-    from ..readers.token_store import readable_shard
+    from ..inputs.store_shards import check_shard
+    from ..inputs.token_store import readable_shard
 
     path = readable_shard(where)
     stat = path.stat()
@@ -199,7 +199,7 @@ class _Whole:
 
 
 def _refuse(where: str) -> None:
-    from ..readers.store_shards import refuse_shard
+    from ..inputs.store_shards import refuse_shard
 
     refuse_shard(where)
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import ObjcliError
-from .rows import Rows
+from .reader import Rows
 
 TORCH_STATE_VERSION = 1
 

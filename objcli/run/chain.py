@@ -10,10 +10,10 @@ import numpy as np
 from ..config import TransformConfig
 from ..formats import ShardSink
 from ..formats.arrow import RowsToShuffle
+from ..inputs.token_store import StoredDocuments
 from ..objectives import DocumentBatch
 from ..packing import Packer
 from ..packing.concat_plan import ConcatPlanner
-from ..readers.token_store import StoredDocuments
 from ..rows import RowBatch
 from ..tokenizers import Tokenizer
 from .provenance import Sources

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import ObjcliError
+from ..inputs.pieces import InputKind
+from ..inputs.records import every_record_bad, why_no_rows
+from ..inputs.token_inputs.digests import token_input_digests
 from ..objectives.base import remainder_hint
 from ..order.mixture import mixture_totals
 from ..order.shuffle import shuffle_rows
 from ..order.splits import split_names
-from ..readers.inputs import InputKind
-from ..readers.records import every_record_bad, why_no_rows
-from ..readers.token_inputs.digests import token_input_digests
 from ..recipe import command_line, recipe_of
 from ..storage.manifest import MANIFEST_VERSION, split_totals, totals
 from ..storage.output import output_error

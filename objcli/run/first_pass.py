@@ -13,15 +13,15 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..inputs import Partition, RecordLog
+from ..inputs.cutting import utf8_bytes
+from ..inputs.pieces import InputKind
 from ..objectives.value_types import NULL, type_of, unify, writable
 from ..order.document_windows import char_lengths
 from ..order.mixture import SAMPLE_CHARS, MixtureDraws, exact_cut, source_rates, taken
 from ..order.splits import counted, plan_bounds, smallest, uniforms
-from ..readers import Partition, RecordLog
-from ..readers.cutting import utf8_bytes
-from ..readers.inputs import InputKind
 from ..tokenizers import Tokenizer
-from .documents import partition_documents, token_count
+from .document_batches import partition_documents, token_count
 
 
 def _documents(config: TransformConfig, partition: Partition, tokenizer: Tokenizer):

@@ -1,5 +1,5 @@
 """Each group of a run's inputs (a source, or what an ``--append`` added) through the one door
-(``readers/input_kinds.detect``): every input the group names, and every one a glob or a folder holds,
+(``inputs/input_kinds.detect``): every input the group names, and every one a glob or a folder holds,
 recognised by asking each kind of input the same question in one order; the group's one kind found
 (kinds never mix in a group: one line names the two that do); the group opened by its kind."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers import plan_partitions, resolve_inputs
-from ..readers.input_kinds import Detected, detect, is_store_input
-from ..readers.inputs import STDIN, InputKind
-from ..readers.token_inputs import megatron_list
+from ..inputs import cut_partitions, resolve_inputs
+from ..inputs.input_kinds import Detected, detect, is_store_input
+from ..inputs.pieces import STDIN, InputKind
+from ..inputs.token_inputs import megatron_list
 from ..storage.remote import is_url
 from .stores import store_group
 from .token_inputs import token_group, token_members
@@ -32,7 +32,7 @@ def open_group(group: list[str], config: TransformConfig, source: str, warn) -> 
         return token_group(found, config, source)
     # Text: each file's format from its name or bytes (--text-unit file: a folder's every file).
     files = resolve_inputs(group, config.input_format, warn, config.text_unit)
-    return files, plan_partitions(files, config.partition_bytes, config.text_unit)
+    return files, cut_partitions(files, config.partition_bytes, config.text_unit)
 
 
 def _members(group: list[str], config: TransformConfig, key: str) -> list[str]:

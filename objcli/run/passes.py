@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..inputs import ReadOptions, RecordLog
+from ..inputs.origins import copy_of
+from ..inputs.token_store import StoredDocuments
 from ..kernels.rng import derive_rng
 from ..order.document_windows import char_lengths, shuffled_windows, take
 from ..order.mixture import NOT_SAMPLED, MixtureDraws, copies
-from ..readers import ReadOptions, RecordLog
-from ..readers.origins import copy_of
-from ..readers.token_store import StoredDocuments
 from ..tokenizers import Tokenizer
-from .documents import partition_documents
+from .document_batches import partition_documents
 
 
 def documents_of_pass(task, options: ReadOptions, log: RecordLog, tokenizer: Tokenizer, j: int):

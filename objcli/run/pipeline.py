@@ -18,11 +18,11 @@ import numpy as np
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
+from ..inputs import Partition, RecordLog
+from ..inputs.cutting import utf8_bytes
 from ..order.document_windows import take
 from ..order.mixture import passes
 from ..order.splits import assign_splits, split_names
-from ..readers import Partition, RecordLog
-from ..readers.cutting import utf8_bytes
 from ..storage.faults import crash_point
 from ..storage.output import output_error
 from ..storage.partitions import PartitionResult, clear_partition, write_marker
@@ -30,7 +30,7 @@ from ..storage.places import open_place
 from ..tokenizers import SpecialTokens, load_tokenizer
 from .affinity import free_for
 from .chain import SplitChain
-from .documents import starting_with
+from .document_batches import starting_with
 from .passes import documents_of_pass
 from .store_chain import StoreChain
 

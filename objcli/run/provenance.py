@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.provenance import COLUMNS
+from ..inputs.token_store import StoredDocuments
 from ..kernels.packing import segment_starts
 from ..kernels.ragged import lengths_to_offsets
-from ..readers.token_store import StoredDocuments
 from ..rows import DOCUMENT, ColumnSpec, Ragged, RowBatch
 from ..storage.remote import public_url
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers.inputs import STDIN, InputKind
-from ..readers.token_inputs import InputSite, token_format
-from ..readers.token_inputs.digests import token_input_digests
+from ..inputs.pieces import STDIN, InputKind
+from ..inputs.token_inputs import InputSite, token_format
+from ..inputs.token_inputs.digests import token_input_digests
 from ..storage.remote import is_url, public_url
 
 
@@ -95,7 +95,7 @@ def _read_files(files: list):
     """(its name, the file whose text it holds) for each file a source reads: a token store's are the
     text files it was tokenized from (a store beside its own text would read them twice)."""
     from ..formats.store import STORE
-    from ..readers.token_store import store_manifest
+    from ..inputs.token_store import store_manifest
 
     for f in files:
         if f.is_stream:

@@ -10,14 +10,14 @@ from ..config import TransformConfig
 from ..errors import ObjcliError
 from ..formats import FORMATS
 from ..formats.store import STORE, store_columns
+from ..inputs import RecordLog, read_documents
+from ..inputs.input_kinds import is_store_input
+from ..inputs.origins import number_records
+from ..inputs.pieces import InputKind
+from ..inputs.text_formats import check_text_unit
+from ..inputs.token_store import store_manifest
 from ..objectives import REGISTRY
 from ..objectives.base import Objective
-from ..readers import RecordLog, read_documents
-from ..readers.input_kinds import is_store_input
-from ..readers.inputs import InputKind
-from ..readers.origins import number_records
-from ..readers.text_formats import check_text_unit
-from ..readers.token_store import store_manifest
 from ..rows import ColumnSpec
 from ..storage.identity import changed_store_inputs, run_identity, side_digests
 from ..storage.remote import public_url

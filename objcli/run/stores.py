@@ -8,8 +8,8 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers.inputs import InputKind
-from ..readers.token_store import store_input, store_manifest, store_partitions
+from ..inputs.pieces import InputKind
+from ..inputs.token_store import store_input, store_manifest, store_partitions
 from ..stores import manifest_kind
 
 # What decides a text run's documents and batches before its objective: a store was made with them,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import FORMATS
-from ..readers.inputs import STDIN
+from ..inputs.pieces import STDIN
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A run whose inputs other tools tokenized (``readers/token_inputs/``): where they enter the plan,
+"""A run whose inputs other tools tokenized (``inputs/token_inputs/``): where they enter the plan,
 and what such a run cannot do without text."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import os
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers.folders import folder_files
-from ..readers.input_kinds import TOKEN_INPUT, detect
-from ..readers.inputs import InputKind
-from ..readers.text_formats import format_from_name
-from ..readers.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
-from ..readers.token_inputs.documents import opened_once, token_input, token_partitions
+from ..inputs.folders import folder_files
+from ..inputs.input_kinds import TOKEN_INPUT, detect
+from ..inputs.pieces import InputKind
+from ..inputs.text_formats import format_from_name
+from ..inputs.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
+from ..inputs.token_inputs.partitions import opened_once, token_input, token_partitions
 from ..storage.remote import is_url
 
 

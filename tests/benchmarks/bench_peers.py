@@ -95,7 +95,7 @@ def _prefix(folder: Path) -> list[str]:
 
 def _documents(prefixes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Every pair's ids, joined, and the documents' offsets in them."""
-    from objcli.readers.token_inputs.megatron import MegatronInput
+    from objcli.inputs.token_inputs.megatron import MegatronInput
 
     opened = [MegatronInput().open(prefix, "input_ids", None) for prefix in prefixes]
     tokens = np.concatenate([np.asarray(o.tokens, dtype=np.int64) for o in opened])

@@ -170,9 +170,9 @@ def token_file_reading(megabytes: int = 400, repeats: int = 3) -> None:
 
     import numpy as np
 
-    from objcli.readers.inputs import InputFile
-    from objcli.readers.records import RecordLog
-    from objcli.readers.token_inputs.documents import token_batches, token_partitions
+    from objcli.inputs.pieces import InputFile
+    from objcli.inputs.records import RecordLog
+    from objcli.inputs.token_inputs.partitions import token_batches, token_partitions
 
     folder = DATA / "token-files"
     folder.mkdir(parents=True, exist_ok=True)

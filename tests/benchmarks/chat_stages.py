@@ -45,9 +45,9 @@ def main(data: str, tokenizer: str, out: str) -> dict:
 
     from objcli.cli import main as cli
     from objcli.formats import ShardSink
+    from objcli.inputs.text_batches import _JsonRecords
     from objcli.objectives import chat, chat_spans
     from objcli.packing.best_fit import BestFitPacker
-    from objcli.readers.documents import _JsonRecords
     from objcli.run import pipeline
     from objcli.tokenizers.chat_encode import spans_from_token_bytes  # noqa: F401 - imported before wrapping
     from objcli.tokenizers.engines import TokenizersEngine

@@ -8,11 +8,11 @@ import pytest
 
 from objcli.errors import ObjcliError
 from objcli.formats import FORMATS
+from objcli.inputs.text_formats import TEXT_INPUTS
+from objcli.inputs.token_inputs import TOKEN_INPUTS
 from objcli.objectives import REGISTRY
 from objcli.options import Registry
 from objcli.packing import PACKERS
-from objcli.readers.text_formats import TEXT_INPUTS
-from objcli.readers.token_inputs import TOKEN_INPUTS
 from objcli.stores import STORE_KINDS
 
 

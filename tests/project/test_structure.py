@@ -89,7 +89,7 @@ def test_every_line_is_as_ruff_format_writes_it():
     assert result.returncode == 0, result.stdout
 
 
-STAGES = ("readers", "tokenizers", "images", "objectives", "stores", "packing", "formats", "kernels", "order")
+STAGES = ("inputs", "tokenizers", "images", "objectives", "stores", "packing", "formats", "kernels", "order")
 STAGES += ("storage",)
 ORCHESTRATION = (
     "objcli.transform",

@@ -20,7 +20,7 @@ from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
 from objcli.objectives import REGISTRY
 from objcli.objectives.supply import Provides
-from objcli.reading.rows import Rows
+from objcli.reading.reader import Rows
 
 SPM = SAMPLE / "tokenizer.model"
 READING = {"partition_size": "24KiB", "batch_size": "6KiB", "max_document_chars": 3000}

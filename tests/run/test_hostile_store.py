@@ -17,8 +17,8 @@ from runs import SAMPLE, folder_bytes, manifest_json, run_cli, without_warnings
 from objcli.commands.reshard import reshard_in_place
 from objcli.errors import ObjcliError
 from objcli.formats.sizes import ShardSize
-from objcli.readers.store_checks import check_store_sections
-from objcli.readers.token_inputs.megatron import MegatronInput
+from objcli.inputs.store_checks import check_store_sections
+from objcli.inputs.token_inputs.megatron import MegatronInput
 
 SPM = str(SAMPLE / "tokenizer.model")
 

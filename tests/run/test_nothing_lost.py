@@ -284,14 +284,14 @@ def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
 
 def test_paragraphs_keep_no_line_ends_and_read_crlf_as_lf(tmp_path):
     """Item 10: the last paragraph kept its newline, and CR survived in CRLF files."""
-    from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+    from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
 
     path = tmp_path / "p.txt"
     path.write_bytes(b"first line\r\nsecond line\r\n\r\nlast paragraph\r\n")
     files = resolve_inputs([str(path)])
     texts = [
         t
-        for p in plan_partitions(files, 1 << 30, "paragraph")
+        for p in cut_partitions(files, 1 << 30, "paragraph")
         for batch in read_documents(p, ReadOptions("text", "paragraph", False, 1 << 20), RecordLog(False))
         for t in batch
     ]

@@ -639,7 +639,7 @@ def test_a_process_that_changes_its_endpoint_reads_the_new_one(tmp_path):
     """A long-lived process (a notebook, a service, this suite's servers one after another) that points
     AWS_ENDPOINT_URL elsewhere reads the new endpoint: fsspec's kept client of the old one, whose server is
     gone, is not reused."""
-    from objcli.readers.token_store import is_store
+    from objcli.inputs.token_store import is_store
     from objcli.storage.remote import filesystem
 
     seen = []

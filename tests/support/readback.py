@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
+from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
 
 
 def expected_documents(inputs, **options):
     """Documents in order, read with the library's readers (tested on their own in test_readers)."""
     opts = ReadOptions(**options)
     texts = []
-    for partition in plan_partitions(resolve_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
+    for partition in cut_partitions(resolve_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
         texts += [t for b in read_documents(partition, opts, RecordLog()) for t in b]
     return texts
 

@@ -121,9 +121,9 @@ TEXT_FORMATS = text_formats()
 
 
 def token_format_detected(path, requested: str = "auto", ids_key: str = "input_ids") -> str | None:
-    """The token format the one door finds for ``path`` (readers/input_kinds.detect), None for another kind."""
-    from objcli.readers.input_kinds import detect
-    from objcli.readers.inputs import InputKind
+    """The token format the one door finds for ``path`` (inputs/input_kinds.detect), None for another kind."""
+    from objcli.inputs.input_kinds import detect
+    from objcli.inputs.pieces import InputKind
 
     found = detect(str(path), requested, ids_key)
     return found.format if found.kind is InputKind.TOKENS else None

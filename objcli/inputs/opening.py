@@ -7,7 +7,7 @@ import io
 
 from ..errors import ObjcliError
 from ..storage.remote import is_url, storage_error, storage_errors
-from .inputs import STDIN, Piece, open_piece
+from .pieces import STDIN, Piece, open_piece
 
 UTF_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..errors import ObjcliError
 from ..formats.store import STORE
 from .folders import refuse_damaged_output
-from .inputs import STDIN, InputKind
+from .pieces import STDIN, InputKind
 from .text_formats import TEXT_INPUTS, format_from_name
 from .token_inputs import TOKEN_INPUTS, InputSite, site_of
 from .token_store import is_store

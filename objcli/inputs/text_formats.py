@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from ..errors import ObjcliError
-from .inputs import COMPRESSION_SUFFIXES
+from .pieces import COMPRESSION_SUFFIXES
 from .text_inputs import TEXT_INPUTS, TextInputFormat
 
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..storage.remote import public_url
-from .inputs import Partition, Piece
 from .origins import sourced_batch
+from .pieces import Partition, Piece
 from .records import RecordLog
 from .text_formats import text_format
 

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from objcli.errors import BadRecord, ObjcliError
-from objcli.readers import ReadOptions, RecordLog, plan_partitions, read_documents, resolve_inputs
-from objcli.readers.inputs import InputFile, Partition, Piece
-from objcli.readers.origins import count_newlines
+from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
+from objcli.inputs.origins import count_newlines
+from objcli.inputs.pieces import InputFile, Partition, Piece
 
 DOCS = ["first document", "second — with ünïcode ✓", "  indented code():\n    return 1", "last"]
 
@@ -36,7 +36,7 @@ def read_all(path, **options):
     partition_bytes = options.pop("partition_bytes", 1 << 40)
     opts = ReadOptions(**options)
     texts = []
-    for partition in plan_partitions(files, partition_bytes, opts.text_unit):
+    for partition in cut_partitions(files, partition_bytes, opts.text_unit):
         texts += [t for batch in read_documents(partition, opts, log) for t in batch]
     return texts, log
 
@@ -152,13 +152,13 @@ def test_partitions_depend_on_input_not_workers(tmp_path):
     path = tmp_path / "big.jsonl"
     path.write_bytes(jsonl_bytes(DOCS * 50))
     files = resolve_inputs([str(path)])
-    parts = plan_partitions(files, 1000, "line")
+    parts = cut_partitions(files, 1000, "line")
     assert [(p.pieces[0].start, p.pieces[0].end) for p in parts][:2] == [(0, 1000), (1000, 2000)]
     assert all(len(p.pieces) == 1 for p in parts) and parts[-1].pieces[0].end == path.stat().st_size
     # Compressed files cannot be split.
     gz = tmp_path / "big.jsonl.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
-    assert len(plan_partitions(resolve_inputs([str(gz)]), 1000, "line")) == 1
+    assert len(cut_partitions(resolve_inputs([str(gz)]), 1000, "line")) == 1
 
 
 def test_small_files_are_grouped_into_partitions_of_about_the_partition_size(tmp_path):
@@ -167,7 +167,7 @@ def test_small_files_are_grouped_into_partitions_of_about_the_partition_size(tmp
         (tmp_path / f"f{i:02d}.jsonl").write_bytes(jsonl_bytes([f"document {i:02d} " * 20]))
     files = resolve_inputs([str(tmp_path)])
     size = files[0].size
-    parts = plan_partitions(files, 10 * size, "line")
+    parts = cut_partitions(files, 10 * size, "line")
     assert [len(p.pieces) for p in parts] == [10, 10, 10]
     assert [piece.input.path for p in parts for piece in p.pieces] == [f.path for f in files]  # input order kept
     texts, _ = read_all(tmp_path, partition_bytes=10 * size)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from ..storage.remote import open_input
-from .inputs import STDIN, Piece
 from .origins import count_newlines
+from .pieces import STDIN, Piece
 from .records import RecordLog
 
 PARAGRAPH_BREAK = re.compile(rb"\n[ \t\r\f\v]*\n")

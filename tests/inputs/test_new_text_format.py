@@ -1,5 +1,5 @@
 """The text half of architecture.md's "Adding an input format", followed literally in a copy of the
-package: a throwaway text format (tab-separated id and text), one module added to ``readers/text_inputs/``
+package: a throwaway text format (tab-separated id and text), one module added to ``inputs/text_inputs/``
 and nothing else edited. It is an --input-format choice on the options page, a folder walk finds its files, an empty
 folder's message names its suffix, the one door recognises it, and a run writes the rows the same
 texts give from JSON lines."""
@@ -41,10 +41,10 @@ class TabSeparated(TextInputFormat):
 
 def test_a_new_text_format_is_one_class_in_its_module_as_the_page_says(tmp_path):
     steps = PAGE.split("## Adding an input format")[1].split("\n## ")[0]
-    assert "readers/text_inputs/" in steps and "@register" in steps and "detection_rank" in steps
+    assert "inputs/text_inputs/" in steps and "@register" in steps and "detection_rank" in steps
     package = tmp_path / "pkg"
     shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "objcli" / "readers" / "text_inputs" / "tab_separated.py").write_text(FORMAT)  # nothing else edited
+    (package / "objcli" / "inputs" / "text_inputs" / "tab_separated.py").write_text(FORMAT)  # nothing else edited
     env = {**os.environ, "PYTHONPATH": str(package)}
 
     def run(*args):

@@ -1,4 +1,4 @@
-"""A ``.json`` file holding one array (``readers/json_array.py``): every element gets the verdict the
+"""A ``.json`` file holding one array (``inputs/json_array.py``): every element gets the verdict the
 same record gets as a JSON line, whatever value it holds and however deep, on standard input as in a
 file, with memory bounded by the batch; damage to the array itself is one counted skip."""
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runs import SAMPLE, manifest_json, run_cli
 
-from objcli.readers.json_array import ArrayScanner, ElementLocator, array_blocks
-from objcli.readers.records import RecordLog
+from objcli.inputs.json_array import ArrayScanner, ElementLocator, array_blocks
+from objcli.inputs.records import RecordLog
 
 SPM = SAMPLE / "tokenizer.model"
 TEXT = {"text": "a record with some words in it " * 4}

@@ -11,8 +11,8 @@ import pytest
 from runs import SAMPLE, run_cli, run_transform, token_format_detected
 
 from objcli.commands.verify import verify_output
-from objcli.readers import token_inputs
-from objcli.readers.token_inputs import TOKEN_INPUTS
+from objcli.inputs import token_inputs
+from objcli.inputs.token_inputs import TOKEN_INPUTS
 
 DOCUMENTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16, 17], [18]]
 
@@ -45,7 +45,7 @@ class SpacedIds(TokenInputFormat):
 def _spaced_ids() -> type:
     """The module's class, for registering in this process (the module's relative import made absolute)."""
     namespace: dict = {}
-    exec(MODULE.replace("from .base", "from objcli.readers.token_inputs.base").replace("@register\n", ""), namespace)
+    exec(MODULE.replace("from .base", "from objcli.inputs.token_inputs.base").replace("@register\n", ""), namespace)
     return namespace["SpacedIds"]
 
 
@@ -66,7 +66,7 @@ def _rows(summary, folder) -> list:
 
 
 def test_a_registered_input_format_is_a_choice_detected_read_and_verified(registered, tmp_path):
-    from objcli.readers.planning import INPUT_FORMATS
+    from objcli.inputs.partitioning import INPUT_FORMATS
 
     assert "spaced-ids-test" in INPUT_FORMATS and list(TOKEN_INPUTS)[-1] == "nanogpt"  # nanoGPT's catch-all last
     mine = tmp_path / "corpus.ids"
@@ -95,10 +95,10 @@ def test_a_new_token_format_is_one_module_as_the_page_says(tmp_path):
     from runs import ROOT
 
     steps = (ROOT / "objcli" / "docs" / "architecture.md").read_text().split("## Adding an input format")[1]
-    assert "objcli/readers/token_inputs/NAME.py" in steps and "@register" in steps
+    assert "objcli/inputs/token_inputs/NAME.py" in steps and "@register" in steps
     package = tmp_path / "pkg"
     shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "objcli" / "readers" / "token_inputs" / "spaced_ids.py").write_text(MODULE)
+    (package / "objcli" / "inputs" / "token_inputs" / "spaced_ids.py").write_text(MODULE)
     env = {**os.environ, "PYTHONPATH": str(package)}
 
     def run(*args):

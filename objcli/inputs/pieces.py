@@ -93,7 +93,7 @@ class Partition:
     index: int
     pieces: tuple[Piece, ...]
     source: str = ""  # with --source: the mixture source the pieces belong to
-    store_partition: int | None = None  # a token store's partition (readers/token_store.py): its index there
+    store_partition: int | None = None  # a token store's partition (inputs/token_store.py): its index there
     store: str = ""  # and that store (a plan over several names each partition's)
 
     @property

@@ -1,12 +1,12 @@
-"""``parquet``: a row's ``--text-key`` column (or the whole row), read in row groups (``readers/parquet.py``)."""
+"""``parquet``: a row's ``--text-key`` column (or the whole row), read in row groups (``inputs/parquet.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from ...errors import ObjcliError
-from ..inputs import Piece
 from ..parquet import parquet_texts
+from ..pieces import Piece
 from ..records import RecordLog
 from .base import TextInputFormat, register
 

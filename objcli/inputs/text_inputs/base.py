@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from ...options import Registry
-from ..inputs import Piece
 from ..lines import Locator
 from ..opening import binary_file, open_for_reading, skip_byte_order_mark
+from ..pieces import Piece
 from ..records import RecordLog
 
 BOM = b"\xef\xbb\xbf"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ObjcliError
 from ...storage.remote import is_url, public_url
-from ..inputs import InputFile, Partition, Piece
+from ..pieces import InputFile, Partition, Piece
 from . import TOKEN_INPUTS, TokenFile, open_token_file, readable_path
 
 

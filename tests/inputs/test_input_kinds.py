@@ -1,4 +1,4 @@
-"""The one door (``readers/input_kinds.detect``): every kind of input asked the same question in one
+"""The one door (``inputs/input_kinds.detect``): every kind of input asked the same question in one
 order, one answer type; a group of inputs opened by the one kind its members are, and mixed kinds refused
 in one line; a glob or a folder holding a store beside text reads the text, as a folder walk does."""
 
@@ -10,8 +10,8 @@ import pytest
 from paths import ROOT
 from runs import SAMPLE, run_cli, shard_files
 
-from objcli.readers.input_kinds import Detected, detect
-from objcli.readers.inputs import InputKind
+from objcli.inputs.input_kinds import Detected, detect
+from objcli.inputs.pieces import InputKind
 
 TOKEN_FILES = ROOT / "tests" / "data" / "token_files"
 

@@ -21,7 +21,7 @@ from ..storage.copies import local_file_copy
 from ..storage.files import file_sha256
 from ..storage.remote import filesystem, is_url, join, storage_error, storage_errors
 from ..stores import manifest_kind
-from .inputs import InputFile, Partition, Piece
+from .pieces import InputFile, Partition, Piece
 from .store_checks import check_store_sections
 from .store_shards import check_shard
 from .stored_documents import DocumentOrigins, StoredDocuments

@@ -14,9 +14,9 @@ import pytest
 from runs import SAMPLE, manifest_json, run_cli, run_transform, token_format_detected
 
 from objcli.commands.verify import verify_output
-from objcli.readers import RecordLog
-from objcli.readers.token_inputs import TOKEN_INPUTS, open_token_file
-from objcli.readers.token_inputs.documents import token_batches, token_partitions
+from objcli.inputs import RecordLog
+from objcli.inputs.token_inputs import TOKEN_INPUTS, open_token_file
+from objcli.inputs.token_inputs.partitions import token_batches, token_partitions
 from objcli.recipe import config_from_values
 from objcli.transform import transform
 
@@ -41,7 +41,7 @@ def _rows(folder) -> pa.Table:
 
 def _documents(path, fmt, eos, vocab=1 << 20, batch=1 << 20) -> list[list[int]]:
     """Every document an input gives objcli's reader, as lists of ids."""
-    from objcli.readers.inputs import InputFile
+    from objcli.inputs.pieces import InputFile
 
     log, found = RecordLog(), []
     for partition in token_partitions(InputFile(str(path), fmt, None, 0), 1 << 16, "input_ids"):
@@ -189,7 +189,7 @@ def test_every_token_format_is_a_choice_and_a_nanogpt_file_is_split_at_eos(tmp_p
     header[:3] = (20240520, 1, 9)
     (tmp_path / "llmc.bin").write_bytes(header.tobytes() + np.array([2, 5, 6, 2, 7, 2, 9, 10, 11], np.uint16).tobytes())
     assert _documents(tmp_path / "llmc.bin", "llmc", 2) == [[5, 6], [7], [9, 10, 11]]
-    from objcli.readers.inputs import InputFile
+    from objcli.inputs.pieces import InputFile
 
     (partition,) = token_partitions(InputFile(str(tmp_path / "llmc.bin"), "llmc", None, 0), 1 << 16, "input_ids")
     (batch,) = token_batches(partition, "input_ids", 1 << 20, log, 2, 100)

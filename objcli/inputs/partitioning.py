@@ -21,8 +21,8 @@ from ..errors import ObjcliError
 from ..options import LiveChoices
 from ..storage.remote import is_url, open_input, version_of
 from .folders import folder_files
-from .inputs import STDIN, InputFile, Partition, Piece, sniff_compression
 from .objects import list_objects
+from .pieces import STDIN, InputFile, Partition, Piece, sniff_compression
 from .streams import decompressing_reader
 from .text_formats import TEXT_INPUTS, content_format, format_from_name, suffix_list
 from .token_inputs import TOKEN_INPUTS
@@ -148,7 +148,7 @@ def _not_objcli_files(spec: str, matches: list[str]) -> list[str]:
     return kept
 
 
-def plan_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:
+def cut_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:
     """Partitions of about ``partition_bytes``: large uncompressed line-based files cut into byte
     ranges, smaller files grouped with their neighbours (in input order) until a group reaches the
     size. A folder of small files is then a few partitions, each dropping at most one partial row,

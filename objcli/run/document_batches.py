@@ -1,5 +1,5 @@
 """A partition's documents in batches, as every pass over it sees them: read from the text (long
-ones cut), or, from a token store, the text run's batches with their tokens (``readers/token_store.py``)."""
+ones cut), or, from a token store, the text run's batches with their tokens (``inputs/token_store.py``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from itertools import repeat
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..readers import Partition, ReadOptions, RecordLog, read_documents
-from ..readers.cutting import cut_long_documents
-from ..readers.inputs import InputKind
-from ..readers.token_inputs.documents import token_batches
-from ..readers.token_store import StoredDocuments, stored_batches
+from ..inputs import Partition, ReadOptions, RecordLog, read_documents
+from ..inputs.cutting import cut_long_documents
+from ..inputs.pieces import InputKind
+from ..inputs.token_inputs.partitions import token_batches
+from ..inputs.token_store import StoredDocuments, stored_batches
 from ..tokenizers import Tokenizer
 
 

@@ -11,8 +11,8 @@ import pytest
 from runs import SAMPLE, cli, run_tokenize, run_transform
 
 from objcli.errors import ObjcliError
-from objcli.readers import resolve_inputs
-from objcli.readers.token_inputs import TOKEN_INPUTS
+from objcli.inputs import resolve_inputs
+from objcli.inputs.token_inputs import TOKEN_INPUTS
 
 SPM = SAMPLE / "tokenizer.model"
 LINES = (SAMPLE / "prose.jsonl").read_text().splitlines(keepends=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ..errors import ObjcliError
 from ..storage.remote import is_url, open_input
-from .inputs import Piece, open_piece
+from .pieces import Piece, open_piece
 from .records import RecordLog
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from objcli.readers.cutting import utf8_bytes
+from objcli.inputs.cutting import utf8_bytes
 
 TEXTS = st.lists(
     st.one_of(
@@ -33,8 +33,8 @@ def test_the_readers_batches_carry_their_size_and_no_text_over_the_limit(texts, 
     cut), the texts join to what was read, and each batch's size is its texts encoded and counted."""
     from paths import ROOT
 
-    from objcli.readers.cutting import MeasuredTexts, cut_long_documents
-    from objcli.readers.records import RecordLog
+    from objcli.inputs.cutting import MeasuredTexts, cut_long_documents
+    from objcli.inputs.records import RecordLog
     from objcli.tokenizers import open_tokenizer
 
     tokenizer = open_tokenizer(ROOT / "sample_data" / "tokenizer.model")

@@ -12,7 +12,7 @@ import pytest
 from runs import SAMPLE, run_cli, run_transform, token_format_detected
 
 from objcli.errors import ObjcliError
-from objcli.readers.token_inputs import TOKEN_INPUTS
+from objcli.inputs.token_inputs import TOKEN_INPUTS
 
 SPM = SAMPLE / "tokenizer.model"
 TOKEN_FILES = Path(__file__).resolve().parent.parent / "data" / "token_files"
