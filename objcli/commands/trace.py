@@ -82,13 +82,14 @@ def trace(folder: str | Path, row: int, split: str | None = None) -> list[dict]:
 def record_texts(manifest: Manifest, path: str, records: set[int], source: str = "") -> dict[int, str]:
     """The texts of some records of one file as the run read them, in one pass over it (none where the
     file cannot be read now)."""
-    from ..inputs import RecordLog, resolve_inputs
+    from ..inputs import RecordLog, group_members, text_files
     from ..inputs.pieces import Piece
     from ..inputs.text_batches import read_piece
 
     config, found = manifest.config, {}
     try:
-        (input_file,) = resolve_inputs([path], config.get("input_format", "auto"))
+        requested = config.get("input_format", "auto")
+        (input_file,) = text_files(group_members([path], requested), requested)
         for texts in read_piece(Piece(input_file), _read_options(config, source), RecordLog()):
             found.update((text.record, str(text)) for text in texts if text.record in records)
             if len(found) == len(records):

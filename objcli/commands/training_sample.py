@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 from ..errors import ObjcliError
-from ..inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
+from ..inputs import ReadOptions, RecordLog, cut_partitions, group_members, read_documents, text_files
 
 PROGRESS_SECONDS = 5.0
 MAX_SENTENCE_BYTES = 16384  # SentencePiece skips longer "sentences"
@@ -46,21 +46,20 @@ def _fitting(sentence: str, counts: dict) -> Iterator[str]:
         sentence = sentence[end:]
 
 
-def _refuse_token_inputs(inputs: list[str], text_key: str) -> None:
-    """Token ids another tool wrote are no text to train on, however they are named (a glob, a folder)."""
-    from ..inputs.input_kinds import detect
+def _text_inputs(inputs: list[str], text_key: str, text_unit: str) -> list:
+    """The inputs' text files, found and recognised once by the door; token ids another tool wrote are no
+    text to train on, however they are named (a glob, a folder)."""
     from ..inputs.pieces import InputKind
-    from ..run.token_inputs import token_members
 
-    key = "input_ids" if text_key == "text" else text_key
-    for spec in inputs:
-        for path in token_members(spec, "auto", key):
-            found = detect(path, "auto", key)
-            if found.kind is not InputKind.TEXT:
-                what = f"holds {found.format} token ids" if found.kind is InputKind.TOKENS else "is a token store"
-                raise ObjcliError(
-                    f"input {path}: {what}, not text; train the tokenizer on the text they were made from"
-                )
+    members = group_members(inputs, "auto", "input_ids" if text_key == "text" else text_key, text_unit)
+    for member in members:
+        if member.kind is not InputKind.TEXT:
+            found = member.detected
+            what = f"holds {found.format} token ids" if found.kind is InputKind.TOKENS else "is a token store"
+            raise ObjcliError(
+                f"input {member.path}: {what}, not text; train the tokenizer on the text they were made from"
+            )
+    return text_files(members)
 
 
 def sample_sentences(request, counts: dict, show: bool) -> Iterator[str]:
@@ -69,8 +68,7 @@ def sample_sentences(request, counts: dict, show: bool) -> Iterator[str]:
     (``_spread``), never its first lines alone; ``counts["inputs"]`` says what each gave."""
     options = ReadOptions(text_key=request.text_key, text_unit=request.text_unit)
     counts["log"], counts["inputs"] = RecordLog(), {}
-    _refuse_token_inputs(request.inputs, request.text_key)
-    files = resolve_inputs(request.inputs, text_unit=request.text_unit)
+    files = _text_inputs(request.inputs, request.text_key, request.text_unit)
     sizes = [f.size or 0 for f in files]
     sampled = request.max_lines or request.sample_chars is not None
     proportional = sampled and all(sizes)  # a stream's size is unknown: the sample is then read in order

@@ -1,7 +1,8 @@
 """The inputs stage: find inputs, recognise each once, cut them into partitions, yield batches of texts."""
 
 from ..options import TEXT_UNITS
-from .partitioning import INPUT_FORMATS, cut_partitions, resolve_inputs
+from .members import group_members
+from .partitioning import INPUT_FORMATS, cut_partitions, text_files
 from .pieces import InputFile, Partition
 from .records import RecordLog
 from .text_batches import ReadOptions, read_documents
@@ -14,6 +15,7 @@ __all__ = [
     "ReadOptions",
     "RecordLog",
     "cut_partitions",
+    "group_members",
     "read_documents",
-    "resolve_inputs",
+    "text_files",
 ]

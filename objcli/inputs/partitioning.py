@@ -1,6 +1,6 @@
-"""Finding inputs and cutting them into partitions: files, folders (recursive, sorted), globs and
-object-storage prefixes expanded; each file's compression and format decided (its name, then its
-first bytes: ``text_formats.py``, ``token_inputs/``); partitions of about ``--partition-size``.
+"""Text inputs described and cut into partitions: each file the door recognised as text
+(``members.py``) with its compression and, where the door's answer is ``auto``, the format its first
+bytes show (``text_formats.content_format``); partitions of about ``--partition-size``.
 
 A partition is a stable unit of work: consecutive small files (in the sorted input order) grouped
 together, a whole file, or a fixed byte range of a large uncompressed line-based file; each of these
@@ -10,58 +10,55 @@ workers, so output is the same whatever runs it.
 
 from __future__ import annotations
 
-import glob
 import lzma
 import os
 import stat
-from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ObjcliError
 from ..options import LiveChoices
 from ..storage.remote import is_url, open_input, version_of
-from .folders import folder_files
-from .objects import list_objects
 from .pieces import STDIN, InputFile, Partition, Piece, sniff_compression
 from .streams import decompressing_reader
-from .text_formats import TEXT_INPUTS, content_format, format_from_name, suffix_list
+from .text_formats import TEXT_INPUTS, content_format
 from .token_inputs import TOKEN_INPUTS
-from .token_store import is_store
 
 # The --input-format choices: auto, the text formats, then the tokenized inputs (a format registered later too).
 INPUT_FORMATS = LiveChoices(lambda: ["auto", *TEXT_INPUTS, *TOKEN_INPUTS])
 
 
-def _describe_file(path: str, requested_format: str) -> InputFile:
+def _describe_file(path: str, named: str, requested_format: str) -> InputFile:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             # Opening a pipe to sniff it would consume what it holds (or wait for a writer).
-            fmt = requested_format if requested_format != "auto" else format_from_name(path)
-            return InputFile(path, fmt or "auto", None, None)
+            return InputFile(path, named, None, None)
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as error:
         raise ObjcliError(f"input {path}: cannot read ({error.strerror}); check the path and its permissions") from None
     compression = sniff_compression(head)
-    return InputFile(path, _content_format(path, compression, requested_format), compression, os.path.getsize(path))
+    fmt = _content_format(path, compression, named, requested_format)
+    return InputFile(path, fmt, compression, os.path.getsize(path))
 
 
-def _describe_object(url: str, info: dict, requested_format: str) -> InputFile:
+def _describe_object(url: str, info: dict, named: str, requested_format: str) -> InputFile:
     """As ``_describe_file``, for a listed object (its size, version and first bytes)."""
     size = info.get("size") or 0
     compression = sniff_compression(info["head"]) if size else None
-    return InputFile(url, _content_format(url, compression, requested_format), compression, size, version_of(info))
+    return InputFile(
+        url, _content_format(url, compression, named, requested_format), compression, size, version_of(info)
+    )
 
 
-def _content_format(path: str, compression: str | None, requested_format: str) -> str:
-    """The format asked for, else the one the name says, else the one the decompressed first bytes
-    show (``text_formats.content_format``: a format's own suffixes, sniffing and checks)."""
+def _content_format(path: str, compression: str | None, named: str, requested_format: str) -> str:
+    """The door's answer (``named``), else the one the decompressed first bytes show
+    (``text_formats.content_format``: sniffing, a suffix another format claims by content, its checks)."""
 
     def head() -> bytes:
         with open_input(path) as raw, decompressing_reader(raw, compression) as f:
             return _read_head(f, path)
 
-    return content_format(path, compression, requested_format, head)
+    return content_format(path, compression, named, requested_format, head)
 
 
 def _read_head(f: BinaryIO, path: str) -> bytes:
@@ -86,66 +83,19 @@ def _unique(files: list[InputFile], warn) -> list[InputFile]:
     return unique
 
 
-def resolve_inputs(
-    specs: list[str], requested_format: str = "auto", warn=None, text_unit: str = "line"
-) -> list[InputFile]:
-    """Expand files, folders (recursive, sorted) and globs; ``-`` is standard input. A folder's files are
-    those a text format names by suffix, or with ``text_unit`` "file" (a file a document) every file
-    (man pages, source code, ``ls.1.gz``): its bytes say its format, and a binary one is a counted skip."""
-    named = format_from_name if text_unit != "file" else (lambda name: format_from_name(name) or "text")
-    if not specs:
-        raise ObjcliError("no input given; name files, folders or globs, or '-' for standard input")
-    files: list[InputFile] = []
-    for spec in specs:
-        if spec == STDIN:
+def text_files(members: list, requested_format: str = "auto", warn=None) -> list[InputFile]:
+    """A group's text inputs (``members.Member``s the door recognised as text) as the run reads them: each
+    file's compression from its first bytes, its format the door's answer (its bytes say where that is
+    ``auto``); ``-`` is standard input, its format said when it is read."""
+    files = []
+    for member in members:
+        if member.path == STDIN:
             files.append(InputFile(STDIN, requested_format, None, None))
-            continue
-        if is_url(spec):
-            objects = list_objects(spec, lambda name: format_from_name(name) is not None)
-            files.extend(_describe_object(url, info, requested_format) for url, info in objects)
-            continue
-        if glob.has_magic(spec):
-            matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
-            if not matches:
-                raise ObjcliError(f"input {spec}: the pattern matches no file; check the glob")
-            paths = _not_objcli_files(spec, matches)
-        elif os.path.isdir(spec):
-            paths = folder_files(spec, named, warn)
-            if not paths:
-                raise ObjcliError(
-                    f"input {spec}: the folder holds no {suffix_list()} file (compressed or not); name the files "
-                    "directly, or pass --text-unit file to read every file of it as a document"
-                    if text_unit != "file"
-                    else f"input {spec}: the folder holds no file; name the files directly"
-                )
-        elif os.path.exists(spec):
-            paths = [spec]  # a file, or a pipe named by path: read like standard input
+        elif member.listed is not None:
+            files.append(_describe_object(member.path, member.listed, member.detected.format, requested_format))
         else:
-            raise ObjcliError(f"input {spec}: no such file or directory; check the path")
-        files.extend(_describe_file(p, requested_format) for p in paths)
-    if sum(f.path == STDIN for f in files) > 1:
-        raise ObjcliError("standard input '-' is named twice; name it once")
+            files.append(_describe_file(member.path, member.detected.format, requested_format))
     return _unique(files, warn)
-
-
-def _not_objcli_files(spec: str, matches: list[str]) -> list[str]:
-    """A glob's files less a token store's own (its manifest, ``.store`` shards, side files), as a
-    folder walk leaves an output's out: they are no text, and a store is read by its folder. Only
-    those matched: one line naming the store."""
-    from .folders import objcli_output_files
-
-    own = {}
-    for folder in {os.path.dirname(p) or "." for p in matches}:
-        found = objcli_output_files(Path(folder)) if is_store(folder) else None
-        own[folder] = found[0] if found else set()
-    kept = [p for p in matches if os.path.basename(p) not in own[os.path.dirname(p) or "."]]
-    if not kept:
-        folder = os.path.dirname(matches[0]) or "."
-        raise ObjcliError(
-            f"input {spec}: the pattern matches only the files of the token store {folder}, which are no text; "
-            f"give the store's folder ({folder}) to read its tokens, or name the text files"
-        )
-    return kept
 
 
 def cut_partitions(files: list[InputFile], partition_bytes: int, text_unit: str) -> list[Partition]:

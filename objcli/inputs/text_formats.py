@@ -73,11 +73,11 @@ def suffix_list() -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def content_format(path: str, compression: str | None, requested: str, head) -> str:
-    """A text file's format: the one asked for, else the one its name says, else the one its
-    decompressed first bytes show (``head()`` reads them); a suffix another format claims by content is
-    looked at (``claims_by_content``), and the format checks the compression it is read through."""
-    fmt = requested if requested != "auto" else format_from_name(path)
+def content_format(path: str, compression: str | None, named: str, requested: str, head) -> str:
+    """A text file's format: the door's answer (``named``: the one asked for, else the one its name says),
+    else the one its decompressed first bytes show (``head()`` reads them); a suffix another format claims by
+    content is looked at (``claims_by_content``), and the format checks the compression it is read through."""
+    fmt = None if named == "auto" else named
     sharing = [f.name for f in TEXT_INPUTS.values() if last_suffix(path) in f.claims_by_content]
     if fmt is None or (requested == "auto" and sharing):
         sniffed = sniffed_format(head())

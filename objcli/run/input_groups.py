@@ -7,61 +7,45 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..inputs import cut_partitions, resolve_inputs
-from ..inputs.input_kinds import Detected, detect, is_store_input
+from ..inputs import cut_partitions, group_members, text_files
+from ..inputs.members import Member
 from ..inputs.pieces import STDIN, InputKind
-from ..inputs.token_inputs import megatron_list
-from ..storage.remote import is_url
 from .stores import store_group
-from .token_inputs import token_group, token_members
+from .token_inputs import token_group
 
 
 def open_group(group: list[str], config: TransformConfig, source: str, warn) -> tuple[list, list]:
-    """(files, partitions) of a group of inputs, by the kind detection finds."""
+    """(files, partitions) of a group of inputs, by the kind the door finds."""
     key = config.mixture.ids_key(source)
-    found = {member: detect(member, config.input_format, key) for member in _members(group, config, key)}
-    kind = _one_kind(found)
+    members = group_members(group, config.input_format, key, config.text_unit, warn)
+    kind = _one_kind(members)
     if kind is InputKind.STORE:
-        return store_group(list(found))
+        return store_group([m.path for m in members])
     if kind is InputKind.TOKENS:
-        if STDIN in found:
+        stdin = next((m for m in members if m.path == STDIN), None)
+        if stdin is not None:
             raise ObjcliError(
-                f"input -: --input-format {found[STDIN].format} names token files, which are read from their files "
-                "(an index beside the ids), never from standard input; name the files"
+                f"input -: --input-format {stdin.detected.format} names token files, which are read from their "
+                "files (an index beside the ids), never from standard input; name the files"
             )
-        return token_group(found, config, source)
-    # Text: each file's format from its name or bytes (--text-unit file: a folder's every file).
-    files = resolve_inputs(group, config.input_format, warn, config.text_unit)
+        return token_group({m.path: m.detected for m in members}, config, source)
+    files = text_files(members, config.input_format, warn)  # each file's format: the door's, else its bytes'
     return files, cut_partitions(files, config.partition_bytes, config.text_unit)
 
 
-def _members(group: list[str], config: TransformConfig, key: str) -> list[str]:
-    """The inputs a group names: a glob's or a folder's token inputs each once (a Megatron pair, a
-    datatrove file and its index), a megatron.txt-style list's prefixes; anything else as named."""
-    members = []
-    for spec in group:
-        if spec == STDIN or is_url(spec) or is_store_input(spec):
-            members.append(spec)
-            continue
-        for path in token_members(spec, config.input_format, key):
-            members += megatron_list(path) or [path]
-    return list(dict.fromkeys(members))
-
-
-def _one_kind(found: dict[str, Detected]) -> InputKind:
+def _one_kind(members: list[Member]) -> InputKind:
     """The group's kind; a store beside anything, or text beside token ids, is one line."""
-    kinds = {path: detected.kind for path, detected in found.items()}
-    stores = [path for path, kind in kinds.items() if kind is InputKind.STORE]
-    if stores and len(found) > 1:
+    stores = [m.path for m in members if m.kind is InputKind.STORE]
+    if stores and len(members) > 1:
         raise ObjcliError(
             f"input {stores[0]}: a token store is read on its own; give it alone (or as one --source), "
             "and tokenize text inputs into a store of their own"
         )
-    tokens = [path for path, kind in kinds.items() if kind is InputKind.TOKENS]
-    text = [path for path, kind in kinds.items() if kind is InputKind.TEXT]
+    tokens = [m for m in members if m.kind is InputKind.TOKENS]
+    text = [m.path for m in members if m.kind is InputKind.TEXT]
     if tokens and text:
         raise ObjcliError(
-            f"input {text[0]}: is text, and {tokens[0]} is already tokenized ({found[tokens[0]].format}); give them "
-            "to separate runs (or as separate --source), or tokenize the text first with objcli tokenize"
+            f"input {text[0]}: is text, and {tokens[0].path} is already tokenized ({tokens[0].detected.format}); "
+            "give them to separate runs (or as separate --source), or tokenize the text first with objcli tokenize"
         )
-    return next(iter(kinds.values()), InputKind.TEXT)
+    return members[0].kind if members else InputKind.TEXT

@@ -3,18 +3,11 @@ and what such a run cannot do without text."""
 
 from __future__ import annotations
 
-import glob
-import os
-
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..inputs.folders import folder_files
-from ..inputs.input_kinds import TOKEN_INPUT, detect
 from ..inputs.pieces import InputKind
-from ..inputs.text_formats import format_from_name
-from ..inputs.token_inputs import TOKEN_INPUTS, input_files, megatron_list, site_of, token_format
+from ..inputs.token_inputs import token_format
 from ..inputs.token_inputs.partitions import opened_once, token_input, token_partitions
-from ..storage.remote import is_url
 
 
 def token_group(found: dict, config: TransformConfig, source: str = ""):
@@ -24,48 +17,6 @@ def token_group(found: dict, config: TransformConfig, source: str = ""):
     files = [token_input(path, detected.format, key) for path, detected in found.items()]
     partitions = [p for f in files for p in token_partitions(f, config.partition_bytes, key)]
     return files, partitions
-
-
-def token_members(spec: str, requested: str, key: str) -> list[str]:
-    """The token inputs a glob or a folder holds, each once (a Megatron pair, a datatrove file and its
-    index), so files found that way are detected as the same files named one by one; ``[spec]`` for
-    anything else (a file, a prefix, text). Text files beside token files are refused, as when named."""
-    if spec == "-" or is_url(spec):
-        return [spec]
-    if glob.has_magic(spec):
-        paths = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
-    elif os.path.isdir(spec) and detect(spec, "auto", key).kind is not InputKind.TOKENS:  # save_to_disk: one
-        paths = folder_files(spec, lambda name: name)
-    else:
-        return [spec]
-    found, claimed, text = {}, set(), []
-    for path in paths:
-        if os.path.normpath(path) in claimed or megatron_list(path) is not None:
-            continue
-        kind = _member_kind(path, requested, key)
-        if kind is None:
-            text.append(path)
-            continue
-        members = {os.path.normpath(m) for m in input_files(path, kind)}
-        found.setdefault(frozenset(members), path)
-        claimed |= members
-    text = [p for p in text if os.path.normpath(p) not in claimed and format_from_name(p) is not None]
-    if found and text:
-        raise ObjcliError(
-            f"input {spec}: holds text ({text[0]}) and token files ({next(iter(found.values()))}); give them to "
-            "separate runs (or as separate --source), or tokenize the text first with objcli tokenize"
-        )
-    return list(found.values()) or [spec]
-
-
-def _member_kind(path: str, requested: str, key: str) -> str | None:
-    """A found file's token format: the one --input-format names, if it recognises the file; else the one
-    the door's token kind recognises (a file a glob or a folder holds is no store: a store's own files are
-    left out as text inputs leave them, by the text side's walk)."""
-    if requested == "auto":
-        return TOKEN_INPUT.recognises(site_of(path), key)
-    fmt = TOKEN_INPUTS.get(requested)
-    return requested if fmt is not None and fmt.detect(site_of(path), key) else None
 
 
 def check_token_run(partitions: list, config: TransformConfig, tokenizer) -> None:

@@ -8,10 +8,10 @@ import json
 import shutil
 
 import pytest
+from readback import text_inputs
 from runs import SAMPLE, cli, run_tokenize, run_transform
 
 from objcli.errors import ObjcliError
-from objcli.inputs import resolve_inputs
 from objcli.inputs.token_inputs import TOKEN_INPUTS
 
 SPM = SAMPLE / "tokenizer.model"
@@ -45,7 +45,7 @@ def test_a_folder_with_a_saved_dataset_beside_the_users_files_reads_the_files(da
         (top / "extra.jsonl").write_text("".join(LINES[:3]))
         (top / "more" / "b.jsonl").write_text("".join(LINES[3:5]))
         warnings = []
-        files = resolve_inputs([str(top)], warn=warnings.append)
+        files = text_inputs([str(top)], warn=warnings.append)
         assert sorted(f.path.removeprefix(str(top) + "/") for f in files) == ["extra.jsonl", "more/b.jsonl"]
         assert any(f"in {inner}" in w and "left out" in w for w in warnings), warnings
         summary = run_transform([top], SPM, tmp_path / "out", seq_len=64)
@@ -108,9 +108,7 @@ def test_a_damaged_manifest_is_an_output_to_rebuild_never_text(damage, tmp_path)
         with pytest.raises(ObjcliError, match=r"an objcli output \(it holds part-00000-of-00001.store\)"):
             run_transform([given], SPM, tmp_path / "out", seq_len=64)
     (store / "manifest.json").write_text('{"name": "a browser extension", "version": 3}')  # another tool's
-    names = sorted(
-        f.path.removeprefix(str(tmp_path / "corpus") + "/") for f in resolve_inputs([str(tmp_path / "corpus")])
-    )
+    names = sorted(f.path.removeprefix(str(tmp_path / "corpus") + "/") for f in text_inputs([str(tmp_path / "corpus")]))
     assert names == ["mine.jsonl", "store/manifest.json"]  # a user's JSON, read as the user's file
 
 

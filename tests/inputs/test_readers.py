@@ -13,9 +13,10 @@ import pytest
 import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
+from readback import text_inputs
 
 from objcli.errors import BadRecord, ObjcliError
-from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
+from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents
 from objcli.inputs.origins import count_newlines
 from objcli.inputs.pieces import InputFile, Partition, Piece
 
@@ -31,7 +32,7 @@ COMPRESSORS = {
 
 
 def read_all(path, **options):
-    files = resolve_inputs([str(path)], options.pop("input_format", "auto"))
+    files = text_inputs([str(path)], options.pop("input_format", "auto"))
     log = RecordLog(strict=options.pop("strict", False))
     partition_bytes = options.pop("partition_bytes", 1 << 40)
     opts = ReadOptions(**options)
@@ -132,7 +133,7 @@ def test_folders_follow_symbolic_links_like_find_l(tmp_path):
     (corpus / "sub" / "loop").symlink_to(corpus, target_is_directory=True)
     (corpus / "gone.jsonl").symlink_to(tmp_path / "missing.jsonl")
     warnings = []
-    files = resolve_inputs([str(corpus)], warn=warnings.append)
+    files = text_inputs([str(corpus)], warn=warnings.append)
     assert [f.path for f in files] == [str(corpus / "a.jsonl"), str(corpus / "linked" / "b.jsonl")]
     assert warnings == [f"input {corpus}: skipped 1 dangling symbolic link(s), e.g. {corpus / 'gone.jsonl'}"]
 
@@ -151,21 +152,21 @@ def test_byte_range_partitions_read_every_line_once(tmp_path, partition_bytes, b
 def test_partitions_depend_on_input_not_workers(tmp_path):
     path = tmp_path / "big.jsonl"
     path.write_bytes(jsonl_bytes(DOCS * 50))
-    files = resolve_inputs([str(path)])
+    files = text_inputs([str(path)])
     parts = cut_partitions(files, 1000, "line")
     assert [(p.pieces[0].start, p.pieces[0].end) for p in parts][:2] == [(0, 1000), (1000, 2000)]
     assert all(len(p.pieces) == 1 for p in parts) and parts[-1].pieces[0].end == path.stat().st_size
     # Compressed files cannot be split.
     gz = tmp_path / "big.jsonl.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
-    assert len(cut_partitions(resolve_inputs([str(gz)]), 1000, "line")) == 1
+    assert len(cut_partitions(text_inputs([str(gz)]), 1000, "line")) == 1
 
 
 def test_small_files_are_grouped_into_partitions_of_about_the_partition_size(tmp_path):
     """Issue 14: every file was its own partition, each dropping its own partial last row."""
     for i in range(30):
         (tmp_path / f"f{i:02d}.jsonl").write_bytes(jsonl_bytes([f"document {i:02d} " * 20]))
-    files = resolve_inputs([str(tmp_path)])
+    files = text_inputs([str(tmp_path)])
     size = files[0].size
     parts = cut_partitions(files, 10 * size, "line")
     assert [len(p.pieces) for p in parts] == [10, 10, 10]
@@ -271,13 +272,13 @@ def test_inputs_folders_globs_and_missing_paths(tmp_path):
     (tmp_path / "a.txt").write_text("a\n")
     (tmp_path / "notes.md").write_text("not data\n")
     (tmp_path / ".hidden.txt").write_text("hidden\n")
-    found = [f.path for f in resolve_inputs([str(tmp_path)])]
+    found = [f.path for f in text_inputs([str(tmp_path)])]
     assert found == [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.jsonl")]
-    assert [f.path for f in resolve_inputs([str(tmp_path / "**" / "*.jsonl")])] == [str(tmp_path / "sub" / "b.jsonl")]
+    assert [f.path for f in text_inputs([str(tmp_path / "**" / "*.jsonl")])] == [str(tmp_path / "sub" / "b.jsonl")]
     with pytest.raises(ObjcliError, match=r"input .*nope\.jsonl: no such file or directory; check the path"):
-        resolve_inputs([str(tmp_path / "nope.jsonl")])
+        text_inputs([str(tmp_path / "nope.jsonl")])
     with pytest.raises(ObjcliError, match="the pattern matches no file"):
-        resolve_inputs([str(tmp_path / "*.parquet")])
+        text_inputs([str(tmp_path / "*.parquet")])
 
 
 def test_stdin_is_sniffed_and_decompressed(monkeypatch):
@@ -323,7 +324,7 @@ def test_a_folder_holding_inputs_and_an_objcli_output_reads_the_inputs_and_leave
         assert made.returncode == 0, made.stderr
         (out / "notes.jsonl").write_text("".join(lines[30:35]))  # the user's own file inside the output
     warnings = []
-    files = resolve_inputs([str(folder)], warn=warnings.append)
+    files = text_inputs([str(folder)], warn=warnings.append)
     assert sorted(f.path.removeprefix(str(folder) + "/") for f in files) == [
         "mine.jsonl",
         "out-hf/notes.jsonl",
@@ -334,4 +335,4 @@ def test_a_folder_holding_inputs_and_an_objcli_output_reads_the_inputs_and_leave
     (folder / "out-hf" / "notes.jsonl").unlink()
     (folder / "out-megatron" / "notes.jsonl").unlink()
     with pytest.raises(ObjcliError, match="holds no .parquet, .jsonl, .ndjson"):
-        resolve_inputs([str(folder)])
+        text_inputs([str(folder)])

@@ -284,11 +284,13 @@ def test_a_run_that_writes_no_row_warns_why(sample_tokenizer, tmp_path):
 
 def test_paragraphs_keep_no_line_ends_and_read_crlf_as_lf(tmp_path):
     """Item 10: the last paragraph kept its newline, and CR survived in CRLF files."""
-    from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
+    from readback import text_inputs
+
+    from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents
 
     path = tmp_path / "p.txt"
     path.write_bytes(b"first line\r\nsecond line\r\n\r\nlast paragraph\r\n")
-    files = resolve_inputs([str(path)])
+    files = text_inputs([str(path)])
     texts = [
         t
         for p in cut_partitions(files, 1 << 30, "paragraph")

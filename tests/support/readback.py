@@ -7,14 +7,21 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from objcli.inputs import ReadOptions, RecordLog, cut_partitions, read_documents, resolve_inputs
+from objcli.inputs import ReadOptions, RecordLog, cut_partitions, group_members, read_documents, text_files
+
+
+def text_inputs(specs, requested="auto", warn=None, text_unit="line"):
+    """The text files some inputs name, as a run finds and describes them (the door, then each file)."""
+    members = group_members(specs, requested, "input_ids", text_unit, warn)
+    assert all(m.kind.name == "TEXT" for m in members), members
+    return text_files(members, requested, warn)
 
 
 def expected_documents(inputs, **options):
     """Documents in order, read with the library's readers (tested on their own in test_readers)."""
     opts = ReadOptions(**options)
     texts = []
-    for partition in cut_partitions(resolve_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
+    for partition in cut_partitions(text_inputs([str(i) for i in inputs]), 1 << 40, opts.text_unit):
         texts += [t for b in read_documents(partition, opts, RecordLog()) for t in b]
     return texts
 
