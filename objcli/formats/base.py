@@ -109,7 +109,18 @@ def _arrow_dtype(spec) -> np.dtype:
 
 
 class OutputFormat:
-    """One output format. Subclasses set the class attributes and implement ``read_columns``."""
+    """One output format. Required: ``name``, ``writer`` (a ``ShardWriter``) and ``read_columns``. Optional,
+    each with the default declared below:
+
+    - what it stores: ``recorded_columns()`` (its columns and dtypes; its own columns with their roles),
+      ``whole_documents``, ``stores_values``, ``refuses()`` (rows it cannot hold), ``refuses_splits()``,
+      ``packers``;
+    - files beside the shards: ``side_files()``, ``side_file_pattern``, ``remove_side_folders()``,
+      ``split_folder_files()``, ``manifest_sections()``, ``hub_loadable``;
+    - how shards are made and rebuilt: ``joins_shards`` with ``join()``, ``join_limit()`` and
+      ``cuts_between_rows()``, ``merge_joins_shards``, ``arrow_stream``, ``blends_sources``,
+      ``whole_partitions``, ``packs_positions`` (a plan's), ``shifts_each_sequence``,
+      ``streams_to_stdout``."""
 
     name: str
     writer: type[ShardWriter]

@@ -131,8 +131,20 @@ class PartitionExamples:
 
 
 class Objective:
-    """What every objective declares; subclasses set the class attributes and implement
-    ``example_columns`` and ``partition_examples``."""
+    """What every objective declares. Required: ``@register(NAME)`` (its ``name``), ``options_type``,
+    ``example_columns()`` (each column with its role) and ``partition_examples()`` (a ``PartitionExamples``).
+    Everything else is optional, each part with the default declared below, in groups:
+
+    - its examples: ``examples_are_documents``, ``supervision``, ``next_token_rows``, ``labels_are_inputs``,
+      ``pads_sequences``, ``segments_per_example``, ``row_step`` (a step after the packer), ``packers()``;
+    - what it reads: ``reads()`` (the supply it needs: ``supply.py``), ``encodes_rows()``, ``inferred_values``,
+      ``store_refusal()``;
+    - planning (``--format plan``): ``plans_rows`` (examples and rows only move tokens, so a run over a store
+      writes positions and ``objcli.reading.Rows`` makes the rows on read; a row step keys its draws to
+      ``PartitionExamples.rows_done``, the rows made before the batch, as the plan's reader does),
+      ``plans_lengths`` (its examples are its documents: rows from their lengths alone), ``plan_refusal()``;
+    - what the run says of it: ``warnings``, ``boundaries``, ``uses_seq_len``, ``seq_len_bounds``,
+      ``records_hint``, ``setup_warnings()``, ``provenance`` (how ``--provenance`` spans its examples)."""
 
     name: ClassVar[str]
     options_type: ClassVar[type]

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
-from ..objectives.supply import Provides, Supply
+from ..objectives.supply import Provides, Supplied, Supply
 from ..options import Registry
 from ..rows import ColumnSpec
 
@@ -136,10 +136,16 @@ class KindOption:
 class StoreKind:
     """One kind of store. An instance is what one store holds (``parameter``: a sentence store's
     splitter); the manifest spells it ``str(kind)`` (``config.token_store``) and names its class
-    ``kind.name`` (``token_store.tokenized``)."""
+    ``kind.name`` (``token_store.tokenized``).
+
+    Required: ``name``, ``holds``, ``label``, ``what``; a kind with columns of its own adds ``prefix``,
+    ``columns``, ``option``, ``encode()`` and ``read()`` (what it keeps for an objective: ``records``, a
+    ``KindRecords``). Optional, each with the default declared below: a kind of records rendered by an
+    objective (``renders``, ``serves``, ``section``, ``section_type``, ``rendering``, ``rendering_run``),
+    stores made before (``columns_before``), ``places_tokens``, ``parameterized``."""
 
     name: ClassVar[str]
-    holds: ClassVar[Provides]  # what it gives objectives (supply.py's vocabulary)
+    holds: ClassVar[Supplied]  # what it gives objectives (supply.py's vocabulary: Provides', or its own)
     label: ClassVar[str]  # how messages name a store of it: "a chat store"
     what: ClassVar[str]  # how a refusal says what a store of it holds: "holds rendered conversations"
     serves: ClassVar[str] = ""  # said to an objective that does not read it: "for --objective chat; ..."
