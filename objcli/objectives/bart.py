@@ -92,6 +92,16 @@ class Bart(Objective):
     provenance = "documents"  # an example is sentences of one document: its span, that document
     took_pack = True
     default_eos = False
+    plans_rows = True  # with --mask-length subword: spans, permutations and rotations drawn over lengths
+
+    def plan_refusal(self) -> str | None:
+        """Word spans are counted from each token's value (a word's first piece): only subword spans plan."""
+        if self.options.mask_length == "subword":
+            return None
+        return (
+            f"bart --mask-length {self.options.mask_length} finds words by their tokens' values, so its rows are "
+            "written, not planned (--mask-length subword plans)"
+        )
 
     @classmethod
     def reads(cls, options) -> Reads:

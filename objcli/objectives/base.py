@@ -188,6 +188,8 @@ class Objective:
     segments_per_example: int = 1
     # Its partition's examples have a row step (``PartitionExamples.rows``) after the packer.
     row_step: ClassVar[bool] = False
+    # Hidden columns (``__`` names) its row step reads: a plan keeps them, as the run's rows carry them to it.
+    row_step_reads: ClassVar[tuple[str, ...]] = ()
     # Its examples and packed rows only move tokens (a row step may read them: it runs on read), so a
     # run over a store can write its plan instead of its rows (``--format plan``, formats/row_plan.py).
     plans_rows: ClassVar[bool] = False

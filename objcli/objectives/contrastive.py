@@ -108,6 +108,7 @@ class Contrastive(Objective):
     options_type = ContrastiveOptions
     default_eos = False
     supervision = "pairs"
+    plans_rows = True  # views cut, dropped and swapped by keyed draws over lengths: tokens moved, never read
     # --provenance: a row's spans are the whole documents its views are cut from (crops, sentences)
     provenance = "documents"
 

@@ -83,6 +83,13 @@ class FillInTheMiddle(Objective):
     row_step = True  # --fim-level context: after the packer
     supervision = "next-token"
     next_token_rows = True
+
+    def plan_refusal(self) -> str | None:
+        return (
+            "fim decodes its rows' tokens to text and encodes the prefix, middle and suffix again, so its rows are "
+            "written, not planned"
+        )
+
     warnings = {
         "fim_units_not_round_trip": (
             "fim: {count:,} transformed documents have pieces that do not survive decode(encode(piece)) with this "

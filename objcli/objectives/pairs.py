@@ -180,6 +180,16 @@ class _PairObjective(Objective):
     def _masker(self, tokenizer) -> Masker | None:
         return None
 
+    def plan_refusal(self) -> str | None:
+        """Pairs are cut from sentences' lengths and keyed draws: a plan stands for them, unless tokens are
+        masked as the examples are made (chosen by their values: special tokens, whole words)."""
+        if self.masker is None and self.plans_rows:
+            return None
+        return (
+            f"{self.name} masks tokens as it makes its examples, choosing them by their values, so its rows are "
+            "written, not planned"
+        )
+
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
         columns = [
@@ -262,6 +272,7 @@ def _example_documents(pairs: Pairs, cumulative, document_sentences, b_elsewhere
 @register("nsp")
 class NextSentencePrediction(_PairObjective):
     options_type = PairOptions
+    plans_rows = True  # without --mlm: [CLS] A [SEP] B [SEP] from sentences' lengths, tokens moved
     b_from_other_documents = True  # a random B (next_sentence_label 1) is another document's
 
     def __init__(self, context, tokenizer):

@@ -49,6 +49,8 @@ class _PairsObjective(Objective):
 
     options_type = PreferenceOptions
     row_step = True  # packed pairs: a segment per side
+    plans_rows = True  # a pair's sides cut from the store's renderings as TRL truncates them: tokens moved
+    row_step_reads = SIDES, SIDE_POSITIONS
     seq_len_bounds = "each pair as TRL's max_length does, longer ones skipped"
     records_hint = (
         "check the chat template (--chat-template; conversational pairs need one) and the records' layout "

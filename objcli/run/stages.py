@@ -87,7 +87,8 @@ def run_columns(config: TransformConfig, objective: Objective, packer: Packer, p
     hidden ones, ``__`` names, ride with the rows unwritten); ``planned``: the packer's, before the
     objective's row step (what a plan keeps: the step is made on read)."""
     made = packer.columns() if planned else objective.columns(packer.columns())
-    columns = [c for c in with_family_lengths(made) if not c.name.startswith(HIDDEN)]
+    kept = objective.row_step_reads if planned else ()  # what the row step made on read needs of the rows
+    columns = [c for c in with_family_lengths(made) if not c.name.startswith(HIDDEN) or c.name in kept]
     if config.source:
         names = config.mixture.names
         columns.append(

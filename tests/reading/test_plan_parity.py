@@ -63,37 +63,124 @@ def same_rows(written, planned) -> int:
     return len(a)
 
 
+@pytest.fixture(scope="module")
+def sentence_stores(store, tmp_path_factory):
+    """Per-sentence stores of the same corpus, one a splitter, made when first asked for."""
+    made = {}
+
+    def of(splitter: str):
+        if splitter not in made:
+            folder = tmp_path_factory.mktemp(f"plan-sentences-{splitter}")
+            made[splitter] = _tokenize([SAMPLE / "prose.jsonl"], folder / "store", kind=splitter)
+        return made[splitter]
+
+    return of
+
+
+@pytest.fixture(scope="module")
+def pair_store(tmp_path_factory):
+    """A pair store (``objcli tokenize --preference``) of TRL-layout records, with a Qwen2.5-style tokenizer."""
+    from trl_families import family_folder, preference_records, train_tokenizer
+
+    root = tmp_path_factory.mktemp("plan-pairs")
+    folder = family_folder(train_tokenizer(root), "qwen2_5", "qwen2_5", root / "tokenizer")
+    write_jsonl(preference_records("qwen2_5", 80, seed=5), root / "pairs.jsonl")
+    return folder, _tokenize([root / "pairs.jsonl"], root / "store", folder / "tokenizer.json", "pairs",
+                             objective="preference")  # fmt: skip
+
+
+def _source(request, reads):
+    """(tokenizer, store, run options) an objective reading ``reads`` is derived from; None: no store gives it."""
+    if reads.needs is Provides.DOCUMENTS:
+        return SPM, request.getfixturevalue("store"), {}
+    if reads.needs is Provides.SENTENCES:
+        return SPM, request.getfixturevalue("sentence_stores")(reads.splitter), {}
+    if reads.needs is Provides.CONVERSATIONS:
+        tokenizer, chat = request.getfixturevalue("chat_store")
+        return tokenizer, chat, {"chat_template": str(TEMPLATES / "mistral.jinja")}
+    if reads.needs is Provides.PAIRS:
+        folder, pairs = request.getfixturevalue("pair_store")
+        return folder, pairs, {}
+    return None  # text (characters, prompts): never from a store
+
+
+def _refusal(name, run, tokenizer):
+    """What the run's own objective says of a plan of its rows (None: it plans them)."""
+    from objcli.recipe import config_from_values
+    from objcli.run.setup import set_up_objective
+
+    config = config_from_values({"inputs": ["-"], "tokenizer": str(tokenizer), "output": "-", **run})
+    return set_up_objective(config)[2].plan_refusal()
+
+
 def _combinations():
+    """Every objective x packer a store derives; of the kinds of store made for few objectives (sentences,
+    pairs), the first that plans in the default run and the rest with the heavy tests."""
+    seen = set()
     for name, options in variants():
         objective = REGISTRY.named(name)
         for packer in objective.packers(objective.options_type(**options)):
+            needs = objective.reads(objective.options_type(**options)).needs
+            heavy = needs in (Provides.SENTENCES, Provides.PAIRS) and (
+                needs in seen
+                or needs is Provides.SENTENCES
+                and _refusal(name, {"objective": name, "packing": packer, "seq_len": 96, **options}, SPM)
+            )
+            seen |= set() if heavy else {needs}
             label = f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}"
-            yield pytest.param(name, options, packer, id=label)
+            yield pytest.param(name, options, packer, id=label, marks=[pytest.mark.heavy] if heavy else [])
 
 
 @pytest.mark.parametrize("name, options, packer", list(_combinations()))
-def test_plan_rows_are_the_written_rows(name, options, packer, store, chat_store, tmp_path):
+def test_plan_rows_are_the_written_rows(name, options, packer, request, tmp_path):
     objective = REGISTRY.named(name)
-    reads = objective.reads(objective.options_type(**options)).needs
-    run = {"objective": name, "packing": packer, "seq_len": 96, **options}
-    source, tokenizer = store, SPM
-    if reads is Provides.CONVERSATIONS:
-        tokenizer, source = chat_store
-    elif reads is not Provides.DOCUMENTS:
-        return  # read from a sentence or pair store, or refused from a store: never planned (plans_rows False)
-    if objective.reads(objective.options_type(**options)).records:
-        run["chat_template"] = str(TEMPLATES / "mistral.jinja")
-    written = run_transform([source], tokenizer, tmp_path / "arrow", **run)
-    if not objective.plans_rows:
-        with pytest.raises(ObjcliError, match="--format plan: .* choose --format arrow"):
-            run_transform([source], tokenizer, tmp_path / "plan", output_format="plan", **run)
+    source = _source(request, objective.reads(objective.options_type(**options)))
+    if source is None:
         return
-    planned = run_transform([source], tokenizer, tmp_path / "plan", output_format="plan", **run)
+    tokenizer, store, extra = source
+    run = {"objective": name, "packing": packer, "seq_len": 96, **options, **extra}
+    if name in ("preference", "reward"):
+        run["seq_len"] = 400 if packer != "none" else 200
+    written = run_transform([store], tokenizer, tmp_path / "arrow", **run)
+    refusal = _refusal(name, run, tokenizer)
+    if refusal is not None:
+        with pytest.raises(ObjcliError, match="--format plan: .* choose --format arrow") as refused:
+            run_transform([store], tokenizer, tmp_path / "plan", output_format="plan", **run)
+        assert refusal in str(refused.value) and "\n" not in str(refused.value)
+        return
+    planned = run_transform([store], tokenizer, tmp_path / "plan", output_format="plan", **run)
     assert same_rows(tmp_path / "arrow", tmp_path / "plan") == written.manifest["totals"]["rows"]
     assert planned.manifest["totals"]["rows"] == written.manifest["totals"]["rows"]
     plan_bytes = sum(sum(s["bytes"].values()) for s in planned.manifest["shards"])
     arrow_bytes = sum(sum(s["bytes"].values()) for s in written.manifest["shards"])
     assert plan_bytes < arrow_bytes / 2  # a few bytes a segment (or a span), not bytes a token
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"objective": "bart", "mask_length": "subword", "packing": "trim-and-pack", "rotate": 0.5, "insert": 0.1},
+        {"objective": "contrastive", "augment": "delete:0.1,swap:0.1,crop:0.9", "negatives": 2},
+        {"objective": "contrastive", "pairs": "ict", "negatives": 1},
+        {"objective": "contrastive", "pairs": "adjacent", "shuffle_rows": True, "split": "validation=10%"},
+        {"objective": "nsp", "split": "validation=20%", "shuffle_rows": True},
+    ],
+    ids=["bart-subword", "contrastive-augment", "contrastive-ict", "contrastive-adjacent-shuffled", "nsp-shuffled"],
+)
+def test_objectives_of_keyed_draws_over_sentences_plan_their_rows(run, request, tmp_path):
+    """Noise drawn over lengths (BART's subword spans, rotations, inserts; contrastive views cut, dropped and
+    swapped; NSP's pairs, shuffled and split): the plan's rows are the written rows, per split."""
+    objective = REGISTRY.named(run["objective"])
+    tokenizer, store, _ = _source(request, objective.reads(objective.options_type(**{k: v for k, v in run.items()
+                                  if k in ("pairs", "sentences")})))  # fmt: skip
+    run = {"seq_len": 128, **run}
+    run_transform([store], tokenizer, tmp_path / "arrow", **run)
+    run_transform([store], tokenizer, tmp_path / "plan", output_format="plan", **run)
+    for split in ("train", "validation") if "split" in run else (None,):
+        a, b = Rows(tmp_path / "arrow", split), Rows(tmp_path / "plan", split)
+        assert len(a) == len(b) > 0
+        assert all(np.array_equal(a[i][c], b[i][c]) for i in range(len(a)) for c in a.columns)
 
 
 @pytest.mark.parametrize(
