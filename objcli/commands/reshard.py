@@ -111,7 +111,7 @@ def _new_shards(folder: Path, manifest: Manifest, work: Path, limit: ShardSize, 
 def current_columns(manifest: Manifest) -> list[dict] | None:
     """The columns as the format stores them today (each at the width its values need), where the
     output's differ (written before: int32 Arrow columns); None where they are the same."""
-    from .reshard_rows import column_specs
+    from ..formats.base import column_specs
 
     now = [c.to_json() for c in format_of(manifest.format).recorded_columns(column_specs(manifest))]
     return now if now != [c.to_json() for c in manifest.columns] else None
@@ -137,7 +137,7 @@ def _resharded_manifest(
     if converted is not None:  # written at older widths: the rows were rewritten at the current ones
         raw["columns"] = converted
     if target != manifest.format:  # the rows in another format: its columns, no plan's store
-        from .reshard_rows import column_specs
+        from ..formats.base import column_specs
 
         raw["columns"] = [c.to_json() for c in format_of(target).recorded_columns(column_specs(manifest))]
         raw["format"] = target

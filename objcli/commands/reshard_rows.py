@@ -14,10 +14,11 @@ import msgspec
 import numpy as np
 
 from ..formats import ShardSink, format_of
+from ..formats.base import column_specs
 from ..formats.provenance import provenance_file, read_provenance
 from ..formats.sizes import ShardSize
 from ..reading.shards import read_shard_columns, shard_columns
-from ..rows import ColumnSpec, Ragged, RowBatch, fold_value_type
+from ..rows import Ragged, RowBatch
 from ..run.progress import phase
 from ..storage.manifest import Manifest
 
@@ -50,11 +51,6 @@ def rewrite_rows(folder: Path, manifest: Manifest, work: Path, limit: ShardSize,
     return [s for sink in sinks.values() for s in sink.close()]
 
 
-def _hashable(value_type):
-    """A value type as JSON kept it (lists) as ``ColumnSpec`` holds it (tuples)."""
-    return fold_value_type(value_type, str, lambda item: ("list", item), lambda fields: ("struct", fields))
-
-
 def with_row_lengths(folder: Path, manifest: Manifest) -> Manifest:
     """The manifest with the one length of each fixed column's rows where it records none (written
     before fixed-size lists: Arrow lists with offsets), read from the shards, so the rewrite holds them
@@ -70,25 +66,6 @@ def with_row_lengths(folder: Path, manifest: Manifest) -> Manifest:
     lengths = {name: found.pop() for name, found in seen.items() if len(found) == 1 and min(found) > 0}
     columns = [msgspec.structs.replace(c, length=lengths.get(c.name, c.length)) for c in manifest.columns]
     return msgspec.structs.replace(manifest, columns=columns)
-
-
-def column_specs(manifest: Manifest) -> list[ColumnSpec]:
-    """The manifest's columns as the writers take them."""
-    return [
-        ColumnSpec(
-            c.name,
-            c.kind,
-            c.min_value,
-            c.max_value,
-            c.description,
-            c.role,
-            c.family,
-            tuple(c.categories),
-            _hashable(c.value_type) if c.value_type else "",
-            c.length,
-        )
-        for c in manifest.columns
-    ]
 
 
 def _bookkeeping(columns: dict, manifest: Manifest, shard, rows: int) -> tuple[np.ndarray, ...]:

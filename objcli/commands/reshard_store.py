@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..errors import ObjcliError
 from ..formats import ShardSink
+from ..formats.base import column_specs
 from ..formats.sizes import ShardSize
 from ..formats.store import STORE_FORMAT, document_rows, read_store_table, table_documents
 from ..run.progress import phase
 from ..storage.manifest import Manifest
-from .reshard_rows import column_specs
 
 
 def rewrite_store(folder: Path, manifest: Manifest, partitions: list[dict], work: Path, limit: ShardSize) -> list:

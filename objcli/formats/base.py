@@ -221,3 +221,26 @@ class SideFiles:
 # (``register(ARROW)``); ``formats/__init__.py`` imports every module but the private helpers (``_*.py``).
 FORMATS: Registry[OutputFormat] = Registry("output format")
 register = FORMATS.register
+
+
+def column_specs(manifest: Manifest) -> list[ColumnSpec]:
+    """The manifest's columns as the writers take them (a value type's lists, as JSON keeps them, as tuples)."""
+    return [
+        ColumnSpec(
+            c.name,
+            c.kind,
+            c.min_value,
+            c.max_value,
+            c.description,
+            c.role,
+            c.family,
+            tuple(c.categories),
+            _hashable(c.value_type) if c.value_type else "",
+            c.length,
+        )
+        for c in manifest.columns
+    ]
+
+
+def _hashable(value_type):
+    return fold_value_type(value_type, str, lambda item: ("list", item), lambda fields: ("struct", fields))

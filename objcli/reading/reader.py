@@ -115,14 +115,27 @@ class Rows:
 
     def to_iterable_dataset(self, shards: int = 1):
         """The rows as a ``datasets.IterableDataset`` in ``shards`` contiguous shards (``datasets`` hands
-        them to its DataLoader workers and, with ``split_dataset_by_node``, to ranks)."""
+        them to its DataLoader workers and, with ``split_dataset_by_node``, to ranks), its features the
+        manifest's columns: a row comes as the hf format's rows come, lists of Python ints, so collators
+        written for ``datasets`` (TRL's) take it as it is."""
         import datasets
 
         def generate(ranks):
             for rank in ranks:
-                yield from self.shard(rank, shards).iterate(0)
+                for row in self.shard(rank, shards).iterate(0):
+                    yield {name: value.tolist() for name, value in row.items()}
 
-        return datasets.IterableDataset.from_generator(generate, gen_kwargs={"ranks": list(range(shards))})
+        ranks = {"ranks": list(range(shards))}
+        return datasets.IterableDataset.from_generator(generate, features=self.features(), gen_kwargs=ranks)
+
+    def features(self):
+        """The rows' ``datasets.Features``: the manifest's columns, as the hf format's shards declare them."""
+        import datasets
+
+        from ..formats._arrow_columns import arrow_schema
+        from ..formats.base import column_specs
+
+        return datasets.Features.from_arrow_schema(arrow_schema(column_specs(self.manifest)))
 
     def __getstate__(self) -> dict:  # to DataLoader workers: no lock, no cache, the plan opened again there
         streams = self._streams and StreamShards(self.folder, self.manifest)

@@ -42,7 +42,18 @@ def run_recipe(name: str, folder, monkeypatch) -> dict:
 
 
 def test_every_recipe_on_the_page_is_run_here():
-    assert recipe_names() == ["chat", "chat-plan", "clm", "dpo", "dpo-packed", "plan", "resume", "seq2seq", "vision"]
+    assert recipe_names() == [
+        "chat",
+        "chat-plan",
+        "clm",
+        "dpo",
+        "dpo-packed",
+        "plan",
+        "preference-plan",
+        "resume",
+        "seq2seq",
+        "vision",
+    ]
 
 
 def tiny_llama(vocab_size: int):
@@ -215,6 +226,30 @@ def test_the_dpo_recipe_trains_with_a_model_built_from_a_config(tmp_path, monkey
     _pairs(folder)
     names = run_recipe("dpo", folder, monkeypatch)
     assert names["trainer"].state.global_step == 2
+
+
+def test_trl_trains_dpo_and_a_reward_model_from_plans_of_a_pair_store(tmp_path, monkeypatch):
+    """Issue 82, item 4: the preference-plan recipe trains TRL's DPOTrainer and RewardTrainer from rows made on
+    read over a pair store, and every example each trainer is handed is the written run's (hf) row."""
+    pytest.importorskip("trl")
+    folder = recipe_folder(tmp_path / "recipe")
+    build_tokenizer("chatml-generation", folder / "chat-model")
+    _pairs(folder, 40)
+    names = run_recipe("preference-plan", folder, monkeypatch)
+    assert names["dpo"].state.global_step == -(-len(names["pairs"]) // 4) > 0
+    assert names["reward"].state.global_step == -(-len(names["scored"]) // 4) > 0
+    for objective, rows, columns in (
+        ("preference", names["pairs"], ("prompt_ids", "chosen_ids", "rejected_ids")),
+        ("reward", names["scored"], ("chosen_ids", "rejected_ids")),
+    ):
+        written = folder / f"written-{objective}"
+        done = run_cli("transform", "pairs.jsonl", "--objective", objective, "-t", "chat-model/", "--seq-len", "512",
+                       "--format", "hf", "-o", written, cwd=folder)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        expected = list(datasets.load_from_disk(str(written)))
+        seen = list(rows.to_iterable_dataset())
+        assert len(seen) == len(expected) > 20
+        assert all([list(a[c]) for c in columns] == [list(b[c]) for c in columns] for a, b in zip(seen, expected))
 
 
 def test_the_packed_pairs_loss_scores_each_side_as_the_pairs_unpacked(tmp_path, monkeypatch):

@@ -445,3 +445,17 @@ def test_a_shuffled_plan_reads_in_the_order_the_shuffled_run_writes(run, two_sto
     assert moved > 10  # shuffled, not in order
     with pytest.raises(ObjcliError, match="a plan written with --shuffle-rows, its order made on read"):
         reshard(str(tmp_path / "plan"), str(tmp_path / "again"), None, num_shards=2, output_format="arrow")
+
+
+def test_a_plan_as_an_iterable_dataset_is_the_hf_outputs_dataset(mlm_plan, store, tmp_path):
+    """Rows.to_iterable_dataset() declares the features the hf format's shards declare and gives their rows, as
+    datasets gives them (lists of Python ints): what a collator written for datasets (TRL's) takes."""
+    import datasets
+
+    run_transform([store], SPM, tmp_path / "hf", objective="mlm", seq_len=64, output_format="hf")
+    written = datasets.load_from_disk(str(tmp_path / "hf"))
+    made = Rows(mlm_plan).to_iterable_dataset(shards=3)
+    assert made.features == written.features
+    rows = list(made)
+    assert len(rows) == len(written) > 0 and rows == written.to_list()
+    assert all(type(v) is list and all(type(x) is int for x in v) for v in rows[0].values())
