@@ -118,7 +118,7 @@ def _open_output(
         SIDE_FILES,
         record=json.loads(json.dumps({"config": config.to_json(), "identity": setup.identity})),
         inputs=[f.path for f in setup.files if not f.is_stream],
-        planned=config.format.split_folder_files(split_names(config.split) if config.split else []),
+        split_side_files=config.format.split_folder_files(split_names(config.split) if config.split else []),
     )
     adopt = None
     if append is not None:

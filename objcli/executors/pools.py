@@ -1,5 +1,5 @@
 """Which pool runs a transform's partitions when ``--pool auto``, decided twice: before the tokenizer
-loads (so that a fork server can start beside the main process's planning) and after (the choice)."""
+loads (so that a fork server can start beside the main process's setup) and after (the choice)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a run's inputs are: files (``InputFile``, its format and compression decided once), the pieces
 partitions are made of (a whole file, or a byte range of one), partitions, and a piece opened for
-reading, decompressed (finding them and cutting partitions: ``planning.py``)."""
+reading, decompressed (finding them: ``members.py``; cutting partitions: ``partitioning.py``)."""
 
 from __future__ import annotations
 

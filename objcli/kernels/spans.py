@@ -1,6 +1,6 @@
 """T5 span corruption (REFERENCE §5), vectorized over a batch of equal-length examples.
 
-Composed of small pure functions, as SeqIO composes them: a length planner, a noise-mask
+Composed of small pure functions, as SeqIO composes them: a length calculator, a noise-mask
 function (random compositions -> interleaved spans), and the inputs/targets functions (one
 sentinel per span). Random draws come in as arguments, so a per-example reference loop fed the
 same draws must give the same answer.
@@ -163,8 +163,8 @@ def corrupt_spans(
 def raw_lengths_for(inputs_length: int, noise_density: float, mean_span: float) -> tuple[int, int] | None:
     """(raw length, targets length) whose corrupted inputs are exactly ``inputs_length`` long.
 
-    T5's planner first (it gives every value of REFERENCE §5). Where T5's planner and its own
-    span counting disagree (round(n / mu) = 0 in the planner, 1 in the mask), the largest raw
+    T5's length calculation first (it gives every value of REFERENCE §5). Where T5's calculation and its own
+    span counting disagree (round(n / mu) = 0 in the calculation, 1 in the mask), the largest raw
     length that does give exactly ``inputs_length`` is used; None if there is none.
     """
     raw, targets = t5_raw_lengths(inputs_length, noise_density, mean_span)

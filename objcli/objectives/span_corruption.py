@@ -1,8 +1,8 @@
-"""T5 span corruption (REFERENCE §5): ``input_ids`` and ``labels`` of exact, planned lengths.
+"""T5 span corruption (REFERENCE §5): ``input_ids`` and ``labels`` of exact, computed lengths.
 
 Documents are concatenated (with nothing between them by default, as T5 does; ``--eos`` puts
-EOS between them) and cut into chunks of the planned raw length T, so every row has inputs of
-exactly ``--seq-len`` and labels of exactly the planned targets length: 512 / 0.15 / 3 gives
+EOS between them) and cut into chunks of the computed raw length T, so every row has inputs of
+exactly ``--seq-len`` and labels of exactly the computed targets length: 512 / 0.15 / 3 gives
 T = 568 and 114 labels. Sentinels come from the model (``<extra_id_N>``) or are appended past
 the vocabulary, ``<extra_id_0>`` highest. The tail of a partition shorter than T is dropped, or
 with ``--final-chunk pad`` corrupted at its own length and padded (inputs with the pad token,

@@ -1,8 +1,8 @@
 """UL2 mixture of denoisers (REFERENCE §7), chosen per example with configurable rates.
 
-Each denoiser plans its own raw length, so rows stay exact-length: in the encoder-decoder layout
+Each denoiser computes its own raw length, so rows stay exact-length: in the encoder-decoder layout
 every row has ``input_ids`` of exactly ``--seq-len`` (mode token included) and ``labels`` of the
-denoiser's planned targets length. Span denoisers (R, X) are T5 span corruption with their
+denoiser's computed targets length. Span denoisers (R, X) are T5 span corruption with their
 (mean span, noise density); the S denoiser is a prefix LM over a raw example of L tokens (the
 longest whose inputs can fill the row: seq_len - mode tokens in encdec, seq_len - mode - 2 in
 decoder) split at k drawn uniformly in [round((1 - 2r)(L - 1)), L - 1], as T5's
@@ -166,7 +166,7 @@ class Ul2(Objective):
                     "ragged",
                     0,
                     top,
-                    "targets + EOS (length planned per denoiser)",
+                    "targets + EOS (length computed per denoiser)",
                     role="labels",
                     family="labels",
                 ),

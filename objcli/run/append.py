@@ -153,22 +153,22 @@ def check_appendable(config) -> None:
 
 
 def adopted_results(setup, manifest_data: dict) -> list[tuple[PartitionResult, dict[str, str]]]:
-    """The output's partitions as finished results of this run, after checking that the run plans
-    them exactly as the output was made (same files, unchanged, same byte ranges)."""
+    """The output's partitions as finished results of this run, after checking that the run sets
+    them up exactly as the output was made (same files, unchanged, same byte ranges)."""
     manifest = decode_manifest(manifest_data, MANIFEST_NAME)
     entries = manifest_data["partitions"]
     count = len(entries)
     # An input found where the manifest recorded it (``_found_inputs``) is compared under its recorded name.
     recorded = {e["resolved"]: e["path"] for e in manifest_data["inputs"] if isinstance(e, dict) and e.get("resolved")}
-    planned = [_named(p.to_json(), recorded) for p in setup.partitions[:count]]
-    keys = [k for k in planned[0] if k not in ("index", "source")] if planned else []
+    expected = [_named(p.to_json(), recorded) for p in setup.partitions[:count]]
+    keys = [k for k in expected[0] if k not in ("index", "source")] if expected else []
     files = setup.files[: len(manifest_data["inputs"])]
     names = [recorded.get(f.path, f.path) for f in files]
     if any(f.is_stream for f in setup.files):
         raise ObjcliError("--append: a stream cannot be appended (what it held cannot be checked); give files")
     if (
-        len(planned) < count
-        or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys} for p, e in zip(planned, entries))
+        len(expected) < count
+        or any({k: p.get(k) for k in keys} != {k: e.get(k) for k in keys} for p, e in zip(expected, entries))
         or make_run_key(manifest.config_sha256, files, names) != manifest.run_key
     ):
         raise ObjcliError(

@@ -33,7 +33,7 @@ def make_run_key(config_sha256: str, files, names: list[str] | None = None) -> s
             stats.append([public_url(f.path), token_input_digests(f.path, f.format)])
             continue
         if is_url(f.path):
-            stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was planned
+            stats.append([public_url(f.path), f.size, f.version])  # as listed when the run was set up
             continue
         try:  # a token store is its manifest (written last, rewritten by every change to the store)
             stat = os.stat(os.path.join(f.path, "manifest.json") if f.format == "store" else _data_file(f))

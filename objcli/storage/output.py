@@ -35,8 +35,8 @@ from .ownership import (
     is_input,
     listed_files,
     own_files,
-    planned_present,
     refuse_foreign_targets,
+    side_files_present,
 )
 from .partitions import PartitionResult, clear_partition, marker_name
 from .places import LocalPlace, RemotePlace
@@ -115,7 +115,7 @@ class OutputFolder:
     # This run's configuration and identity (storage/identity.py), to name what differs from an earlier run's.
     record: dict = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)  # the run's input files: never removed, whatever their name
-    planned: list[str] = field(default_factory=list)  # the side files this run writes in split folders
+    split_side_files: list[str] = field(default_factory=list)  # the side files this run writes in split folders
 
     def __post_init__(self):
         self.work_place = self.place.child(WORK_FOLDER)
@@ -159,8 +159,8 @@ class OutputFolder:
         manifest = place.read_json(MANIFEST_NAME)
         run = work.read_json(RUN_FILE)
         earlier = (manifest or run or {}).get("config_sha256")
-        check_split_folders(self.place, self.planned)
-        self.owned = own_files(place, self.side_files, work) | planned_present(self.place, self.planned)
+        check_split_folders(self.place, self.split_side_files)
+        self.owned = own_files(place, self.side_files, work) | side_files_present(self.place, self.split_side_files)
         # Worth protecting: a manifest, shards, or partitions an interrupted run finished. A run that
         # failed before finishing any partition leaves nothing anyone would miss.
         # objcli's own names only (manifest, listed shards, format files): any other file is the user's, kept.
@@ -243,7 +243,7 @@ class OutputFolder:
         self.place.delete(PENDING_RESHARD)  # a stopped in-place reshard of the output replaced
         self.side_files.remove_folders(self.place)  # named by dataset_dict.json: before it goes
         delete_own(self.place, self.inputs, self.owned)
-        for name in self.planned:
+        for name in self.split_side_files:
             self.place.delete(name)
         self.work_place.remove()
 

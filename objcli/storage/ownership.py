@@ -56,10 +56,10 @@ def delete_own(place, inputs: list[str], names) -> None:
         place.delete(name)
 
 
-def check_split_folders(place, planned: list[str]) -> None:
+def check_split_folders(place, names: list[str]) -> None:
     """A split's folder (``--format hf --split``) is a real folder inside the output: objcli never
     writes, nor removes, through a symbolic link to somewhere else."""
-    for folder in sorted({n.rpartition("/")[0] for n in planned if "/" in n}):
+    for folder in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
         path = None if place.remote else place.path / folder
         if path is not None and path.is_symlink():
             raise ObjcliError(
@@ -73,10 +73,10 @@ def check_split_folders(place, planned: list[str]) -> None:
             )
 
 
-def planned_present(place, planned: list[str]) -> set[str]:
+def side_files_present(place, names: list[str]) -> set[str]:
     """The split folders' side files a run writes that a file already holds: the user's or an
     earlier run's, refused or removed as a top-level side file is."""
-    return {n for n in planned if place.read_text(n) is not None}
+    return {n for n in names if place.read_text(n) is not None}
 
 
 def refuse_foreign_targets(place, work_place, names: list[str], owned: set[str]) -> None:

@@ -82,7 +82,7 @@ def preload_tokenizer(path: str) -> None:
 def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
     """One loaded tokenizer per process, path and engine. The engine is the one the main process
     chose and probed (``engine_probe.choose_engine``): workers take it as named. A pool of threads
-    shares the tokenizer the main process planned with (``remember_tokenizer``): a 128k-token
+    shares the tokenizer the main process set up with (``remember_tokenizer``): a 128k-token
     tokenizer.json takes most of a second to load."""
     with _LOCK:
         if (path, engine) not in _LOADED:

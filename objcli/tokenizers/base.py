@@ -271,7 +271,7 @@ class Tokenizer(TextCutter):
         return ids
 
     def adopt(self, special: SpecialTokens) -> None:
-        """Use a table resolved elsewhere (workers get the table the main process planned)."""
+        """Use a table resolved elsewhere (workers get the table the main process resolved)."""
         self.special = special
 
     def piece(self, token_id: int) -> str:

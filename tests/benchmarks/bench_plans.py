@@ -187,6 +187,28 @@ def opening_table(store: Path) -> None:
         print(f"{copies * size / 1e9:8.1f} GB {1000 * opened:7.1f} ms {1000 * first:8.1f} ms {1000 * last:7.1f} ms")
 
 
+def gigabyte_table(copies: int = 5) -> None:
+    """Issue 82's goal at 1 GB: the held-out corpus's documents five times over (hard links: five inputs of
+    the same files), tokenized once into a store, planned against its derived Arrow runs."""
+    paths, about = held_out_corpus(DATA / "held-out")
+    folder = DATA / "held-out-copies"
+    linked = [folder / f"copy-{k}-{p.name}" for k in range(copies) for p in paths]
+    if not all(p.exists() for p in linked):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for k in range(copies):
+            for p in paths:
+                os.link(p, folder / f"copy-{k}-{p.name}")
+    store = DATA / "store-plan-1gb"
+    if not (store / "manifest.json").exists():
+        tokenize(linked, TOKENIZER, store)
+    megabytes = sum(p.stat().st_size for p in linked) / 1e6
+    tokens = json.loads((store / "manifest.json").read_text())["totals"]["tokens"]
+    size = f"{megabytes / 1000:.1f} GB ({about}, {copies} times; {tokens:,} tokens)"
+    print(f"\nPlans against Arrow rows at {size}, {CORES} cores")
+    plan_against_rows(store, megabytes, {k: RUNS[k] for k in ("clm concat 2048", "clm best-fit 2048", "mlm 512")}, 2)
+
+
 def plans_table() -> None:
     from bench_shapes import SIZES
     from shapes import shape_corpus
@@ -212,6 +234,7 @@ def plans_table() -> None:
         print(f"\n{line}")
         size = sum(p.stat().st_size for p in shape_paths) / 1e6
         plan_against_rows(shape_store, size, {"clm concat 2048": RUNS["clm concat 2048"]}, repeats=2)
+    gigabyte_table()
 
 
 if __name__ == "__main__":
