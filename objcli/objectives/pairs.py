@@ -18,17 +18,14 @@ every sentence of a batch is tokenized in one call, and pairs are built per docu
   stays under (this example's target − 3) // 2 tokens, or (while B is empty) the crossing one with
   probability 0.5, and B the others, so a short sentence may join A after B has started; with
   probability 0.1 everything goes to A (a one-segment example). A is cut to seq_len − 2 tokens, B to
-  what is left. Then masked as ELECTRA's
-  generator input (``pretrain_helpers.mask``): ``max_predictions = int((p + 0.005) · seq_len)``, a budget
-  of round(n · p) positions drawn *with replacement* among the ordinary tokens (so some are drawn twice and
-  fewer distinct tokens are selected; ``--electra-draws exact`` selects exactly the budget), each draw
-  85 % ``[MASK]``, else unchanged, no random tokens. Generator sampling and replaced-token labels are the training
-  step's job.
+  what is left. Then masked as ELECTRA's generator input (``pretrain_helpers.mask``): ``max_predictions =
+  int((p + 0.005) · seq_len)``, round(n · p) positions drawn *with replacement* among the ordinary tokens
+  (``--electra-draws exact``: exactly the budget, distinct), each 85 % ``[MASK]``, else unchanged.
 
 Rows: ``[CLS] A [SEP] B [SEP]`` padded to ``--seq-len``, ``token_type_ids`` (0 for [CLS], A and the
-first [SEP]; 1 for B and the last [SEP]) and ``attention_mask``. The longer side is truncated one
-token at a time, at the front or back at random (BERT); ELECTRA truncates from the back. ``--mlm``
-adds BERT masking (``labels``) to nsp/sop rows, as BERT pretraining does.
+first [SEP]; 1 for B and the last [SEP]) and ``attention_mask``. The longer side is truncated one token
+at a time, at the front or back at random (BERT); ELECTRA truncates from the back. ``--mlm`` adds BERT
+masking (``labels``) to nsp/sop rows; masks are drawn in a row step, so a plan's rows are masked on read.
 """
 
 from __future__ import annotations
@@ -151,10 +148,18 @@ def _regather(tokens, cumulative, steps, seq_len) -> tuple[Pairs, np.ndarray]:
     return from_ranges(ranges), regathered
 
 
+MASK_KEY = "__mask_key"  # per row, hidden: its batch's first document, what the batch's masks are keyed to
+
+
 class _PairObjective(Objective):
     """What nsp, sop and electra share: special tokens, columns, the partition transform."""
 
     default_eos = False  # sentences are joined by [SEP], not EOS
+    # Masking (--mlm, electra) is a row step: a plan's rows are masked on read, over their ids, keyed as the
+    # run keys them (the batch's first document rides with the rows), so the tokens chosen are the same.
+    row_step = True
+    row_step_reads = (MASK_KEY,)
+    plans_rows = True
     label_column: str | None = None
     # --provenance: an example's spans are the whole documents its sentences come from (A's; B's
     # where it is another, NSP's random B), as the pairs' sentences are stripped, truncated, swapped.
@@ -181,14 +186,11 @@ class _PairObjective(Objective):
         return None
 
     def plan_refusal(self) -> str | None:
-        """Pairs are cut from sentences' lengths and keyed draws: a plan stands for them, unless tokens are
-        masked as the examples are made (chosen by their values: special tokens, whole words)."""
-        if self.masker is None and self.plans_rows:
-            return None
-        return (
-            f"{self.name} masks tokens as it makes its examples, choosing them by their values, so its rows are "
-            "written, not planned"
-        )
+        """Pairs are cut from sentences' lengths and keyed draws, and masked on read: a plan stands for them,
+        but for a masker's copies (each a row of its own)."""
+        if self.masker is not None and self.masker.options.dupe_factor > 1:
+            return f"--dupe-factor {self.masker.options.dupe_factor} writes each row's copies as rows of their own"
+        return None
 
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
@@ -197,14 +199,18 @@ class _PairObjective(Objective):
             ColumnSpec("token_type_ids", "fixed", 0, 1, "0 for [CLS] A [SEP], 1 for B [SEP]", role="token_type_ids"),
             ColumnSpec("attention_mask", "fixed", 0, 1, "1 for tokens, 0 for padding", role="attention_mask"),
         ]
-        if self.masker:
-            columns.insert(
-                1,
-                ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere", role="labels"),
-            )
         if self.label_column:
             columns.append(ColumnSpec(self.label_column, "scalar", 0, 1, self.label_doc, role="example_label"))
+        if self.masker:
+            columns.append(ColumnSpec(MASK_KEY, "scalar", 0, 2**62, "the batch's first document", role="data"))
         return columns
+
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        if not self.masker:
+            return packed
+        top = self.vocab_size - 1
+        labels = ColumnSpec("labels", "fixed", IGNORE, top, "original id where selected, -100 elsewhere", role="labels")
+        return [packed[0], labels, *packed[1:]]
 
     def partition_examples(self, partition_index: int):
         return _PairPartition(self, partition_index)
@@ -241,12 +247,21 @@ class _PairPartition(PartitionExamples):
         if o.label_column:
             columns[o.label_column] = pairs.label.astype(np.int32)
             self.counters[f"{o.label_column}=1"] += int(pairs.label.sum())
-        rows = RowBatch(columns, tokens=real, padding=seq_len - real, documents=first_of_document)
-        if not o.masker:
+        if o.masker:
+            columns[MASK_KEY] = np.full(len(real), key, np.int64)
+        return RowBatch(columns, tokens=real, padding=seq_len - real, documents=first_of_document)
+
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
+        """--mlm's and electra's masks over the rows' ids (``dupe_factor`` copies), keyed to the batch's first
+        document, as when they were drawn as the examples were made."""
+        o = self.o
+        if rows is None or not o.masker or not rows.num_rows:
             return rows
+        key = int(rows.columns[MASK_KEY][0])
+        input_ids, valid = rows.columns["input_ids"], rows.columns["attention_mask"] > 0
 
         def masked(copy):
-            ids, labels = o.masker.mask(input_ids, attention_mask > 0, real, self.partition, key, copy)
+            ids, labels = o.masker.mask(input_ids, valid, rows.tokens, self.partition, key, copy)
             self.counters["tokens_selected"] += int(np.sum(labels != IGNORE))
             return {"input_ids": ids, "labels": labels}
 
@@ -272,7 +287,6 @@ def _example_documents(pairs: Pairs, cumulative, document_sentences, b_elsewhere
 @register("nsp")
 class NextSentencePrediction(_PairObjective):
     options_type = PairOptions
-    plans_rows = True  # without --mlm: [CLS] A [SEP] B [SEP] from sentences' lengths, tokens moved
     b_from_other_documents = True  # a random B (next_sentence_label 1) is another document's
 
     def __init__(self, context, tokenizer):
@@ -321,13 +335,8 @@ class Electra(_PairObjective):
             count="exact",
             max_predictions=max(1, int((p + 0.005) * self.context.seq_len)),
         )
-        return Masker(
-            tokenizer,
-            options,
-            self.context.seed,
-            self.name,
-            with_replacement=self.options.electra_draws == "with-replacement",
-        )
+        draws = self.options.electra_draws == "with-replacement"
+        return Masker(tokenizer, options, self.context.seed, self.name, with_replacement=draws)
 
     def make_pairs(self, tokens, cumulative, document_sentences, rng, counters) -> tuple[Pairs, np.ndarray]:
         return electra_pairs(tokens, cumulative, document_sentences, rng, self.context.seq_len)

@@ -165,12 +165,23 @@ def test_plan_rows_are_the_written_rows(name, options, packer, request, tmp_path
         {"objective": "contrastive", "pairs": "ict", "negatives": 1},
         {"objective": "contrastive", "pairs": "adjacent", "shuffle_rows": True, "split": "validation=10%"},
         {"objective": "nsp", "split": "validation=20%", "shuffle_rows": True},
+        {"objective": "nsp", "mlm": True, "whole_word": True},
+        {"objective": "sop", "mlm": True, "sentences": "lines", "seq_len": 96},
     ],
-    ids=["bart-subword", "contrastive-augment", "contrastive-ict", "contrastive-adjacent-shuffled", "nsp-shuffled"],
+    ids=[
+        "bart-subword",
+        "contrastive-augment",
+        "contrastive-ict",
+        "contrastive-adjacent-shuffled",
+        "nsp-shuffled",
+        "nsp-mlm-whole-word",
+        "sop-mlm-lines",
+    ],
 )
 def test_objectives_of_keyed_draws_over_sentences_plan_their_rows(run, request, tmp_path):
     """Noise drawn over lengths (BART's subword spans, rotations, inserts; contrastive views cut, dropped and
-    swapped; NSP's pairs, shuffled and split): the plan's rows are the written rows, per split."""
+    swapped; NSP's pairs, shuffled and split) and masks drawn on read over ids (--mlm, whole words): the plan's
+    rows are the written rows, per split."""
     objective = REGISTRY.named(run["objective"])
     tokenizer, store, _ = _source(request, objective.reads(objective.options_type(**{k: v for k, v in run.items()
                                   if k in ("pairs", "sentences")})))  # fmt: skip
