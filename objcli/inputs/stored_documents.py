@@ -72,6 +72,8 @@ class StoredDocuments:
     # what the store's kind keeps besides ids (its ``read``'s "records"): a chat store's conversations and
     # spans, a pair store's renderings, a kind of its own's data for the objective that reads it
     records: KindRecords | None = None
+    # A plan run's documents (``tokens``: store positions) whose objective reads some values: the ids, aligned
+    ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -86,7 +88,8 @@ class StoredDocuments:
         origins = None if self.origins is None else self.origins.slice(start, stop)
         chat = None if self.records is None else self.records.slice(start, stop)
         offsets = self.offsets[start : stop + 1] - lo
-        return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat)
+        ids = None if self.ids is None else self.ids[lo:hi]
+        return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat, ids)
 
     def take(self, indices) -> StoredDocuments:
         indices = np.asarray(indices, dtype=np.int64)
@@ -99,6 +102,7 @@ class StoredDocuments:
             None if self.sentences is None else self.sentences.take(indices),
             None if self.origins is None else self.origins.take(indices),
             None if self.records is None else self.records.take(indices),
+            None if self.ids is None else gather_ranges(self.ids, self.offsets[:-1][indices], lengths),
         )
 
     @staticmethod
@@ -112,7 +116,19 @@ class StoredDocuments:
         origins = None if parts[0].origins is None else DocumentOrigins.concat([p.origins for p in parts])
         chat = None if parts[0].records is None else type(parts[0].records).concat([p.records for p in parts])
         tokens = np.concatenate([p.tokens for p in parts])
-        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins, chat)
+        ids = None if parts[0].ids is None else np.concatenate([p.ids for p in parts])
+        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins, chat, ids)
+
+    def ids_of(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as ids: each store position among them (``tokens`` holding positions, ``ids`` their ids) its
+        token's id, every other value (an id an objective put in, below the vocabulary) itself."""
+        if self.ids is None or not len(self.tokens):
+            return values
+        order = np.argsort(self.tokens, kind="stable")
+        positions = self.tokens[order]
+        where = np.minimum(np.searchsorted(positions, values), len(positions) - 1)
+        found = positions[where] == values
+        return np.where(found, self.ids[order[where]], values).astype(values.dtype, copy=False)
 
     def sentence_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A per-sentence store's (tokens, each sentence's token offsets, sentences per document): what

@@ -92,16 +92,8 @@ class Bart(Objective):
     provenance = "documents"  # an example is sentences of one document: its span, that document
     took_pack = True
     default_eos = False
-    plans_rows = True  # with --mask-length subword: spans, permutations and rotations drawn over lengths
-
-    def plan_refusal(self) -> str | None:
-        """Word spans are counted from each token's value (a word's first piece): only subword spans plan."""
-        if self.options.mask_length == "subword":
-            return None
-        return (
-            f"bart --mask-length {self.options.mask_length} finds words by their tokens' values, so its rows are "
-            "written, not planned (--mask-length subword plans)"
-        )
+    plans_rows = True  # spans, permutations and rotations drawn over lengths; tokens moved
+    plan_reads_ids = True  # word spans start at a word's first piece: its value (DocumentBatch.ids_of)
 
     @classmethod
     def reads(cls, options) -> Reads:
@@ -157,6 +149,7 @@ class _BartPartition(PartitionExamples):
         rng = {step: self.rng(key, step) for step in ("permute", "spans", "place", "random", "insert", "rotate")}
         example_offsets = sentence_offsets[example_sentences]
         original = tokens[example_offsets[0] : example_offsets[-1]]
+        self.ids_of = batch.ids_of  # a plan run's positions made ids where a word's first piece is asked for
         noised, offsets = self._noised(original, sentence_offsets, example_sentences, rng)
         inputs, input_offsets = add_boundary_tokens(noised, offsets, o.bos_id, o.eos_id)
         labels, label_offsets = add_boundary_tokens(original, example_offsets - example_offsets[0], o.bos_id, o.eos_id)
@@ -216,7 +209,8 @@ class _BartPartition(PartitionExamples):
 
     def _mask(self, tokens, offsets, rng):
         o, opts = self.o, self.o.options
-        word_start = np.ones(len(tokens), dtype=bool) if opts.mask_length == "subword" else o.word_start[tokens].copy()
+        subword = opts.mask_length == "subword"
+        word_start = np.ones(len(tokens), dtype=bool) if subword else o.word_start[self.ids_of(tokens)]
         word_start[offsets[:-1][np.diff(offsets) > 0]] = True  # an example always starts a word
         words = (
             np.add.reduceat(word_start.astype(np.int64), offsets[:-1])

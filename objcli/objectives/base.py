@@ -61,6 +61,13 @@ class DocumentBatch:
     # and the records it could not render; a pair store's, ``preference_tokens.EncodedPairs``' fields.
     records: Any = None
 
+    def ids_of(self, values: np.ndarray) -> np.ndarray:
+        """The ids of ``values`` taken from ``tokens``: in a plan run, store positions (``formats/row_plan.py``)
+        made ids again, for an objective whose examples read some tokens' values (``Objective.plan_reads_ids``);
+        elsewhere the values themselves."""
+        ids_of = getattr(self.texts, "ids_of", None)
+        return values if ids_of is None else ids_of(values)
+
     def sentence_tokens(self, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every sentence's tokens (flat), each sentence's token offsets, and each document's count of
         sentences: split by ``mode`` and encoded, or as a per-sentence token store kept them."""
@@ -142,7 +149,8 @@ class Objective:
     - planning (``--format plan``): ``plans_rows`` (examples and rows only move tokens, so a run over a store
       writes positions and ``objcli.reading.Rows`` makes the rows on read; a row step keys its draws to
       ``PartitionExamples.rows_done``, the rows made before the batch, as the plan's reader does),
-      ``plans_lengths`` (its examples are its documents: rows from their lengths alone), ``plan_refusal()``;
+      ``plans_lengths`` (its examples are its documents: rows from their lengths alone), ``plan_reads_ids``,
+      ``plan_refusal()``;
     - what the run says of it: ``warnings``, ``boundaries``, ``uses_seq_len``, ``seq_len_bounds``,
       ``records_hint``, ``setup_warnings()``, ``provenance`` (how ``--provenance`` spans its examples)."""
 
@@ -193,6 +201,9 @@ class Objective:
     # Its examples and packed rows only move tokens (a row step may read them: it runs on read), so a
     # run over a store can write its plan instead of its rows (``--format plan``, formats/row_plan.py).
     plans_rows: ClassVar[bool] = False
+    # Its examples read some tokens' values (BART's word starts): a plan run reads the store's ids besides their
+    # positions, and the examples find a value's id with ``DocumentBatch.ids_of``.
+    plan_reads_ids: ClassVar[bool] = False
     # Its examples are its documents with ``bos_id``/``eos_id`` around them (``document_examples``): a plan
     # packs their lengths alone, no array a token (``packing/concat_plan.py``, under ``concat``).
     plans_lengths: ClassVar[bool] = False

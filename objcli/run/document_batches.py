@@ -12,6 +12,7 @@ from ..inputs.cutting import cut_long_documents
 from ..inputs.pieces import InputKind
 from ..inputs.token_inputs.partitions import token_batches
 from ..inputs.token_store import StoredDocuments, stored_batches
+from ..objectives import REGISTRY
 from ..tokenizers import Tokenizer
 
 
@@ -25,8 +26,10 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
 def _stored(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
     # A plan places tokens by position: its run reads the documents' lengths, not their ids (its reader
     # reads and checks the ids a row needs); --provenance's places are made from the ids.
-    batches = stored_batches(partition, log, ids=not config.format.packs_positions or config.provenance)
-    return store_positions(batches, tokenizer.total_vocab_size) if config.format.packs_positions else batches
+    plans = config.format.packs_positions
+    values = plans and REGISTRY.named(config.objective).plan_reads_ids  # its examples read some ids (BART's words)
+    batches = stored_batches(partition, log, ids=not plans or config.provenance or values)
+    return store_positions(batches, tokenizer.total_vocab_size, values) if plans else batches
 
 
 def _token_ids(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
@@ -44,9 +47,10 @@ def _text(partition: Partition, config: TransformConfig, options: ReadOptions, l
 _READERS = {InputKind.STORE: _stored, InputKind.TOKENS: _token_ids, InputKind.TEXT: _text}
 
 
-def store_positions(batches, vocabulary: int):
+def store_positions(batches, vocabulary: int, keep_ids: bool = False):
     """A plan's documents (``formats/row_plan.py``): each stored token's position in the partition, past
-    the vocabulary, for its id (every pass over the partition counts from its first token)."""
+    the vocabulary, for its id (every pass over the partition counts from its first token); ``keep_ids``:
+    the ids kept beside them (``StoredDocuments.ids_of``)."""
     from dataclasses import replace
 
     import numpy as np
@@ -59,7 +63,8 @@ def store_positions(batches, vocabulary: int):
                 f"--format plan: a partition of the store holds over {2**31 - 1 - vocabulary:,} tokens, more than "
                 "a plan places; tokenize with a smaller --partition-size"
             )
-        yield replace(documents, tokens=np.arange(start, stop, dtype=np.int32))
+        ids = documents.tokens if keep_ids else None
+        yield replace(documents, tokens=np.arange(start, stop, dtype=np.int32), ids=ids)
         start = stop
 
 

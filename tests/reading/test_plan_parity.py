@@ -161,6 +161,13 @@ def test_plan_rows_are_the_written_rows(name, options, packer, request, tmp_path
     "run",
     [
         {"objective": "bart", "mask_length": "subword", "packing": "trim-and-pack", "rotate": 0.5, "insert": 0.1},
+        {
+            "objective": "bart",
+            "bart_preset": "mbart",
+            "replace_length": -1,
+            "split": "validation=20%",
+            "shuffle_rows": True,
+        },  # fmt: skip
         {"objective": "contrastive", "augment": "delete:0.1,swap:0.1,crop:0.9", "negatives": 2},
         {"objective": "contrastive", "pairs": "ict", "negatives": 1},
         {"objective": "contrastive", "pairs": "adjacent", "shuffle_rows": True, "split": "validation=10%"},
@@ -170,6 +177,7 @@ def test_plan_rows_are_the_written_rows(name, options, packer, request, tmp_path
     ],
     ids=[
         "bart-subword",
+        "bart-mbart-words-shuffled",
         "contrastive-augment",
         "contrastive-ict",
         "contrastive-adjacent-shuffled",
@@ -179,9 +187,9 @@ def test_plan_rows_are_the_written_rows(name, options, packer, request, tmp_path
     ],
 )
 def test_objectives_of_keyed_draws_over_sentences_plan_their_rows(run, request, tmp_path):
-    """Noise drawn over lengths (BART's subword spans, rotations, inserts; contrastive views cut, dropped and
-    swapped; NSP's pairs, shuffled and split) and masks drawn on read over ids (--mlm, whole words): the plan's
-    rows are the written rows, per split."""
+    """Noise drawn over lengths (BART's spans, rotations, inserts; contrastive views cut, dropped and swapped;
+    NSP's pairs, shuffled and split), BART's word spans found from the ids a plan run reads beside the positions,
+    and masks drawn on read over ids (--mlm, whole words): the plan's rows are the written rows, per split."""
     objective = REGISTRY.named(run["objective"])
     tokenizer, store, _ = _source(request, objective.reads(objective.options_type(**{k: v for k, v in run.items()
                                   if k in ("pairs", "sentences")})))  # fmt: skip
