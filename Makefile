@@ -58,4 +58,4 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check objcli tests
 
 clean:
-	rm -rf $(VENV) demo_out bench_data bench_out .pytest_cache .hypothesis
+	rm -rf $(VENV) demo_out bench_data bench_out .pytest_cache .hypothesis build objcli.egg-info

@@ -203,22 +203,16 @@ def test_a_format_of_its_own_columns_and_refusals_is_one_module_as_the_page_says
     """The output-format recipe of architecture.md, followed in a copy of the package: a format storing columns
     the objective does not make (positions from the packer's segments) and refusing rows it cannot hold, in one
     module; the run, verify, inspect and stats take it, its refusal is one line, nothing else is edited."""
-    import shutil
-    import subprocess
-    import sys
-
+    from package_copies import copy_package, edited_modules, run_in
     from runs import ROOT, SAMPLE, read_output
 
     steps = (ROOT / "objcli" / "docs" / "architecture.md").read_text().split("## Adding an output format")[1]
     assert "refuses(objective, columns)" in steps.split("\n## ")[0] and "recorded_columns" in steps
-    package = tmp_path / "pkg"
-    shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    package = copy_package(tmp_path / "pkg")
     (package / "objcli" / "formats" / "positions_jsonl.py").write_text(POSITIONS_FORMAT)
 
     def objcli(*args):
-        env = {**__import__("os").environ, "PYTHONPATH": str(package)}
-        command = [sys.executable, "-m", "objcli", *map(str, args)]
-        return subprocess.run(command, cwd=package, env=env, capture_output=True, text=True)
+        return run_in(package, "-m", "objcli", *args)
 
     common = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128", "--packing", "best-fit"]
     done = [objcli("transform", *common, "--format", f, "-o", tmp_path / f, "-q") for f in ("positions-jsonl-test",
@@ -247,7 +241,4 @@ def test_a_format_of_its_own_columns_and_refusals_is_one_module_as_the_page_says
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
     assert "--format positions-jsonl-test holds next-token rows" in refused.stderr
     assert "span-corruption's rows are not" in refused.stderr and not (tmp_path / "t5" / "manifest.json").exists()
-    changed = [p.relative_to(package / "objcli") for p in (package / "objcli").rglob("*.py")
-               if not (ROOT / "objcli" / p.relative_to(package / "objcli")).is_file()
-               or (ROOT / "objcli" / p.relative_to(package / "objcli")).read_bytes() != p.read_bytes()]  # fmt: skip
-    assert [str(p) for p in changed] == ["formats/positions_jsonl.py"]
+    assert edited_modules(package) == ["formats/positions_jsonl.py"]

@@ -87,22 +87,17 @@ def test_a_new_token_format_is_one_module_as_the_page_says(tmp_path):
     of --input-format and of the options page, detected by the one door, and read into the rows the same
     ids give from Parquet."""
     import json
-    import os
-    import shutil
-    import subprocess
-    import sys
 
+    from package_copies import copy_package, run_in
     from runs import ROOT
 
     steps = (ROOT / "objcli" / "docs" / "architecture.md").read_text().split("## Adding an input format")[1]
     assert "objcli/inputs/token_inputs/NAME.py" in steps and "@register" in steps
-    package = tmp_path / "pkg"
-    shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    package = copy_package(tmp_path / "pkg")
     (package / "objcli" / "inputs" / "token_inputs" / "spaced_ids.py").write_text(MODULE)
-    env = {**os.environ, "PYTHONPATH": str(package)}
 
     def run(*args):
-        return subprocess.run([sys.executable, *map(str, args)], cwd=package, env=env, capture_output=True, text=True)
+        return run_in(package, *args)
 
     assert "spaced-ids-test" in run("-m", "objcli", "transform", "--help").stdout.replace("\n", " ")
     assert run("-m", "objcli.docs").returncode == 0

@@ -7,11 +7,8 @@ texts give from JSON lines."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
+from package_copies import copy_package, run_in
 from runs import ROOT, SAMPLE, shard_files
 
 PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
@@ -42,13 +39,11 @@ class TabSeparated(TextInputFormat):
 def test_a_new_text_format_is_one_class_in_its_module_as_the_page_says(tmp_path):
     steps = PAGE.split("## Adding an input format")[1].split("\n## ")[0]
     assert "inputs/text_inputs/" in steps and "@register" in steps and "detection_rank" in steps
-    package = tmp_path / "pkg"
-    shutil.copytree(ROOT / "objcli", package / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
+    package = copy_package(tmp_path / "pkg")
     (package / "objcli" / "inputs" / "text_inputs" / "tab_separated.py").write_text(FORMAT)  # nothing else edited
-    env = {**os.environ, "PYTHONPATH": str(package)}
 
     def run(*args):
-        return subprocess.run([sys.executable, *map(str, args)], cwd=package, env=env, capture_output=True, text=True)
+        return run_in(package, *args)
 
     assert run("-m", "objcli.docs").returncode == 0
     assert "tsv-test" in (package / "objcli" / "docs" / "options.md").read_text()

@@ -6,13 +6,10 @@ taken by the command line, ``--help``, the options page and a run. (The format r
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
+from package_copies import copy_package, run_in
 from runs import ROOT, SAMPLE
 
 PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
@@ -77,35 +74,28 @@ class _Reversed(PartitionExamples):
 
 @pytest.fixture
 def package_copy(tmp_path):
-    """The package copied, as a developer's checkout would be, run from its folder (first on the path)."""
-    shutil.copytree(ROOT / "objcli", tmp_path / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path
-
-
-def run_copy(folder, *args, env=None):
-    env = {**os.environ, "PYTHONPATH": str(folder), **(env or {})}
-    return subprocess.run([sys.executable, *map(str, args)], cwd=folder, env=env, capture_output=True, text=True)
+    return copy_package(tmp_path)
 
 
 def test_a_new_objective_is_one_file_as_the_page_says(package_copy, tmp_path):
     steps = PAGE.split("## Adding an objective")[1].split("\n## ")[0]
     assert "objectives/NAME.py" in steps and "__init__.py" not in steps  # nothing else to edit
     (package_copy / "objcli" / "objectives" / "backwards.py").write_text(OBJECTIVE)
-    where = run_copy(package_copy, "-c", "import objcli; print(objcli.__file__)")
+    where = run_in(package_copy, "-c", "import objcli; print(objcli.__file__)")
     assert where.stdout.strip().startswith(str(package_copy)), where.stdout + where.stderr
-    shown = run_copy(package_copy, "-m", "objcli", "transform", "--help")
+    shown = run_in(package_copy, "-m", "objcli", "transform", "--help")
     assert re.search(r"--objective.*backwards-test", shown.stdout.replace("\n", " ")), shown.stdout
-    own = run_copy(package_copy, "-m", "objcli", "transform", "--objective", "backwards-test", "--help")
+    own = run_in(package_copy, "-m", "objcli", "transform", "--objective", "backwards-test", "--help")
     assert "--backwards-copies" in own.stdout, own.stdout
-    assert run_copy(package_copy, "-m", "objcli.docs").returncode == 0  # the step that regenerates the page
+    assert run_in(package_copy, "-m", "objcli.docs").returncode == 0  # the step that regenerates the page
     assert "--backwards-copies" in (package_copy / "objcli" / "docs" / "options.md").read_text()
     out = tmp_path / "out"
     args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--objective", "backwards-test"]
-    done = run_copy(package_copy, "-m", "objcli", "transform", *args, "--backwards-copies", "2", "-o", out, "-q")
+    done = run_in(package_copy, "-m", "objcli", "transform", *args, "--backwards-copies", "2", "-o", out, "-q")
     assert done.returncode == 0, done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["objective"] == "backwards-test" and manifest["totals"]["rows"] > 0
-    verified = run_copy(package_copy, "-m", "objcli", "verify", out)
+    verified = run_in(package_copy, "-m", "objcli", "verify", out)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -116,12 +106,12 @@ def test_a_new_objective_plans_its_rows_as_the_page_says(package_copy, tmp_path)
     assert "plans_rows" in steps and "--format plan" in steps
     (package_copy / "objcli" / "objectives" / "backwards.py").write_text(OBJECTIVE)
     store, common = tmp_path / "store", ["--objective", "backwards-test", "--seq-len", "256", "-q"]
-    made = run_copy(package_copy, "-m", "objcli", "tokenize", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model",
+    made = run_in(package_copy, "-m", "objcli", "tokenize", SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model",
                     "-o", store, "-q")  # fmt: skip
     assert made.returncode == 0, made.stderr
     for fmt in ("plan", "arrow"):
         out = tmp_path / fmt
-        done = run_copy(package_copy, "-m", "objcli", "transform", store, *common, "--format", fmt, "-o", out)
+        done = run_in(package_copy, "-m", "objcli", "transform", store, *common, "--format", fmt, "-o", out)
         assert done.returncode == 0, done.stderr
     compare = (
         "import sys, numpy as np; from objcli.reading import Rows; "
@@ -130,7 +120,7 @@ def test_a_new_objective_plans_its_rows_as_the_page_says(package_copy, tmp_path)
         "assert all(np.array_equal(plan[i]['input_ids'], arrow[i]['input_ids']) for i in range(len(arrow))); "
         "print(len(arrow))"
     )
-    same = run_copy(package_copy, "-c", compare, tmp_path / "plan", tmp_path / "arrow")
+    same = run_in(package_copy, "-c", compare, tmp_path / "plan", tmp_path / "arrow")
     assert same.returncode == 0 and int(same.stdout) > 0, same.stderr
 
 
@@ -164,11 +154,11 @@ def test_a_new_engine_is_taken_as_the_page_says(package_copy, tmp_path):
     (tokenizers / "huggingface.py").write_text(hf)
     config = (package_copy / "objcli" / "config.py").read_text()
     (package_copy / "objcli" / "config.py").write_text(config.replace('"python")', '"python", "echo-test")', 1))
-    assert run_copy(package_copy, "-m", "objcli.docs").returncode == 0
+    assert run_in(package_copy, "-m", "objcli.docs").returncode == 0
     assert "echo-test" in (package_copy / "objcli" / "docs" / "options.md").read_text()
     out = tmp_path / "out"
     args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "llama-style", "--seq-len", "256", "-o", out, "-q"]
-    done = run_copy(package_copy, "-m", "objcli", "transform", *args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    done = run_in(package_copy, "-m", "objcli", "transform", *args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr
     engine = json.loads((out / "manifest.json").read_text())["tokenizer"]["engine"]
     assert engine["name"] == "echo-test" and engine["probe"].startswith("identical to tokenizers"), engine
@@ -221,13 +211,13 @@ def test_a_new_command_is_taken_as_the_page_says(package_copy, tmp_path):
     (commands / "folder_commands.py").write_text((commands / "folder_commands.py").read_text() + CLICK_COMMAND)
     out = tmp_path / "out"
     args = [SAMPLE / "prose.jsonl", "-t", SAMPLE / "tokenizer.model", "--seq-len", "128", "--format", "parquet"]
-    assert run_copy(package_copy, "-m", "objcli", "transform", *args, "-o", out, "-q").returncode == 0
-    listed = run_copy(package_copy, "-m", "objcli", "--help")
+    assert run_in(package_copy, "-m", "objcli", "transform", *args, "-o", out, "-q").returncode == 0
+    listed = run_in(package_copy, "-m", "objcli", "--help")
     assert "count-rows-test" in listed.stdout, listed.stdout
-    counted = run_copy(package_copy, "-m", "objcli", "count-rows-test", out)
+    counted = run_in(package_copy, "-m", "objcli", "count-rows-test", out)
     rows = json.loads((out / "manifest.json").read_text())["totals"]["rows"]
     assert counted.returncode == 0 and counted.stderr == f"objcli count-rows-test: {out}: {rows:,} rows\n"
-    refused = run_copy(package_copy, "-m", "objcli", "count-rows-test", tmp_path)
+    refused = run_in(package_copy, "-m", "objcli", "count-rows-test", tmp_path)
     assert (
         refused.returncode != 0
         and refused.stderr.startswith("Error: count-rows: ")

@@ -7,12 +7,9 @@ options page lists it, and nothing else of the package was edited."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
+from package_copies import copy_package, edited_modules, run_in
 from runs import ROOT, SAMPLE, shard_files
 
 PAGE = (ROOT / "objcli" / "docs" / "architecture.md").read_text()
@@ -52,54 +49,40 @@ class WordCounts(StoreKind):
 
 @pytest.fixture
 def package_copy(tmp_path):
-    shutil.copytree(ROOT / "objcli", tmp_path / "pkg" / "objcli", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path / "pkg"
-
-
-def run_copy(folder, *args):
-    env = {**os.environ, "PYTHONPATH": str(folder)}
-    return subprocess.run([sys.executable, *map(str, args)], cwd=folder, env=env, capture_output=True, text=True)
-
-
-def _edited(before, after) -> list[str]:
-    """The package's files that differ between two copies (bytecode aside)."""
-    names = {p.relative_to(before) for p in before.rglob("*.py")} | {p.relative_to(after) for p in after.rglob("*.py")}
-    return sorted(
-        str(n) for n in names if not (before / n).is_file() or (before / n).read_bytes() != (after / n).read_bytes()
-    )
+    return copy_package(tmp_path / "pkg")
 
 
 def test_a_new_store_kind_is_one_module_as_the_page_says(package_copy, tmp_path):
     steps = PAGE.split("## Adding a store kind")[1].split("\n## ")[0]
     assert "objcli/stores/NAME.py" in steps and "python -m objcli.docs" in steps
     (package_copy / "objcli" / "stores" / "word_counts.py").write_text(KIND)
-    assert _edited(ROOT / "objcli", package_copy / "objcli") == ["stores/word_counts.py"]  # nothing else
-    shown = run_copy(package_copy, "-m", "objcli", "tokenize", "--help")
+    assert edited_modules(package_copy) == ["stores/word_counts.py"]  # nothing else
+    shown = run_in(package_copy, "-m", "objcli", "tokenize", "--help")
     assert "--word-counts" in shown.stdout, shown.stdout + shown.stderr
-    assert run_copy(package_copy, "-m", "objcli.docs").returncode == 0  # the generated table gains it
+    assert run_in(package_copy, "-m", "objcli.docs").returncode == 0  # the generated table gains it
     assert "`word-counts-test`" in (package_copy / "objcli" / "docs" / "options.md").read_text()
 
     text, tokenizer, store = SAMPLE / "prose.jsonl", SAMPLE / "tokenizer.model", tmp_path / "store"
-    made = run_copy(package_copy, "-m", "objcli", "tokenize", text, "-t", tokenizer, "--word-counts", "-o", store)
+    made = run_in(package_copy, "-m", "objcli", "tokenize", text, "-t", tokenizer, "--word-counts", "-o", store)
     assert made.returncode == 0, made.stderr
     manifest = json.loads((store / "manifest.json").read_text())
     assert manifest["config"]["token_store"] == "word-counts-test"
     assert manifest["token_store"]["tokenized"] == "word-counts-test"
     assert "w_words" in [c["name"] for c in manifest["columns"]]
-    verified = run_copy(package_copy, "-m", "objcli", "verify", store)
+    verified = run_in(package_copy, "-m", "objcli", "verify", store)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
     rows = ["--objective", "clm", "--seq-len", "128", "-q"]
-    derived = run_copy(package_copy, "-m", "objcli", "transform", store, *rows, "-o", tmp_path / "derived")
-    direct = run_copy(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, *rows, "-o", tmp_path / "text")
+    derived = run_in(package_copy, "-m", "objcli", "transform", store, *rows, "-o", tmp_path / "derived")
+    direct = run_in(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, *rows, "-o", tmp_path / "text")
     assert derived.returncode == 0 and direct.returncode == 0, derived.stderr + direct.stderr
     assert shard_files(tmp_path / "derived") == shard_files(tmp_path / "text")
 
-    refused = run_copy(package_copy, "-m", "objcli", "transform", store, "--objective", "nsp", "-o", tmp_path / "nsp")
+    refused = run_in(package_copy, "-m", "objcli", "transform", store, "--objective", "nsp", "-o", tmp_path / "nsp")
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
     assert f"the token store {store} keeps whole documents' tokens and their words" in refused.stderr
     assert "make a per-sentence store: objcli tokenize ... --sentences" in refused.stderr
-    both = run_copy(
+    both = run_in(
         package_copy, "-m", "objcli", "tokenize", text, "-t", tokenizer, "--word-counts", "--chat", "-o", tmp_path / "x"
     )
     assert both.returncode == 1 and "a store holds one kind" in both.stderr, both.stderr
@@ -246,28 +229,28 @@ def test_a_store_kind_gives_an_objective_something_new_in_their_own_modules(pack
     assert "supply.Supplied" in steps and "KindRecords" in steps
     (package_copy / "objcli" / "objectives" / "first_words.py").write_text(SUPPLIED_OBJECTIVE)
     (package_copy / "objcli" / "stores" / "word_counts.py").write_text(SUPPLYING_KIND)
-    edited = _edited(ROOT / "objcli", package_copy / "objcli")
+    edited = edited_modules(package_copy)
     assert edited == ["objectives/first_words.py", "stores/word_counts.py"]
 
     text, tokenizer = SAMPLE / "prose.jsonl", SAMPLE / "tokenizer.model"
     made = [
-        run_copy(package_copy, "-m", "objcli", "tokenize", text, "-t", tokenizer, *kind, "-o", tmp_path / name, "-q")
+        run_in(package_copy, "-m", "objcli", "tokenize", text, "-t", tokenizer, *kind, "-o", tmp_path / name, "-q")
         for name, kind in (("words", ["--word-counts"]), ("plain", []))
     ]
     assert all(m.returncode == 0 for m in made), [m.stderr for m in made]
     rows = ["--objective", "first-words-test", "--seq-len", "64", "-q"]
-    derived = run_copy(package_copy, "-m", "objcli", "transform", tmp_path / "words", *rows, "-o", tmp_path / "d")
-    direct = run_copy(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, *rows, "-o", tmp_path / "t")
+    derived = run_in(package_copy, "-m", "objcli", "transform", tmp_path / "words", *rows, "-o", tmp_path / "d")
+    direct = run_in(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, *rows, "-o", tmp_path / "t")
     assert derived.returncode == 0 and direct.returncode == 0, derived.stderr + direct.stderr
     assert shard_files(tmp_path / "d") == shard_files(tmp_path / "t")
-    clm = run_copy(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, "--seq-len", "64", "-q",
+    clm = run_in(package_copy, "-m", "objcli", "transform", text, "-t", tokenizer, "--seq-len", "64", "-q",
                    "-o", tmp_path / "clm")  # fmt: skip
     assert clm.returncode == 0 and shard_files(tmp_path / "clm") != shard_files(tmp_path / "t")  # the counts cut
 
-    plain = run_copy(package_copy, "-m", "objcli", "transform", tmp_path / "plain", *rows, "-o", tmp_path / "p")
+    plain = run_in(package_copy, "-m", "objcli", "transform", tmp_path / "plain", *rows, "-o", tmp_path / "p")
     assert plain.returncode == 1 and plain.stderr.count("\n") == 1, plain.stderr
     assert "first-words-test reads documents' tokens and their words" in plain.stderr
     assert "make a word-count store: objcli tokenize ... --word-counts" in plain.stderr
-    other = run_copy(package_copy, "-m", "objcli", "transform", tmp_path / "words", "--objective", "nsp",
+    other = run_in(package_copy, "-m", "objcli", "transform", tmp_path / "words", "--objective", "nsp",
                      "-o", tmp_path / "nsp")  # fmt: skip
     assert other.returncode == 1 and "keeps documents' tokens and their words" in other.stderr, other.stderr
