@@ -37,18 +37,21 @@ def encode_runs(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np
     return wide[first].astype(np.int64), steps, lengths.astype(np.int32), row_runs
 
 
-def decode_runs(first: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The values the runs stand for, one after another (int64): one cumulative sum of increments (a
-    run's step within it; at its start, the jump from the run before's last value), no per-run repeat."""
+def decode_runs(first: np.ndarray, steps: np.ndarray, lengths: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """The values the runs stand for, one after another: one cumulative sum of increments (a run's step
+    within it; at its start, the jump from the run before's last value), no per-run repeat. ``dtype``
+    int32 where every value fits (a plan's): the sums wrap alike, so the values come out exact at half the
+    memory traffic."""
     lengths = lengths.astype(np.int64, copy=False)
     total = int(lengths.sum())
     if total == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=dtype)
     starts = np.cumsum(lengths) - lengths  # every run holds a value: starts are distinct
     steps = steps.astype(np.int64)
-    increments = np.zeros(total, dtype=np.int64)
+    increments = np.zeros(total, dtype=dtype)
     increments[starts] = np.diff(steps, prepend=0)
     np.cumsum(increments, out=increments)  # each value's run's step
     last = first + steps * (lengths - 1)
-    increments[starts] = first - np.concatenate([[0], last[:-1]])
+    jumps = first - np.concatenate([[0], last[:-1]])
+    increments[starts] = jumps if dtype == np.int64 else jumps.astype(dtype)  # int32: wrapped, as the sums
     return np.cumsum(increments, out=increments)

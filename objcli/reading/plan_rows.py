@@ -16,12 +16,12 @@ from ..errors import ObjcliError
 from ..formats.base import Column
 from ..formats.row_plan import COUNTS, read_plan_file
 from ..kernels.runs import decode_runs
-from ..packing.materialize import id_columns, materialize
 from ..rows import Ragged, RowBatch
 from ..storage.manifest import Manifest, arrow_dtype
 from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
+ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
 KEPT_SHARDS = 64  # plan files held decoded (a few bytes a segment each)
 WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader reading on reads them next)
 
@@ -57,8 +57,8 @@ class PlanShard:
             return self.arrays[name][start:stop].astype(np.int32)
         runs = self._run_starts[name]
         lo, hi = int(runs[start]), int(runs[stop])
-        values = decode_runs(*(self.arrays[f"{name}.{part}"][lo:hi] for part in ("first", "steps", "runs")))
-        values = values.astype(np.int32)
+        parts = (self.arrays[f"{name}.{part}"][lo:hi] for part in ("first", "steps", "runs"))
+        values = decode_runs(*parts, np.int32)
         if spec["kind"] == "fixed":
             return values.reshape(stop - start, -1)
         lengths = self.arrays[f"{name}.lengths"][start:stop]
@@ -120,10 +120,14 @@ class Plan:
         packed = shard.packed(start, stop)
         store, partition = self.partition_stores.get(record.partition, (0, record.partition))
         tokens = self.stores[store].partition(partition)
-        step = None if self.step is None else (lambda rows: self.step(record.partition, start, rows))
-        packed = materialize(
-            packed, tokens, self.vocabulary, id_columns({s["name"]: s["role"] for s in shard.specs}), step
-        )
+        id_names = [spec["name"] for spec in shard.specs if spec["role"] in ID_ROLES]
+        for name in id_names:
+            packed.columns[name] = with_ids(packed.columns[name], tokens, self.vocabulary)
+        if self.step is not None:
+            rows = self.step(record.partition, start, packed)
+            for name, column in packed.columns.items():  # what the row step passes by (a mixture's source)
+                rows.columns.setdefault(name, column)
+            packed = rows
         for name, width in self.widths.items():
             _check_width(name, packed.columns.get(name), width)
         return packed
@@ -185,6 +189,18 @@ def _check_width(name: str, column, width: np.dtype | None) -> None:
     low, high = np.iinfo(width).min, np.iinfo(width).max
     if values.min() < low or values.max() > high:
         raise ValueError(f"column {name} holds {values.max():,}, past the manifest's {width} (edited?)")
+
+
+def with_ids(column, tokens, vocabulary: int):
+    """Store positions (``vocabulary`` and up) turned into the store's ids; ids and -100 kept."""
+    values = column.values if isinstance(column, Ragged) else column
+    stored = values >= vocabulary
+    made = values.copy()
+    positions = values[stored] - vocabulary
+    if len(positions) and positions.max() >= len(tokens):
+        raise ValueError(f"places a token at {positions.max():,}, past its store partition's {len(tokens):,}")
+    made[stored] = tokens.take(positions)
+    return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
 
 
 def _row_step(folder: Path, manifest: Manifest, moved_tokenizer: str | None = None):

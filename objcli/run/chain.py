@@ -14,11 +14,10 @@ from ..inputs.token_store import StoredDocuments
 from ..objectives import DocumentBatch
 from ..packing import Packer
 from ..packing.concat_plan import ConcatPlanner
-from ..packing.materialize import Spool, decoded, id_columns, materialize
 from ..rows import RowBatch
 from ..tokenizers import Tokenizer
 from .provenance import Sources
-from .stages import build_objective, build_packer, build_planner, packs_positions, run_columns
+from .stages import build_objective, build_packer, build_planner, run_columns
 
 
 @dataclass
@@ -33,18 +32,12 @@ class SplitChain:
     source_index: int = -1  # --source: every row of the partition gets it in its source column
     sources: Sources | None = None  # --provenance: where each document comes from
     plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
-    planner: ConcatPlanner | None = None  # store positions packed by concat: rows from lengths alone
-    maker: RowMaker | None = None  # a row format over a store's positions: the rows made as they are written
+    planner: ConcatPlanner | None = None  # --format plan, concat over documents: rows from lengths alone
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
         spanned = packed if self.sources is None else self.sources.spans(packed)
-        if self.plans:
-            rows = spanned
-        elif self.maker is not None:
-            rows = self.maker.rows(spanned, self.partition_examples.rows)
-        else:
-            rows = self.partition_examples.rows(spanned)
+        rows = spanned if self.plans else self.partition_examples.rows(spanned)
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -72,24 +65,14 @@ class SplitChain:
         examples = objective.partition_examples(partition)
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
         plans = config.format.packs_positions
-        positions = packs_positions(config, objective, task.partition)
-        planner = build_planner(config, objective) if positions and task.source_index < 0 else None
-        maker = RowMaker(tokenizer.total_vocab_size, packer.columns()) if positions and not plans else None
-        chain = cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
-        chain.maker = maker
-        return chain
+        planner = build_planner(config, objective) if plans and task.source_index < 0 else None
+        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
-        if self.maker is not None and stored:  # the ids its packed positions are made from
-            self.maker.spool.put(texts.tokens, texts.ids)
-        if self.planner is not None and stored:  # rows from the documents' lengths: no array a token
-            planned = self.planner.feed(texts.tokens, texts.offsets)
-            if self.maker is None or planned is None:
-                self.sink.write(planned)
-            else:
-                self._write(self.maker.decoded(planned))
+        if self.planner is not None and stored:  # a plan from the documents' lengths: no array a token
+            self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
             self.first_document += len(texts)
             return int(texts.offsets[-1])
         if stored and texts.records is not None:  # what the store's kind keeps for its objective (chat, pairs)
@@ -128,24 +111,6 @@ class SplitChain:
         self._write(self.packer.process(last))
         self._write(self.packer.finish())
         return self.sink.close()
-
-
-class RowMaker:
-    """A row format's rows over a store's positions: the one materializer (``packing/materialize.py``) fed
-    the partition's ids as its batches come, so the rows written are the plan's rows made."""
-
-    def __init__(self, vocabulary: int, packed_columns: list):
-        self.vocabulary, self.packed_columns = vocabulary, packed_columns
-        self.id_names = id_columns({c.name: c.role for c in packed_columns})
-        self.spool = Spool(vocabulary)
-
-    def decoded(self, planned) -> RowBatch:
-        return decoded(planned, self.packed_columns)
-
-    def rows(self, packed: RowBatch | None, step) -> RowBatch | None:
-        if packed is None:
-            return step(None)
-        return materialize(packed, self.spool, self.vocabulary, self.id_names, step)
 
 
 def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:

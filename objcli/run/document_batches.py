@@ -14,7 +14,6 @@ from ..inputs.token_inputs.partitions import token_batches
 from ..inputs.token_store import StoredDocuments, stored_batches
 from ..objectives import REGISTRY
 from ..tokenizers import Tokenizer
-from .stages import packs_positions
 
 
 def partition_documents(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
@@ -25,16 +24,12 @@ def partition_documents(partition: Partition, config: TransformConfig, options: 
 
 
 def _stored(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
-    # A run that packs positions (run/stages.packs_positions) places tokens by position; a plan's reads the
-    # documents' lengths, not their ids (its reader reads and checks the ids a row needs), a row format's
-    # keeps the ids beside the positions (its rows are made from them as they are written); --provenance's
-    # places are made from the ids.
-    objective = REGISTRY.named(config.objective)
-    if not packs_positions(config, objective, partition):
-        return stored_batches(partition, log)
-    keep = not config.format.packs_positions or objective.plan_reads_ids  # BART's words read some ids
-    batches = stored_batches(partition, log, ids=keep or config.provenance)
-    return store_positions(batches, tokenizer.total_vocab_size, keep)
+    # A plan places tokens by position: its run reads the documents' lengths, not their ids (its reader
+    # reads and checks the ids a row needs); --provenance's places are made from the ids.
+    plans = config.format.packs_positions
+    values = plans and REGISTRY.named(config.objective).plan_reads_ids  # its examples read some ids (BART's words)
+    batches = stored_batches(partition, log, ids=not plans or config.provenance or values)
+    return store_positions(batches, tokenizer.total_vocab_size, values) if plans else batches
 
 
 def _token_ids(partition: Partition, config: TransformConfig, options: ReadOptions, log: RecordLog, tokenizer):
@@ -65,8 +60,8 @@ def store_positions(batches, vocabulary: int, keep_ids: bool = False):
         stop = start + len(documents.tokens)
         if stop >= 2**31:
             raise ObjcliError(
-                f"a token store's partition holds over {2**31 - 1 - vocabulary:,} tokens, more than a run over it "
-                "places (by int32 positions); tokenize with a smaller --partition-size"
+                f"--format plan: a partition of the store holds over {2**31 - 1 - vocabulary:,} tokens, more than "
+                "a plan places; tokenize with a smaller --partition-size"
             )
         ids = documents.tokens if keep_ids else None
         yield replace(documents, tokens=np.arange(start, stop, dtype=np.int32), ids=ids)

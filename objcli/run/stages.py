@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..inputs.pieces import InputKind
 from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
@@ -68,16 +67,6 @@ def _sequence_padding(config: TransformConfig, objective: Objective) -> Sequence
             "ends by EOS, and this run has none; drop --no-eos or give --eos-token"
         )
     return SequencePadding(config.pad_to_multiple, int(shifts), pad_id, config.sequence_limit)
-
-
-def packs_positions(config: TransformConfig, objective: Objective, partition) -> bool:
-    """Whether a partition's chain packs its documents' store positions, not their ids: a plan's always
-    (``formats/row_plan.py``); a row format's where the partition is a token store's and the objective's
-    examples and rows only move tokens (``Objective.plans_rows``), its rows then made from the positions
-    by the materializer a plan's reader uses (``packing/materialize.py``): the plan's rows, written."""
-    if config.format.packs_positions:
-        return True
-    return partition.input.kind is InputKind.STORE and objective.plans_rows
 
 
 def build_planner(config: TransformConfig, objective) -> ConcatPlanner | None:

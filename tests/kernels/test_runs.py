@@ -38,6 +38,9 @@ def test_runs_give_every_row_back_and_few_runs(spec):
     offsets = lengths_to_offsets(np.array([len(r) for r in rows], dtype=np.int64))
     first, steps, lengths, row_runs = encode_runs(flat, offsets)
     assert np.array_equal(decode_runs(first, steps, lengths), flat)
+    if not len(flat) or flat.max() < 2**31:  # a plan's values: decoded at int32, their sums wrapping alike
+        narrow = decode_runs(first, steps, lengths, np.int32)
+        assert narrow.dtype == np.int32 and np.array_equal(narrow, flat)
     assert set(steps.tolist()) <= {0, 1} and (lengths >= 1).all()
     greedy = reference.runs_reference(rows)
     for k, row in enumerate(rows):  # each row decodes from its own runs alone

@@ -560,3 +560,8 @@ def keyed_permutation(index: int, count: int, keys: list[int]) -> int:
         value = (left << half) | right
         if value < count:
             return value
+
+
+def with_ids_reference(values: list[int], ids: list[int], vocabulary: int) -> list[int]:
+    """A plan's column made, value by value: a store position (vocabulary and up) its id, anything else itself."""
+    return [ids[v - vocabulary] if v >= vocabulary else v for v in values]
