@@ -34,6 +34,7 @@ from .run.setup import RunSetup, set_up_stages
 from .run.stdout import StdoutStream
 from .run.summary import Summary
 from .storage.output import OutputFolder, final_names
+from .storage.partitions import partitions_with_files
 from .storage.places import open_place
 from .storage.remote import is_url
 from .storage.staging import share_tokenizer
@@ -69,6 +70,7 @@ def _run_partitions(
     shared = workers if executor == "local" and setup.pool == "threads" else threads
     sources = list(setup.mixture)
     config = dataclasses.replace(setup.config, tokenizer=setup.task_tokenizer) if setup.task_tokenizer else setup.config
+    leftovers = partitions_with_files(open_place(work))  # one listing, not one a partition
     tasks = [
         PartitionTask(
             partition=p,
@@ -84,6 +86,7 @@ def _run_partitions(
             source_index=sources.index(p.source) if p.source else -1,
             process_threads=shared,
             inputs=setup.input_names() if config.provenance else (),
+            leftovers=p.index in leftovers,
         )
         for p in todo
     ]

@@ -110,11 +110,28 @@ def _store_of(partition: Partition) -> str:
     return folder.rsplit("/", 1)[0] if folder.endswith(SHARD_SUFFIX) else folder
 
 
+def store_index(manifest: dict) -> tuple[dict[int, dict], dict[str, str]]:
+    """A store manifest's partitions by index and its files' sha256 by name, made once a manifest: every
+    partition of a run asks, so a store of many thousand partitions is not scanned once a partition."""
+    key = id(manifest)
+    kept = _INDEXES.get(key)
+    if kept is None or kept[0] is not manifest:
+        entries = {p["index"]: p for p in manifest["partitions"]}
+        digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
+        kept = _INDEXES[key] = (manifest, entries, digests)
+        while len(_INDEXES) > 16:  # as many as manifests are kept (_store_manifest)
+            _INDEXES.pop(next(iter(_INDEXES)))
+    return kept[1], kept[2]
+
+
+_INDEXES: dict[int, tuple[dict, dict, dict]] = {}
+
+
 def partition_accounting(partition: Partition) -> dict:
     """What the tokenize run counted for this partition (read, skipped by reason, long ones cut)."""
     manifest = store_manifest(_store_of(partition))
-    entry = next(p for p in manifest["partitions"] if p["index"] == partition.store_partition)
-    digests = {name: d for shard in manifest["shards"] for name, d in shard["sha256"].items()}
+    entries, digests = store_index(manifest)
+    entry = entries[partition.store_partition]
     reasons = tuple(manifest["token_store"].get("render_failures", ()))
     names = tuple(i["path"] for i in manifest["inputs"])
     columns = tuple(c["name"] for c in manifest["columns"])

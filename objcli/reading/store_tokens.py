@@ -50,12 +50,13 @@ class StoreTokens:
             return self._partitions[index]
 
     def _read(self, index: int) -> PartitionIds:
+        from ..inputs.token_store import store_index
         from ..storage.remote import join
 
-        entry = next((p for p in self.manifest["partitions"] if p["index"] == index), None)
+        entries, digests = store_index(self.manifest)
+        entry = entries.get(index)
         if entry is None:
             raise ObjcliError(f"{self.store}: has no partition {index}; the plan is not over this store")
-        digests = {name: d for shard in self.manifest["shards"] for name, d in shard["sha256"].items()}
         chunks = []
         for name in entry["shards"]:
             chunks += self._shard(join(self.store, name), name, digests)

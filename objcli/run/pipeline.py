@@ -37,7 +37,7 @@ from .store_chain import StoreChain
 
 @dataclass(frozen=True)
 class PartitionTask:
-    """One partition's work, everything a worker needs (made with keywords: thirteen fields)."""
+    """One partition's work, everything a worker needs (made with keywords: fourteen fields)."""
 
     partition: Partition
     config: TransformConfig
@@ -52,6 +52,7 @@ class PartitionTask:
     source_index: int = -1  # --source: the value of the rows' source column
     process_threads: int = 1  # tokenizer threads shared by the partitions running in this process
     inputs: tuple[str, ...] = ()  # --provenance: the run's input files as the manifest names them
+    leftovers: bool = True  # the work folder held files of this partition when the run began: cleared first
 
 
 @dataclass
@@ -142,7 +143,8 @@ def _run_partition(task: PartitionTask, work, report) -> PartitionResult:
 def _run_partition_counted(task: PartitionTask, work, report) -> PartitionResult:
     started = time.perf_counter()
     crash_point("partition-start")
-    clear_partition(work, task.partition.index)  # whatever a dead attempt left
+    if task.leftovers:  # whatever a dead attempt left
+        clear_partition(work, task.partition.index)
     config = task.config
     tokenizer = load_tokenizer(config.tokenizer, config.engine)
     tokenizer.adopt(task.special)

@@ -45,6 +45,18 @@ def marker_name(partition: int) -> str:
     return f"p{partition:05d}.done.json"
 
 
+def partitions_with_files(work: LocalPlace | RemotePlace) -> set[int]:
+    """The partitions an earlier attempt left files of (``pNNNNN.*``, ``pNNNNN-*``), from one listing: a
+    run asks once, so a partition that left none starts without listing a work folder of thousands of
+    partitions' files (a listing a partition made the run quadratic in its partitions)."""
+    found = set()
+    for name in work.names("p"):
+        digits, mark = name[1:6], name[6:7]
+        if digits.isdigit() and mark in (".", "-"):
+            found.add(int(digits))
+    return found
+
+
 def clear_partition(work: LocalPlace | RemotePlace, partition: int) -> None:
     """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
     for name in work.names(f"p{partition:05d}"):

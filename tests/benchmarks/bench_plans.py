@@ -127,27 +127,44 @@ def open_replicated(store: Path, plan: Path, copies: int) -> tuple[float, float,
     return opened, first, time.perf_counter() - started
 
 
-def _replicate(store: Path, plan: Path, big_store: Path, big_plan: Path, copies: int) -> None:
-    sm, pm = (json.loads((f / "manifest.json").read_text()) for f in (store, plan))
+def replicate_store(store: Path, big_store: Path, copies: int) -> dict:
+    """A token store ``copies`` times over under a real manifest: every file of every shard (its block
+    digests too, recorded under the new names) linked as ``cNNNNN-NAME``, partitions renumbered; its manifest."""
+    sm = json.loads((store / "manifest.json").read_text())
     big_store.mkdir(parents=True)
-    big_plan.mkdir(parents=True)
     count = len(sm["partitions"])
-    shards, partitions, plan_shards = [], [], []
+    shards, partitions = [], []
     for copy in range(copies):
+        prefix = f"c{copy:05d}-"
         for entry in sm["partitions"]:
-            names = [f"c{copy:05d}-{n}" for n in entry["shards"]]
-            for old, new in zip(entry["shards"], names):
-                os.symlink(store.resolve() / old, big_store / new)
+            names = [prefix + n for n in entry["shards"]]
             partitions.append({**entry, "index": copy * count + entry["index"], "shards": names})
         for s in sm["shards"]:
+            for name in s["files"]:
+                os.symlink(store.resolve() / name, big_store / (prefix + name))
             shards.append(
                 {
                     **s,
-                    "files": [f"c{copy:05d}-{n}" for n in s["files"]],
-                    "sha256": {f"c{copy:05d}-{n}": d for n, d in s["sha256"].items()},
-                    "bytes": {f"c{copy:05d}-{n}": b for n, b in s["bytes"].items()},
+                    "partition": copy * count + s["partition"],
+                    "files": [prefix + n for n in s["files"]],
+                    "sha256": {prefix + n: d for n, d in s["sha256"].items()},
+                    "bytes": {prefix + n: b for n, b in s["bytes"].items()},
                 }
             )
+    counted = ("documents_read", "documents_written", "documents_skipped", "rows", "shards", "tokens", "text_bytes")
+    totals = {**sm["totals"], **{k: sm["totals"][k] * copies for k in counted}}
+    replicated = {**sm, "shards": shards, "partitions": partitions, "totals": totals}
+    (big_store / "manifest.json").write_text(json.dumps(replicated))
+    return replicated
+
+
+def _replicate(store: Path, plan: Path, big_store: Path, big_plan: Path, copies: int) -> None:
+    sm, pm = (json.loads((f / "manifest.json").read_text()) for f in (store, plan))
+    replicate_store(store, big_store, copies)
+    big_plan.mkdir(parents=True)
+    count = len(sm["partitions"])
+    plan_shards = []
+    for copy in range(copies):
         for s in pm["shards"]:
             name = f"c{copy:05d}-{s['files'][0]}"
             os.symlink(plan.resolve() / s["files"][0], big_plan / name)
@@ -160,10 +177,6 @@ def _replicate(store: Path, plan: Path, big_store: Path, big_plan: Path, copies:
                     "bytes": {name: s["bytes"][s["files"][0]]},
                 }
             )
-    totals = {**sm["totals"], **{k: sm["totals"][k] * copies for k in ("documents_read", "documents_written")}}
-    totals["documents_skipped"] = sm["totals"]["documents_skipped"] * copies
-    replicated = {**sm, "shards": shards, "partitions": partitions, "totals": totals}
-    (big_store / "manifest.json").write_text(json.dumps(replicated))
     from objcli.formats.row_plan import store_manifest_sha256
 
     section = {
@@ -172,6 +185,38 @@ def _replicate(store: Path, plan: Path, big_store: Path, big_plan: Path, copies:
         "store_manifest_sha256": store_manifest_sha256(str(big_store)),
     }
     (big_plan / "manifest.json").write_text(json.dumps({**pm, "shards": plan_shards, "row_plan": section}))
+
+
+def plan_at_scale_table(store: Path, copies_list=(10, 100)) -> None:
+    """Issue 82: a plan written over a store replicated by links (the 1 GB store ``copies`` times, a real
+    manifest, block digests under the new names), CORES workers, CLI with start-up; then opened and a
+    random row read. Per partition, the figure the trillion-token plan scales by."""
+    from objcli.reading import Rows
+
+    tokens = json.loads((store / "manifest.json").read_text())["totals"]["tokens"]
+    print(
+        f"{'tokens':>16} {'partitions':>10} {'plan s':>8} {'ms/partition':>12} {'peak MB':>8} "
+        f"{'open ms':>8} {'row ms':>7}"
+    )
+    for copies in copies_list:
+        root = DATA / f"scaled-{copies}"
+        shutil.rmtree(root, ignore_errors=True)
+        manifest = replicate_store(store, root / "store", copies)
+        plan = root / "plan"
+        command = ["transform", str(root / "store"), *RUNS["clm concat 2048"], "--format", "plan", "-o", str(plan)]
+        run = _objcli([*command, "-q", "--workers", str(CORES)], _env())
+        started = time.perf_counter()
+        rows = Rows(plan)
+        opened = time.perf_counter() - started
+        started = time.perf_counter()
+        rows[int(np.random.default_rng(0).integers(len(rows)))]
+        row = time.perf_counter() - started
+        partitions = len(manifest["partitions"])
+        print(
+            f"{tokens * copies:16,} {partitions:10,} {run['seconds']:8.1f} {1000 * run['seconds'] / partitions:12.2f} "
+            f"{run['peak_rss'] / 1e6:8.0f} {1000 * opened:8.1f} {1000 * row:7.2f}"
+        )
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def opening_table(store: Path) -> None:
@@ -207,6 +252,8 @@ def gigabyte_table(copies: int = 5) -> None:
     size = f"{megabytes / 1000:.1f} GB ({about}, {copies} times; {tokens:,} tokens)"
     print(f"\nPlans against Arrow rows at {size}, {CORES} cores")
     plan_against_rows(store, megabytes, {k: RUNS[k] for k in ("clm concat 2048", "clm best-fit 2048", "mlm 512")}, 2)
+    print(f"\nA plan over the 1 GB store replicated by links, {CORES} cores (clm concat 2048)")
+    plan_at_scale_table(store)
 
 
 def plans_table() -> None:

@@ -123,3 +123,27 @@ def test_a_corrupted_finished_shard_is_redone_on_resume(clean_run, tmp_path):
     resumed = objcli("transform", *args, "-o", out)
     assert "resumed: 2 of" in resumed.stderr  # partitions 1 and 2 kept, 0 redone
     assert folder_bytes(out) == expected
+
+
+def test_partitions_that_left_nothing_start_without_listing_the_work_folder(
+    clean_run, small_corpus, sample_tokenizer, tmp_path, monkeypatch
+):
+    """The work folder is listed once a run, not once a partition (a listing each made a run of thousands of
+    partitions quadratic); a partition an interrupted run left files of is still cleared before it runs."""
+    from runs import run_transform
+
+    from objcli.storage.places import LocalPlace
+
+    listings = []
+    names = LocalPlace.names
+    monkeypatch.setattr(LocalPlace, "names", lambda self, prefix="": listings.append(prefix) or names(self, prefix))
+    out = tmp_path / "out"
+    run_transform([small_corpus], sample_tokenizer, out, seq_len=128, partition_size="20000", shard_size="40")
+    assert len(manifest_json(out)["partitions"]) >= 4
+    assert not [p for p in listings if p.startswith("p0")]  # no partition listed the folder for itself
+    args = clean_run[0]
+    crashed = objcli("transform", *args, "-o", tmp_path / "crashed", crash_at="shard-committed:2")
+    assert crashed.returncode != 0
+    resumed = objcli("transform", *args, "-o", tmp_path / "crashed")
+    assert resumed.returncode == 0, resumed.stderr
+    assert folder_bytes(tmp_path / "crashed") == clean_run[1]
