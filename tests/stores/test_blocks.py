@@ -72,6 +72,34 @@ def test_an_edited_block_is_refused_where_it_is_read_and_everywhere_whole(tmp_pa
     assert not report.ok
 
 
+def test_a_block_checked_once_is_not_hashed_again_until_its_shard_changes(tmp_path, monkeypatch):
+    """A reader over many partitions opens them again (it keeps 64): a block checked stays checked for the
+    process while its shard is unchanged, and a shard written since is checked again and refused."""
+    import os
+
+    import objcli.reading.store_tokens as store_tokens
+
+    store = _store(tmp_path / "store", monkeypatch)
+    run_transform([store], SPM, tmp_path / "plan", seq_len=256, output_format="plan")
+    hashed = []
+    matches = ShardBlocks.matches
+    monkeypatch.setattr(ShardBlocks, "matches", lambda self, k, data: hashed.append(k) or matches(self, k, data))
+    monkeypatch.setattr(store_tokens, "_CHECKED_BLOCKS", set())
+    last = len(Rows(tmp_path / "plan")) - 1
+    first_read = Rows(tmp_path / "plan")[last]["input_ids"].tolist()
+    checked = list(hashed)
+    assert 1 <= len(checked) <= 2
+    again = Rows(tmp_path / "plan", tokenizer=str(SPM))  # another reader: its partitions opened anew
+    assert again[last]["input_ids"].tolist() == first_read and hashed == checked  # no block hashed again
+    shard = store / "part-00000-of-00001.store"
+    data = bytearray(shard.read_bytes())
+    data[checked[0] * (64 << 10) + 7] ^= 0xFF  # inside a block the rows read
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))  # written since
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        Rows(tmp_path / "plan", tokenizer=str(SPM))[last]
+
+
 def test_a_block_file_of_another_shard_is_refused(tmp_path, monkeypatch):
     store = _store(tmp_path / "store", monkeypatch)
     raw = (store / "part-00000-of-00001.store.blocks").read_bytes()
