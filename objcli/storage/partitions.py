@@ -4,6 +4,7 @@ exactly the partitions whose marker and shards are there."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .faults import crash_point
@@ -51,9 +52,9 @@ def partitions_with_files(work: LocalPlace | RemotePlace) -> set[int]:
     partitions' files (a listing a partition made the run quadratic in its partitions)."""
     found = set()
     for name in work.names("p"):
-        digits, mark = name[1:6], name[6:7]
-        if digits.isdigit() and mark in (".", "-"):
-            found.add(int(digits))
+        digits = re.match(r"p(\d{5,})[.-]", name)  # five digits, more past 99,999 (f"p{index:05d}")
+        if digits:
+            found.add(int(digits.group(1)))
     return found
 
 

@@ -147,3 +147,15 @@ def test_partitions_that_left_nothing_start_without_listing_the_work_folder(
     resumed = objcli("transform", *args, "-o", tmp_path / "crashed")
     assert resumed.returncode == 0, resumed.stderr
     assert folder_bytes(tmp_path / "crashed") == clean_run[1]
+
+
+def test_the_partitions_a_work_folder_holds_files_of_past_99999(tmp_path):
+    """Names are p + the index in five digits or more (f"p{index:05d}"), then "." or "-": a trillion-token
+    run has over 100,000 partitions."""
+    from objcli.storage.partitions import marker_name, partitions_with_files
+    from objcli.storage.places import LocalPlace
+
+    names = [marker_name(3), marker_name(99_999), marker_name(100_000), "p123456-00000.arrow.tmp"]
+    for name in [*names, "pxyz", "p0001.json", "run.json"]:
+        (tmp_path / name).touch()
+    assert partitions_with_files(LocalPlace(tmp_path)) == {3, 99_999, 100_000, 123_456}
