@@ -43,7 +43,7 @@ from .places import LocalPlace, RemotePlace
 from .shard_info import ShardRecord, work_prefix
 
 RUN_FILE = "run.json"
-SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5}-of-\d{5}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
+SHARD_NAME = re.compile(r"[a-z][a-z0-9_]*-\d{5,}-of-\d{5,}[._]")  # part-00000-of-00012.arrow, train-…, validation-…
 
 
 def is_shard_name(name: str) -> bool:

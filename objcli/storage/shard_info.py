@@ -22,7 +22,7 @@ def work_place(name: str) -> tuple[int, str] | None:
     """(partition, split) a work name (``work_prefix``'s) gives, or None for rows of several partitions."""
     import re
 
-    found = re.match(r"^p(\d{5})-(?:(.+)-)?[sj]\d{5}", name)
+    found = re.match(r"^p(\d{5,})-(?:(.+)-)?[sj]\d{5}", name)  # five digits, more past 99,999
     return (int(found.group(1)), found.group(2) or "") if found else None
 
 

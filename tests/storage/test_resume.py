@@ -159,3 +159,14 @@ def test_the_partitions_a_work_folder_holds_files_of_past_99999(tmp_path):
     for name in [*names, "pxyz", "p0001.json", "run.json"]:
         (tmp_path / name).touch()
     assert partitions_with_files(LocalPlace(tmp_path)) == {3, 99_999, 100_000, 123_456}
+
+
+def test_names_past_99999_are_known_as_ours():
+    """Shards and work files of a run past 99,999 partitions or shards carry six digits: still objcli's."""
+    from objcli.storage.output import is_shard_name
+    from objcli.storage.shard_info import work_place, work_prefix
+
+    assert is_shard_name("part-100000-of-212500.plan") and is_shard_name("train-00001-of-00002.arrow")
+    assert not is_shard_name("part-0001-of-00002.arrow")
+    for partition, split in ((123_456, ""), (100_000, "validation"), (7, "")):
+        assert work_place(work_prefix(partition, split, 100_001) + ".arrow") == (partition, split)
