@@ -109,7 +109,7 @@ class open_for_reading:
             self.stream.close()
         if exc is not None and is_url(self.piece.input.path) and _is_storage_failure(exc):
             raise storage_error(exc, self.piece.input.path, "reading it") from None
-        if exc is not None and isinstance(exc, _decompression_errors()):
+        if exc is not None and isinstance(exc, decompression_errors()):
             kind = self.piece.input.compression or "file"
             raise ObjcliError(
                 f"input {self.piece.input.path}: corrupt or truncated {kind} ({exc}); re-create or remove the file"
@@ -125,7 +125,7 @@ def _is_storage_failure(error: BaseException) -> bool:
     return type(error) in plain or (isinstance(error, storage_errors()) and not isinstance(error, OSError))
 
 
-def _decompression_errors() -> tuple[type[BaseException], ...]:
+def decompression_errors() -> tuple[type[BaseException], ...]:
     import lzma
     import zlib
 

@@ -10,7 +10,6 @@ workers, so output is the same whatever runs it.
 
 from __future__ import annotations
 
-import lzma
 import os
 import stat
 from typing import BinaryIO
@@ -18,6 +17,7 @@ from typing import BinaryIO
 from ..errors import ObjcliError
 from ..options import LiveChoices
 from ..storage.remote import is_url, open_input, version_of
+from .opening import decompression_errors
 from .pieces import STDIN, InputFile, Partition, Piece, sniff_compression
 from .streams import decompressing_reader
 from .text_formats import TEXT_INPUTS, content_format
@@ -64,7 +64,7 @@ def _content_format(path: str, compression: str | None, named: str, requested_fo
 def _read_head(f: BinaryIO, path: str) -> bytes:
     try:
         return f.read(64)
-    except (OSError, EOFError, lzma.LZMAError) as error:
+    except decompression_errors() as error:  # a file cut inside a zstd frame too (ZstdError is no OSError)
         raise ObjcliError(f"input {path}: corrupt compressed data ({error})") from None
 
 

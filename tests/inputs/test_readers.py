@@ -266,6 +266,16 @@ def test_truncated_gzip_is_a_clear_error(tmp_path):
         read_all(path)
 
 
+def test_a_zstd_file_cut_inside_its_frame_is_one_line_when_its_format_is_sniffed(tmp_path):
+    """Its first bytes are read to tell its format: a frame cut short there is ZstdError, no OSError."""
+    import zstandard
+
+    path = tmp_path / "cut.zst"  # no inner suffix: the format comes from the content
+    path.write_bytes(zstandard.ZstdCompressor().compress(jsonl_bytes(DOCS * 20))[:24])
+    with pytest.raises(ObjcliError, match=r"cut\.zst: corrupt compressed data \(the data ends inside a zstd frame\)"):
+        text_inputs([str(path)])
+
+
 def test_inputs_folders_globs_and_missing_paths(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.jsonl").write_bytes(jsonl_bytes(["b"]))
