@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import multiprocessing
 import os
 import queue
@@ -19,6 +20,8 @@ from ..run.affinity import ThreadPinner, cores_to_pin, pin_process
 from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
 from ..storage.faults import crash_point
 from .base import partition_failed
+
+IN_FLIGHT = 4  # tasks submitted ahead for each worker: none waits on the parent for its next
 
 _progress_queue = None
 _process_pools: list[ProcessPoolExecutor] = []  # the process pools running in this process now
@@ -226,16 +229,8 @@ class LocalExecutor:
         with pool, _removed_after(processes):
             task_of = {}
             try:
-                with _workers_ignore_sigint():  # process pools spawn their workers on submit
-                    for task in tasks:
-                        task_of[submit(task)] = task
-                pending = set(task_of)
-                while pending:
-                    with _stops_held():
-                        done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                    _drain(progress_queue, report)
-                    for future in done:
-                        yield _result(future, task_of[future])
+                for future in _in_flight(submit, tasks, workers * IN_FLIGHT, task_of, progress_queue, report):
+                    yield _result(future, task_of[future])
                 _drain(progress_queue, report)
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and isinstance(pool, ProcessPoolExecutor):
@@ -245,6 +240,25 @@ class LocalExecutor:
                 for future in task_of:
                     future.cancel()
                 raise
+
+
+def _in_flight(submit, tasks: list, window: int, task_of: dict, progress_queue, report) -> Iterator:
+    """Each task's future as it completes, at most ``window`` submitted and not yet done: a wait over the
+    futures in flight, not over every task of the run (a wait each completion over all of them made a run of
+    thousands of partitions quadratic in the main process). ``task_of`` gains each future's task."""
+    queued, pending = iter(tasks), set()
+    while True:
+        with _workers_ignore_sigint():  # process pools spawn their workers on submit
+            for task in itertools.islice(queued, window - len(pending)):
+                future = submit(task)
+                task_of[future] = task
+                pending.add(future)
+        if not pending:
+            return
+        with _stops_held():
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        _drain(progress_queue, report)
+        yield from done
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from runs import SAMPLE, run_transform
+from runs import SAMPLE, manifest_json, run_transform
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
@@ -129,3 +129,21 @@ def test_the_engine_auto_tries_first_is_built_and_warmed_before_workers_fork(mon
         tokenizers._LOADED.pop((path, name), None)
         for key in [k for k in tokenizers._BUILT if k[0] == path]:
             tokenizers._BUILT.pop(key)
+
+
+def test_a_pool_waits_on_the_tasks_in_flight_not_on_every_task(small_corpus, sample_tokenizer, tmp_path, monkeypatch):
+    """A run of many partitions submits a few tasks ahead of each worker and waits on those: a wait over every
+    task at each completion made the main process quadratic in the partitions; every partition is still
+    written, in its place."""
+    import objcli.executors.local as local
+
+    waited = []
+    wait = local.wait
+    monkeypatch.setattr(local, "wait", lambda futures, **kw: waited.append(len(futures)) or wait(futures, **kw))
+    out = tmp_path / "many"
+    run_transform([small_corpus], sample_tokenizer, out, workers=2, pool="threads", partition_size="16KiB")
+    one = tmp_path / "one"
+    run_transform([small_corpus], sample_tokenizer, one, workers=1, partition_size="16KiB")
+    partitions = len(manifest_json(out)["partitions"])
+    assert partitions > 4 * local.IN_FLIGHT and max(waited) <= 2 * local.IN_FLIGHT
+    assert _shard_bytes(out) == _shard_bytes(one)
