@@ -53,5 +53,5 @@ def decode_runs(first: np.ndarray, steps: np.ndarray, lengths: np.ndarray, dtype
     np.cumsum(increments, out=increments)  # each value's run's step
     last = first + steps * (lengths - 1)
     jumps = first - np.concatenate([[0], last[:-1]])
-    increments[starts] = jumps if dtype == np.int64 else jumps.astype(dtype)  # int32: wrapped, as the sums
+    increments[starts] = jumps.astype(dtype, copy=False)  # int32: wrapped, as the sums are
     return np.cumsum(increments, out=increments)

@@ -46,22 +46,23 @@ def marker_name(partition: int) -> str:
     return f"p{partition:05d}.done.json"
 
 
+def _partition_of(name: str) -> int | None:
+    """The partition a work file belongs to (``pNNNNN.*``, ``pNNNNN-*``: five digits, more past 99,999)."""
+    found = re.match(r"p(\d{5,})[.-]", name)
+    return int(found.group(1)) if found else None
+
+
 def partitions_with_files(work: LocalPlace | RemotePlace) -> set[int]:
-    """The partitions an earlier attempt left files of (``pNNNNN.*``, ``pNNNNN-*``), from one listing: a
-    run asks once, so a partition that left none starts without listing a work folder of thousands of
-    partitions' files (a listing a partition made the run quadratic in its partitions)."""
-    found = set()
-    for name in work.names("p"):
-        digits = re.match(r"p(\d{5,})[.-]", name)  # five digits, more past 99,999 (f"p{index:05d}")
-        if digits:
-            found.add(int(digits.group(1)))
-    return found
+    """The partitions an earlier attempt left files of, from one listing: a run asks once, so a partition
+    that left none starts without listing a work folder of thousands of partitions' files (a listing a
+    partition made the run quadratic in its partitions)."""
+    return {index for index in map(_partition_of, work.names("p")) if index is not None}
 
 
 def clear_partition(work: LocalPlace | RemotePlace, partition: int) -> None:
     """Remove whatever an earlier attempt at this partition left (shards, temp files, marker)."""
     for name in work.names(f"p{partition:05d}"):
-        if name.startswith((f"p{partition:05d}.", f"p{partition:05d}-")):
+        if _partition_of(name) == partition:
             work.delete(name)
 
 
