@@ -214,6 +214,16 @@ class RowBatch:
             return len(starts.values)
         return self.num_rows
 
+    def row_segments(self) -> np.ndarray:
+        """``segments()`` row by row."""
+        segment_ids = self.columns.get("segment_ids")
+        if isinstance(segment_ids, np.ndarray) and segment_ids.ndim == 2:
+            return segment_ids.max(axis=1, initial=0).astype(np.int64)
+        starts = self.columns.get("seq_start_id")
+        if isinstance(starts, Ragged):
+            return np.diff(starts.offsets).astype(np.int64)
+        return np.ones(self.num_rows, np.int64)
+
     def row_nbytes(self) -> np.ndarray:
         """In-memory bytes per row (int32 values), used to size shards given in bytes. Hidden columns
         (``__`` names: where rows come from, with --provenance) are not written to shards: not counted."""

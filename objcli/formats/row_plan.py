@@ -30,6 +30,7 @@ from .base import Column, OutputFormat, commit, register, temp_file
 
 MAGIC = b"OBJPLAN1"
 COUNTS = ("tokens", "padding", "documents")  # RowBatch's per-row counts: the row step reads them
+ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
 
 
 class PlanWriter:
@@ -175,3 +176,16 @@ class PlanFormat(OutputFormat):
 
 
 PLAN = register(PlanFormat())
+
+
+def with_ids(column, tokens, vocabulary: int):
+    """Store positions (``vocabulary`` and up) turned into the ids at them (``tokens``: anything with ``take``
+    and ``len``, the partition's ids by position); ids and -100 kept."""
+    values = column.values if isinstance(column, Ragged) else column
+    stored = values >= vocabulary
+    made = values.copy()
+    positions = values[stored] - vocabulary
+    if len(positions) and positions.max() >= len(tokens):
+        raise ValueError(f"places a token at {positions.max():,}, past its store partition's {len(tokens):,}")
+    made[stored] = tokens.take(positions)
+    return Ragged(made, column.offsets) if isinstance(column, Ragged) else made

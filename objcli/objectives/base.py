@@ -150,7 +150,7 @@ class Objective:
       writes positions and ``objcli.reading.Rows`` makes the rows on read; a row step keys its draws to
       ``PartitionExamples.rows_done``, the rows made before the batch, as the plan's reader does),
       ``plans_lengths`` (its examples are its documents: rows from their lengths alone), ``plan_reads_ids``,
-      ``plan_refusal()``;
+      ``plan_counts_rows``, ``plan_refusal()``;
     - what the run says of it: ``warnings``, ``boundaries``, ``uses_seq_len``, ``seq_len_bounds``,
       ``records_hint``, ``setup_warnings()``, ``provenance`` (how ``--provenance`` spans its examples)."""
 
@@ -204,6 +204,9 @@ class Objective:
     # Its examples read some tokens' values (BART's word starts): a plan run reads the store's ids besides their
     # positions, and the examples find a value's id with ``DocumentBatch.ids_of``.
     plan_reads_ids: ClassVar[bool] = False
+    # Its row step changes how many tokens each row holds (FIM re-encodes pieces): a plan run reads the ids
+    # too and makes each batch's rows, to record their counts (and the step's counters) as a run writing them.
+    plan_counts_rows: ClassVar[bool] = False
     # Its examples are its documents with ``bos_id``/``eos_id`` around them (``document_examples``): a plan
     # packs their lengths alone, no array a token (``packing/concat_plan.py``, under ``concat``).
     plans_lengths: ClassVar[bool] = False

@@ -15,8 +15,9 @@ do not survive decode/re-encode is left as plain CLM and counted.
 
 Rows are causal-LM rows plus ``fim_modes``: one entry per segment (0 none, 1 psm, 2 spm; for a
 document split at ``--fim-split-token``: 2 if any fragment is spm, else 1 if any is psm).
-Randomness is keyed to (seed, partition, batch) per step: no shared stream, so the output never
-depends on read order or on a resume (the flaw in Megatron's FIM).
+Randomness is keyed to (seed, partition, batch) per step: a document batch's first document at document
+level, a batch of packed rows' first row at context level (as a plan's reader makes them again, on read);
+no shared stream, so the output never depends on read order or on a resume (the flaw in Megatron's FIM).
 """
 
 from __future__ import annotations
@@ -83,12 +84,18 @@ class FillInTheMiddle(Objective):
     row_step = True  # --fim-level context: after the packer
     supervision = "next-token"
     next_token_rows = True
+    # Context level: rows packed as clm packs them, their segments rearranged by the row step (on read, in a
+    # plan); re-encoding changes each row's padding, so a plan run makes its rows to count their tokens.
+    plans_rows = True
+    plan_counts_rows = True
 
     def plan_refusal(self) -> str | None:
-        return (
-            "fim decodes its rows' tokens to text and encodes the prefix, middle and suffix again, so its rows are "
-            "written, not planned"
-        )
+        if self.options.fim_level == "document":
+            return (
+                "fim at --fim-level document cuts each text's characters before packing (it runs from text), so "
+                "its rows are written, not planned"
+            )
+        return None
 
     warnings = {
         "fim_units_not_round_trip": (
@@ -172,7 +179,9 @@ class _FimPartition(PartitionExamples):
     def __init__(self, objective: FillInTheMiddle, partition: int):
         super().__init__(objective, partition)
         self.join_eos = objective.eos_id if objective.context.eos else None
-        self.batch_index = 0
+        # The run's batched encode (``DocumentBatch.encode``); a plan's reader, which has no batches of
+        # documents, encodes with the tokenizer itself (threads never change tokens).
+        self.encode = objective.tokenizer.encode
 
     def _transform(self, texts: list[str], key: int, eligible=None, tokens=None, offsets=None):
         """FIM-transform a batch of units (documents, fragments or segments): (tokens, offsets, modes).
@@ -217,7 +226,7 @@ class _FimPartition(PartitionExamples):
         self.counters["fim_units_not_round_trip"] += int(lossy.sum())
 
     def examples(self, batch: DocumentBatch) -> RowBatch:
-        self.encode, self.batch_index = batch.encode, batch.batch_index
+        self.encode = batch.encode
         if self.o.options.fim_level == "context":
             return document_examples(batch, self.o.bos_id, self.join_eos)
         key = batch.first_document
@@ -231,9 +240,11 @@ class _FimPartition(PartitionExamples):
         return examples
 
     def rows(self, rows: RowBatch | None) -> RowBatch | None:
-        if self.o.options.fim_level == "context":
-            return self._context(rows, self.batch_index)
-        return rows
+        if self.o.options.fim_level != "context" or rows is None:
+            return rows
+        key = self.rows_done  # the rows packed before these: a plan's reader keys them alike
+        self.rows_done += rows.num_rows
+        return self._context(rows, key)
 
     def _fragments(self, batch: DocumentBatch, key: int):
         """Split documents at the separator text, transform fragments, join them with its token."""
@@ -268,10 +279,8 @@ class _FimPartition(PartitionExamples):
         same[np.unique(owner[differs])] = False
         return texts, same
 
-    def _context(self, rows: RowBatch | None, batch_index: int) -> RowBatch | None:
+    def _context(self, rows: RowBatch, key: int) -> RowBatch:
         """Megatron-style: transform each EOS-separated segment of packed rows, then refit the rows."""
-        if rows is None:
-            return None
         o, row_length, eos = self.o, self.o.context.row_length, self.o.eos_id
         ids = rows.columns["input_ids"]
         count = len(ids)
@@ -279,7 +288,6 @@ class _FimPartition(PartitionExamples):
         units, unit_lengths = len(unit_row), np.diff(unit_offsets)
         texts, same = self._round_trip(unit_tokens, unit_offsets, unit_lengths)
         self.counters["fim_segments_not_round_trip"] += int(np.sum(~same & (unit_lengths > 0)))
-        key = batch_index  # context level keys randomness to the batch of rows
         out_tokens, out_offsets, modes = self._transform(
             texts, key, eligible=same & (unit_lengths > 0), tokens=unit_tokens, offsets=unit_offsets
         )

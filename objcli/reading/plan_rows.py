@@ -14,14 +14,13 @@ import numpy as np
 
 from ..errors import ObjcliError
 from ..formats.base import Column
-from ..formats.row_plan import COUNTS, read_plan_file
+from ..formats.row_plan import COUNTS, ID_ROLES, read_plan_file, with_ids
 from ..kernels.runs import decode_runs
 from ..rows import Ragged, RowBatch
 from ..storage.manifest import Manifest, arrow_dtype
 from ..storage.shard_info import ShardRecord
 from .store_tokens import StoreTokens
 
-ID_ROLES = ("tokens", "labels")  # columns whose values are ids (store positions in a plan)
 KEPT_SHARDS = 64  # plan files held decoded (a few bytes a segment each)
 WINDOW = 64  # rows made at once where no row step needs a whole batch (a reader reading on reads them next)
 
@@ -189,18 +188,6 @@ def _check_width(name: str, column, width: np.dtype | None) -> None:
     low, high = np.iinfo(width).min, np.iinfo(width).max
     if values.min() < low or values.max() > high:
         raise ValueError(f"column {name} holds {values.max():,}, past the manifest's {width} (edited?)")
-
-
-def with_ids(column, tokens, vocabulary: int):
-    """Store positions (``vocabulary`` and up) turned into the store's ids; ids and -100 kept."""
-    values = column.values if isinstance(column, Ragged) else column
-    stored = values >= vocabulary
-    made = values.copy()
-    positions = values[stored] - vocabulary
-    if len(positions) and positions.max() >= len(tokens):
-        raise ValueError(f"places a token at {positions.max():,}, past its store partition's {len(tokens):,}")
-    made[stored] = tokens.take(positions)
-    return Ragged(made, column.offsets) if isinstance(column, Ragged) else made
 
 
 def _row_step(folder: Path, manifest: Manifest, moved_tokenizer: str | None = None):

@@ -3,13 +3,14 @@ partition's documents through one such chain per split; ``store_chain.py`` is ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..config import TransformConfig
 from ..formats import ShardSink
 from ..formats.arrow import RowsToShuffle
+from ..formats.row_plan import ID_ROLES, with_ids
 from ..inputs.token_store import StoredDocuments
 from ..objectives import DocumentBatch
 from ..packing import Packer
@@ -33,11 +34,15 @@ class SplitChain:
     sources: Sources | None = None  # --provenance: where each document comes from
     plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
     planner: ConcatPlanner | None = None  # --format plan, concat over documents: rows from lengths alone
+    counting: PositionIds | None = None  # --format plan, a row step that changes rows' counts: their ids
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
         spanned = packed if self.sources is None else self.sources.spans(packed)
-        rows = spanned if self.plans else self.partition_examples.rows(spanned)
+        if not self.plans:
+            rows = self.partition_examples.rows(spanned)
+        else:
+            rows = spanned if self.counting is None or spanned is None else self._counted(spanned)
         if rows is not None and self.source_index >= 0:
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
         self.sink.write(rows)
@@ -66,7 +71,12 @@ class SplitChain:
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
         plans = config.format.packs_positions
         planner = build_planner(config, objective) if plans and task.source_index < 0 else None
-        return cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
+        chain = cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
+        if plans and objective.plan_counts_rows:
+            chain.counting = PositionIds(
+                tokenizer.total_vocab_size, [c.name for c in packer.columns() if c.role in ID_ROLES]
+            )
+        return chain
 
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
@@ -75,6 +85,8 @@ class SplitChain:
             self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
             self.first_document += len(texts)
             return int(texts.offsets[-1])
+        if self.counting is not None and stored:
+            self.counting.put(texts.tokens, texts.ids)
         if stored and texts.records is not None:  # what the store's kind keeps for its objective (chat, pairs)
             tokens, offsets = texts.tokens, texts.offsets
             records = texts.records.batch(offsets)
@@ -94,6 +106,17 @@ class SplitChain:
         self.first_document += len(texts)
         return len(tokens)
 
+    def _counted(self, packed: RowBatch) -> RowBatch:
+        """Packed rows of positions, as a plan keeps them, with the counts of the rows the row step makes of
+        them (``Objective.plan_counts_rows``): the step runs as a row format's run runs it, so its counters
+        and keys are that run's too."""
+        ids = {
+            name: with_ids(packed.columns[name], self.counting, self.counting.vocabulary)
+            for name in self.counting.names
+        }
+        made = self.partition_examples.rows(replace(packed, columns={**packed.columns, **ids}))
+        return CountedRows(packed.columns, made.tokens, made.padding, made.documents, made.row_segments())
+
     def counters(self) -> list[dict]:
         packed = self.planner if self.planner is not None else self.packer
         return [self.partition_examples.counters, packed.counters]
@@ -111,6 +134,49 @@ class SplitChain:
         self._write(self.packer.process(last))
         self._write(self.packer.finish())
         return self.sink.close()
+
+
+@dataclass
+class CountedRows(RowBatch):
+    """Packed rows that count as the rows the row step makes of them: their tokens, padding and segments."""
+
+    made_segments: np.ndarray | None = None  # each row's segments once made
+
+    def slice(self, start: int, stop: int) -> CountedRows:
+        part = super().slice(start, stop)
+        return CountedRows(part.columns, part.tokens, part.padding, part.documents, self.made_segments[start:stop])
+
+    def segments(self) -> int:
+        return int(self.made_segments.sum())
+
+
+class PositionIds:
+    """A partition's ids by store position, as a plan run's batches bring them (positions beside their ids,
+    in whatever order, subset or repeat its splits and passes give them): what its packed rows are made
+    from to be counted."""
+
+    def __init__(self, vocabulary: int, names: list[str]):
+        self.vocabulary, self.names = vocabulary, names  # the packed columns holding ids (positions)
+        self.ids = np.zeros(0, np.int32)
+        self.end = 0  # one past the last position put
+
+    def __len__(self) -> int:
+        return self.end
+
+    def put(self, positions: np.ndarray, ids: np.ndarray) -> None:
+        if not len(positions):
+            return
+        places = positions - self.vocabulary
+        end = int(places.max()) + 1
+        if end > len(self.ids):  # doubling: each id copied a bounded number of times
+            grown = np.zeros(max(end, 2 * len(self.ids)), np.int32)
+            grown[: len(self.ids)] = self.ids
+            self.ids = grown
+        self.ids[places] = ids
+        self.end = max(self.end, end)
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        return self.ids.take(positions)
 
 
 def _sources(objective, examples, tokenizer: Tokenizer, inputs: tuple[str, ...]) -> Sources:

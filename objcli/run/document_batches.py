@@ -27,7 +27,9 @@ def _stored(partition: Partition, config: TransformConfig, options: ReadOptions,
     # A plan places tokens by position: its run reads the documents' lengths, not their ids (its reader
     # reads and checks the ids a row needs); --provenance's places are made from the ids.
     plans = config.format.packs_positions
-    values = plans and REGISTRY.named(config.objective).plan_reads_ids  # its examples read some ids (BART's words)
+    objective = REGISTRY.named(config.objective)
+    # Its examples read some ids (BART's words), or its rows are made to be counted (FIM's).
+    values = plans and (objective.plan_reads_ids or objective.plan_counts_rows)
     batches = stored_batches(partition, log, ids=not plans or config.provenance or values)
     return store_positions(batches, tokenizer.total_vocab_size, values) if plans else batches
 

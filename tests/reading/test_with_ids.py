@@ -1,4 +1,4 @@
-"""A plan's rows made (reading/plan_rows.with_ids): a column's store positions become the ids at them, every
+"""A plan's rows made (formats/row_plan.with_ids): a column's store positions become the ids at them, every
 other value (an id below the vocabulary, -100) itself, against a loop over the values
 (tests/support/reference.py); a position past the partition's ids is refused."""
 
@@ -8,7 +8,7 @@ import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from objcli.reading.plan_rows import with_ids
+from objcli.formats.row_plan import with_ids
 from objcli.rows import Ragged
 
 VOCABULARY = 50

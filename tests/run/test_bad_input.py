@@ -171,19 +171,20 @@ def _run_case(seed: int, tmp_path: Path, sample_tokenizer: str, kinds: set | Non
 
 FAST_SEEDS = range(25)
 KINDS_DRAWN: set = set()
+SEEDS_RUN: set = set()  # the fast seeds this process ran (pytest-xdist shares them among its workers)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_fuzz_hostile_inputs(seed, tmp_path, sample_tokenizer):
     _run_case(seed, tmp_path, sample_tokenizer, KINDS_DRAWN)
+    SEEDS_RUN.add(seed)
 
 
 def test_the_fast_fuzz_draws_every_kind_of_line(tmp_path, sample_tokenizer):
     """The fast seeds are not a lucky subset: between them they draw every kind of hostile line."""
-    if len(KINDS_DRAWN) == 0:  # run alone: draw them here
-        for seed in FAST_SEEDS:
-            (tmp_path / str(seed)).mkdir()
-            _run_case(seed, tmp_path / str(seed), sample_tokenizer, KINDS_DRAWN)
+    for seed in sorted(set(FAST_SEEDS) - SEEDS_RUN):  # run alone, or another worker ran them: draw them here
+        (tmp_path / str(seed)).mkdir()
+        _run_case(seed, tmp_path / str(seed), sample_tokenizer, KINDS_DRAWN)
     assert KINDS_DRAWN == {*range(12), *ENCODINGS, "duplicate path", "nested output", "fifo"}
 
 
