@@ -177,3 +177,28 @@ def count_empty(lengths: np.ndarray, counters: Counter) -> None:
     empty = int(np.sum(lengths == 0))
     if empty:
         counters["skipped:no_tokens"] += empty
+
+
+@dataclass
+class PlannedRows:
+    """Rows as runs, as a sink and ``PlanWriter`` take them (``RowBatch``'s bookkeeping, no columns): what a
+    packer's planner (``concat_plan.ConcatPlanner``, ``best_fit.BestFitPlanner``) makes from lengths alone."""
+
+    runs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # column -> runs and row offsets
+    tokens: np.ndarray
+    padding: np.ndarray
+    documents: np.ndarray
+    segment_count: int
+    columns: dict = None  # none: the rows are their runs
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.tokens)
+
+    def slice(self, start: int, stop: int) -> PlannedRows:
+        if (start, stop) != (0, self.num_rows):
+            raise ValueError("planned rows are written whole (the plan format keeps a partition in one file)")
+        return self
+
+    def segments(self) -> int:
+        return self.segment_count

@@ -9,6 +9,8 @@ its tokens; per-example values become per-segment columns.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from .base import (
     CU_SEQLENS,
     CU_SEQLENS_PADDED,
     PackSettings,
+    PlannedRows,
     count_empty,
     joined_lists,
     list_columns,
@@ -79,24 +82,13 @@ class BestFitPacker:
     def _pack(self) -> RowBatch | None:
         row_length, padding = self.row_length, self.settings.sequence_padding
         lengths, values, tags, example_documents, example_ids = self._gather()
-        count_empty(lengths, self.counters)
-        offsets = lengths_to_offsets(lengths)
-        chunk_offsets, source = split_long_items(offsets, padding.limit if padding else row_length)
-        chunk_lengths = np.diff(chunk_offsets)
-        keep = chunk_lengths > 0
-        chunk_starts, chunk_lengths, source = chunk_offsets[:-1][keep], chunk_lengths[keep], source[keep]
-        if not len(chunk_lengths):
+        assigned = assign(lengths, self.settings, self.counters)
+        if assigned is None:
             return None
-        first_chunk = np.ones(len(source), dtype=bool)
-        first_chunk[1:] = source[1:] != source[:-1]
-        self.counters["documents_split"] += len(distinct_sorted(source[~first_chunk]))  # examples cut in pieces
-        slot_lengths = padding.padded(chunk_lengths) if padding else chunk_lengths  # places each piece takes
-        row, offset, rows = best_fit_decreasing(slot_lengths, row_length)
+        placed, owners = assigned.placed, assigned.owners
         # A row's pieces lie end to end from its start, padding after them: with the pieces taken in
         # row-major order, one boolean mask places them, and one index gathers every column.
-        order = np.argsort(row * row_length + offset, kind="stable")
-        placed = _Placed(row[order], chunk_lengths[order], slot_lengths[order], rows, row_length)
-        taken = range_indices(chunk_starts[order], placed.lengths)
+        taken = range_indices(assigned.starts, placed.lengths)
         columns = {}
         for spec in self.aligned:
             columns[spec.name] = placed.column(
@@ -104,20 +96,136 @@ class BestFitPacker:
                 spec.fill_value(self.settings.pad_id),
                 spec.fill_value(padding.pad_id) if padding else None,
             )
-        owners = source[order]
         segment_ids, positions = segments_and_positions(placed.column(example_ids[owners], PADDING_DOC, per_slot=True))
         columns["segment_ids"], columns[POSITION_IDS] = segment_ids, positions
         for name in self.tag_names:
             columns[name] = segment_values(segment_ids, placed.column(tags[name][owners], 0, per_slot=True))
         if self.lists:
-            cut = (np.bincount(source)[source] > 1)[order]  # pieces of an example longer than a row
-            columns.update(joined_lists(self.settings, tags, owners, placed.row, placed.starts(), rows, cut))
+            cut = assigned.cut()
+            columns.update(joined_lists(self.settings, tags, owners, placed.row, placed.starts(), placed.rows, cut))
         if padding:
             columns[CU_SEQLENS], columns[CU_SEQLENS_PADDED] = placed.sequence_bounds()
         padding_count = row_length - placed.real_per_row
-        starts = first_chunk  # documents are counted in the row holding an example's first piece
-        documents = np.bincount(row[starts], weights=example_documents[source[starts]], minlength=rows).astype(np.int64)
+        documents = assigned.documents(example_documents)
         return RowBatch(columns, tokens=row_length - padding_count, padding=padding_count, documents=documents)
+
+
+@dataclass
+class Assignment:
+    """Where a window's examples go, decided from their lengths alone: their pieces (an example longer than a
+    row cut in row-sized pieces) placed in rows, in row-major order (``placed``), each piece's first token in
+    the examples joined end to end (``starts``) and its example (``owners``)."""
+
+    placed: _Placed
+    starts: np.ndarray
+    owners: np.ndarray
+    first_piece: np.ndarray  # by piece, in row-major order: whether it is its example's first
+
+    def documents(self, example_documents: np.ndarray) -> np.ndarray:
+        """Documents a row holds the start of: each example's, in the row holding its first piece."""
+        firsts = self.first_piece
+        weights = example_documents[self.owners[firsts]]
+        return np.bincount(self.placed.row[firsts], weights=weights, minlength=self.placed.rows).astype(np.int64)
+
+    def cut(self) -> np.ndarray:
+        """By piece: whether its example was cut in pieces (longer than a row)."""
+        return np.bincount(self.owners)[self.owners] > 1
+
+
+def assign(lengths: np.ndarray, settings: PackSettings, counters: Counter) -> Assignment | None:
+    """Best-fit-decreasing over a window's example ``lengths``: what ``BestFitPacker`` gathers the columns
+    by and ``BestFitPlanner`` writes as runs; None where no example has a token."""
+    row_length, padding = settings.row_length, settings.sequence_padding
+    count_empty(lengths, counters)
+    offsets = lengths_to_offsets(lengths)
+    chunk_offsets, source = split_long_items(offsets, padding.limit if padding else row_length)
+    chunk_lengths = np.diff(chunk_offsets)
+    keep = chunk_lengths > 0
+    chunk_starts, chunk_lengths, source = chunk_offsets[:-1][keep], chunk_lengths[keep], source[keep]
+    if not len(chunk_lengths):
+        return None
+    first_chunk = np.ones(len(source), dtype=bool)
+    first_chunk[1:] = source[1:] != source[:-1]
+    counters["documents_split"] += len(distinct_sorted(source[~first_chunk]))  # examples cut in pieces
+    slot_lengths = padding.padded(chunk_lengths) if padding else chunk_lengths  # places each piece takes
+    row, offset, rows = best_fit_decreasing(slot_lengths, row_length)
+    order = np.argsort(row * row_length + offset, kind="stable")
+    placed = _Placed(row[order], chunk_lengths[order], slot_lengths[order], rows, row_length)
+    return Assignment(placed, chunk_starts[order], source[order], first_chunk[order])
+
+
+class BestFitPlanner:
+    """``best-fit``'s rows as runs, from the documents' lengths alone: what ``--format plan`` writes for an
+    objective whose examples are the documents with BOS/EOS around them (clm, mlm, mtp). A window's
+    examples are assigned as ``BestFitPacker`` assigns them (``assign``); each placed piece is at most three
+    runs (the BOS, its stretch of the document's stored tokens, the EOS), each row's padding one more. No
+    array a token; tested byte for byte against the packer through the plan's reader."""
+
+    def __init__(self, settings: PackSettings, bos_id: int | None, eos_id: int | None):
+        self.settings, self.bos_id, self.eos_id = settings, bos_id, eos_id
+        self.counters: Counter = Counter()
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []  # (documents' stored lengths, first positions)
+        self.pending_tokens = 0
+
+    def feed(self, tokens: np.ndarray, offsets: np.ndarray) -> PlannedRows | None:
+        """A batch's documents (``tokens``: their store positions, ``offsets``): the rows of a full window."""
+        lengths = np.diff(offsets).astype(np.int64)
+        safe = np.minimum(offsets[:-1], max(len(tokens) - 1, 0))
+        first = tokens[safe].astype(np.int64) if len(tokens) else np.zeros(len(lengths), np.int64)
+        self.pending.append((lengths, first))
+        self.pending_tokens += int(lengths.sum()) + len(lengths) * self._around()
+        return self._plan() if self.pending_tokens >= self.settings.window else None
+
+    def finish(self) -> PlannedRows | None:
+        return self._plan() if self.pending else None
+
+    def _around(self) -> int:
+        """Tokens each example has besides its document's: its BOS and EOS."""
+        return (self.bos_id is not None) + (self.eos_id is not None)
+
+    def _plan(self) -> PlannedRows | None:
+        stored = np.concatenate([p[0] for p in self.pending])
+        first = np.concatenate([p[1] for p in self.pending])
+        self.pending, self.pending_tokens = [], 0
+        bos = int(self.bos_id is not None)
+        example_lengths = stored + self._around()
+        assigned = assign(example_lengths, self.settings, self.counters)
+        if assigned is None:
+            return None
+        placed, owners, row = assigned.placed, assigned.owners, assigned.placed.row
+        # Each piece's place in its example; its runs: the BOS, its stretch of stored tokens, the EOS, and
+        # after a row's last piece the row's padding (runs of 0 tokens dropped).
+        begin = assigned.starts - (np.cumsum(example_lengths) - example_lengths)[owners]
+        end = begin + placed.lengths
+        n = stored[owners]
+        lo, hi = np.maximum(begin, bos), np.minimum(end, bos + n)
+        last_in_row = np.append(row[1:] != row[:-1], True)
+        padding = np.where(last_in_row, self.settings.row_length - placed.real_per_row[row], 0)
+        at_end = (end == example_lengths[owners]) & (self.eos_id is not None)
+        lengths = np.stack([bos * (begin == 0), np.maximum(hi - lo, 0), at_end, padding], axis=1)
+        constant = np.zeros(len(n), np.int64)
+        values = [constant + (self.bos_id or 0), first[owners] + lo - bos, constant + (self.eos_id or 0)]
+        values = np.stack([*values, constant + (self.settings.pad_id or 0)], axis=1)
+        segment = np.arange(len(owners)) - np.searchsorted(row, row) + 1  # each piece its own, from 1 a row
+        pieces = np.stack([placed.lengths, padding], axis=1)  # segments, positions: a run a piece, then padding
+        runs = {
+            "input_ids": _runs(values, lengths, np.array([0, 1, 0, 0]), row, placed.rows),
+            "segment_ids": _runs(np.stack([segment, constant], axis=1), pieces, np.array([0, 0]), row, placed.rows),
+            POSITION_IDS: _runs(np.stack([constant, constant], axis=1), pieces, np.array([1, 0]), row, placed.rows),
+        }
+        real = placed.real_per_row
+        documents = assigned.documents(np.ones(len(stored), np.int64))
+        return PlannedRows(runs, real, self.settings.row_length - real, documents, len(owners))
+
+
+def _runs(values: np.ndarray, lengths: np.ndarray, steps: np.ndarray, row: np.ndarray, rows: int):
+    """Runs (first value, step, length, runs a row) of pieces' (pieces, k) candidate runs, in row-major
+    order, those of 0 tokens dropped; a run of one token steps 0, as ``kernels/runs.encode_runs`` says."""
+    keep = lengths > 0
+    flat_lengths = lengths[keep]
+    step = (np.broadcast_to(steps, lengths.shape)[keep] * (flat_lengths > 1)).astype(np.int8)
+    per_row = np.bincount(np.broadcast_to(row[:, None], lengths.shape)[keep], minlength=rows).astype(np.int64)
+    return values[keep].astype(np.int64), step, flat_lengths.astype(np.int32), per_row
 
 
 class _Placed:
@@ -128,9 +236,18 @@ class _Placed:
         self.row, self.lengths, self.slots, self.rows, self.row_length = row, lengths, slots, rows, row_length
         self.filled = np.bincount(row, weights=slots, minlength=rows).astype(np.int64)
         self.real_per_row = np.bincount(row, weights=lengths, minlength=rows).astype(np.int64)
-        self.occupied = np.arange(row_length) < self.filled[:, None]
-        padded = not np.array_equal(slots, lengths)
-        self.real = range_indices(np.zeros(len(slots), np.int64), slots) < np.repeat(lengths, slots) if padded else None
+        self.padded = not np.array_equal(slots, lengths)
+
+    @cached_property
+    def occupied(self) -> np.ndarray:
+        return np.arange(self.row_length) < self.filled[:, None]
+
+    @cached_property
+    def real(self) -> np.ndarray | None:
+        """By place of every piece: whether it holds a token (not its sequence's padding); None: all do."""
+        if not self.padded:
+            return None
+        return range_indices(np.zeros(len(self.slots), np.int64), self.slots) < np.repeat(self.lengths, self.slots)
 
     def column(self, values: np.ndarray, fill: int, inside: int | None = None, per_slot=False) -> np.ndarray:
         """A (rows, row_length) column: ``values`` (every piece's tokens, or with ``per_slot`` one value a

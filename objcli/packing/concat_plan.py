@@ -9,33 +9,10 @@ against it through the plan's reader (``tests/reading/test_plan_parity.py``)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass
-class PlannedRows:
-    """Rows as runs, as a sink and ``PlanWriter`` take them (``RowBatch``'s bookkeeping, no columns)."""
-
-    runs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # column -> runs and row offsets
-    tokens: np.ndarray
-    padding: np.ndarray
-    documents: np.ndarray
-    segment_count: int
-    columns: dict = None  # none: the rows are their runs
-
-    @property
-    def num_rows(self) -> int:
-        return len(self.tokens)
-
-    def slice(self, start: int, stop: int) -> PlannedRows:
-        if (start, stop) != (0, self.num_rows):
-            raise ValueError("planned rows are written whole (the plan format keeps a partition in one file)")
-        return self
-
-    def segments(self) -> int:
-        return self.segment_count
+from .base import PlannedRows
 
 
 class ConcatPlanner:

@@ -14,6 +14,7 @@ from ..formats.row_plan import ID_ROLES, with_ids
 from ..inputs.token_store import StoredDocuments
 from ..objectives import DocumentBatch
 from ..packing import Packer
+from ..packing.best_fit import BestFitPlanner
 from ..packing.concat_plan import ConcatPlanner
 from ..rows import RowBatch
 from ..tokenizers import Tokenizer
@@ -33,7 +34,7 @@ class SplitChain:
     source_index: int = -1  # --source: every row of the partition gets it in its source column
     sources: Sources | None = None  # --provenance: where each document comes from
     plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
-    planner: ConcatPlanner | None = None  # --format plan, concat over documents: rows from lengths alone
+    planner: ConcatPlanner | BestFitPlanner | None = None  # --format plan over documents: rows from lengths alone
     counting: PositionIds | None = None  # --format plan, a row step that changes rows' counts: their ids
 
     def _write(self, packed: RowBatch | None) -> None:
@@ -126,7 +127,7 @@ class SplitChain:
 
     def close(self) -> list:
         if self.planner is not None:
-            self.planner.finish()
+            self.sink.write(self.planner.finish())
             return self.sink.close()
         last = self.partition_examples.finish()
         if self.sources is not None:

@@ -9,6 +9,7 @@ from ..objectives import REGISTRY
 from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..packing.base import SequencePadding
+from ..packing.best_fit import BestFitPlanner
 from ..packing.concat_plan import ConcatPlanner
 from ..rows import HIDDEN, ColumnSpec, with_family_lengths
 from ..tokenizers import Tokenizer
@@ -69,12 +70,17 @@ def _sequence_padding(config: TransformConfig, objective: Objective) -> Sequence
     return SequencePadding(config.pad_to_multiple, int(shifts), pad_id, config.sequence_limit)
 
 
-def build_planner(config: TransformConfig, objective) -> ConcatPlanner | None:
-    """Rows planned from the documents' lengths, where the run's rows are concat's of an objective whose
-    examples are its documents (``Objective.plans_lengths``) and nothing rides a token (no provenance)."""
-    if not objective.plans_lengths or config.packing != "concat" or objective.pad_id is not None or config.provenance:
+def build_planner(config: TransformConfig, objective) -> ConcatPlanner | BestFitPlanner | None:
+    """Rows planned from the documents' lengths, where the run's rows are concat's (no padding) or best-fit's
+    (no --pad-to-multiple) of an objective whose examples are its documents (``Objective.plans_lengths``) and
+    nothing rides a token (no provenance)."""
+    if not objective.plans_lengths or config.provenance:
         return None
-    return ConcatPlanner(config.row_length, concat_overlap(config), objective.bos_id, objective.eos_id)
+    if config.packing == "concat" and objective.pad_id is None:
+        return ConcatPlanner(config.row_length, concat_overlap(config), objective.bos_id, objective.eos_id)
+    if config.packing == "best-fit" and config.pad_to_multiple == 1:
+        return BestFitPlanner(build_packer(config, objective).settings, objective.bos_id, objective.eos_id)
+    return None
 
 
 def concat_overlap(config: TransformConfig) -> int:

@@ -1,0 +1,78 @@
+"""``best-fit`` planned from lengths (``packing/best_fit.BestFitPlanner``) against ``BestFitPacker`` itself: for
+any batches of documents (longer than a row too), BOS/EOS, row length and window, the planner's runs decode to
+the packer's rows (ids as positions), its batches are the packer's, and its bookkeeping and counters are the
+packer's."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from objcli.kernels.ragged import lengths_to_offsets
+from objcli.kernels.runs import decode_runs
+from objcli.objectives.base import DocumentBatch, document_examples
+from objcli.packing import PackSettings, make_packer
+from objcli.packing.best_fit import BestFitPlanner
+from objcli.rows import ColumnSpec
+
+VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
+IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
+PAD = 3
+
+
+def _decoded(planned, name: str, width: int) -> np.ndarray:
+    first, steps, lengths, per_row = planned.runs[name]
+    assert per_row.sum() == len(first) and len(per_row) == planned.num_rows
+    assert np.all(lengths > 0) and np.all(np.isin(steps, (0, 1)))
+    return decode_runs(first, steps, lengths).reshape(-1, width)
+
+
+def _same(planned, rows, row_length: int) -> None:
+    assert (rows is None) == (planned is None)
+    if rows is None:
+        return
+    for name in ("input_ids", "segment_ids", "position_ids"):
+        assert np.array_equal(_decoded(planned, name, row_length), rows.columns[name]), name
+    for name in ("tokens", "padding", "documents"):
+        assert np.array_equal(getattr(planned, name), getattr(rows, name)), name
+    assert planned.segments() == rows.segments()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.integers(0, 60), max_size=8), min_size=1, max_size=5),
+    bos=st.booleans(),
+    eos=st.booleans(),
+    row_length=st.integers(2, 30),
+    window=st.integers(1, 120),
+)
+def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, window):
+    bos_id, eos_id = (1 if bos else None), (2 if eos else None)
+    pack_settings = PackSettings(row_length, (IDS,), pad_id=PAD, window=window)
+    packer, planner = make_packer("best-fit", pack_settings), BestFitPlanner(pack_settings, bos_id, eos_id)
+    start = VOCABULARY
+    for lengths in batches:
+        offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
+        tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
+        start += int(offsets[-1])
+        rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
+        _same(planner.feed(tokens, offsets), rows, row_length)
+    _same(planner.finish(), packer.finish(), row_length)
+    assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
+
+
+def test_a_worked_example():
+    """Documents a (5 tokens), b (1) and c (2) with EOS (id 2), rows of 4, pad 3. a's example (6 tokens) is cut
+    into a row-sized piece and one of 2; best-fit-decreasing places the pieces longest first into the fullest
+    row they fit: a[0:4], then c+EOS (3) in a new row, then a[4:]+EOS (2) in a new row, then b+EOS (2) beside it."""
+    planner = BestFitPlanner(PackSettings(4, (IDS,), pad_id=PAD, window=1), None, 2)
+    tokens = np.arange(VOCABULARY, VOCABULARY + 8, dtype=np.int32)
+    planned = planner.feed(tokens, np.array([0, 5, 6, 8]))
+    assert _decoded(planned, "input_ids", 4).tolist() == [
+        [1000, 1001, 1002, 1003],
+        [1006, 1007, 2, PAD],
+        [1004, 2, 1005, 2],
+    ]
+    assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 2, 2]]
+    assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 0, 1]]
+    assert planned.documents.tolist() == [1, 1, 1] and planned.padding.tolist() == [0, 1, 0]
+    assert planner.counters["documents_split"] == 1
