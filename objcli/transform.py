@@ -17,7 +17,7 @@ from .config import TransformConfig
 from .errors import ObjcliError
 from .executors import LocalExecutor, check_execution, make_executor, run_all
 from .executors.local import compiled_kernels, start_fork_server
-from .executors.pools import choose_pool, will_fork
+from .executors.pools import choose_pool, token_partitions, will_fork
 from .formats import SIDE_FILES
 from .formats.dataset_card import card_files
 from .inputs.pieces import STDIN
@@ -49,11 +49,13 @@ def set_up_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, 
 
     def start_early(partitions) -> None:
         pooled = sum(not p.input.is_stream for p in partitions)
-        if executor == "local" and will_fork(config.reads, pool, workers, pooled, config.tokenizer):
+        tokens = token_partitions(config, partitions)
+        if executor == "local" and will_fork(config.reads, pool, workers, pooled, config.tokenizer, tokens):
             start_fork_server(config.tokenizer, compiled_kernels(config))
 
     setup = set_up_stages(config, warn, start_early)
-    setup.pool = choose_pool(pool, setup.objective, setup.tokenizer, workers, config.tokenizer)
+    tokens = token_partitions(config, setup.partitions)
+    setup.pool = choose_pool(pool, setup.objective, setup.tokenizer, workers, config.tokenizer, tokens)
     return setup
 
 

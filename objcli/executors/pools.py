@@ -16,6 +16,13 @@ THREADS_AT_MOST = 8  # workers a thread pool feeds before the GIL bounds it, for
 # beside the engine at steady state (clm, the held-out corpus: 9.4 ms/MB), CPU ms per MB of text.
 GIL_MS_PER_MB = 4.0
 OWN_MS_PER_MB = 10.0
+# A run that encodes nothing (a token store's or tokenized inputs) is objcli's own NumPy work alone, most of
+# it holding the GIL (arrays of a batch's documents): from this many partitions its workers are processes.
+# Measured on 2 cores, clm 2048 over the 1 GB store (85 partitions) and its copies by links: a plan 0.88 s in
+# threads against 0.93 in processes (the fork server's start), 255 partitions 2.10 against 1.77 s, 850
+# partitions 7.5-7.9 against 5.2-5.5 s; the Arrow run at 85 partitions 3.90-3.96 against 3.56-3.61 s (the
+# fork server's start, 0.05 s, is what a plan of 85 partitions loses).
+TOKEN_RUN_PROCESSES_FROM = 64
 
 
 def threads_bound(engine_ms_per_mb: float) -> int:
@@ -25,7 +32,7 @@ def threads_bound(engine_ms_per_mb: float) -> int:
     return max(2, min(THREADS_AT_MOST, int((engine_ms_per_mb + OWN_MS_PER_MB) / GIL_MS_PER_MB)))
 
 
-def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "") -> str:
+def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "", token_partitions: int = 0) -> str:
     """Threads win where the tokenizer releases the GIL and does most of the work (SentencePiece,
     token-level objectives); processes where Python holds it: objectives that cut their own pieces
     to tokenize (sentences, FIM's prefix/middle/suffix; on 16 cores nsp ran 2.8x and fim 1.3x faster
@@ -37,13 +44,16 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "")
     of CPU. On 2 cores, workers pinned to a core each (``affinity.py``), processes ran the fast engine
     2.35-2.72 s on 200 MB against threads' 2.41-2.66 s, with 1.7x the memory: threads stay.
     ``source``: the tokenizer as the command names it, under which a measured choice is kept as the
-    next run's hint (``will_fork``)."""
+    next run's hint (``will_fork``). ``token_partitions``: the partitions of a run that encodes nothing
+    (``TOKEN_RUN_PROCESSES_FROM``), else 0."""
     if pool != "auto":
         return pool
     python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
     if python_bound or workers > THREADS_AT_MOST:
         return "processes"
     busy = min(workers, _cores())  # workers beyond the cores add no throughput to bound
+    if busy >= 2 and token_partitions >= TOKEN_RUN_PROCESSES_FROM:
+        return "processes"
     if busy <= 2:
         return "threads"
     from ..tokenizers.engine_cost import engine_cost
@@ -54,13 +64,15 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "")
     return chosen
 
 
-def will_fork(reads, pool: str, workers: int, pooled: int, tokenizer: str = "") -> bool:
+def will_fork(reads, pool: str, workers: int, pooled: int, tokenizer: str = "", token_partitions: int = 0) -> bool:
     """Whether ``pooled`` partitions will run in forked processes, as far as is known before the
     tokenizer loads (``choose_pool`` says the same wherever this says yes, but for the hint: the
-    last run of this tokenizer file found its engine too fast for a thread pool of its workers)."""
+    last run of this tokenizer file found its engine too fast for a thread pool of its workers).
+    ``token_partitions``: as ``choose_pool`` takes it."""
     if workers < 2 or pooled < 2:
         return False
-    always = reads.tokenizes_itself  # ``reads``: what the objective reads (Objective.reads), pieces of its own
+    tokens_only = token_partitions >= TOKEN_RUN_PROCESSES_FROM and min(workers, _cores()) >= 2
+    always = reads.tokenizes_itself or tokens_only  # ``reads``: what the objective reads (Objective.reads)
     auto = always or workers > THREADS_AT_MOST or (min(workers, _cores()) > 2 and _hinted(tokenizer))
     return pool == "processes" or (pool == "auto" and auto)
 
@@ -91,3 +103,16 @@ def _hinted(tokenizer: str) -> bool:
         return path is not None and json.loads(path.read_text(encoding="utf-8")).get("processes") is True
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def token_partitions(config, partitions) -> int:
+    """The pooled partitions of a run that encodes nothing (every input a token store's or ids another tool
+    wrote, an objective that encodes no pieces of its own, as FIM does), else 0: what ``choose_pool`` weighs."""
+    from ..inputs.pieces import InputKind
+    from ..objectives import REGISTRY
+
+    if REGISTRY.named(config.objective).encodes_rows(config.objective_options):
+        return 0
+    if any(p.input.kind is InputKind.TEXT for p in partitions):
+        return 0
+    return sum(not p.input.is_stream for p in partitions)

@@ -51,7 +51,7 @@ class PlanWriter:
             self._add(name, getattr(rows, name).astype(np.int64))
         planned = getattr(rows, "runs", None)  # rows planned from lengths (packing/concat_plan.py): runs given
         for spec in self.columns:
-            if planned is not None:
+            if planned is not None and spec.name in planned:
                 first, steps, lengths, per_row = planned[spec.name]
                 for part, array in zip(("first", "steps", "runs", "row_runs"), (first, steps, lengths, per_row)):
                     self._add(f"{spec.name}.{part}", array)

@@ -44,9 +44,15 @@ class SplitChain:
             rows = self.partition_examples.rows(spanned)
         else:
             rows = spanned if self.counting is None or spanned is None else self._counted(spanned)
+        self.sink.write(self._sourced(rows))
+
+    def _sourced(self, rows):
+        """Rows (written, packed or planned) with --source's column: the partition's source, every row."""
         if rows is not None and self.source_index >= 0:
+            if rows.columns is None:  # planned from lengths: runs only
+                rows.columns = {}
             rows.columns["source"] = np.full(rows.num_rows, self.source_index, dtype=np.int32)
-        self.sink.write(rows)
+        return rows
 
     @classmethod
     def build(cls, config: TransformConfig, tokenizer: Tokenizer, task, split: str, work) -> SplitChain:
@@ -71,7 +77,7 @@ class SplitChain:
         examples = objective.partition_examples(partition)
         sources = _sources(objective, examples, tokenizer, task.inputs) if config.provenance else None
         plans = config.format.packs_positions
-        planner = build_planner(config, objective) if plans and task.source_index < 0 else None
+        planner = build_planner(config, objective) if plans else None
         chain = cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
         if plans and objective.plan_counts_rows:
             chain.counting = PositionIds(
@@ -83,7 +89,7 @@ class SplitChain:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
         if self.planner is not None and stored:  # a plan from the documents' lengths: no array a token
-            self.sink.write(self.planner.feed(texts.tokens, texts.offsets))
+            self.sink.write(self._sourced(self.planner.feed(texts.tokens, texts.offsets)))
             self.first_document += len(texts)
             return int(texts.offsets[-1])
         if self.counting is not None and stored:
@@ -127,7 +133,7 @@ class SplitChain:
 
     def close(self) -> list:
         if self.planner is not None:
-            self.sink.write(self.planner.finish())
+            self.sink.write(self._sourced(self.planner.finish()))
             return self.sink.close()
         last = self.partition_examples.finish()
         if self.sources is not None:

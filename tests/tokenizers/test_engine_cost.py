@@ -163,3 +163,45 @@ def test_an_empty_or_relative_xdg_cache_home_is_ignored_as_the_spec_says(value, 
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in work.iterdir()) == ["p.jsonl"]  # nothing written where it ran
     assert (home / ".cache" / "objcli").is_dir()
+
+
+@pytest.mark.parametrize("cores", [2, 16])
+def test_a_run_that_encodes_nothing_forks_its_many_partitions(cache, tmp_path, monkeypatch, cores):
+    """A token store's run is objcli's own NumPy work alone, most of it holding the GIL: from
+    TOKEN_RUN_PROCESSES_FROM partitions processes, whatever the engine (never measured: it encodes nothing),
+    and the fork server starts early for it; fewer partitions, one worker, one core or a run that encodes stay
+    as they were."""
+    monkeypatch.setattr(pools, "_cores", lambda: cores)
+    monkeypatch.setattr(engine_cost, "measure", lambda engine: pytest.fail("a run that encodes nothing measured"))
+    many = pools.TOKEN_RUN_PROCESSES_FROM
+    tokenizer = _Tokenizer(_Engine("slow", 0), str(tmp_path / "tok.json"))
+    assert pools.choose_pool("auto", _Objective(), tokenizer, 2, token_partitions=many) == "processes"
+    assert pools.will_fork(DOCUMENTS_READ, "auto", 2, many, token_partitions=many)
+    assert pools.choose_pool("auto", _Objective(), tokenizer, 2, token_partitions=many - 1) == "threads"
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many - 1, token_partitions=many - 1)
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many)  # a run that encodes: no token partitions
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 1, many, token_partitions=many)
+    assert pools.choose_pool("threads", _Objective(), tokenizer, 2, token_partitions=many) == "threads"  # asked
+    monkeypatch.setattr(pools, "_cores", lambda: 1)
+    assert pools.choose_pool("auto", _Objective(), tokenizer, 2, token_partitions=many) == "threads"
+    assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many, token_partitions=many)
+
+
+def test_the_partitions_of_a_run_that_encodes_nothing():
+    """Every partition a store's or tokenized ids, an objective that encodes nothing of its own: counted (a
+    stream, stdin, is never pooled); a text partition, or FIM, which encodes the pieces it cuts: none."""
+    from types import SimpleNamespace
+
+    from objcli.inputs.pieces import InputKind
+    from objcli.objectives.fim import FimOptions
+    from objcli.objectives.mlm import MlmOptions
+
+    def part(kind, stream=False):
+        return SimpleNamespace(input=SimpleNamespace(kind=kind, is_stream=stream))
+
+    mlm = SimpleNamespace(objective="mlm", objective_options=MlmOptions())
+    fim = SimpleNamespace(objective="fim", objective_options=FimOptions(fim_level="context"))
+    stores = [part(InputKind.STORE), part(InputKind.TOKENS), part(InputKind.TOKENS, stream=True)]
+    assert pools.token_partitions(mlm, stores) == 2
+    assert pools.token_partitions(mlm, [*stores, part(InputKind.TEXT)]) == 0
+    assert pools.token_partitions(fim, stores) == 0
