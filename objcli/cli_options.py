@@ -260,7 +260,7 @@ class TokenizeCommand(click.Command):
     @cached_property
     def generated(self) -> list[click.Parameter]:
         from .config import TransformConfig
-        from .objectives.chat import ChatOptions
+        from .objectives.chat_options import ChatOptions
 
         fields = [f for f in _run_fields(TransformConfig) if f[0].name in TOKENIZE_FIELDS]
         fields += _run_fields(_store_kind())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..errors import ObjcliError
+from ..kernels.example_runs import ExampleRuns
 from ..kernels.ragged import add_boundary_tokens
 from ..kernels.rng import derive_rng
 from ..options import Registry
@@ -136,6 +137,11 @@ class PartitionExamples:
     def rows(self, rows: RowBatch | None) -> RowBatch | None:
         return rows
 
+    def example_runs(self, batch: DocumentBatch) -> ExampleRuns | None:
+        """The batch's examples as runs, for a plan from lengths (``Objective.plans_lengths``): its documents
+        (``batch.tokens``: their store positions) with the objective's BOS and EOS around them."""
+        return ExampleRuns.of_documents(batch.tokens, batch.offsets, self.o.bos_id, self.o.eos_id)
+
 
 class Objective:
     """What every objective declares. Required: ``@register(NAME)`` (its ``name``), ``options_type``,
@@ -149,7 +155,7 @@ class Objective:
     - planning (``--format plan``): ``plans_rows`` (examples and rows only move tokens, so a run over a store
       writes positions and ``objcli.reading.Rows`` makes the rows on read; a row step keys its draws to
       ``PartitionExamples.rows_done``, the rows made before the batch, as the plan's reader does),
-      ``plans_lengths`` (its examples are its documents: rows from their lengths alone), ``plan_reads_ids``,
+      ``plans_lengths`` (its examples as runs: rows from their lengths alone), ``plan_reads_ids``,
       ``plan_counts_rows``, ``plan_refusal()``;
     - what the run says of it: ``warnings``, ``boundaries``, ``uses_seq_len``, ``seq_len_bounds``,
       ``records_hint``, ``setup_warnings()``, ``provenance`` (how ``--provenance`` spans its examples)."""
@@ -207,8 +213,9 @@ class Objective:
     # Its row step changes how many tokens each row holds (FIM re-encodes pieces): a plan run reads the ids
     # too and makes each batch's rows, to record their counts (and the step's counters) as a run writing them.
     plan_counts_rows: ClassVar[bool] = False
-    # Its examples are its documents with ``bos_id``/``eos_id`` around them (``document_examples``): a plan
-    # packs their lengths alone, no array a token (``packing/concat_plan.py``, under ``concat``).
+    # Its examples can be given as runs (``PartitionExamples.example_runs``; by default its documents with
+    # ``bos_id``/``eos_id`` around them): a plan packs them from their lengths, no array a token
+    # (``packing/concat_plan.py``, ``packing/best_fit.BestFitPlanner``).
     plans_lengths: ClassVar[bool] = False
 
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:

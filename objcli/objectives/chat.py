@@ -24,7 +24,6 @@ assistant turns are all cut is a counted skip, as is a record whose turns cannot
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,7 @@ from ..errors import ObjcliError
 from ..images.processors import load_rules
 from ..kernels import IGNORE
 from ..kernels.chat import last_per_owner, mark_ranges, overlapping_tokens, span_tokens
-from ..options import Options, option
+from ..kernels.example_runs import ExampleRuns
 from ..rows import ColumnSpec, RowBatch
 from ..tokenizers.chat_encode import special_pattern
 from .base import DocumentBatch, Objective, PartitionExamples, register
@@ -45,48 +44,12 @@ from .chat_images import (
     listed_images,
     with_bos,
 )
-from .chat_parts import PARTS, CharParts, PartSpans, check_parts, parse_parts
+from .chat_options import ChatOptions
+from .chat_parts import PARTS, CharParts, PartSpans, check_parts
 from .chat_spans import ContentSpans, TurnSpans, absent_markers, absent_warning, turn_end
 from .chat_tokens import ConversationTokens
-from .common import chat_template_option, template_date_option
 from .conversations import BadRecord, conversation_of, decode_record, render, template_for
 from .supply import Provides, Reads
-
-LOSS_ON = ("assistant", "last-assistant", "all")
-OVERLONG = ("truncate", "drop")
-ASSISTANT_SPANS = ("turn", "content")
-TURNS = ("together", "each")
-
-
-@dataclass(frozen=True)
-class ChatOptions(Options):
-    messages_key: str = option("messages", "JSON field (Parquet column) of a record's list of messages.")
-    chat_template: str | None = chat_template_option()
-    loss_on: str = option(
-        "assistant", "Tokens that carry loss: every assistant turn, the last, or all.", choices=LOSS_ON
-    )
-    overlong: str = option(
-        "truncate",
-        "Too long: cut after the last turn that fits, or drop.",
-        choices=OVERLONG,
-    )
-    template_date: str = template_date_option()
-    assistant_span: str = option(
-        "turn", "Without generation markers: the whole turn, or content + end.", choices=ASSISTANT_SPANS
-    )
-    turns: str = option("together", "One example per conversation, or one per assistant turn.", choices=TURNS)
-    assistant_parts: str = option(",".join(PARTS), "Turn parts that carry loss, comma-separated.")
-    processor: str | None = option(None, "The model's processor folder: images expanded as it expands them.")
-    media_dir: str | None = option(None, "Folder (or URL) that relative image paths are below [default: as given].")
-
-    def __post_init__(self):
-        super().__post_init__()
-        parts = parse_parts(self.assistant_parts)
-        object.__setattr__(self, "assistant_parts", ",".join(p for p in PARTS if p in parts))  # one spelling
-
-    @property
-    def learned_parts(self) -> frozenset[str]:
-        return frozenset(self.assistant_parts.split(","))
 
 
 @register("chat", "sft")
@@ -100,6 +63,12 @@ class Chat(Objective):
     default_eos = True  # a prompt/completion pair ends with EOS (--no-eos: not); templates write their own
     pads_sequences = True  # --pad-to-multiple: its padding's labels are -100, as every unlearned token's
     plans_rows = True  # a chat store's conversations cut and packed, labels their own tokens where learned
+
+    @property
+    def plans_lengths(self) -> bool:
+        """Conversations and labels as runs (``_ChatPartition.example_runs``), but where images are expanded
+        or some parts of a turn carry no loss: those plan through the packer."""
+        return self.images is None and self.options.learned_parts == set(PARTS)
 
     @classmethod
     def reads(cls, options) -> Reads:
@@ -292,6 +261,25 @@ class _ChatPartition(PartitionExamples):
         )
 
     def examples(self, batch: DocumentBatch) -> RowBatch | None:
+        written = self._written(batch)
+        if written is None:
+            return None
+        encoded, kept, chosen, keep_to = written
+        return encoded.rows(self._labels(encoded, kept), chosen, keep_to)
+
+    def example_runs(self, batch: DocumentBatch) -> ExampleRuns | None:
+        """The conversations written (as ``examples`` chooses and cuts them), their labels as runs: the
+        learned spans' tokens, -100 between (``Chat.plans_lengths``: no images, every part learned)."""
+        written = self._written(batch)
+        if written is None:
+            return None
+        encoded, kept, chosen, keep_to = written
+        learned = None if self.o.options.loss_on == "all" else self._learned(encoded, kept)
+        return encoded.runs(learned, chosen, keep_to)
+
+    def _written(self, batch: DocumentBatch) -> tuple | None:
+        """(the batch's conversations as tokens, the supervised spans kept, the conversations written, the
+        length each is cut to), counted; None where none is written."""
         encoded = self.encoded(batch)
         if self.find_parts and len(encoded.offsets) > 1:
             encoded = self._chosen(encoded)
@@ -307,11 +295,14 @@ class _ChatPartition(PartitionExamples):
         chosen = np.flatnonzero((keep_to > 0) & has_turn)
         if not len(chosen):
             return None
-        return encoded.rows(self._labels(encoded, kept), chosen, keep_to[chosen])
+        return encoded, kept, chosen, keep_to[chosen]
+
+    def _learned(self, encoded: ConversationTokens, kept: np.ndarray) -> np.ndarray:
+        """The supervised spans that carry loss: those kept, or with --loss-on last-assistant the last."""
+        return last_per_owner(encoded.owner, kept) if self.o.options.loss_on == "last-assistant" else kept
 
     def _labels(self, encoded: ConversationTokens, kept: np.ndarray) -> np.ndarray:
-        if self.o.options.loss_on == "last-assistant":
-            kept = last_per_owner(encoded.owner, kept)
+        kept = self._learned(encoded, kept)
         if self.o.options.loss_on == "all":
             supervised = np.ones(len(encoded.tokens), dtype=bool)
         else:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import IGNORE
 from ..kernels.chat import truncation_ends
+from ..kernels.example_runs import ExampleRuns, in_ranges
 from ..kernels.ragged import gather_ranges, lengths_to_offsets
 from ..rows import DOCUMENT, Ragged, RowBatch
 from .chat_images import ImageTokens
@@ -46,14 +48,31 @@ class ConversationTokens:
             keep_to = np.where(lengths <= seq_len, lengths, 0)
         return keep_to, local_last < keep_to[self.owner]
 
+    def runs(self, learned: np.ndarray | None, chosen: np.ndarray, new_lengths: np.ndarray) -> ExampleRuns:
+        """The chosen examples as runs, each cut to its new length (a plan from lengths): its ids one run,
+        its labels those of the ``learned`` spans (a mask of them; None: every token) and -100 between."""
+        starts = self.offsets[:-1][chosen]
+        lengths = new_lengths.astype(np.int64)
+        ones = np.ones(len(chosen), np.int64)
+        ids = (np.arange(len(chosen), dtype=np.int64), self.tokens[starts].astype(np.int64), ones, lengths)
+        labels = ids
+        if learned is not None:
+            spans = (np.searchsorted(chosen, self.owner[learned]), self.first[learned], self.last[learned] + 1)
+            labels = in_ranges(lengths, starts, spans, self.tokens, IGNORE)
+        return ExampleRuns(lengths, self._first_of_record(chosen), {"input_ids": ids, "labels": labels})
+
+    def _first_of_record(self, chosen: np.ndarray) -> np.ndarray:
+        """By chosen example: 1 where it is its record's first (a record is one document, counted there:
+        --turns each writes several)."""
+        first = np.ones(len(chosen), dtype=np.int64)
+        first[1:] = self.record[chosen][1:] != self.record[chosen][:-1]
+        return first
+
     def rows(self, labels: np.ndarray, chosen: np.ndarray, new_lengths: np.ndarray) -> RowBatch:
         """The chosen examples as rows, each cut to its new length, with their labels (and images)."""
         tokens, offsets, record = self.tokens, self.offsets, self.record
         ids = gather_ranges(tokens, offsets[:-1][chosen], new_lengths)
         new_offsets = lengths_to_offsets(new_lengths)
-        # A record is one document: counted at its first example written (--turns each writes several).
-        first_of_record = np.ones(len(chosen), dtype=np.int64)
-        first_of_record[1:] = record[chosen][1:] != record[chosen][:-1]
         columns = {
             "input_ids": Ragged(ids, new_offsets),
             "labels": Ragged(gather_ranges(labels, offsets[:-1][chosen], new_lengths), new_offsets),
@@ -66,5 +85,5 @@ class ConversationTokens:
             columns,
             tokens=new_lengths.astype(np.int64),
             padding=np.zeros(len(chosen), dtype=np.int64),
-            documents=first_of_record,
+            documents=self._first_of_record(chosen),
         )

@@ -8,6 +8,7 @@ Labels are not stored: for causal LM they are ``input_ids`` and the model shifts
 
 from __future__ import annotations
 
+from ..kernels.example_runs import ExampleRuns
 from ..options import NoOptions
 from ..rows import ColumnSpec
 from .base import DocumentBatch, Objective, PartitionExamples, document_examples, register
@@ -46,3 +47,6 @@ class _Documents(PartitionExamples):
 
     def examples(self, batch: DocumentBatch):
         return document_examples(batch, self.bos_id, self.eos_id)
+
+    def example_runs(self, batch: DocumentBatch) -> ExampleRuns:
+        return ExampleRuns.of_documents(batch.tokens, batch.offsets, self.bos_id, self.eos_id)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..kernels import PADDING_DOC
 from ..kernels.bestfit import best_fit_decreasing
+from ..kernels.example_runs import ExampleRuns
 from ..kernels.packing import cumulative_bounds, segments_and_positions
 from ..kernels.ragged import distinct_sorted, lengths_to_offsets, range_indices, split_long_items
 from ..rows import POSITION_IDS, ColumnSpec, Ragged, RowBatch
@@ -155,67 +156,66 @@ def assign(lengths: np.ndarray, settings: PackSettings, counters: Counter) -> As
 
 
 class BestFitPlanner:
-    """``best-fit``'s rows as runs, from the documents' lengths alone: what ``--format plan`` writes for an
-    objective whose examples are the documents with BOS/EOS around them (clm, mlm, mtp). A window's
-    examples are assigned as ``BestFitPacker`` assigns them (``assign``); each placed piece is at most three
-    runs (the BOS, its stretch of the document's stored tokens, the EOS), each row's padding one more. No
-    array a token; tested byte for byte against the packer through the plan's reader."""
+    """``best-fit``'s rows as runs, from the examples' runs alone (``kernels/example_runs.py``): what
+    ``--format plan`` writes for an objective whose examples it can give as runs (clm, mlm, mtp: documents
+    with BOS and EOS; chat: conversations with their labels). A window's examples are assigned as
+    ``BestFitPacker`` assigns them (``assign``); each placed piece is the runs it cuts, each row's padding
+    one more. No array a token; tested byte for byte against the packer through the plan's reader."""
 
-    def __init__(self, settings: PackSettings, bos_id: int | None, eos_id: int | None):
-        self.settings, self.bos_id, self.eos_id = settings, bos_id, eos_id
+    def __init__(self, settings: PackSettings):
+        self.settings = settings
+        self.fills = {spec.name: spec.fill_value(settings.pad_id) for spec in token_columns(settings)}
         self.counters: Counter = Counter()
-        self.pending: list[tuple[np.ndarray, np.ndarray]] = []  # (documents' stored lengths, first positions)
+        self.pending: list[ExampleRuns] = []
         self.pending_tokens = 0
 
-    def feed(self, tokens: np.ndarray, offsets: np.ndarray) -> PlannedRows | None:
-        """A batch's documents (``tokens``: their store positions, ``offsets``): the rows of a full window."""
-        lengths = np.diff(offsets).astype(np.int64)
-        safe = np.minimum(offsets[:-1], max(len(tokens) - 1, 0))
-        first = tokens[safe].astype(np.int64) if len(tokens) else np.zeros(len(lengths), np.int64)
-        self.pending.append((lengths, first))
-        self.pending_tokens += int(lengths.sum()) + len(lengths) * self._around()
+    def feed(self, examples: ExampleRuns | None) -> PlannedRows | None:
+        """A batch's examples: the rows of a full window."""
+        if examples is None:
+            return None
+        self.pending.append(examples)
+        self.pending_tokens += int(examples.lengths.sum())
         return self._plan() if self.pending_tokens >= self.settings.window else None
 
     def finish(self) -> PlannedRows | None:
         return self._plan() if self.pending else None
 
-    def _around(self) -> int:
-        """Tokens each example has besides its document's: its BOS and EOS."""
-        return (self.bos_id is not None) + (self.eos_id is not None)
-
     def _plan(self) -> PlannedRows | None:
-        stored = np.concatenate([p[0] for p in self.pending])
-        first = np.concatenate([p[1] for p in self.pending])
+        examples = ExampleRuns.concat(self.pending)
         self.pending, self.pending_tokens = [], 0
-        bos = int(self.bos_id is not None)
-        example_lengths = stored + self._around()
-        assigned = assign(example_lengths, self.settings, self.counters)
+        assigned = assign(examples.lengths, self.settings, self.counters)
         if assigned is None:
             return None
-        placed, owners, row = assigned.placed, assigned.owners, assigned.placed.row
-        # Each piece's place in its example; its runs: the BOS, its stretch of stored tokens, the EOS, and
-        # after a row's last piece the row's padding (runs of 0 tokens dropped).
-        begin = assigned.starts - (np.cumsum(example_lengths) - example_lengths)[owners]
-        end = begin + placed.lengths
-        n = stored[owners]
-        lo, hi = np.maximum(begin, bos), np.minimum(end, bos + n)
+        placed, row = assigned.placed, assigned.placed.row
+        # After a row's last piece, the row's padding (a run of 0 tokens dropped).
         last_in_row = np.append(row[1:] != row[:-1], True)
         padding = np.where(last_in_row, self.settings.row_length - placed.real_per_row[row], 0)
-        at_end = (end == example_lengths[owners]) & (self.eos_id is not None)
-        lengths = np.stack([bos * (begin == 0), np.maximum(hi - lo, 0), at_end, padding], axis=1)
-        constant = np.zeros(len(n), np.int64)
-        values = [constant + (self.bos_id or 0), first[owners] + lo - bos, constant + (self.eos_id or 0)]
-        values = np.stack([*values, constant + (self.settings.pad_id or 0)], axis=1)
-        segment = np.arange(len(owners)) - np.searchsorted(row, row) + 1  # each piece its own, from 1 a row
+        runs = {}
+        for name in examples.columns:
+            piece, *cut = examples.cut(name, assigned.starts, placed.lengths)
+            runs[name] = _with_padding(piece, cut, padding, self.fills.get(name, 0), row, placed.rows)
+        constant = np.zeros(len(row), np.int64)
+        segment = np.arange(len(row)) - np.searchsorted(row, row) + 1  # each piece its own, from 1 a row
         pieces = np.stack([placed.lengths, padding], axis=1)  # segments, positions: a run a piece, then padding
-        runs = {
-            "input_ids": _runs(values, lengths, np.array([0, 1, 0, 0]), row, placed.rows),
-            "segment_ids": _runs(np.stack([segment, constant], axis=1), pieces, np.array([0, 0]), row, placed.rows),
-            POSITION_IDS: _runs(np.stack([constant, constant], axis=1), pieces, np.array([1, 0]), row, placed.rows),
-        }
+        runs["segment_ids"] = _runs(np.stack([segment, constant], axis=1), pieces, np.array([0, 0]), row, placed.rows)
+        runs[POSITION_IDS] = _runs(np.stack([constant, constant], axis=1), pieces, np.array([1, 0]), row, placed.rows)
         real = placed.real_per_row
-        documents = assigned.documents(np.ones(len(stored), np.int64))
-        return PlannedRows(runs, real, self.settings.row_length - real, documents, len(owners))
+        documents = assigned.documents(examples.documents)
+        return PlannedRows(runs, real, self.settings.row_length - real, documents, len(row))
+
+
+def _with_padding(piece: np.ndarray, cut: list, padding: np.ndarray, fill: int, row: np.ndarray, rows: int):
+    """Pieces' runs (``cut``: first value, step, length, in row-major order) and after each row's last piece
+    its ``padding`` run: runs and runs a row, as a plan keeps them."""
+    first, step, length = cut
+    ends = np.searchsorted(piece, np.arange(len(padding)), side="right")  # past each piece's last run
+    padded = np.flatnonzero(padding > 0)
+    at = ends[padded]
+    first = np.insert(first, at, fill)
+    step = np.insert(step, at, 0).astype(np.int8)
+    length = np.insert(length, at, padding[padded]).astype(np.int32)
+    per_row = np.bincount(row[piece], minlength=rows) + np.bincount(row[padded], minlength=rows)
+    return first.astype(np.int64), step, length, per_row.astype(np.int64)
 
 
 def _runs(values: np.ndarray, lengths: np.ndarray, steps: np.ndarray, row: np.ndarray, rows: int):

@@ -12,16 +12,16 @@ from collections import Counter
 
 import numpy as np
 
+from ..kernels.example_runs import ExampleRuns
 from .base import PlannedRows
 
 
 class ConcatPlanner:
     """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``."""
 
-    def __init__(self, row_length: int, overlap: int, bos_id: int | None, eos_id: int | None):
+    def __init__(self, row_length: int, overlap: int):
         self.row_length, self.overlap = row_length, overlap
         self.stride = row_length - overlap
-        self.bos_id, self.eos_id = bos_id, eos_id
         self.counters: Counter = Counter()
         # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
         # starts its document, the document's ordinal in the partition.
@@ -32,9 +32,11 @@ class ConcatPlanner:
         self.rows_made = 0
         self.last_split = -1  # the last document counted split
 
-    def feed(self, tokens: np.ndarray, offsets: np.ndarray) -> PlannedRows | None:
-        """A batch's documents (``tokens``: their store positions, ``offsets``): its finished rows."""
-        self._add(tokens, offsets)
+    def feed(self, examples: ExampleRuns | None) -> PlannedRows | None:
+        """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``): its finished rows."""
+        if examples is None:
+            return None
+        self._add(examples)
         rows = max(self.stream - self.overlap, 0) // self.stride
         if rows <= self.rows_made:
             return None
@@ -52,26 +54,16 @@ class ConcatPlanner:
         starts, lengths, _, _, firsts, _ = self.pieces
         self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
 
-    def _add(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
-        lengths = np.diff(offsets).astype(np.int64)
-        count = len(lengths)
-        bos, eos = self.bos_id is not None, self.eos_id is not None
-        self.counters["skipped:no_tokens"] += int(np.sum(lengths + bos + eos == 0))
-        safe = np.minimum(offsets[:-1], max(len(tokens) - 1, 0))
-        position = tokens[safe].astype(np.int64) if len(tokens) else np.zeros(count, np.int64)
-        # Each document's three pieces, a row each: BOS, its stored tokens, EOS (a piece of 0 tokens dropped).
-        piece_lengths = np.stack([np.full(count, int(bos)), lengths, np.full(count, int(eos))], axis=1)
-        values = np.stack([np.full(count, self.bos_id or 0), position, np.full(count, self.eos_id or 0)], axis=1)
-        steps = np.tile(np.array([0, 1, 0], dtype=np.int64), (count, 1))
-        firsts = np.zeros((count, 3), dtype=bool)
-        firsts[np.arange(count), np.argmax(piece_lengths > 0, axis=1)] = piece_lengths.sum(axis=1) > 0
-        documents = np.repeat(self.documents + np.arange(count, dtype=np.int64), 3)
-        flat = piece_lengths.ravel()
-        keep = flat > 0
-        starts = self.stream + np.cumsum(flat) - flat
-        new = (starts, flat, values.ravel(), steps.ravel(), firsts.ravel(), documents)
-        self.pieces = tuple(np.concatenate([old, part[keep]]) for old, part in zip(self.pieces, new))
-        self.stream += int(flat.sum())
+    def _add(self, examples: ExampleRuns) -> None:
+        count = len(examples.lengths)
+        self.counters["skipped:no_tokens"] += int(np.sum(examples.lengths == 0))
+        example, values, steps, lengths = examples.columns["input_ids"]  # the stream's pieces: no run is empty
+        firsts = np.ones(len(example), dtype=bool)  # an example's first piece
+        firsts[1:] = example[1:] != example[:-1]
+        starts = self.stream + np.cumsum(lengths) - lengths
+        new = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, self.documents + example)
+        self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
+        self.stream += int(lengths.sum())
         self.documents += count
 
     def _drop_used(self) -> None:

@@ -88,10 +88,6 @@ class SplitChain:
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
-        if self.planner is not None and stored:  # a plan from the documents' lengths: no array a token
-            self.sink.write(self._sourced(self.planner.feed(texts.tokens, texts.offsets)))
-            self.first_document += len(texts)
-            return int(texts.offsets[-1])
         if self.counting is not None and stored:
             self.counting.put(texts.tokens, texts.ids)
         if stored and texts.records is not None:  # what the store's kind keeps for its objective (chat, pairs)
@@ -105,6 +101,10 @@ class SplitChain:
         else:
             tokens, offsets = encode([]) if self.tokenizes_itself else encode(texts)
         batch = DocumentBatch(texts, tokens, offsets, self.first_document, batch_index, encode, sentences, records)
+        if self.planner is not None and stored:  # a plan from the examples' lengths: no array a token
+            self.sink.write(self._sourced(self.planner.feed(self.partition_examples.example_runs(batch))))
+            self.first_document += len(texts)
+            return len(tokens)
         examples = self.partition_examples.examples(batch)
         if self.sources is not None:
             self.sources.add(texts, tokens, offsets)

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from objcli.kernels.example_runs import ExampleRuns
 from objcli.kernels.ragged import lengths_to_offsets
 from objcli.kernels.runs import decode_runs
 from objcli.objectives.base import DocumentBatch, document_examples
@@ -48,14 +49,14 @@ def _same(planned, rows, row_length: int) -> None:
 def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, window):
     bos_id, eos_id = (1 if bos else None), (2 if eos else None)
     pack_settings = PackSettings(row_length, (IDS,), pad_id=PAD, window=window)
-    packer, planner = make_packer("best-fit", pack_settings), BestFitPlanner(pack_settings, bos_id, eos_id)
+    packer, planner = make_packer("best-fit", pack_settings), BestFitPlanner(pack_settings)
     start = VOCABULARY
     for lengths in batches:
         offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
         tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
         start += int(offsets[-1])
         rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
-        _same(planner.feed(tokens, offsets), rows, row_length)
+        _same(planner.feed(ExampleRuns.of_documents(tokens, offsets, bos_id, eos_id)), rows, row_length)
     _same(planner.finish(), packer.finish(), row_length)
     assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
 
@@ -64,9 +65,9 @@ def test_a_worked_example():
     """Documents a (5 tokens), b (1) and c (2) with EOS (id 2), rows of 4, pad 3. a's example (6 tokens) is cut
     into a row-sized piece and one of 2; best-fit-decreasing places the pieces longest first into the fullest
     row they fit: a[0:4], then c+EOS (3) in a new row, then a[4:]+EOS (2) in a new row, then b+EOS (2) beside it."""
-    planner = BestFitPlanner(PackSettings(4, (IDS,), pad_id=PAD, window=1), None, 2)
+    planner = BestFitPlanner(PackSettings(4, (IDS,), pad_id=PAD, window=1))
     tokens = np.arange(VOCABULARY, VOCABULARY + 8, dtype=np.int32)
-    planned = planner.feed(tokens, np.array([0, 5, 6, 8]))
+    planned = planner.feed(ExampleRuns.of_documents(tokens, np.array([0, 5, 6, 8]), None, 2))
     assert _decoded(planned, "input_ids", 4).tolist() == [
         [1000, 1001, 1002, 1003],
         [1006, 1007, 2, PAD],

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from objcli.kernels.example_runs import ExampleRuns
 from objcli.kernels.ragged import lengths_to_offsets
 from objcli.kernels.runs import decode_runs
 from objcli.objectives.base import DocumentBatch, document_examples
@@ -34,14 +35,14 @@ def _decoded(planned, name: str, width: int) -> np.ndarray:
 def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overlap):
     bos_id, eos_id = (1 if bos else None), (2 if eos else None)
     packer = make_packer("concat", PackSettings(row_length, (IDS,), overlap=overlap))
-    planner = ConcatPlanner(row_length, overlap, bos_id, eos_id)
+    planner = ConcatPlanner(row_length, overlap)
     start = VOCABULARY
     for lengths in batches:
         offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
         tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
         start += int(offsets[-1])
         rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
-        planned = planner.feed(tokens, offsets)
+        planned = planner.feed(ExampleRuns.of_documents(tokens, offsets, bos_id, eos_id))
         assert (rows is None) == (planned is None)
         if rows is None:
             continue
@@ -57,9 +58,9 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
 
 def test_a_worked_example():
     """Two documents of 3 and 4 tokens with EOS (id 2), rows of 4: [a0 a1 a2 EOS] [b0 b1 b2 b3], EOS left."""
-    planner = ConcatPlanner(4, 0, None, 2)
+    planner = ConcatPlanner(4, 0)
     tokens = np.arange(VOCABULARY, VOCABULARY + 7, dtype=np.int32)
-    planned = planner.feed(tokens, np.array([0, 3, 7]))
+    planned = planner.feed(ExampleRuns.of_documents(tokens, np.array([0, 3, 7]), None, 2))
     assert _decoded(planned, "input_ids", 4).tolist() == [[1000, 1001, 1002, 2], [1003, 1004, 1005, 1006]]
     assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
     assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]

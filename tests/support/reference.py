@@ -565,3 +565,12 @@ def keyed_permutation(index: int, count: int, keys: list[int]) -> int:
 def with_ids_reference(values: list[int], ids: list[int], vocabulary: int) -> list[int]:
     """A plan's column made, value by value: a store position (vocabulary and up) its id, anything else itself."""
     return [ids[v - vocabulary] if v >= vocabulary else v for v in values]
+
+
+def in_ranges_reference(lengths, starts, ranges, values, outside) -> list[list[int]]:
+    """Each example's tokens, one at a time: ``values`` where a range of its covers the token, else ``outside``."""
+    out = []
+    for example, (length, start) in enumerate(zip(lengths, starts)):
+        mine = [(a, b) for owner, a, b in zip(*ranges) if owner == example]
+        out.append([values[t] if any(a <= t < b for a, b in mine) else outside for t in range(start, start + length)])
+    return out

@@ -1,0 +1,112 @@
+"""Examples as runs: what a plan's packer works from (``packing/best_fit.BestFitPlanner``,
+``packing/concat_plan.ConcatPlanner``). An example is its length and, for each token column, runs
+(first value, step 0 or 1, length) that cover it end to end: a document with BOS and EOS is three runs
+(``of_documents``), a conversation's labels a run a supervised stretch and one between (``in_ranges``).
+A packer cuts its pieces out of them (``cut``), so no array has an element a token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ragged import lengths_to_offsets
+
+Runs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (example, first value, step, length) a run
+
+
+@dataclass
+class ExampleRuns:
+    """A batch's examples: their lengths, the documents each counts as starting, and each column's runs in
+    order (an example of no tokens has none)."""
+
+    lengths: np.ndarray  # int64, an example
+    documents: np.ndarray  # int64, an example: 1 where it starts a document (a record at its first example)
+    columns: dict[str, Runs]
+
+    @classmethod
+    def of_documents(cls, positions: np.ndarray, offsets: np.ndarray, bos_id: int | None, eos_id: int | None):
+        """Documents (``positions``: each token's value, counting up within a document, ``offsets``) as
+        examples: BOS, the document's values, EOS."""
+        stored = np.diff(offsets).astype(np.int64)
+        count = len(stored)
+        safe = np.minimum(offsets[:-1], max(len(positions) - 1, 0))
+        first = positions[safe].astype(np.int64) if len(positions) else np.zeros(count, np.int64)
+        bos, eos = int(bos_id is not None), int(eos_id is not None)
+        lengths = np.stack([np.full(count, bos), stored, np.full(count, eos)], axis=1)
+        values = np.stack([np.full(count, bos_id or 0), first, np.full(count, eos_id or 0)], axis=1)
+        steps = np.broadcast_to(np.array([0, 1, 0], np.int64), lengths.shape)
+        example = np.broadcast_to(np.arange(count, dtype=np.int64)[:, None], lengths.shape)
+        keep = lengths > 0
+        runs = (example[keep], values[keep], steps[keep], lengths[keep])
+        return cls(stored + bos + eos, np.ones(count, np.int64), {"input_ids": runs})
+
+    @classmethod
+    def concat(cls, parts: list[ExampleRuns]) -> ExampleRuns:
+        shifts = lengths_to_offsets(np.array([len(p.lengths) for p in parts], np.int64))
+        columns = {}
+        for name in parts[0].columns:
+            pieces = [p.columns[name] for p in parts]
+            example = np.concatenate([runs[0] + shift for runs, shift in zip(pieces, shifts)])
+            columns[name] = (example, *(np.concatenate([runs[k] for runs in pieces]) for k in (1, 2, 3)))
+        lengths = np.concatenate([p.lengths for p in parts])
+        return cls(lengths, np.concatenate([p.documents for p in parts]), columns)
+
+    def cut(self, name: str, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Column ``name``'s runs inside pieces (``starts``: each piece's first token in the examples joined
+        end to end; ``lengths``): (each run's piece, first value, step, length), pieces in the order given,
+        each piece's runs in order; a run of one token steps 0."""
+        _, values, steps, run_lengths = self.columns[name]
+        run_ends = np.cumsum(run_lengths)
+        run_starts = run_ends - run_lengths
+        ends = starts + lengths
+        lo = np.searchsorted(run_ends, starts, side="right")  # the first run ending past the piece's start
+        per_piece = np.searchsorted(run_starts, ends, side="left") - lo
+        piece = np.repeat(np.arange(len(starts)), per_piece)
+        run = np.arange(int(per_piece.sum())) - np.repeat(np.cumsum(per_piece) - per_piece, per_piece) + lo[piece]
+        cut_lo = np.maximum(run_starts[run], starts[piece])
+        cut_length = np.minimum(run_ends[run], ends[piece]) - cut_lo
+        first = values[run] + steps[run] * (cut_lo - run_starts[run])
+        return piece, first, steps[run] * (cut_length > 1), cut_length
+
+
+def in_ranges(
+    lengths: np.ndarray,
+    starts: np.ndarray,
+    ranges: tuple[np.ndarray, np.ndarray, np.ndarray],
+    values: np.ndarray,
+    outside: int,
+) -> Runs:
+    """Runs of examples (``lengths``; ``starts``: their first tokens in ``values``) holding ``values`` inside
+    ``ranges`` (each one's example, first token and one past its last, in that coordinate, inside its
+    example; overlapping ones merge) and ``outside`` elsewhere. ``values`` count up by one within an
+    example, so a range is one run."""
+    owner, first, stop = _merged(*ranges)
+    head = np.ones(len(owner), dtype=bool)  # the example's first range
+    head[1:] = owner[1:] != owner[:-1]
+    gap_from = np.where(head, starts[owner], np.concatenate([[0], stop[:-1]]))
+    tail_from = starts.copy()  # after each example's last range, or all of it
+    tail = np.append(head[1:], True)[: len(owner)]
+    tail_from[owner[tail]] = stop[tail]
+    examples = np.arange(len(lengths), dtype=np.int64)
+    at = np.concatenate([gap_from, first, tail_from])
+    length = np.concatenate([first - gap_from, stop - first, starts + lengths - tail_from])
+    value = np.concatenate([np.full(len(owner), outside), values[first], np.full(len(lengths), outside)])
+    step = np.concatenate([np.zeros(len(owner), np.int64), np.ones(len(owner), np.int64), examples * 0])
+    example = np.concatenate([owner, owner, examples])
+    keep = np.flatnonzero(length > 0)
+    order = keep[np.argsort(at[keep], kind="stable")]  # runs of tokens are distinct places: their order
+    return example[order], value[order].astype(np.int64), step[order], length[order]
+
+
+def _merged(owner: np.ndarray, first: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Ranges (example, first, stop) in order, those that overlap merged (ranges of two examples never do)."""
+    order = np.argsort(first, kind="stable")
+    owner, first, stop = owner[order].astype(np.int64), first[order].astype(np.int64), stop[order].astype(np.int64)
+    if not len(first):
+        return owner, first, stop
+    reach = np.maximum.accumulate(stop)
+    opens = np.ones(len(first), dtype=bool)
+    opens[1:] = first[1:] >= reach[:-1]
+    ends = np.append(np.flatnonzero(opens)[1:] - 1, len(first) - 1)
+    return owner[opens], first[opens], reach[ends]
