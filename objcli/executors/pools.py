@@ -21,8 +21,12 @@ OWN_MS_PER_MB = 10.0
 # Measured on 2 cores, clm 2048 over the 1 GB store (85 partitions) and its copies by links: a plan 0.88 s in
 # threads against 0.93 in processes (the fork server's start), 255 partitions 2.10 against 1.77 s, 850
 # partitions 7.5-7.9 against 5.2-5.5 s; the Arrow run at 85 partitions 3.90-3.96 against 3.56-3.61 s (the
-# fork server's start, 0.05 s, is what a plan of 85 partitions loses).
+# fork server's start, 0.05 s, is what a plan of 85 partitions loses). A partition of a store that keeps
+# records (chat, pairs) counts twice: its batches' work holds the GIL longer (a chat plan, 250 MB a store of
+# 15 partitions, threads 0.60-0.69 s against 0.73-0.76; 500 MB, 30: 0.88-0.92 against 0.82-0.84; 1 GB, 60:
+# 1.45-1.49 against 1.10-1.13 s).
 TOKEN_RUN_PROCESSES_FROM = 64
+RECORD_PARTITION_WEIGHT = 2
 
 
 def threads_bound(engine_ms_per_mb: float) -> int:
@@ -107,7 +111,8 @@ def _hinted(tokenizer: str) -> bool:
 
 def token_partitions(config, partitions) -> int:
     """The pooled partitions of a run that encodes nothing (every input a token store's or ids another tool
-    wrote, an objective that encodes no pieces of its own, as FIM does), else 0: what ``choose_pool`` weighs."""
+    wrote, an objective that encodes no pieces of its own, as FIM does), a store's of records twice, else 0:
+    what ``choose_pool`` weighs."""
     from ..inputs.pieces import InputKind
     from ..objectives import REGISTRY
 
@@ -115,4 +120,5 @@ def token_partitions(config, partitions) -> int:
         return 0
     if any(p.input.kind is InputKind.TEXT for p in partitions):
         return 0
-    return sum(not p.input.is_stream for p in partitions)
+    records = REGISTRY.named(config.objective).reads(config.objective_options).needs.records
+    return sum(not p.input.is_stream for p in partitions) * (RECORD_PARTITION_WEIGHT if records else 1)
