@@ -20,19 +20,23 @@ import numpy as np
 def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Assign items (each ``<= capacity``) to rows: (row of each item, offset in its row, rows).
 
-    Items are placed in decreasing length (ties by index); within a row, in placement order. An open
-    row is one integer, its remaining space above its number's bits: integers sort as the (space, row)
-    pairs do, and compare and move faster than tuples (1.2 µs an item instead of 1.7).
+    Items are placed in decreasing length (ties by index); within a row, in placement order. An item
+    longer than half a row opens a row of its own (every item before it is as long, one to a row, so no
+    open row has its room): those are placed at once, the loop places the rest. An open row is one
+    integer, its remaining space above its number's bits: integers sort as the (space, row) pairs do, and
+    compare and move faster than tuples (1.2 µs an item instead of 1.7).
     """
     order = np.lexsort((np.arange(len(lengths)), -lengths))
-    row_of = [0] * len(lengths)
-    offset_of = [0] * len(lengths)
+    ordered = lengths[order].astype(np.int64)
+    big = int(np.count_nonzero(2 * ordered > capacity))  # the first ``big`` in order: a row each
     shift = max(len(lengths), 1).bit_length()  # no run makes more rows than items
     row_bits = (1 << shift) - 1
-    open_rows: list[int] = []  # space << shift | row, ascending
-    used: list[int] = []
+    room = capacity - ordered[:big]
+    open_rows = np.sort((room << shift | np.arange(big))[room > 0]).tolist()  # space << shift | row
+    used = ordered[:big].tolist()
+    rows, offsets = list(range(big)), [0] * big  # each item's, in order
     find, put, take = bisect.bisect_left, bisect.insort, open_rows.pop
-    for item, length in zip(order.tolist(), lengths[order].tolist()):
+    for length in ordered[big:].tolist():
         at = find(open_rows, length << shift)  # the least space that holds it, then the first row opened
         if at < len(open_rows):
             key = take(at)
@@ -40,9 +44,11 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray,
         else:
             row, space = len(used), capacity
             used.append(0)
-        row_of[item] = row
-        offset_of[item] = used[row]
+        rows.append(row)
+        offsets.append(used[row])
         used[row] += length
         if space > length:
             put(open_rows, (space - length) << shift | row)
-    return np.array(row_of, dtype=np.int64), np.array(offset_of, dtype=np.int64), len(used)
+    row_of, offset_of = np.empty(len(lengths), np.int64), np.empty(len(lengths), np.int64)
+    row_of[order], offset_of[order] = rows, offsets
+    return row_of, offset_of, len(used)

@@ -56,6 +56,7 @@ def bench_conversations(count: int = 20_000) -> Path:
     path = DATA / "chat" / f"conversations-{count}.jsonl"
     if path.exists():
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     root = SAMPLE_DATA
     prose = " ".join(json.loads(line)["text"] for line in (root / "prose.jsonl").open())
     rng = np.random.default_rng(27)

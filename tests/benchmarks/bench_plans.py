@@ -256,6 +256,25 @@ def gigabyte_table(copies: int = 5) -> None:
     plan_at_scale_table(store)
 
 
+def chat_gigabyte_table(count: int = 240_000) -> None:
+    """Issue 82's goal for chat at 1 GB: conversations of the sample prose (``bench_chat``), rendered with
+    Llama 3's template over the sample Llama-style tokenizer into a chat store, planned against the Arrow
+    run (best-fit 4096: conversations and labels as runs, ``kernels/example_runs.py``)."""
+    from bench_chat import TEMPLATE, bench_conversations
+    from paths import SAMPLE_DATA
+
+    conversations = bench_conversations(count)
+    tokenizer = SAMPLE_DATA / "llama-style" / "tokenizer.json"
+    store = DATA / f"store-chat-{count}"
+    if not (store / "manifest.json").exists():
+        tokenize([conversations], tokenizer, store, "--chat", "--chat-template", str(TEMPLATE))
+    megabytes = conversations.stat().st_size / 1e6
+    tokens = json.loads((store / "manifest.json").read_text())["totals"]["tokens"]
+    print(f"\nA chat plan against Arrow rows at {megabytes / 1000:.1f} GB ({count:,} conversations; {tokens:,} tokens)")
+    run = ["--objective", "chat", "--seq-len", "4096", "--chat-template", str(TEMPLATE)]
+    plan_against_rows(store, megabytes, {"chat best-fit 4096": run}, 2)
+
+
 def plans_table() -> None:
     from bench_shapes import SIZES
     from shapes import shape_corpus
@@ -282,6 +301,7 @@ def plans_table() -> None:
         size = sum(p.stat().st_size for p in shape_paths) / 1e6
         plan_against_rows(shape_store, size, {"clm concat 2048": RUNS["clm concat 2048"]}, repeats=2)
     gigabyte_table()
+    chat_gigabyte_table()
 
 
 if __name__ == "__main__":
