@@ -84,13 +84,16 @@ def document_rows(tokens: np.ndarray, offsets: np.ndarray, metadata: dict) -> Ro
 
 def crc32_from(crc: np.ndarray, lengths: np.ndarray, start: int) -> np.ndarray:
     """``zlib.crc32(text, start)`` of each text from ``zlib.crc32(text)`` and its length: CRC-32 is
-    affine in its starting value, so crc(text, s) = crc(text, 0) ^ crc(zeros, s) ^ crc(zeros, 0)
-    over as many zero bytes as the text has (one C call per document over a shared zero buffer)."""
-    zeros = memoryview(bytes(int(lengths.max()) if len(lengths) else 0))
-    shift = np.fromiter(
-        (zlib.crc32(zeros[:n], start) ^ zlib.crc32(zeros[:n]) for n in lengths.tolist()), np.uint64, len(lengths)
-    )
-    return crc.astype(np.uint64) ^ shift
+    affine in its starting value, so crc(text, s) = crc(text, 0) ^ crc(zeros, s) ^ crc(zeros, 0) over as
+    many zero bytes as the text has: a term that depends on the length alone, computed once a length, in
+    increasing order, each CRC carried on from the shorter one's (the longest text's zeros read once)."""
+    distinct, inverse = np.unique(lengths, return_inverse=True)
+    zeros = memoryview(bytes(int(distinct[-1]) if len(distinct) else 0))
+    keyed, plain, done, shifts = start, 0, 0, []
+    for n in distinct.tolist():
+        keyed, plain, done = zlib.crc32(zeros[: n - done], keyed), zlib.crc32(zeros[: n - done], plain), n
+        shifts.append(keyed ^ plain)
+    return crc.astype(np.uint64) ^ np.array(shifts, np.uint64)[inverse.reshape(-1)]
 
 
 def _field(column: StoredColumn):

@@ -319,10 +319,12 @@ def test_tokenize_resumes_after_a_kill_to_the_same_bytes(corpus, tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.binary(max_size=200), start=st.integers(0, 2**32 - 1))
-def test_the_seeded_crc_follows_from_the_stored_one(data, start):
-    expected = zlib.crc32(data, start)
-    assert crc32_from(np.array([zlib.crc32(data)], np.uint32), np.array([len(data)]), start)[0] == expected
+@given(texts=st.lists(st.binary(max_size=200), max_size=8), start=st.integers(0, 2**32 - 1))
+def test_the_seeded_crc_follows_from_the_stored_one(texts, start):
+    """Texts of any lengths, repeated or not, in any order: each one's CRC from its start value."""
+    crcs = np.array([zlib.crc32(t) for t in texts], np.uint32)
+    got = crc32_from(crcs, np.array([len(t) for t in texts], np.int64), start)
+    assert got.tolist() == [zlib.crc32(t, start) for t in texts]
 
 
 def test_the_tokenizer_is_found_where_the_store_names_it_and_a_stores_file_is_no_input(store, tmp_path):
