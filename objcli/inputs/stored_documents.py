@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formats.store import crc32_from
-from ..kernels.ragged import gather_ranges, lengths_to_offsets
+from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
 from ..rows import Ragged
 from ..stores.base import KindRecords
 
@@ -74,6 +74,9 @@ class StoredDocuments:
     records: KindRecords | None = None
     # A plan run's documents (``tokens``: store positions) whose objective reads some values: the ids, aligned
     ids: np.ndarray | None = None
+    # A plan run's documents: each one's first store position (past the vocabulary; a document's positions
+    # count up from it), ``tokens`` then a stand-in never read (``placed`` makes the positions where needed)
+    firsts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.chars)
@@ -89,12 +92,16 @@ class StoredDocuments:
         chat = None if self.records is None else self.records.slice(start, stop)
         offsets = self.offsets[start : stop + 1] - lo
         ids = None if self.ids is None else self.ids[lo:hi]
-        return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat, ids)
+        firsts = None if self.firsts is None else self.firsts[start:stop]
+        return StoredDocuments(self.tokens[lo:hi], offsets, *columns, sentences, origins, chat, ids, firsts)
 
     def take(self, indices) -> StoredDocuments:
         indices = np.asarray(indices, dtype=np.int64)
         lengths = np.diff(self.offsets)[indices]
-        tokens = gather_ranges(self.tokens, self.offsets[:-1][indices], lengths)
+        if is_stand_in(self.tokens):
+            tokens = stand_in(int(lengths.sum()))
+        else:
+            tokens = gather_ranges(self.tokens, self.offsets[:-1][indices], lengths)
         return StoredDocuments(
             tokens,
             lengths_to_offsets(lengths),
@@ -103,6 +110,7 @@ class StoredDocuments:
             None if self.origins is None else self.origins.take(indices),
             None if self.records is None else self.records.take(indices),
             None if self.ids is None else gather_ranges(self.ids, self.offsets[:-1][indices], lengths),
+            None if self.firsts is None else self.firsts[indices],
         )
 
     @staticmethod
@@ -115,9 +123,20 @@ class StoredDocuments:
         sentences = None if parts[0].sentences is None else Ragged.concat([p.sentences for p in parts])
         origins = None if parts[0].origins is None else DocumentOrigins.concat([p.origins for p in parts])
         chat = None if parts[0].records is None else type(parts[0].records).concat([p.records for p in parts])
-        tokens = np.concatenate([p.tokens for p in parts])
+        offsets = lengths_to_offsets(lengths)
+        placed = all(is_stand_in(p.tokens) for p in parts)
+        tokens = stand_in(int(offsets[-1])) if placed else np.concatenate([p.tokens for p in parts])
         ids = None if parts[0].ids is None else np.concatenate([p.ids for p in parts])
-        return StoredDocuments(tokens, lengths_to_offsets(lengths), *columns, sentences, origins, chat, ids)
+        firsts = None if parts[0].firsts is None else np.concatenate([p.firsts for p in parts])
+        return StoredDocuments(tokens, offsets, *columns, sentences, origins, chat, ids, firsts)
+
+    def placed(self) -> StoredDocuments:
+        """A plan run's documents with each token's store position as its token (what the examples of an
+        objective that packs positions see), where ``firsts`` stands for them."""
+        if self.firsts is None:
+            return self
+        positions = range_indices(self.firsts, np.diff(self.offsets)).astype(np.int32)
+        return dataclasses.replace(self, tokens=positions, firsts=None)
 
     def ids_of(self, values: np.ndarray) -> np.ndarray:
         """``values`` as ids: each store position among them (``tokens`` holding positions, ``ids`` their ids) its
@@ -150,3 +169,12 @@ class StoredDocuments:
 
     def token_count(self) -> int:
         return int(self.offsets[-1])
+
+
+def stand_in(count: int) -> np.ndarray:
+    """``count`` ids that are never read (a plan run's): zeros that take no memory."""
+    return np.broadcast_to(np.int32(0), (count,))
+
+
+def is_stand_in(tokens: np.ndarray) -> bool:
+    return tokens.ndim == 1 and tokens.strides == (0,)

@@ -25,16 +25,14 @@ class ExampleRuns:
     columns: dict[str, Runs]
 
     @classmethod
-    def of_documents(cls, positions: np.ndarray, offsets: np.ndarray, bos_id: int | None, eos_id: int | None):
-        """Documents (``positions``: each token's value, counting up within a document, ``offsets``) as
-        examples: BOS, the document's values, EOS."""
-        stored = np.diff(offsets).astype(np.int64)
+    def of_documents(cls, firsts: np.ndarray, stored: np.ndarray, bos_id: int | None, eos_id: int | None):
+        """Documents (``firsts``: each one's first token's value, its values counting up from it; ``stored``:
+        their lengths) as examples: BOS, the document's values, EOS."""
+        stored = stored.astype(np.int64)
         count = len(stored)
-        safe = np.minimum(offsets[:-1], max(len(positions) - 1, 0))
-        first = positions[safe].astype(np.int64) if len(positions) else np.zeros(count, np.int64)
         bos, eos = int(bos_id is not None), int(eos_id is not None)
         lengths = np.stack([np.full(count, bos), stored, np.full(count, eos)], axis=1)
-        values = np.stack([np.full(count, bos_id or 0), first, np.full(count, eos_id or 0)], axis=1)
+        values = np.stack([np.full(count, bos_id or 0), firsts.astype(np.int64), np.full(count, eos_id or 0)], axis=1)
         steps = np.broadcast_to(np.array([0, 1, 0], np.int64), lengths.shape)
         example = np.broadcast_to(np.arange(count, dtype=np.int64)[:, None], lengths.shape)
         keep = lengths > 0
@@ -74,13 +72,13 @@ def in_ranges(
     lengths: np.ndarray,
     starts: np.ndarray,
     ranges: tuple[np.ndarray, np.ndarray, np.ndarray],
-    values: np.ndarray,
+    firsts: np.ndarray,
     outside: int,
 ) -> Runs:
-    """Runs of examples (``lengths``; ``starts``: their first tokens in ``values``) holding ``values`` inside
+    """Runs of examples (``lengths``; ``starts``: their first tokens' places) holding their values inside
     ``ranges`` (each one's example, first token and one past its last, in that coordinate, inside its
-    example; overlapping ones merge) and ``outside`` elsewhere. ``values`` count up by one within an
-    example, so a range is one run."""
+    example; overlapping ones merge) and ``outside`` elsewhere. An example's values count up by one from
+    ``firsts`` (its first token's), so a range is one run."""
     owner, first, stop = _merged(*ranges)
     head = np.ones(len(owner), dtype=bool)  # the example's first range
     head[1:] = owner[1:] != owner[:-1]
@@ -91,7 +89,8 @@ def in_ranges(
     examples = np.arange(len(lengths), dtype=np.int64)
     at = np.concatenate([gap_from, first, tail_from])
     length = np.concatenate([first - gap_from, stop - first, starts + lengths - tail_from])
-    value = np.concatenate([np.full(len(owner), outside), values[first], np.full(len(lengths), outside)])
+    inside = firsts[owner] + first - starts[owner]
+    value = np.concatenate([np.full(len(owner), outside), inside, np.full(len(lengths), outside)])
     step = np.concatenate([np.zeros(len(owner), np.int64), np.ones(len(owner), np.int64), examples * 0])
     example = np.concatenate([owner, owner, examples])
     keep = np.flatnonzero(length > 0)

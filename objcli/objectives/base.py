@@ -139,8 +139,8 @@ class PartitionExamples:
 
     def example_runs(self, batch: DocumentBatch) -> ExampleRuns | None:
         """The batch's examples as runs, for a plan from lengths (``Objective.plans_lengths``): its documents
-        (``batch.tokens``: their store positions) with the objective's BOS and EOS around them."""
-        return ExampleRuns.of_documents(batch.tokens, batch.offsets, self.o.bos_id, self.o.eos_id)
+        (``batch.texts.firsts``: their first store positions) with the objective's BOS and EOS around them."""
+        return ExampleRuns.of_documents(batch.texts.firsts, np.diff(batch.offsets), self.o.bos_id, self.o.eos_id)
 
 
 class Objective:

@@ -275,7 +275,9 @@ class _ChatPartition(PartitionExamples):
             return None
         encoded, kept, chosen, keep_to = written
         learned = None if self.o.options.loss_on == "all" else self._learned(encoded, kept)
-        return encoded.runs(learned, chosen, keep_to)
+        record = encoded.record[chosen]  # a record's positions count up over its conversations
+        firsts = batch.texts.firsts[record] + encoded.offsets[:-1][chosen] - batch.offsets[record]
+        return encoded.runs(learned, chosen, keep_to, firsts)
 
     def _written(self, batch: DocumentBatch) -> tuple | None:
         """(the batch's conversations as tokens, the supervised spans kept, the conversations written, the

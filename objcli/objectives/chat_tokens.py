@@ -48,17 +48,18 @@ class ConversationTokens:
             keep_to = np.where(lengths <= seq_len, lengths, 0)
         return keep_to, local_last < keep_to[self.owner]
 
-    def runs(self, learned: np.ndarray | None, chosen: np.ndarray, new_lengths: np.ndarray) -> ExampleRuns:
-        """The chosen examples as runs, each cut to its new length (a plan from lengths): its ids one run,
-        its labels those of the ``learned`` spans (a mask of them; None: every token) and -100 between."""
+    def runs(self, learned: np.ndarray | None, chosen: np.ndarray, new_lengths: np.ndarray, firsts) -> ExampleRuns:
+        """The chosen examples as runs, each cut to its new length (a plan from lengths; ``firsts``: each
+        one's first store position): its ids one run, its labels those of the ``learned`` spans (a mask of
+        them; None: every token) and -100 between."""
         starts = self.offsets[:-1][chosen]
         lengths = new_lengths.astype(np.int64)
         ones = np.ones(len(chosen), np.int64)
-        ids = (np.arange(len(chosen), dtype=np.int64), self.tokens[starts].astype(np.int64), ones, lengths)
+        ids = (np.arange(len(chosen), dtype=np.int64), firsts.astype(np.int64), ones, lengths)
         labels = ids
         if learned is not None:
             spans = (np.searchsorted(chosen, self.owner[learned]), self.first[learned], self.last[learned] + 1)
-            labels = in_ranges(lengths, starts, spans, self.tokens, IGNORE)
+            labels = in_ranges(lengths, starts, spans, firsts, IGNORE)
         return ExampleRuns(lengths, self._first_of_record(chosen), {"input_ids": ids, "labels": labels})
 
     def _first_of_record(self, chosen: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ Labels are not stored: for causal LM they are ``input_ids`` and the model shifts
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..kernels.example_runs import ExampleRuns
 from ..options import NoOptions
 from ..rows import ColumnSpec
@@ -49,4 +51,4 @@ class _Documents(PartitionExamples):
         return document_examples(batch, self.bos_id, self.eos_id)
 
     def example_runs(self, batch: DocumentBatch) -> ExampleRuns:
-        return ExampleRuns.of_documents(batch.tokens, batch.offsets, self.bos_id, self.eos_id)
+        return ExampleRuns.of_documents(batch.texts.firsts, np.diff(batch.offsets), self.bos_id, self.eos_id)

@@ -88,6 +88,8 @@ class SplitChain:
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
+        if stored and self.planner is None:  # a plan run's examples over positions: each token's made
+            texts = texts.placed()
         if self.counting is not None and stored:
             self.counting.put(texts.tokens, texts.ids)
         if stored and texts.records is not None:  # what the store's kind keeps for its objective (chat, pairs)

@@ -50,12 +50,13 @@ _READERS = {InputKind.STORE: _stored, InputKind.TOKENS: _token_ids, InputKind.TE
 
 
 def store_positions(batches, vocabulary: int, keep_ids: bool = False):
-    """A plan's documents (``formats/row_plan.py``): each stored token's position in the partition, past
-    the vocabulary, for its id (every pass over the partition counts from its first token); ``keep_ids``:
-    the ids kept beside them (``StoredDocuments.ids_of``)."""
+    """A plan's documents (``formats/row_plan.py``): each document's first token's position in the partition,
+    past the vocabulary, for its id (every pass over the partition counts from its first token), its tokens a
+    stand-in (``StoredDocuments.placed`` makes each token's position where examples need them: no array a
+    token otherwise); ``keep_ids``: the ids kept beside them (``StoredDocuments.ids_of``)."""
     from dataclasses import replace
 
-    import numpy as np
+    from ..inputs.stored_documents import stand_in
 
     start = vocabulary
     for documents in batches:
@@ -66,7 +67,8 @@ def store_positions(batches, vocabulary: int, keep_ids: bool = False):
                 "a plan places; tokenize with a smaller --partition-size"
             )
         ids = documents.tokens if keep_ids else None
-        yield replace(documents, tokens=np.arange(start, stop, dtype=np.int32), ids=ids)
+        firsts = start + documents.offsets[:-1]
+        yield replace(documents, tokens=stand_in(len(documents.tokens)), ids=ids, firsts=firsts)
         start = stop
 
 

@@ -42,7 +42,8 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
         tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
         start += int(offsets[-1])
         rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
-        planned = planner.feed(ExampleRuns.of_documents(tokens, offsets, bos_id, eos_id))
+        firsts = tokens[0] + offsets[:-1] if len(tokens) else offsets[:-1]  # each document's first position
+        planned = planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id))
         assert (rows is None) == (planned is None)
         if rows is None:
             continue
@@ -59,8 +60,7 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
 def test_a_worked_example():
     """Two documents of 3 and 4 tokens with EOS (id 2), rows of 4: [a0 a1 a2 EOS] [b0 b1 b2 b3], EOS left."""
     planner = ConcatPlanner(4, 0)
-    tokens = np.arange(VOCABULARY, VOCABULARY + 7, dtype=np.int32)
-    planned = planner.feed(ExampleRuns.of_documents(tokens, np.array([0, 3, 7]), None, 2))
+    planned = planner.feed(ExampleRuns.of_documents(VOCABULARY + np.array([0, 3]), np.array([3, 4]), None, 2))
     assert _decoded(planned, "input_ids", 4).tolist() == [[1000, 1001, 1002, 2], [1003, 1004, 1005, 1006]]
     assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
     assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]

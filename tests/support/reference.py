@@ -567,10 +567,14 @@ def with_ids_reference(values: list[int], ids: list[int], vocabulary: int) -> li
     return [ids[v - vocabulary] if v >= vocabulary else v for v in values]
 
 
-def in_ranges_reference(lengths, starts, ranges, values, outside) -> list[list[int]]:
-    """Each example's tokens, one at a time: ``values`` where a range of its covers the token, else ``outside``."""
+def in_ranges_reference(lengths, starts, ranges, firsts, outside) -> list[list[int]]:
+    """Each example's tokens, one at a time: its value (counting up from ``firsts``) where a range of its covers
+    the token, else ``outside``."""
     out = []
     for example, (length, start) in enumerate(zip(lengths, starts)):
         mine = [(a, b) for owner, a, b in zip(*ranges) if owner == example]
-        out.append([values[t] if any(a <= t < b for a, b in mine) else outside for t in range(start, start + length)])
+        values = [firsts[example] + t - start for t in range(start, start + length)]
+        out.append(
+            [v if any(a <= t < b for a, b in mine) else outside for t, v in zip(range(start, start + length), values)]
+        )
     return out
