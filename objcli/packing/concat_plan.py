@@ -17,16 +17,21 @@ from .base import PlannedRows
 
 
 class ConcatPlanner:
-    """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``."""
+    """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``. With
+    ``rows_by_batch`` (an objective whose row step keys its draws to each batch's first row), each batch's
+    finished rows as it is fed; else every row at ``finish``: the same rows, made in one pass instead of one
+    a batch (a batch's work is a few array calls over a few hundred documents, most of a plan's cost)."""
 
-    def __init__(self, row_length: int, overlap: int):
+    def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True):
         self.row_length, self.overlap = row_length, overlap
+        self.rows_by_batch = rows_by_batch
         self.stride = row_length - overlap
         self.counters: Counter = Counter()
         # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
         # starts its document, the document's ordinal in the partition.
         dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
         self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
+        self.added: list[tuple] = []  # pieces fed since they were last joined to ``pieces``
         self.stream = 0  # tokens in the stream so far
         self.documents = 0  # documents fed so far
         self.rows_made = 0
@@ -37,6 +42,11 @@ class ConcatPlanner:
         if examples is None:
             return None
         self._add(examples)
+        return self._made() if self.rows_by_batch else None
+
+    def _made(self) -> PlannedRows | None:
+        """The rows the stream fed so far finishes."""
+        self._join()
         rows = max(self.stream - self.overlap, 0) // self.stride
         if rows <= self.rows_made:
             return None
@@ -45,14 +55,23 @@ class ConcatPlanner:
         self._drop_used()
         return planned
 
-    def finish(self) -> None:
-        """What no row holds: dropped and counted, as ``ConcatPacker.finish`` counts it."""
+    def finish(self) -> PlannedRows | None:
+        """The rows not yet given, and what no row holds: dropped and counted, as ``ConcatPacker.finish``
+        counts it."""
+        planned = None if self.rows_by_batch else self._made()
+        self._join()
         consumed = self.rows_made * self.stride
         left = self.stream - consumed
         shared = self.overlap if self.rows_made and left else 0
         self.counters["tokens_dropped"] += left - shared
         starts, lengths, _, _, firsts, _ = self.pieces
         self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
+        return planned
+
+    def _join(self) -> None:
+        if self.added:
+            self.pieces = tuple(np.concatenate([old, *parts]) for old, *parts in zip(self.pieces, *self.added))
+            self.added = []
 
     def _add(self, examples: ExampleRuns) -> None:
         count = len(examples.lengths)
@@ -62,7 +81,7 @@ class ConcatPlanner:
         firsts[1:] = example[1:] != example[:-1]
         starts = self.stream + np.cumsum(lengths) - lengths
         new = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, self.documents + example)
-        self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
+        self.added.append(new)
         self.stream += int(lengths.sum())
         self.documents += count
 

@@ -77,7 +77,7 @@ def build_planner(config: TransformConfig, objective) -> ConcatPlanner | BestFit
     if not objective.plans_lengths or config.provenance:
         return None
     if config.packing == "concat" and objective.pad_id is None:
-        return ConcatPlanner(config.row_length, concat_overlap(config))
+        return ConcatPlanner(config.row_length, concat_overlap(config), rows_by_batch=objective.row_step)
     if config.packing == "best-fit" and config.pad_to_multiple == 1:
         return BestFitPlanner(build_packer(config, objective).settings)
     return None

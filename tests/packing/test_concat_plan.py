@@ -36,6 +36,8 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
     bos_id, eos_id = (1 if bos else None), (2 if eos else None)
     packer = make_packer("concat", PackSettings(row_length, (IDS,), overlap=overlap))
     planner = ConcatPlanner(row_length, overlap)
+    whole = ConcatPlanner(row_length, overlap, rows_by_batch=False)  # every row at finish, in one pass
+    made = []
     start = VOCABULARY
     for lengths in batches:
         offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
@@ -44,6 +46,8 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
         rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
         firsts = tokens[0] + offsets[:-1] if len(tokens) else offsets[:-1]  # each document's first position
         planned = planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id))
+        assert whole.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)) is None
+        made += [rows] if rows is not None else []
         assert (rows is None) == (planned is None)
         if rows is None:
             continue
@@ -55,6 +59,15 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
     assert packer.finish() is None
     planner.finish()
     assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
+    at_once = whole.finish()
+    assert (at_once is None) == (not made) and whole.counters == planner.counters
+    if made:
+        for name in ("input_ids", "segment_ids", "position_ids"):
+            expected = np.concatenate([rows.columns[name] for rows in made])
+            assert np.array_equal(_decoded(at_once, name, row_length), expected), name
+        for name in ("tokens", "padding", "documents"):
+            assert np.array_equal(getattr(at_once, name), np.concatenate([getattr(r, name) for r in made])), name
+        assert at_once.segments() == sum(rows.segments() for rows in made)
 
 
 def test_a_worked_example():
