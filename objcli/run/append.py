@@ -106,7 +106,7 @@ def append_values(given: dict, recipe: dict, existing_inputs: list[str]) -> dict
     """The run's option values: the output's recipe, its inputs then the new ones. Options given
     that differ from the recipe are an error naming them; inputs already in the output are an
     error (they would be read twice)."""
-    from ..objectives.base import REGISTRY
+    from ..objectives import REGISTRY
 
     if "objective" in given:  # an alias is the objective it names (t5: span-corruption)
         given = {**given, "objective": REGISTRY.aliases.get(given["objective"], given["objective"])}

@@ -89,3 +89,18 @@ def test_torch_loaders_read_every_row_once_and_resume(arrow_rows):
     whole = [row["input_ids"] for row in IterableTorchRows(rows, 1, 2)]
     assert len(first) + len(rest) == len(whole)
     assert all(torch.equal(a, b) for a, b in zip(first + rest, whole))
+
+
+def test_importing_the_reader_imports_no_objective_and_no_store_kind():
+    """``import objcli.reading`` loads what reading needs: the registries of objectives and of store kinds are
+    filled when first asked for (a plan's reader asks for its objective when it opens one), not on import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, objcli.reading\n"
+        "loaded = [m for m in sys.modules if m.startswith(('objcli.objectives.', 'objcli.stores.'))]\n"
+        "print(' '.join(sorted(loaded)))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert not [m for m in loaded if m.rsplit(".", 1)[1] not in ("base", "supply")], loaded
