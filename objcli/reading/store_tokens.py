@@ -17,8 +17,9 @@ from ..errors import ObjcliError
 from ..formats.row_plan import store_manifest_sha256
 
 KEPT_PARTITIONS = 64  # partitions' ids held at once: memory-mapped, so the page cache holds them, not the reader
-KEPT_BLOCKS = 16  # blocks of a store in object storage held in memory, each 4 MiB: 64 MiB at most a reader
-KEPT_CHECKS = 1 << 20  # blocks remembered checked (4 TiB of 4 MiB blocks; about 150 MB at most)
+KEPT_BYTES = 64 << 20  # blocks of a store in object storage held in memory: 64 MiB at most a reader
+FETCH_BYTES = 4 << 20  # one ranged GET brings this much (whole blocks): a read ahead, few round trips
+KEPT_CHECKS = 1 << 20  # blocks remembered checked (1 TiB of 1 MiB blocks; about 150 MB at most)
 _CHECKED_BLOCKS: set[tuple[str, int, int, bytes]] = set()  # (shard, mtime, block, digest) checked by this process
 _CHECKED: set[tuple[str, int, int]] = set()  # store shards whose sha256 this process checked (path, size, mtime)
 
@@ -30,7 +31,7 @@ class StoreTokens:
         self.store, self.manifest = store, manifest
         self._lock = threading.Lock()
         self._partitions: dict[int, PartitionIds] = {}
-        self._blocks = _BlockCache(KEPT_BLOCKS)
+        self._blocks = _BlockCache(KEPT_BYTES)
 
     @classmethod
     def open(cls, store: str, sha256: str, plan: Path) -> StoreTokens:
@@ -120,24 +121,33 @@ class _Ranged:
         return out
 
     def _fetch(self, block: int) -> bytes:
+        """Block ``block``, fetched with the blocks beside it up to ``FETCH_BYTES`` in one ranged GET, each
+        checked and kept."""
         from ..storage.remote import storage_error, storage_errors
 
-        first = block * self.blocks.block
+        size = self.blocks.block
+        per = max(1, FETCH_BYTES // size)
+        group = block - block % per
+        first = group * size
         try:
-            data = self.fs.cat_file(self.inner, start=first, end=min(first + self.blocks.block, self.blocks.size))
+            data = self.fs.cat_file(self.inner, start=first, end=min(first + per * size, self.blocks.size))
         except storage_errors() as error:
             raise storage_error(error, self.where, "reading it") from None
-        if not self.blocks.matches(block, data):
-            _refuse(self.where)
-        self.cache.put((self.where, block), data)
-        return data
+        for k in range(-(-len(data) // size)):
+            piece = data[k * size : (k + 1) * size]
+            if not self.blocks.matches(group + k, piece):
+                _refuse(self.where)
+            self.cache.put((self.where, group + k), piece)
+        return data[(block - group) * size : (block - group + 1) * size]
 
 
 class _BlockCache:
-    """The last ``size`` blocks fetched from object storage, in memory (a reader's bound, whatever it reads)."""
+    """The last blocks fetched from object storage, ``size`` bytes at most, in memory (a reader's bound,
+    whatever it reads)."""
 
     def __init__(self, size: int):
         self.size, self.blocks, self._lock = size, OrderedDict(), threading.Lock()
+        self.held = 0
 
     def get(self, key):
         with self._lock:
@@ -148,9 +158,10 @@ class _BlockCache:
 
     def put(self, key, data: bytes) -> None:
         with self._lock:
+            self.held += len(data) - len(self.blocks.pop(key, b""))
             self.blocks[key] = data
-            while len(self.blocks) > self.size:
-                self.blocks.popitem(last=False)
+            while self.held > self.size and len(self.blocks) > 1:
+                self.held -= len(self.blocks.popitem(last=False)[1])
 
 
 class _Chunk:

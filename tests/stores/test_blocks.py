@@ -146,3 +146,36 @@ def test_a_plan_run_reads_lengths_not_ids(tmp_path, monkeypatch):
     shard.write_bytes(bytes(data))
     with pytest.raises(ObjcliError, match="does not match the digests"):
         run_transform([store], SPM, tmp_path / "plan-2", seq_len=256, output_format="plan")
+
+
+def test_a_store_in_object_storage_is_fetched_a_few_blocks_a_request(tmp_path, monkeypatch):
+    """A shard in object storage: a read fetches the aligned group of blocks its bytes lie in with one ranged
+    request (``FETCH_BYTES``), checks and keeps each, and reads the next blocks of the group from memory; the
+    blocks kept stay under ``KEPT_BYTES``; a damaged block of the group is refused."""
+    import objcli.reading.store_tokens as store_tokens
+
+    store = _store(tmp_path / "store", monkeypatch, block_bytes=16 << 10)
+    shard = store / "part-00000-of-00001.store"
+    data = shard.read_bytes()
+    made = ShardBlocks(shard, (store / "part-00000-of-00001.store.blocks").read_bytes())
+    monkeypatch.setattr(store_tokens, "FETCH_BYTES", 64 << 10)  # four blocks a request
+    ranges = []
+
+    class Bucket:
+        def cat_file(self, inner, start, end):
+            ranges.append((start, end))
+            return data[start:end]
+
+    ranged = object.__new__(store_tokens._Ranged)
+    ranged.where, ranged.blocks, ranged.cache = "s3://b/shard", made, store_tokens._BlockCache(96 << 10)
+    ranged.fs, ranged.inner = Bucket(), "b/shard"
+    size = 16 << 10
+    for start in (5 * size + 10, 6 * size, 4 * size, 7 * size + 3):  # blocks 5, 6, 4, 7: one group
+        assert ranged.read(start, start + 100, np.array([start // size])).tobytes() == data[start : start + 100]
+    assert ranges == [(4 * size, 8 * size)]
+    ranged.read(0, 10, np.array([0]))  # another group: the oldest kept blocks go
+    assert ranges[-1] == (0, 4 * size) and ranged.cache.held <= 96 << 10
+    damaged = data[: 9 * size] + bytes([data[9 * size] ^ 1]) + data[9 * size + 1 :]
+    Bucket.cat_file = lambda self, inner, start, end: damaged[start:end]
+    with pytest.raises(ObjcliError, match="does not match the digests"):
+        ranged.read(8 * size, 8 * size + 5, np.array([8]))  # block 8 is sound; 9, in its group, is not
