@@ -6,10 +6,10 @@ packer's."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planned_rows import decoded, same_as_packed
 
 from objcli.kernels.example_runs import ExampleRuns
 from objcli.kernels.ragged import lengths_to_offsets
-from objcli.kernels.runs import decode_runs
 from objcli.objectives.base import DocumentBatch, document_examples
 from objcli.packing import PackSettings, make_packer
 from objcli.packing.best_fit import BestFitPlanner
@@ -18,24 +18,6 @@ from objcli.rows import ColumnSpec
 VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
 IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
 PAD = 3
-
-
-def _decoded(planned, name: str, width: int) -> np.ndarray:
-    first, steps, lengths, per_row = planned.runs[name]
-    assert per_row.sum() == len(first) and len(per_row) == planned.num_rows
-    assert np.all(lengths > 0) and np.all(np.isin(steps, (0, 1)))
-    return decode_runs(first, steps, lengths).reshape(-1, width)
-
-
-def _same(planned, rows, row_length: int) -> None:
-    assert (rows is None) == (planned is None)
-    if rows is None:
-        return
-    for name in ("input_ids", "segment_ids", "position_ids"):
-        assert np.array_equal(_decoded(planned, name, row_length), rows.columns[name]), name
-    for name in ("tokens", "padding", "documents"):
-        assert np.array_equal(getattr(planned, name), getattr(rows, name)), name
-    assert planned.segments() == rows.segments()
 
 
 @settings(max_examples=200, deadline=None)
@@ -57,8 +39,10 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, window
         start += int(offsets[-1])
         rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
         firsts = tokens[0] + offsets[:-1] if len(tokens) else offsets[:-1]  # each document's first position
-        _same(planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)), rows, row_length)
-    _same(planner.finish(), packer.finish(), row_length)
+        same_as_packed(
+            planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)), rows, row_length
+        )
+    same_as_packed(planner.finish(), packer.finish(), row_length)
     assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
 
 
@@ -68,12 +52,12 @@ def test_a_worked_example():
     row they fit: a[0:4], then c+EOS (3) in a new row, then a[4:]+EOS (2) in a new row, then b+EOS (2) beside it."""
     planner = BestFitPlanner(PackSettings(4, (IDS,), pad_id=PAD, window=1))
     planned = planner.feed(ExampleRuns.of_documents(VOCABULARY + np.array([0, 5, 6]), np.array([5, 1, 2]), None, 2))
-    assert _decoded(planned, "input_ids", 4).tolist() == [
+    assert decoded(planned, "input_ids", 4).tolist() == [
         [1000, 1001, 1002, 1003],
         [1006, 1007, 2, PAD],
         [1004, 2, 1005, 2],
     ]
-    assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 2, 2]]
-    assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 0, 1]]
+    assert decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 2, 2]]
+    assert decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 0, 1]]
     assert planned.documents.tolist() == [1, 1, 1] and planned.padding.tolist() == [0, 1, 0]
     assert planner.counters["documents_split"] == 1

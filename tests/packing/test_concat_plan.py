@@ -5,10 +5,10 @@ batches of documents, BOS/EOS, row length and overlap, the planner's runs decode
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planned_rows import decoded, same_as_packed
 
 from objcli.kernels.example_runs import ExampleRuns
 from objcli.kernels.ragged import lengths_to_offsets
-from objcli.kernels.runs import decode_runs
 from objcli.objectives.base import DocumentBatch, document_examples
 from objcli.packing import PackSettings, make_packer
 from objcli.packing.concat_plan import ConcatPlanner
@@ -16,12 +16,6 @@ from objcli.rows import ColumnSpec
 
 VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
 IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
-
-
-def _decoded(planned, name: str, width: int) -> np.ndarray:
-    first, steps, lengths, per_row = planned.runs[name]
-    assert per_row.sum() == len(first)
-    return decode_runs(first, steps, lengths).reshape(-1, width)
 
 
 @settings(max_examples=200, deadline=None)
@@ -48,14 +42,7 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
         planned = planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id))
         assert whole.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)) is None
         made += [rows] if rows is not None else []
-        assert (rows is None) == (planned is None)
-        if rows is None:
-            continue
-        for name in ("input_ids", "segment_ids", "position_ids"):
-            assert np.array_equal(_decoded(planned, name, row_length), rows.columns[name]), name
-        for name in ("tokens", "padding", "documents"):
-            assert np.array_equal(getattr(planned, name), getattr(rows, name)), name
-        assert planned.segments() == rows.segments()
+        same_as_packed(planned, rows, row_length)
     assert packer.finish() is None
     planner.finish()
     assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
@@ -64,7 +51,7 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
     if made:
         for name in ("input_ids", "segment_ids", "position_ids"):
             expected = np.concatenate([rows.columns[name] for rows in made])
-            assert np.array_equal(_decoded(at_once, name, row_length), expected), name
+            assert np.array_equal(decoded(at_once, name, row_length), expected), name
         for name in ("tokens", "padding", "documents"):
             assert np.array_equal(getattr(at_once, name), np.concatenate([getattr(r, name) for r in made])), name
         assert at_once.segments() == sum(rows.segments() for rows in made)
@@ -74,9 +61,9 @@ def test_a_worked_example():
     """Two documents of 3 and 4 tokens with EOS (id 2), rows of 4: [a0 a1 a2 EOS] [b0 b1 b2 b3], EOS left."""
     planner = ConcatPlanner(4, 0)
     planned = planner.feed(ExampleRuns.of_documents(VOCABULARY + np.array([0, 3]), np.array([3, 4]), None, 2))
-    assert _decoded(planned, "input_ids", 4).tolist() == [[1000, 1001, 1002, 2], [1003, 1004, 1005, 1006]]
-    assert _decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
-    assert _decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert decoded(planned, "input_ids", 4).tolist() == [[1000, 1001, 1002, 2], [1003, 1004, 1005, 1006]]
+    assert decoded(planned, "segment_ids", 4).tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
+    assert decoded(planned, "position_ids", 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
     assert planned.documents.tolist() == [1, 1] and planned.runs["input_ids"][3].tolist() == [2, 1]
     planner.finish()
     assert planner.counters["tokens_dropped"] == 1 and planner.counters["documents_split"] == 0
