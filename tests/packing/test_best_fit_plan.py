@@ -6,16 +6,13 @@ packer's."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planned_rows import decoded, same_as_packed
+from planned_rows import VOCABULARY, decoded, document_batches, same_as_packed
 
 from objcli.kernels.example_runs import ExampleRuns
-from objcli.kernels.ragged import lengths_to_offsets
-from objcli.objectives.base import DocumentBatch, document_examples
 from objcli.packing import PackSettings, make_packer
 from objcli.packing.best_fit import BestFitPlanner
 from objcli.rows import ColumnSpec
 
-VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
 IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
 PAD = 3
 
@@ -32,16 +29,8 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, window
     bos_id, eos_id = (1 if bos else None), (2 if eos else None)
     pack_settings = PackSettings(row_length, (IDS,), pad_id=PAD, window=window)
     packer, planner = make_packer("best-fit", pack_settings), BestFitPlanner(pack_settings)
-    start = VOCABULARY
-    for lengths in batches:
-        offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
-        tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
-        start += int(offsets[-1])
-        rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
-        firsts = tokens[0] + offsets[:-1] if len(tokens) else offsets[:-1]  # each document's first position
-        same_as_packed(
-            planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)), rows, row_length
-        )
+    for examples, runs in document_batches(batches, bos_id, eos_id):
+        same_as_packed(planner.feed(runs), packer.process(examples), row_length)
     same_as_packed(planner.finish(), packer.finish(), row_length)
     assert {k: v for k, v in planner.counters.items() if v} == {k: v for k, v in packer.counters.items() if v}
 

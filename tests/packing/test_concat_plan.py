@@ -5,16 +5,13 @@ batches of documents, BOS/EOS, row length and overlap, the planner's runs decode
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planned_rows import decoded, same_as_packed
+from planned_rows import VOCABULARY, decoded, document_batches, same_as_packed
 
 from objcli.kernels.example_runs import ExampleRuns
-from objcli.kernels.ragged import lengths_to_offsets
-from objcli.objectives.base import DocumentBatch, document_examples
 from objcli.packing import PackSettings, make_packer
 from objcli.packing.concat_plan import ConcatPlanner
 from objcli.rows import ColumnSpec
 
-VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
 IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
 
 
@@ -32,15 +29,10 @@ def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overla
     planner = ConcatPlanner(row_length, overlap)
     whole = ConcatPlanner(row_length, overlap, rows_by_batch=False)  # every row at finish, in one pass
     made = []
-    start = VOCABULARY
-    for lengths in batches:
-        offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
-        tokens = np.arange(start, start + offsets[-1], dtype=np.int32)  # each token its stored position
-        start += int(offsets[-1])
-        rows = packer.process(document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id))
-        firsts = tokens[0] + offsets[:-1] if len(tokens) else offsets[:-1]  # each document's first position
-        planned = planner.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id))
-        assert whole.feed(ExampleRuns.of_documents(firsts, np.diff(offsets), bos_id, eos_id)) is None
+    for examples, runs in document_batches(batches, bos_id, eos_id):
+        rows = packer.process(examples)
+        planned = planner.feed(runs)
+        assert whole.feed(runs) is None
         made += [rows] if rows is not None else []
         same_as_packed(planned, rows, row_length)
     assert packer.finish() is None

@@ -23,3 +23,22 @@ def same_as_packed(planned, rows, row_length: int) -> None:
     for name in ("tokens", "padding", "documents"):
         assert np.array_equal(getattr(planned, name), getattr(rows, name)), name
     assert planned.segments() == rows.segments()
+
+
+VOCABULARY = 1000  # positions are stored as VOCABULARY + position, as a plan's are
+
+
+def document_batches(batches, bos_id, eos_id):
+    """Each batch of document lengths, its tokens their store positions (one after another over the batches):
+    (the examples a packer takes, the ``ExampleRuns`` a planner takes)."""
+    from objcli.kernels.example_runs import ExampleRuns
+    from objcli.kernels.ragged import lengths_to_offsets
+    from objcli.objectives.base import DocumentBatch, document_examples
+
+    start = VOCABULARY
+    for lengths in batches:
+        offsets = lengths_to_offsets(np.array(lengths, dtype=np.int64))
+        tokens = np.arange(start, start + offsets[-1], dtype=np.int32)
+        runs = ExampleRuns.of_documents(start + offsets[:-1], np.diff(offsets), bos_id, eos_id)
+        start += int(offsets[-1])
+        yield document_examples(DocumentBatch([], tokens, offsets, 0, 0), bos_id, eos_id), runs
