@@ -9,6 +9,7 @@ interpreter's imports and a tokenizer load (0.4 s and more, 2.6 s under gVisor).
 import os
 
 from ..run import pipeline  # noqa: F401 - imported for the workers that fork from here
+from ..stores import STORE_KINDS  # noqa: F401 - every store kind registered (they fill when first asked for)
 
 _spec = os.environ.get("OBJCLI_PRELOAD_TOKENIZER", "")
 if "\t" in _spec:
