@@ -6,8 +6,6 @@ A packer cuts its pieces out of them (``cut``), so no array has an element a tok
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .ragged import lengths_to_offsets
@@ -15,40 +13,50 @@ from .ragged import lengths_to_offsets
 Runs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (example, first value, step, length) a run
 
 
-@dataclass
 class ExampleRuns:
     """A batch's examples: their lengths, the documents each counts as starting, and each column's runs in
-    order (an example of no tokens has none)."""
+    order (an example of no tokens has none). Documents (``of_documents``) keep their first values and
+    lengths until their runs are asked for, and join as such (``concat``): a planner that gathers a window
+    or a partition of batches makes their runs once, not a batch at a time."""
 
-    lengths: np.ndarray  # int64, an example
-    documents: np.ndarray  # int64, an example: 1 where it starts a document (a record at its first example)
-    columns: dict[str, Runs]
+    def __init__(
+        self, lengths: np.ndarray, documents: np.ndarray, columns: dict[str, Runs] | None = None, made_of=None
+    ):
+        self.lengths = lengths  # int64, an example
+        self.documents = documents  # int64, an example: 1 where it starts a document (a record at its first example)
+        self._columns = columns
+        self._made_of = made_of  # documents': (first values, stored lengths, BOS id, EOS id)
+
+    @property
+    def columns(self) -> dict[str, Runs]:
+        if self._columns is None:
+            self._columns = {"input_ids": _document_runs(*self._made_of)}
+        return self._columns
 
     @classmethod
     def of_documents(cls, firsts: np.ndarray, stored: np.ndarray, bos_id: int | None, eos_id: int | None):
         """Documents (``firsts``: each one's first token's value, its values counting up from it; ``stored``:
         their lengths) as examples: BOS, the document's values, EOS."""
         stored = stored.astype(np.int64)
-        count = len(stored)
-        bos, eos = int(bos_id is not None), int(eos_id is not None)
-        lengths = np.stack([np.full(count, bos), stored, np.full(count, eos)], axis=1)
-        values = np.stack([np.full(count, bos_id or 0), firsts.astype(np.int64), np.full(count, eos_id or 0)], axis=1)
-        steps = np.broadcast_to(np.array([0, 1, 0], np.int64), lengths.shape)
-        example = np.broadcast_to(np.arange(count, dtype=np.int64)[:, None], lengths.shape)
-        keep = lengths > 0
-        runs = (example[keep], values[keep], steps[keep], lengths[keep])
-        return cls(stored + bos + eos, np.ones(count, np.int64), {"input_ids": runs})
+        around = (bos_id is not None) + (eos_id is not None)
+        made_of = (firsts.astype(np.int64), stored, bos_id, eos_id)
+        return cls(stored + around, np.ones(len(stored), np.int64), made_of=made_of)
 
     @classmethod
     def concat(cls, parts: list[ExampleRuns]) -> ExampleRuns:
+        lengths = np.concatenate([p.lengths for p in parts])
+        documents = np.concatenate([p.documents for p in parts])
+        kinds = {p._made_of[2:] if p._made_of is not None else None for p in parts}
+        if len(kinds) == 1 and None not in kinds:  # documents with the same BOS and EOS: joined as such
+            made_of = tuple(np.concatenate([p._made_of[k] for p in parts]) for k in (0, 1))
+            return cls(lengths, documents, made_of=(*made_of, *kinds.pop()))
         shifts = lengths_to_offsets(np.array([len(p.lengths) for p in parts], np.int64))
         columns = {}
         for name in parts[0].columns:
             pieces = [p.columns[name] for p in parts]
             example = np.concatenate([runs[0] + shift for runs, shift in zip(pieces, shifts)])
             columns[name] = (example, *(np.concatenate([runs[k] for runs in pieces]) for k in (1, 2, 3)))
-        lengths = np.concatenate([p.lengths for p in parts])
-        return cls(lengths, np.concatenate([p.documents for p in parts]), columns)
+        return cls(lengths, documents, columns)
 
     def cut(self, name: str, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
         """Column ``name``'s runs inside pieces (``starts``: each piece's first token in the examples joined
@@ -66,6 +74,18 @@ class ExampleRuns:
         cut_length = np.minimum(run_ends[run], ends[piece]) - cut_lo
         first = values[run] + steps[run] * (cut_lo - run_starts[run])
         return piece, first, steps[run] * (cut_length > 1), cut_length
+
+
+def _document_runs(firsts: np.ndarray, stored: np.ndarray, bos_id: int | None, eos_id: int | None) -> Runs:
+    """Each document's runs: its BOS, its values from its first, its EOS (runs of no token left out)."""
+    count = len(stored)
+    bos, eos = int(bos_id is not None), int(eos_id is not None)
+    lengths = np.stack([np.full(count, bos), stored, np.full(count, eos)], axis=1)
+    values = np.stack([np.full(count, bos_id or 0), firsts, np.full(count, eos_id or 0)], axis=1)
+    steps = np.broadcast_to(np.array([0, 1, 0], np.int64), lengths.shape)
+    example = np.broadcast_to(np.arange(count, dtype=np.int64)[:, None], lengths.shape)
+    keep = lengths > 0
+    return example[keep], values[keep], steps[keep], lengths[keep]
 
 
 def in_ranges(

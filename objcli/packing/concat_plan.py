@@ -32,6 +32,7 @@ class ConcatPlanner:
         dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
         self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
         self.added: list[tuple] = []  # pieces fed since they were last joined to ``pieces``
+        self.waiting: list[ExampleRuns] = []  # without rows_by_batch: every batch's examples, until the end
         self.stream = 0  # tokens in the stream so far
         self.documents = 0  # documents fed so far
         self.rows_made = 0
@@ -41,8 +42,11 @@ class ConcatPlanner:
         """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``): its finished rows."""
         if examples is None:
             return None
+        if not self.rows_by_batch:  # joined, and their runs made, once at the end
+            self.waiting.append(examples)
+            return None
         self._add(examples)
-        return self._made() if self.rows_by_batch else None
+        return self._made()
 
     def _made(self) -> PlannedRows | None:
         """The rows the stream fed so far finishes."""
@@ -58,6 +62,9 @@ class ConcatPlanner:
     def finish(self) -> PlannedRows | None:
         """The rows not yet given, and what no row holds: dropped and counted, as ``ConcatPacker.finish``
         counts it."""
+        if self.waiting:
+            self._add(ExampleRuns.concat(self.waiting))
+            self.waiting = []
         planned = None if self.rows_by_batch else self._made()
         self._join()
         consumed = self.rows_made * self.stride
