@@ -275,6 +275,45 @@ def chat_gigabyte_table(count: int = 240_000) -> None:
     plan_against_rows(store, megabytes, {"chat best-fit 4096": run}, 2)
 
 
+def tokens_grow_table(count: int = 40_000, repeats: int = 3) -> None:
+    """Issue 82: a plan reads the documents' lengths, not their tokens. The same ``count`` documents (2,000
+    characters of the sample prose each) and each of them five times over (5x the tokens, as many documents
+    and partitions), tokenized into stores; each run planned over both, interleaved."""
+    import json as json_
+
+    from paths import SAMPLE_DATA
+
+    prose = " ".join(json_.loads(line)["text"] for line in (SAMPLE_DATA / "prose.jsonl").open())
+    rng = np.random.default_rng(82)
+    folder = DATA / "tokens-grow"
+    folder.mkdir(parents=True, exist_ok=True)
+    starts = rng.integers(0, len(prose) - 2000, count).tolist()
+    stores = {}
+    for label, times in (("1x", 1), ("5x", 5)):
+        text = folder / f"documents-{label}.jsonl"
+        with text.open("w") as f:
+            f.writelines(json_.dumps({"text": " ".join([prose[a : a + 2000]] * times)}) + "\n" for a in starts)
+        stores[label] = folder / f"store-{label}"
+        tokenize([text], TOKENIZER, stores[label], "--partition-size", f"{16 * times}MiB")
+    runs = {k: RUNS[k] for k in ("clm concat 2048", "clm best-fit 2048", "mlm 512")}
+    walls: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeats):
+        for label, options in runs.items():
+            for size, store in stores.items():
+                shutil.rmtree(PLAN_OUT, ignore_errors=True)
+                command = ["transform", str(store), *options, "--format", "plan", "-o", str(PLAN_OUT), "-q"]
+                walls.setdefault((label, size), []).append(
+                    _objcli([*command, "--workers", str(CORES)], _env())["seconds"]
+                )
+    print(f"\nThe same {count:,} documents with 5x their tokens, planned ({CORES} cores): min s, median s")
+    for label in runs:
+        one, five = walls[(label, "1x")], walls[(label, "5x")]
+        print(
+            f"{label:24} 1x {min(one):6.2f} {statistics.median(one):6.2f}   5x {min(five):6.2f} "
+            f"{statistics.median(five):6.2f}   5x/1x {min(five) / min(one):5.2f}"
+        )
+
+
 def plans_table() -> None:
     from bench_shapes import SIZES
     from shapes import shape_corpus
@@ -302,6 +341,7 @@ def plans_table() -> None:
         plan_against_rows(shape_store, size, {"clm concat 2048": RUNS["clm concat 2048"]}, repeats=2)
     gigabyte_table()
     chat_gigabyte_table()
+    tokens_grow_table()
 
 
 if __name__ == "__main__":
