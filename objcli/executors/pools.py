@@ -116,9 +116,8 @@ def token_partitions(config, partitions) -> int:
     from ..inputs.pieces import InputKind
     from ..objectives import REGISTRY
 
-    if REGISTRY.named(config.objective).encodes_rows(config.objective_options):
+    objective = REGISTRY.named(config.objective)
+    if objective.encodes_rows(config.objective_options) or any(p.input.kind is InputKind.TEXT for p in partitions):
         return 0
-    if any(p.input.kind is InputKind.TEXT for p in partitions):
-        return 0
-    records = REGISTRY.named(config.objective).reads(config.objective_options).needs.records
+    records = objective.reads(config.objective_options).needs.records
     return sum(not p.input.is_stream for p in partitions) * (RECORD_PARTITION_WEIGHT if records else 1)

@@ -235,7 +235,7 @@ def table_documents(table, ids: bool = True) -> tuple[np.ndarray, np.ndarray, di
         values, offsets = list_ragged(single_array(table.column("ids")))
     else:
         offsets = _ids_offsets(table.column("ids"))
-        values = np.broadcast_to(np.int32(0), (int(offsets[-1]),))
+        values = stand_in(int(offsets[-1]))
     metadata = {}
     for name, column in known_columns().items():
         if name in table.schema.names and not column.listed:
@@ -243,6 +243,15 @@ def table_documents(table, ids: bool = True) -> tuple[np.ndarray, np.ndarray, di
         elif name in table.schema.names:
             metadata[name] = Ragged(*list_ragged(single_array(table.column(name))))
     return values, offsets, metadata
+
+
+def stand_in(count: int) -> np.ndarray:
+    """``count`` ids that are never read (a plan run's): zeros that take no memory."""
+    return np.broadcast_to(np.int32(0), (count,))
+
+
+def is_stand_in(tokens: np.ndarray) -> bool:
+    return tokens.ndim == 1 and tokens.strides == (0,)
 
 
 def _ids_offsets(column) -> np.ndarray:

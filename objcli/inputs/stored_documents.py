@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats.store import crc32_from
+from ..formats.store import crc32_from, is_stand_in, stand_in
 from ..kernels.ragged import gather_ranges, lengths_to_offsets, range_indices
 from ..rows import Ragged
 from ..stores.base import KindRecords
@@ -169,12 +169,3 @@ class StoredDocuments:
 
     def token_count(self) -> int:
         return int(self.offsets[-1])
-
-
-def stand_in(count: int) -> np.ndarray:
-    """``count`` ids that are never read (a plan run's): zeros that take no memory."""
-    return np.broadcast_to(np.int32(0), (count,))
-
-
-def is_stand_in(tokens: np.ndarray) -> bool:
-    return tokens.ndim == 1 and tokens.strides == (0,)

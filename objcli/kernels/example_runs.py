@@ -111,7 +111,9 @@ def in_ranges(
     length = np.concatenate([first - gap_from, stop - first, starts + lengths - tail_from])
     inside = firsts[owner] + first - starts[owner]
     value = np.concatenate([np.full(len(owner), outside), inside, np.full(len(lengths), outside)])
-    step = np.concatenate([np.zeros(len(owner), np.int64), np.ones(len(owner), np.int64), examples * 0])
+    step = np.concatenate(
+        [np.zeros(len(owner), np.int64), np.ones(len(owner), np.int64), np.zeros(len(lengths), np.int64)]
+    )
     example = np.concatenate([owner, owner, examples])
     keep = np.flatnonzero(length > 0)
     order = keep[np.argsort(at[keep], kind="stable")]  # runs of tokens are distinct places: their order

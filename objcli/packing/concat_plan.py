@@ -31,7 +31,6 @@ class ConcatPlanner:
         # starts its document, the document's ordinal in the partition.
         dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
         self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
-        self.added: list[tuple] = []  # pieces fed since they were last joined to ``pieces``
         self.waiting: list[ExampleRuns] = []  # without rows_by_batch: every batch's examples, until the end
         self.stream = 0  # tokens in the stream so far
         self.documents = 0  # documents fed so far
@@ -50,7 +49,6 @@ class ConcatPlanner:
 
     def _made(self) -> PlannedRows | None:
         """The rows the stream fed so far finishes."""
-        self._join()
         rows = max(self.stream - self.overlap, 0) // self.stride
         if rows <= self.rows_made:
             return None
@@ -66,7 +64,6 @@ class ConcatPlanner:
             self._add(ExampleRuns.concat(self.waiting))
             self.waiting = []
         planned = None if self.rows_by_batch else self._made()
-        self._join()
         consumed = self.rows_made * self.stride
         left = self.stream - consumed
         shared = self.overlap if self.rows_made and left else 0
@@ -74,11 +71,6 @@ class ConcatPlanner:
         starts, lengths, _, _, firsts, _ = self.pieces
         self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
         return planned
-
-    def _join(self) -> None:
-        if self.added:
-            self.pieces = tuple(np.concatenate([old, *parts]) for old, *parts in zip(self.pieces, *self.added))
-            self.added = []
 
     def _add(self, examples: ExampleRuns) -> None:
         count = len(examples.lengths)
@@ -88,7 +80,7 @@ class ConcatPlanner:
         firsts[1:] = example[1:] != example[:-1]
         starts = self.stream + np.cumsum(lengths) - lengths
         new = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, self.documents + example)
-        self.added.append(new)
+        self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
         self.stream += int(lengths.sum())
         self.documents += count
 

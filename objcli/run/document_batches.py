@@ -56,7 +56,7 @@ def store_positions(batches, vocabulary: int, keep_ids: bool = False):
     token otherwise); ``keep_ids``: the ids kept beside them (``StoredDocuments.ids_of``)."""
     from dataclasses import replace
 
-    from ..inputs.stored_documents import stand_in
+    from ..formats.store import stand_in
 
     start = vocabulary
     for documents in batches:
