@@ -7,6 +7,11 @@ T = 568 and 114 labels. Sentinels come from the model (``<extra_id_N>``) or are 
 the vocabulary, ``<extra_id_0>`` highest. The tail of a partition shorter than T is dropped, or
 with ``--final-chunk pad`` corrupted at its own length and padded (inputs with the pad token,
 labels with -100).
+
+The corruption is the row step: the objective cuts the raw chunks (``input_ids`` of T tokens, the last
+maybe shorter), and ``rows`` draws each batch's spans keyed to the rows before it, so a plan keeps the
+chunks alone (a run or two a row) and its reader draws the same spans (``formats/row_plan.py``). A row's
+counts are known from its raw length before any draw (``example_lengths``).
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import IGNORE
-from ..kernels.spans import corrupt_spans, random_spans, span_counts
+from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
-from ..rows import ColumnSpec, RowBatch
+from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import extra_ids_option, final_chunk_option, raw_lengths_or_fail
 from .stream import TokenStream
@@ -36,7 +41,8 @@ class SpanCorruptionOptions(Options):
 class SpanCorruption(Objective):
     options_type = SpanCorruptionOptions
     default_eos = False  # T5 concatenates documents without a separator
-    plans_rows = True  # spans drawn from lengths; tokens moved, sentinels put between them
+    row_step = True  # the spans, drawn over each packed batch of raw chunks
+    plans_rows = True  # chunks cut from lengths; the spans drawn on read
     provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):
@@ -57,26 +63,23 @@ class SpanCorruption(Objective):
 
     def example_columns(self) -> list[ColumnSpec]:
         top = self.vocab_size - 1
-        return [
-            ColumnSpec(
-                "input_ids",
-                "fixed",
-                0,
-                top,
-                f"corrupted inputs, {self.context.seq_len} tokens",
-                length=self.context.seq_len,
-            ),
-            ColumnSpec(
-                "labels",
-                "fixed",
-                IGNORE,
-                top,
-                f"targets, {self.targets_length} tokens; -100 = padding",
-                role="labels",
-                family="labels",
-                length=self.targets_length,
-            ),
-        ]
+        return [ColumnSpec("input_ids", "ragged", 0, top, f"raw chunks of {self.raw_length} tokens, to corrupt")]
+
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        top = self.vocab_size - 1
+        seq_len = self.context.seq_len
+        inputs = ColumnSpec("input_ids", "fixed", 0, top, f"corrupted inputs, {seq_len} tokens", length=seq_len)
+        labels = ColumnSpec(
+            "labels",
+            "fixed",
+            IGNORE,
+            top,
+            f"targets, {self.targets_length} tokens; -100 = padding",
+            role="labels",
+            family="labels",
+            length=self.targets_length,
+        )
+        return [inputs, labels, *(c for c in packed if c.name != "input_ids")]
 
     def partition_examples(self, partition_index: int):
         return _SpanCorruptionPartition(self, partition_index)
@@ -105,15 +108,8 @@ class _SpanCorruptionPartition(PartitionExamples):
         rows = len(self.stream) // self.o.raw_length
         if rows == 0:
             return None
-        first_example = self.stream.examples_taken
         tokens, documents = self.stream.take_rows(rows, self.o.raw_length)
-        inputs, labels = self._corrupt(tokens, first_example)
-        return RowBatch(
-            {"input_ids": inputs, "labels": labels},
-            tokens=np.full(rows, inputs.shape[1] + labels.shape[1], dtype=np.int64),
-            padding=np.zeros(rows, dtype=np.int64),
-            documents=documents,
-        )
+        return self._chunks(tokens, documents)
 
     def finish(self) -> RowBatch | None:
         length = len(self.stream)
@@ -122,17 +118,39 @@ class _SpanCorruptionPartition(PartitionExamples):
         if self.o.pad_id is None or length < 2:
             self.stream.drop_rest()
             return None
-        first_example = self.stream.examples_taken
         tokens, documents = self.stream.take_rows(1, length)
-        inputs, labels = self._corrupt(tokens, first_example)
-        input_pad = self.o.context.seq_len - inputs.shape[1]
-        label_pad = self.o.targets_length - labels.shape[1]
-        inputs = np.pad(inputs, ((0, 0), (0, input_pad)), constant_values=self.o.pad_id)
-        labels = np.pad(labels, ((0, 0), (0, label_pad)), constant_values=IGNORE)
         self.counters["final_chunks_padded"] += 1
+        return self._chunks(tokens, documents)
+
+    def _chunks(self, tokens: np.ndarray, documents: np.ndarray) -> RowBatch:
+        """Raw chunks of equal length as rows to corrupt, with the counts their corrupted rows will have."""
+        rows, length = tokens.shape
+        o = self.o.options
+        inputs, labels = example_lengths(length, o.noise_density, o.mean_span)
+        padding = self.o.context.seq_len - inputs + self.o.targets_length - labels
+        chunks = Ragged(tokens.ravel(), np.arange(rows + 1, dtype=np.int64) * length)
         return RowBatch(
-            {"input_ids": inputs, "labels": labels},
-            tokens=np.array([inputs.shape[1] + labels.shape[1] - input_pad - label_pad]),
-            padding=np.array([input_pad + label_pad]),
+            {"input_ids": chunks},
+            tokens=np.full(rows, inputs + labels, dtype=np.int64),
+            padding=np.full(rows, padding, dtype=np.int64),
             documents=documents,
         )
+
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
+        """The row step: each row's spans drawn (keyed to the rows before the batch), a short final chunk's
+        row padded (inputs with the pad token, labels with -100)."""
+        if rows is None:
+            return None
+        key = self.rows_done
+        self.rows_done += rows.num_rows
+        chunks = rows.columns["input_ids"]
+        lengths = np.diff(chunks.offsets)
+        if len(set(lengths.tolist())) > 1:
+            raise ValueError("its rows of raw chunks are not of one length (edited?)")
+        inputs, labels = self._corrupt(chunks.values.reshape(rows.num_rows, -1), key)
+        seq_len, targets = self.o.context.seq_len, self.o.targets_length
+        if inputs.shape[1] < seq_len or labels.shape[1] < targets:  # the final chunk, padded
+            inputs = np.pad(inputs, ((0, 0), (0, seq_len - inputs.shape[1])), constant_values=self.o.pad_id)
+            labels = np.pad(labels, ((0, 0), (0, targets - labels.shape[1])), constant_values=IGNORE)
+        columns = {**rows.columns, "input_ids": inputs, "labels": labels}
+        return RowBatch(columns, rows.tokens, rows.padding, rows.documents)

@@ -18,6 +18,7 @@ from runs import SAMPLE, run_tokenize, run_transform, shard_files
 from objcli.commands.reshard import reshard
 from objcli.commands.verify import verify_output
 from objcli.errors import ObjcliError
+from objcli.formats.row_plan import read_plan_file
 from objcli.objectives import REGISTRY
 from objcli.objectives.supply import Provides
 from objcli.reading.reader import Rows
@@ -226,6 +227,19 @@ def test_a_plan_written_out_is_the_arrow_outputs_bytes(run, store, tmp_path):
     reshard(str(tmp_path / "plan"), str(tmp_path / "plan-2"), None, num_shards=3, output_format="arrow")
     assert shard_files(tmp_path / "arrow-2") == shard_files(tmp_path / "plan-2") != {}
     assert verify_output(tmp_path / "plan").ok and verify_output(tmp_path / "plan-2").ok
+
+
+def test_a_span_corruption_plan_keeps_its_chunks_not_its_spans(store, tmp_path):
+    """T5's spans are drawn on read (its row step): a plan keeps each row's raw chunk, a run for each stretch of
+    the store it covers, not a run a span and sentinel (the final chunk padded, as the written run pads it)."""
+    run = {"objective": "span-corruption", "seq_len": 128, "final_chunk": "pad"}
+    planned = run_transform([store], SPM, tmp_path / "plan", output_format="plan", **run)
+    rows = sum(s["rows"] for s in planned.manifest["shards"])
+    runs = sum(
+        len(read_plan_file(tmp_path / "plan" / s["files"][0])[1]["input_ids.runs"]) for s in planned.manifest["shards"]
+    )
+    assert 0 < rows <= runs <= rows + planned.manifest["totals"]["documents_written"]
+    assert planned.manifest["totals"]["padding_tokens"] > 0  # a final chunk padded in some partition
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
