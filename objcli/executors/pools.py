@@ -24,7 +24,11 @@ OWN_MS_PER_MB = 10.0
 # fork server's start, 0.05 s, is what a plan of 85 partitions loses). A partition of a store that keeps
 # records (chat, pairs) counts twice: its batches' work holds the GIL longer (a chat plan, 250 MB a store of
 # 15 partitions, threads 0.60-0.69 s against 0.73-0.76; 500 MB, 30: 0.88-0.92 against 0.82-0.84; 1 GB, 60:
-# 1.45-1.49 against 1.10-1.13 s).
+# 1.45-1.49 against 1.10-1.13 s). Below it such a run threads whatever the engine: a store made with a
+# tokenizer.json that tokenizers 0.x loads went to processes for the engine's sake, though it encodes nothing
+# (2 cores, llama-style stores, interleaved: clm plan over 1 GB, 60 partitions, 1.15-1.17 -> 0.65-0.66 s, its
+# Arrow run 2.94-2.97 -> 2.64-2.68 s; chat plan over 250 MB 1.08-1.13 -> 0.75-0.79 s, Arrow 3.33-3.56 ->
+# 2.49-2.75 s).
 TOKEN_RUN_PROCESSES_FROM = 64
 RECORD_PARTITION_WEIGHT = 2
 
@@ -49,10 +53,12 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "",
     2.35-2.72 s on 200 MB against threads' 2.41-2.66 s, with 1.7x the memory: threads stay.
     ``source``: the tokenizer as the command names it, under which a measured choice is kept as the
     next run's hint (``will_fork``). ``token_partitions``: the partitions of a run that encodes nothing
-    (``TOKEN_RUN_PROCESSES_FROM``), else 0."""
+    (``TOKEN_RUN_PROCESSES_FROM``; such a run's pool never depends on its engine), else 0."""
     if pool != "auto":
         return pool
-    python_bound = objective.tokenizes_itself or getattr(tokenizer.engine, "legacy", False)
+    # tokenizers 0.x's batches scale better apart, where a batch is encoded: a run over token stores encodes none.
+    legacy = getattr(tokenizer.engine, "legacy", False) and not token_partitions
+    python_bound = objective.tokenizes_itself or legacy
     if python_bound or workers > THREADS_AT_MOST:
         return "processes"
     busy = min(workers, _cores())  # workers beyond the cores add no throughput to bound

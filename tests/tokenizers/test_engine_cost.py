@@ -169,8 +169,8 @@ def test_an_empty_or_relative_xdg_cache_home_is_ignored_as_the_spec_says(value, 
 def test_a_run_that_encodes_nothing_forks_its_many_partitions(cache, tmp_path, monkeypatch, cores):
     """A token store's run is objcli's own NumPy work alone, most of it holding the GIL: from
     TOKEN_RUN_PROCESSES_FROM partitions processes, whatever the engine (never measured: it encodes nothing),
-    and the fork server starts early for it; fewer partitions, one worker, one core or a run that encodes stay
-    as they were."""
+    and the fork server starts early for it; fewer partitions, one worker or one core threads, even with
+    tokenizers 0.x (whose batches a run that encodes spreads over processes)."""
     monkeypatch.setattr(pools, "_cores", lambda: cores)
     monkeypatch.setattr(engine_cost, "measure", lambda engine: pytest.fail("a run that encodes nothing measured"))
     many = pools.TOKEN_RUN_PROCESSES_FROM
@@ -182,6 +182,10 @@ def test_a_run_that_encodes_nothing_forks_its_many_partitions(cache, tmp_path, m
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many)  # a run that encodes: no token partitions
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 1, many, token_partitions=many)
     assert pools.choose_pool("threads", _Objective(), tokenizer, 2, token_partitions=many) == "threads"  # asked
+    legacy = _Tokenizer(_Engine("slow", 0), str(tmp_path / "tok.json"))
+    legacy.engine.legacy = True  # tokenizers 0.x: its batches scale better apart, where it encodes them
+    assert pools.choose_pool("auto", _Objective(), legacy, 2) == "processes"
+    assert pools.choose_pool("auto", _Objective(), legacy, 2, token_partitions=many - 1) == "threads"
     monkeypatch.setattr(pools, "_cores", lambda: 1)
     assert pools.choose_pool("auto", _Objective(), tokenizer, 2, token_partitions=many) == "threads"
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many, token_partitions=many)
