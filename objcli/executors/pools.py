@@ -28,7 +28,7 @@ OWN_MS_PER_MB = 10.0
 # tokenizer.json that tokenizers 0.x loads went to processes for the engine's sake, though it encodes nothing
 # (2 cores, llama-style stores, interleaved: clm plan over 1 GB, 60 partitions, 1.15-1.17 -> 0.65-0.66 s, its
 # Arrow run 2.94-2.97 -> 2.64-2.68 s; chat plan over 250 MB 1.08-1.13 -> 0.75-0.79 s, Arrow 3.33-3.56 ->
-# 2.49-2.75 s).
+# 2.49-2.75 s). An objective whose work holds the GIL forks however few (UL2 over 30: 4.97 s in threads, 3.51 s).
 TOKEN_RUN_PROCESSES_FROM = 64
 RECORD_PARTITION_WEIGHT = 2
 
@@ -117,8 +117,8 @@ def _hinted(tokenizer: str) -> bool:
 
 def token_partitions(config, partitions) -> int:
     """The pooled partitions of a run that encodes nothing (every input a token store's or ids another tool
-    wrote, an objective that encodes no pieces of its own, as FIM does), a store's of records twice, else 0:
-    what ``choose_pool`` weighs."""
+    wrote, an objective that encodes no pieces of its own, as FIM does), a store's of records twice, each as many
+    as fork where the objective's work holds the GIL (``Objective.holds_gil``), else 0: what ``choose_pool`` weighs."""
     from ..inputs.pieces import InputKind
     from ..objectives import REGISTRY
 
@@ -126,4 +126,7 @@ def token_partitions(config, partitions) -> int:
     if objective.encodes_rows(config.objective_options) or any(p.input.kind is InputKind.TEXT for p in partitions):
         return 0
     records = objective.reads(config.objective_options).needs.records
-    return sum(not p.input.is_stream for p in partitions) * (RECORD_PARTITION_WEIGHT if records else 1)
+    weight = RECORD_PARTITION_WEIGHT if records else 1
+    return sum(not p.input.is_stream for p in partitions) * (
+        TOKEN_RUN_PROCESSES_FROM if objective.holds_gil else weight
+    )

@@ -217,6 +217,8 @@ class Objective:
     # ``bos_id``/``eos_id`` around them): a plan packs them from their lengths, no array a token
     # (``packing/concat_plan.py``, ``packing/best_fit.BestFitPlanner``).
     plans_lengths: ClassVar[bool] = False
+    # Its work holds the GIL (many array calls a batch): a run over stores forks however few its partitions.
+    holds_gil: ClassVar[bool] = False
 
     def __init__(self, context: ObjectiveContext, tokenizer: Tokenizer) -> None:
         self.context = context

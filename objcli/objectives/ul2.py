@@ -16,7 +16,10 @@ of ``mode + inputs``, over which attention is bidirectional.
 
 A ``denoiser`` column holds each row's index into the table recorded in the manifest
 (``config.objective_options.denoisers``); the observed counts are in the partition counters.
-The tail of a partition too short for the next example is dropped (counted).
+The tail of a partition too short for the next example is dropped (counted). Unpacked (``--packing none``),
+the denoising is the row step: the objective cuts each row's raw chunk and draws its denoiser (and an S
+denoiser's split: the row's counts), the step draws the spans over each batch keyed to the rows before it, so
+a plan keeps a run a chunk and its reader draws the same (``formats/row_plan.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from ..rows import ColumnSpec, Ragged, RowBatch
 from .base import DocumentBatch, Objective, PartitionExamples, register
 from .common import extra_ids_option, layout_option, raw_lengths_or_fail
 from .stream import TokenStream
-from .ul2_denoisers import Denoiser, load_mixture
+from .ul2_denoisers import Budget, Denoiser, load_mixture, prefix_budget, span_decoder_budget
 
 MODE_TOKENS = ("text", "special", "none")
 
@@ -57,40 +60,13 @@ class Ul2Options(Options):
         object.__setattr__(self, "denoisers", tuple(denoisers))
 
 
-@dataclass(frozen=True)
-class _Budget:
-    """Lengths of one denoiser's examples: raw tokens, inputs part (EOS included), targets."""
-
-    raw: int
-    inputs: int  # the most (the S denoiser's split varies)
-    targets: int  # the most
-    mode: np.ndarray
-    min_split: int = 0  # S denoiser: the fewest raw tokens on the inputs side
-
-
-def _span_decoder_budget(budget: int, d: Denoiser) -> int:
-    """Largest raw length whose inputs + targets fit in ``budget`` tokens."""
-    raw = 2
-    while raw < budget * 4 and sum(example_lengths(raw + 1, d.noise_density, d.mean_span)) <= budget:
-        raw += 1
-    if sum(example_lengths(raw, d.noise_density, d.mean_span)) > budget:
-        raise ObjcliError(f"--seq-len {budget}: too small for denoiser {d.name}; choose a larger --seq-len")
-    return raw
-
-
-def _prefix_budget(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> _Budget:
-    """The S denoiser: L = ``raw`` tokens split at k uniform in [min_split, L - 1]."""
-    if raw < 2:
-        raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
-    min_split = min(raw - 1, max(1, round((1 - 2 * d.noise_density) * (raw - 1))))
-    return _Budget(raw, raw, raw - min_split + 1, mode, min_split)
-
-
 @register("ul2")
 class Ul2(Objective):
     options_type = Ul2Options
     default_eos = False  # as T5 span corruption
     plans_rows = True  # each denoiser draws from lengths; tokens moved, mode and sentinel ids put between them
+    row_step = True  # unpacked: the denoisers' draws over each packed batch of raw chunks
+    holds_gil = True  # a batch's work is many array calls a denoiser
     provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):
@@ -124,20 +100,20 @@ class Ul2(Objective):
             return np.array([tokenizer.resolve(f"mode {d.mode}", d.mode)], dtype=np.int32)
         return tokenizer.encode([d.mode])[0]
 
-    def _budget(self, d: Denoiser, mode: np.ndarray) -> _Budget:
+    def _budget(self, d: Denoiser, mode: np.ndarray) -> Budget:
         seq_len, m = self.context.seq_len, len(mode)
         if self.options.layout == "encdec":
             if d.kind == "span":
                 raw, targets = raw_lengths_or_fail(
                     seq_len - m, d.noise_density, d.mean_span, f"--seq-len minus the {d.name} mode token,"
                 )
-                return _Budget(raw, seq_len - m, targets, mode)
-            return _prefix_budget(seq_len - m, d, mode, seq_len)
+                return Budget(raw, seq_len - m, targets, mode)
+            return prefix_budget(seq_len - m, d, mode, seq_len)
         if d.kind == "span":
-            raw = _span_decoder_budget(seq_len - m, d)
+            raw = span_decoder_budget(seq_len - m, d)
             inputs, targets = example_lengths(raw, d.noise_density, d.mean_span)
-            return _Budget(raw, inputs, targets, mode)
-        return _prefix_budget(seq_len - m - 2, d, mode, seq_len)
+            return Budget(raw, inputs, targets, mode)
+        return prefix_budget(seq_len - m - 2, d, mode, seq_len)
 
     @classmethod
     def keeps_remainder(cls, packing: str, options) -> str | None:
@@ -148,6 +124,17 @@ class Ul2(Objective):
         return ("none", "best-fit") if options.layout == "decoder" else ("none", "trim-and-pack")
 
     def example_columns(self) -> list[ColumnSpec]:
+        if self.context.packed:  # examples denoised before the packer places them
+            return self._row_columns()
+        chunks = ColumnSpec("input_ids", "ragged", 0, self.vocab_size - 1, "raw chunks, each its denoiser's length")
+        return [chunks, self._row_columns()[-1]]
+
+    def columns(self, packed: list[ColumnSpec]) -> list[ColumnSpec]:
+        if self.context.packed:
+            return packed
+        return [*self._row_columns(), *(c for c in packed if c.name not in ("input_ids", "denoiser"))]
+
+    def _row_columns(self) -> list[ColumnSpec]:
         top, seq_len = self.vocab_size - 1, self.context.seq_len
         index = ColumnSpec(
             "denoiser",
@@ -196,12 +183,12 @@ class _Ul2Partition(PartitionExamples):
         self.stream = TokenStream(objective.join_bos, objective.join_eos, self.counters)
         self.raw_lengths = np.array([p.raw for p in objective.budgets], dtype=np.int64)
 
-    def _denoise(self, d: Denoiser, budget: _Budget, tokens: np.ndarray, first_example: int):
+    def _denoise(self, d: Denoiser, budget: Budget, tokens: np.ndarray, first_example: int):
         """(head = mode + inputs, its width per row, targets, their width per row) for this denoiser's
         examples; heads and targets are 2-D, each row valid up to its width."""
         rows = len(tokens)
         if d.kind == "prefix":
-            return self._split(budget, tokens, self.rng(first_example, f"{d.name}/split"))
+            return self._split(budget, tokens, self._split_points(d, budget, rows, first_example))
         nonnoise, noise = random_spans(
             rows,
             budget.raw,
@@ -214,10 +201,12 @@ class _Ul2Partition(PartitionExamples):
         head = np.concatenate([np.broadcast_to(budget.mode, (rows, len(budget.mode))), inputs], axis=1)
         return head, np.full(rows, head.shape[1]), targets, np.full(rows, targets.shape[1])
 
-    def _split(self, budget: _Budget, tokens: np.ndarray, rng: np.random.Generator):
+    def _split_points(self, d: Denoiser, budget: Budget, rows: int, first_example: int) -> np.ndarray:
+        return self.rng(first_example, f"{d.name}/split").integers(budget.min_split, budget.raw, size=rows)
+
+    def _split(self, budget: Budget, tokens: np.ndarray, k: np.ndarray):
         """The S denoiser: mode + tokens[:k] + EOS as the head, tokens[k:] + EOS as the targets."""
         rows, m, raw = len(tokens), len(budget.mode), budget.raw
-        k = rng.integers(budget.min_split, raw, size=rows)
         full = np.empty((rows, m + raw + 2), dtype=tokens.dtype)  # mode, tokens with EOS after k, EOS
         full[:, :m] = budget.mode
         column = np.arange(raw)
@@ -246,7 +235,38 @@ class _Ul2Partition(PartitionExamples):
         self.stream.count_split_at(first, doc_ids, starts)
         self.stream.examples_taken += rows
         documents = np.add.reduceat(first.astype(np.int64), starts)
-        return self._assemble(tokens, starts, choice, documents, first_example)
+        for index, d in enumerate(self.o.denoisers):
+            self.counters[f"denoiser {d.name}"] += int(np.count_nonzero(choice == index))
+        if self.o.context.packed:
+            return self._assemble(tokens, starts, choice, documents, first_example)
+        return self._chunks(tokens, ends, choice, documents, first_example)
+
+    def _chunks(self, tokens, ends, choice, documents, first_example) -> RowBatch:
+        """Raw chunks for the row step, with the counts of the rows it makes of them (an S denoiser's split
+        drawn as the step draws it; a span denoiser's widths follow from its lengths)."""
+        o, head, targets = self.o, np.zeros(len(choice), np.int64), np.zeros(len(choice), np.int64)
+        for index, (d, budget) in enumerate(zip(o.denoisers, o.budgets)):
+            members = np.flatnonzero(choice == index)
+            if d.kind == "prefix" and len(members):
+                k = self._split_points(d, budget, len(members), first_example)
+                head[members], targets[members] = len(budget.mode) + k + 1, budget.raw - k + 1
+            elif len(members):
+                inputs, target = example_lengths(budget.raw, d.noise_density, d.mean_span)
+                head[members], targets[members] = len(budget.mode) + inputs, target
+        used, seq_len = head + targets, o.context.seq_len
+        padding = seq_len - used if o.options.layout == "decoder" else seq_len - head
+        chunks = Ragged(tokens, np.concatenate([[0], ends]).astype(np.int64))
+        return RowBatch({"input_ids": chunks, "denoiser": choice.astype(np.int32)}, used, padding, documents)
+
+    def rows(self, rows: RowBatch | None) -> RowBatch | None:
+        """The row step, unpacked: each batch of raw chunks denoised, keyed to the rows before it."""
+        if rows is None or self.o.context.packed:
+            return rows
+        key = self.rows_done
+        self.rows_done += rows.num_rows
+        chunks = rows.columns["input_ids"]
+        made = self._assemble(chunks.values, chunks.offsets[:-1], rows.columns["denoiser"], rows.documents, key)
+        return RowBatch({**rows.columns, **made.columns}, made.tokens, made.padding, made.documents)
 
     def _assemble(self, tokens, starts, choice, documents, first_example) -> RowBatch:
         o, rows = self.o, len(choice)
@@ -256,7 +276,6 @@ class _Ul2Partition(PartitionExamples):
         for index, (d, budget) in enumerate(zip(o.denoisers, o.budgets)):
             members = np.flatnonzero(choice == index)
             if len(members):
-                self.counters[f"denoiser {d.name}"] += len(members)
                 head, head_width[members], targets, target_width[members] = self._denoise(
                     d, budget, tokens[starts[members, None] + np.arange(budget.raw)], first_example
                 )
@@ -275,7 +294,10 @@ class _Ul2Partition(PartitionExamples):
                 label_values[range_indices(label_offsets[members], target_width[members])] = targets[inside]
         used = head_width + target_width
         index_column = choice.astype(np.int32)
-        if decoder:  # examples of their own lengths: the packer pads them, or packs several in a row
+        if decoder and not o.context.packed:  # a row each, padded as the packer pads examples of their own lengths
+            columns = {"input_ids": input_ids, "labels": labels, "prefix_lengths": head_width.astype(np.int32)}
+            return RowBatch({**columns, "denoiser": index_column}, used, seq_len - used, documents)
+        if decoder:  # examples of their own lengths: the packer packs several in a row
             inside = np.arange(seq_len)[None, :] < used[:, None]
             offsets = lengths_to_offsets(used)
             columns = {

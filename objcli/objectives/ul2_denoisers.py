@@ -1,15 +1,17 @@
 """UL2's denoisers (REFERENCE §7): what one is (span corruption with its mean span and density, or
 a prefix LM with its target fraction, a mode token and a rate), the paper's presets, and a mixture
-read from a TOML file of ``[[denoiser]]`` tables (``--mixture``)."""
+read from a TOML file of ``[[denoiser]]`` tables (``--mixture``), and each one's lengths in a row (``Budget``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import tomllib
 
 from ..errors import ObjcliError
+from ..kernels.spans import example_lengths
 from .common import check_density
 
 
@@ -90,3 +92,32 @@ def load_mixture(spec: str) -> tuple[Denoiser, ...]:
             raise ObjcliError(f"mixture file {path}: denoiser {number} needs 'kind' and 'noise_density'")
         denoisers.append(Denoiser(**entry))
     return tuple(denoisers)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Lengths of one denoiser's examples: raw tokens, inputs part (EOS included), targets."""
+
+    raw: int
+    inputs: int  # the most (the S denoiser's split varies)
+    targets: int  # the most
+    mode: np.ndarray
+    min_split: int = 0  # S denoiser: the fewest raw tokens on the inputs side
+
+
+def span_decoder_budget(budget: int, d: Denoiser) -> int:
+    """Largest raw length whose inputs + targets fit in ``budget`` tokens."""
+    raw = 2
+    while raw < budget * 4 and sum(example_lengths(raw + 1, d.noise_density, d.mean_span)) <= budget:
+        raw += 1
+    if sum(example_lengths(raw, d.noise_density, d.mean_span)) > budget:
+        raise ObjcliError(f"--seq-len {budget}: too small for denoiser {d.name}; choose a larger --seq-len")
+    return raw
+
+
+def prefix_budget(raw: int, d: Denoiser, mode: np.ndarray, seq_len: int) -> Budget:
+    """The S denoiser: L = ``raw`` tokens split at k uniform in [min_split, L - 1]."""
+    if raw < 2:
+        raise ObjcliError(f"--seq-len {seq_len}: too small for denoiser {d.name}")
+    min_split = min(raw - 1, max(1, round((1 - 2 * d.noise_density) * (raw - 1))))
+    return Budget(raw, raw, raw - min_split + 1, mode, min_split)

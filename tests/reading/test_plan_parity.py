@@ -229,17 +229,27 @@ def test_a_plan_written_out_is_the_arrow_outputs_bytes(run, store, tmp_path):
     assert verify_output(tmp_path / "plan").ok and verify_output(tmp_path / "plan-2").ok
 
 
-def test_a_span_corruption_plan_keeps_its_chunks_not_its_spans(store, tmp_path):
-    """T5's spans are drawn on read (its row step): a plan keeps each row's raw chunk, a run for each stretch of
-    the store it covers, not a run a span and sentinel (the final chunk padded, as the written run pads it)."""
-    run = {"objective": "span-corruption", "seq_len": 128, "final_chunk": "pad"}
-    planned = run_transform([store], SPM, tmp_path / "plan", output_format="plan", **run)
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"objective": "span-corruption", "final_chunk": "pad"},
+        {"objective": "ul2"},
+        pytest.param({"objective": "ul2", "layout": "decoder"}, marks=pytest.mark.heavy),
+    ],
+    ids=["span-corruption", "ul2", "ul2-decoder"],
+)
+def test_a_denoising_plan_keeps_its_chunks_not_its_spans(run, store, tmp_path):
+    """T5's and UL2's spans are drawn on read (their row step, unpacked): a plan keeps each row's raw chunk, a
+    run for each stretch of the store it covers and each BOS between documents, not a run a span and sentinel;
+    its counts are the written run's (T5's final chunk padded)."""
+    planned = run_transform([store], SPM, tmp_path / "plan", output_format="plan", seq_len=128, **run)
+    written = run_transform([store], SPM, tmp_path / "arrow", seq_len=128, **run)
     rows = sum(s["rows"] for s in planned.manifest["shards"])
     runs = sum(
         len(read_plan_file(tmp_path / "plan" / s["files"][0])[1]["input_ids.runs"]) for s in planned.manifest["shards"]
     )
-    assert 0 < rows <= runs <= rows + planned.manifest["totals"]["documents_written"]
-    assert planned.manifest["totals"]["padding_tokens"] > 0  # a final chunk padded in some partition
+    assert 0 < rows <= runs <= rows + 2 * planned.manifest["totals"]["documents_written"]
+    assert planned.manifest["totals"] == written.manifest["totals"] and written.manifest["totals"]["padding_tokens"]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))

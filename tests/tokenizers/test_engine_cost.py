@@ -193,14 +193,15 @@ def test_a_run_that_encodes_nothing_forks_its_many_partitions(cache, tmp_path, m
 
 def test_the_partitions_of_a_run_that_encodes_nothing():
     """Every partition a store's or tokenized ids, an objective that encodes nothing of its own: counted (a
-    stream, stdin, is never pooled), a chat store's twice; a text partition, or FIM, which encodes the pieces
-    it cuts: none."""
+    stream, stdin, is never pooled), a chat store's twice, UL2's as many as fork; a text partition, or FIM, which
+    encodes the pieces it cuts: none."""
     from types import SimpleNamespace
 
     from objcli.inputs.pieces import InputKind
     from objcli.objectives.chat_options import ChatOptions
     from objcli.objectives.fim import FimOptions
     from objcli.objectives.mlm import MlmOptions
+    from objcli.objectives.ul2 import Ul2Options
 
     def part(kind, stream=False):
         return SimpleNamespace(input=SimpleNamespace(kind=kind, is_stream=stream))
@@ -213,3 +214,5 @@ def test_the_partitions_of_a_run_that_encodes_nothing():
     assert pools.token_partitions(fim, stores) == 0
     chat = SimpleNamespace(objective="chat", objective_options=ChatOptions())
     assert pools.token_partitions(chat, stores[:1]) == pools.RECORD_PARTITION_WEIGHT
+    ul2 = SimpleNamespace(objective="ul2", objective_options=Ul2Options())  # its batches' work holds the GIL
+    assert pools.token_partitions(ul2, stores[:1]) == pools.TOKEN_RUN_PROCESSES_FROM
