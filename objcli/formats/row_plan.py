@@ -49,7 +49,7 @@ class PlanWriter:
         self._add("batch_rows", np.array([rows.num_rows], np.int64))  # one write: one batch of the row step
         for name in COUNTS:
             self._add(name, getattr(rows, name).astype(np.int64))
-        planned = getattr(rows, "runs", None)  # rows planned from lengths (packing/concat_plan.py): runs given
+        planned = getattr(rows, "runs", None)  # rows planned from lengths (packing/concat.ConcatPlanner): runs given
         for spec in self.columns:
             if planned is not None and spec.name in planned:
                 first, steps, lengths, per_row = planned[spec.name]

@@ -1,5 +1,5 @@
 """Examples as runs: what a plan's packer works from (``packing/best_fit.BestFitPlanner``,
-``packing/concat_plan.ConcatPlanner``). An example is its length and, for each token column, runs
+``packing/concat.ConcatPlanner``). An example is its length and, for each token column, runs
 (first value, step 0 or 1, length) that cover it end to end: a document with BOS and EOS is three runs
 (``of_documents``), a conversation's labels a run a supervised stretch and one between (``in_ranges``).
 A packer cuts its pieces out of them (``cut``), so no array has an element a token."""

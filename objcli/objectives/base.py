@@ -215,7 +215,7 @@ class Objective:
     plan_counts_rows: ClassVar[bool] = False
     # Its examples can be given as runs (``PartitionExamples.example_runs``; by default its documents with
     # ``bos_id``/``eos_id`` around them): a plan packs them from their lengths, no array a token
-    # (``packing/concat_plan.py``, ``packing/best_fit.BestFitPlanner``).
+    # (``packing/concat.ConcatPlanner``, ``packing/best_fit.BestFitPlanner``).
     plans_lengths: ClassVar[bool] = False
     # Its work holds the GIL (many array calls a batch): a run over stores forks however few its partitions.
     holds_gil: ClassVar[bool] = False

@@ -182,7 +182,7 @@ def count_empty(lengths: np.ndarray, counters: Counter) -> None:
 @dataclass
 class PlannedRows:
     """Rows as runs, as a sink and ``PlanWriter`` take them (``RowBatch``'s bookkeeping, no columns): what a
-    packer's planner (``concat_plan.ConcatPlanner``, ``best_fit.BestFitPlanner``) makes from lengths alone."""
+    packer's planner (``concat.ConcatPlanner``, ``best_fit.BestFitPlanner``) makes from lengths alone."""
 
     runs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # column -> runs and row offsets
     tokens: np.ndarray

@@ -6,6 +6,14 @@ windows of ``row_length + 1`` do: row r holds the stream's tokens ``[r * (L - 1)
 The last partial row of a partition is dropped (counted as ``tokens_dropped``, and documents
 wholly in it as skipped ``remainder_dropped``) or, with a pad token, padded. Rows never carry
 tokens across partitions, so partitions stay independent and output does not depend on workers.
+
+``ConcatPlanner`` is the same policy from the documents' lengths alone: what ``--format plan`` writes for an
+objective whose examples are the documents with BOS/EOS around them (clm, mlm, mtp), with no array a token.
+The stream is pieces (a BOS, a document's stored tokens, an EOS); row r is the stream's window
+``[r * stride, r * stride + row_length)``, so each row's runs are the pieces it cuts, its segments start at
+the row and at each document's first piece in it, and its positions count from each segment's start: the
+packer's rows and counters, tested byte for byte against it through the plan's reader
+(``tests/reading/test_plan_parity.py``).
 """
 
 from __future__ import annotations
@@ -14,10 +22,19 @@ from collections import Counter
 
 import numpy as np
 
+from ..kernels.example_runs import ExampleRuns
 from ..kernels.packing import pack_concat, stream_rows
 from ..kernels.ragged import distinct_sorted
 from ..rows import POSITION_IDS, ColumnSpec, RowBatch
-from .base import PackSettings, count_empty, packed_columns, per_example_names, register, segment_values
+from .base import (
+    PackSettings,
+    PlannedRows,
+    count_empty,
+    packed_columns,
+    per_example_names,
+    register,
+    segment_values,
+)
 
 
 @register("concat")
@@ -107,3 +124,139 @@ class ConcatPacker:
         if len(split_docs):
             self.last_split_doc = int(split_docs[-1])
         self.counters["documents_split"] += len(split_docs)
+
+
+class ConcatPlanner:
+    """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``. With
+    ``rows_by_batch`` (an objective whose row step keys its draws to each batch's first row), each batch's
+    finished rows as it is fed; else every row at ``finish``: the same rows, made in one pass instead of one
+    a batch (a batch's work is a few array calls over a few hundred documents, most of a plan's cost)."""
+
+    def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True):
+        self.row_length, self.overlap = row_length, overlap
+        self.rows_by_batch = rows_by_batch
+        self.stride = row_length - overlap
+        self.counters: Counter = Counter()
+        # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
+        # starts its document, the document's ordinal in the partition.
+        dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
+        self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
+        self.waiting: list[ExampleRuns] = []  # without rows_by_batch: every batch's examples, until the end
+        self.stream = 0  # tokens in the stream so far
+        self.documents = 0  # documents fed so far
+        self.rows_made = 0
+        self.last_split = -1  # the last document counted split
+
+    def feed(self, examples: ExampleRuns | None) -> PlannedRows | None:
+        """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``): its finished rows."""
+        if examples is None:
+            return None
+        if not self.rows_by_batch:  # joined, and their runs made, once at the end
+            self.waiting.append(examples)
+            return None
+        self._add(examples)
+        return self._made()
+
+    def _made(self) -> PlannedRows | None:
+        """The rows the stream fed so far finishes."""
+        rows = max(self.stream - self.overlap, 0) // self.stride
+        if rows <= self.rows_made:
+            return None
+        planned = self._rows(self.rows_made, rows)
+        self.rows_made = rows
+        self._drop_used()
+        return planned
+
+    def finish(self) -> PlannedRows | None:
+        """The rows not yet given, and what no row holds: dropped and counted, as ``ConcatPacker.finish``
+        counts it."""
+        if self.waiting:
+            self._add(ExampleRuns.concat(self.waiting))
+            self.waiting = []
+        planned = None if self.rows_by_batch else self._made()
+        consumed = self.rows_made * self.stride
+        left = self.stream - consumed
+        shared = self.overlap if self.rows_made and left else 0
+        self.counters["tokens_dropped"] += left - shared
+        starts, lengths, _, _, firsts, _ = self.pieces
+        self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
+        return planned
+
+    def _add(self, examples: ExampleRuns) -> None:
+        count = len(examples.lengths)
+        self.counters["skipped:no_tokens"] += int(np.sum(examples.lengths == 0))
+        example, values, steps, lengths = examples.columns["input_ids"]  # the stream's pieces: no run is empty
+        firsts = np.ones(len(example), dtype=bool)  # an example's first piece
+        firsts[1:] = example[1:] != example[:-1]
+        starts = self.stream + np.cumsum(lengths) - lengths
+        new = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, self.documents + example)
+        self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
+        self.stream += int(lengths.sum())
+        self.documents += count
+
+    def _drop_used(self) -> None:
+        """Pieces that end before the next row starts are in no row to come."""
+        starts, lengths = self.pieces[0], self.pieces[1]
+        keep = starts + lengths > self.rows_made * self.stride
+        self.pieces = tuple(column[keep] for column in self.pieces)
+
+    def _rows(self, first_row: int, stop_row: int) -> PlannedRows:
+        starts, lengths, values, steps, firsts, documents_of = self.pieces
+        ends = starts + lengths
+        row_start = np.arange(first_row, stop_row, dtype=np.int64) * self.stride
+        row_end = row_start + self.row_length
+        lo = np.searchsorted(ends, row_start, side="right")  # the first piece ending past the row's start
+        hi = np.searchsorted(starts, row_end, side="left")  # one past the last piece starting in the row
+        per_row = hi - lo
+        row = np.repeat(np.arange(len(row_start)), per_row)
+        piece = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row) + lo[row]
+        cut_lo = np.maximum(starts[piece], row_start[row])
+        cut_hi = np.minimum(ends[piece], row_end[row])
+        run_length = cut_hi - cut_lo
+        run_value = values[piece] + steps[piece] * (cut_lo - starts[piece])
+        run_offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
+        starting = firsts[piece] & (cut_lo == starts[piece])  # a document's first token, in this row
+        head = run_offsets[:-1][per_row > 0]  # each row's first run
+        # Segments: at each row's first run, and where a document starts in the row.
+        opens = starting.copy()
+        opens[head] = True
+        segment_runs = self._segments(opens, run_length, row, len(row_start))
+        self._count_split(documents_of[piece[head]][~starting[head]])
+        within = cut_lo - row_start[row] < (self.stride if self.overlap else self.row_length)
+        documents = np.bincount(row[starting & within], minlength=len(row_start)).astype(np.int64)
+        ids = (run_value, (steps[piece] * (run_length > 1)).astype(np.int8), run_length.astype(np.int32), per_row)
+        count = len(row_start)
+        return PlannedRows(
+            {"input_ids": ids, **segment_runs},
+            np.full(count, self.row_length, np.int64),
+            np.zeros(count, np.int64),
+            documents,
+            int(opens.sum()),
+        )
+
+    @staticmethod
+    def _segments(opens: np.ndarray, run_length: np.ndarray, row: np.ndarray, rows: int):
+        """segment_ids (1, 2, … a row, each a run) and position_ids (0, 1, … from each segment's start)."""
+        segment_of_run = np.cumsum(opens) - 1
+        lengths = np.bincount(segment_of_run, weights=run_length, minlength=int(opens.sum())).astype(np.int64)
+        segment_row = row[opens]
+        per_row = np.bincount(segment_row, minlength=rows).astype(np.int64)
+        numbers = np.arange(len(lengths)) - np.repeat(np.cumsum(per_row) - per_row, per_row) + 1
+        ones = (lengths > 1).astype(np.int8)
+        return {
+            "segment_ids": (
+                numbers.astype(np.int64),
+                np.zeros(len(lengths), np.int8),
+                lengths.astype(np.int32),
+                per_row,
+            ),
+            "position_ids": (np.zeros(len(lengths), np.int64), ones, lengths.astype(np.int32), per_row),
+        }
+
+    def _count_split(self, split: np.ndarray) -> None:
+        """Documents a row starts inside of, each once (by ordinal, as ``ConcatPacker`` counts them)."""
+        docs = np.unique(split)
+        docs = docs[docs != self.last_split]
+        if len(docs):
+            self.last_split = int(docs[-1])
+        self.counters["documents_split"] += len(docs)

@@ -15,7 +15,7 @@ from ..inputs.token_store import StoredDocuments
 from ..objectives import DocumentBatch
 from ..packing import Packer
 from ..packing.best_fit import BestFitPlanner
-from ..packing.concat_plan import ConcatPlanner
+from ..packing.concat import ConcatPlanner
 from ..rows import RowBatch
 from ..tokenizers import Tokenizer
 from .provenance import Sources

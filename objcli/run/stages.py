@@ -10,7 +10,7 @@ from ..objectives.base import Objective, ObjectiveContext
 from ..packing import PACKERS, Packer, PackSettings, make_packer
 from ..packing.base import SequencePadding
 from ..packing.best_fit import BestFitPlanner
-from ..packing.concat_plan import ConcatPlanner
+from ..packing.concat import ConcatPlanner
 from ..rows import HIDDEN, ColumnSpec, with_family_lengths
 from ..tokenizers import Tokenizer
 from .provenance import EXAMPLE_SPECS, SOURCE_SPEC

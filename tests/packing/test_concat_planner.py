@@ -1,4 +1,4 @@
-"""``concat`` planned from lengths (packing/concat_plan.py) against ``ConcatPacker`` itself: for any
+"""``concat`` planned from lengths (packing/concat.ConcatPlanner) against ``ConcatPacker`` itself: for any
 batches of documents, BOS/EOS, row length and overlap, the planner's runs decode to the packer's rows
 (ids as positions), its batches are the packer's, and its bookkeeping and counters are the packer's."""
 
@@ -9,7 +9,7 @@ from planned_rows import VOCABULARY, decoded, document_batches, same_as_packed
 
 from objcli.kernels.example_runs import ExampleRuns
 from objcli.packing import PackSettings, make_packer
-from objcli.packing.concat_plan import ConcatPlanner
+from objcli.packing.concat import ConcatPlanner
 from objcli.rows import ColumnSpec
 
 IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
