@@ -19,7 +19,7 @@ from ..formats.row_plan import store_manifest_sha256
 KEPT_PARTITIONS = 64  # partitions' ids held at once: memory-mapped, so the page cache holds them, not the reader
 KEPT_BYTES = 64 << 20  # blocks of a store in object storage held in memory: 64 MiB at most a reader
 FETCH_BYTES = 4 << 20  # one ranged GET brings this much (whole blocks): a read ahead, few round trips
-KEPT_CHECKS = 1 << 20  # blocks remembered checked (1 TiB of 1 MiB blocks; about 150 MB at most)
+KEPT_CHECKS = 1 << 20  # blocks remembered checked (256 GiB of 256 KiB blocks; about 150 MB at most)
 _CHECKED_BLOCKS: set[tuple[str, int, int, bytes]] = set()  # (shard, mtime, block, digest) checked by this process
 _CHECKED: set[tuple[str, int, int]] = set()  # store shards whose sha256 this process checked (path, size, mtime)
 

@@ -286,6 +286,27 @@ def mlm_plan(store, tmp_path_factory):
     return out / "plan"
 
 
+def test_a_plan_file_written_before_narrow_arrays_reads_as_it_did(mlm_plan, tmp_path):
+    """A plan file keeps each array at its values' width (its header's ``widths``); one written before them,
+    every array at its own dtype, gives the same rows."""
+    import zstandard
+
+    from objcli.formats.row_plan import MAGIC
+
+    shutil.copytree(mlm_plan, tmp_path / "plan")
+    for path in (tmp_path / "plan").glob("*.plan"):
+        _, arrays, header = read_plan_file(path)
+        assert any(header["widths"][name] != array.dtype.str for name, array in arrays.items())  # narrowed
+        del header["widths"]
+        encoded = json.dumps(header).encode()
+        payload = b"".join([len(encoded).to_bytes(8, "little"), encoded, *(a.tobytes() for a in arrays.values())])
+        path.write_bytes(MAGIC + zstandard.ZstdCompressor().compress(payload))
+    old, new = Rows(tmp_path / "plan"), Rows(mlm_plan)
+    assert len(old) == len(new) and all(old[i].keys() == new[i].keys() for i in range(len(new)))
+    assert all(np.array_equal(old[i][c], new[i][c]) and old[i][c].dtype == new[i][c].dtype
+               for i in range(len(new)) for c in new.columns)  # fmt: skip
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_resume_from_a_saved_state_gives_the_rest(mlm_plan, data):
