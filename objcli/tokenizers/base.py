@@ -210,7 +210,12 @@ class Tokenizer(TextCutter):
         )
 
     def word_start_mask(self) -> np.ndarray:
-        """Per model id: the piece begins a word (whole-word masking, BART spans)."""
+        """Per model id: the piece begins a word (whole-word masking, BART spans). A copy of the table made once
+        a tokenizer: each partition's objective asks (a pass over 8k pieces 0.75 ms, 128k some 12 ms)."""
+        return self._word_starts.copy()
+
+    @cached_property
+    def _word_starts(self) -> np.ndarray:
         return np.array([p.startswith(self.WORD_MARKERS) for p in self.pieces()], dtype=bool)
 
     def ordinary_ids(self) -> np.ndarray:

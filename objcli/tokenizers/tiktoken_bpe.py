@@ -269,7 +269,8 @@ class TiktokenTokenizer(Tokenizer):
     def pieces(self) -> list[str]:
         return self._pieces
 
-    def word_start_mask(self) -> np.ndarray:
+    @cached_property
+    def _word_starts(self) -> np.ndarray:
         """A byte-level piece starts a word when its bytes start with a space."""
         return np.array([p.startswith(" ") for p in self.pieces()], dtype=bool)
 
