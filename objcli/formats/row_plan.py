@@ -53,6 +53,9 @@ class PlanWriter:
         for spec in self.columns:
             if planned is not None and spec.name in planned:
                 first, steps, lengths, per_row = planned[spec.name]
+                if spec.kind == "ragged":  # each row's length: its runs' lengths summed
+                    row_of_run = np.repeat(np.arange(len(per_row)), per_row)
+                    self._add(f"{spec.name}.lengths", np.bincount(row_of_run, lengths, len(per_row)).astype(np.int64))
                 for part, array in zip(("first", "steps", "runs", "row_runs"), (first, steps, lengths, per_row)):
                     self._add(f"{spec.name}.{part}", array)
                 continue

@@ -163,8 +163,7 @@ class Objective:
     name: ClassVar[str]
     options_type: ClassVar[type]
     default_eos: ClassVar[bool] = True  # EOS between documents unless --eos/--no-eos says
-    # Whether examples are documents (packers join, cut and split them) or finished examples.
-    examples_are_documents: ClassVar[bool] = False
+    examples_are_documents: ClassVar[bool] = False  # documents (packers join, cut and split them), or finished
     # What carries loss, for ``stats``: "labels" (labels != -100), "next-token" (L - 1 per
     # segment), "all-tokens" (ELECTRA's discriminator), "example-labels" (one class per row),
     # "pairs" (contrastive views: the loss compares rows, no token carries it).
@@ -215,8 +214,9 @@ class Objective:
     plan_counts_rows: ClassVar[bool] = False
     # Its examples can be given as runs (``PartitionExamples.example_runs``; by default its documents with
     # ``bos_id``/``eos_id`` around them): a plan packs them from their lengths, no array a token
-    # (``packing/concat.ConcatPlanner``, ``packing/best_fit.BestFitPlanner``).
-    plans_lengths: ClassVar[bool] = False
+    # (``packing/concat.ConcatPlanner``, ``packing/best_fit.BestFitPlanner``). "chunks": its examples are the
+    # stream's chunks of ``raw_length`` (span corruption): its ``chunk_counts`` and ``keeps_tail`` say their rows.
+    plans_lengths: ClassVar[bool | str] = False
     # Its work holds the GIL (many array calls a batch): a run over stores forks however few its partitions.
     holds_gil: ClassVar[bool] = False
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import IGNORE
+from ..kernels.example_runs import ExampleRuns
 from ..kernels.spans import corrupt_spans, example_lengths, random_spans, span_counts
 from ..options import Options, option
 from ..rows import ColumnSpec, Ragged, RowBatch
@@ -43,6 +44,7 @@ class SpanCorruption(Objective):
     default_eos = False  # T5 concatenates documents without a separator
     row_step = True  # the spans, drawn over each packed batch of raw chunks
     plans_rows = True  # chunks cut from lengths; the spans drawn on read
+    plans_lengths = "chunks"  # a plan cuts the raw chunks from the documents' lengths (chunk_counts, keeps_tail)
     provenance = "stream"  # examples cut from the token stream (stream.py)
 
     def __init__(self, context, tokenizer):
@@ -84,6 +86,18 @@ class SpanCorruption(Objective):
     def partition_examples(self, partition_index: int):
         return _SpanCorruptionPartition(self, partition_index)
 
+    def chunk_counts(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each raw chunk's row's (tokens, padding), from its length alone (``example_lengths``)."""
+        o = self.options
+        values, inverse = np.unique(lengths, return_inverse=True)  # one length, but a last chunk's
+        table = np.array([example_lengths(int(n), o.noise_density, o.mean_span) for n in values], np.int64)
+        inputs, labels = table.reshape(-1, 2)[inverse].T
+        return inputs + labels, self.context.seq_len - inputs + self.targets_length - labels
+
+    def keeps_tail(self, length: int) -> bool:
+        """Whether a partition's last chunk, ``length`` tokens short of a row, is a row (--final-chunk pad)."""
+        return self.pad_id is not None and length >= 2
+
 
 class _SpanCorruptionPartition(PartitionExamples):
     def __init__(self, objective: SpanCorruption, partition: int):
@@ -115,7 +129,7 @@ class _SpanCorruptionPartition(PartitionExamples):
         length = len(self.stream)
         if length == 0:
             return None
-        if self.o.pad_id is None or length < 2:
+        if not self.o.keeps_tail(length):
             self.stream.drop_rest()
             return None
         tokens, documents = self.stream.take_rows(1, length)
@@ -125,16 +139,13 @@ class _SpanCorruptionPartition(PartitionExamples):
     def _chunks(self, tokens: np.ndarray, documents: np.ndarray) -> RowBatch:
         """Raw chunks of equal length as rows to corrupt, with the counts their corrupted rows will have."""
         rows, length = tokens.shape
-        o = self.o.options
-        inputs, labels = example_lengths(length, o.noise_density, o.mean_span)
-        padding = self.o.context.seq_len - inputs + self.o.targets_length - labels
+        counts = self.o.chunk_counts(np.full(rows, length, np.int64))
         chunks = Ragged(tokens.ravel(), np.arange(rows + 1, dtype=np.int64) * length)
-        return RowBatch(
-            {"input_ids": chunks},
-            tokens=np.full(rows, inputs + labels, dtype=np.int64),
-            padding=np.full(rows, padding, dtype=np.int64),
-            documents=documents,
-        )
+        return RowBatch({"input_ids": chunks}, *counts, documents=documents)
+
+    def example_runs(self, batch: DocumentBatch) -> ExampleRuns | None:
+        """The documents as runs, joined as the stream joins them (nothing between them by default)."""
+        return ExampleRuns.of_documents(batch.texts.firsts, np.diff(batch.offsets), self.o.join_bos, self.o.join_eos)
 
     def rows(self, rows: RowBatch | None) -> RowBatch | None:
         """The row step: each row's spans drawn (keyed to the rows before the batch), a short final chunk's

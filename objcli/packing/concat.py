@@ -132,9 +132,12 @@ class ConcatPlanner:
     finished rows as it is fed; else every row at ``finish``: the same rows, made in one pass instead of one
     a batch (a batch's work is a few array calls over a few hundred documents, most of a plan's cost)."""
 
-    def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True):
+    def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True, chunks=None):
         self.row_length, self.overlap = row_length, overlap
         self.rows_by_batch = rows_by_batch
+        # Raw chunks for an objective's row step (span corruption's, ``--packing none``): rows of input_ids
+        # alone, counted as the step's rows (``chunks.chunk_counts``), the last shorter where it keeps it.
+        self.chunks = chunks
         self.stride = row_length - overlap
         self.counters: Counter = Counter()
         # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
@@ -176,6 +179,11 @@ class ConcatPlanner:
         planned = None if self.rows_by_batch else self._made()
         consumed = self.rows_made * self.stride
         left = self.stream - consumed
+        if self.chunks is not None and (not left or self.chunks.keeps_tail(left)):  # the last chunk: a row
+            if left:
+                self.counters["final_chunks_padded"] += 1
+                planned = self._rows(self.rows_made, self.rows_made + 1, left)
+            return planned
         shared = self.overlap if self.rows_made and left else 0
         self.counters["tokens_dropped"] += left - shared
         starts, lengths, _, _, firsts, _ = self.pieces
@@ -200,11 +208,13 @@ class ConcatPlanner:
         keep = starts + lengths > self.rows_made * self.stride
         self.pieces = tuple(column[keep] for column in self.pieces)
 
-    def _rows(self, first_row: int, stop_row: int) -> PlannedRows:
+    def _rows(self, first_row: int, stop_row: int, last_length: int = 0) -> PlannedRows:
         starts, lengths, values, steps, firsts, documents_of = self.pieces
         ends = starts + lengths
         row_start = np.arange(first_row, stop_row, dtype=np.int64) * self.stride
-        row_end = row_start + self.row_length
+        row_lengths = np.full(len(row_start), self.row_length, np.int64)
+        row_lengths[-1] = last_length or self.row_length
+        row_end = row_start + row_lengths
         lo = np.searchsorted(ends, row_start, side="right")  # the first piece ending past the row's start
         hi = np.searchsorted(starts, row_end, side="left")  # one past the last piece starting in the row
         per_row = hi - lo
@@ -226,6 +236,8 @@ class ConcatPlanner:
         documents = np.bincount(row[starting & within], minlength=len(row_start)).astype(np.int64)
         ids = (run_value, (steps[piece] * (run_length > 1)).astype(np.int8), run_length.astype(np.int32), per_row)
         count = len(row_start)
+        if self.chunks is not None:
+            return PlannedRows({"input_ids": ids}, *self.chunks.chunk_counts(row_lengths), documents, count)
         return PlannedRows(
             {"input_ids": ids, **segment_runs},
             np.full(count, self.row_length, np.int64),
