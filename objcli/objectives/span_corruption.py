@@ -11,7 +11,8 @@ labels with -100).
 The corruption is the row step: the objective cuts the raw chunks (``input_ids`` of T tokens, the last
 maybe shorter), and ``rows`` draws each batch's spans keyed to the rows before it, so a plan keeps the
 chunks alone (a run or two a row) and its reader draws the same spans (``formats/row_plan.py``). A row's
-counts are known from its raw length before any draw (``example_lengths``).
+counts are known from its raw length before any draw (``chunk_counts``), so a plan run cuts the chunks from
+the documents' lengths alone, as concat's windows (``packing/concat.ConcatPlanner``).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class SpanCorruption(Objective):
         return inputs + labels, self.context.seq_len - inputs + self.targets_length - labels
 
     def keeps_tail(self, length: int) -> bool:
-        """Whether a partition's last chunk, ``length`` tokens short of a row, is a row (--final-chunk pad)."""
+        """Whether a partition's last chunk, ``length`` tokens (fewer than a row's), is a row (--final-chunk pad)."""
         return self.pad_id is not None and length >= 2
 
 
