@@ -46,7 +46,8 @@ class PlanWriter:
         self.parts.setdefault(name, []).append(array)
 
     def write(self, rows: RowBatch) -> None:
-        self._add("batch_rows", np.array([rows.num_rows], np.int64))  # one write: one batch of the row step
+        batches = getattr(rows, "batches", None)  # planned rows say their batches; else one write, one batch
+        self._add("batch_rows", np.array([rows.num_rows], np.int64) if batches is None else batches)
         for name in COUNTS:
             self._add(name, getattr(rows, name).astype(np.int64))
         planned = getattr(rows, "runs", None)  # rows planned from lengths (packing/concat.ConcatPlanner): runs given

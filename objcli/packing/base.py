@@ -190,6 +190,7 @@ class PlannedRows:
     documents: np.ndarray
     segment_count: int
     columns: dict = None  # none: the rows are their runs
+    batches: np.ndarray | None = None  # the row step's batches (rows each) where not one
 
     @property
     def num_rows(self) -> int:

@@ -127,10 +127,10 @@ class ConcatPacker:
 
 
 class ConcatPlanner:
-    """A partition's planned rows, a batch of documents at a time (``feed``), then ``finish``. With
-    ``rows_by_batch`` (an objective whose row step keys its draws to each batch's first row), each batch's
-    finished rows as it is fed; else every row at ``finish``: the same rows, made in one pass instead of one
-    a batch (a batch's work is a few array calls over a few hundred documents, most of a plan's cost)."""
+    """A partition's planned rows: its batches of documents fed (``feed``), then every row made in one pass at
+    ``finish`` (a batch's work is a few array calls over a few hundred documents, most of a plan's cost). With
+    ``rows_by_batch`` (an objective whose row step keys its draws to each batch's first row), the rows carry the
+    batches the packer writes them in (``PlannedRows.batches``), each as many rows as the batch finished."""
 
     def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True, chunks=None):
         self.row_length, self.overlap = row_length, overlap
@@ -144,49 +144,46 @@ class ConcatPlanner:
         # starts its document, the document's ordinal in the partition.
         dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
         self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
-        self.waiting: list[ExampleRuns] = []  # without rows_by_batch: every batch's examples, until the end
+        self.waiting: list[ExampleRuns] = []  # every batch's examples, until the end
+        self.fed = 0  # tokens fed, and the rows finished after each batch that finished any (rows_by_batch)
+        self.batch_ends: list[int] = []
         self.stream = 0  # tokens in the stream so far
         self.documents = 0  # documents fed so far
-        self.rows_made = 0
         self.last_split = -1  # the last document counted split
 
     def feed(self, examples: ExampleRuns | None) -> PlannedRows | None:
-        """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``): its finished rows."""
+        """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``), joined and their rows made
+        once at ``finish``; with ``rows_by_batch``, the rows the batch finishes noted (a batch of the row step's,
+        as the packer writes it)."""
         if examples is None:
             return None
-        if not self.rows_by_batch:  # joined, and their runs made, once at the end
-            self.waiting.append(examples)
-            return None
-        self._add(examples)
-        return self._made()
-
-    def _made(self) -> PlannedRows | None:
-        """The rows the stream fed so far finishes."""
-        rows = max(self.stream - self.overlap, 0) // self.stride
-        if rows <= self.rows_made:
-            return None
-        planned = self._rows(self.rows_made, rows)
-        self.rows_made = rows
-        self._drop_used()
-        return planned
+        self.waiting.append(examples)
+        if self.rows_by_batch:
+            self.fed += int(examples.lengths.sum())
+            rows = max(self.fed - self.overlap, 0) // self.stride
+            if rows > (self.batch_ends[-1] if self.batch_ends else 0):
+                self.batch_ends.append(rows)
+        return None
 
     def finish(self) -> PlannedRows | None:
-        """The rows not yet given, and what no row holds: dropped and counted, as ``ConcatPacker.finish``
-        counts it."""
+        """Every row, in one pass, and what no row holds: dropped and counted, as ``ConcatPacker.finish`` counts
+        it (a chunk objective's short last chunk a row where it keeps it)."""
         if self.waiting:
             self._add(ExampleRuns.concat(self.waiting))
             self.waiting = []
-        planned = None if self.rows_by_batch else self._made()
-        consumed = self.rows_made * self.stride
-        left = self.stream - consumed
-        if self.chunks is not None and (not left or self.chunks.keeps_tail(left)):  # the last chunk: a row
-            if left:
-                self.counters["final_chunks_padded"] += 1
-                planned = self._rows(self.rows_made, self.rows_made + 1, left)
+        rows = max(self.stream - self.overlap, 0) // self.stride
+        left = self.stream - rows * self.stride
+        tail = self.chunks is not None and left > 0 and self.chunks.keeps_tail(left)
+        planned = self._rows(0, rows + 1, left) if tail else self._rows(0, rows) if rows else None
+        if planned is not None and self.rows_by_batch:  # the batches the row step keys its draws to
+            planned.batches = np.diff([0, *self.batch_ends, *([rows + 1] if tail else [])]).astype(np.int64)
+        if self.chunks is not None and (not left or tail):
+            self.counters["final_chunks_padded"] += int(tail)
             return planned
-        shared = self.overlap if self.rows_made and left else 0
+        shared = self.overlap if rows and left else 0
         self.counters["tokens_dropped"] += left - shared
         starts, lengths, _, _, firsts, _ = self.pieces
+        consumed = rows * self.stride
         self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
         return planned
 
@@ -201,12 +198,6 @@ class ConcatPlanner:
         self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
         self.stream += int(lengths.sum())
         self.documents += count
-
-    def _drop_used(self) -> None:
-        """Pieces that end before the next row starts are in no row to come."""
-        starts, lengths = self.pieces[0], self.pieces[1]
-        keep = starts + lengths > self.rows_made * self.stride
-        self.pieces = tuple(column[keep] for column in self.pieces)
 
     def _rows(self, first_row: int, stop_row: int, last_length: int = 0) -> PlannedRows:
         starts, lengths, values, steps, firsts, documents_of = self.pieces
