@@ -233,7 +233,7 @@ def test_a_plan_written_out_is_the_arrow_outputs_bytes(run, store, tmp_path):
     "run",
     [
         {"objective": "span-corruption", "final_chunk": "pad"},
-        {"objective": "ul2"},
+        pytest.param({"objective": "ul2"}, marks=pytest.mark.heavy),  # ul2's parity runs by default (the registry)
         pytest.param({"objective": "ul2", "layout": "decoder"}, marks=pytest.mark.heavy),
     ],
     ids=["span-corruption", "ul2", "ul2-decoder"],
