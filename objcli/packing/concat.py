@@ -129,36 +129,32 @@ class ConcatPacker:
 class ConcatPlanner:
     """A partition's planned rows: its batches of documents fed (``feed``), then every row made in one pass at
     ``finish`` (a batch's work is a few array calls over a few hundred documents, most of a plan's cost). With
-    ``rows_by_batch`` (an objective whose row step keys its draws to each batch's first row), the rows carry the
+    ``notes_batches`` (an objective whose row step keys its draws to each batch's first row), the rows carry the
     batches the packer writes them in (``PlannedRows.batches``), each as many rows as the batch finished."""
 
-    def __init__(self, row_length: int, overlap: int, rows_by_batch: bool = True, chunks=None):
+    def __init__(self, row_length: int, overlap: int, notes_batches: bool = True, chunks=None):
         self.row_length, self.overlap = row_length, overlap
-        self.rows_by_batch = rows_by_batch
+        self.notes_batches = notes_batches
         # Raw chunks for an objective's row step (span corruption's, ``--packing none``): rows of input_ids
         # alone, counted as the step's rows (``chunks.chunk_counts``), the last shorter where it keeps it.
         self.chunks = chunks
         self.stride = row_length - overlap
         self.counters: Counter = Counter()
-        # Pieces not yet wholly in a finished row: stream start, length, first value, step, whether it
-        # starts its document, the document's ordinal in the partition.
-        dtypes = (np.int64, np.int64, np.int64, np.int64, bool, np.int64)
-        self.pieces = tuple(np.zeros(0, dtype) for dtype in dtypes)
         self.waiting: list[ExampleRuns] = []  # every batch's examples, until the end
-        self.fed = 0  # tokens fed, and the rows finished after each batch that finished any (rows_by_batch)
+        self.fed = 0  # tokens fed, and the rows finished after each batch that finished any (notes_batches)
         self.batch_ends: list[int] = []
-        self.stream = 0  # tokens in the stream so far
-        self.documents = 0  # documents fed so far
         self.last_split = -1  # the last document counted split
+        self.pieces = tuple(np.zeros(0, t) for t in (np.int64, np.int64, np.int64, np.int64, bool, np.int64))
+        self.stream = 0  # tokens in the stream
 
     def feed(self, examples: ExampleRuns | None) -> PlannedRows | None:
         """A batch's examples (documents with BOS/EOS: ``ExampleRuns.of_documents``), joined and their rows made
-        once at ``finish``; with ``rows_by_batch``, the rows the batch finishes noted (a batch of the row step's,
+        once at ``finish``; with ``notes_batches``, the rows the batch finishes noted (a batch of the row step's,
         as the packer writes it)."""
         if examples is None:
             return None
         self.waiting.append(examples)
-        if self.rows_by_batch:
+        if self.notes_batches:
             self.fed += int(examples.lengths.sum())
             rows = max(self.fed - self.overlap, 0) // self.stride
             if rows > (self.batch_ends[-1] if self.batch_ends else 0):
@@ -169,13 +165,13 @@ class ConcatPlanner:
         """Every row, in one pass, and what no row holds: dropped and counted, as ``ConcatPacker.finish`` counts
         it (a chunk objective's short last chunk a row where it keeps it)."""
         if self.waiting:
-            self._add(ExampleRuns.concat(self.waiting))
+            self._join(ExampleRuns.concat(self.waiting))
             self.waiting = []
         rows = max(self.stream - self.overlap, 0) // self.stride
         left = self.stream - rows * self.stride
         tail = self.chunks is not None and left > 0 and self.chunks.keeps_tail(left)
-        planned = self._rows(0, rows + 1, left) if tail else self._rows(0, rows) if rows else None
-        if planned is not None and self.rows_by_batch:  # the batches the row step keys its draws to
+        planned = self._rows(rows + 1, left) if tail else self._rows(rows) if rows else None
+        if planned is not None and self.notes_batches:  # the batches the row step keys its draws to
             planned.batches = np.diff([0, *self.batch_ends, *([rows + 1] if tail else [])]).astype(np.int64)
         if self.chunks is not None and (not left or tail):
             self.counters["final_chunks_padded"] += int(tail)
@@ -187,22 +183,21 @@ class ConcatPlanner:
         self.counters["skipped:remainder_dropped"] += int(np.sum(firsts & (starts >= consumed) & (lengths > 0)))
         return planned
 
-    def _add(self, examples: ExampleRuns) -> None:
-        count = len(examples.lengths)
+    def _join(self, examples: ExampleRuns) -> None:
+        """The partition's stream as pieces: stream start, length, first value, step, whether it starts its
+        document, the document's ordinal in the partition."""
         self.counters["skipped:no_tokens"] += int(np.sum(examples.lengths == 0))
         example, values, steps, lengths = examples.columns["input_ids"]  # the stream's pieces: no run is empty
         firsts = np.ones(len(example), dtype=bool)  # an example's first piece
         firsts[1:] = example[1:] != example[:-1]
-        starts = self.stream + np.cumsum(lengths) - lengths
-        new = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, self.documents + example)
-        self.pieces = tuple(np.concatenate([old, part]) for old, part in zip(self.pieces, new))
-        self.stream += int(lengths.sum())
-        self.documents += count
+        starts = np.cumsum(lengths) - lengths
+        self.pieces = (starts, lengths.astype(np.int64), values, steps.astype(np.int64), firsts, example)
+        self.stream = int(lengths.sum())
 
-    def _rows(self, first_row: int, stop_row: int, last_length: int = 0) -> PlannedRows:
+    def _rows(self, rows: int, last_length: int = 0) -> PlannedRows:
         starts, lengths, values, steps, firsts, documents_of = self.pieces
         ends = starts + lengths
-        row_start = np.arange(first_row, stop_row, dtype=np.int64) * self.stride
+        row_start = np.arange(rows, dtype=np.int64) * self.stride
         row_lengths = np.full(len(row_start), self.row_length, np.int64)
         row_lengths[-1] = last_length or self.row_length
         row_end = row_start + row_lengths

@@ -77,9 +77,9 @@ def build_planner(config: TransformConfig, objective) -> ConcatPlanner | BestFit
     if not objective.plans_lengths or config.provenance:
         return None
     if objective.plans_lengths == "chunks":  # the stream's raw chunks (span corruption): concat's windows
-        return ConcatPlanner(objective.raw_length, 0, rows_by_batch=True, chunks=objective)
+        return ConcatPlanner(objective.raw_length, 0, notes_batches=True, chunks=objective)
     if config.packing == "concat" and objective.pad_id is None:
-        return ConcatPlanner(config.row_length, concat_overlap(config), rows_by_batch=objective.row_step)
+        return ConcatPlanner(config.row_length, concat_overlap(config), notes_batches=objective.row_step)
     if config.packing == "best-fit" and config.pad_to_multiple == 1:
         return BestFitPlanner(build_packer(config, objective).settings)
     return None

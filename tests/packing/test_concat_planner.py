@@ -24,12 +24,12 @@ IDS = ColumnSpec("input_ids", "ragged", 0, 10**9, "tokens")
     overlap=st.sampled_from([0, 1]),
 )
 def test_planned_rows_are_the_packers_rows(batches, bos, eos, row_length, overlap):
-    """Every row made at finish, in one pass: the packer's rows, counts and counters; with ``rows_by_batch``
+    """Every row made at finish, in one pass: the packer's rows, counts and counters; with ``notes_batches``
     the batches the packer wrote them in (a row step keys its draws to each)."""
     bos_id, eos_id = (1 if bos else None), (2 if eos else None)
     packer = make_packer("concat", PackSettings(row_length, (IDS,), overlap=overlap))
     planner = ConcatPlanner(row_length, overlap)
-    whole = ConcatPlanner(row_length, overlap, rows_by_batch=False)
+    whole = ConcatPlanner(row_length, overlap, notes_batches=False)
     made = []
     for examples, runs in document_batches(batches, bos_id, eos_id):
         rows = packer.process(examples)
