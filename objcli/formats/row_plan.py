@@ -126,13 +126,16 @@ def read_plan_file(path: Path) -> tuple[list[dict], dict[str, np.ndarray], dict]
     except zstandard.ZstdError as error:
         raise ValueError(f"damaged plan file ({error})") from None
     size = int.from_bytes(payload[:8], "little")
-    header = json.loads(payload[8 : 8 + size])
-    arrays, at = {}, 8 + size
-    widths = header.get("widths", {})  # as stored, where narrower than the array (plans before: none)
-    for name, dtype, count in header["arrays"]:
-        array = np.frombuffer(payload, dtype=np.dtype(widths.get(name, dtype)), count=count, offset=at)
-        arrays[name] = array.astype(dtype, copy=False)
-        at += array.nbytes
+    try:  # a header edited to other JSON types is a damaged file, as a cut one is
+        header = json.loads(payload[8 : 8 + size])
+        arrays, at = {}, 8 + size
+        widths = header.get("widths", {})  # as stored, where narrower than the array (plans before: none)
+        for name, dtype, count in header["arrays"]:
+            array = np.frombuffer(payload, dtype=np.dtype(widths.get(name, dtype)), count=count, offset=at)
+            arrays[name] = array.astype(dtype, copy=False)
+            at += array.nbytes
+    except (TypeError, AttributeError, KeyError) as error:
+        raise ValueError(f"damaged plan header ({type(error).__name__}: {error})") from None
     if at != len(payload):
         raise ValueError("plan file's arrays do not fill it")
     return header["columns"], arrays, header

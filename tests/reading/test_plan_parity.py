@@ -399,6 +399,26 @@ def test_a_damaged_plan_file_is_one_line(mlm_plan, tmp_path):
         Rows(plan)[0]
 
 
+@pytest.mark.parametrize("widths", ["x", [1], {"input_ids.first": None}])
+def test_a_plan_header_of_other_json_types_is_one_line(mlm_plan, tmp_path, widths):
+    """A plan file's header edited to values of other JSON types: a damaged file, in one line."""
+    import zstandard
+
+    from objcli.formats.row_plan import MAGIC
+
+    plan = shutil.copytree(mlm_plan, tmp_path / "plan")
+    path = plan / json.loads((plan / "manifest.json").read_text())["shards"][0]["files"][0]
+    data = zstandard.ZstdDecompressor().decompress(path.read_bytes()[len(MAGIC) :])
+    size = int.from_bytes(data[:8], "little")
+    header = {**json.loads(data[8 : 8 + size]), "widths": widths}
+    encoded = json.dumps(header).encode()
+    path.write_bytes(
+        MAGIC + zstandard.ZstdCompressor().compress(len(encoded).to_bytes(8, "little") + encoded + data[8 + size :])
+    )
+    with pytest.raises(ObjcliError, match=f"{path.name}: cannot be read .*; run 'objcli verify"):
+        Rows(plan)[0]
+
+
 @pytest.mark.parametrize("section", [{}, {"vocabulary": "8000"}, {"store": ["x"]}, {"store_manifest_sha256": None}])
 def test_an_edited_row_plan_section_is_one_line(mlm_plan, tmp_path, section):
     plan = shutil.copytree(mlm_plan, tmp_path / "plan")
