@@ -17,14 +17,19 @@ import shlex
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from .config import TransformConfig
 from .errors import ObjcliError
 from .objectives import REGISTRY
+from .objectives.base import Objective, ObjectiveContext
 from .options import flag_of, option_fields
+from .packing import PACKERS
+
+if TYPE_CHECKING:
+    from .tokenizers import Tokenizer
 
 RUN_FIELDS = {f.name: f for f in dataclasses.fields(TransformConfig) if "help" in f.metadata}
 
@@ -204,3 +209,24 @@ def to_toml(table: dict[str, Any]) -> str:
         text = json.dumps(value, ensure_ascii=False)
         lines.append(f"{key} = {text}")
     return "\n".join(lines) + "\n"
+
+
+def objective_context(config: TransformConfig) -> ObjectiveContext:
+    """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
+    return ObjectiveContext(
+        config.objective_options,
+        config.seq_len if config.pad_to_multiple == 1 else config.sequence_limit,  # what a whole example may hold
+        config.row_length,
+        config.seed,
+        config.bos,
+        config.eos,
+        PACKERS[config.packing].pads_rows(config.remainder),
+        config.packing != "none",
+        config.provenance,
+        config.value_types,
+    )
+
+
+def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
+    """The objective a configuration makes: the same in the run's setup, each worker and a plan's reader."""
+    return REGISTRY.named(config.objective)(objective_context(config), tokenizer)

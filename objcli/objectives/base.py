@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ObjectiveContext:
-    """What an objective knows of the run, resolved once by the setup (``run/stages.objective_context``)
+    """What an objective knows of the run, resolved once by the setup (``recipe.objective_context``)
     from the configuration and the packer: no objective reads the configuration, the packer's name
     or the output format."""
 

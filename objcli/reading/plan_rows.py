@@ -211,8 +211,7 @@ def _row_step(folder: Path, manifest: Manifest, moved_tokenizer: str | None = No
 
 
 def _objective(folder: Path, manifest: Manifest, moved_tokenizer: str | None):
-    from ..recipe import config_from_values, load_recipe
-    from ..run.stages import build_objective
+    from ..recipe import build_objective, config_from_values, load_recipe
     from ..tokenizers import SpecialTokens, load_tokenizer
 
     config = config_from_values(load_recipe(str(folder / "manifest.json")))

@@ -16,10 +16,11 @@ from ..objectives import DocumentBatch
 from ..packing import Packer
 from ..packing.best_fit import BestFitPlanner
 from ..packing.concat import ConcatPlanner
+from ..recipe import build_objective
 from ..rows import RowBatch
 from ..tokenizers import Tokenizer
 from .provenance import Sources
-from .stages import build_objective, build_packer, build_planner, run_columns
+from .stages import build_packer, build_planner, run_columns
 
 
 @dataclass

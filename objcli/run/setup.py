@@ -18,6 +18,7 @@ from ..inputs.text_formats import check_text_unit
 from ..inputs.token_store import store_manifest
 from ..objectives import REGISTRY
 from ..objectives.base import Objective
+from ..recipe import build_objective
 from ..rows import ColumnSpec
 from ..storage.identity import changed_store_inputs, run_identity, side_digests
 from ..storage.remote import public_url
@@ -27,7 +28,7 @@ from .first_pass import value_types
 from .fitness import check_fitness, store_supply
 from .input_groups import open_group
 from .run_inputs import check_output_outside_inputs, check_sources_disjoint
-from .stages import build_objective, build_packer, run_columns
+from .stages import build_packer, run_columns
 from .stores import (
     adopt_store_settings,
     check_plan_run,

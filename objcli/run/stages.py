@@ -1,39 +1,18 @@
 """The run's stages built from its configuration, the same in the main process (the setup) and in
-every worker (the pipeline): the objective with its narrow context, the packer, the written columns."""
+every worker (the pipeline): the packer and its planner, the written columns (the objective with its narrow
+context is ``recipe.build_objective``: a plan's reader makes it too)."""
 
 from __future__ import annotations
 
 from ..config import TransformConfig
 from ..errors import ObjcliError
-from ..objectives import REGISTRY
-from ..objectives.base import Objective, ObjectiveContext
-from ..packing import PACKERS, Packer, PackSettings, make_packer
+from ..objectives.base import Objective
+from ..packing import Packer, PackSettings, make_packer
 from ..packing.base import SequencePadding
 from ..packing.best_fit import BestFitPlanner
 from ..packing.concat import ConcatPlanner
 from ..rows import HIDDEN, ColumnSpec, with_family_lengths
-from ..tokenizers import Tokenizer
 from .provenance import EXAMPLE_SPECS, SOURCE_SPEC
-
-
-def objective_context(config: TransformConfig) -> ObjectiveContext:
-    """What the objective knows of the run (objectives never read the configuration or the packer's name)."""
-    return ObjectiveContext(
-        config.objective_options,
-        config.seq_len if config.pad_to_multiple == 1 else config.sequence_limit,  # what a whole example may hold
-        config.row_length,
-        config.seed,
-        config.bos,
-        config.eos,
-        PACKERS[config.packing].pads_rows(config.remainder),
-        config.packing != "none",
-        config.provenance,
-        config.value_types,
-    )
-
-
-def build_objective(config: TransformConfig, tokenizer: Tokenizer) -> Objective:
-    return REGISTRY.named(config.objective)(objective_context(config), tokenizer)
 
 
 def build_packer(config: TransformConfig, objective: Objective) -> Packer:

@@ -40,7 +40,7 @@ class StoreChain:
         origins = ({name: i for i, name in enumerate(task.inputs)}, tokenizer) if config.provenance else None
         renderer = None
         if config.store_kind.renders:  # records rendered and encoded as the objective that reads them does
-            from .stages import build_objective
+            from ..recipe import build_objective
 
             renderer = build_objective(config, tokenizer).partition_examples(task.partition.index)
         return cls(sink, bos_piece(tokenizer, task.special), config.store_kind, origins, renderer)
