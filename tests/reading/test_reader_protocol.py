@@ -127,7 +127,7 @@ class _Workers:
 
 
 @requires("torch")
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     world=st.integers(1, 4),
     workers=st.integers(0, 3),

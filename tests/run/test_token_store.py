@@ -88,11 +88,17 @@ def _objective(config_values: dict):
     return set_up_objective(config)[2]
 
 
-COMBINATIONS = [
-    pytest.param(name, options, packer, id=f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}")
-    for name, options in variants()
-    for packer in REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
-]
+def _combinations():
+    """Every objective x packer; each objective's first packer by default and the rest with the heavy tests:
+    a store and a text differ in the examples they give, which every packer packs alike."""
+    for name, options in variants():
+        packers = REGISTRY.named(name).packers(REGISTRY.named(name).options_type(**options))
+        for i, packer in enumerate(packers):
+            label = f"{name}-{'-'.join(map(str, options.values())) or 'default'}-{packer}"
+            yield pytest.param(name, options, packer, id=label, marks=[pytest.mark.heavy] if i else [])
+
+
+COMBINATIONS = list(_combinations())
 
 
 @pytest.mark.parametrize("name, options, packer", COMBINATIONS)

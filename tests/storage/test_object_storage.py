@@ -79,7 +79,15 @@ def objects(s3, prefix) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("fmt", sorted(TEXT_FORMATS))
+# One format of each way of writing a shard (one file; .bin and .idx; a folder of .npy files) by default,
+# every format with the heavy tests: the bucket's commit path is the same for all of them.
+BUCKET_FORMATS = [
+    pytest.param(f, marks=[] if f in ("arrow", "megatron", "nemo-packed-npy") else [pytest.mark.heavy])
+    for f in sorted(TEXT_FORMATS)
+]
+
+
+@pytest.mark.parametrize("fmt", BUCKET_FORMATS)
 def test_a_bucket_and_a_local_copy_give_the_same_bytes(s3, bucket, corpus, sample_tokenizer, tmp_path, fmt):
     """Same sorted listing, same partitions (byte ranges included), same shards, in every format;
     written to the bucket, they are the bytes a local run writes."""
