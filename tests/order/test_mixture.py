@@ -290,7 +290,14 @@ def test_a_bad_record_is_counted_once_whatever_the_passes(sources, sample_tokeni
     assert "skipped 1 record (bad_json)" in done.stderr
 
 
-@pytest.mark.parametrize("weights", ["dup=0.2,tail=0.8", "dup=0.15,tail=0.85", "dup=0.7,tail=0.3"])
+@pytest.mark.parametrize(
+    "weights",
+    [
+        pytest.param("dup=0.2,tail=0.8", marks=pytest.mark.heavy),  # shares the default case's machinery
+        pytest.param("dup=0.15,tail=0.85", marks=pytest.mark.heavy),
+        "dup=0.7,tail=0.3",
+    ],
+)
 def test_shares_hold_on_duplicates_and_a_long_tail(weights, sample_dir, sample_tokenizer, tmp_path):
     """A source of thousands of identical one-letter documents (drawn apart: each keyed to its place) beside
     one whose documents run from a line to 40,000 tokens (taken past the first that would pass the budget):
