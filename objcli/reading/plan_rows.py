@@ -133,9 +133,13 @@ class Plan:
 
     def shard_columns(self, record: ShardRecord) -> dict[str, Column]:
         """Every row of a shard, as a written shard's ``read_columns`` gives them (int32 and wider)."""
-        starts = self.shard(record).batch_starts
-        batches = [self._made(record, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
-        rows = RowBatch.concat(batches) if batches else None
+        shard = self.shard(record)
+        if self.step is None:  # no draw keyed to a batch: the shard's rows made at once
+            rows = self._made(record, 0, shard.rows) if shard.rows else None
+        else:
+            starts = shard.batch_starts
+            batches = [self._made(record, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+            rows = RowBatch.concat(batches) if batches else None
         columns = {}
         missing = [info.name for info in self.manifest.columns if rows is not None and info.name not in rows.columns]
         if missing:

@@ -173,15 +173,34 @@ class _Chunk:
     def __len__(self) -> int:
         return self.count
 
-    def take(self, positions: np.ndarray) -> np.ndarray:
+    def take(self, positions: np.ndarray, in_order: bool = False) -> np.ndarray:
+        """The ids at ``positions`` (``in_order``: they never go down, as a row's or a shard's do)."""
         if not len(positions):
             return np.zeros(0, self.dtype)
         size = self.dtype.itemsize
-        low, high = int(positions.min()), int(positions.max()) + 1
+        low, high = (
+            (int(positions[0]), int(positions[-1]) + 1)
+            if in_order
+            else (int(positions.min()), int(positions.max()) + 1)
+        )
         first, stop = self.start + low * size, self.start + high * size
-        touched = np.unique((self.start + positions * size) // self.source.blocks.block)
-        data = self.source.read(first, stop, touched)  # only the blocks the positions lie in are read
+        data = self.source.read(
+            first, stop, self._blocks(positions, low, high, in_order)
+        )  # only the blocks they lie in
         return data.view(self.dtype)[positions - low]
+
+    def _blocks(self, positions: np.ndarray, low: int, high: int, in_order: bool) -> np.ndarray:
+        """The blocks the positions' ids lie in, in order: where positions come in order, the blocks any
+        falls in (a search a block); else a mark a block spanned (no sort of the positions)."""
+        size, block = self.dtype.itemsize, self.source.blocks.block
+        lowest = (self.start + low * size) // block
+        spanned = np.arange(lowest, (self.start + (high - 1) * size) // block + 1)
+        if in_order:  # each block's first position (rounded up), the last block's end after it
+            edges = -((self.start - np.append(spanned, spanned[-1] + 1) * block) // size)
+            return spanned[np.diff(np.searchsorted(positions, edges)) > 0]
+        hit = np.zeros(len(spanned), bool)
+        hit[(self.start + positions * size) // block - lowest] = True
+        return spanned[hit]
 
 
 def _whole_shard(where: str, digests: dict) -> list:
@@ -216,7 +235,7 @@ class _Whole:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def take(self, positions: np.ndarray) -> np.ndarray:
+    def take(self, positions: np.ndarray, in_order: bool = False) -> np.ndarray:
         return self.ids[positions]
 
 
@@ -238,9 +257,20 @@ class PartitionIds:
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         dtype = self.chunks[0].dtype if self.chunks else np.uint16
+        if len(positions) and np.all(positions[1:] >= positions[:-1]):  # a row's or a shard's, in order
+            bounds = np.searchsorted(positions, self.starts)  # each chunk's positions, one stretch
+            parts = [
+                self.chunks[k].take(positions[lo:hi] - self.starts[k], in_order=True)
+                for k, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+                if hi > lo
+            ]
+            return np.concatenate(parts).astype(dtype, copy=False)
         out = np.empty(len(positions), dtype)
         owner = np.searchsorted(self.starts, positions, side="right") - 1
-        for k in np.unique(owner).tolist():
-            mine = owner == k
-            out[mine] = self.chunks[k].take(positions[mine] - self.starts[k])
+        order = np.argsort(owner, kind="stable")  # each chunk's positions together
+        bounds = np.searchsorted(owner[order], np.arange(len(self.chunks) + 1))
+        for k, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+            if hi > lo:
+                mine = order[lo:hi]
+                out[mine] = self.chunks[k].take(positions[mine] - self.starts[k])
         return out
