@@ -32,8 +32,9 @@ def partitions(draw):
     data = bytes(header) + ids.tobytes()
     block = draw(st.sampled_from([2, 4, 8, 16, 64]))
     positions = draw(st.lists(st.integers(0, max(len(ids) - 1, 0)), max_size=60)) if len(ids) else []
-    in_order = draw(st.booleans())
-    positions = np.array(sorted(positions) if in_order else positions, np.int64)
+    order = draw(st.sampled_from(["any", "sorted", "increasing"]))  # increasing: a concat row's, read as a stretch
+    positions = {"any": positions, "sorted": sorted(positions), "increasing": sorted(set(positions))}[order]
+    positions = np.array(positions, np.int64)
     return dtype, counts, header, ids, data, block, positions
 
 
