@@ -259,20 +259,24 @@ class PartitionIds:
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         dtype = self.chunks[0].dtype if self.chunks else np.uint16
-        if len(positions) and np.all(positions[1:] > positions[:-1]):  # a row's or a shard's, in order
-            bounds = np.searchsorted(positions, self.starts.astype(positions.dtype))  # a chunk's positions: a stretch
+        increasing = len(positions) > 0 and bool(np.all(positions[1:] > positions[:-1]))  # a concat row's, a shard's
+        if len(self.chunks) == 1:  # a partition of one record batch: nothing to split
+            return self.chunks[0].take(positions, in_order=increasing)
+        starts = self.starts.astype(positions.dtype)  # searched at the positions' width: no copy of them
+        if increasing:
+            bounds = np.searchsorted(positions, starts)  # a chunk's positions: a stretch
             parts = [
-                self.chunks[k].take(positions[lo:hi] - self.starts[k], in_order=True)
+                self.chunks[k].take(positions[lo:hi] - int(starts[k]), in_order=True)
                 for k, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
                 if hi > lo
             ]
             return np.concatenate(parts).astype(dtype, copy=False)
         out = np.empty(len(positions), dtype)
-        owner = np.searchsorted(self.starts, positions, side="right") - 1
+        owner = np.searchsorted(starts, positions, side="right") - 1
         order = np.argsort(owner, kind="stable")  # each chunk's positions together
         bounds = np.searchsorted(owner[order], np.arange(len(self.chunks) + 1))
         for k, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
             if hi > lo:
                 mine = order[lo:hi]
-                out[mine] = self.chunks[k].take(positions[mine] - self.starts[k])
+                out[mine] = self.chunks[k].take(positions[mine] - int(starts[k]))
         return out
