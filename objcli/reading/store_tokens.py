@@ -179,16 +179,10 @@ class _Chunk:
         if not len(positions):
             return np.zeros(0, self.dtype)
         size = self.dtype.itemsize
-        low, high = (
-            (int(positions[0]), int(positions[-1]) + 1)
-            if in_order
-            else (int(positions.min()), int(positions.max()) + 1)
-        )
-        first, stop = self.start + low * size, self.start + high * size
-        data = self.source.read(
-            first, stop, self._blocks(positions, low, high, in_order)
-        )  # only the blocks they lie in
-        ids = data.view(self.dtype)
+        low, high = (positions[0], positions[-1]) if in_order else (positions.min(), positions.max())
+        low, high = int(low), int(high) + 1
+        touched = self._blocks(positions, low, high, in_order)  # only the blocks they lie in are read
+        ids = self.source.read(self.start + low * size, self.start + high * size, touched).view(self.dtype)
         return ids if in_order and len(positions) == high - low else ids[positions - low]  # a stretch: as read
 
     def _blocks(self, positions: np.ndarray, low: int, high: int, in_order: bool) -> np.ndarray:
@@ -201,7 +195,7 @@ class _Chunk:
             edges = -((self.start - np.append(spanned, spanned[-1] + 1) * block) // size)
             return spanned[np.diff(np.searchsorted(positions, np.maximum(edges, 0).astype(positions.dtype))) > 0]
         hit = np.zeros(len(spanned), bool)
-        hit[(self.start + positions * size) // block - lowest] = True
+        hit[(positions.astype(np.int64) * size + self.start) // block - lowest] = True  # int32 would wrap past 2 GiB
         return spanned[hit]
 
 
