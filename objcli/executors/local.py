@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
-import itertools
 import multiprocessing
 import os
 import queue
@@ -12,13 +12,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from ..errors import ObjcliError
 from ..run.affinity import ThreadPinner, cores_to_pin, pin_process
 from ..run.pipeline import PartitionResult, PartitionTask, Progress, run_partition
-from ..storage.faults import crash_point
+from ..storage.faults import crash_point, mark_worker
 from .base import partition_failed
 
 IN_FLIGHT = 4  # tasks submitted ahead for each worker: none waits on the parent for its next
@@ -36,6 +36,7 @@ def process_pool_running() -> bool:
 def _init_worker(progress_queue, parent: int | None, cores: list[int] | None = None, started=None) -> None:
     global _progress_queue
     _progress_queue = progress_queue
+    mark_worker()
     if parent is None:
         _release_fork_server()
     _exit_with_parent(parent)
@@ -225,11 +226,12 @@ class LocalExecutor:
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
+        here = (lambda task: _run_here(task, report)) if processes else None  # noqa: E731
         _process_pools.extend(processes)
         with pool, _removed_after(processes):
             task_of = {}
             try:
-                for future in _in_flight(submit, tasks, workers * IN_FLIGHT, task_of, progress_queue, report):
+                for future in _in_flight(submit, tasks, workers * IN_FLIGHT, task_of, progress_queue, report, here):
                     yield _result(future, task_of[future])
                 _drain(progress_queue, report)
             except BaseException as error:
@@ -242,14 +244,18 @@ class LocalExecutor:
                 raise
 
 
-def _in_flight(submit, tasks: list, window: int, task_of: dict, progress_queue, report) -> Iterator:
+def _in_flight(submit, tasks: list, window: int, task_of: dict, progress_queue, report, here=None) -> Iterator:
     """Each task's future as it completes, at most ``window`` submitted and not yet done: a wait over the
     futures in flight, not over every task of the run (a wait each completion over all of them made a run of
-    thousands of partitions quadratic in the main process). ``task_of`` gains each future's task."""
-    queued, pending = iter(tasks), set()
+    thousands of partitions quadratic in the main process). ``task_of`` gains each future's task. ``here``:
+    runs a task in this process, while a process pool's workers start (``_while_workers_start``)."""
+    queued, pending = collections.deque(tasks), set()
+    if here is not None and len(queued) > window:
+        yield from _while_workers_start(submit, queued, window, task_of, pending, here)
     while True:
         with _workers_ignore_sigint():  # process pools spawn their workers on submit
-            for task in itertools.islice(queued, window - len(pending)):
+            while queued and len(pending) < window:
+                task = queued.popleft()
                 future = submit(task)
                 task_of[future] = task
                 pending.add(future)
@@ -259,6 +265,49 @@ def _in_flight(submit, tasks: list, window: int, task_of: dict, progress_queue, 
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
         _drain(progress_queue, report)
         yield from done
+
+
+def _while_workers_start(submit, queued, window: int, task_of: dict, pending: set, here) -> Iterator:
+    """A process pool's first ``window`` tasks submitted from a thread: a submit starts a worker, which waits
+    for the fork server to import objcli and load the tokenizer (0.2-0.5 s, on another core). Meanwhile this
+    process runs tasks from the end of ``queued``, which the pool would run last (a 1 GB chat plan on 2 cores:
+    the main process idle 0.18 s of 1.1); once the workers have started, the pool takes the rest."""
+    first = [queued.popleft() for _ in range(window)]
+    failed = []
+
+    def start() -> None:
+        if hasattr(signal, "pthread_sigmask"):  # workers spawned from this thread ignore Ctrl-C (as
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # _workers_ignore_sigint makes them)
+        try:
+            for task in first:
+                future = submit(task)
+                task_of[future] = task
+                pending.add(future)
+        except BaseException as error:  # noqa: BLE001 - raised in the main thread, below
+            failed.append(error)
+
+    starter = threading.Thread(target=start, name="objcli-pool-start", daemon=True)
+    starter.start()
+    try:
+        while starter.is_alive() and queued:
+            task = queued.pop()
+            future = here(task)
+            task_of[future] = task
+            yield future
+    finally:
+        starter.join()  # every worker started is in the pool's table, for a stop to end
+    if failed:
+        raise failed[0]
+
+
+def _run_here(task: PartitionTask, report) -> Future:
+    """A task run in this process, as a done future (its result, or the exception it raised)."""
+    future = Future()
+    try:
+        future.set_result(run_partition(task, report))
+    except Exception as error:  # noqa: BLE001 - handed to ``_result``, as a worker's error is
+        future.set_exception(error)
+    return future
 
 
 @contextlib.contextmanager
@@ -282,9 +331,12 @@ def _result(future, task: PartitionTask) -> PartitionResult:
         raise partition_failed(task, error) from error
 
 
-def _drain(progress_queue, report) -> None:
+def _drain(progress_queue, report) -> int:
+    """Report what the workers have reported; how many reports."""
+    count = 0
     while True:
         try:
             report(progress_queue.get_nowait())
         except queue.Empty:
-            return
+            return count
+        count += 1

@@ -91,7 +91,8 @@ class PlanWriter:
             header["partition"], header["split"] = self.place
         encoded = json.dumps(header).encode()
         payload = b"".join([len(encoded).to_bytes(8, "little"), encoded, *(a.tobytes() for a in arrays.values())])
-        self.temp.write(MAGIC + zstandard.ZstdCompressor(level=3).compress(payload))
+        # Level 1: a chat plan's file 0.4 % larger than at 3, a best-fit one 2.5 %, in half the time (0.23 ms: 0.54).
+        self.temp.write(MAGIC + zstandard.ZstdCompressor(level=1).compress(payload))
         return [commit(self.temp)]
 
 

@@ -58,22 +58,43 @@ class ExampleRuns:
             columns[name] = (example, *(np.concatenate([runs[k] for runs in pieces]) for k in (1, 2, 3)))
         return cls(lengths, documents, columns)
 
-    def cut(self, name: str, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+    def cut(self, name: str, starts: np.ndarray, lengths: np.ndarray, owners: np.ndarray | None = None):
         """Column ``name``'s runs inside pieces (``starts``: each piece's first token in the examples joined
-        end to end; ``lengths``): (each run's piece, first value, step, length), pieces in the order given,
-        each piece's runs in order; a run of one token steps 0."""
-        _, values, steps, run_lengths = self.columns[name]
+        end to end; ``lengths``; ``owners``, where known: the example each piece is cut from): (each run's
+        piece, first value, step, length), pieces in the order given, each piece's runs in order; a run of
+        one token steps 0. A piece that is its whole example takes that example's runs as they are; the rest
+        are searched for (a packer's pieces come in row order: two searches at random places were most of
+        a chat plan's cut, 0.33 ms each for 4,000 pieces over 20,000 runs)."""
+        example, values, steps, run_lengths = self.columns[name]
         run_ends = np.cumsum(run_lengths)
         run_starts = run_ends - run_lengths
         ends = starts + lengths
-        lo = np.searchsorted(run_ends, starts, side="right")  # the first run ending past the piece's start
-        per_piece = np.searchsorted(run_starts, ends, side="left") - lo
+        lo, hi = _whole_examples(self.lengths, example, starts, lengths, owners)
+        searched = np.flatnonzero(lo < 0)
+        lo[searched] = np.searchsorted(run_ends, starts[searched], side="right")  # the first run ending past it
+        hi[searched] = np.searchsorted(run_starts, ends[searched], side="left")
+        per_piece = hi - lo
         piece = np.repeat(np.arange(len(starts)), per_piece)
         run = np.arange(int(per_piece.sum())) - np.repeat(np.cumsum(per_piece) - per_piece, per_piece) + lo[piece]
         cut_lo = np.maximum(run_starts[run], starts[piece])
         cut_length = np.minimum(run_ends[run], ends[piece]) - cut_lo
         first = values[run] + steps[run] * (cut_lo - run_starts[run])
         return piece, first, steps[run] * (cut_length > 1), cut_length
+
+
+def _whole_examples(example_lengths, run_example, starts, lengths, owners) -> tuple[np.ndarray, np.ndarray]:
+    """Each piece's runs (first, one past the last) where the piece is its whole example, else -1."""
+    lo = np.full(len(starts), -1, np.int64)
+    hi = lo.copy()
+    if owners is None:
+        return lo, hi
+    whole = np.flatnonzero(
+        (lengths == example_lengths[owners]) & (starts == lengths_to_offsets(example_lengths)[owners])
+    )
+    runs_before = lengths_to_offsets(np.bincount(run_example, minlength=len(example_lengths)))
+    lo[whole] = runs_before[owners[whole]]
+    hi[whole] = runs_before[owners[whole] + 1]
+    return lo, hi
 
 
 def _document_runs(firsts: np.ndarray, stored: np.ndarray, bos_id: int | None, eos_id: int | None) -> Runs:

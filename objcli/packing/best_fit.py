@@ -192,7 +192,7 @@ class BestFitPlanner:
         padding = np.where(last_in_row, self.settings.row_length - placed.real_per_row[row], 0)
         runs = {}
         for name in examples.columns:
-            piece, *cut = examples.cut(name, assigned.starts, placed.lengths)
+            piece, *cut = examples.cut(name, assigned.starts, placed.lengths, assigned.owners)
             runs[name] = _with_padding(piece, cut, padding, self.fills.get(name, 0), row, placed.rows)
         constant = np.zeros(len(row), np.int64)
         segment = np.arange(len(row)) - np.searchsorted(row, row) + 1  # each piece its own, from 1 a row

@@ -50,8 +50,10 @@ def test_labels_in_ranges_are_a_loops(case):
     bos=st.booleans(),
     eos=st.booleans(),
     cuts=st.lists(st.integers(1, 9), max_size=8),
+    whole=st.booleans(),
 )
-def test_a_piece_cut_from_examples_is_their_tokens(documents, bos, eos, cuts):
+def test_a_piece_cut_from_examples_is_their_tokens(documents, bos, eos, cuts, whole):
+    """Pieces anywhere (or, ``whole``, at the examples' bounds too), with and without their examples given."""
     offsets = lengths_to_offsets(np.array(documents, dtype=np.int64))
     positions = VOCABULARY + np.arange(int(offsets[-1]), dtype=np.int64)
     examples = ExampleRuns.of_documents(
@@ -64,10 +66,15 @@ def test_a_piece_cut_from_examples_is_their_tokens(documents, bos, eos, cuts):
     ]
     assert len(joined) == examples.lengths.sum()
     # Pieces one after another, in a shuffled order, as a packer places them.
-    bounds = np.unique(np.clip(np.cumsum([0, *cuts]), 0, len(joined)))
+    example_bounds = lengths_to_offsets(examples.lengths)
+    bounds = np.clip(np.cumsum([0, *cuts]), 0, len(joined))
+    bounds = np.unique(np.concatenate([bounds, example_bounds if whole else [len(joined)]]))
     starts, lengths = bounds[:-1], np.diff(bounds)
     order = np.random.default_rng(len(cuts)).permutation(len(starts))
+    owners = np.searchsorted(example_bounds, starts, side="right") - 1  # the example each piece starts in
     piece, first, steps, run_lengths = examples.cut("input_ids", starts[order], lengths[order])
     assert np.all(np.diff(piece) >= 0) and np.all(steps[run_lengths == 1] == 0)
     decoded = decode_runs(first, steps, run_lengths).tolist()
     assert decoded == [v for k in order for v in joined[starts[k] : starts[k] + lengths[k]]]
+    given_owners = examples.cut("input_ids", starts[order], lengths[order], owners[order])
+    assert all(np.array_equal(a, b) for a, b in zip(given_owners, (piece, first, steps, run_lengths)))
