@@ -26,6 +26,18 @@ class ExampleRuns:
         self.documents = documents  # int64, an example: 1 where it starts a document (a record at its first example)
         self._columns = columns
         self._made_of = made_of  # documents': (first values, stored lengths, BOS id, EOS id)
+        self.records: np.ndarray | None = None  # where known: each example's document in its batch, not decreasing
+
+    def slice(self, lo: int, hi: int) -> ExampleRuns:
+        """Examples ``lo:hi`` (their runs: views), as if made alone."""
+        if self._columns is None:
+            made_of = (self._made_of[0][lo:hi], self._made_of[1][lo:hi], *self._made_of[2:])
+            return ExampleRuns(self.lengths[lo:hi], self.documents[lo:hi], made_of=made_of)
+        columns = {}
+        for name, (example, values, steps, lengths) in self._columns.items():
+            a, b = np.searchsorted(example, [lo, hi]).tolist()  # a column's runs come example by example
+            columns[name] = (example[a:b] - lo, values[a:b], steps[a:b], lengths[a:b])
+        return ExampleRuns(self.lengths[lo:hi], self.documents[lo:hi], columns)
 
     @property
     def columns(self) -> dict[str, Runs]:

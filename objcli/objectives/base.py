@@ -99,8 +99,8 @@ class PartitionExamples:
     for objectives that work on packed rows (BERT masking, Megatron-style FIM), a row step after
     the packer (``rows``)."""
 
-    counters: Counter  # objective-specific counts for the manifest; "skipped:<reason>" entries
-    # are documents the objective dropped (they count as skipped in the accounting)
+    counters: Counter  # counts for the manifest; "skipped:<reason>" entries: documents the objective dropped
+    joins_batches: ClassVar[bool] = False  # example_runs of batches joined = theirs in turn (with examples' records)
 
     def __init__(self, objective: Objective | None = None, partition: int = 0):
         self.o = objective

@@ -130,6 +130,8 @@ class Chat(Objective):
 
 
 class _ChatPartition(PartitionExamples):
+    joins_batches = True  # a conversation's runs are its own (its counts and skips too, summed)
+
     def __init__(self, objective: Chat, partition: int):
         super().__init__(objective, partition)
         markers, by_content = objective.template.has_generation, objective.options.assistant_span == "content"

@@ -252,8 +252,9 @@ class ConcatPlanner:
         }
 
     def _count_split(self, split: np.ndarray) -> None:
-        """Documents a row starts inside of, each once (by ordinal, as ``ConcatPacker`` counts them)."""
-        docs = np.unique(split)
+        """Documents a row starts inside of, each once (by ordinal, as ``ConcatPacker`` counts them): rows come in
+        stream order, so ``split`` does not decrease."""
+        docs = distinct_sorted(split)
         docs = docs[docs != self.last_split]
         if len(docs):
             self.last_split = int(docs[-1])

@@ -37,6 +37,7 @@ class SplitChain:
     plans: bool = False  # --format plan: packed rows written as they are, the row step made on read
     planner: ConcatPlanner | BestFitPlanner | None = None  # --format plan over documents: rows from lengths alone
     counting: PositionIds | None = None  # --format plan, a row step that changes rows' counts: their ids
+    held: list | None = None  # a plan run's batches (documents, index, first document), planned at close
 
     def _write(self, packed: RowBatch | None) -> None:
         # Spans before the row step: it may rearrange a row's segments (FIM at context level).
@@ -80,6 +81,8 @@ class SplitChain:
         plans = config.format.packs_positions
         planner = build_planner(config, objective) if plans else None
         chain = cls(examples, packer, sink, objective.tokenizes_itself, 0, task.source_index, sources, plans, planner)
+        if planner is not None and examples.joins_batches and sources is None:
+            chain.held = []
         if plans and objective.plan_counts_rows:
             chain.counting = PositionIds(
                 tokenizer.total_vocab_size, [c.name for c in packer.columns() if c.role in ID_ROLES]
@@ -89,6 +92,10 @@ class SplitChain:
     def feed(self, texts: list[str], batch_index: int, encode) -> int:
         sentences = records = None
         stored = isinstance(texts, StoredDocuments)
+        if stored and self.held is not None:  # planned once a partition, at close (``_plan_held``)
+            self.held.append((texts, batch_index, self.first_document))
+            self.first_document += len(texts)
+            return len(texts.tokens)
         if stored and self.planner is None:  # a plan run's examples over positions: each token's made
             texts = texts.placed()
         if self.counting is not None and stored:
@@ -116,6 +123,21 @@ class SplitChain:
         self.first_document += len(texts)
         return len(tokens)
 
+    def _plan_held(self) -> None:
+        """The held batches' examples made once, over their documents joined, then fed to the planner a batch
+        at a time (each its examples, None where it has none): windows and the batches a row step keys its draws
+        to close where they did."""
+        parts, indices, firsts = zip(*self.held)
+        self.held = []
+        texts = StoredDocuments.concat(list(parts))
+        records = texts.records.batch(texts.offsets) if texts.records is not None else None
+        batch = DocumentBatch(texts, texts.tokens, texts.offsets, firsts[0], indices[0], None, None, records)
+        examples = self.partition_examples.example_runs(batch)
+        bounds = np.cumsum([len(part) for part in parts])  # one past each batch's last document
+        ends = np.searchsorted(examples.records, bounds) if examples is not None else np.zeros(len(parts), int)
+        for lo, hi in zip([0, *ends[:-1].tolist()], ends.tolist()):
+            self.sink.write(self._sourced(self.planner.feed(examples.slice(lo, hi) if hi > lo else None)))
+
     def _counted(self, packed: RowBatch) -> RowBatch:
         """Packed rows of positions, as a plan keeps them, with the counts of the rows the row step makes of
         them (``Objective.plan_counts_rows``): the step runs as a row format's run runs it, so its counters
@@ -136,6 +158,8 @@ class SplitChain:
 
     def close(self) -> list:
         if self.planner is not None:
+            if self.held:
+                self._plan_held()
             self.sink.write(self._sourced(self.planner.finish()))
             return self.sink.close()
         last = self.partition_examples.finish()
