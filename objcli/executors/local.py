@@ -226,7 +226,8 @@ class LocalExecutor:
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
-        here = (lambda task: _run_here(task, report)) if processes else None  # noqa: E731
+        light = processes and tasks[0].config.format.packs_positions  # a plan's partitions: _while_workers_start
+        here = (lambda task: _run_here(task, report)) if light else None  # noqa: E731
         _process_pools.extend(processes)
         with pool, _removed_after(processes):
             task_of = {}
@@ -271,9 +272,10 @@ def _while_workers_start(submit, queued, window: int, task_of: dict, pending: se
     """A process pool's first ``window`` tasks submitted from a thread: a submit starts a worker, which waits
     for the fork server to import objcli and load the tokenizer (0.2-0.5 s, on another core). Meanwhile this
     process runs tasks from the end of ``queued``, which the pool would run last (a 1 GB chat plan on 2 cores:
-    the main process idle 0.18 s of 1.1); once the workers have started, the pool takes the rest."""
-    first = [queued.popleft() for _ in range(window)]
-    failed = []
+    the main process idle 0.18 s of 1.1); once the workers have started, the pool takes the rest. Only a plan
+    run's tasks: a plan's partition holds its documents' lengths (7 MB more at this process's peak), an Arrow
+    run's its rows (a chat run over 1 GB: 90 -> 352 MB, for an even wall)."""
+    first, failed = [queued.popleft() for _ in range(window)], []
 
     def start() -> None:
         if hasattr(signal, "pthread_sigmask"):  # workers spawned from this thread ignore Ctrl-C (as
@@ -331,12 +333,9 @@ def _result(future, task: PartitionTask) -> PartitionResult:
         raise partition_failed(task, error) from error
 
 
-def _drain(progress_queue, report) -> int:
-    """Report what the workers have reported; how many reports."""
-    count = 0
+def _drain(progress_queue, report) -> None:
     while True:
         try:
             report(progress_queue.get_nowait())
         except queue.Empty:
-            return count
-        count += 1
+            return

@@ -147,3 +147,37 @@ def test_a_pool_waits_on_the_tasks_in_flight_not_on_every_task(small_corpus, sam
     partitions = len(manifest_json(out)["partitions"])
     assert partitions > 4 * local.IN_FLIGHT and max(waited) <= 2 * local.IN_FLIGHT
     assert _shard_bytes(out) == _shard_bytes(one)
+
+
+def test_the_main_process_runs_the_last_tasks_while_the_workers_start():
+    """A process pool's first submit waits for its worker to start (the fork server importing objcli): meanwhile
+    the main process runs tasks from the end of the queue, and every task is run once, by one or the other."""
+    import queue
+    import threading
+    from concurrent.futures import Future
+
+    import objcli.executors.local as local
+
+    workers_up = threading.Event()
+    submitted, here = [], []
+
+    def done(value) -> Future:
+        future = Future()
+        future.set_result(value)
+        return future
+
+    def submit(task):
+        assert workers_up.wait(timeout=10)  # a worker's start, until the main process has run three tasks
+        submitted.append(task)
+        return done(task)
+
+    def run_here(task):
+        here.append(task)
+        if len(here) == 3:
+            workers_up.set()
+        return done(task)
+
+    tasks = list(range(20))
+    results = [f.result() for f in local._in_flight(submit, tasks, 4, {}, queue.SimpleQueue(), print, run_here)]
+    assert sorted(results) == tasks and not set(submitted) & set(here)
+    assert here == tasks[::-1][: len(here)] and len(here) >= 3 and submitted[:4] == [0, 1, 2, 3]

@@ -78,3 +78,20 @@ def test_a_piece_cut_from_examples_is_their_tokens(documents, bos, eos, cuts, wh
     assert decoded == [v for k in order for v in joined[starts[k] : starts[k] + lengths[k]]]
     given_owners = examples.cut("input_ids", starts[order], lengths[order], owners[order])
     assert all(np.array_equal(a, b) for a, b in zip(given_owners, (piece, first, steps, run_lengths)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(examples_with_ranges(), st.lists(st.integers(0, 8), max_size=4))
+def test_examples_sliced_and_joined_again_are_the_examples(case, cuts):
+    """What a plan run does with a partition's examples made at once: each batch's slice, joined by the planner."""
+    lengths, starts, ranges = case
+    firsts = VOCABULARY + 100 * np.arange(len(lengths))
+    labels = in_ranges(lengths, starts, ranges, firsts, -100)
+    examples = ExampleRuns(lengths, np.ones(len(lengths), np.int64), {"labels": labels})
+    bounds = [0, *sorted(min(c, len(lengths)) for c in cuts), len(lengths)]
+    joined = ExampleRuns.concat([examples.slice(a, b) for a, b in zip(bounds, bounds[1:])])
+    assert np.array_equal(joined.lengths, lengths)
+    assert all(np.array_equal(x, y) for x, y in zip(joined.columns["labels"], labels))
+    documents = ExampleRuns.of_documents(firsts, lengths, 1, 2)
+    again = ExampleRuns.concat([documents.slice(a, b) for a, b in zip(bounds, bounds[1:])])
+    assert all(np.array_equal(x, y) for x, y in zip(again.columns["input_ids"], documents.columns["input_ids"]))
