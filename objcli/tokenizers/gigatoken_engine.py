@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import threading
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +80,8 @@ class GigatokenEngine:
             import gigatoken
         except ImportError:
             raise Missing("install it with: pip install 'objcli[fast]'") from None
+        from importlib.metadata import version  # 8 ms to import: only where this engine is built
+
         self.version = version("gigatoken")  # the package has no __version__
         self._make = functools.partial(gigatoken.Tokenizer.from_json, gigatoken_json(path))
         try:
