@@ -101,12 +101,13 @@ def _fork_context(tokenizer: str, engine: str, compiled: str):
     return context
 
 
-def start_fork_server(tokenizer: str, compiled: str) -> None:
+def start_fork_server(tokenizer: str, compiled: str, engine: str = "auto") -> None:
     """Start the fork server now, before the main process loads and probes the tokenizer: both load
     it at once (a 128k tokenizer.json takes 0.5 s, objcli's imports 0.3 s, numba's 0.4 s), and the
     pool that connects later forks its workers at once. The run's engine is not chosen yet: the
-    server opens the tokenizer, and each worker gives it the engine its task names."""
-    if _fork_context(tokenizer, "auto", compiled) is not None:
+    server opens the tokenizer (``engine``: "reference" for a run that encodes nothing, which takes it),
+    and each worker gives it the engine its task names."""
+    if _fork_context(tokenizer, engine, compiled) is not None:
         from multiprocessing import forkserver, resource_tracker
 
         # The server must start with SIGINT blocked (a Ctrl-C during its imports printed a traceback;

@@ -26,7 +26,7 @@ if "\t" in _spec:
         _path, _engine = _spec.split("\t", 1)
         # "auto": the server started before the run chose its engine (start_fork_server); each worker
         # gives the opened tokenizer the engine its task names.
-        preload_tokenizer(_path) if _engine == "auto" else load_tokenizer(_path, _engine)
+        preload_tokenizer(_path, _engine) if _engine in ("auto", "reference") else load_tokenizer(_path, _engine)
     except Exception:  # noqa: BLE001 - a worker that finds no tokenizer here loads it itself, and reports
         pass
 

@@ -131,6 +131,28 @@ def test_the_engine_auto_tries_first_is_built_and_warmed_before_workers_fork(mon
             tokenizers._BUILT.pop(key)
 
 
+def test_a_run_that_encodes_nothing_has_its_workers_given_the_reference_engine_built(monkeypatch):
+    """A run over token stores takes the tokenizer's reference engine (no text to encode): its fork server builds
+    that one (a fast engine built and warmed there was never used, and each worker built the reference again:
+    0.43 s for a 128k tokenizer.json), and a worker given it takes it as built."""
+    from objcli import tokenizers
+
+    path = str((SAMPLE / "llama-style" / "tokenizer.json").resolve())
+    for table in (tokenizers._OPENED, tokenizers._BUILT, tokenizers._LOADED):
+        for key in [k for k in table if (k if isinstance(k, str) else k[0]) == path]:
+            monkeypatch.delitem(table, key)
+    tokenizers.preload_tokenizer(path, "reference")
+    name = tokenizers._OPENED[path].reference_engine_name()
+    built = {engine_name: engine for (where, engine_name), engine in tokenizers._BUILT.items() if where == path}
+    try:
+        assert list(built) == [name] and built[name].reference
+        assert tokenizers.load_tokenizer(path, name).engine is built[name] and (path, name) not in tokenizers._BUILT
+    finally:
+        tokenizers._OPENED.pop(path, None)
+        tokenizers._LOADED.pop((path, name), None)
+        tokenizers._BUILT.pop((path, name), None)
+
+
 def test_a_pool_waits_on_the_tasks_in_flight_not_on_every_task(small_corpus, sample_tokenizer, tmp_path, monkeypatch):
     """A run of many partitions submits a few tasks ahead of each worker and waits on those: a wait over every
     task at each completion made the main process quadratic in the partitions; every partition is still
