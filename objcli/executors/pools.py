@@ -57,14 +57,14 @@ def choose_pool(pool: str, objective, tokenizer, workers: int, source: str = "",
     if pool != "auto":
         return pool
     # tokenizers 0.x's batches scale better apart, where a batch is encoded: a run over token stores encodes none.
-    legacy = getattr(tokenizer.engine, "legacy", False) and not token_partitions
+    legacy = not token_partitions and getattr(tokenizer.engine, "legacy", False)
     python_bound = objective.tokenizes_itself or legacy
     if python_bound or workers > THREADS_AT_MOST:
         return "processes"
     busy = min(workers, _cores())  # workers beyond the cores add no throughput to bound
     if busy >= 2 and token_partitions >= TOKEN_RUN_PROCESSES_FROM:
         return "processes"
-    if busy <= 2:
+    if busy <= 2 or token_partitions:  # a run that encodes nothing: below the threshold it threads, whatever its engine
         return "threads"
     from ..tokenizers.engine_cost import engine_cost
 
@@ -83,7 +83,8 @@ def will_fork(reads, pool: str, workers: int, pooled: int, tokenizer: str = "", 
         return False
     tokens_only = token_partitions >= TOKEN_RUN_PROCESSES_FROM and min(workers, _cores()) >= 2
     always = reads.tokenizes_itself or tokens_only  # ``reads``: what the objective reads (Objective.reads)
-    auto = always or workers > THREADS_AT_MOST or (min(workers, _cores()) > 2 and _hinted(tokenizer))
+    hinted = min(workers, _cores()) > 2 and not token_partitions and _hinted(tokenizer)  # a hint of its engine's
+    auto = always or workers > THREADS_AT_MOST or hinted
     return pool == "processes" or (pool == "auto" and auto)
 
 

@@ -192,7 +192,8 @@ def set_up_objective(
     if reads_text or config.engine != "auto":
         tokenizer.engine_choice = choose_engine(tokenizer, config.engine, list(sample), warn)
     else:
-        reference = choose_engine(tokenizer, "reference", [], warn).engine
+        # The reference, recorded: a tokenizer.json's library reads the file only where something encodes after all.
+        reference = tokenizer.deferred_reference() or choose_engine(tokenizer, "reference", [], warn).engine
         tokenizer.engine_choice = EngineChoice(reference, "not needed: no text is encoded (token inputs)")
     tokenizer.use_engine(tokenizer.engine_choice.engine)
     config = dataclasses.replace(config, engine=tokenizer.engine.name)

@@ -57,6 +57,10 @@ class Tokenizer(TextCutter):
         """The engine ``name`` for this file, or ``bpe_spec.Unsupported`` saying why not."""
         raise NotImplementedError
 
+    def deferred_reference(self):
+        """The reference engine, made when first used, where making it costs (``engines.DeferredEngine``); else None."""
+        return None
+
     def probe_reference(self, engine):
         """An engine independent of ``engine`` that is trusted as it is, to probe it against; or None."""
         return None

@@ -246,6 +246,13 @@ class HuggingFaceTokenizer(Tokenizer):
     def reference_engine_name(self) -> str:
         return "tokenizers" if self._library_is_reference else "python"
 
+    def deferred_reference(self):
+        if not self._library_is_reference:  # the reference is objcli's readable engine, made from the spec
+            return None
+        from .engines import DeferredEngine  # here: the import line above is at its width
+
+        return DeferredEngine("tokenizers", self._library_version, lambda: self.library_engine)
+
     def make_engine(self, name: str):
         if name == "tokenizers":
             return self.library_engine

@@ -179,6 +179,8 @@ def test_a_run_that_encodes_nothing_forks_its_many_partitions(cache, tmp_path, m
     assert pools.will_fork(DOCUMENTS_READ, "auto", 2, many, token_partitions=many)
     assert pools.choose_pool("auto", _Objective(), tokenizer, 2, token_partitions=many - 1) == "threads"
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many - 1, token_partitions=many - 1)
+    # Fewer partitions on many cores: threads, its engine not weighed (nor made: a tokenizer.json's library read)
+    assert pools.choose_pool("auto", _Objective(), tokenizer, 6, token_partitions=many - 1) == "threads"
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 2, many)  # a run that encodes: no token partitions
     assert not pools.will_fork(DOCUMENTS_READ, "auto", 1, many, token_partitions=many)
     assert pools.choose_pool("threads", _Objective(), tokenizer, 2, token_partitions=many) == "threads"  # asked
