@@ -51,7 +51,7 @@ def set_up_run(config: TransformConfig, pool: str, warn=None, workers: int = 1, 
         pooled = sum(not p.input.is_stream for p in partitions)
         tokens = token_partitions(config, partitions)
         if executor == "local" and will_fork(config.reads, pool, workers, pooled, config.tokenizer, tokens):
-            # A run that encodes nothing takes the tokenizer's reference engine (run/setup.py): the server builds it.
+            # A run that encodes nothing takes its tokenizer's reference engine, made where it encodes (run/setup.py).
             start_fork_server(config.tokenizer, compiled_kernels(config), "reference" if tokens else "auto")
 
     setup = set_up_stages(config, warn, start_early)

@@ -59,24 +59,23 @@ _LOCK = threading.Lock()
 def preload_tokenizer(path: str, engine: str = "auto") -> None:
     """Open a tokenizer before the run has chosen its engine (a fork server started early): the
     first ``load_tokenizer`` of that path in this process, or a process forked from it, takes it and
-    gives it the engine named then. ``engine``: "auto", the first engine ``--engine auto`` tries, built
-    and warmed; "reference", the family's reference, for a run that encodes nothing (a token store's: its
-    main process takes the reference, and a fast engine built and warmed here took 60 ms of its pool's start)."""
+    gives it the engine named then. ``engine``: "auto", with the first engine ``--engine auto`` tries, built
+    and warmed; "reference", opened alone, for a run that encodes nothing (a token store's), whose workers take
+    the reference made where something encodes (``load_tokenizer``; a fast engine built and warmed here for it
+    took 60 ms of its pool's start, the reference 0.46 s at 128k)."""
     with _LOCK:
         if path not in _OPENED:
             _OPENED[path] = opened = open_tokenizer(path)
             # The engine --engine auto tries first, built and warmed here once, on this thread (no
             # engine thread pool exists in a process that forks): a worker forked from here that is
             # given it starts ready (gigatoken's first encode of a tokenizer.json took each worker 0.25 s).
-            names = [opened.reference_engine_name()] if engine == "reference" else opened.engine_order()
-            for name in names:
+            for name in opened.engine_order() if engine == "auto" else []:
                 try:
                     made = opened.make_engine(name)
                 except Unsupported:  # not installed, or not for this file: the next in the order
                     continue
                 sized = "RAYON_NUM_THREADS" in os.environ
-                if engine == "auto":
-                    made.encode_batch(["warm up"], 1)
+                made.encode_batch(["warm up"], 1)
                 if not sized:  # the engine sized its pool for this call: each worker sizes its own
                     os.environ.pop("RAYON_NUM_THREADS", None)
                 _BUILT[path, name] = made
@@ -96,6 +95,8 @@ def load_tokenizer(path: str, engine: str = "auto") -> Tokenizer:
             if engine not in ("auto", "reference"):
                 try:
                     built = _BUILT.pop((path, engine), None)
+                    if built is None and engine == tokenizer.reference_engine_name():  # made where it encodes
+                        built = tokenizer.deferred_reference()
                     tokenizer.use_engine(built if built is not None else tokenizer.make_engine(engine))
                 except Unsupported as why:
                     raise ObjcliError(f"--engine {engine}: cannot encode {Path(path).name} here ({why})") from None
