@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ObjcliError
 from ..storage.user_cache import cache_folder, write_quietly
 from .base import flatten_arrays
 from .bpe_spec import BPESpec, Unsupported
@@ -96,14 +97,17 @@ class DeferredEngine:
     the tokenizer's reference, whose library reads a 128k tokenizer.json in 0.46 s, and makes it only where
     something encodes after all (UL2's mode tokens)."""
 
-    def __init__(self, name: str, version: str, make):
-        self.name, self.version, self._make, self._made = name, version, make, None
+    def __init__(self, name: str, version: str, make, where: str):
+        self.name, self.version, self._make, self._made, self._where = name, version, make, None, where
 
     def __getattr__(self, attribute: str):  # what the engine has besides its name and version: made now
         if attribute.startswith("_"):
             raise AttributeError(attribute)
         if self._made is None:
-            self._made = self._make()
+            try:
+                self._made = self._make()
+            except Unsupported as why:  # a run that encodes a piece after all (regex missing, say)
+                raise ObjcliError(f"{self._where}: its reference engine, {self.name}, cannot encode ({why})") from None
         return getattr(self._made, attribute)
 
 

@@ -191,6 +191,19 @@ def test_a_run_that_encodes_nothing_has_the_library_read_its_file_only_to_encode
     assert len(library_reads) == reads + 1
 
 
+def test_a_deferred_engine_that_cannot_be_made_is_one_line_where_it_is_first_used():
+    from objcli.tokenizers.bpe_spec import Unsupported
+    from objcli.tokenizers.engines import DeferredEngine
+
+    def refuse():
+        raise Unsupported("it needs the regex module")
+
+    engine = DeferredEngine("python", "1", refuse, "tokenizer t.json")
+    assert (engine.name, engine.version) == ("python", "1")  # recorded without making it
+    with pytest.raises(ObjcliError, match=r"^tokenizer t.json: its reference engine, python, cannot encode \(it needs"):
+        engine.encode_batch(["x"], 1)
+
+
 def test_a_file_the_library_refuses_is_one_line_whatever_the_cache_says(tmp_path, library_reads):
     from objcli.tokenizers.engines import tokenizers_version
     from objcli.tokenizers.library_reads import remember_read_by_library
