@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,6 @@ class TokenizersEngine:
         return [self.library.decode(i, skip_special_tokens=False) for i in ids]
 
 
-# Split patterns quicktok has scanners for: its own table, and tiktoken's spelling of cl100k.
 class DeferredEngine:
     """An engine named and versioned now, made when first used: a run that encodes nothing (token stores) records
     the tokenizer's reference, whose library reads a 128k tokenizer.json in 0.46 s, and makes it only where
@@ -99,18 +99,23 @@ class DeferredEngine:
 
     def __init__(self, name: str, version: str, make, where: str):
         self.name, self.version, self._make, self._made, self._where = name, version, make, None, where
+        self._lock = threading.Lock()  # a thread pool's partitions share it: made once
 
     def __getattr__(self, attribute: str):  # what the engine has besides its name and version: made now
         if attribute.startswith("_"):
             raise AttributeError(attribute)
-        if self._made is None:
-            try:
-                self._made = self._make()
-            except Unsupported as why:  # a run that encodes a piece after all (regex missing, say)
-                raise ObjcliError(f"{self._where}: its reference engine, {self.name}, cannot encode ({why})") from None
+        with self._lock:
+            if self._made is None:
+                try:
+                    self._made = self._make()
+                except Unsupported as why:  # a run that encodes a piece after all (regex missing, say)
+                    raise ObjcliError(
+                        f"{self._where}: its reference engine, {self.name}, cannot encode ({why})"
+                    ) from None
         return getattr(self._made, attribute)
 
 
+# Split patterns quicktok has scanners for: its own table, and tiktoken's spelling of cl100k.
 def quicktok_scanners() -> dict[str, str]:
     from quicktok import _import_core
 
