@@ -227,7 +227,7 @@ class LocalExecutor:
             )
             submit = lambda task: pool.submit(_run_in_worker, task)  # noqa: E731
         processes = [pool] if isinstance(pool, ProcessPoolExecutor) else []
-        light = processes and tasks[0].config.format.packs_positions  # a plan's partitions: _while_workers_start
+        light = bool(processes) and tasks[0].config.format.packs_positions  # a plan's partitions: _while_workers_start
         here = (lambda task: _run_here(task, report)) if light else None  # noqa: E731
         _process_pools.extend(processes)
         with pool, _removed_after(processes):

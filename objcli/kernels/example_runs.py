@@ -20,13 +20,18 @@ class ExampleRuns:
     or a partition of batches makes their runs once, not a batch at a time."""
 
     def __init__(
-        self, lengths: np.ndarray, documents: np.ndarray, columns: dict[str, Runs] | None = None, made_of=None
+        self,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+        columns: dict[str, Runs] | None = None,
+        made_of=None,
+        records: np.ndarray | None = None,
     ):
         self.lengths = lengths  # int64, an example
         self.documents = documents  # int64, an example: 1 where it starts a document (a record at its first example)
         self._columns = columns
         self._made_of = made_of  # documents': (first values, stored lengths, BOS id, EOS id)
-        self.records: np.ndarray | None = None  # where known: each example's document in its batch, not decreasing
+        self.records = records  # where known: each example's document in its batch, not decreasing
 
     def slice(self, lo: int, hi: int) -> ExampleRuns:
         """Examples ``lo:hi`` (their runs: views), as if made alone."""

@@ -60,9 +60,8 @@ class ConversationTokens:
         if learned is not None:
             spans = (np.searchsorted(chosen, self.owner[learned]), self.first[learned], self.last[learned] + 1)
             labels = in_ranges(lengths, starts, spans, firsts, IGNORE)
-        examples = ExampleRuns(lengths, self._first_of_record(chosen), {"input_ids": ids, "labels": labels})
-        examples.records = self.record[chosen]
-        return examples
+        columns = {"input_ids": ids, "labels": labels}
+        return ExampleRuns(lengths, self._first_of_record(chosen), columns, records=self.record[chosen])
 
     def _first_of_record(self, chosen: np.ndarray) -> np.ndarray:
         """By chosen example: 1 where it is its record's first (a record is one document, counted there:
